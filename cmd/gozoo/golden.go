@@ -1,0 +1,41 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/gozoo/gozoo/zoo/golden"
+)
+
+func init() {
+	register(command{
+		name:    "golden",
+		summary: "check models against golden cases (logits and greedy decode)",
+		run:     runGolden,
+	})
+}
+
+func runGolden(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("golden", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: gozoo golden DIR...\n\nEach DIR is a golden case (config.json, model.safetensors, golden.safetensors,\ngolden.json). Prints PASS or FAIL per case; exits 1 if any case fails.")
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	status := 0
+	for _, dir := range fs.Args() {
+		r := golden.Run(dir)
+		fmt.Fprintln(stdout, r)
+		if !r.Pass {
+			status = 1
+		}
+	}
+	return status
+}

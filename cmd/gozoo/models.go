@@ -1,0 +1,3 @@
+package main
+
+import _ "github.com/gozoo/gozoo/zoo/all" // every model family

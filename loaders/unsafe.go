@@ -1,0 +1,5 @@
+package loaders
+
+import "unsafe"
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }

@@ -1,0 +1,9 @@
+// Package all registers every model family of the zoo. Import it for its
+// side effect:
+//
+//	import _ "github.com/gozoo/gozoo/zoo/all"
+package all
+
+import (
+	_ "github.com/gozoo/gozoo/zoo/qwen3"
+)
