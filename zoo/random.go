@@ -1,0 +1,156 @@
+package zoo
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"github.com/nlpodyssey/safetensors"
+	"gorgonia.org/tensor"
+
+	"github.com/gozoo/gozoo/graphs"
+)
+
+// RandomTensor fills a tensor of spec's checkpoint shape ([out, in] for
+// Linear) as HF's _init_weights would: N(0, std) for matrices, ones or zeros
+// for norms and biases. The values depend only on seed and the tensor's
+// name, so they are the same whichever order tensors are made in, in
+// memory or written to a checkpoint.
+func RandomTensor(spec TensorSpec, std float64, seed uint64) []float32 {
+	n := 1
+	for _, d := range spec.Shape {
+		n *= d
+	}
+	out := make([]float32, n)
+	switch spec.Init {
+	case InitOnes:
+		for i := range out {
+			out[i] = 1
+		}
+	case InitZeros:
+	default:
+		h := fnv.New64a()
+		h.Write([]byte(spec.Name))
+		r := rand.New(rand.NewPCG(seed, h.Sum64()))
+		for i := range out {
+			out[i] = float32(r.NormFloat64() * std)
+		}
+	}
+	return out
+}
+
+// NewRandom builds a model with random weights from a config, in memory:
+// for tests and experiments that need a model of a given shape but no file.
+func NewRandom(cfg Config, seed uint64) (Model, error) {
+	w := graphs.Weights{}
+	for _, spec := range cfg.Tensors() {
+		data := RandomTensor(spec, cfg.InitializerRange(), seed)
+		shape := spec.Shape
+		if spec.Linear {
+			data = transpose(data, shape[0], shape[1])
+			shape = []int{shape[1], shape[0]}
+		}
+		w[spec.Name] = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))
+	}
+	return cfg.Build(w)
+}
+
+func transpose(src []float32, r, c int) []float32 {
+	dst := make([]float32, len(src))
+	for i := 0; i < r; i++ {
+		for j := 0; j < c; j++ {
+			dst[j*r+i] = src[i*c+j]
+		}
+	}
+	return dst
+}
+
+// WriteRandomCheckpoint writes an HF-format checkpoint with random weights
+// for configJSON into dir: config.json (as given) and model.safetensors in
+// F32 or BF16. Tensors are generated one at a time while the file is
+// written, so memory stays at about one tensor.
+func WriteRandomCheckpoint(configJSON []byte, dir, dtype string, seed uint64) error {
+	cfg, err := ParseConfig(configJSON)
+	if err != nil {
+		return err
+	}
+	var dt safetensors.DType
+	switch dtype {
+	case "f32", "F32", "float32":
+		dt = safetensors.F32
+	case "bf16", "BF16", "bfloat16":
+		dt = safetensors.BF16
+	default:
+		return fmt.Errorf("dtype %q is not supported (supported: f32, bf16)", dtype)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), configJSON, 0o644); err != nil {
+		return err
+	}
+	views := map[string]*lazyView{}
+	for _, spec := range cfg.Tensors() {
+		views[spec.Name] = &lazyView{spec: spec, dtype: dt, std: cfg.InitializerRange(), seed: seed}
+	}
+	path := filepath.Join(dir, "model.safetensors")
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := safetensors.SerializeToWriter(views, map[string]string{"format": "pt"}, f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// lazyView generates its tensor only when the writer asks for its bytes.
+type lazyView struct {
+	spec  TensorSpec
+	dtype safetensors.DType
+	std   float64
+	seed  uint64
+}
+
+func (v *lazyView) DType() safetensors.DType { return v.dtype }
+func (v *lazyView) Shape() []uint64 {
+	s := make([]uint64, len(v.spec.Shape))
+	for i, d := range v.spec.Shape {
+		s[i] = uint64(d)
+	}
+	return s
+}
+func (v *lazyView) DataLen() uint64 {
+	n := v.dtype.Size()
+	for _, d := range v.spec.Shape {
+		n *= uint64(d)
+	}
+	return n
+}
+func (v *lazyView) Data() []byte {
+	vals := RandomTensor(v.spec, v.std, v.seed)
+	out := make([]byte, int(v.dtype.Size())*len(vals))
+	for i, x := range vals {
+		if v.dtype == safetensors.BF16 {
+			binary.LittleEndian.PutUint16(out[2*i:], bf16(x))
+		} else {
+			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
+		}
+	}
+	return out
+}
+
+// bf16 rounds a float32 to bfloat16 (round to nearest even, as torch does).
+func bf16(x float32) uint16 {
+	b := math.Float32bits(x)
+	if x != x { // NaN: keep it a NaN
+		return uint16(b>>16) | 0x40
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
