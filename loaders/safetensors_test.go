@@ -1,0 +1,246 @@
+package loaders
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/x448/float16"
+)
+
+// rawFile writes a safetensors file from a literal header and data.
+func rawFile(t *testing.T, header string, data []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	b := make([]byte, 8, 8+len(header)+len(data))
+	binary.LittleEndian.PutUint64(b, uint64(len(header)))
+	b = append(append(b, header...), data...)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func f32bytes(v ...float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func TestOpenSafetensorsRejectsBadFiles(t *testing.T) {
+	good := `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}`
+	cases := []struct {
+		name   string
+		write  func(t *testing.T) string
+		errHas []string
+	}{
+		{"empty file", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "model.safetensors")
+			os.WriteFile(p, nil, 0o644)
+			return p
+		}, []string{"truncated", "model.safetensors"}},
+		{"shorter than the length prefix", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "model.safetensors")
+			os.WriteFile(p, []byte{1, 2, 3}, 0o644)
+			return p
+		}, []string{"truncated"}},
+		{"header length past the end", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "model.safetensors")
+			b := make([]byte, 16)
+			binary.LittleEndian.PutUint64(b, 1<<40)
+			os.WriteFile(p, b, 0o644)
+			return p
+		}, []string{"header length", "past the end"}},
+		{"header not JSON", func(t *testing.T) string { return rawFile(t, `{"a": nope}`, nil) }, []string{"model.safetensors", "JSON"}},
+		{"data truncated", func(t *testing.T) string { return rawFile(t, good, f32bytes(1, 2)) }, []string{`"b"`, "past the end"}},
+		{"offsets out of range", func(t *testing.T) string {
+			return rawFile(t, `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,400]}}`, f32bytes(1, 2, 3))
+		}, []string{`"b"`}},
+		{"overlapping tensors", func(t *testing.T) string {
+			return rawFile(t, `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}`, f32bytes(1, 2, 3))
+		}, []string{`"a"`, `"b"`}},
+		{"unknown dtype", func(t *testing.T) string {
+			return rawFile(t, `{"a":{"dtype":"F7","shape":[2],"data_offsets":[0,8]}}`, f32bytes(1, 2))
+		}, []string{`"F7"`}},
+		{"shape disagrees with offsets", func(t *testing.T) string {
+			return rawFile(t, `{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}`, f32bytes(1, 2))
+		}, []string{`"a"`, "needs 12 bytes"}},
+		{"trailing bytes", func(t *testing.T) string { return rawFile(t, good, f32bytes(1, 2, 3, 4)) }, []string{"data section"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := c.write(t)
+			f, err := OpenSafetensors(path)
+			if err == nil {
+				f.Close()
+				t.Fatal("no error")
+			}
+			for _, want := range c.errHas {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not mention %s", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestReadFloat32Dtypes(t *testing.T) {
+	vals := []float32{1.5, -2.25, 0, 3e-5, 65504, -0.125}
+	bf := make([]byte, 2*len(vals))
+	f16 := make([]byte, 2*len(vals))
+	for i, v := range vals {
+		binary.LittleEndian.PutUint16(bf[2*i:], uint16(math.Float32bits(v)>>16))
+		binary.LittleEndian.PutUint16(f16[2*i:], float16.Fromfloat32(v).Bits())
+	}
+	header := func(dtype string, n int) string {
+		return `{"w":{"dtype":"` + dtype + `","shape":[2,3],"data_offsets":[0,` + itoa(n) + `]}}`
+	}
+	cases := []struct {
+		name string
+		path string
+		tol  float64
+	}{
+		{"F32", rawFile(t, header("F32", 24), f32bytes(vals...)), 0},
+		{"BF16", rawFile(t, header("BF16", 12), bf), 0.01},
+		{"F16", rawFile(t, header("F16", 12), f16), 0.001},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := OpenSafetensors(c.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			got := make([]float32, 6)
+			if err := f.ReadFloat32("w", got, false); err != nil {
+				t.Fatal(err)
+			}
+			for i := range vals {
+				if d := math.Abs(float64(got[i] - vals[i])); d > c.tol*math.Max(1, math.Abs(float64(vals[i]))) {
+					t.Errorf("[%d] = %g, want %g", i, got[i], vals[i])
+				}
+			}
+			tr := make([]float32, 6)
+			if err := f.ReadFloat32("w", tr, true); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 2; i++ {
+				for j := 0; j < 3; j++ {
+					if tr[j*2+i] != got[i*3+j] {
+						t.Fatalf("transpose [%d,%d]: %g, want %g", j, i, tr[j*2+i], got[i*3+j])
+					}
+				}
+			}
+		})
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func TestCheckpointLoadChecksShapesAndNames(t *testing.T) {
+	path := rawFile(t, `{"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}}`, f32bytes(1, 2, 3, 4, 5, 6))
+	c, err := OpenCheckpoint(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Load("w", []int{3, 2}, true); err == nil || !strings.Contains(err.Error(), `"w"`) || !strings.Contains(err.Error(), "[3 2]") {
+		t.Errorf("shape mismatch: got %v", err)
+	}
+	if _, err := c.Load("missing.weight", []int{2}, false); err == nil || !strings.Contains(err.Error(), `"missing.weight"`) || !strings.Contains(err.Error(), "model.safetensors") {
+		t.Errorf("missing tensor: got %v", err)
+	}
+	w, err := c.Load("w", []int{2, 3}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(w.Shape(), []int{3, 2}) || !slices.Equal(w.Data().([]float32), []float32{1, 4, 2, 5, 3, 6}) {
+		t.Errorf("linear weight loaded as %v %v, want [3 2] [1 4 2 5 3 6]", w.Shape(), w.Data())
+	}
+}
+
+func TestShardedCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, header string, data []byte) {
+		b := make([]byte, 8)
+		binary.LittleEndian.PutUint64(b, uint64(len(header)))
+		os.WriteFile(filepath.Join(dir, name), append(append(b, header...), data...), 0o644)
+	}
+	write("model-00001-of-00002.safetensors", `{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, f32bytes(7))
+	write("model-00002-of-00002.safetensors", `{"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, f32bytes(8, 9))
+	index := `{"metadata":{},"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}}`
+	os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte(index), 0o644)
+	c, err := OpenCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b, err := c.Load("b", []int{2}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Data().([]float32); !slices.Equal(got, []float32{8, 9}) {
+		t.Errorf("b = %v", got)
+	}
+	if !slices.Equal(c.Names(), []string{"a", "b"}) {
+		t.Errorf("names %v", c.Names())
+	}
+
+	// An index naming a tensor its shard lacks is refused by name.
+	os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte(`{"weight_map":{"zz":"model-00001-of-00002.safetensors"}}`), 0o644)
+	if _, err := OpenCheckpoint(dir); err == nil || !strings.Contains(err.Error(), `"zz"`) {
+		t.Errorf("stale index: got %v", err)
+	}
+}
+
+func TestRoPEFieldsResolve(t *testing.T) {
+	cases := []struct {
+		name      string
+		json      string
+		layerType string
+		want      RoPE
+		errHas    string
+	}{
+		{"absent: default theta", `{}`, "", RoPE{"default", 10000, 1}, ""},
+		{"legacy theta", `{"rope_theta": 1e6, "rope_scaling": null}`, "", RoPE{"default", 1e6, 1}, ""},
+		{"legacy linear scaling", `{"rope_theta": 1e6, "rope_scaling": {"type": "linear", "factor": 4}}`, "", RoPE{"linear", 1e6, 4}, ""},
+		{"v5 flat", `{"rope_parameters": {"rope_theta": 5e5, "rope_type": "default"}}`, "full_attention", RoPE{"default", 5e5, 1}, ""},
+		{"v5 per layer type", `{"rope_parameters": {"full_attention": {"rope_theta": 1e6, "rope_type": "linear", "factor": 8}, "sliding_attention": {"rope_theta": 1e4, "rope_type": "default"}}}`, "sliding_attention", RoPE{"default", 1e4, 1}, ""},
+		{"v5 missing layer type", `{"rope_parameters": {"full_attention": {"rope_theta": 1e6}}}`, "sliding_attention", RoPE{}, "sliding_attention"},
+		{"unsupported type", `{"rope_scaling": {"rope_type": "yarn", "factor": 4}}`, "", RoPE{}, `"yarn"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var f RoPEFields
+			if err := json.Unmarshal([]byte(c.json), &f); err != nil {
+				t.Fatal(err)
+			}
+			got, err := f.Resolve(c.layerType, 10000)
+			if c.errHas != "" {
+				if err == nil || !strings.Contains(err.Error(), c.errHas) {
+					t.Fatalf("error %v, want one mentioning %s", err, c.errHas)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Fatalf("got %+v, %v; want %+v", got, err, c.want)
+			}
+		})
+	}
+}
+
+func TestIntList(t *testing.T) {
+	for in, want := range map[string][]int{`2`: {2}, `[1, 3]`: {1, 3}, `null`: nil} {
+		var l IntList
+		if err := json.Unmarshal([]byte(in), &l); err != nil || !slices.Equal(l, want) {
+			t.Errorf("%s: got %v %v", in, l, err)
+		}
+	}
+}
