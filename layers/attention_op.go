@@ -6,9 +6,9 @@ import (
 	"math"
 
 	"github.com/chewxy/hm"
-	G "gorgonia.org/gorgonia"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
+	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
 

@@ -6,9 +6,9 @@ package layers
 import "C"
 
 import (
-	G "gorgonia.org/gorgonia"
 	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/netlib/blas/netlib"
+	G "gorgonia.org/gorgonia"
 )
 
 // With the openblas tag, both Gorgonia's products (Mul, through tensor)
