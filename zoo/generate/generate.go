@@ -1,0 +1,382 @@
+// Package generate turns a loaded zoo model into text: streaming token
+// generation with sampling, stop conditions and timings, and the glue to
+// the checkpoint's tokenizer, chat template and generation_config.json.
+//
+// A Generator is safe for concurrent use: each generation takes a session
+// (graphs, machines, KV cache) from a pool, and sessions share the model's
+// weights.
+package generate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/zoo"
+)
+
+// Tokenizer is what generation needs of a tokenizer.
+type Tokenizer interface {
+	Encode(text string, addSpecial bool) ([]int, error)
+	Decode(ids []int, skipSpecial bool) (string, error)
+}
+
+// Options control one generation.
+type Options struct {
+	// MaxTokens caps the generated tokens (0: until a stop condition or a
+	// full context).
+	MaxTokens int
+	Sampling  Sampling
+	// Stop ends generation when the text contains one of these strings;
+	// the text stops before it.
+	Stop []string
+	// IgnoreEOS keeps generating past end-of-sequence tokens.
+	IgnoreEOS bool
+}
+
+// Token is one step of a stream: the token chosen and the text it
+// completes. Text can be empty while bytes of a UTF-8 character, or the
+// start of a possible stop string, are held back; a last Token with ID -1
+// carries held-back text when generation ends.
+type Token struct {
+	ID   int
+	Text string
+}
+
+// StopReason says why a generation ended.
+type StopReason string
+
+const (
+	StopEOS         StopReason = "eos"
+	StopMaxTokens   StopReason = "max_tokens"
+	StopString      StopReason = "stop_string"
+	StopContextFull StopReason = "context_full"
+	StopCancelled   StopReason = "cancelled" // the context was cancelled
+	StopCaller      StopReason = "caller"    // the caller stopped reading the stream
+)
+
+// Result is a finished generation.
+type Result struct {
+	Prompt     []int
+	Tokens     []int
+	Text       string
+	StopReason StopReason
+	// PrefillTime covers the prompt; DecodeTime the steps after it.
+	PrefillTime, DecodeTime time.Duration
+	DecodeSteps             int
+}
+
+// PrefillTokS is the prompt throughput in tokens per second.
+func (r Result) PrefillTokS() float64 { return rate(len(r.Prompt), r.PrefillTime) }
+
+// DecodeTokS is the generation throughput in tokens per second.
+func (r Result) DecodeTokS() float64 { return rate(r.DecodeSteps, r.DecodeTime) }
+
+func rate(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// Generator generates with one model.
+type Generator struct {
+	Model zoo.Model
+	// Tokenizer turns ids into text; nil streams ids with empty text.
+	Tokenizer Tokenizer
+	// Defaults are the options of a generation that sets none (from
+	// generation_config.json when loaded with Load).
+	Defaults Options
+	// EOS are the end-of-sequence ids.
+	EOS []int
+	// Session configures the pooled sessions.
+	Session graphs.Options
+
+	mu   sync.Mutex
+	free []*graphs.Session
+}
+
+// New makes a Generator for model with the EOS ids its config names.
+func New(model zoo.Model, tok Tokenizer) *Generator {
+	return &Generator{Model: model, Tokenizer: tok, EOS: slices.Clone(model.EOSTokenIDs()), Defaults: Options{Sampling: Sampling{Temperature: 1, TopP: 1, RepetitionPenalty: 1}}}
+}
+
+func (g *Generator) session() (*graphs.Session, error) {
+	g.mu.Lock()
+	if n := len(g.free); n > 0 {
+		s := g.free[n-1]
+		g.free = g.free[:n-1]
+		g.mu.Unlock()
+		s.Reset()
+		return s, nil
+	}
+	g.mu.Unlock()
+	return graphs.NewSession(g.Model, g.Session)
+}
+
+func (g *Generator) release(s *graphs.Session) {
+	g.mu.Lock()
+	g.free = append(g.free, s)
+	g.mu.Unlock()
+}
+
+// Close releases the pooled sessions.
+func (g *Generator) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var errs []error
+	for _, s := range g.free {
+		errs = append(errs, s.Close())
+	}
+	g.free = nil
+	return errors.Join(errs...)
+}
+
+// Encode tokenizes text with the tokenizer's special tokens (BOS and the
+// like) added.
+func (g *Generator) Encode(text string) ([]int, error) {
+	if g.Tokenizer == nil {
+		return nil, errors.New("generator has no tokenizer")
+	}
+	return g.Tokenizer.Encode(text, true)
+}
+
+// Generate runs one generation to its end.
+func (g *Generator) Generate(ctx context.Context, prompt []int, opts Options) (Result, error) {
+	s := g.Stream(ctx, prompt, opts)
+	for range s.Tokens() {
+	}
+	return s.Result()
+}
+
+// Stream prepares a generation; range over Tokens() to run it, then read
+// Result(). It runs in the caller's goroutine, starts none, and stops
+// within one token of ctx being cancelled or the loop being left.
+func (g *Generator) Stream(ctx context.Context, prompt []int, opts Options) *Stream {
+	return &Stream{g: g, ctx: ctx, prompt: prompt, opts: opts}
+}
+
+// Stream is one generation.
+type Stream struct {
+	g      *Generator
+	ctx    context.Context
+	prompt []int
+	opts   Options
+	res    Result
+	err    error
+	ran    bool
+}
+
+// Result returns the finished generation (after Tokens has been ranged over).
+func (s *Stream) Result() (Result, error) {
+	if !s.ran {
+		return Result{}, errors.New("generation has not run: range over Tokens() first")
+	}
+	return s.res, s.err
+}
+
+// Tokens runs the generation, yielding tokens as they are produced.
+func (s *Stream) Tokens() iter.Seq[Token] {
+	return func(yield func(Token) bool) {
+		if s.ran {
+			s.err = errors.New("a Stream runs once")
+			return
+		}
+		s.ran = true
+		s.err = s.run(yield)
+	}
+}
+
+func (s *Stream) run(yield func(Token) bool) error {
+	g, opts := s.g, s.opts
+	s.res.Prompt = slices.Clone(s.prompt)
+	if len(s.prompt) == 0 {
+		return errors.New("empty prompt: give at least one token")
+	}
+	vocab := g.Model.VocabSize()
+	for i, id := range s.prompt {
+		if id < 0 || id >= vocab {
+			return fmt.Errorf("prompt token %d at index %d is outside the vocabulary [0, %d)", id, i, vocab)
+		}
+	}
+	sess, err := g.session()
+	if err != nil {
+		return err
+	}
+	defer g.release(sess)
+	if len(s.prompt) >= sess.Capacity() {
+		return fmt.Errorf("prompt of %d tokens does not fit the context of %d positions (it needs room for at least one more)", len(s.prompt), sess.Capacity())
+	}
+	if err := s.ctx.Err(); err != nil {
+		s.res.StopReason = StopCancelled
+		return nil
+	}
+
+	t0 := time.Now()
+	logits, err := sess.Append(s.prompt)
+	if err != nil {
+		return err
+	}
+	s.res.PrefillTime = time.Since(t0)
+
+	sm := newSampler(opts.Sampling, s.prompt)
+	text := newTextStream(g.Tokenizer, opts.Stop)
+	for {
+		if s.ctx.Err() != nil {
+			s.res.StopReason = StopCancelled
+			break
+		}
+		id := sm.next(logits)
+		sm.observe(id)
+		s.res.Tokens = append(s.res.Tokens, id)
+		if !opts.IgnoreEOS && slices.Contains(g.EOS, id) {
+			s.res.StopReason = StopEOS
+			if !yield(Token{ID: id}) {
+				s.res.StopReason = StopCaller
+			}
+			break
+		}
+		piece, stopped, err := text.push(id)
+		if err != nil {
+			return err
+		}
+		if !yield(Token{ID: id, Text: piece}) {
+			s.res.StopReason = StopCaller
+			break
+		}
+		if stopped {
+			s.res.StopReason = StopString
+			break
+		}
+		if opts.MaxTokens > 0 && len(s.res.Tokens) >= opts.MaxTokens {
+			s.res.StopReason = StopMaxTokens
+			break
+		}
+		if sess.Pos() >= sess.Capacity() {
+			s.res.StopReason = StopContextFull
+			break
+		}
+		t := time.Now()
+		if logits, err = sess.Append([]int{id}); err != nil {
+			return err
+		}
+		s.res.DecodeTime += time.Since(t)
+		s.res.DecodeSteps++
+	}
+	if rest := text.flush(); rest != "" && s.res.StopReason != StopCaller {
+		yield(Token{ID: -1, Text: rest})
+	}
+	s.res.Text = text.text()
+	return nil
+}
+
+// textStream decodes generated ids into text incrementally. It holds back
+// trailing bytes that do not yet form a UTF-8 character and any suffix that
+// could be the start of a stop string.
+type textStream struct {
+	tok     Tokenizer
+	stops   []string
+	ids     []int
+	all     string // decoded text of ids
+	emitted int    // bytes of all already handed out
+	cut     int    // -1, or where a stop string starts
+}
+
+func newTextStream(tok Tokenizer, stops []string) *textStream {
+	var nonEmpty []string
+	for _, s := range stops {
+		if s != "" {
+			nonEmpty = append(nonEmpty, s)
+		}
+	}
+	return &textStream{tok: tok, stops: nonEmpty, cut: -1}
+}
+
+func (t *textStream) push(id int) (piece string, stopped bool, err error) {
+	if t.tok == nil {
+		return "", false, nil
+	}
+	t.ids = append(t.ids, id)
+	// Decoding the whole continuation keeps multi-token characters and
+	// tokenizer decoders that look at neighbours exact.
+	all, err := t.tok.Decode(t.ids, true)
+	if err != nil {
+		return "", false, err
+	}
+	t.all = all
+	from := max(0, t.emitted-t.maxStop())
+	for _, s := range t.stops {
+		if i := strings.Index(all[from:], s); i >= 0 && (t.cut < 0 || from+i < t.cut) {
+			t.cut = from + i
+		}
+	}
+	if t.cut >= 0 {
+		piece = all[t.emitted:max(t.emitted, t.cut)]
+		t.emitted = max(t.emitted, t.cut)
+		return piece, true, nil
+	}
+	end := len(all) - t.holdBack(all)
+	if end > t.emitted {
+		piece = all[t.emitted:end]
+		t.emitted = end
+	}
+	return piece, false, nil
+}
+
+func (t *textStream) maxStop() int {
+	n := 0
+	for _, s := range t.stops {
+		n = max(n, len(s))
+	}
+	return n
+}
+
+// holdBack is how many trailing bytes of all must wait: an incomplete
+// UTF-8 character (decoded as U+FFFD) or a proper prefix of a stop string.
+func (t *textStream) holdBack(all string) int {
+	hold := 0
+	for s := all; strings.HasSuffix(s, "\uFFFD"); s = s[:len(s)-len("\uFFFD")] {
+		hold += len("\uFFFD")
+	}
+	for _, s := range t.stops {
+		for k := min(len(s)-1, len(all)); k > hold; k-- {
+			if strings.HasSuffix(all, s[:k]) {
+				hold = k
+				break
+			}
+		}
+	}
+	// Never split a UTF-8 character.
+	for hold > 0 && hold < len(all) && !utf8.RuneStart(all[len(all)-hold]) {
+		hold++
+	}
+	return hold
+}
+
+// flush returns the held-back text when generation ends.
+func (t *textStream) flush() string {
+	end := len(t.all)
+	if t.cut >= 0 {
+		end = t.cut
+	}
+	if end <= t.emitted {
+		return ""
+	}
+	rest := t.all[t.emitted:end]
+	t.emitted = end
+	return rest
+}
+
+func (t *textStream) text() string {
+	if t.cut >= 0 {
+		return t.all[:t.cut]
+	}
+	return t.all
+}
