@@ -107,7 +107,11 @@ func ParseConfig(data []byte) (Config, error) {
 
 // Load reads dir/config.json and the checkpoint's safetensors, checks every
 // tensor against the shapes the config implies, and builds the model.
-func Load(dir string) (Model, error) {
+func Load(dir string) (Model, error) { return LoadWithProgress(dir, nil) }
+
+// LoadWithProgress is Load reporting, after each tensor, how many of the
+// weights' values are loaded so far out of the total.
+func LoadWithProgress(dir string, progress func(done, total int64)) (Model, error) {
 	_, data, err := loaders.ReadConfig(dir)
 	if err != nil {
 		return nil, err
@@ -116,25 +120,42 @@ func Load(dir string) (Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	return LoadWeights(dir, cfg)
+	return LoadWeights(dir, cfg, progress)
 }
 
-// LoadWeights loads cfg's tensors from the safetensors in dir.
-func LoadWeights(dir string, cfg Config) (Model, error) {
+// LoadWeights loads cfg's tensors from the safetensors in dir. progress may
+// be nil.
+func LoadWeights(dir string, cfg Config, progress func(done, total int64)) (Model, error) {
 	ckpt, err := loaders.OpenCheckpoint(dir)
 	if err != nil {
 		return nil, err
 	}
 	defer ckpt.Close()
+	specs := cfg.Tensors()
+	var total, done int64
+	for _, s := range specs {
+		total += numel(s.Shape)
+	}
 	w := graphs.Weights{}
-	for _, spec := range cfg.Tensors() {
+	for _, spec := range specs {
 		t, err := ckpt.Load(spec.Name, spec.Shape, spec.Linear)
 		if err != nil {
 			return nil, err
 		}
 		w[spec.Name] = t
+		if done += numel(spec.Shape); progress != nil {
+			progress(done, total)
+		}
 	}
 	return cfg.Build(w)
+}
+
+func numel(shape []int) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= int64(d)
+	}
+	return n
 }
 
 // SpecByName finds a tensor spec, for tests and tools.

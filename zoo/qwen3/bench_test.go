@@ -1,0 +1,99 @@
+package qwen3_test
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/zoo"
+	"github.com/gozoo/gozoo/zoo/golden"
+)
+
+// benchModel is the checkpoint in $GOZOO_BENCH_MODEL (for example one
+// written by `gozoo random --config ../shared/configs/Qwen3-0.6B.json`), or
+// a small random Qwen3 so the benchmarks always run.
+func benchModel(b *testing.B) zoo.Model {
+	b.Helper()
+	if dir := os.Getenv("GOZOO_BENCH_MODEL"); dir != "" {
+		m, err := zoo.Load(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return m
+	}
+	cfg, _ := json.Marshal(map[string]any{
+		"model_type": "qwen3", "vocab_size": 32000, "hidden_size": 256, "intermediate_size": 768,
+		"num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 32,
+		"tie_word_embeddings": true, "eos_token_id": 2, "max_position_embeddings": 4096,
+	})
+	c, err := zoo.ParseConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := zoo.NewRandom(c, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+func prompt(n, vocab int) []int {
+	p := make([]int, n)
+	for i := range p {
+		p[i] = (i*7919 + 13) % vocab
+	}
+	return p
+}
+
+// BenchmarkPrefill128 measures prompt throughput (tokens/s) for 128 tokens.
+func BenchmarkPrefill128(b *testing.B) {
+	m := benchModel(b)
+	s, err := graphs.NewSession(m, graphs.Options{Capacity: 256})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	p := prompt(128, m.VocabSize())
+	if _, err := s.Append(p); err != nil { // build and compile the graphs
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s.Reset()
+		if _, err := s.Append(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(128*b.N)/b.Elapsed().Seconds(), "tok/s")
+}
+
+// BenchmarkDecode measures one-token steps (tokens/s) after a 128-token prompt.
+func BenchmarkDecode(b *testing.B) {
+	m := benchModel(b)
+	s, err := graphs.NewSession(m, graphs.Options{Capacity: 128 + 64})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	p := prompt(128, m.VocabSize())
+	logits, err := s.Append(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if s.Pos() == s.Capacity() {
+			b.StopTimer()
+			s.Reset()
+			if logits, err = s.Append(p); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		if logits, err = s.Append([]int{golden.Argmax(logits)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+}
