@@ -74,3 +74,16 @@ func TestRandomAndBenchCommands(t *testing.T) {
 		t.Errorf("unknown command: status %d", status)
 	}
 }
+
+func TestGraphCommand(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "golden", "qwen3_gqa_tied")
+	out, errb, status := gozoo(t, "", "graph", "--model", dir, "--rows", "8")
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, errb)
+	}
+	for _, want := range []string{"digraph", "model.layers.2.self_attn.q_norm.weight", "Attention{layers.0", "kvcache.1.v"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("DOT output lacks %q", want)
+		}
+	}
+}
