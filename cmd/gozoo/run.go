@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gozoo/gozoo/zoo/generate"
+)
+
+func init() {
+	register(command{
+		name:    "run",
+		summary: "generate text from a prompt, streaming it as it is produced",
+		run:     runRun,
+	})
+}
+
+// bundledModel is the tiny random-weight Qwen3 shipped in testdata, used
+// when --model is not given, so the command works on a fresh clone.
+const bundledModel = "testdata/models/qwen3-tiny"
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	model := fs.String("model", "", "model folder: config.json, safetensors, tokenizer.json (default: the bundled tiny Qwen3 in "+bundledModel+")")
+	prompt := fs.String("prompt", "", "the prompt (required)")
+	useChat := fs.Bool("chat", false, "wrap the prompt in the checkpoint's chat template")
+	system := fs.String("system", "", "system message (with --chat)")
+	maxTokens := fs.Int("max-tokens", 0, "tokens to generate at most (default: generation_config.json's max_new_tokens, else 256)")
+	temperature := fs.Float64("temperature", 0, "sampling temperature; 0 is greedy (default: generation_config.json)")
+	topK := fs.Int("top-k", 0, "keep the k most likely tokens (default: generation_config.json)")
+	topP := fs.Float64("top-p", 0, "nucleus sampling mass (default: generation_config.json)")
+	minP := fs.Float64("min-p", 0, "drop tokens below min-p times the best one's probability")
+	repPenalty := fs.Float64("repetition-penalty", 0, "penalty for tokens already in the context (1: off)")
+	seed := fs.Uint64("seed", 0, "sampling seed (default: random)")
+	var stops stringList
+	fs.Var(&stops, "stop", "stop when the text contains this string (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *prompt == "" {
+		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] --prompt TEXT [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]")
+		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *model == "" {
+		*model = bundledModel
+		if _, err := os.Stat(filepath.Join(*model, "config.json")); err != nil {
+			fmt.Fprintf(stderr, "gozoo run: no --model given and the bundled model %s is not here (run from the repository root, or pass --model DIR)\n", bundledModel)
+			return 1
+		}
+	}
+
+	bar := newProgressBar(stderr, "loading "+*model)
+	g, err := generate.Load(*model, bar.update)
+	bar.done()
+	if err != nil {
+		fmt.Fprintln(stderr, "gozoo run:", err)
+		return 1
+	}
+	defer g.Close()
+
+	opts := g.Defaults
+	if opts.MaxTokens == 0 {
+		opts.MaxTokens = 256
+	}
+	s := &opts.Sampling
+	if set["max-tokens"] {
+		opts.MaxTokens = *maxTokens
+	}
+	if set["temperature"] {
+		s.Temperature, s.DoSample = *temperature, *temperature > 0
+	}
+	if set["top-k"] {
+		s.TopK = *topK
+	}
+	if set["top-p"] {
+		s.TopP = *topP
+	}
+	if set["min-p"] {
+		s.MinP = *minP
+	}
+	if set["repetition-penalty"] {
+		s.RepetitionPenalty = *repPenalty
+	}
+	if set["seed"] {
+		s.Seed = *seed
+	} else {
+		s.Seed = uint64(time.Now().UnixNano())
+	}
+	opts.Stop = stops
+
+	var ids []int
+	if *useChat {
+		ids, err = chatPrompt(g, *model, *system, *prompt)
+	} else {
+		ids, err = g.Encode(*prompt)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "gozoo run:", err)
+		return 1
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	st := g.Stream(ctx, ids, opts)
+	for tok := range st.Tokens() {
+		if _, err := io.WriteString(stdout, tok.Text); err != nil {
+			break
+		}
+		if f, ok := stdout.(*os.File); ok {
+			f.Sync()
+		}
+	}
+	res, err := st.Result()
+	fmt.Fprintln(stdout)
+	if err != nil {
+		fmt.Fprintln(stderr, "gozoo run:", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "[%d prompt tokens, %d generated; prefill %.1f tok/s, decode %.1f tok/s; stop: %s]\n",
+		len(res.Prompt), len(res.Tokens), res.PrefillTokS(), res.DecodeTokS(), res.StopReason)
+	if res.StopReason == generate.StopCancelled {
+		return 130
+	}
+	return 0
+}
+
+var errNoChat = errors.New("chat templates are not wired yet")
+
+// progressBar draws a bar on stderr while weights load, but only once
+// loading has taken more than a moment.
+type progressBar struct {
+	w     io.Writer
+	label string
+	start time.Time
+	last  time.Time
+	drawn bool
+}
+
+func newProgressBar(w io.Writer, label string) *progressBar {
+	return &progressBar{w: w, label: label, start: time.Now()}
+}
+
+func (p *progressBar) update(done, total int64) {
+	now := time.Now()
+	if now.Sub(p.start) < 500*time.Millisecond || (now.Sub(p.last) < 100*time.Millisecond && done < total) || total == 0 {
+		return
+	}
+	p.last, p.drawn = now, true
+	const width = 30
+	n := int(width * done / total)
+	fmt.Fprintf(p.w, "\r%s [%s%s] %3d%%", p.label, strings.Repeat("=", n), strings.Repeat(" ", width-n), 100*done/total)
+}
+
+func (p *progressBar) done() {
+	if p.drawn {
+		fmt.Fprintf(p.w, "\r%s done in %.1f s%s\n", p.label, time.Since(p.start).Seconds(), strings.Repeat(" ", 30))
+	}
+}
