@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -106,7 +105,7 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 
 	var ids []int
 	if *useChat {
-		ids, err = chatPrompt(g, *model, *system, *prompt)
+		ids, err = chatPrompt(g, *system, *prompt)
 	} else {
 		ids, err = g.Encode(*prompt)
 	}
@@ -139,8 +138,6 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
-
-var errNoChat = errors.New("chat templates are not wired yet")
 
 // progressBar draws a bar on stderr while weights load, but only once
 // loading has taken more than a moment.

@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gozoo/gozoo/chat"
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/zoo"
 )
@@ -96,8 +97,12 @@ type Generator struct {
 	Defaults Options
 	// EOS are the end-of-sequence ids.
 	EOS []int
+	// Template is the checkpoint's chat template (nil if it ships none).
+	Template *chat.Template
 	// Session configures the pooled sessions.
 	Session graphs.Options
+
+	templateErr error
 
 	mu   sync.Mutex
 	free []*graphs.Session

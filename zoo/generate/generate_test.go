@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gozoo/gozoo/chat"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/zoo"
 	_ "github.com/gozoo/gozoo/zoo/qwen3"
@@ -272,4 +273,40 @@ func TestConcurrentGenerations(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+func TestLoadBundledModelWithChat(t *testing.T) {
+	g, err := Load("../../testdata/models/qwen3-tiny", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	// generation_config.json: sampling defaults and both EOS ids.
+	if s := g.Defaults.Sampling; !s.DoSample || s.Temperature != 0.6 || s.TopK != 20 || s.TopP != 0.95 {
+		t.Errorf("defaults from generation_config.json: %+v", s)
+	}
+	if !slices.Contains(g.EOS, 151645) || !slices.Contains(g.EOS, 151643) {
+		t.Errorf("EOS %v, want 151645 and 151643", g.EOS)
+	}
+	ids, err := g.ChatIDs([]chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "What is Go?"}}, chat.RenderOptions{AddGenerationPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := g.Tokenizer.Decode(ids, false)
+	want := "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is Go?<|im_end|>\n<|im_start|>assistant\n"
+	if text != want || ids[0] != 151644 {
+		t.Fatalf("chat prompt %v decodes to %q, want %q", ids, text, want)
+	}
+	s := g.Stream(context.Background(), ids, Options{MaxTokens: 5, Sampling: Sampling{DoSample: true, Temperature: 0.7, Seed: 1}})
+	var streamed strings.Builder
+	for tok := range s.Tokens() {
+		streamed.WriteString(tok.Text)
+	}
+	res, err := s.Result()
+	if err != nil || streamed.String() != res.Text || len(res.Tokens) == 0 {
+		t.Fatalf("stream %q, result %q, %v", streamed.String(), res.Text, err)
+	}
+	if dec, _ := g.Tokenizer.Decode(res.Tokens, true); dec != res.Text && res.StopReason != StopEOS {
+		t.Errorf("streamed text %q differs from decoding the tokens %q", res.Text, dec)
+	}
 }

@@ -1,16 +1,18 @@
 package generate
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/gozoo/gozoo/chat"
 	"github.com/gozoo/gozoo/loaders/tokenizer"
 	"github.com/gozoo/gozoo/zoo"
 )
 
 // Load opens a checkpoint folder for text generation: the model, its
-// tokenizer.json (+ tokenizer_config.json), and generation_config.json for
-// sampling defaults and extra EOS ids. progress (may be nil) reports weight
-// loading.
+// tokenizer.json (+ tokenizer_config.json), its chat template when it ships
+// one, and generation_config.json for sampling defaults and extra EOS ids.
+// progress (may be nil) reports weight loading.
 func Load(dir string, progress func(done, total int64)) (*Generator, error) {
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
@@ -29,5 +31,28 @@ func Load(dir string, progress func(done, total int64)) (*Generator, error) {
 	}
 	g := New(model, tok)
 	gc.Apply(g)
+	// A checkpoint without a chat template still generates from plain
+	// prompts; ChatIDs reports the missing template when asked for one.
+	g.Template, g.templateErr = chat.LoadTemplate(dir)
 	return g, nil
+}
+
+// ChatIDs renders messages with the checkpoint's own chat template and
+// tokenizes the result as transformers' apply_chat_template does (no
+// special tokens added beyond what the template writes).
+func (g *Generator) ChatIDs(messages []chat.Message, opts chat.RenderOptions) ([]int, error) {
+	if g.Template == nil {
+		if g.templateErr != nil {
+			return nil, g.templateErr
+		}
+		return nil, errors.New("generator has no chat template")
+	}
+	if g.Tokenizer == nil {
+		return nil, errors.New("generator has no tokenizer")
+	}
+	text, err := g.Template.Render(messages, opts)
+	if err != nil {
+		return nil, err
+	}
+	return g.Tokenizer.Encode(text, false)
 }

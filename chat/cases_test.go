@@ -1,0 +1,189 @@
+package chat
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gozoo/gozoo/jinja"
+)
+
+// The reference cases: real templates with renders by Python's jinja2,
+// driven as transformers drives it (see ../shared/chat_templates/README.md).
+// Five templates are vendored under testdata/; Gemma 3's and Llama 3's are
+// under other licences and only read from ../shared.
+
+var vendoredTemplates = []string{"qwen3", "mistral", "smollm2", "smollm3", "smolvlm"}
+
+var sharedOnlyTemplates = []string{"gemma3", "llama3"}
+
+// pinnedNow is the clock the reference renders used.
+func pinnedNow() time.Time { return time.Date(2025, 7, 10, 12, 0, 0, 0, time.UTC) }
+
+// repoRoot walks up from the package directory to the folder holding go.mod.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test directory")
+		}
+		dir = parent
+	}
+}
+
+// sharedDir returns ../shared/<rel> next to the repo, or skips the test
+// when it is absent (fails instead under CI=true, where it must exist).
+func sharedDir(t *testing.T, rel ...string) string {
+	t.Helper()
+	dir := filepath.Join(append([]string{repoRoot(t), "..", "shared"}, rel...)...)
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is missing and CI=true: the shared fixtures must be present in CI", dir)
+		}
+		t.Skipf("%s is not present (it holds fixtures under other licences that are not vendored); skipping", dir)
+	}
+	return dir
+}
+
+// templateDir is where a reference template and its cases live.
+func templateDir(t *testing.T, name string) string {
+	t.Helper()
+	for _, v := range vendoredTemplates {
+		if v == name {
+			return filepath.Join(repoRoot(t), "testdata", "chat_templates", name)
+		}
+	}
+	return sharedDir(t, "chat_templates", name)
+}
+
+type refCase struct {
+	Name      string
+	Messages  jinja.Value
+	Kwargs    *jinja.Dict
+	Rendered  string
+	Error     string // empty for render cases
+	ErrorType string // TemplateError: the message must match exactly
+}
+
+func loadCases(t *testing.T, path string) []refCase {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []refCase
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	for n := 1; sc.Scan(); n++ {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		v, err := jinja.DecodeJSON(sc.Bytes())
+		if err != nil {
+			t.Fatalf("%s:%d: %v", path, n, err)
+		}
+		d := v.(*jinja.Dict)
+		str := func(k string) string {
+			s, _ := d.Get(k)
+			x, _ := s.(string)
+			return x
+		}
+		c := refCase{Name: str("name"), Rendered: str("rendered"), Error: str("error"), ErrorType: str("error_type")}
+		c.Messages, _ = d.Get("messages")
+		kw, _ := d.Get("kwargs")
+		c.Kwargs, _ = kw.(*jinja.Dict)
+		if c.Kwargs == nil {
+			c.Kwargs = jinja.NewDict()
+		}
+		out = append(out, c)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s: no cases", path)
+	}
+	return out
+}
+
+func kwargsMap(d *jinja.Dict) map[string]any {
+	m := map[string]any{}
+	d.Range(func(k, v jinja.Value) bool {
+		m[k.(string)] = v
+		return true
+	})
+	return m
+}
+
+// checkCase compares one render with the reference and reports whether it
+// matched.
+func checkCase(t *testing.T, c refCase, got string, err error) bool {
+	t.Helper()
+	if c.Error == "" {
+		if err != nil {
+			t.Errorf("%s: unexpected error: %v", c.Name, err)
+			return false
+		}
+		if got != c.Rendered {
+			t.Errorf("%s: render differs\n got: %q\nwant: %q", c.Name, got, c.Rendered)
+			return false
+		}
+		return true
+	}
+	if err == nil {
+		t.Errorf("%s: want error %s %q, got render %q", c.Name, c.ErrorType, c.Error, got)
+		return false
+	}
+	if c.ErrorType == "TemplateError" {
+		var te *jinja.TemplateError
+		if !errors.As(err, &te) || err.Error() != c.Error {
+			t.Errorf("%s: want TemplateError %q, got %T %q", c.Name, c.Error, err, err.Error())
+			return false
+		}
+	}
+	return true
+}
+
+// TestReferenceCases renders every case of the seven reference templates
+// through the chat API and compares byte for byte.
+func TestReferenceCases(t *testing.T) {
+	for _, name := range append(append([]string{}, vendoredTemplates...), sharedOnlyTemplates...) {
+		t.Run(name, func(t *testing.T) {
+			dir := templateDir(t, name)
+			tmpl, err := ParseFile(filepath.Join(dir, "template.jinja"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tmpl.Now = pinnedNow
+			var rendered, renderedOK, errs, errsOK int
+			for _, c := range loadCases(t, filepath.Join(dir, "cases.jsonl")) {
+				got, err := tmpl.Render(c.Messages, RenderOptions{Kwargs: kwargsMap(c.Kwargs)})
+				ok := checkCase(t, c, got, err)
+				if c.Error == "" {
+					rendered++
+					if ok {
+						renderedOK++
+					}
+				} else {
+					errs++
+					if ok {
+						errsOK++
+					}
+				}
+			}
+			t.Logf("%s: %d/%d rendered cases, %d/%d error cases", name, renderedOK, rendered, errsOK, errs)
+		})
+	}
+}

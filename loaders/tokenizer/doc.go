@@ -1,0 +1,46 @@
+// Package tokenizer implements Hugging Face tokenizer.json tokenizers in
+// pure Go, id for id with Hugging Face's Rust tokenizers library.
+//
+// Encoding runs the pipeline of the file:
+//
+//  1. Added tokens with normalized=false (special tokens such as
+//     <|im_start|>) are found in the raw text, longest match first, with
+//     their lstrip/rstrip/single_word rules; they become ids directly.
+//  2. Each text segment between them is normalized (NFC, Replace,
+//     Prepend, Strip, ...), then added tokens with normalized=true are
+//     found in the normalized text.
+//  3. The pre-tokenizer cuts the rest into words: Split with the file's
+//     regex, ByteLevel (GPT-2 bytes to printable runes, optionally with the
+//     GPT-2 regex), Digits, Metaspace. The regexes of Qwen2/3, Llama-3 and
+//     GPT-2 run on hand-written scanners; any other regex runs on
+//     github.com/dlclark/regexp2, since Go's regexp has no lookahead.
+//  4. The BPE model merges each word by merge rank with a priority queue
+//     (byte fallback, unknown token, ignore_merges, both merge formats),
+//     with a bounded cache of recent words.
+//  5. With addSpecial, the post-processor (TemplateProcessing, ...) adds
+//     tokens such as <bos>.
+//
+// Decoding maps ids to tokens and runs the decoder chain (ByteLevel,
+// ByteFallback, Fuse, Strip, Replace, Metaspace). StreamDecoder decodes
+// incrementally for streaming generation and never emits half a UTF-8
+// character.
+//
+// Unknown or unsupported component types are load errors that name them,
+// e.g. `tokenizer.json: pre_tokenizer: unknown type "Foo"`. The file's
+// truncation and padding settings are ignored, as transformers does for a
+// plain encode; BPE dropout is ignored (encoding is deterministic).
+//
+// # The Rust backend
+//
+// Built with the tag hftokenizers, the package also provides HFTokenizer,
+// which wraps Hugging Face's Rust library through cgo
+// (github.com/daulet/tokenizers v1.24.0) behind the same Backend
+// interface. It needs that release's static library libtokenizers.a
+// (from https://github.com/daulet/tokenizers/releases, or built with
+// cargo from its sources) and a C toolchain:
+//
+//	CGO_ENABLED=1 CGO_LDFLAGS="-L/path/to/dir/with/libtokenizers.a" \
+//		go build -tags hftokenizers ./...
+//
+// The default build needs neither and does not include it.
+package tokenizer

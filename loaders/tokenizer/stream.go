@@ -1,0 +1,92 @@
+package tokenizer
+
+import (
+	"fmt"
+	"strings"
+)
+
+// StreamDecoder decodes ids one at a time, as a model generates them. It
+// never returns half a UTF-8 character: while the text ends in an
+// incomplete one (decoded as a pending U+FFFD) it is held back until the
+// next id completes it or Flush. The text of all Push calls followed by
+// Flush equals Decode of all the ids.
+//
+// It keeps a short window of recent ids, decodes the window and returns
+// what the window's text adds to the previous one's, the method of the Rust
+// library's DecodeStream; if a later id would rewrite text already
+// returned, Push reports an error. A StreamDecoder is not safe for
+// concurrent use.
+type StreamDecoder struct {
+	t    *Tokenizer
+	skip bool
+	// ids is the window: the ids of the last returned step (context) and
+	// the ids pushed since.
+	ids []int
+	// prefix is the text of the context ids alone, prefixIndex their
+	// number.
+	prefix      string
+	prefixIndex int
+	toks        []string
+}
+
+// NewStreamDecoder returns a StreamDecoder; skipSpecial drops special
+// tokens as in Decode.
+func (t *Tokenizer) NewStreamDecoder(skipSpecial bool) *StreamDecoder {
+	return &StreamDecoder{t: t, skip: skipSpecial}
+}
+
+func (d *StreamDecoder) decode(ids []int) (string, error) {
+	d.toks = d.toks[:0]
+	for _, id := range ids {
+		if d.skip && d.t.special[id] {
+			continue
+		}
+		d.toks = append(d.toks, d.t.idTok[id])
+	}
+	return d.t.decodeTokens(d.toks)
+}
+
+// Push adds one id and returns the text it completes, possibly "".
+func (d *StreamDecoder) Push(id int) (string, error) {
+	if err := d.t.checkID(id); err != nil {
+		return "", err
+	}
+	d.ids = append(d.ids, id)
+	s, err := d.decode(d.ids)
+	if err != nil {
+		return "", err
+	}
+	if len(s) <= len(d.prefix) || strings.HasSuffix(s, "\uFFFD") {
+		return "", nil
+	}
+	if !strings.HasPrefix(s, d.prefix) {
+		return "", fmt.Errorf("tokenizer: stream decode: id %d rewrote earlier text %q as %q", id, d.prefix, s)
+	}
+	out := s[len(d.prefix):]
+	// Keep the ids of this step as context for the next.
+	n := len(d.ids) - d.prefixIndex
+	d.ids = append(d.ids[:0], d.ids[d.prefixIndex:]...)
+	if d.prefix, err = d.decode(d.ids); err != nil {
+		return "", err
+	}
+	d.prefixIndex = n
+	return out, nil
+}
+
+// Flush returns the text still held back (such as a final incomplete
+// character, as U+FFFD) and resets the decoder.
+func (d *StreamDecoder) Flush() (string, error) {
+	s, err := d.decode(d.ids)
+	if err != nil {
+		return "", err
+	}
+	prefix := d.prefix
+	d.ids, d.prefix, d.prefixIndex = d.ids[:0], "", 0
+	if len(s) <= len(prefix) {
+		return "", nil
+	}
+	if !strings.HasPrefix(s, prefix) {
+		return "", fmt.Errorf("tokenizer: stream decode: flush rewrote earlier text %q as %q", prefix, s)
+	}
+	return s[len(prefix):], nil
+}
