@@ -15,8 +15,7 @@ type Options struct {
 	// model's MaxPositions, capped at DefaultCapacity.
 	Capacity int
 	// Buckets are the prefill graph lengths, ascending. A prompt is fed in
-	// chunks: the longest bucket that fits the rest, and a last chunk padded
-	// up to the smallest bucket (one token goes through the decode graph).
+	// chunks of these lengths, the last one padded (see Session.chunk).
 	// nil means DefaultBuckets.
 	Buckets []int
 }
@@ -156,14 +155,39 @@ func (s *Session) Logits(ids []int) ([][]float32, error) {
 	return rows, nil
 }
 
+// Prepare builds and compiles every graph that Append(ids) with len(ids) ==
+// n and the decode steps after it will use, so that timing a generation
+// measures running graphs, not building them.
+func (s *Session) Prepare(n int) error {
+	for rest := n; rest > 0; {
+		take, T := s.chunk(rest)
+		if _, err := s.compiled(T, false); err != nil {
+			return err
+		}
+		rest -= take
+	}
+	_, err := s.compiled(1, false)
+	return err
+}
+
 // chunk picks how many of n remaining tokens to run next and in which graph
-// length: the longest bucket that fits, else the smallest bucket padded, or
-// the one-row decode graph for a single token.
+// length: the smallest bucket that holds them all if at most a quarter of it
+// is padding, else the longest bucket that fits (the rest follows in more
+// chunks), else the smallest bucket padded; one token goes through the
+// one-row decode graph.
 func (s *Session) chunk(n int) (take, T int) {
 	if n == 1 {
 		return 1, 1
 	}
 	b := s.opts.Buckets
+	for _, size := range b {
+		if size >= n {
+			if 4*n >= 3*size {
+				return n, size
+			}
+			break
+		}
+	}
 	for i := len(b) - 1; i >= 0; i-- {
 		if b[i] <= n {
 			return b[i], b[i]

@@ -131,8 +131,8 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gozoo run:", err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "[%d prompt tokens, %d generated; prefill %.1f tok/s, decode %.1f tok/s; stop: %s]\n",
-		len(res.Prompt), len(res.Tokens), res.PrefillTokS(), res.DecodeTokS(), res.StopReason)
+	fmt.Fprintf(stderr, "[%d prompt tokens, %d generated; prefill %.1f tok/s, decode %.1f tok/s; graphs built in %.2f s; stop: %s]\n",
+		len(res.Prompt), len(res.Tokens), res.PrefillTokS(), res.DecodeTokS(), res.SetupTime.Seconds(), res.StopReason)
 	if res.StopReason == generate.StopCancelled {
 		return 130
 	}

@@ -69,9 +69,11 @@ type Result struct {
 	Tokens     []int
 	Text       string
 	StopReason StopReason
-	// PrefillTime covers the prompt; DecodeTime the steps after it.
-	PrefillTime, DecodeTime time.Duration
-	DecodeSteps             int
+	// SetupTime is spent building and compiling graphs (once per pooled
+	// session and prompt shape); PrefillTime covers the prompt; DecodeTime
+	// the steps after it, sampling included.
+	SetupTime, PrefillTime, DecodeTime time.Duration
+	DecodeSteps                        int
 }
 
 // PrefillTokS is the prompt throughput in tokens per second.
@@ -225,6 +227,11 @@ func (s *Stream) run(yield func(Token) bool) error {
 	}
 
 	t0 := time.Now()
+	if err := sess.Prepare(len(s.prompt)); err != nil {
+		return err
+	}
+	s.res.SetupTime = time.Since(t0)
+	t0 = time.Now()
 	logits, err := sess.Append(s.prompt)
 	if err != nil {
 		return err
@@ -233,6 +240,8 @@ func (s *Stream) run(yield func(Token) bool) error {
 
 	sm := newSampler(opts.Sampling, s.prompt)
 	text := newTextStream(g.Tokenizer, opts.Stop)
+	t0 = time.Now()
+	defer func() { s.res.DecodeTime = time.Since(t0) }()
 	for {
 		if s.ctx.Err() != nil {
 			s.res.StopReason = StopCancelled
@@ -268,11 +277,9 @@ func (s *Stream) run(yield func(Token) bool) error {
 			s.res.StopReason = StopContextFull
 			break
 		}
-		t := time.Now()
 		if logits, err = sess.Append([]int{id}); err != nil {
 			return err
 		}
-		s.res.DecodeTime += time.Since(t)
 		s.res.DecodeSteps++
 	}
 	if rest := text.flush(); rest != "" && s.res.StopReason != StopCaller {

@@ -35,6 +35,7 @@ type sampler struct {
 	rng  *rand.Rand
 	seen map[int]bool
 	cand []candidate // reused across tokens
+	heap []float32
 }
 
 type candidate struct {
@@ -70,28 +71,25 @@ func (sm *sampler) next(logits []float32) int {
 	if sm.s.Greedy() {
 		return argmax(logits)
 	}
-	// Candidates: every token within 40 nats of the best. Anything further
+	// Candidates: every token within 40 nats of the best (anything further
 	// has probability below e^-40 relative to it, which no float32 sampler
-	// can tell from zero; skipping it keeps sorting cheap on 150k vocabularies.
+	// can tell from zero), and with top-k only those at or above the k-th
+	// largest logit (ties kept, as HF's `< kth value` filter does). Sorting
+	// only candidates keeps a step cheap on 150k-token vocabularies.
 	t := sm.s.Temperature
-	best := float64(logits[argmax(logits)]) / t
+	best := logits[argmax(logits)]
+	floor := float32(float64(best) - 40*t)
+	if k := sm.s.TopK; k > 0 && k < len(logits) {
+		floor = max(floor, kthLargest(logits, k, &sm.heap))
+	}
 	sm.cand = sm.cand[:0]
 	for id, l := range logits {
-		if v := float64(l) / t; v >= best-40 {
-			sm.cand = append(sm.cand, candidate{id, v})
+		if l >= floor {
+			sm.cand = append(sm.cand, candidate{id, float64(l) / t})
 		}
 	}
 	c := sm.cand
 	sort.Slice(c, func(i, j int) bool { return c[i].v > c[j].v || (c[i].v == c[j].v && c[i].id < c[j].id) })
-	if k := sm.s.TopK; k > 0 && k < len(c) {
-		// Ties with the k-th value are kept, as HF's `< kth value` filter does.
-		kth := c[k-1].v
-		n := k
-		for n < len(c) && c[n].v >= kth {
-			n++
-		}
-		c = c[:n]
-	}
 	probs := softmax(c)
 	if p := sm.s.TopP; p > 0 && p < 1 {
 		// Keep the smallest prefix (by descending probability) whose mass
@@ -146,4 +144,39 @@ func argmax(x []float32) int {
 		}
 	}
 	return best
+}
+
+// kthLargest returns the k-th largest value of x (1 <= k < len(x)) with a
+// size-k min-heap: one pass, no sort of the whole vocabulary.
+func kthLargest(x []float32, k int, buf *[]float32) float32 {
+	h := append((*buf)[:0], x[:k]...)
+	for i := k/2 - 1; i >= 0; i-- {
+		siftDown(h, i)
+	}
+	for _, v := range x[k:] {
+		if v > h[0] {
+			h[0] = v
+			siftDown(h, 0)
+		}
+	}
+	*buf = h
+	return h[0]
+}
+
+func siftDown(h []float32, i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r] < h[l] {
+			m = r
+		}
+		if h[i] <= h[m] {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
 }
