@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -683,6 +684,18 @@ func (st *state) eval1(e expr, sc *scope) (Value, error) {
 		if err != nil {
 			return nil, err
 		}
+		if n.op == "**" && isConst(n.l) && !isConst(n.r) {
+			if neg, ok := negateConst(l); ok {
+				// jinja2's optimizer folds a constant left operand such as
+				// -3 and emits it unparenthesised, so Python computes
+				// `-3 ** x` as -(3 ** x). Reproduced for fidelity.
+				p, err := binop("**", neg, r)
+				if err != nil {
+					return nil, err
+				}
+				return binop("*", int64(-1), p)
+			}
+		}
 		return binop(n.op, l, r)
 	case *concatExpr:
 		var b strings.Builder
@@ -769,6 +782,97 @@ func (st *state) eval1(e expr, sc *scope) (Value, error) {
 		return i, nil
 	}
 	return nil, runtimeErr("unsupported expression %T", e)
+}
+
+// isConst reports whether jinja2's optimizer would fold e at compile time:
+// literals and operators, filters and tests over literals (except the
+// filters that need the render context).
+func isConst(e expr) bool {
+	all := func(es ...expr) bool {
+		for _, x := range es {
+			if x != nil && !isConst(x) {
+				return false
+			}
+		}
+		return true
+	}
+	spec := func(s callSpec) bool {
+		if s.dynArgs != nil || s.dynKwargs != nil || !all(s.args...) {
+			return false
+		}
+		for _, k := range s.kwargs {
+			if !isConst(k.val) {
+				return false
+			}
+		}
+		return true
+	}
+	switch n := e.(type) {
+	case *constExpr:
+		return true
+	case *listExpr:
+		return all(n.items...)
+	case *dictExpr:
+		return all(n.keys...) && all(n.vals...)
+	case *negExpr:
+		return isConst(n.x)
+	case *posExpr:
+		return isConst(n.x)
+	case *notExpr:
+		return isConst(n.x)
+	case *binExpr:
+		return all(n.l, n.r)
+	case *concatExpr:
+		return all(n.items...)
+	case *andExpr:
+		return all(n.l, n.r)
+	case *orExpr:
+		return all(n.l, n.r)
+	case *condExpr:
+		return all(n.test, n.then, n.els)
+	case *compareExpr:
+		if !isConst(n.first) {
+			return false
+		}
+		for _, o := range n.ops {
+			if !isConst(o.e) {
+				return false
+			}
+		}
+		return true
+	case *getattrExpr:
+		return isConst(n.obj)
+	case *getitemExpr:
+		return all(n.obj, n.arg)
+	case *sliceExpr:
+		return all(n.start, n.stop, n.step)
+	case *filterExpr:
+		switch n.name {
+		case "map", "select", "reject", "selectattr", "rejectattr":
+			return false
+		}
+		_, known := filters[n.name]
+		return known && n.arg != nil && isConst(n.arg) && spec(n.callSpec)
+	case *testExpr:
+		_, known := tests[n.name]
+		return known && isConst(n.arg) && spec(n.callSpec)
+	}
+	return false
+}
+
+// negateConst returns -c for a negative number c.
+func negateConst(c Value) (Value, bool) {
+	switch x := c.(type) {
+	case int64:
+		if x < 0 {
+			return -x, true
+		}
+	case float64:
+		if x < 0 || (x == 0 && math.Signbit(x)) {
+			return -x, true
+		}
+	}
+	return nil, false
 }
 
 func (st *state) line(n interface{ position() int }) int {

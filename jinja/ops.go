@@ -437,7 +437,10 @@ func arith(op string, li int64, lf float64, lflt bool, ri int64, rf float64, rfl
 			return nil, zeroDiv("float modulo")
 		}
 		m := math.Mod(lf, rf)
-		if m != 0 && ((m < 0) != (rf < 0)) {
+		if m == 0 {
+			return math.Copysign(0, rf), nil
+		}
+		if (m < 0) != (rf < 0) {
 			m += rf
 		}
 		return m, nil

@@ -8,13 +8,25 @@ import (
 	"time"
 )
 
-// TestPythonReference renders the snippets of testdata/python_ref.jsonl,
-// whose expected results were produced by Python's jinja2 3.1.6 in
-// transformers' chat-template environment (testdata/gen_python_ref.py).
+// TestPythonReference renders the snippets of testdata/python_ref.jsonl
+// (hand-written, one per semantic point) and testdata/python_fuzz.jsonl
+// (random expressions and whitespace-control nestings), whose expected
+// results were produced by Python's jinja2 3.1.6 in transformers'
+// chat-template environment (see the gen_*.py scripts beside them).
 // Renders must match byte for byte; where Python failed, the engine must
 // fail too, with the same message for raise_exception (TemplateError).
 func TestPythonReference(t *testing.T) {
-	f, err := os.Open("testdata/python_ref.jsonl")
+	for _, file := range []string{"testdata/python_ref.jsonl", "testdata/python_fuzz.jsonl"} {
+		t.Run(file, func(t *testing.T) {
+			if n := checkReferenceFile(t, file); n < 100 {
+				t.Fatalf("only %d reference cases", n)
+			}
+		})
+	}
+}
+
+func checkReferenceFile(t *testing.T, path string) int {
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,29 +58,25 @@ func TestPythonReference(t *testing.T) {
 			return true
 		})
 		n++
-		t.Run(name, func(t *testing.T) {
-			got, err := render(src, vars, clock)
-			switch {
-			case isRender && err != nil:
-				t.Fatalf("template %q: unexpected error: %v", src, err)
-			case isRender && got != want:
-				t.Fatalf("template %q:\n got: %q\nwant: %q", src, got, want)
-			case !isRender && err == nil:
-				t.Fatalf("template %q: rendered %q, want %s: %s", src, got, errType, errMsg)
-			case errType == "TemplateError":
-				var te *TemplateError
-				if !errors.As(err, &te) || te.Error() != errMsg {
-					t.Fatalf("template %q: got %T %v, want TemplateError %q", src, err, err, errMsg)
-				}
+		got, err := render(src, vars, clock)
+		switch {
+		case isRender && err != nil:
+			t.Errorf("%s: template %q: unexpected error: %v", name, src, err)
+		case isRender && got != want:
+			t.Errorf("%s: template %q:\n got: %q\nwant: %q", name, src, got, want)
+		case !isRender && err == nil:
+			t.Errorf("%s: template %q: rendered %q, want %s: %s", name, src, got, errType, errMsg)
+		case errType == "TemplateError":
+			var te *TemplateError
+			if !errors.As(err, &te) || te.Error() != errMsg {
+				t.Errorf("%s: template %q: got %T %v, want TemplateError %q", name, src, err, err, errMsg)
 			}
-		})
+		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if n < 100 {
-		t.Fatalf("only %d reference cases", n)
-	}
+	return n
 }
 
 func render(src string, vars map[string]Value, now func() time.Time) (string, error) {

@@ -348,6 +348,27 @@ def {{ tool.function.name }}(
     ("big_whitespace_mix", "  {%- for i in range(2) %}\n    item {{ i }}\n  {% endfor -%}\n\n  {# note #}\n  {%+ if true %}keep{% endif %}\n\t{% if true -%}\n   tight\n{%- endif %}\nend\n", {}),
     ("big_dict_iteration_order", "{% for k, v in d.items() %}{{ k }}:{{ v }} {% endfor %}{{ d | tojson }} {{ d | string }} {{ d | dictsort | first }}", {"d": {"zeta": 1, "alpha": 2, "Mid": 3}}),
     ("views_print", "{{ d.items() | list }} {{ d.keys() | list | length }}", {"d": {"a": 1}}),
+    # --- Python objects that are not lists: generators (one-shot, always true, no len), dict views, range
+    ("gen_one_shot", "{% set g = [1,2] | map('string') %}{{ g | list }}{{ g | list }}|{{ 'y' if [] | select else 'n' }}|{{ 2 in g }}", {}),
+    ("gen_partial_in", "{% set g = [1,2,3] | select %}{{ 1 in g }}{{ g | list }}", {}),
+    ("gen_no_len", "{{ [1,2] | select | length }}", {}),
+    ("gen_lazy_errors", "{{ (none | map('upper') | list) }} {{ (none | unique) is defined }} {{ (5 | items) is defined }}", {}),
+    ("gen_first_last", "{{ [3, 4] | select | first }} {{ [] | select | first is defined }} {{ [3, 4] | reverse | first }}", {}),
+    ("gen_last_error", "{{ [3, 4] | select | last }}", {}),
+    ("views_repr", "{{ d.items() }} {{ d.keys() }} {{ d.values() }} {{ range(3) }} {{ range(1, 5, 1) }} {{ range(1,5,2) }} {{ d.keys() | length }} {{ 'a' in d.keys() }}", {"d": {"a": 1}}),
+    ("views_not_subscriptable", "[{{ (d.items())[0] }}]|{{ range(5)[1] }}|{{ range(5)[1:3] | list }}", {"d": {"a": 1}}),
+    ("views_tojson_error", "{{ d.keys() | tojson }}", {"d": {"a": 1}}),
+    ("arith_float_quirks", "{{ -4.0 % 2 }} {{ 10 // 0.1 }} {{ -7.5 // 2 }} {{ 7 // -2.0 }}", {}),
+    ("arith_const_pow_quirk", "{{ -3 ** i }} {{ (-3) ** 2 }} {{ (1 - 4) ** i }} {{ -x ** 2 }} {{ -3 ** (1 + 1) }}", {"i": 2, "x": 3}),
+    ("mod_undefined_right", "{{ '%s|%s' % (u, 1) }} {{ 'x' % [] }} {{ 'x' % {} }} {{ 'x' % u }}", {}),
+    ("mod_undefined_key_error", "{{ '%(a)s' % u }}", {}),
+    ("mod_unused_arg_error", "{{ 'x' % 5 }}", {}),
+    ("slice_errors_dict", "{{ d[1:] }}", {"d": {}}),
+    ("slice_errors_none", "{{ n[1:] }}", {"n": None}),
+    ("slice_step_zero", "{{ [1][::0] }}", {}),
+    ("indent_non_string", "{{ 5 | indent }}", {}),
+    ("int_undefined", "{{ u | int }}", {}),
+    ("undefined_is_callable", "{{ u is callable }} {{ [1][5] is callable }}", {}),
 ]
 
 for name, template, variables in CASES:
