@@ -3,6 +3,8 @@ package chat
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -156,12 +158,32 @@ func checkCase(t *testing.T, c refCase, got string, err error) bool {
 	return true
 }
 
+// templateSHA256 pins the reference templates byte for byte (the values
+// published in ../shared/chat_templates/README.md): an edited copy would
+// make the reference renders meaningless.
+var templateSHA256 = map[string]string{
+	"qwen3":   "87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5",
+	"gemma3":  "7de1c58e208eda46e9c7f86397df37ec49883aeece39fb961e0a6b24088dd3c4",
+	"llama3":  "ba03a121d097859c7b5b9cd03af99aafe95275210d2876f642ad9929a150f122",
+	"mistral": "7e995b379ec01747807246483647cd99030abf331653f1119e16d7ac041a3495",
+	"smolvlm": "830005085ddd94cec605b6e21b885b28ffad6e3f82ee6a212c523533e8f04f01",
+	"smollm2": "872be49dbb638044ad01b60388f48d469ff2980e5f0dccdc22ec907db54d0788",
+	"smollm3": "3e0e275a527f249670056e0078e474eadbdd007c134b4fdfae5a7b3089702814",
+}
+
 // TestReferenceCases renders every case of the seven reference templates
 // through the chat API and compares byte for byte.
 func TestReferenceCases(t *testing.T) {
 	for _, name := range append(append([]string{}, vendoredTemplates...), sharedOnlyTemplates...) {
 		t.Run(name, func(t *testing.T) {
 			dir := templateDir(t, name)
+			src, err := os.ReadFile(filepath.Join(dir, "template.jinja"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum := sha256.Sum256(src); hex.EncodeToString(sum[:]) != templateSHA256[name] {
+				t.Fatalf("%s/template.jinja is not the reference template (sha256 %x)", dir, sum)
+			}
 			tmpl, err := ParseFile(filepath.Join(dir, "template.jinja"))
 			if err != nil {
 				t.Fatal(err)
@@ -185,5 +207,21 @@ func TestReferenceCases(t *testing.T) {
 			}
 			t.Logf("%s: %d/%d rendered cases, %d/%d error cases", name, renderedOK, rendered, errsOK, errs)
 		})
+	}
+}
+
+// TestSharedDirMissing checks the skip rule itself: an absent shared
+// fixture skips (outside CI).
+func TestSharedDirMissing(t *testing.T) {
+	if os.Getenv("CI") == "true" {
+		t.Skip("under CI=true a missing shared fixture fails the test by design")
+	}
+	reached := false
+	t.Run("absent", func(t *testing.T) {
+		sharedDir(t, "chat_templates", "no-such-template")
+		reached = true
+	})
+	if reached {
+		t.Error("sharedDir returned for a missing folder instead of skipping")
 	}
 }

@@ -67,7 +67,9 @@ type RenderOptions struct {
 	Documents any
 	// Kwargs are extra template variables (enable_thinking, xml_tools,
 	// ...). They are applied last and override everything above, special
-	// tokens included, as keyword arguments do in transformers.
+	// tokens included, as keyword arguments do in transformers. Values are
+	// converted with jinja.ValueOf (Go maps get sorted keys; pass
+	// jinja.DecodeJSON output where a template prints dict order).
 	Kwargs map[string]any
 	// Now overrides the template's clock for this render.
 	Now func() time.Time

@@ -33,9 +33,25 @@
 // A Template is parsed once and may be rendered concurrently from many
 // goroutines; each Render call has its own state.
 //
-// Not supported: template inheritance and inclusion (extends, block,
-// include, import), autoescaping and Markup, the {% do %} extension, and a
-// few rarely used filters (groupby, batch, slice, truncate, wordwrap,
-// urlize, xmlattr, random, filesizeformat). Using one is a parse or render
-// error, never silently wrong output.
+// Differences from the reference, all outside what chat templates do:
+//
+//   - not supported: template inheritance and inclusion (extends, block,
+//     include, import), autoescaping and Markup, the {% do %} extension,
+//     the lipsum global and the filters groupby, batch, slice, truncate,
+//     wordwrap, urlize, urlencode, striptags, xmlattr, random and
+//     filesizeformat. Using one is a parse or render error, never silently
+//     wrong output;
+//   - ints are int64 (Python's grow without bound); JSON integers beyond
+//     int64 become floats;
+//   - str.upper/lower/title use Go's one-to-one case mappings, so the few
+//     characters Python maps to several ("ß".upper() == "SS") differ;
+//   - float ** with a fractional exponent may differ from C's pow in the
+//     last digit;
+//   - objects Python prints with a memory address (generators, as
+//     `<generator object ... at 0x...>`) show a different address, and
+//     pprint does not wrap long lines.
+//
+// Error messages follow CPython and jinja2 closely (RuntimeError.Kind is
+// the Python exception's name), but only raise_exception's are exact by
+// contract.
 package jinja

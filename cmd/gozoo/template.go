@@ -49,9 +49,9 @@ answered), 2 for bad flags or a template that cannot be loaded.
 Flags:
 `
 
-// nowLayouts are the accepted --now formats; without a zone the time is
+// tmplNowLayouts are the accepted --now formats; without a zone the time is
 // taken as given (strftime_now formats a naive datetime).
-var nowLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02T15:04", "2006-01-02"}
+var tmplNowLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02T15:04", "2006-01-02"}
 
 func runTemplate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("template", flag.ContinueOnError)
@@ -82,7 +82,7 @@ func runTemplate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	now := time.Now
 	if *nowFlag != "" {
-		t, err := parseNow(*nowFlag)
+		t, err := parseTmplNow(*nowFlag)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -109,14 +109,14 @@ func runTemplate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		line, readErr := in.ReadString('\n')
 		if strings.TrimSpace(line) != "" {
 			var reply any
-			messages, kwargs, err := parseInputLine(line)
+			messages, kwargs, err := parseTmplInput(line)
 			if err != nil {
-				reply = errorReply{Error: fmt.Sprintf("line %d: %v", lineNo, err)}
+				reply = tmplErrorLine{Error: fmt.Sprintf("line %d: %v", lineNo, err)}
 				status = 1
 			} else if text, err := tmpl.Render(messages, chat.RenderOptions{Kwargs: kwargs}); err != nil {
-				reply = errorReply{Error: err.Error()}
+				reply = tmplErrorLine{Error: err.Error()}
 			} else {
-				reply = renderedReply{Rendered: text}
+				reply = tmplRenderedLine{Rendered: text}
 			}
 			if err := out.Encode(reply); err != nil {
 				fmt.Fprintf(stderr, "gozoo template: %v\n", err)
@@ -133,16 +133,16 @@ func runTemplate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 }
 
-type renderedReply struct {
+type tmplRenderedLine struct {
 	Rendered string `json:"rendered"`
 }
 
-type errorReply struct {
+type tmplErrorLine struct {
 	Error string `json:"error"`
 }
 
-func parseNow(s string) (time.Time, error) {
-	for _, layout := range nowLayouts {
+func parseTmplNow(s string) (time.Time, error) {
+	for _, layout := range tmplNowLayouts {
 		if t, err := time.Parse(layout, s); err == nil {
 			return t, nil
 		}
@@ -150,9 +150,9 @@ func parseNow(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("--now %q: want a time like 2025-07-10T12:00:00", s)
 }
 
-// parseInputLine decodes {"messages": [...], "kwargs": {...}} keeping key
+// parseTmplInput decodes {"messages": [...], "kwargs": {...}} keeping key
 // order and int-ness (both are visible to templates).
-func parseInputLine(line string) (jinja.Value, map[string]any, error) {
+func parseTmplInput(line string) (jinja.Value, map[string]any, error) {
 	v, err := jinja.DecodeJSON([]byte(line))
 	if err != nil {
 		return nil, nil, fmt.Errorf("invalid JSON: %v", err)

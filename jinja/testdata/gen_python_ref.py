@@ -369,6 +369,16 @@ def {{ tool.function.name }}(
     ("indent_non_string", "{{ 5 | indent }}", {}),
     ("int_undefined", "{{ u | int }}", {}),
     ("undefined_is_callable", "{{ u is callable }} {{ [1][5] is callable }}", {}),
+    ("scope_macro_late_binding", "{% macro m() %}{{ x }}{% endmacro %}{% set x = 1 %}{{ m() }}", {}),
+    ("scope_macro_sees_latest", "{% set x = 1 %}{% macro m() %}{{ x }}{% endmacro %}{% set x = 2 %}{{ m() }}", {}),
+    ("scope_macro_in_loop", "{% for i in [1,2] %}{% macro m() %}{{ i }}{% endmacro %}{{ m() }}{% endfor %}", {}),
+    ("scope_macro_no_caller_loop", "{% macro m() %}{{ loop is defined }}{% endmacro %}{% for i in [1] %}{{ m() }}{% endfor %}", {}),
+    ("scope_macro_loop_frame", "{% set x = 'outer' %}{% for i in [1] %}{% set x = 'inner' %}{% macro m() %}{{ x }}{% endmacro %}{{ m() }}{% endfor %}{{ x }}", {}),
+    ("scope_nested_loop_set", "{% for a in [1,2] %}{% for b in [1] %}{% set a = 9 %}{% endfor %}{{ a }}{% endfor %}", {}),
+    ("scope_with_set_local", "{% with %}{% set z = 1 %}{% endwith %}[{{ z }}]", {}),
+    ("scope_namespace_list", "{% set ns = namespace(x=[]) %}{% set ns.x = ns.x + [1] %}{% set ns.x = ns.x + [2] %}{{ ns.x }}", {}),
+    ("scope_if_tuple_set", "{% if true %}{% set a, b = 1, 2 %}{% endif %}{{ a }}{{ b }}", {}),
+    ("scope_loop_set_last", "{% for i in range(3) %}{% set x = i * 2 %}{% if loop.last %}{{ x }}{% endif %}{% endfor %}|{{ x }}", {}),
 ]
 
 for name, template, variables in CASES:
