@@ -1,6 +1,8 @@
 package chat
 
 import (
+	"github.com/gozoo/gozoo/internal/testfiles"
+
 	"bufio"
 	"bytes"
 	"crypto/sha256"
@@ -26,48 +28,18 @@ var sharedOnlyTemplates = []string{"gemma3", "llama3"}
 // pinnedNow is the clock the reference renders used.
 func pinnedNow() time.Time { return time.Date(2025, 7, 10, 12, 0, 0, 0, time.UTC) }
 
-// repoRoot walks up from the package directory to the folder holding go.mod.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
+func repoRoot(t *testing.T) string { return testfiles.Root(t) }
 
-// sharedDir returns ../shared/<rel> next to the repo, or skips the test
-// when it is absent (fails instead under CI=true, where it must exist).
+// sharedDir returns ../shared/<rel> next to the repo (see testfiles.Require).
 func sharedDir(t *testing.T, rel ...string) string {
 	t.Helper()
-	dir := filepath.Join(append([]string{repoRoot(t), "..", "shared"}, rel...)...)
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is missing and CI=true: the shared fixtures must be present in CI", dir)
-		}
-		t.Skipf("%s is not present (it holds fixtures under other licences that are not vendored); skipping", dir)
-	}
-	return dir
+	return testfiles.Require(t, filepath.Join(append([]string{repoRoot(t), "..", "shared"}, rel...)...))
 }
 
 // templateDir is where a reference template and its cases live.
 func templateDir(t *testing.T, name string) string {
 	t.Helper()
-	for _, v := range vendoredTemplates {
-		if v == name {
-			return filepath.Join(repoRoot(t), "testdata", "chat_templates", name)
-		}
-	}
-	return sharedDir(t, "chat_templates", name)
+	return testfiles.Fixture(t, "chat_templates", name)
 }
 
 type refCase struct {

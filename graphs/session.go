@@ -266,3 +266,15 @@ func (s *Session) Close() error {
 	s.program = map[programKey]*program{}
 	return errors.Join(errs...)
 }
+
+// Argmax returns the index of the largest logit (the first on ties):
+// greedy decoding.
+func Argmax(logits []float32) int {
+	best := 0
+	for i, v := range logits {
+		if v > logits[best] {
+			best = i
+		}
+	}
+	return best
+}

@@ -15,7 +15,6 @@ import (
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/layers"
 	"github.com/gozoo/gozoo/zoo"
-	"github.com/gozoo/gozoo/zoo/golden"
 )
 
 func init() {
@@ -101,7 +100,7 @@ func bench(dir string, n, m int, seed uint64) (benchResult, error) {
 	res.PrefillTokS = float64(n) / time.Since(t0).Seconds()
 	t0 = time.Now()
 	for i := 0; i < m; i++ {
-		if logits, err = sess.Append([]int{golden.Argmax(logits)}); err != nil {
+		if logits, err = sess.Append([]int{graphs.Argmax(logits)}); err != nil {
 			return res, err
 		}
 	}

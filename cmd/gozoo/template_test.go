@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/gozoo/gozoo/internal/testfiles"
+
 	"bytes"
 	"encoding/json"
 	"os"
@@ -16,42 +18,11 @@ var (
 	templateSharedOnly = []string{"gemma3", "llama3"}
 )
 
-func templateRepoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
-
-// templateCaseDir finds a reference template's folder; a shared-only one
-// that is absent skips the test, or fails it under CI=true.
+// templateCaseDir finds a reference template's folder (see
+// testfiles.Fixture).
 func templateCaseDir(t *testing.T, name string) string {
 	t.Helper()
-	root := templateRepoRoot(t)
-	for _, v := range templateVendored {
-		if v == name {
-			return filepath.Join(root, "testdata", "chat_templates", name)
-		}
-	}
-	dir := filepath.Join(root, "..", "shared", "chat_templates", name)
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is missing and CI=true: the shared fixtures must be present in CI", dir)
-		}
-		t.Skipf("%s is not present (a template under another licence, not vendored); skipping", dir)
-	}
-	return dir
+	return testfiles.Fixture(t, "chat_templates", name)
 }
 
 type templateRun struct {

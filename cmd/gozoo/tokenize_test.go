@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/gozoo/gozoo/internal/testfiles"
+
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -19,39 +21,12 @@ type tokCase struct {
 	DecodedSkipSpecial string `json:"decoded_skip_special"`
 }
 
-// tokRefDir finds a reference tokenizer: qwen3 and mistral in testdata/,
-// the others (other licences) in ../shared beside the repository. A
-// missing ../shared file fails under CI=true and skips elsewhere.
+// tokRefDir finds a reference tokenizer (see testfiles.Fixture).
 func tokRefDir(t *testing.T, name string) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
-	ref := filepath.Join(dir, "testdata", "tokenizers", name)
-	if name != "qwen3" && name != "mistral" {
-		ref = filepath.Join(dir, "..", "shared", "tokenizers", name)
-	}
-	for _, f := range []string{"tokenizer.json", "cases.jsonl"} {
-		p := filepath.Join(ref, f)
-		if _, err := os.Stat(p); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("reference file %s is missing (CI=true requires ../shared beside the clone): %v", p, err)
-			}
-			t.Skipf("reference file %s is missing (licensed files stay outside the repo; set up ../shared to run this): %v", p, err)
-		}
-	}
-	return ref
+	dir := testfiles.Fixture(t, "tokenizers", name)
+	testfiles.Require(t, filepath.Join(dir, "cases.jsonl"))
+	return dir
 }
 
 func readTokCases(t *testing.T, dir string) ([]byte, []tokCase) {

@@ -1,6 +1,8 @@
 package tokenizer
 
 import (
+	"github.com/gozoo/gozoo/internal/testfiles"
+
 	"bufio"
 	"encoding/json"
 	"os"
@@ -23,42 +25,13 @@ type refCase struct {
 // Apache-2.0 and live in testdata/; the others stay in ../shared.
 var allTokenizers = []string{"qwen3", "mistral", "gemma3", "llama3", "cohere", "smol-synthetic"}
 
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
-
-// tokenizerDir returns the directory of a reference tokenizer. A missing
-// ../shared file fails the test under CI=true and skips it elsewhere.
+// tokenizerDir returns the directory of a reference tokenizer: vendored
+// (qwen3, mistral) or in ../shared, whose absence fails the test under
+// CI=true and skips it elsewhere.
 func tokenizerDir(t testing.TB, name string) string {
 	t.Helper()
-	root := repoRoot(t)
-	dir := filepath.Join(root, "testdata", "tokenizers", name)
-	if name != "qwen3" && name != "mistral" {
-		dir = filepath.Join(root, "..", "shared", "tokenizers", name)
-	}
-	for _, f := range []string{"tokenizer.json", "cases.jsonl"} {
-		p := filepath.Join(dir, f)
-		if _, err := os.Stat(p); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("reference file %s is missing (CI=true requires ../shared beside the clone): %v", p, err)
-			}
-			t.Skipf("reference file %s is missing (licensed files stay outside the repo; set up ../shared to run this): %v", p, err)
-		}
-	}
+	dir := testfiles.Fixture(t, "tokenizers", name)
+	testfiles.Require(t, filepath.Join(dir, "cases.jsonl"))
 	return dir
 }
 

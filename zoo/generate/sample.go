@@ -1,6 +1,7 @@
 package generate
 
 import (
+	"github.com/gozoo/gozoo/graphs"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -69,7 +70,7 @@ func (sm *sampler) next(logits []float32) int {
 		}
 	}
 	if sm.s.Greedy() {
-		return argmax(logits)
+		return graphs.Argmax(logits)
 	}
 	// Candidates: every token within 40 nats of the best (anything further
 	// has probability below e^-40 relative to it, which no float32 sampler
@@ -77,7 +78,7 @@ func (sm *sampler) next(logits []float32) int {
 	// largest logit (ties kept, as HF's `< kth value` filter does). Sorting
 	// only candidates keeps a step cheap on 150k-token vocabularies.
 	t := sm.s.Temperature
-	best := logits[argmax(logits)]
+	best := logits[graphs.Argmax(logits)]
 	floor := float32(float64(best) - 40*t)
 	if k := sm.s.TopK; k > 0 && k < len(logits) {
 		floor = max(floor, kthLargest(logits, k, &sm.heap))
@@ -134,16 +135,6 @@ func softmax(c []candidate) []float64 {
 		out[i] /= sum
 	}
 	return out
-}
-
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // kthLargest returns the k-th largest value of x (1 <= k < len(x)) with a

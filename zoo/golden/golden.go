@@ -142,7 +142,7 @@ func run(dir string, r *Result) error {
 	}
 	for k := range greedy {
 		r.LogitsMaxAbs = max(r.LogitsMaxAbs, maxAbsDiff(logits, stepLogits[k*V:(k+1)*V]))
-		got := Argmax(logits)
+		got := graphs.Argmax(logits)
 		if got != greedy[k] {
 			return fmt.Errorf("greedy=%d/%d: step %d chose token %d, golden %d", r.GreedyMatched, r.GreedyTotal, k, got, greedy[k])
 		}
@@ -182,15 +182,4 @@ func maxAbsDiff(a, b []float32) float64 {
 		m = max(m, d)
 	}
 	return m
-}
-
-// Argmax returns the index of the largest value (the first on ties).
-func Argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }

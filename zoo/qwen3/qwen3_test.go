@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -276,7 +277,7 @@ func TestConcurrentSessions(t *testing.T) {
 		l, err := s.Append(prompt)
 		var out []int
 		for i := 0; err == nil && i < 10; i++ {
-			next := golden.Argmax(l)
+			next := graphs.Argmax(l)
 			out = append(out, next)
 			l, err = s.Append([]int{next})
 		}
@@ -297,7 +298,7 @@ func TestConcurrentSessions(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				got, err := greedy(p)
-				if err == nil && !equal(got, want[i]) {
+				if err == nil && !slices.Equal(got, want[i]) {
 					err = errors.New("concurrent generation differs from the lone one")
 				}
 				if err != nil {
@@ -311,18 +312,6 @@ func TestConcurrentSessions(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-}
-
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestSessionRejectsBadInput(t *testing.T) {
