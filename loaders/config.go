@@ -17,16 +17,24 @@ func ReadConfig(dir string) (modelType string, data []byte, err error) {
 	if err != nil {
 		return "", nil, err
 	}
+	if modelType, err = ModelType(data); err != nil {
+		return "", nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return modelType, data, nil
+}
+
+// ModelType returns the model_type field of a config.json.
+func ModelType(data []byte) (string, error) {
 	var head struct {
 		ModelType string `json:"model_type"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return "", nil, fmt.Errorf("%s: %w", path, err)
+		return "", err
 	}
 	if head.ModelType == "" {
-		return "", nil, fmt.Errorf("%s: no model_type field", path)
+		return "", errors.New("no model_type field")
 	}
-	return head.ModelType, data, nil
+	return head.ModelType, nil
 }
 
 // IntList decodes a field HF allows to be an int or a list of ints, such as

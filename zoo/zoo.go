@@ -90,7 +90,7 @@ func (e *ErrUnsupported) Error() string {
 
 // ParseConfig decodes a config.json of any registered model_type.
 func ParseConfig(data []byte) (Config, error) {
-	mt, err := modelType(data)
+	mt, err := loaders.ModelType(data)
 	if err != nil {
 		return nil, err
 	}
