@@ -106,12 +106,18 @@ func CausalAttention(q, k, v, meta *G.Node, scale float64, window int, name stri
 // GatedMLP is down(act(x·gate) * (x·up)): SwiGLU with act "silu", GeGLU with
 // "gelu_pytorch_tanh".
 func GatedMLP(x, gate, up, down *G.Node, act string) *G.Node {
+	return GatedMLPBias(x, gate, up, down, nil, nil, nil, act)
+}
+
+// GatedMLPBias is GatedMLP with biases on the three projections (Llama's
+// mlp_bias).
+func GatedMLPBias(x, gate, up, down, gateBias, upBias, downBias *G.Node, act string) *G.Node {
 	if _, err := activation(act); err != nil {
 		panic(err)
 	}
-	g, u := Linear(x, gate, nil), Linear(x, up, nil)
+	g, u := Linear(x, gate, gateBias), Linear(x, up, upBias)
 	h := must(G.ApplyOp(gatedActOp{act: act, dims: 2}, g, u))
-	return Linear(h, down, nil)
+	return Linear(h, down, downBias)
 }
 
 // Add is the residual connection.

@@ -3,7 +3,7 @@ package qwen3_test
 import (
 	"encoding/json"
 	"errors"
-	"math"
+	"github.com/gozoo/gozoo/zoo/zootest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,30 +13,12 @@ import (
 
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/zoo"
-	"github.com/gozoo/gozoo/zoo/golden"
 	"github.com/gozoo/gozoo/zoo/qwen3"
 )
 
-var goldenCases = []string{"qwen3_gqa_tied", "qwen3_untied_v5rope"}
+func caseDir(name string) string { return zootest.GoldenDir(name) }
 
-func caseDir(name string) string { return filepath.Join("..", "..", "testdata", "golden", name) }
-
-// TestGolden runs every Qwen3 golden case: full-forward logits within the
-// case's tolerance and the 12-token KV-cached greedy continuation exactly.
-func TestGolden(t *testing.T) {
-	for _, name := range goldenCases {
-		t.Run(name, func(t *testing.T) {
-			r := golden.Run(caseDir(name))
-			if !r.Pass {
-				t.Fatal(r)
-			}
-			if r.GreedyMatched != 12 || r.LogitsMaxAbs > r.Tolerance {
-				t.Fatalf("%v (tolerance %g)", r, r.Tolerance)
-			}
-			t.Log(r)
-		})
-	}
-}
+func TestGolden(t *testing.T) { zootest.Golden(t, "qwen3_gqa_tied", "qwen3_untied_v5rope") }
 
 func readConfig(t *testing.T, name string) map[string]any {
 	t.Helper()
@@ -117,62 +99,23 @@ func TestUnknownModelTypeIsRefused(t *testing.T) {
 	}
 }
 
-func lastLogits(t *testing.T, m zoo.Model, ids []int) []float32 {
-	t.Helper()
-	s, err := graphs.NewSession(m, graphs.Options{Capacity: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	l, err := s.Append(ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
+func lastLogits(t *testing.T, m zoo.Model, ids []int) []float32 { return zootest.LastLogits(t, m, ids) }
 
-func maxDiff(a, b []float32) float64 {
-	var m float64
-	for i := range a {
-		m = math.Max(m, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return m
-}
+func maxDiff(a, b []float32) float64 { return zootest.MaxDiff(a, b) }
 
-// TestEveryWeightMatters perturbs each kind of tensor in turn and checks the
-// logits move: a weight the forward ignored would pass the golden test only
-// by luck.
+// TestEveryWeightMatters perturbs each kind of tensor in turn.
 func TestEveryWeightMatters(t *testing.T) {
 	model, err := zoo.Load(caseDir("qwen3_untied_v5rope"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := []int{5, 17, 3, 99, 250, 7}
-	base := lastLogits(t, model, ids)
-	for _, name := range []string{
+	zootest.EveryWeightMatters(t, model, []int{5, 17, 3, 99, 250, 7},
 		"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight",
 		"model.layers.0.input_layernorm.weight", "model.layers.0.post_attention_layernorm.weight",
 		"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
 		"model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight",
 		"model.layers.0.self_attn.q_norm.weight", "model.layers.1.self_attn.k_norm.weight",
-		"model.layers.1.mlp.gate_proj.weight", "model.layers.1.mlp.up_proj.weight", "model.layers.1.mlp.down_proj.weight",
-	} {
-		t.Run(name, func(t *testing.T) {
-			w := model.Weights()[name]
-			data := w.Data().([]float32)
-			saved := append([]float32(nil), data...)
-			defer copy(data, saved)
-			for i := range data {
-				data[i] *= 1.5
-				if i%7 == 0 {
-					data[i] += 0.1
-				}
-			}
-			if d := maxDiff(base, lastLogits(t, model, ids)); d < 1e-4 {
-				t.Fatalf("changing %s moved the logits by only %g", name, d)
-			}
-		})
-	}
+		"model.layers.1.mlp.gate_proj.weight", "model.layers.1.mlp.up_proj.weight", "model.layers.1.mlp.down_proj.weight")
 }
 
 // writeCase copies a golden case's config and weights so a test can break them.

@@ -1,0 +1,235 @@
+package llama
+
+import (
+	"fmt"
+	"math"
+
+	G "gorgonia.org/gorgonia"
+
+	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/layers"
+	"github.com/gozoo/gozoo/loaders"
+	"github.com/gozoo/gozoo/zoo"
+)
+
+// Decoder is the Llama architecture as the families built on it share it
+// (transformers derives Qwen3 and SmolLM3 from Llama the same way):
+// pre-norm decoder layers of GQA self-attention and a SwiGLU MLP. A family
+// fills a Decoder from its own config.json; the options below are the
+// differences between them.
+type Decoder struct {
+	ModelType string
+
+	VocabSize, HiddenSize, IntermediateSize  int
+	NumLayers, NumHeads, NumKVHeads, HeadDim int
+	MaxPositions                             int
+	RMSNormEps                               float64
+	HiddenAct                                string
+	TieWordEmbeddings                        bool
+	AttentionBias, MLPBias                   bool
+	InitRange                                float64
+	EOS                                      []int
+
+	// QKNorm adds Qwen3's per-head RMSNorm of queries and keys (q_norm,
+	// k_norm over head_dim) before RoPE.
+	QKNorm bool
+	// RoPE is each layer's rotary embedding; a nil entry is a layer
+	// without one (SmolLM3's NoPE layers).
+	RoPE []*loaders.RoPE
+	// Window is each layer's sliding window in keys (0: full attention).
+	Window []int
+}
+
+// Validate checks the sizes, naming the config.json field at fault.
+func (d *Decoder) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"vocab_size", d.VocabSize}, {"hidden_size", d.HiddenSize}, {"intermediate_size", d.IntermediateSize},
+		{"num_hidden_layers", d.NumLayers}, {"num_attention_heads", d.NumHeads},
+		{"num_key_value_heads", d.NumKVHeads}, {"head_dim", d.HeadDim},
+		{"max_position_embeddings", d.MaxPositions},
+	} {
+		if f.v <= 0 {
+			return fmt.Errorf("%s must be positive, got %d", f.name, f.v)
+		}
+	}
+	if d.NumHeads%d.NumKVHeads != 0 {
+		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", d.NumHeads, d.NumKVHeads)
+	}
+	if d.HeadDim%2 != 0 {
+		return fmt.Errorf("head_dim %d must be even for RoPE", d.HeadDim)
+	}
+	if d.HiddenAct != "silu" {
+		return fmt.Errorf("hidden_act %q is not supported (supported: silu)", d.HiddenAct)
+	}
+	if len(d.RoPE) != d.NumLayers || len(d.Window) != d.NumLayers {
+		return fmt.Errorf("per-layer settings cover %d and %d layers, the model has %d", len(d.RoPE), len(d.Window), d.NumLayers)
+	}
+	if len(d.EOS) == 0 {
+		return fmt.Errorf("eos_token_id is not set")
+	}
+	return nil
+}
+
+// InitializerRange is the std of random weights.
+func (d *Decoder) InitializerRange() float64 { return d.InitRange }
+
+// Tensors lists the checkpoint's tensors by their HF names.
+func (d *Decoder) Tensors() []zoo.TensorSpec {
+	D, F, V := d.HiddenSize, d.IntermediateSize, d.VocabSize
+	q, kv := d.NumHeads*d.HeadDim, d.NumKVHeads*d.HeadDim
+	linear := func(name string, out, in int) zoo.TensorSpec {
+		return zoo.TensorSpec{Name: name, Shape: []int{out, in}, Linear: true}
+	}
+	vec := func(name string, n int, init zoo.Init) zoo.TensorSpec {
+		return zoo.TensorSpec{Name: name, Shape: []int{n}, Init: init}
+	}
+	specs := []zoo.TensorSpec{{Name: "model.embed_tokens.weight", Shape: []int{V, D}}}
+	for i := 0; i < d.NumLayers; i++ {
+		p := fmt.Sprintf("model.layers.%d.", i)
+		specs = append(specs,
+			vec(p+"input_layernorm.weight", D, zoo.InitOnes),
+			linear(p+"self_attn.q_proj.weight", q, D),
+			linear(p+"self_attn.k_proj.weight", kv, D),
+			linear(p+"self_attn.v_proj.weight", kv, D),
+			linear(p+"self_attn.o_proj.weight", D, q),
+			vec(p+"post_attention_layernorm.weight", D, zoo.InitOnes),
+			linear(p+"mlp.gate_proj.weight", F, D),
+			linear(p+"mlp.up_proj.weight", F, D),
+			linear(p+"mlp.down_proj.weight", D, F),
+		)
+		if d.QKNorm {
+			specs = append(specs,
+				vec(p+"self_attn.q_norm.weight", d.HeadDim, zoo.InitOnes),
+				vec(p+"self_attn.k_norm.weight", d.HeadDim, zoo.InitOnes))
+		}
+		if d.AttentionBias {
+			specs = append(specs,
+				vec(p+"self_attn.q_proj.bias", q, zoo.InitZeros),
+				vec(p+"self_attn.k_proj.bias", kv, zoo.InitZeros),
+				vec(p+"self_attn.v_proj.bias", kv, zoo.InitZeros),
+				vec(p+"self_attn.o_proj.bias", D, zoo.InitZeros))
+		}
+		if d.MLPBias {
+			specs = append(specs,
+				vec(p+"mlp.gate_proj.bias", F, zoo.InitZeros),
+				vec(p+"mlp.up_proj.bias", F, zoo.InitZeros),
+				vec(p+"mlp.down_proj.bias", D, zoo.InitZeros))
+		}
+	}
+	specs = append(specs, vec("model.norm.weight", D, zoo.InitOnes))
+	if !d.TieWordEmbeddings {
+		// Kept [V, D] like the embedding: the head multiplies it as a
+		// matrix-vector product.
+		specs = append(specs, zoo.TensorSpec{Name: "lm_head.weight", Shape: []int{V, D}})
+	}
+	return specs
+}
+
+// Model is a loaded Llama-style decoder.
+type Model struct {
+	d       *Decoder
+	weights graphs.Weights
+	head    string      // tensor the logits are projected with
+	invFreq [][]float32 // per layer; nil for NoPE layers
+	ropeID  []string
+}
+
+// Build assembles the model. The sanitize step of every Llama-style
+// family: a tied checkpoint has no lm_head.weight and projects with the
+// embedding.
+func (d *Decoder) Build(w graphs.Weights) (zoo.Model, error) {
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	for _, s := range d.Tensors() {
+		if _, ok := w[s.Name]; !ok {
+			return nil, fmt.Errorf("missing tensor %q", s.Name)
+		}
+	}
+	m := &Model{d: d, weights: w, head: "lm_head.weight"}
+	if d.TieWordEmbeddings {
+		m.head = "model.embed_tokens.weight"
+	}
+	for _, r := range d.RoPE {
+		var f []float32
+		id := "none"
+		if r != nil {
+			f = layers.RoPEFrequencies(d.HeadDim, r.Theta, r.Factor)
+			id = fmt.Sprintf("theta=%g,factor=%g", r.Theta, r.Factor)
+		}
+		m.invFreq, m.ropeID = append(m.invFreq, f), append(m.ropeID, id)
+	}
+	return m, nil
+}
+
+func (m *Model) Decoder() *Decoder       { return m.d }
+func (m *Model) ModelType() string       { return m.d.ModelType }
+func (m *Model) EOSTokenIDs() []int      { return m.d.EOS }
+func (m *Model) Weights() graphs.Weights { return m.weights }
+func (m *Model) VocabSize() int          { return m.d.VocabSize }
+func (m *Model) MaxPositions() int       { return m.d.MaxPositions }
+func (m *Model) CacheSpec() graphs.CacheSpec {
+	return graphs.CacheSpec{Layers: m.d.NumLayers, KVHeads: m.d.NumKVHeads, HeadDim: m.d.HeadDim}
+}
+
+// Forward is the architecture, top to bottom.
+func (m *Model) Forward(s *graphs.Step) *G.Node {
+	d := m.d
+	x := layers.Embedding(s.Weight("model.embed_tokens.weight"), s.IDs)
+	for i := 0; i < d.NumLayers; i++ {
+		x = m.decoderLayer(s, i, x)
+	}
+	if !s.AllLogits {
+		x = layers.LastRow(x, s.Last)
+	}
+	x = layers.RMSNorm(x, s.Weight("model.norm.weight"), d.RMSNormEps)
+	return layers.LMHead(x, s.Weight(m.head))
+}
+
+func (m *Model) decoderLayer(s *graphs.Step, i int, x *G.Node) *G.Node {
+	d := m.d
+	w := func(name string) *G.Node { return s.Weight(fmt.Sprintf("model.layers.%d.%s", i, name)) }
+
+	h := layers.RMSNorm(x, w("input_layernorm.weight"), d.RMSNormEps)
+	x = layers.Add(x, m.attention(s, i, h))
+
+	h = layers.RMSNorm(x, w("post_attention_layernorm.weight"), d.RMSNormEps)
+	return layers.Add(x, m.mlp(s, i, h))
+}
+
+func (m *Model) mlp(s *graphs.Step, i int, x *G.Node) *G.Node {
+	p := fmt.Sprintf("model.layers.%d.mlp.", i)
+	w := func(name string) *G.Node { return s.Weight(p + name) }
+	var gb, ub, db *G.Node
+	if m.d.MLPBias {
+		gb, ub, db = w("gate_proj.bias"), w("up_proj.bias"), w("down_proj.bias")
+	}
+	return layers.GatedMLPBias(x, w("gate_proj.weight"), w("up_proj.weight"), w("down_proj.weight"), gb, ub, db, m.d.HiddenAct)
+}
+
+// attention is LlamaAttention, with Qwen3's QK-norm when the family asks.
+func (m *Model) attention(s *graphs.Step, i int, x *G.Node) *G.Node {
+	d := m.d
+	p := fmt.Sprintf("model.layers.%d.self_attn.", i)
+	w := func(name string) *G.Node { return s.Weight(p + name) }
+	var weights layers.AttentionWeights
+	weights.Q, weights.K, weights.V, weights.O = w("q_proj.weight"), w("k_proj.weight"), w("v_proj.weight"), w("o_proj.weight")
+	if d.QKNorm {
+		weights.QNorm, weights.KNorm = w("q_norm.weight"), w("k_norm.weight")
+	}
+	if d.AttentionBias {
+		weights.QBias, weights.KBias, weights.VBias, weights.OBias = w("q_proj.bias"), w("k_proj.bias"), w("v_proj.bias"), w("o_proj.bias")
+	}
+	kc, vc := s.Cache(i)
+	return layers.SelfAttention(x, s.Meta, kc, vc, weights, layers.AttentionConfig{
+		Heads: d.NumHeads, KVHeads: d.NumKVHeads, HeadDim: d.HeadDim,
+		NormEps: d.RMSNormEps,
+		InvFreq: m.invFreq[i], RoPEID: m.ropeID[i],
+		Scale:  1 / math.Sqrt(float64(d.HeadDim)),
+		Window: d.Window[i],
+		Name:   fmt.Sprintf("layers.%d", i),
+	})
+}

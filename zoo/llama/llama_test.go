@@ -1,0 +1,84 @@
+package llama_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gozoo/gozoo/zoo"
+	"github.com/gozoo/gozoo/zoo/llama"
+	"github.com/gozoo/gozoo/zoo/zootest"
+)
+
+func TestGolden(t *testing.T) {
+	zootest.Golden(t, "llama_mha_untied", "llama_smollm2_gqa_bf16")
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c, err := llama.ParseConfig([]byte(`{"model_type": "llama", "hidden_size": 576, "num_attention_heads": 9, "eos_token_id": 2, "unknown": [1]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Decoder("llama", 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.HeadDim != 64 || d.NumKVHeads != 9 || d.RoPE[0].Theta != 10000 || d.TieWordEmbeddings {
+		t.Errorf("defaults: head_dim %d (want hidden/heads 64), kv heads %d (want heads), theta %g, tied %v", d.HeadDim, d.NumKVHeads, d.RoPE[0].Theta, d.TieWordEmbeddings)
+	}
+	if _, err := zoo.ParseConfig([]byte(`{"model_type": "llama", "hidden_act": "gelu", "eos_token_id": 2}`)); err == nil || !strings.Contains(err.Error(), `"gelu"`) {
+		t.Errorf("unsupported activation: %v", err)
+	}
+}
+
+func TestEveryWeightMatters(t *testing.T) {
+	m, err := zoo.Load(zootest.GoldenDir("llama_mha_untied"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zootest.EveryWeightMatters(t, m, []int{5, 17, 3, 99, 250, 7},
+		"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight",
+		"model.layers.0.input_layernorm.weight", "model.layers.0.post_attention_layernorm.weight",
+		"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+		"model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight",
+		"model.layers.1.mlp.gate_proj.weight", "model.layers.1.mlp.up_proj.weight", "model.layers.1.mlp.down_proj.weight")
+}
+
+// TestBiases covers attention_bias and mlp_bias, which no golden case has:
+// the bias tensors are required and each one moves the logits.
+func TestBiases(t *testing.T) {
+	cfg, err := zoo.ParseConfig([]byte(`{"model_type": "llama", "vocab_size": 64, "hidden_size": 16, "intermediate_size": 32,
+		"num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "eos_token_id": 2,
+		"attention_bias": true, "mlp_bias": true, "initializer_range": 0.5}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := zoo.NewRandom(cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Random biases start at zero; give them values first.
+	for name, w := range m.Weights() {
+		if strings.HasSuffix(name, ".bias") {
+			for i, d := 0, w.Data().([]float32); i < len(d); i++ {
+				d[i] = 0.5 * float32(i%5-2)
+			}
+		}
+	}
+	ids := []int{1, 2, 3, 9, 40, 7}
+	zootest.EveryWeightMatters(t, m, ids,
+		"model.layers.0.self_attn.q_proj.bias",
+		"model.layers.0.self_attn.v_proj.bias", "model.layers.0.self_attn.o_proj.bias",
+		"model.layers.0.mlp.gate_proj.bias", "model.layers.0.mlp.up_proj.bias", "model.layers.0.mlp.down_proj.bias")
+
+	// The key bias adds the same vector to every key, so it shifts each
+	// query's scores almost uniformly (softmax ignores that); only RoPE
+	// makes the shift position-dependent. Its effect is small but not zero.
+	base := zootest.LastLogits(t, m, ids)
+	kb := m.Weights()["model.layers.0.self_attn.k_proj.bias"].Data().([]float32)
+	for i := range kb {
+		kb[i] += 1
+	}
+	if d := zootest.MaxDiff(base, zootest.LastLogits(t, m, ids)); d == 0 {
+		t.Error("k_proj.bias does not reach the logits")
+	}
+}

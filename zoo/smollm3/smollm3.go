@@ -1,0 +1,102 @@
+// Package smollm3 is SmolLM3, after Hugging Face transformers'
+// modular_smollm3.py: a Llama decoder in which some layers use no rotary
+// embedding at all (NoPE).
+package smollm3
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/zoo"
+	"github.com/gozoo/gozoo/zoo/llama"
+)
+
+func init() {
+	zoo.Register("smollm3", func(data []byte) (zoo.Config, error) { return ParseConfig(data) })
+}
+
+// Config is config.json for model_type "smollm3".
+type Config struct {
+	llama.Config
+	// NoRopeLayers has, despite its name, 1 for a layer that USES RoPE and
+	// 0 for a NoPE layer.
+	NoRopeLayers        []int    `json:"no_rope_layers"`
+	NoRopeLayerInterval int      `json:"no_rope_layer_interval"`
+	UseSlidingWindow    bool     `json:"use_sliding_window"`
+	SlidingWindow       *int     `json:"sliding_window"`
+	LayerTypes          []string `json:"layer_types"`
+
+	arch *llama.Decoder
+}
+
+// ParseConfig decodes config.json with SmolLM3Config's defaults for absent
+// keys. Unknown keys are ignored.
+func ParseConfig(data []byte) (*Config, error) {
+	kv := 4
+	c := &Config{NoRopeLayerInterval: 4}
+	c.Config = llama.Config{
+		VocabSize:             128256,
+		HiddenSize:            2048,
+		IntermediateSize:      11008,
+		NumHiddenLayers:       36,
+		NumAttentionHeads:     16,
+		NumKeyValueHeads:      &kv,
+		HiddenAct:             "silu",
+		MaxPositionEmbeddings: 32768,
+		InitializerRange:      0.02,
+		RMSNormEps:            1e-6,
+		TieWordEmbeddings:     true,
+	}
+	if err := json.Unmarshal(data, c); err != nil {
+		return nil, err
+	}
+	L := c.NumHiddenLayers
+	if c.NoRopeLayers == nil {
+		if c.NoRopeLayerInterval <= 0 {
+			return nil, fmt.Errorf("no_rope_layer_interval must be positive, got %d", c.NoRopeLayerInterval)
+		}
+		for i := 0; i < L; i++ {
+			use := 0
+			if (i+1)%c.NoRopeLayerInterval != 0 {
+				use = 1
+			}
+			c.NoRopeLayers = append(c.NoRopeLayers, use)
+		}
+	}
+	if len(c.NoRopeLayers) < L {
+		return nil, fmt.Errorf("no_rope_layers has %d entries for %d layers", len(c.NoRopeLayers), L)
+	}
+	if c.LayerTypes == nil {
+		for i := 0; i < L; i++ {
+			t := "full_attention"
+			if c.UseSlidingWindow && c.SlidingWindow != nil && c.NoRopeLayers[i] == 0 {
+				t = "sliding_attention"
+			}
+			c.LayerTypes = append(c.LayerTypes, t)
+		}
+	}
+	d, err := c.Config.Decoder("smollm3", 2e6)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < L; i++ {
+		if c.NoRopeLayers[i] == 0 {
+			d.RoPE[i] = nil
+		}
+	}
+	if d.Window, err = llama.Windows(c.LayerTypes, c.SlidingWindow, L); err != nil {
+		return nil, err
+	}
+	c.arch = d
+	return c, nil
+}
+
+// Tensors lists the checkpoint's tensors by their HF names.
+func (c *Config) Tensors() []zoo.TensorSpec { return c.arch.Tensors() }
+
+// Build assembles the model from loaded or random weights.
+func (c *Config) Build(w graphs.Weights) (zoo.Model, error) { return c.arch.Build(w) }
+
+// InitializerRange is the std of random weights.
+func (c *Config) InitializerRange() float64 { return c.arch.InitRange }
