@@ -334,3 +334,61 @@ func TestEmbeddingLastRowAndLMHead(t *testing.T) {
 	assertClose(t, "lm head (last row)", out[1], one, 1e-5)
 	assertClose(t, "lm head (all rows)", out[2], all, 1e-5)
 }
+
+func TestSparseMoE(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	const T, D, F, E, K = 5, 6, 4, 4, 2
+	x, router := randVals(r, T*D, 1), randVals(r, D*E, 1)
+	for _, norm := range []bool{false, true} {
+		g := newGraph(t)
+		var experts []ExpertWeights
+		var raw [][3][]float32
+		for e := 0; e < E; e++ {
+			gw, uw, dw := randVals(r, D*F, 0.5), randVals(r, D*F, 0.5), randVals(r, F*D, 0.5)
+			raw = append(raw, [3][]float32{gw, uw, dw})
+			experts = append(experts, ExpertWeights{
+				Gate: g.input(fmtName("g", e), gw, D, F), Up: g.input(fmtName("u", e), uw, D, F), Down: g.input(fmtName("d", e), dw, F, D)})
+		}
+		out := g.run(SparseMoE(g.input("x", x, T, D), g.input("router", router, D, E), experts, K, norm, "silu", "moe"))[0]
+
+		// Reference: every row, softmax over all experts, top K, weighted sum.
+		logits := refMatmul(x, T, D, router, E)
+		want := make([]float64, T*D)
+		for t := 0; t < T; t++ {
+			p := make([]float64, E)
+			var sum float64
+			for e := 0; e < E; e++ {
+				p[e] = math.Exp(logits[t*E+e])
+				sum += p[e]
+			}
+			order := []int{0, 1, 2, 3}
+			for i := range order {
+				for j := i + 1; j < len(order); j++ {
+					if p[order[j]] > p[order[i]] {
+						order[i], order[j] = order[j], order[i]
+					}
+				}
+			}
+			top := (p[order[0]] + p[order[1]]) / sum
+			for _, e := range order[:K] {
+				w := p[e] / sum
+				if norm {
+					w /= top
+				}
+				row := x[t*D : (t+1)*D]
+				gate, up := refMatmul(row, 1, D, raw[e][0], F), refMatmul(row, 1, D, raw[e][1], F)
+				h := make([]float32, F)
+				for i := range h {
+					h[i] = float32(gate[i] / (1 + math.Exp(-gate[i])) * up[i])
+				}
+				y := refMatmul(h, 1, F, raw[e][2], D)
+				for j := 0; j < D; j++ {
+					want[t*D+j] += w * y[j]
+				}
+			}
+		}
+		assertClose(t, "moe", out, want, 1e-5)
+	}
+}
+
+func fmtName(p string, e int) string { return p + string(rune('0'+e)) }

@@ -7,5 +7,6 @@ package all
 import (
 	_ "github.com/gozoo/gozoo/zoo/llama"
 	_ "github.com/gozoo/gozoo/zoo/qwen3"
+	_ "github.com/gozoo/gozoo/zoo/qwen3moe"
 	_ "github.com/gozoo/gozoo/zoo/smollm3"
 )

@@ -38,6 +38,18 @@ type Decoder struct {
 	RoPE []*loaders.RoPE
 	// Window is each layer's sliding window in keys (0: full attention).
 	Window []int
+	// MoE, when set, replaces the MLP of its sparse layers with routed
+	// experts (Qwen3-MoE).
+	MoE *MoE
+}
+
+// MoE describes the mixture-of-experts MLPs of a decoder.
+type MoE struct {
+	NumExperts, TopK, IntermediateSize int
+	// NormTopK divides the chosen experts' probabilities by their sum.
+	NormTopK bool
+	// Sparse marks the layers whose MLP is the mixture.
+	Sparse []bool
 }
 
 // Validate checks the sizes, naming the config.json field at fault.
@@ -70,8 +82,18 @@ func (d *Decoder) Validate() error {
 	if len(d.EOS) == 0 {
 		return fmt.Errorf("eos_token_id is not set")
 	}
+	if m := d.MoE; m != nil {
+		if len(m.Sparse) != d.NumLayers {
+			return fmt.Errorf("MoE layer plan covers %d layers, the model has %d", len(m.Sparse), d.NumLayers)
+		}
+		if m.NumExperts <= 0 || m.TopK <= 0 || m.TopK > m.NumExperts || m.IntermediateSize <= 0 {
+			return fmt.Errorf("num_experts %d, num_experts_per_tok %d and moe_intermediate_size %d must be positive, with num_experts_per_tok <= num_experts", m.NumExperts, m.TopK, m.IntermediateSize)
+		}
+	}
 	return nil
 }
+
+func (d *Decoder) sparse(layer int) bool { return d.MoE != nil && d.MoE.Sparse[layer] }
 
 // InitializerRange is the std of random weights.
 func (d *Decoder) InitializerRange() float64 { return d.InitRange }
@@ -96,10 +118,21 @@ func (d *Decoder) Tensors() []zoo.TensorSpec {
 			linear(p+"self_attn.v_proj.weight", kv, D),
 			linear(p+"self_attn.o_proj.weight", D, q),
 			vec(p+"post_attention_layernorm.weight", D, zoo.InitOnes),
-			linear(p+"mlp.gate_proj.weight", F, D),
-			linear(p+"mlp.up_proj.weight", F, D),
-			linear(p+"mlp.down_proj.weight", D, F),
 		)
+		if d.sparse(i) {
+			// Checkpoints keep one tensor per expert; so does the graph,
+			// binding each by its own name (nothing is stacked).
+			specs = append(specs, linear(p+"mlp.gate.weight", d.MoE.NumExperts, D))
+			for e := 0; e < d.MoE.NumExperts; e++ {
+				pe, Fm := fmt.Sprintf("%smlp.experts.%d.", p, e), d.MoE.IntermediateSize
+				specs = append(specs, linear(pe+"gate_proj.weight", Fm, D), linear(pe+"up_proj.weight", Fm, D), linear(pe+"down_proj.weight", D, Fm))
+			}
+		} else {
+			specs = append(specs,
+				linear(p+"mlp.gate_proj.weight", F, D),
+				linear(p+"mlp.up_proj.weight", F, D),
+				linear(p+"mlp.down_proj.weight", D, F))
+		}
 		if d.QKNorm {
 			specs = append(specs,
 				vec(p+"self_attn.q_norm.weight", d.HeadDim, zoo.InitOnes),
@@ -112,7 +145,7 @@ func (d *Decoder) Tensors() []zoo.TensorSpec {
 				vec(p+"self_attn.v_proj.bias", kv, zoo.InitZeros),
 				vec(p+"self_attn.o_proj.bias", D, zoo.InitZeros))
 		}
-		if d.MLPBias {
+		if d.MLPBias && !d.sparse(i) {
 			specs = append(specs,
 				vec(p+"mlp.gate_proj.bias", F, zoo.InitZeros),
 				vec(p+"mlp.up_proj.bias", F, zoo.InitZeros),
@@ -203,6 +236,15 @@ func (m *Model) decoderLayer(s *graphs.Step, i int, x *G.Node) *G.Node {
 func (m *Model) mlp(s *graphs.Step, i int, x *G.Node) *G.Node {
 	p := fmt.Sprintf("model.layers.%d.mlp.", i)
 	w := func(name string) *G.Node { return s.Weight(p + name) }
+	if m.d.sparse(i) {
+		moe := m.d.MoE
+		experts := make([]layers.ExpertWeights, moe.NumExperts)
+		for e := range experts {
+			pe := fmt.Sprintf("experts.%d.", e)
+			experts[e] = layers.ExpertWeights{Gate: w(pe + "gate_proj.weight"), Up: w(pe + "up_proj.weight"), Down: w(pe + "down_proj.weight")}
+		}
+		return layers.SparseMoE(x, w("gate.weight"), experts, moe.TopK, moe.NormTopK, m.d.HiddenAct, fmt.Sprintf("layers.%d.mlp", i))
+	}
 	var gb, ub, db *G.Node
 	if m.d.MLPBias {
 		gb, ub, db = w("gate_proj.bias"), w("up_proj.bias"), w("down_proj.bias")

@@ -3,6 +3,8 @@
 package zootest
 
 import (
+	"encoding/json"
+	"github.com/gozoo/gozoo/loaders"
 	"math"
 	"os"
 	"path/filepath"
@@ -31,7 +33,43 @@ func Golden(t *testing.T, cases ...string) {
 				t.Fatal(r)
 			}
 			t.Log(r)
+			checkParamCount(t, GoldenDir(name))
 		})
+	}
+}
+
+// checkParamCount compares the tensors the config implies with the
+// parameter count HF reported for the case (tied embeddings counted once).
+func checkParamCount(t *testing.T, dir string) {
+	t.Helper()
+	var meta struct {
+		ParamCount int64 `json:"param_count"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &meta); err != nil || meta.ParamCount == 0 {
+		t.Fatalf("golden.json param_count: %v", err)
+	}
+	_, data, err := loaders.ReadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := zoo.ParseConfig(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, s := range cfg.Tensors() {
+		k := int64(1)
+		for _, d := range s.Shape {
+			k *= int64(d)
+		}
+		n += k
+	}
+	if n != meta.ParamCount {
+		t.Errorf("config implies %d parameters, HF counted %d", n, meta.ParamCount)
 	}
 }
 

@@ -1,0 +1,56 @@
+package qwen3moe_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/gozoo/gozoo/zoo"
+	"github.com/gozoo/gozoo/zoo/qwen3moe"
+	"github.com/gozoo/gozoo/zoo/zootest"
+)
+
+func TestGolden(t *testing.T) {
+	zootest.Golden(t, "qwen3_moe_normtopk", "qwen3_moe_step2_nonorm")
+}
+
+// TestSparseLayers pins which layers get experts: not in mlp_only_layers,
+// and every decoder_sparse_step-th layer.
+func TestSparseLayers(t *testing.T) {
+	cases := []struct {
+		json string
+		want []bool
+	}{
+		{`{"num_hidden_layers": 4, "mlp_only_layers": [1]}`, []bool{true, false, true, true}},
+		{`{"num_hidden_layers": 4, "decoder_sparse_step": 2}`, []bool{false, true, false, true}},
+		{`{"num_hidden_layers": 3, "decoder_sparse_step": 1, "mlp_only_layers": [0, 2]}`, []bool{false, true, false}},
+	}
+	for _, c := range cases {
+		cfg, err := qwen3moe.ParseConfig([]byte(`{"model_type": "qwen3_moe", "eos_token_id": 2, "hidden_size": 64, "num_attention_heads": 4,` + c.json[1:]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []bool
+		for i := 0; i < cfg.NumHiddenLayers; i++ {
+			_, sparse := zoo.SpecByName(cfg.Tensors(), "model.layers."+string(rune('0'+i))+".mlp.gate.weight")
+			got = append(got, sparse)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: sparse layers %v, want %v", c.json, got, c.want)
+		}
+	}
+	if _, err := qwen3moe.ParseConfig([]byte(`{"eos_token_id": 2, "num_experts": 4, "num_experts_per_tok": 5}`)); err == nil {
+		t.Error("top-k above the expert count was accepted")
+	}
+}
+
+func TestEveryWeightMatters(t *testing.T) {
+	m, err := zoo.Load(zootest.GoldenDir("qwen3_moe_normtopk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zootest.EveryWeightMatters(t, m, []int{5, 17, 3, 99, 250, 7, 64, 300},
+		"model.layers.0.mlp.gate.weight",
+		"model.layers.0.mlp.experts.3.gate_proj.weight", "model.layers.0.mlp.experts.3.up_proj.weight",
+		"model.layers.0.mlp.experts.3.down_proj.weight",
+		"model.layers.1.mlp.down_proj.weight", "model.layers.2.self_attn.q_norm.weight")
+}
