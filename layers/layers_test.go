@@ -392,3 +392,17 @@ func TestSparseMoE(t *testing.T) {
 }
 
 func fmtName(p string, e int) string { return p + string(rune('0'+e)) }
+
+func TestScaleAndSoftcap(t *testing.T) {
+	x := []float32{-40, -1, 0, 0.5, 3, 100}
+	g := newGraph(t)
+	xn := g.input("x", x, 2, 3)
+	out := g.run(Scale(xn, 8), Softcap(xn, 15))
+	var scaled, capped []float64
+	for _, v := range x {
+		scaled = append(scaled, float64(v)*8)
+		capped = append(capped, 15*math.Tanh(float64(v)/15))
+	}
+	assertClose(t, "scale", out[0], scaled, 0)
+	assertClose(t, "softcap", out[1], capped, 1e-5)
+}

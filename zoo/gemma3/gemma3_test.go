@@ -1,0 +1,112 @@
+package gemma3_test
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gozoo/gozoo/zoo"
+	"github.com/gozoo/gozoo/zoo/gemma3"
+	"github.com/gozoo/gozoo/zoo/zootest"
+)
+
+func TestGolden(t *testing.T) {
+	zootest.Golden(t, "gemma3_sliding_mqa", "gemma3_pattern_softcap")
+}
+
+func config(t *testing.T, name string, edit func(map[string]any)) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(zootest.GoldenDir(name), "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	edit(m)
+	b, _ = json.Marshal(m)
+	return b
+}
+
+// withConfig builds the golden case's weights under an edited config.
+func withConfig(t *testing.T, name string, edit func(map[string]any)) zoo.Model {
+	t.Helper()
+	base, err := zoo.Load(zootest.GoldenDir(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := gemma3.ParseConfig(config(t, name, edit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Build(base.Weights())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+var ids = []int{5, 17, 3, 99, 250, 7, 64, 300, 11, 12, 13}
+
+func TestLayerTypesAndRoPE(t *testing.T) {
+	// The pattern gives [S, F, S, F]; _sliding_window_pattern is not read.
+	c, err := gemma3.ParseConfig([]byte(`{"eos_token_id": 1, "num_hidden_layers": 4, "sliding_window_pattern": 2, "_sliding_window_pattern": 3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"sliding_attention", "full_attention", "sliding_attention", "full_attention"}
+	for i := range want {
+		if c.LayerTypes[i] != want[i] {
+			t.Fatalf("layer types %v, want %v", c.LayerTypes, want)
+		}
+	}
+	// The sliding window, the local RoPE base and the linear scaling of
+	// full layers each reach the logits.
+	base := zootest.LastLogits(t, withConfig(t, "gemma3_pattern_softcap", func(map[string]any) {}), ids)
+	for what, edit := range map[string]func(map[string]any){
+		"sliding_window":       func(m map[string]any) { m["sliding_window"] = 9 },
+		"rope_local_base_freq": func(m map[string]any) { m["rope_local_base_freq"] = 500.0 },
+		"rope_scaling":         func(m map[string]any) { m["rope_scaling"] = nil },
+		"query_pre_attn_scalar": func(m map[string]any) {
+			m["query_pre_attn_scalar"] = 40.0
+		},
+	} {
+		if d := zootest.MaxDiff(base, zootest.LastLogits(t, withConfig(t, "gemma3_pattern_softcap", edit), ids)); d < 1e-4 {
+			t.Errorf("changing %s moved the logits by only %g", what, d)
+		}
+	}
+	// attn_logit_softcapping is ignored, as in HF.
+	if d := zootest.MaxDiff(base, zootest.LastLogits(t, withConfig(t, "gemma3_pattern_softcap", func(m map[string]any) { m["attn_logit_softcapping"] = 1.0 }), ids)); d != 0 {
+		t.Errorf("attn_logit_softcapping changed the logits by %g", d)
+	}
+}
+
+func TestFinalSoftcap(t *testing.T) {
+	m := withConfig(t, "gemma3_pattern_softcap", func(m map[string]any) { m["final_logit_softcapping"] = 0.5 })
+	for _, l := range zootest.LastLogits(t, m, ids) {
+		if math.Abs(float64(l)) > 0.5 {
+			t.Fatalf("logit %g exceeds the cap 0.5", l)
+		}
+	}
+}
+
+func TestEveryWeightMatters(t *testing.T) {
+	m, err := zoo.Load(zootest.GoldenDir("gemma3_sliding_mqa"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zootest.EveryWeightMatters(t, m, ids,
+		"model.embed_tokens.weight", "model.norm.weight",
+		"model.layers.0.input_layernorm.weight", "model.layers.0.post_attention_layernorm.weight",
+		"model.layers.0.pre_feedforward_layernorm.weight", "model.layers.0.post_feedforward_layernorm.weight",
+		"model.layers.0.self_attn.q_norm.weight", "model.layers.0.self_attn.k_norm.weight",
+		"model.layers.2.self_attn.q_proj.weight", "model.layers.2.self_attn.v_proj.weight",
+		"model.layers.5.mlp.gate_proj.weight", "model.layers.5.mlp.down_proj.weight")
+}
+
+func TestRefusesBidirectional(t *testing.T) {
+	if _, err := zoo.ParseConfig([]byte(`{"model_type": "gemma3_text", "eos_token_id": 1, "use_bidirectional_attention": true}`)); err == nil {
+		t.Error("bidirectional attention was accepted")
+	}
+}
