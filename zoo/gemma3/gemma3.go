@@ -114,24 +114,13 @@ func ParseConfig(data []byte) (*Config, error) {
 }
 
 func (c *Config) validate() error {
-	for _, f := range []struct {
-		name string
-		v    int
-	}{
-		{"vocab_size", c.VocabSize}, {"hidden_size", c.HiddenSize}, {"intermediate_size", c.IntermediateSize},
-		{"num_hidden_layers", c.NumHiddenLayers}, {"num_attention_heads", c.NumAttentionHeads},
-		{"num_key_value_heads", c.NumKeyValueHeads}, {"head_dim", c.HeadDim},
-		{"max_position_embeddings", c.MaxPositionEmbeddings},
-	} {
-		if f.v <= 0 {
-			return fmt.Errorf("%s must be positive, got %d", f.name, f.v)
-		}
+	dims := zoo.Dims{
+		VocabSize: c.VocabSize, HiddenSize: c.HiddenSize, IntermediateSize: c.IntermediateSize,
+		NumLayers: c.NumHiddenLayers, NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumKeyValueHeads,
+		HeadDim: c.HeadDim, MaxPositions: c.MaxPositionEmbeddings,
 	}
-	if c.NumAttentionHeads%c.NumKeyValueHeads != 0 {
-		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.NumAttentionHeads, c.NumKeyValueHeads)
-	}
-	if c.HeadDim%2 != 0 {
-		return fmt.Errorf("head_dim %d must be even for RoPE", c.HeadDim)
+	if err := dims.Validate(); err != nil {
+		return err
 	}
 	if c.HiddenActivation != "gelu_pytorch_tanh" {
 		return fmt.Errorf("hidden_activation %q is not supported (supported: gelu_pytorch_tanh)", c.HiddenActivation)
@@ -200,10 +189,8 @@ type Model struct {
 // Build assembles the model; a tied checkpoint (the default) projects the
 // logits with the embedding.
 func (c *Config) Build(w graphs.Weights) (zoo.Model, error) {
-	for _, s := range c.Tensors() {
-		if _, ok := w[s.Name]; !ok {
-			return nil, fmt.Errorf("missing tensor %q", s.Name)
-		}
+	if err := zoo.CheckWeights(c.Tensors(), w); err != nil {
+		return nil, err
 	}
 	m := &Model{cfg: c, weights: w, head: "lm_head.weight"}
 	if c.TieWordEmbeddings {

@@ -20,15 +20,13 @@ import (
 type Decoder struct {
 	ModelType string
 
-	VocabSize, HiddenSize, IntermediateSize  int
-	NumLayers, NumHeads, NumKVHeads, HeadDim int
-	MaxPositions                             int
-	RMSNormEps                               float64
-	HiddenAct                                string
-	TieWordEmbeddings                        bool
-	AttentionBias, MLPBias                   bool
-	InitRange                                float64
-	EOS                                      []int
+	zoo.Dims
+	RMSNormEps             float64
+	HiddenAct              string
+	TieWordEmbeddings      bool
+	AttentionBias, MLPBias bool
+	InitRange              float64
+	EOS                    []int
 
 	// QKNorm adds Qwen3's per-head RMSNorm of queries and keys (q_norm,
 	// k_norm over head_dim) before RoPE.
@@ -54,24 +52,8 @@ type MoE struct {
 
 // Validate checks the sizes, naming the config.json field at fault.
 func (d *Decoder) Validate() error {
-	for _, f := range []struct {
-		name string
-		v    int
-	}{
-		{"vocab_size", d.VocabSize}, {"hidden_size", d.HiddenSize}, {"intermediate_size", d.IntermediateSize},
-		{"num_hidden_layers", d.NumLayers}, {"num_attention_heads", d.NumHeads},
-		{"num_key_value_heads", d.NumKVHeads}, {"head_dim", d.HeadDim},
-		{"max_position_embeddings", d.MaxPositions},
-	} {
-		if f.v <= 0 {
-			return fmt.Errorf("%s must be positive, got %d", f.name, f.v)
-		}
-	}
-	if d.NumHeads%d.NumKVHeads != 0 {
-		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", d.NumHeads, d.NumKVHeads)
-	}
-	if d.HeadDim%2 != 0 {
-		return fmt.Errorf("head_dim %d must be even for RoPE", d.HeadDim)
+	if err := d.Dims.Validate(); err != nil {
+		return err
 	}
 	if d.HiddenAct != "silu" {
 		return fmt.Errorf("hidden_act %q is not supported (supported: silu)", d.HiddenAct)
@@ -97,6 +79,19 @@ func (d *Decoder) sparse(layer int) bool { return d.MoE != nil && d.MoE.Sparse[l
 
 // InitializerRange is the std of random weights.
 func (d *Decoder) InitializerRange() float64 { return d.InitRange }
+
+// Arch gives a Llama-derived family's Config the zoo.Config methods of the
+// Decoder it resolved to.
+type Arch struct{ D *Decoder }
+
+// Tensors lists the checkpoint's tensors by their HF names.
+func (a Arch) Tensors() []zoo.TensorSpec { return a.D.Tensors() }
+
+// Build assembles the model from loaded or random weights.
+func (a Arch) Build(w graphs.Weights) (zoo.Model, error) { return a.D.Build(w) }
+
+// InitializerRange is the std of random weights.
+func (a Arch) InitializerRange() float64 { return a.D.InitRange }
 
 // Tensors lists the checkpoint's tensors by their HF names.
 func (d *Decoder) Tensors() []zoo.TensorSpec {
@@ -177,10 +172,8 @@ func (d *Decoder) Build(w graphs.Weights) (zoo.Model, error) {
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
-	for _, s := range d.Tensors() {
-		if _, ok := w[s.Name]; !ok {
-			return nil, fmt.Errorf("missing tensor %q", s.Name)
-		}
+	if err := zoo.CheckWeights(d.Tensors(), w); err != nil {
+		return nil, err
 	}
 	m := &Model{d: d, weights: w, head: "lm_head.weight"}
 	if d.TieWordEmbeddings {

@@ -33,7 +33,7 @@ type Config struct {
 	HeadDim               *int            `json:"head_dim"`
 	HiddenAct             string          `json:"hidden_act"`
 	MaxPositionEmbeddings int             `json:"max_position_embeddings"`
-	InitializerRange      float64         `json:"initializer_range"`
+	InitRange             float64         `json:"initializer_range"`
 	RMSNormEps            float64         `json:"rms_norm_eps"`
 	TieWordEmbeddings     bool            `json:"tie_word_embeddings"`
 	AttentionBias         bool            `json:"attention_bias"`
@@ -53,7 +53,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		NumAttentionHeads:     32,
 		HiddenAct:             "silu",
 		MaxPositionEmbeddings: 2048,
-		InitializerRange:      0.02,
+		InitRange:             0.02,
 		RMSNormEps:            1e-6,
 	}
 	return c, json.Unmarshal(data, c)
@@ -66,11 +66,14 @@ func ParseConfig(data []byte) (*Config, error) {
 func (c *Config) Decoder(modelType string, defaultTheta float64) (*Decoder, error) {
 	d := &Decoder{
 		ModelType: modelType,
-		VocabSize: c.VocabSize, HiddenSize: c.HiddenSize, IntermediateSize: c.IntermediateSize,
-		NumLayers: c.NumHiddenLayers, NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumAttentionHeads,
-		MaxPositions: c.MaxPositionEmbeddings, RMSNormEps: c.RMSNormEps, HiddenAct: c.HiddenAct,
+		Dims: zoo.Dims{
+			VocabSize: c.VocabSize, HiddenSize: c.HiddenSize, IntermediateSize: c.IntermediateSize,
+			NumLayers: c.NumHiddenLayers, NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumAttentionHeads,
+			MaxPositions: c.MaxPositionEmbeddings,
+		},
+		RMSNormEps: c.RMSNormEps, HiddenAct: c.HiddenAct,
 		TieWordEmbeddings: c.TieWordEmbeddings, AttentionBias: c.AttentionBias, MLPBias: c.MLPBias,
-		InitRange: c.InitializerRange, EOS: c.EOSTokenID,
+		InitRange: c.InitRange, EOS: c.EOSTokenID,
 	}
 	if c.NumKeyValueHeads != nil {
 		d.NumKVHeads = *c.NumKeyValueHeads

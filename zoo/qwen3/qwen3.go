@@ -7,7 +7,6 @@ package qwen3
 import (
 	"encoding/json"
 
-	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/llama"
 )
@@ -19,27 +18,38 @@ func init() {
 // Config is config.json for model_type "qwen3".
 type Config struct {
 	llama.Config
+	Sliding
+	llama.Arch // the resolved architecture
+}
+
+// Sliding are the sliding-window keys of Qwen's configs (qwen3, qwen3_moe).
+type Sliding struct {
 	UseSlidingWindow bool     `json:"use_sliding_window"`
 	SlidingWindow    *int     `json:"sliding_window"`
 	MaxWindowLayers  int      `json:"max_window_layers"`
 	LayerTypes       []string `json:"layer_types"`
-
-	arch *llama.Decoder // the resolved architecture
 }
 
-// Tensors lists the checkpoint's tensors by their HF names.
-func (c *Config) Tensors() []zoo.TensorSpec { return c.arch.Tensors() }
-
-// Build assembles the model from loaded or random weights.
-func (c *Config) Build(w graphs.Weights) (zoo.Model, error) { return c.arch.Build(w) }
-
-// InitializerRange is the std of random weights.
-func (c *Config) InitializerRange() float64 { return c.arch.InitRange }
+// Windows returns each layer's sliding window (0: full attention). Absent
+// layer_types are derived as HF does: layers from max_window_layers on
+// slide when use_sliding_window and sliding_window are set.
+func (s *Sliding) Windows(layers int) ([]int, error) {
+	if s.LayerTypes == nil {
+		for i := 0; i < layers; i++ {
+			t := "full_attention"
+			if s.UseSlidingWindow && s.SlidingWindow != nil && i >= s.MaxWindowLayers {
+				t = "sliding_attention"
+			}
+			s.LayerTypes = append(s.LayerTypes, t)
+		}
+	}
+	return llama.Windows(s.LayerTypes, s.SlidingWindow, layers)
+}
 
 // ParseConfig decodes config.json with Qwen3Config's defaults for absent
 // keys (configuration_qwen3.py). Unknown keys are ignored.
 func ParseConfig(data []byte) (*Config, error) {
-	c := &Config{MaxWindowLayers: 28}
+	c := &Config{Sliding: Sliding{MaxWindowLayers: 28}}
 	c.Config = llama.Config{
 		VocabSize:             151936,
 		HiddenSize:            4096,
@@ -48,7 +58,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		NumAttentionHeads:     32,
 		HiddenAct:             "silu",
 		MaxPositionEmbeddings: 32768,
-		InitializerRange:      0.02,
+		InitRange:             0.02,
 		RMSNormEps:            1e-6,
 	}
 	if err := json.Unmarshal(data, c); err != nil {
@@ -58,23 +68,14 @@ func ParseConfig(data []byte) (*Config, error) {
 		hd := 128 // Qwen3's default, NOT hidden_size / num_attention_heads
 		c.HeadDim = &hd
 	}
-	if c.LayerTypes == nil {
-		for i := 0; i < c.NumHiddenLayers; i++ {
-			t := "full_attention"
-			if c.UseSlidingWindow && c.SlidingWindow != nil && i >= c.MaxWindowLayers {
-				t = "sliding_attention"
-			}
-			c.LayerTypes = append(c.LayerTypes, t)
-		}
-	}
 	d, err := c.Config.Decoder("qwen3", 10000)
 	if err != nil {
 		return nil, err
 	}
 	d.QKNorm = true
-	if d.Window, err = llama.Windows(c.LayerTypes, c.SlidingWindow, c.NumHiddenLayers); err != nil {
+	if d.Window, err = c.Windows(c.NumHiddenLayers); err != nil {
 		return nil, err
 	}
-	c.arch = d
+	c.D = d
 	return c, nil
 }

@@ -324,3 +324,35 @@ func TestRandomModels(t *testing.T) {
 		t.Error("seeds 42 and 43 gave the same model")
 	}
 }
+
+func TestSlidingWindowLayers(t *testing.T) {
+	w := 4
+	s := qwen3.Sliding{UseSlidingWindow: true, SlidingWindow: &w, MaxWindowLayers: 1}
+	got, err := s.Windows(3)
+	if err != nil || !slices.Equal(got, []int{0, 4, 4}) {
+		t.Fatalf("windows %v %v, want [0 4 4]", got, err)
+	}
+	off := qwen3.Sliding{SlidingWindow: &w, MaxWindowLayers: 1}
+	if got, _ := off.Windows(3); !slices.Equal(got, []int{0, 0, 0}) {
+		t.Errorf("use_sliding_window false: %v", got)
+	}
+	// A sliding layer changes what a long prompt's last token sees.
+	m := readConfig(t, "qwen3_gqa_tied")
+	base, err := zoo.Load(caseDir("qwen3_gqa_tied"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m["use_sliding_window"], m["sliding_window"], m["max_window_layers"] = true, 3, 0
+	c, err := parse(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slid, err := c.Build(base.Weights())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []int{1, 2, 3, 4, 5, 6, 7, 8}
+	if d := maxDiff(lastLogits(t, base, ids), lastLogits(t, slid, ids)); d < 1e-4 {
+		t.Errorf("a 3-key window moved the logits by only %g", d)
+	}
+}

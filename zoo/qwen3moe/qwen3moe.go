@@ -1,15 +1,16 @@
 // Package qwen3moe is Qwen3-MoE, after Hugging Face transformers'
-// modular_qwen3_moe.py: Qwen3's attention (QK-norm before RoPE) with a
-// mixture of experts in place of the MLP on its sparse layers.
+// modular_qwen3_moe.py: Qwen3's attention (QK-norm before RoPE) and
+// sliding-window settings, with a mixture of experts in place of the MLP on
+// its sparse layers.
 package qwen3moe
 
 import (
 	"encoding/json"
 	"slices"
 
-	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/llama"
+	"github.com/gozoo/gozoo/zoo/qwen3"
 )
 
 func init() {
@@ -19,18 +20,15 @@ func init() {
 // Config is config.json for model_type "qwen3_moe".
 type Config struct {
 	llama.Config
-	UseSlidingWindow    bool     `json:"use_sliding_window"`
-	SlidingWindow       *int     `json:"sliding_window"`
-	MaxWindowLayers     int      `json:"max_window_layers"`
-	LayerTypes          []string `json:"layer_types"`
-	DecoderSparseStep   int      `json:"decoder_sparse_step"`
-	MoEIntermediateSize int      `json:"moe_intermediate_size"`
-	NumExpertsPerTok    int      `json:"num_experts_per_tok"`
-	NumExperts          int      `json:"num_experts"`
-	NormTopKProb        bool     `json:"norm_topk_prob"`
-	MLPOnlyLayers       []int    `json:"mlp_only_layers"`
+	qwen3.Sliding
+	DecoderSparseStep   int   `json:"decoder_sparse_step"`
+	MoEIntermediateSize int   `json:"moe_intermediate_size"`
+	NumExpertsPerTok    int   `json:"num_experts_per_tok"`
+	NumExperts          int   `json:"num_experts"`
+	NormTopKProb        bool  `json:"norm_topk_prob"`
+	MLPOnlyLayers       []int `json:"mlp_only_layers"`
 
-	arch *llama.Decoder
+	llama.Arch // the resolved architecture
 }
 
 // ParseConfig decodes config.json with Qwen3MoeConfig's defaults for absent
@@ -38,7 +36,7 @@ type Config struct {
 // dense Qwen3). Unknown keys are ignored.
 func ParseConfig(data []byte) (*Config, error) {
 	kv := 4
-	c := &Config{MaxWindowLayers: 28, DecoderSparseStep: 1, MoEIntermediateSize: 768, NumExpertsPerTok: 8, NumExperts: 128}
+	c := &Config{Sliding: qwen3.Sliding{MaxWindowLayers: 28}, DecoderSparseStep: 1, MoEIntermediateSize: 768, NumExpertsPerTok: 8, NumExperts: 128}
 	c.Config = llama.Config{
 		VocabSize:             151936,
 		HiddenSize:            2048,
@@ -48,28 +46,19 @@ func ParseConfig(data []byte) (*Config, error) {
 		NumKeyValueHeads:      &kv,
 		HiddenAct:             "silu",
 		MaxPositionEmbeddings: 32768,
-		InitializerRange:      0.02,
+		InitRange:             0.02,
 		RMSNormEps:            1e-6,
 	}
 	if err := json.Unmarshal(data, c); err != nil {
 		return nil, err
 	}
 	L := c.NumHiddenLayers
-	if c.LayerTypes == nil {
-		for i := 0; i < L; i++ {
-			t := "full_attention"
-			if c.UseSlidingWindow && c.SlidingWindow != nil && i >= c.MaxWindowLayers {
-				t = "sliding_attention"
-			}
-			c.LayerTypes = append(c.LayerTypes, t)
-		}
-	}
 	d, err := c.Config.Decoder("qwen3_moe", 10000)
 	if err != nil {
 		return nil, err
 	}
 	d.QKNorm = true
-	if d.Window, err = llama.Windows(c.LayerTypes, c.SlidingWindow, L); err != nil {
+	if d.Window, err = c.Windows(L); err != nil {
 		return nil, err
 	}
 	moe := &llama.MoE{NumExperts: c.NumExperts, TopK: c.NumExpertsPerTok, IntermediateSize: c.MoEIntermediateSize, NormTopK: c.NormTopKProb}
@@ -85,15 +74,6 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
-	c.arch = d
+	c.D = d
 	return c, nil
 }
-
-// Tensors lists the checkpoint's tensors by their HF names.
-func (c *Config) Tensors() []zoo.TensorSpec { return c.arch.Tensors() }
-
-// Build assembles the model from loaded or random weights.
-func (c *Config) Build(w graphs.Weights) (zoo.Model, error) { return c.arch.Build(w) }
-
-// InitializerRange is the std of random weights.
-func (c *Config) InitializerRange() float64 { return c.arch.InitRange }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/llama"
 )
@@ -27,7 +26,7 @@ type Config struct {
 	SlidingWindow       *int     `json:"sliding_window"`
 	LayerTypes          []string `json:"layer_types"`
 
-	arch *llama.Decoder
+	llama.Arch // the resolved architecture
 }
 
 // ParseConfig decodes config.json with SmolLM3Config's defaults for absent
@@ -44,7 +43,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		NumKeyValueHeads:      &kv,
 		HiddenAct:             "silu",
 		MaxPositionEmbeddings: 32768,
-		InitializerRange:      0.02,
+		InitRange:             0.02,
 		RMSNormEps:            1e-6,
 		TieWordEmbeddings:     true,
 	}
@@ -88,15 +87,6 @@ func ParseConfig(data []byte) (*Config, error) {
 	if d.Window, err = llama.Windows(c.LayerTypes, c.SlidingWindow, L); err != nil {
 		return nil, err
 	}
-	c.arch = d
+	c.D = d
 	return c, nil
 }
-
-// Tensors lists the checkpoint's tensors by their HF names.
-func (c *Config) Tensors() []zoo.TensorSpec { return c.arch.Tensors() }
-
-// Build assembles the model from loaded or random weights.
-func (c *Config) Build(w graphs.Weights) (zoo.Model, error) { return c.arch.Build(w) }
-
-// InitializerRange is the std of random weights.
-func (c *Config) InitializerRange() float64 { return c.arch.InitRange }
