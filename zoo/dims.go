@@ -48,3 +48,21 @@ func CheckWeights(specs []TensorSpec, w graphs.Weights) error {
 	}
 	return nil
 }
+
+// Base gives a model the zoo.Model methods that only report what it is:
+// embed it and set its fields in Build.
+type Base struct {
+	Type string
+	Dims Dims
+	EOS  []int
+	W    graphs.Weights
+}
+
+func (b *Base) ModelType() string       { return b.Type }
+func (b *Base) EOSTokenIDs() []int      { return b.EOS }
+func (b *Base) Weights() graphs.Weights { return b.W }
+func (b *Base) VocabSize() int          { return b.Dims.VocabSize }
+func (b *Base) MaxPositions() int       { return b.Dims.MaxPositions }
+func (b *Base) CacheSpec() graphs.CacheSpec {
+	return graphs.CacheSpec{Layers: b.Dims.NumLayers, KVHeads: b.Dims.NumKVHeads, HeadDim: b.Dims.HeadDim}
+}

@@ -113,13 +113,16 @@ func ParseConfig(data []byte) (*Config, error) {
 	return c, c.validate()
 }
 
-func (c *Config) validate() error {
-	dims := zoo.Dims{
+func (c *Config) dims() zoo.Dims {
+	return zoo.Dims{
 		VocabSize: c.VocabSize, HiddenSize: c.HiddenSize, IntermediateSize: c.IntermediateSize,
 		NumLayers: c.NumHiddenLayers, NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumKeyValueHeads,
 		HeadDim: c.HeadDim, MaxPositions: c.MaxPositionEmbeddings,
 	}
-	if err := dims.Validate(); err != nil {
+}
+
+func (c *Config) validate() error {
+	if err := c.dims().Validate(); err != nil {
 		return err
 	}
 	if c.HiddenActivation != "gelu_pytorch_tanh" {
@@ -180,8 +183,8 @@ func (c *Config) Tensors() []zoo.TensorSpec {
 
 // Model is a loaded Gemma 3 text decoder.
 type Model struct {
+	zoo.Base
 	cfg     *Config
-	weights graphs.Weights
 	head    string
 	invFreq [][]float32
 }
@@ -192,7 +195,7 @@ func (c *Config) Build(w graphs.Weights) (zoo.Model, error) {
 	if err := zoo.CheckWeights(c.Tensors(), w); err != nil {
 		return nil, err
 	}
-	m := &Model{cfg: c, weights: w, head: "lm_head.weight"}
+	m := &Model{Base: zoo.Base{Type: "gemma3_text", Dims: c.dims(), EOS: c.EOSTokenID, W: w}, cfg: c, head: "lm_head.weight"}
 	if c.TieWordEmbeddings {
 		m.head = "model.embed_tokens.weight"
 	}
@@ -200,15 +203,6 @@ func (c *Config) Build(w graphs.Weights) (zoo.Model, error) {
 		m.invFreq = append(m.invFreq, layers.RoPEFrequencies(c.HeadDim, r.Theta, r.Factor))
 	}
 	return m, nil
-}
-
-func (m *Model) ModelType() string       { return "gemma3_text" }
-func (m *Model) EOSTokenIDs() []int      { return m.cfg.EOSTokenID }
-func (m *Model) Weights() graphs.Weights { return m.weights }
-func (m *Model) VocabSize() int          { return m.cfg.VocabSize }
-func (m *Model) MaxPositions() int       { return m.cfg.MaxPositionEmbeddings }
-func (m *Model) CacheSpec() graphs.CacheSpec {
-	return graphs.CacheSpec{Layers: m.cfg.NumHiddenLayers, KVHeads: m.cfg.NumKeyValueHeads, HeadDim: m.cfg.HeadDim}
 }
 
 // Forward is the architecture, top to bottom.

@@ -158,8 +158,8 @@ func (d *Decoder) Tensors() []zoo.TensorSpec {
 
 // Model is a loaded Llama-style decoder.
 type Model struct {
+	zoo.Base
 	d       *Decoder
-	weights graphs.Weights
 	head    string      // tensor the logits are projected with
 	invFreq [][]float32 // per layer; nil for NoPE layers
 	ropeID  []string
@@ -175,7 +175,7 @@ func (d *Decoder) Build(w graphs.Weights) (zoo.Model, error) {
 	if err := zoo.CheckWeights(d.Tensors(), w); err != nil {
 		return nil, err
 	}
-	m := &Model{d: d, weights: w, head: "lm_head.weight"}
+	m := &Model{Base: zoo.Base{Type: d.ModelType, Dims: d.Dims, EOS: d.EOS, W: w}, d: d, head: "lm_head.weight"}
 	if d.TieWordEmbeddings {
 		m.head = "model.embed_tokens.weight"
 	}
@@ -191,15 +191,8 @@ func (d *Decoder) Build(w graphs.Weights) (zoo.Model, error) {
 	return m, nil
 }
 
-func (m *Model) Decoder() *Decoder       { return m.d }
-func (m *Model) ModelType() string       { return m.d.ModelType }
-func (m *Model) EOSTokenIDs() []int      { return m.d.EOS }
-func (m *Model) Weights() graphs.Weights { return m.weights }
-func (m *Model) VocabSize() int          { return m.d.VocabSize }
-func (m *Model) MaxPositions() int       { return m.d.MaxPositions }
-func (m *Model) CacheSpec() graphs.CacheSpec {
-	return graphs.CacheSpec{Layers: m.d.NumLayers, KVHeads: m.d.NumKVHeads, HeadDim: m.d.HeadDim}
-}
+// Decoder is the architecture the model was built from.
+func (m *Model) Decoder() *Decoder { return m.d }
 
 // Forward is the architecture, top to bottom.
 func (m *Model) Forward(s *graphs.Step) *G.Node {
