@@ -21,49 +21,21 @@ func readProse(tb testing.TB) string {
 //
 //	go test -run '^$' -bench EncodeQwen3Prose -cpu 1 ./loaders/tokenizer/
 func BenchmarkEncodeQwen3Prose(b *testing.B) {
-	tok := loadRef(b, "qwen3")
-	text := readProse(b)
-	ids, err := tok.Encode(text, false)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := tok.Encode(text, false); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(len(ids))*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+	benchEncode(b, loadRef(b, "qwen3"), false)
 }
 
 // BenchmarkEncodeQwen3ProseCold is the same with an empty word cache on
 // every iteration: the cost of BPE merging itself.
-func BenchmarkEncodeQwen3ProseCold(b *testing.B) {
-	tok := loadRef(b, "qwen3")
-	text := readProse(b)
-	ids, err := tok.Encode(text, false)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(text)))
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		tok.model.cache = newWordCache()
-		b.StartTimer()
-		if _, err := tok.Encode(text, false); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(len(ids))*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
-}
+func BenchmarkEncodeQwen3ProseCold(b *testing.B) { benchEncode(b, loadRef(b, "qwen3"), true) }
 
 // BenchmarkEncodeQwen3ProseRegexp2 is BenchmarkEncodeQwen3Prose with the
 // split done by regexp2 instead of the hand-written scanner.
-func BenchmarkEncodeQwen3ProseRegexp2(b *testing.B) {
-	tok := qwen3ViaRegexp2(b)
+func BenchmarkEncodeQwen3ProseRegexp2(b *testing.B) { benchEncode(b, qwen3ViaRegexp2(b), false) }
+
+// benchEncode encodes the prose b.N times and reports tokens per second;
+// cold empties the word cache before each run.
+func benchEncode(b *testing.B, tok *Tokenizer, cold bool) {
 	text := readProse(b)
 	ids, err := tok.Encode(text, false)
 	if err != nil {
@@ -72,6 +44,11 @@ func BenchmarkEncodeQwen3ProseRegexp2(b *testing.B) {
 	b.SetBytes(int64(len(text)))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		if cold {
+			b.StopTimer()
+			tok.model.cache = newWordCache()
+			b.StartTimer()
+		}
 		if _, err := tok.Encode(text, false); err != nil {
 			b.Fatal(err)
 		}

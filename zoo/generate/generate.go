@@ -20,6 +20,7 @@ import (
 
 	"github.com/gozoo/gozoo/chat"
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/loaders/tokenizer"
 	"github.com/gozoo/gozoo/zoo"
 )
 
@@ -289,54 +290,74 @@ func (s *Stream) run(yield func(Token) bool) error {
 	return nil
 }
 
-// textStream decodes generated ids into text incrementally. It holds back
-// trailing bytes that do not yet form a UTF-8 character and any suffix that
-// could be the start of a stop string.
+// textStream turns generated ids into text as they come, and holds back
+// any suffix that could be the start of a stop string.
 type textStream struct {
-	tok     Tokenizer
+	dec     pieceDecoder // nil: no tokenizer, no text
 	stops   []string
-	ids     []int
-	all     string // decoded text of ids
+	all     string // text of the ids so far
 	emitted int    // bytes of all already handed out
 	cut     int    // -1, or where a stop string starts
 }
 
+// pieceDecoder yields the text each new id completes, never half a UTF-8
+// character; flush returns what is still held back at the end.
+type pieceDecoder interface {
+	Push(id int) (string, error)
+	Flush() (string, error)
+}
+
+// streamingTokenizer is a Tokenizer with its own incremental decoder (the
+// zoo's tokenizer has one); others are decoded whole on every step.
+type streamingTokenizer interface {
+	NewStreamDecoder(skipSpecial bool) *tokenizer.StreamDecoder
+}
+
 func newTextStream(tok Tokenizer, stops []string) *textStream {
-	var nonEmpty []string
+	t := &textStream{cut: -1}
 	for _, s := range stops {
 		if s != "" {
-			nonEmpty = append(nonEmpty, s)
+			t.stops = append(t.stops, s)
 		}
 	}
-	return &textStream{tok: tok, stops: nonEmpty, cut: -1}
+	switch tk := tok.(type) {
+	case nil:
+	case streamingTokenizer:
+		t.dec = tk.NewStreamDecoder(true)
+	default:
+		t.dec = &wholeDecoder{tok: tok}
+	}
+	return t
 }
 
 func (t *textStream) push(id int) (piece string, stopped bool, err error) {
-	if t.tok == nil {
+	if t.dec == nil {
 		return "", false, nil
 	}
-	t.ids = append(t.ids, id)
-	// Decoding the whole continuation keeps multi-token characters and
-	// tokenizer decoders that look at neighbours exact.
-	all, err := t.tok.Decode(t.ids, true)
+	more, err := t.dec.Push(id)
 	if err != nil {
 		return "", false, err
 	}
-	t.all = all
-	from := max(0, t.emitted-t.maxStop())
+	return t.add(more)
+}
+
+// add appends decoded text and returns what may be handed out now.
+func (t *textStream) add(more string) (piece string, stopped bool, err error) {
+	from := max(0, len(t.all)-t.maxStop()) // a stop string may span the seam
+	t.all += more
 	for _, s := range t.stops {
-		if i := strings.Index(all[from:], s); i >= 0 && (t.cut < 0 || from+i < t.cut) {
+		if i := strings.Index(t.all[from:], s); i >= 0 && (t.cut < 0 || from+i < t.cut) {
 			t.cut = from + i
 		}
 	}
 	if t.cut >= 0 {
-		piece = all[t.emitted:max(t.emitted, t.cut)]
+		piece = t.all[t.emitted:max(t.emitted, t.cut)]
 		t.emitted = max(t.emitted, t.cut)
 		return piece, true, nil
 	}
-	end := len(all) - t.holdBack(all)
+	end := len(t.all) - t.holdBack()
 	if end > t.emitted {
-		piece = all[t.emitted:end]
+		piece = t.all[t.emitted:end]
 		t.emitted = end
 	}
 	return piece, false, nil
@@ -350,23 +371,20 @@ func (t *textStream) maxStop() int {
 	return n
 }
 
-// holdBack is how many trailing bytes of all must wait: an incomplete
-// UTF-8 character (decoded as U+FFFD) or a proper prefix of a stop string.
-func (t *textStream) holdBack(all string) int {
+// holdBack is how many trailing bytes must wait because they could begin
+// a stop string.
+func (t *textStream) holdBack() int {
 	hold := 0
-	for s := all; strings.HasSuffix(s, "\uFFFD"); s = s[:len(s)-len("\uFFFD")] {
-		hold += len("\uFFFD")
-	}
 	for _, s := range t.stops {
-		for k := min(len(s)-1, len(all)); k > hold; k-- {
-			if strings.HasSuffix(all, s[:k]) {
+		for k := min(len(s)-1, len(t.all)); k > hold; k-- {
+			if strings.HasSuffix(t.all, s[:k]) {
 				hold = k
 				break
 			}
 		}
 	}
 	// Never split a UTF-8 character.
-	for hold > 0 && hold < len(all) && !utf8.RuneStart(all[len(all)-hold]) {
+	for hold > 0 && hold < len(t.all) && !utf8.RuneStart(t.all[len(t.all)-hold]) {
 		hold++
 	}
 	return hold
@@ -374,6 +392,11 @@ func (t *textStream) holdBack(all string) int {
 
 // flush returns the held-back text when generation ends.
 func (t *textStream) flush() string {
+	if t.dec != nil && t.cut < 0 {
+		if rest, err := t.dec.Flush(); err == nil {
+			t.all += rest
+		}
+	}
 	end := len(t.all)
 	if t.cut >= 0 {
 		end = t.cut
@@ -391,4 +414,41 @@ func (t *textStream) text() string {
 		return t.all[:t.cut]
 	}
 	return t.all
+}
+
+// wholeDecoder decodes every id so far on each step and hands out the new
+// text, holding back a trailing U+FFFD (a character still incomplete): for
+// tokenizers without an incremental decoder of their own.
+type wholeDecoder struct {
+	tok  Tokenizer
+	ids  []int
+	done int // bytes handed out
+}
+
+func (w *wholeDecoder) Push(id int) (string, error) {
+	w.ids = append(w.ids, id)
+	s, err := w.tok.Decode(w.ids, true)
+	if err != nil {
+		return "", err
+	}
+	end := len(s)
+	for strings.HasSuffix(s[:end], "\uFFFD") {
+		end -= len("\uFFFD")
+	}
+	if end <= w.done {
+		return "", nil
+	}
+	out := s[w.done:end]
+	w.done = end
+	return out, nil
+}
+
+func (w *wholeDecoder) Flush() (string, error) {
+	s, err := w.tok.Decode(w.ids, true)
+	if err != nil || len(s) <= w.done {
+		return "", err
+	}
+	out := s[w.done:]
+	w.done = len(s)
+	return out, nil
 }
