@@ -1,7 +1,8 @@
 // Package chat renders a checkpoint's own chat template, the way Hugging
 // Face transformers' apply_chat_template(..., tokenize=False) does.
 //
-// The template is never hand-written per model: LoadTemplate finds the one
+// The template is never hand-written per model: LoadTemplate (or
+// TemplateFromFolder, from a loaders.Folder already read) finds the one
 // the checkpoint ships (chat_template.jinja, chat_template.json or the
 // chat_template key of tokenizer_config.json) and reads the tokenizer's
 // special tokens, which templates refer to as bos_token, eos_token and so
@@ -11,14 +12,12 @@ package chat
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/gozoo/gozoo/jinja"
+	"github.com/gozoo/gozoo/loaders"
 )
 
 // Template is a parsed chat template plus the special tokens it is
@@ -77,9 +76,9 @@ type RenderOptions struct {
 
 // File names LoadTemplate looks at, in order of precedence.
 const (
-	jinjaFile     = "chat_template.jinja"
-	jsonFile      = "chat_template.json"
-	tokConfigFile = "tokenizer_config.json"
+	jinjaFile     = loaders.ChatTemplateJinjaFile
+	jsonFile      = loaders.ChatTemplateJSONFile
+	tokConfigFile = loaders.TokenizerConfigFile
 )
 
 // specialTokenKeys are transformers' SPECIAL_TOKENS_ATTRIBUTES, the keys
@@ -122,18 +121,27 @@ func LoadTemplate(dir string) (*Template, error) {
 	if !info.IsDir() {
 		return nil, fmt.Errorf("chat: %s is not a directory", dir)
 	}
-
-	var tokConfig map[string]json.RawMessage
-	tokPath := filepath.Join(dir, tokConfigFile)
-	if data, err := os.ReadFile(tokPath); err == nil {
-		if err := json.Unmarshal(data, &tokConfig); err != nil {
-			return nil, fmt.Errorf("chat: %s: invalid JSON: %w", tokPath, err)
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	f, err := loaders.ReadFolder(dir, jinjaFile, jsonFile, tokConfigFile)
+	if err != nil {
 		return nil, fmt.Errorf("chat: %w", err)
 	}
+	return TemplateFromFolder(f)
+}
 
-	source, name, err := findSource(dir, tokConfig)
+// TemplateFromFolder does what LoadTemplate does from the files of a
+// checkpoint folder already read (chat_template.jinja, chat_template.json,
+// tokenizer_config.json), without touching the disk. Errors name the file
+// at fault.
+func TemplateFromFolder(f *loaders.Folder) (*Template, error) {
+	var tokConfig map[string]json.RawMessage
+	tokPath := f.Path(tokConfigFile)
+	if f.TokenizerConfig != nil {
+		if err := json.Unmarshal(f.TokenizerConfig, &tokConfig); err != nil {
+			return nil, fmt.Errorf("chat: %s: invalid JSON: %w", tokPath, err)
+		}
+	}
+
+	source, name, err := findSource(f, tokConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -149,40 +157,28 @@ func LoadTemplate(dir string) (*Template, error) {
 	return t, nil
 }
 
-func findSource(dir string, tokConfig map[string]json.RawMessage) (source, name string, err error) {
-	path := filepath.Join(dir, jinjaFile)
-	data, err := os.ReadFile(path)
-	if err == nil {
-		return string(data), path, nil
+func findSource(f *loaders.Folder, tokConfig map[string]json.RawMessage) (source, name string, err error) {
+	if f.ChatTemplateJinja != nil {
+		return string(f.ChatTemplateJinja), f.Path(jinjaFile), nil
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return "", "", fmt.Errorf("chat: %w", err)
-	}
-
-	path = filepath.Join(dir, jsonFile)
-	data, err = os.ReadFile(path)
-	if err == nil {
-		var f struct {
+	if f.ChatTemplateJSON != nil {
+		path := f.Path(jsonFile)
+		var v struct {
 			ChatTemplate *string `json:"chat_template"`
 		}
-		if err := json.Unmarshal(data, &f); err != nil {
+		if err := json.Unmarshal(f.ChatTemplateJSON, &v); err != nil {
 			return "", "", fmt.Errorf("chat: %s: want {\"chat_template\": \"...\"}: %w", path, err)
 		}
-		if f.ChatTemplate == nil {
+		if v.ChatTemplate == nil {
 			return "", "", fmt.Errorf("chat: %s: no \"chat_template\" string in it", path)
 		}
-		return *f.ChatTemplate, path + " (chat_template)", nil
+		return *v.ChatTemplate, path + " (chat_template)", nil
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return "", "", fmt.Errorf("chat: %w", err)
-	}
-
-	path = filepath.Join(dir, tokConfigFile)
 	if raw, ok := tokConfig["chat_template"]; ok && string(raw) != "null" {
-		return templateFromConfig(path, raw)
+		return templateFromConfig(f.Path(tokConfigFile), raw)
 	}
 	return "", "", fmt.Errorf("chat: no chat template in %s: looked for %s, %s and the \"chat_template\" key of %s",
-		dir, jinjaFile, jsonFile, tokConfigFile)
+		f.Dir, jinjaFile, jsonFile, tokConfigFile)
 }
 
 // templateFromConfig reads tokenizer_config.json's chat_template: a

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gozoo/gozoo/internal/testfiles"
 	"github.com/gozoo/gozoo/jinja"
+	"github.com/gozoo/gozoo/loaders"
 )
 
 // probe renders every variable LoadTemplate may set, so a test sees which
@@ -76,6 +79,14 @@ func TestLoadTemplate(t *testing.T) {
 			want: "jinja|<s>|</s>||False|['<a>', '<b>']",
 		},
 		{
+			name: "an empty chat_template.jinja is still the template",
+			files: map[string]string{
+				"chat_template.jinja":   "",
+				"tokenizer_config.json": tokenConfig(`, "chat_template": "config"`),
+			},
+			want: "",
+		},
+		{
 			name: "json over config",
 			files: map[string]string{
 				"chat_template.json":    `{"chat_template": ` + jsonString(tmpl("json")) + `}`,
@@ -132,6 +143,7 @@ func TestLoadTemplate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeFiles(t, tc.files)
 			tmpl, err := LoadTemplate(dir)
+			sameAsFromFolder(t, dir, tmpl, err)
 			if tc.wantErr != nil {
 				if err == nil {
 					t.Fatalf("no error; template from %s", tmpl.Path)
@@ -160,6 +172,77 @@ func TestLoadTemplate(t *testing.T) {
 	}
 	if _, err := LoadTemplate(filepath.Join(t.TempDir(), "absent")); err == nil {
 		t.Error("missing folder: no error")
+	}
+}
+
+// sameAsFromFolder checks that TemplateFromFolder, given the files of dir
+// read by loaders.ReadFolder, gives what LoadTemplate(dir) gave (tmpl or
+// err), with the folder removed first: it must not touch the disk. dir is
+// removed.
+func sameAsFromFolder(t *testing.T, dir string, tmpl *Template, err error) {
+	t.Helper()
+	f, ferr := loaders.ReadFolder(dir, loaders.ChatTemplateJinjaFile, loaders.ChatTemplateJSONFile, loaders.TokenizerConfigFile)
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	if ferr := os.RemoveAll(dir); ferr != nil {
+		t.Fatal(ferr)
+	}
+	got, gotErr := TemplateFromFolder(f)
+	switch {
+	case err != nil || gotErr != nil:
+		if err == nil || gotErr == nil || gotErr.Error() != err.Error() {
+			t.Errorf("TemplateFromFolder error %v, LoadTemplate error %v", gotErr, err)
+		}
+	case got.Source != tmpl.Source || got.Path != tmpl.Path || !reflect.DeepEqual(got.SpecialTokens, tmpl.SpecialTokens):
+		t.Errorf("TemplateFromFolder gave %q from %s with %v; LoadTemplate %q from %s with %v",
+			got.Source, got.Path, got.SpecialTokens, tmpl.Source, tmpl.Path, tmpl.SpecialTokens)
+	}
+}
+
+// TestTemplateFromOpenFolder loads the template of a full checkpoint
+// folder through loaders.OpenFolder, as generate.Load does, with the
+// folder removed before TemplateFromFolder runs.
+func TestTemplateFromOpenFolder(t *testing.T) {
+	src := testfiles.Fixture(t, "models", "qwen3-tiny")
+	want, err := LoadTemplate(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.Path != filepath.Join(src, "tokenizer_config.json (chat_template)") || len(want.SpecialTokens) == 0 {
+		t.Fatalf("fixture changed: template from %s with %v", want.Path, want.SpecialTokens)
+	}
+	files := map[string]string{}
+	for _, name := range []string{"config.json", "tokenizer_config.json"} {
+		data, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = string(data)
+	}
+	dir := writeFiles(t, files)
+	f, err := loaders.OpenFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := TemplateFromFolder(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Source != want.Source || !reflect.DeepEqual(got.SpecialTokens, want.SpecialTokens) {
+		t.Errorf("got %q with %v, want %q with %v", got.Source, got.SpecialTokens, want.Source, want.SpecialTokens)
+	}
+	if got.Path != filepath.Join(dir, "tokenizer_config.json (chat_template)") {
+		t.Errorf("Path %q does not name the folder's tokenizer_config.json", got.Path)
+	}
+	msgs := []Message{{Role: "user", Content: "hi"}}
+	a, errA := want.Render(msgs, RenderOptions{AddGenerationPrompt: true})
+	b, errB := got.Render(msgs, RenderOptions{AddGenerationPrompt: true})
+	if errA != nil || errB != nil || a != b || a == "" {
+		t.Errorf("renders differ: %q, %v vs %q, %v", b, errB, a, errA)
 	}
 }
 

@@ -1,102 +1,176 @@
 // Package graphs builds, compiles and runs model graphs on Gorgonia's
 // TapeMachine.
 //
-// A model describes its network once, as a Forward function over a Step;
-// graphs builds that network as a prefill graph for each length bucket and
-// a one-token decode graph, compiles each once, and runs them many times.
-// Weights are bound by pointer into every graph (never copied), and every
-// Session owns its graphs, machines and KV cache, so several sessions run at
-// once on one loaded model.
+// A model describes its network once, in four parts (Model): the embedding
+// of token ids, one decoder layer, the final norm and the head. graphs owns
+// everything around them: the inputs of a step (ids, embeddings, or ids with
+// some rows replaced by embeddings), the position of each row, the choice of
+// rows whose logits are wanted, the per-layer KV caches and the capture of
+// named nodes. It builds that network as a prefill graph per length bucket
+// and a one-row decode graph, compiles each once and runs them many times.
+//
+// Weights are declared by the model through a Scope and bound by pointer
+// into every graph (never copied); every Session owns its graphs, machines
+// and KV cache, so several sessions run at once on one loaded model.
 package graphs
 
 import (
 	"fmt"
+	"path"
+	"sort"
 
+	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gozoo/gozoo/ops"
 )
 
-// Weights maps Hugging Face tensor names to loaded float32 tensors. Linear
-// weights are stored [in, out]; everything else keeps its checkpoint shape.
-type Weights map[string]*tensor.Dense
-
-// CacheSpec is the KV cache a model needs: one [KVHeads, capacity, HeadDim]
-// pair of tensors per attention layer.
-type CacheSpec struct {
-	Layers, KVHeads, HeadDim int
-}
-
-// Model is what a zoo model provides to be run by graphs.
+// Model is what a zoo model provides to be run by graphs. Row layout:
+// hidden states are [T, D], one row per token.
 type Model interface {
-	// Forward adds the network to s.G and returns the logits node: [V] for
-	// the row s.Last, or [T, V] for every row when s.AllLogits.
-	Forward(s *Step) *G.Node
-	Weights() Weights
-	CacheSpec() CacheSpec
+	// Embed maps token ids [T] to hidden states [T, D].
+	Embed(s *Step, ids *G.Node) *G.Node
+	// NumLayers is the number of decoder layers.
+	NumLayers() int
+	// Layer applies decoder layer i to h [T, D].
+	Layer(s *Step, i int, h *G.Node) *G.Node
+	// Norm is the final norm, applied to the last layer's output.
+	Norm(s *Step, h *G.Node) *G.Node
+	// Head projects normed rows [R, D] onto the vocabulary: [R, V].
+	Head(s *Step, h *G.Node) *G.Node
+	// Caches describes each layer's KV cache.
+	Caches() []LayerCache
+	// Params are the weights the model declared.
+	Params() *Params
+	HiddenSize() int
 	VocabSize() int
 	// MaxPositions is the longest context the model supports.
 	MaxPositions() int
 }
 
-// Step is the graph under construction and its per-run inputs.
+// LayerCache is one attention layer's KV cache: KVHeads heads of KeyDim
+// (keys) and ValueDim (values). Window > 0 is a sliding window of that many
+// positions: the layer keeps a ring of Window positions instead of the
+// whole context.
+type LayerCache struct {
+	KVHeads, KeyDim, ValueDim int
+	Window                    int
+}
+
+// Tap names of the standard captures. hidden_states.0 is the embedding
+// output, hidden_states.i (0 < i < L) the output of layer i-1, and
+// hidden_states.L the final norm's output (Hugging Face's
+// output_hidden_states). attentions.i are layer i's attention
+// probabilities, [T, heads, keys] (see layers.Attention).
+const (
+	HiddenStates = "hidden_states"
+	Attentions   = "attentions"
+)
+
+// Step is one graph under construction: its Gorgonia graph, its input
+// nodes, and the bindings of weights and caches into it.
 type Step struct {
 	G *G.ExprGraph
 	// T is the number of rows (tokens) the graph processes per run.
 	T int
-	// AllLogits asks for logits of every row instead of only row Last.
-	AllLogits bool
-	// IDs [T] holds the token ids (padding past the real rows).
-	IDs *G.Node
-	// Meta [2] holds {position of row 0, number of real rows}.
-	Meta *G.Node
-	// Last [1] is the row whose logits are wanted.
-	Last *G.Node
+	// Positions [T] holds each row's position in the sequence; padding rows
+	// past the real ones hold -1. Real rows are contiguous positions today
+	// (one sequence); the ops read the vector so that per-row positions
+	// have a place to go.
+	Positions *G.Node
 
-	weights Weights
-	bound   map[string]*G.Node
+	weights map[*Param]*G.Node
 	cache   *KVCache
+	capture []string
+	taps    map[string]*G.Node
+	sinks   map[string]*Sink
 }
 
-// Weight returns the input node bound to the named weight. The node is named
-// after the tensor, so graph dumps read like the checkpoint.
-func (s *Step) Weight(name string) *G.Node {
-	if n, ok := s.bound[name]; ok {
+// Bind returns the input node bound to a declared parameter. The node is
+// named after the tensor, so graph dumps read like the checkpoint, and
+// carries the parameter's storage type.
+func (s *Step) Bind(p *Param) *G.Node {
+	if n, ok := s.weights[p]; ok {
 		return n
 	}
-	w, ok := s.weights[name]
-	if !ok {
-		panic(fmt.Errorf("model asks for weight %q, which was not loaded", name))
+	if p.Data == nil {
+		panic(fmt.Errorf("tensor %q was declared but has no data (not loaded)", p.Name))
 	}
 	// A shallow clone shares the data but not the header: Gorgonia may
 	// flip a tensor's access pattern while it multiplies, and sessions
 	// running at once must not see each other's flips.
-	v := w.ShallowClone()
-	n := G.NewTensor(s.G, tensor.Float32, v.Dims(), G.WithShape(v.Shape().Clone()...), G.WithName(name), G.WithValue(v))
-	s.bound[name] = n
+	v := p.Data.ShallowClone()
+	n := G.NewTensor(s.G, p.DType.Storage(), v.Dims(), G.WithShape(v.Shape().Clone()...), G.WithName(p.Name), G.WithValue(v))
+	s.weights[p] = n
 	return n
 }
 
-// Cache returns the input nodes bound to layer i's key and value caches.
+// Cache returns the input nodes bound to layer i's key and value caches,
+// [KVHeads, slots, KeyDim] and [KVHeads, slots, ValueDim].
 func (s *Step) Cache(layer int) (k, v *G.Node) {
 	if s.cache == nil || layer < 0 || layer >= len(s.cache.K) {
 		n := 0
 		if s.cache != nil {
 			n = len(s.cache.K)
 		}
-		panic(fmt.Errorf("layer %d has no KV cache (the model's CacheSpec has %d layers)", layer, n))
+		panic(fmt.Errorf("layer %d has no KV cache (the model's Caches lists %d layers)", layer, n))
 	}
 	name := fmt.Sprintf("kvcache.%d.", layer)
-	if n, ok := s.bound[name+"k"]; ok {
-		return n, s.bound[name+"v"]
-	}
 	kt, vt := s.cache.K[layer], s.cache.V[layer]
 	k = G.NewTensor(s.G, tensor.Float32, 3, G.WithShape(kt.Shape().Clone()...), G.WithName(name+"k"), G.WithValue(kt))
 	v = G.NewTensor(s.G, tensor.Float32, 3, G.WithShape(vt.Shape().Clone()...), G.WithName(name+"v"), G.WithValue(vt))
-	s.bound[name+"k"], s.bound[name+"v"] = k, v
 	return k, v
 }
 
-// KVCache holds a session's keys and values, [Hkv, capacity, Dh] per layer.
+// Tap names a node so that it can be captured after a run. Models tap what
+// a researcher looks at; graphs taps the hidden states itself. When the
+// capture is wanted, a copy op stores the value as the run computes it:
+// Gorgonia's machine may later overwrite an intermediate node's memory in
+// place, so reading the node after the run would be wrong.
+func (s *Step) Tap(name string, n *G.Node) *G.Node {
+	s.taps[name] = n
+	if sink := s.Sink(name); sink != nil {
+		ops.Apply(captureCopy{name: name, sink: sink}, n)
+	}
+	return n
+}
+
+// Wants reports whether a capture of name was asked for: ops that compute
+// something only on demand (attention probabilities) ask before building.
+func (s *Step) Wants(name string) bool { return matchAny(s.capture, name) }
+
+// Sink returns a side buffer for a value an op writes only when it is
+// captured (nil when name is not wanted). The op fills it during the run.
+func (s *Step) Sink(name string) *Sink {
+	if !s.Wants(name) {
+		return nil
+	}
+	k := &Sink{}
+	s.sinks[name] = k
+	return k
+}
+
+// Sink is a side output of an op: the op stores its value there on every
+// run. Gorgonia ops have one output, so values such as attention
+// probabilities leave the graph this way.
+type Sink struct{ value *tensor.Dense }
+
+// Store keeps v as the sink's value.
+func (k *Sink) Store(v *tensor.Dense) { k.value = v }
+
+func matchAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// KVCache holds a session's keys and values: per layer [KVHeads, slots,
+// dim], where slots is the capacity for a full-attention layer and the
+// window for a sliding one (a ring: position p lives in slot p % slots).
 // Go leaves untouched pages of a large allocation to the kernel, so a big
 // capacity costs memory only as it fills.
 type KVCache struct {
@@ -104,35 +178,154 @@ type KVCache struct {
 	Capacity int
 }
 
-// NewKVCache allocates a cache for spec with room for capacity positions.
-func NewKVCache(spec CacheSpec, capacity int) *KVCache {
+// NewKVCache allocates caches for the layers with room for capacity
+// positions.
+func NewKVCache(layers []LayerCache, capacity int) *KVCache {
 	c := &KVCache{Capacity: capacity}
-	for i := 0; i < spec.Layers; i++ {
-		for _, dst := range []*[]*tensor.Dense{&c.K, &c.V} {
-			*dst = append(*dst, tensor.New(tensor.WithShape(spec.KVHeads, capacity, spec.HeadDim), tensor.Of(tensor.Float32)))
+	for _, l := range layers {
+		slots := capacity
+		if l.Window > 0 && l.Window < capacity {
+			slots = l.Window
 		}
+		c.K = append(c.K, tensor.New(tensor.WithShape(l.KVHeads, slots, l.KeyDim), tensor.Of(tensor.Float32)))
+		c.V = append(c.V, tensor.New(tensor.WithShape(l.KVHeads, slots, l.ValueDim), tensor.Of(tensor.Float32)))
 	}
 	return c
 }
 
-// Build builds model's graph for T rows on a fresh ExprGraph. Panics raised
+// Bytes is the memory the cache holds.
+func (c *KVCache) Bytes() int64 {
+	var n int64
+	for i := range c.K {
+		n += int64(c.K[i].Shape().TotalSize()+c.V[i].Shape().TotalSize()) * 4
+	}
+	return n
+}
+
+// inputKind says what feeds a graph's first layer.
+type inputKind uint8
+
+const (
+	fromIDs    inputKind = iota // token ids, embedded by the model
+	fromEmbeds                  // embeddings given for every row
+	fromMerge                   // ids, with some rows replaced by given embeddings
+)
+
+func (k inputKind) String() string { return [...]string{"ids", "embeds", "merge"}[k] }
+
+// graph is one built graph and its input and output nodes.
+type graph struct {
+	step   *Step
+	ids    *G.Node // [T] int (fromIDs, fromMerge)
+	embeds *G.Node // [T, D] (fromEmbeds, fromMerge)
+	mask   *G.Node // [T] int, 1 where embeds replace the embedded id (fromMerge)
+	rows   *G.Node // [R] int, rows whose logits are wanted (R = 1 unless all)
+	logits *G.Node // [R, V]
+}
+
+// build builds model's graph for T rows on a fresh ExprGraph. Panics raised
 // by layer fragments (impossible shapes, missing weights) come back as
 // errors.
-func Build(m Model, T int, allLogits bool, cache *KVCache) (s *Step, logits *G.Node, err error) {
+func build(m Model, T int, kind inputKind, all bool, cache *KVCache, capture []string) (gr *graph, err error) {
 	g := G.NewGraph()
-	s = &Step{G: g, T: T, AllLogits: allLogits, weights: m.Weights(), bound: map[string]*G.Node{}, cache: cache}
-	s.IDs = G.NewVector(g, tensor.Int, G.WithShape(T), G.WithName("input_ids"))
-	s.Meta = G.NewVector(g, tensor.Int, G.WithShape(2), G.WithName("meta"))
-	s.Last = G.NewVector(g, tensor.Int, G.WithShape(1), G.WithName("last_row"))
+	s := &Step{G: g, T: T, weights: map[*Param]*G.Node{}, cache: cache, capture: capture, taps: map[string]*G.Node{}, sinks: map[string]*Sink{}}
+	gr = &graph{step: s}
 	defer func() {
 		if r := recover(); r != nil {
 			e, ok := r.(error)
 			if !ok {
 				e = fmt.Errorf("%v", r)
 			}
-			s, logits, err = nil, nil, fmt.Errorf("building the %d-row graph: %w", T, e)
+			gr, err = nil, fmt.Errorf("building the %d-row graph from %s: %w", T, kind, e)
 		}
 	}()
-	logits = m.Forward(s)
-	return s, logits, nil
+	s.Positions = G.NewVector(g, tensor.Int, G.WithShape(T), G.WithName("positions"))
+	D := m.HiddenSize()
+	var h *G.Node
+	switch kind {
+	case fromIDs, fromMerge:
+		gr.ids = G.NewVector(g, tensor.Int, G.WithShape(T), G.WithName("input_ids"))
+		h = m.Embed(s, gr.ids)
+		if kind == fromMerge {
+			gr.embeds = G.NewMatrix(g, tensor.Float32, G.WithShape(T, D), G.WithName("inputs_embeds"))
+			gr.mask = G.NewVector(g, tensor.Int, G.WithShape(T), G.WithName("embeds_mask"))
+			h = mustNode(G.ApplyOp(ops.New(replaceRows{}), h, gr.embeds, gr.mask))
+		}
+	case fromEmbeds:
+		gr.embeds = G.NewMatrix(g, tensor.Float32, G.WithShape(T, D), G.WithName("inputs_embeds"))
+		h = gr.embeds
+	}
+	L := m.NumLayers()
+	s.Tap(fmt.Sprintf("%s.0", HiddenStates), h)
+	for i := 0; i < L; i++ {
+		h = m.Layer(s, i, h)
+		if i+1 < L {
+			s.Tap(fmt.Sprintf("%s.%d", HiddenStates, i+1), h)
+		}
+	}
+	h = s.Tap(fmt.Sprintf("%s.%d", HiddenStates, L), m.Norm(s, h))
+	R := T
+	if !all {
+		R = 1
+		gr.rows = G.NewVector(g, tensor.Int, G.WithShape(1), G.WithName("logit_rows"))
+		h = mustNode(G.ByIndices(h, gr.rows, 0))
+	}
+	gr.logits = m.Head(s, h)
+	if got := gr.logits.Shape(); len(got) != 2 || got[0] != R || got[1] != m.VocabSize() {
+		return nil, fmt.Errorf("the model's head returned %v, want [%d, %d]", got, R, m.VocabSize())
+	}
+	return gr, nil
 }
+
+// captureCopy copies a tapped value into its sink during the run.
+type captureCopy struct {
+	name string
+	sink *Sink
+}
+
+func (k captureCopy) Name() string   { return "capture " + k.name }
+func (k captureCopy) String() string { return "Capture{" + k.name + "}" }
+func (k captureCopy) Signature() []hm.Type {
+	return []hm.Type{hm.TypeVariable('a'), hm.TypeVariable('a')}
+}
+func (k captureCopy) Shape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
+func (k captureCopy) CPU(in []G.Value) (G.Value, error) {
+	d, err := ops.Dense(in[0])
+	if err != nil {
+		return nil, err
+	}
+	c := d.Clone().(*tensor.Dense)
+	k.sink.Store(c)
+	return c, nil
+}
+
+func mustNode(n *G.Node, err error) *G.Node {
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// captureNames lists what a graph can capture: its taps, its sinks and
+// every named node, sorted.
+func (gr *graph) captureNames() []string {
+	seen := map[string]bool{}
+	for name := range gr.step.taps {
+		seen[name] = true
+	}
+	for name := range gr.step.sinks {
+		seen[name] = true
+	}
+	for _, n := range gr.step.G.AllNodes() {
+		seen[n.Name()] = true
+	}
+	out := make([]string, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SinkValue is what an op stored in a sink (nil before a run).
+func SinkValue(k *Sink) *tensor.Dense { return k.value }

@@ -11,23 +11,28 @@ import (
 
 // Options tune a Session.
 type Options struct {
-	// Capacity is the number of positions the KV cache holds. 0 means the
+	// Capacity is the number of positions the session holds. 0 means the
 	// model's MaxPositions, capped at DefaultCapacity.
 	Capacity int
 	// Buckets are the prefill graph lengths, ascending. A prompt is fed in
 	// chunks of these lengths, the last one padded (see Session.chunk).
 	// nil means DefaultBuckets.
 	Buckets []int
+	// Capture lists the names (path.Match patterns) of nodes whose values
+	// are kept after each run: taps such as "hidden_states.*" and
+	// "attentions.3", or any named node of the graph. Attention
+	// probabilities are computed only when captured.
+	Capture []string
 }
 
-// DefaultCapacity caps the KV cache of a session whose options name none.
+// DefaultCapacity caps the context of a session whose options name none.
 const DefaultCapacity = 8192
 
 // DefaultBuckets are the prefill lengths compiled on demand.
 var DefaultBuckets = []int{8, 16, 32, 64, 128, 256, 512}
 
 // Session is one generation's state: its graphs, their machines and the KV
-// cache. A Session is not safe for concurrent use; run one per goroutine.
+// caches. A Session is not safe for concurrent use; run one per goroutine.
 // Sessions on the same model share its weights read-only.
 type Session struct {
 	model   Model
@@ -35,32 +40,34 @@ type Session struct {
 	cache   *KVCache
 	pos     int
 	vocab   int
+	hidden  int
 	program map[programKey]*program
+	capture map[string]*captured
 }
 
 type programKey struct {
-	T   int
-	all bool
+	T    int
+	kind inputKind
+	all  bool
 }
 
 // program is one compiled graph with its machine.
 type program struct {
-	step   *Step
-	logits *G.Node
-	vm     G.VM
+	*graph
+	vm G.VM
 }
 
-// NewSession allocates a KV cache for m. Graphs are built and compiled on
-// first use and kept for the session's life.
+// NewSession allocates the KV caches for m. Graphs are built and compiled
+// on first use and kept for the session's life.
 func NewSession(m Model, opts Options) (*Session, error) {
 	if opts.Capacity == 0 {
 		opts.Capacity = min(m.MaxPositions(), DefaultCapacity)
 	}
 	if opts.Capacity <= 0 {
-		return nil, fmt.Errorf("KV cache capacity must be positive, got %d", opts.Capacity)
+		return nil, fmt.Errorf("context capacity must be positive, got %d", opts.Capacity)
 	}
 	if opts.Capacity > m.MaxPositions() {
-		return nil, fmt.Errorf("KV cache capacity %d exceeds the model's %d positions (max_position_embeddings)", opts.Capacity, m.MaxPositions())
+		return nil, fmt.Errorf("context capacity %d exceeds the model's %d positions (max_position_embeddings)", opts.Capacity, m.MaxPositions())
 	}
 	if opts.Buckets == nil {
 		opts.Buckets = DefaultBuckets
@@ -68,105 +75,102 @@ func NewSession(m Model, opts Options) (*Session, error) {
 	if len(opts.Buckets) == 0 || !slices.IsSorted(opts.Buckets) || opts.Buckets[0] < 1 {
 		return nil, fmt.Errorf("prefill buckets must be ascending positive lengths, got %v", opts.Buckets)
 	}
+	caches := m.Caches()
+	if len(caches) != m.NumLayers() {
+		return nil, fmt.Errorf("the model describes %d layer caches for %d layers", len(caches), m.NumLayers())
+	}
 	return &Session{
 		model:   m,
 		opts:    opts,
-		cache:   NewKVCache(m.CacheSpec(), opts.Capacity),
+		cache:   NewKVCache(caches, opts.Capacity),
 		vocab:   m.VocabSize(),
+		hidden:  m.HiddenSize(),
 		program: map[programKey]*program{},
+		capture: map[string]*captured{},
 	}, nil
 }
 
-// Pos is the number of positions filled in the KV cache.
+// Pos is the number of positions already in context.
 func (s *Session) Pos() int { return s.pos }
 
-// Capacity is the number of positions the KV cache holds.
+// Capacity is the number of positions the session holds.
 func (s *Session) Capacity() int { return s.opts.Capacity }
 
-// Reset empties the KV cache (its contents are simply overwritten later).
+// Cache is the session's KV cache (for inspection).
+func (s *Session) Cache() *KVCache { return s.cache }
+
+// Reset empties the context (cache contents are simply overwritten later).
 func (s *Session) Reset() { s.pos = 0 }
 
-// Rewind drops every position from pos on, e.g. to reuse a shared prefix.
-func (s *Session) Rewind(pos int) error {
-	if pos < 0 || pos > s.pos {
-		return fmt.Errorf("cannot rewind to position %d: the cache holds %d", pos, s.pos)
+func (s *Session) check(in Input) (int, error) {
+	if err := in.check(s.vocab, s.hidden); err != nil {
+		return 0, err
 	}
-	s.pos = pos
-	return nil
+	n := in.Len(s.hidden)
+	if s.pos+n > s.opts.Capacity {
+		return 0, fmt.Errorf("%d tokens after %d already in context exceed the context capacity of %d positions", n, s.pos, s.opts.Capacity)
+	}
+	return n, nil
 }
 
-func (s *Session) checkIDs(ids []int) error {
-	if len(ids) == 0 {
-		return errors.New("no tokens to run")
-	}
-	for i, id := range ids {
-		if id < 0 || id >= s.vocab {
-			return fmt.Errorf("token %d at index %d is outside the vocabulary [0, %d)", id, i, s.vocab)
-		}
-	}
-	if s.pos+len(ids) > s.opts.Capacity {
-		return fmt.Errorf("%d tokens after %d already in context exceed the context capacity of %d positions", len(ids), s.pos, s.opts.Capacity)
-	}
-	return nil
-}
+// Append runs token ids at the current position, stores their keys and
+// values, and returns the logits of the last one (a fresh slice of
+// VocabSize). It is AppendInput(IDs(ids...)).
+func (s *Session) Append(ids []int) ([]float32, error) { return s.AppendInput(Input{IDs: ids}) }
 
-// Append runs ids at the current position, stores their keys and values,
-// and returns the logits of the last one (a fresh slice of VocabSize).
-func (s *Session) Append(ids []int) ([]float32, error) {
-	if err := s.checkIDs(ids); err != nil {
+// AppendInput runs an input (ids, embeddings, or ids with rows replaced by
+// embeddings) at the current position and returns the logits of its last
+// row.
+func (s *Session) AppendInput(in Input) ([]float32, error) {
+	rows, err := s.append(in, false)
+	if err != nil {
 		return nil, err
 	}
-	var last []float32
-	for rest := ids; len(rest) > 0; {
-		n, T := s.chunk(len(rest))
-		out, err := s.run(rest[:n], T, false)
-		if err != nil {
-			return nil, err
-		}
-		last = out
-		rest = rest[n:]
-	}
-	return last, nil
+	return rows[len(rows)-1], nil
 }
 
-// Logits runs ids from position 0 (after Reset) and returns the logits of
-// every position, [len(ids)][VocabSize]. It is the full forward HF computes
-// for a sequence, and leaves the cache filled with ids.
-func (s *Session) Logits(ids []int) ([][]float32, error) {
-	s.Reset()
-	if err := s.checkIDs(ids); err != nil {
+// AppendAll is AppendInput returning the logits of every row,
+// [rows][VocabSize]. After Reset it is the full forward Hugging Face
+// computes for a sequence.
+func (s *Session) AppendAll(in Input) ([][]float32, error) { return s.append(in, true) }
+
+func (s *Session) append(in Input, all bool) ([][]float32, error) {
+	n, err := s.check(in)
+	if err != nil {
 		return nil, err
 	}
-	rows := make([][]float32, 0, len(ids))
-	for rest := ids; len(rest) > 0; {
-		n, T := s.chunk(len(rest))
-		if T == 1 {
+	clear(s.capture)
+	var out [][]float32
+	for done := 0; done < n; {
+		take, T := s.chunk(n - done)
+		if all && T == 1 {
 			T = s.opts.Buckets[0] // the decode graph yields one row only
 		}
-		out, err := s.run(rest[:n], T, true)
+		rows, err := s.run(in.Slice(done, done+take, s.hidden), T, all)
 		if err != nil {
 			return nil, err
 		}
-		for i := 0; i < n; i++ {
-			rows = append(rows, out[i*s.vocab:(i+1)*s.vocab:(i+1)*s.vocab])
-		}
-		rest = rest[n:]
+		out = append(out, rows...)
+		done += take
 	}
-	return rows, nil
+	if !all {
+		out = out[len(out)-1:]
+	}
+	return out, nil
 }
 
-// Prepare builds and compiles every graph that Append(ids) with len(ids) ==
-// n and the decode steps after it will use, so that timing a generation
-// measures running graphs, not building them.
+// Prepare builds and compiles every graph that Append of n ids and the
+// decode steps after it will use, so that timing a generation measures
+// running graphs, not building them.
 func (s *Session) Prepare(n int) error {
 	for rest := n; rest > 0; {
 		take, T := s.chunk(rest)
-		if _, err := s.compiled(T, false); err != nil {
+		if _, err := s.compiled(programKey{T, fromIDs, false}); err != nil {
 			return err
 		}
 		rest -= take
 	}
-	_, err := s.compiled(1, false)
+	_, err := s.compiled(programKey{1, fromIDs, false})
 	return err
 }
 
@@ -196,23 +200,53 @@ func (s *Session) chunk(n int) (take, T int) {
 	return n, b[0]
 }
 
-// run feeds ids (len <= T) through the T-row graph at the current position
-// and advances it.
-func (s *Session) run(ids []int, T int, all bool) ([]float32, error) {
-	p, err := s.compiled(T, all)
+// run feeds one chunk (at most T rows) through the T-row graph at the
+// current position and advances it. It returns the logits of every real
+// row when all is set, else of the last one.
+func (s *Session) run(in Input, T int, all bool) ([][]float32, error) {
+	p, err := s.compiled(programKey{T, in.kind(), all})
 	if err != nil {
 		return nil, err
 	}
-	padded := make([]int, T)
-	copy(padded, ids)
-	if err := G.Let(p.step.IDs, tensor.New(tensor.WithShape(T), tensor.WithBacking(padded))); err != nil {
-		return nil, err
+	n, D := in.Len(s.hidden), s.hidden
+	positions := make([]int, T)
+	for t := range positions {
+		positions[t] = -1
+		if t < n {
+			positions[t] = s.pos + t
+		}
 	}
-	if err := G.Let(p.step.Meta, tensor.New(tensor.WithShape(2), tensor.WithBacking([]int{s.pos, len(ids)}))); err != nil {
-		return nil, err
+	var err2 error
+	let := func(node *G.Node, val *tensor.Dense) {
+		if err2 == nil {
+			err2 = G.Let(node, val)
+		}
 	}
-	if err := G.Let(p.step.Last, tensor.New(tensor.WithShape(1), tensor.WithBacking([]int{len(ids) - 1}))); err != nil {
-		return nil, err
+	let(p.step.Positions, tensor.New(tensor.WithShape(T), tensor.WithBacking(positions)))
+	if p.ids != nil {
+		padded := make([]int, T)
+		copy(padded, in.IDs)
+		let(p.ids, tensor.New(tensor.WithShape(T), tensor.WithBacking(padded)))
+	}
+	if p.embeds != nil {
+		rows := make([]float32, T*D)
+		if p.mask == nil {
+			copy(rows, in.Embeds)
+		} else {
+			mask := make([]int, T)
+			for k, r := range in.Replace {
+				mask[r] = 1
+				copy(rows[r*D:(r+1)*D], in.Embeds[k*D:(k+1)*D])
+			}
+			let(p.mask, tensor.New(tensor.WithShape(T), tensor.WithBacking(mask)))
+		}
+		let(p.embeds, tensor.New(tensor.WithShape(T, D), tensor.WithBacking(rows)))
+	}
+	if p.rows != nil {
+		let(p.rows, tensor.New(tensor.WithShape(1), tensor.WithBacking([]int{n - 1})))
+	}
+	if err2 != nil {
+		return nil, err2
 	}
 	// Without Reset the next RunAll silently returns stale values.
 	defer p.vm.Reset()
@@ -227,34 +261,52 @@ func (s *Session) run(ids []int, T int, all bool) ([]float32, error) {
 		v = v.Materialize().(*tensor.Dense)
 	}
 	data := v.Data().([]float32)
-	out := make([]float32, len(data))
-	copy(out, data)
-	s.pos += len(ids)
+	R := 1
+	if all {
+		R = n
+	}
+	out := make([][]float32, R)
+	for r := range out {
+		out[r] = slices.Clone(data[r*s.vocab : (r+1)*s.vocab])
+	}
+	s.collect(p.graph, T, n)
+	s.pos += n
 	return out, nil
 }
 
-func (s *Session) compiled(T int, all bool) (*program, error) {
-	key := programKey{T, all}
+func (s *Session) compiled(key programKey) (*program, error) {
 	if p, ok := s.program[key]; ok {
 		return p, nil
 	}
-	step, logits, err := Build(s.model, T, all, s.cache)
+	gr, err := build(s.model, key.T, key.kind, key.all, s.cache, s.opts.Capture)
 	if err != nil {
 		return nil, err
 	}
-	p := &program{step: step, logits: logits, vm: G.NewTapeMachine(step.G)}
+	p := &program{graph: gr, vm: G.NewTapeMachine(gr.step.G)}
 	s.program[key] = p
 	return p, nil
 }
 
-// Graph returns the (built and compiled) graph for T rows, for inspection
-// or export (g.ToDot()).
+// Graph returns the (built and compiled) graph for T rows of token ids,
+// for inspection or export (g.ToDot()).
 func (s *Session) Graph(T int, allLogits bool) (*G.ExprGraph, error) {
-	p, err := s.compiled(T, allLogits)
+	p, err := s.compiled(programKey{T, fromIDs, allLogits})
 	if err != nil {
 		return nil, err
 	}
 	return p.step.G, nil
+}
+
+// CaptureNames lists what the T-row graph of token ids can capture: its
+// taps ("hidden_states.0", ...), the attention sinks asked for in
+// Options.Capture, and every named node (weights are named after their
+// tensors).
+func (s *Session) CaptureNames(T int) ([]string, error) {
+	p, err := s.compiled(programKey{T, fromIDs, false})
+	if err != nil {
+		return nil, err
+	}
+	return p.captureNames(), nil
 }
 
 // Close releases the session's machines.
@@ -265,16 +317,4 @@ func (s *Session) Close() error {
 	}
 	s.program = map[programKey]*program{}
 	return errors.Join(errs...)
-}
-
-// Argmax returns the index of the largest logit (the first on ties):
-// greedy decoding.
-func Argmax(logits []float32) int {
-	best := 0
-	for i, v := range logits {
-		if v > logits[best] {
-			best = i
-		}
-	}
-	return best
 }

@@ -1,54 +1,78 @@
 package layers
 
 import (
-	G "gorgonia.org/gorgonia"
-)
+	"fmt"
 
-// AttentionWeights are one self-attention block's parameters. Biases and
-// QK-norm weights are optional (nil).
-type AttentionWeights struct {
-	Q, K, V, O                 *G.Node // [in, out]
-	QBias, KBias, VBias, OBias *G.Node
-	QNorm, KNorm               *G.Node // [Dh], per-head RMSNorm before RoPE
-}
+	G "gorgonia.org/gorgonia"
+
+	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/ops"
+)
 
 // AttentionConfig describes one self-attention block.
 type AttentionConfig struct {
+	// Layer is the block's index: it picks the KV cache and names the
+	// attention-probability capture ("attentions.<Layer>").
+	Layer                   int
 	Heads, KVHeads, HeadDim int
-	// NormEps and NormOffset configure the QK-norm (offset 1 for Gemma).
-	NormEps    float64
-	NormOffset float32
-	// InvFreq are the RoPE inverse frequencies; nil means the layer uses no
-	// rotary embedding (SmolLM3's NoPE layers).
-	InvFreq []float32
-	RoPEID  string
-	// Scale multiplies q·k (head_dim^-0.5, or Gemma's query_pre_attn_scalar^-0.5).
-	Scale float64
-	// Window > 0 is a sliding window of that many keys, the query included.
-	Window int
-	Name   string
+	Bias                    bool // biases on q, k, v and o
+	QKNorm                  NormKind
+	NormEps                 float64
+	RoPE                    *RoPE // nil: no rotary embedding (SmolLM3's NoPE layers)
+	Scale                   float64
+	Window                  int // > 0: a sliding window of that many keys, the query included
 }
 
-// SelfAttention is the attention block of every decoder in the zoo:
-// project, QK-norm per head, RoPE, write this step's keys and values into
-// the cache, attend causally over the filled cache, project out.
-// x is [T, D]; kcache and vcache are the layer's [Hkv, C, Dh] caches.
-func SelfAttention(x, meta, kcache, vcache *G.Node, w AttentionWeights, c AttentionConfig) *G.Node {
-	q := SplitHeads(Linear(x, w.Q, w.QBias), c.Heads)
-	k := SplitHeads(Linear(x, w.K, w.KBias), c.KVHeads)
-	v := SplitHeads(Linear(x, w.V, w.VBias), c.KVHeads)
-	if w.QNorm != nil {
-		q = must(G.ApplyOp(rmsNormOp{eps: float32(c.NormEps), offset: c.NormOffset, dims: 3}, q, w.QNorm))
+// Attention is the self-attention block of every decoder in the zoo:
+// project, QK-norm per head, RoPE, attend causally over the layer's KV
+// cache (which the step extends), project out.
+type Attention struct {
+	Q, K, V, O   Linear
+	QNorm, KNorm *RMSNorm // nil without QK-norm
+	Config       AttentionConfig
+}
+
+// NewAttention declares p.{q,k,v,o}_proj and, with QK-norm,
+// p.{q,k}_norm.
+func NewAttention(p graphs.Scope, hidden int, c AttentionConfig) *Attention {
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	a := &Attention{
+		Q:      NewLinear(p.Sub("q_proj"), hidden, q, c.Bias),
+		K:      NewLinear(p.Sub("k_proj"), hidden, kv, c.Bias),
+		V:      NewLinear(p.Sub("v_proj"), hidden, kv, c.Bias),
+		O:      NewLinear(p.Sub("o_proj"), q, hidden, c.Bias),
+		Config: c,
 	}
-	if w.KNorm != nil {
-		k = must(G.ApplyOp(rmsNormOp{eps: float32(c.NormEps), offset: c.NormOffset, dims: 3}, k, w.KNorm))
+	if c.QKNorm != NoNorm {
+		a.QNorm = NewRMSNorm(p.Sub("q_norm"), c.QKNorm, c.HeadDim, c.NormEps)
+		a.KNorm = NewRMSNorm(p.Sub("k_norm"), c.QKNorm, c.HeadDim, c.NormEps)
 	}
-	if c.InvFreq != nil {
-		q = RoPE(q, meta, c.InvFreq, c.RoPEID)
-		k = RoPE(k, meta, c.InvFreq, c.RoPEID)
+	return a
+}
+
+// Cache is the KV cache the block needs.
+func (a *Attention) Cache() graphs.LayerCache {
+	c := a.Config
+	return graphs.LayerCache{KVHeads: c.KVHeads, KeyDim: c.HeadDim, ValueDim: c.HeadDim, Window: c.Window}
+}
+
+// Forward maps x [T, D] to [T, D]. When the step captures
+// "attentions.<Layer>", the op also stores its probabilities,
+// [T, heads, keys].
+func (a *Attention) Forward(s *graphs.Step, x *G.Node) *G.Node {
+	c := a.Config
+	q := SplitHeads(a.Q.Forward(s, x), c.Heads)
+	k := SplitHeads(a.K.Forward(s, x), c.KVHeads)
+	v := SplitHeads(a.V.Forward(s, x), c.KVHeads)
+	if a.QNorm != nil {
+		q, k = a.QNorm.Forward(s, q), a.KNorm.Forward(s, k)
 	}
-	kc := KVWrite(kcache, k, meta, c.Name+".k")
-	vc := KVWrite(vcache, v, meta, c.Name+".v")
-	a := CausalAttention(q, kc, vc, meta, c.Scale, c.Window, c.Name)
-	return Linear(a, w.O, w.OBias)
+	if c.RoPE != nil {
+		q, k = c.RoPE.Forward(s, q), c.RoPE.Forward(s, k)
+	}
+	kc, vc := s.Cache(c.Layer)
+	name := fmt.Sprintf("%s.%d", graphs.Attentions, c.Layer)
+	o := ops.Apply(cachedAttention{name: fmt.Sprintf("layers.%d", c.Layer), scale: float32(c.Scale), window: c.Window, sink: s.Sink(name)},
+		q, k, v, kc, vc, s.Positions)
+	return a.O.Forward(s, o)
 }

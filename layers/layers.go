@@ -1,21 +1,31 @@
-// Package layers holds the graph fragments every zoo model is assembled
-// from: Embedding, Linear, RMSNorm, per-head QK-norm, RoPE, causal GQA
-// attention over a KV cache, and gated MLPs. Each is a function that adds
-// nodes to a Gorgonia graph and returns the output node.
+// Package layers holds the modules every zoo model is assembled from:
+// Linear, Embedding, RMSNorm, RoPE, causal GQA attention over a KV cache,
+// gated MLPs and routed experts. Each module is declared once through a
+// graphs.Scope, which names its tensors by their Hugging Face names and
+// records their shapes, and keeps the *graphs.Param it got; its Forward
+// adds nodes to the step's Gorgonia graph.
 //
-// Fragments panic on impossible shapes (graph construction errors are
-// programming or config errors); graphs.Build recovers those panics and
+// Weights stay in their checkpoint dtype and PyTorch layout ([out, in] for
+// Linear): the kernels behind Linear and Embedding pick their loop by the
+// stored type, so model files never see dtypes.
+//
+// Forward methods panic on impossible shapes (graph construction errors
+// are programming or config errors); graphs recovers those panics and
 // returns them as errors naming the graph being built.
 //
 // Row layout: hidden states are [T, D] (T rows, one per token); attention
-// heads are [T, H, Dh]; KV caches are [Hkv, C, Dh].
+// heads are [T, H, Dh]; KV caches are [Hkv, slots, Dh].
 package layers
 
 import (
+	"fmt"
 	"math"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/ops"
 )
 
 func must(n *G.Node, err error) *G.Node {
@@ -27,51 +37,93 @@ func must(n *G.Node, err error) *G.Node {
 
 func reshape(x *G.Node, s ...int) *G.Node { return must(G.Reshape(x, tensor.Shape(s))) }
 
-// Embedding looks rows of table [V, D] up by ids [T] (Go ints) and returns
-// [T, D].
-func Embedding(table, ids *G.Node) *G.Node {
-	return must(G.ByIndices(table, ids, 0))
+// Linear is PyTorch's nn.Linear: y = x·Wᵀ + b with W [out, in].
+type Linear struct {
+	Weight, Bias *graphs.Param // Bias may be nil
 }
 
-// Linear computes x·W + b for x [T, in] and W [in, out] (the loader stores
-// PyTorch's [out, in] weights transposed once). b may be nil. A single row
-// goes through the vector path: Gorgonia lowers vector·matrix to Sgemv,
-// 3-10x faster than a one-row Sgemm.
-func Linear(x, w, b *G.Node) *G.Node {
-	T, out := x.Shape()[0], w.Shape()[1]
-	var y *G.Node
-	if T == 1 {
-		y = reshape(must(G.Mul(reshape(x, x.Shape()[1]), w)), 1, out)
-	} else {
-		y = must(G.Mul(x, w))
+// NewLinear declares p.weight [out, in] and, with bias, p.bias [out].
+func NewLinear(p graphs.Scope, in, out int, bias bool) Linear {
+	l := Linear{Weight: p.Param("weight", graphs.Matrix, out, in)}
+	if bias {
+		l.Bias = p.Param("bias", graphs.Bias, out)
 	}
-	if b != nil {
-		y = must(G.BroadcastAdd(y, reshape(b, 1, out), nil, []byte{0}))
+	return l
+}
+
+// Forward maps x [T, in] to [T, out].
+func (l Linear) Forward(s *graphs.Step, x *G.Node) *G.Node {
+	in := []*G.Node{x, s.Bind(l.Weight)}
+	if l.Bias != nil {
+		in = append(in, s.Bind(l.Bias))
 	}
-	return y
+	return ops.Apply(matmulT{dtype: l.Weight.DType, bias: l.Bias != nil, name: l.Weight.Name}, in...)
 }
 
-// RMSNorm normalises each row of x [.., D] and scales it by w [D].
-func RMSNorm(x, w *G.Node, eps float64) *G.Node {
-	return must(G.ApplyOp(rmsNormOp{eps: float32(eps), dims: x.Dims()}, x, w))
+// Embedding is a lookup table [V, D].
+type Embedding struct{ Table *graphs.Param }
+
+// NewEmbedding declares p.weight [vocab, dim].
+func NewEmbedding(p graphs.Scope, vocab, dim int) Embedding {
+	return Embedding{Table: p.Param("weight", graphs.Matrix, vocab, dim)}
 }
 
-// OffsetRMSNorm is Gemma's variant: it scales by (1 + w), in float32.
-func OffsetRMSNorm(x, w *G.Node, eps float64) *G.Node {
-	return must(G.ApplyOp(rmsNormOp{eps: float32(eps), offset: 1, dims: x.Dims()}, x, w))
+// Forward looks rows up by ids [T] (Go ints) and returns [T, D].
+func (e Embedding) Forward(s *graphs.Step, ids *G.Node) *G.Node {
+	return ops.Apply(embeddingLookup{dtype: e.Table.DType, name: e.Table.Name}, s.Bind(e.Table), ids)
 }
 
-// SplitHeads reshapes [T, H*Dh] to [T, H, Dh].
-func SplitHeads(x *G.Node, heads int) *G.Node {
-	T, hd := x.Shape()[0], x.Shape()[1]
-	return reshape(x, T, heads, hd/heads)
+// Tied is the head that projects onto the vocabulary with the embedding
+// table itself (tie_word_embeddings): a Linear over the same memory.
+func (e Embedding) Tied() Linear { return Linear{Weight: e.Table} }
+
+// NormKind says which RMSNorm a model uses.
+type NormKind uint8
+
+const (
+	NoNorm NormKind = iota
+	// PlainNorm scales by w (Llama, Qwen).
+	PlainNorm
+	// OffsetNorm scales by (1 + w), computed in float32 (Gemma).
+	OffsetNorm
+)
+
+// RMSNorm normalises the last axis by its root mean square and scales it.
+type RMSNorm struct {
+	Weight *graphs.Param
+	Eps    float64
+	Kind   NormKind
 }
 
-// RoPEFrequencies returns HF's default inverse frequencies
-// 1/theta^(2i/dim) for i < dim/2, computed as HF does in float32 (exponent
-// in float32, power rounded to float32), divided by factor for linear
-// scaling (factor 1: none).
-func RoPEFrequencies(dim int, theta, factor float64) []float32 {
+// NewRMSNorm declares p.weight [dim] as a norm of the given kind.
+func NewRMSNorm(p graphs.Scope, kind NormKind, dim int, eps float64) *RMSNorm {
+	role := graphs.Norm
+	if kind == OffsetNorm {
+		role = graphs.OffsetNorm
+	}
+	return &RMSNorm{Weight: p.Param("weight", role, dim), Eps: eps, Kind: kind}
+}
+
+// Forward normalises x [.., D].
+func (n *RMSNorm) Forward(s *graphs.Step, x *G.Node) *G.Node {
+	var offset float32
+	if n.Kind == OffsetNorm {
+		offset = 1
+	}
+	return ops.Apply(rmsNorm{eps: float32(n.Eps), offset: offset, dims: x.Dims()}, x, s.Bind(n.Weight))
+}
+
+// RoPE is a rotary position embedding (NeoX "rotate half" form).
+type RoPE struct {
+	InvFreq []float32
+	id      string
+}
+
+// NewRoPE returns HF's default inverse frequencies 1/theta^(2i/dim) for
+// i < dim/2, computed as HF does in float32 (exponent in float32, power
+// rounded to float32), divided by factor for linear scaling (factor 1:
+// none).
+func NewRoPE(dim int, theta, factor float64) *RoPE {
 	inv := make([]float32, dim/2)
 	for i := range inv {
 		e := float32(2*i) / float32(dim)
@@ -81,63 +133,97 @@ func RoPEFrequencies(dim int, theta, factor float64) []float32 {
 			inv[i] = float32(float64(inv[i]) / factor)
 		}
 	}
-	return inv
+	return &RoPE{InvFreq: inv, id: fmt.Sprintf("dim=%d,theta=%g,factor=%g", dim, theta, factor)}
 }
 
-// RoPE rotates x [T, H, Dh] by the positions meta[0]+t (NeoX rotate-half
-// form). id names the frequency table in graph dumps and node hashes.
-func RoPE(x, meta *G.Node, invFreq []float32, id string) *G.Node {
-	return must(G.ApplyOp(ropeOp{invFreq: invFreq, id: id}, x, meta))
+// Forward rotates x [T, H, Dh] by the step's positions.
+func (r *RoPE) Forward(s *graphs.Step, x *G.Node) *G.Node {
+	return ops.Apply(rope{invFreq: r.InvFreq, id: r.id}, x, s.Positions)
 }
 
-// KVWrite stores the real rows of x [T, Hkv, Dh] into cache [Hkv, C, Dh] at
-// positions meta[0].., in place, and returns the cache node to read from.
-func KVWrite(cache, x, meta *G.Node, name string) *G.Node {
-	return must(G.ApplyOp(kvWriteOp{name: name}, cache, x, meta))
-}
-
-// CausalAttention attends q [T, Hq, Dh] over the filled part of the k and v
-// caches (outputs of KVWrite) and returns [T, Hq*Dh]. window > 0 restricts
-// each query to the last window keys, itself included.
-func CausalAttention(q, k, v, meta *G.Node, scale float64, window int, name string) *G.Node {
-	return must(G.ApplyOp(attentionOp{name: name, scale: float32(scale), window: window}, q, k, v, meta))
-}
-
-// GatedMLP is down(act(x·gate) * (x·up)): SwiGLU with act "silu", GeGLU with
-// "gelu_pytorch_tanh".
-func GatedMLP(x, gate, up, down *G.Node, act string) *G.Node {
-	return GatedMLPBias(x, gate, up, down, nil, nil, nil, act)
-}
-
-// GatedMLPBias is GatedMLP with biases on the three projections (Llama's
-// mlp_bias).
-func GatedMLPBias(x, gate, up, down, gateBias, upBias, downBias *G.Node, act string) *G.Node {
-	if _, err := activation(act); err != nil {
-		panic(err)
-	}
-	g, u := Linear(x, gate, gateBias), Linear(x, up, upBias)
-	h := must(G.ApplyOp(gatedActOp{act: act, dims: 2}, g, u))
-	return Linear(h, down, downBias)
+// SplitHeads reshapes [T, H*Dh] to [T, H, Dh].
+func SplitHeads(x *G.Node, heads int) *G.Node {
+	T, hd := x.Shape()[0], x.Shape()[1]
+	return reshape(x, T, heads, hd/heads)
 }
 
 // Add is the residual connection.
 func Add(a, b *G.Node) *G.Node { return must(G.Add(a, b)) }
 
-// LastRow picks row idx[0] of x [T, D] and returns it as [1, D]: prefill
-// graphs keep only the last real token before the (large) vocabulary
-// projection.
-func LastRow(x, idx *G.Node) *G.Node {
-	return reshape(must(G.ByIndices(x, idx, 0)), 1, x.Shape()[1])
+// Scale multiplies x by a constant (Gemma's sqrt(hidden_size) embedding
+// scale).
+func Scale(x *G.Node, by float32) *G.Node {
+	return ops.Apply(pointwise{kind: "scale", p: by, dims: x.Dims()}, x)
 }
 
-// LMHead projects x [T, D] onto the vocabulary with table [V, D] (the tied
-// embedding or an untied lm_head, both kept in PyTorch's [V, D] layout so
-// they share the embedding's memory when tied). One row gives [V] through
-// Sgemv; several rows give [T, V].
-func LMHead(x, table *G.Node) *G.Node {
-	T, D := x.Shape()[0], x.Shape()[1]
-	if T == 1 {
-		return must(G.Mul(table, reshape(x, D)))
+// Softcap is Gemma's final-logit cap: c * tanh(x / c).
+func Softcap(x *G.Node, c float32) *G.Node {
+	return ops.Apply(pointwise{kind: "softcap", p: c, dims: x.Dims()}, x)
+}
+
+// FeedForward is the MLP half of a decoder layer: a dense gated MLP or a
+// mixture of experts.
+type FeedForward interface {
+	Forward(s *graphs.Step, x *G.Node) *G.Node
+}
+
+// GatedMLP is down(act(gate(x)) * up(x)): SwiGLU with act "silu", GeGLU
+// with "gelu_pytorch_tanh".
+type GatedMLP struct {
+	Gate, Up, Down Linear
+	Act            string
+}
+
+// NewGatedMLP declares p.gate_proj, p.up_proj and p.down_proj.
+func NewGatedMLP(p graphs.Scope, hidden, inter int, act string, bias bool) *GatedMLP {
+	if _, err := activation(act); err != nil {
+		panic(err)
 	}
-	return must(G.Transpose(must(G.Mul(table, must(G.Transpose(x)))), 1, 0))
+	return &GatedMLP{
+		Gate: NewLinear(p.Sub("gate_proj"), hidden, inter, bias),
+		Up:   NewLinear(p.Sub("up_proj"), hidden, inter, bias),
+		Down: NewLinear(p.Sub("down_proj"), inter, hidden, bias),
+		Act:  act,
+	}
+}
+
+// Forward maps x [T, D] to [T, D].
+func (m *GatedMLP) Forward(s *graphs.Step, x *G.Node) *G.Node {
+	h := ops.Apply(gatedAct{act: m.Act}, m.Gate.Forward(s, x), m.Up.Forward(s, x))
+	return m.Down.Forward(s, h)
+}
+
+// MoE is a routed mixture of gated-MLP experts (Qwen3-MoE's sparse block).
+type MoE struct {
+	Router   Linear
+	Experts  []*GatedMLP
+	TopK     int
+	NormTopK bool
+	name     string
+}
+
+// NewMoE declares p.gate (the router, [experts, hidden]) and
+// p.experts.<e>.{gate,up,down}_proj, one tensor each as checkpoints store
+// them.
+func NewMoE(p graphs.Scope, hidden, inter, experts, topK int, normTopK bool, act string) *MoE {
+	if topK < 1 || topK > experts {
+		panic(fmt.Errorf("%s: top-k %d with %d experts", p.Prefix(), topK, experts))
+	}
+	m := &MoE{Router: NewLinear(p.Sub("gate"), hidden, experts, false), TopK: topK, NormTopK: normTopK, name: p.Prefix()}
+	for e := 0; e < experts; e++ {
+		m.Experts = append(m.Experts, NewGatedMLP(p.Sub("experts", e), hidden, inter, act, false))
+	}
+	return m
+}
+
+// Forward maps x [T, D] to [T, D].
+func (m *MoE) Forward(s *graphs.Step, x *G.Node) *G.Node {
+	in := []*G.Node{x, s.Bind(m.Router.Weight)}
+	for _, e := range m.Experts {
+		in = append(in, s.Bind(e.Gate.Weight), s.Bind(e.Up.Weight), s.Bind(e.Down.Weight))
+	}
+	return ops.Apply(sparseMoE{
+		name: m.name, experts: len(m.Experts), topK: m.TopK, normTopK: m.NormTopK, act: m.Experts[0].Act,
+		routerType: m.Router.Weight.DType, expertsType: m.Experts[0].Gate.Weight.DType,
+	}, in...)
 }

@@ -1,12 +1,18 @@
 package layers
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
+	"github.com/x448/float16"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/ops"
 )
 
 // Each fragment is run in a real graph on the TapeMachine and compared with
@@ -31,8 +37,11 @@ func newGraph(t *testing.T) *graphT { return &graphT{t: t, g: G.NewGraph()} }
 func (g *graphT) input(name string, data any, shape ...int) *G.Node {
 	v := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))
 	dt := tensor.Float32
-	if _, ok := data.([]int); ok {
+	switch data.(type) {
+	case []int:
 		dt = tensor.Int
+	case []uint16:
+		dt = tensor.Uint16
 	}
 	return G.NewTensor(g.g, dt, len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(v))
 }
@@ -67,13 +76,14 @@ func assertClose(t *testing.T, what string, got []float32, want []float64, tol f
 	}
 }
 
-func refMatmul(x []float32, T, in int, w []float32, out int) []float64 { // w [in, out]
+// refMatmulT is x [T, in] · wᵀ for w [out, in], in float64.
+func refMatmulT(x []float32, T, in int, w []float32, out int) []float64 {
 	y := make([]float64, T*out)
 	for t := 0; t < T; t++ {
 		for o := 0; o < out; o++ {
 			var s float64
 			for i := 0; i < in; i++ {
-				s += float64(x[t*in+i]) * float64(w[i*out+o])
+				s += float64(x[t*in+i]) * float64(w[o*in+i])
 			}
 			y[t*out+o] = s
 		}
@@ -81,25 +91,74 @@ func refMatmul(x []float32, T, in int, w []float32, out int) []float64 { // w [i
 	return y
 }
 
-func TestLinear(t *testing.T) {
+// stored rounds w to a storage type and returns the storage and the values
+// it holds, widened.
+func stored(w []float32, dtype graphs.DType) (any, []float32) {
+	if dtype == graphs.F32 {
+		return w, w
+	}
+	bits := make([]uint16, len(w))
+	vals := make([]float32, len(w))
+	for i, v := range w {
+		if dtype == graphs.BF16 {
+			bits[i] = uint16(math.Float32bits(v) >> 16)
+		} else {
+			bits[i] = float16.Fromfloat32(v).Bits()
+		}
+	}
+	graphs.Widen(vals, bits, dtype)
+	return bits, vals
+}
+
+func TestMatmulT(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, T := range []int{1, 5} {
-		for _, bias := range []bool{false, true} {
-			g := newGraph(t)
-			x, w, b := randVals(r, T*7, 1), randVals(r, 7*3, 1), randVals(r, 3, 1)
-			var bn *G.Node
-			if bias {
-				bn = g.input("b", b, 3)
-			}
-			out := g.run(Linear(g.input("x", x, T, 7), g.input("w", w, 7, 3), bn))[0]
-			want := refMatmul(x, T, 7, w, 3)
-			if bias {
-				for i := range want {
-					want[i] += float64(b[i%3])
+	// 700 x 300 splits into several row blocks for the 16-bit kernels.
+	for _, sz := range []struct{ in, out int }{{7, 3}, {700, 300}} {
+		for _, dtype := range []graphs.DType{graphs.F32, graphs.BF16, graphs.F16} {
+			for _, T := range []int{1, 5} {
+				for _, bias := range []bool{false, true} {
+					g := newGraph(t)
+					x, b := randVals(r, T*sz.in, 1), randVals(r, sz.out, 1)
+					data, w := stored(randVals(r, sz.out*sz.in, 0.1), dtype)
+					in := []*G.Node{g.input("x", x, T, sz.in), g.input("w", data, sz.out, sz.in)}
+					if bias {
+						in = append(in, g.input("b", b, sz.out))
+					}
+					out := g.run(ops.Apply(matmulT{dtype: dtype, bias: bias, name: "w"}, in...))[0]
+					want := refMatmulT(x, T, sz.in, w, sz.out)
+					if bias {
+						for i := range want {
+							want[i] += float64(b[i%sz.out])
+						}
+					}
+					assertClose(t, dtype.String()+" matmul", out, want, 2e-5*math.Sqrt(float64(sz.in)))
 				}
 			}
-			assertClose(t, "linear", out, want, 1e-5)
 		}
+	}
+}
+
+func TestEmbeddingLookup(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	const V, D = 9, 4
+	for _, dtype := range []graphs.DType{graphs.F32, graphs.BF16, graphs.F16} {
+		data, table := stored(randVals(r, V*D, 1), dtype)
+		g := newGraph(t)
+		out := g.run(ops.Apply(embeddingLookup{dtype: dtype, name: "e"}, g.input("table", data, V, D), g.input("ids", []int{3, 0, 8}, 3)))[0]
+		var want []float64
+		for _, id := range []int{3, 0, 8} {
+			for d := 0; d < D; d++ {
+				want = append(want, float64(table[id*D+d]))
+			}
+		}
+		assertClose(t, dtype.String()+" embedding", out, want, 0)
+	}
+	g := newGraph(t)
+	ops.Apply(embeddingLookup{dtype: graphs.F32, name: "e"}, g.input("table", make([]float32, V*D), V, D), g.input("ids", []int{1, V}, 2))
+	m := G.NewTapeMachine(g.g)
+	defer m.Close()
+	if err := m.RunAll(); err == nil || !strings.Contains(err.Error(), "token 9") {
+		t.Errorf("an id past the vocabulary gave %v, want an error naming token 9", err)
 	}
 }
 
@@ -124,7 +183,7 @@ func TestRMSNorm(t *testing.T) {
 	x, w := randVals(r, 4*8, 2), randVals(r, 8, 1)
 	g := newGraph(t)
 	xn, wn := g.input("x", x, 4, 8), g.input("w", w, 8)
-	out := g.run(RMSNorm(xn, wn, 1e-6), OffsetRMSNorm(xn, wn, 1e-6))
+	out := g.run(ops.Apply(rmsNorm{eps: 1e-6, dims: 2}, xn, wn), ops.Apply(rmsNorm{eps: 1e-6, offset: 1, dims: 2}, xn, wn))
 	assertClose(t, "rmsnorm", out[0], refRMSNorm(x, w, 1e-6, 0), 1e-5)
 	assertClose(t, "gemma rmsnorm", out[1], refRMSNorm(x, w, 1e-6, 1), 1e-5)
 }
@@ -152,16 +211,29 @@ func TestRoPE(t *testing.T) {
 	x := randVals(r, T*H*dh, 1)
 	for _, pos := range []int{0, 17} {
 		g := newGraph(t)
-		out := g.run(RoPE(g.input("x", x, T, H, dh), g.input("meta", []int{pos, T}, 2), RoPEFrequencies(dh, 10000, 1), "test"))[0]
+		rp := NewRoPE(dh, 10000, 1)
+		out := g.run(rp.kernelOn(g.input("x", x, T, H, dh), g.input("positions", []int{pos, pos + 1, pos + 2}, T)))[0]
 		assertClose(t, "rope", out, refRoPE(x, T, H, dh, 10000, pos), 1e-5)
 	}
+	// A padding row (position -1) comes out zero.
+	g := newGraph(t)
+	out := g.run(NewRoPE(dh, 10000, 1).kernelOn(g.input("x", x, T, H, dh), g.input("positions", []int{4, 5, -1}, T)))[0]
+	for _, v := range out[2*H*dh:] {
+		if v != 0 {
+			t.Fatal("a padding row was rotated")
+		}
+	}
 	// Linear scaling divides the frequencies.
-	f1, f4 := RoPEFrequencies(dh, 1e6, 1), RoPEFrequencies(dh, 1e6, 4)
+	f1, f4 := NewRoPE(dh, 1e6, 1).InvFreq, NewRoPE(dh, 1e6, 4).InvFreq
 	for i := range f1 {
 		if math.Abs(float64(f4[i])*4-float64(f1[i])) > 1e-6*float64(f1[i]) {
 			t.Fatalf("factor 4: %g vs %g", f4[i], f1[i])
 		}
 	}
+}
+
+func (r *RoPE) kernelOn(x, positions *G.Node) *G.Node {
+	return ops.Apply(rope{invFreq: r.InvFreq, id: r.id}, x, positions)
 }
 
 // refAttention is eager HF attention for positions pos..pos+n-1 over keys
@@ -202,49 +274,57 @@ func refAttention(q []float32, k, v []float32, n, hq, hkv, dh, pos int, scale fl
 	return out
 }
 
-func TestCausalAttentionOverKVCache(t *testing.T) {
-	const hq, hkv, dh, C = 4, 2, 8, 16
+func TestCachedAttention(t *testing.T) {
+	const hq, hkv, dh = 4, 2, 8
 	cases := []struct {
 		name      string
 		pos, n, T int
 		window    int
+		slots     int // cache positions: the capacity, or the window for a ring
 	}{
-		{"prefill from 0", 0, 5, 5, 0},
-		{"padded prefill", 0, 3, 8, 0},
-		{"chunk after a prefix", 6, 4, 4, 0},
-		{"decode", 9, 1, 1, 0},
-		{"sliding window prefill", 0, 7, 8, 3},
-		{"sliding window decode", 10, 1, 1, 4},
+		{"prefill from 0", 0, 5, 5, 0, 16},
+		{"padded prefill", 0, 3, 8, 0, 16},
+		{"chunk after a prefix", 6, 4, 4, 0, 16},
+		{"decode", 9, 1, 1, 0, 16},
+		{"sliding window prefill", 0, 7, 8, 3, 16},
+		{"sliding window decode", 10, 1, 1, 4, 16},
+		{"ring decode", 10, 1, 1, 4, 4},
+		{"ring chunk longer than the ring", 5, 7, 8, 3, 3},
+		{"ring chunk across the boundary", 6, 3, 4, 4, 4},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(7, uint64(c.pos)))
-			L := c.pos + c.n
-			// Keys/values of every position, [L, Hkv, Dh]; the prefix is
-			// already in the cache, the step's rows come in through KVWrite.
+			L, S := c.pos+c.n, c.slots
+			// Keys/values of every position, [L, Hkv, Dh]; the earlier
+			// ones are already in the cache, in slot p % S.
 			allK, allV := randVals(r, L*hkv*dh, 1), randVals(r, L*hkv*dh, 1)
-			kc, vc := make([]float32, hkv*C*dh), make([]float32, hkv*C*dh)
-			for j := 0; j < c.pos; j++ {
-				for g := 0; g < hkv; g++ {
-					copy(kc[(g*C+j)*dh:][:dh], allK[(j*hkv+g)*dh:][:dh])
-					copy(vc[(g*C+j)*dh:][:dh], allV[(j*hkv+g)*dh:][:dh])
-				}
-			}
-			// Stale data past the filled part must never be read.
+			kc, vc := make([]float32, hkv*S*dh), make([]float32, hkv*S*dh)
 			for i := range kc {
-				if i%(C*dh) >= L*dh {
-					kc[i], vc[i] = float32(math.NaN()), float32(math.NaN())
+				kc[i], vc[i] = float32(math.NaN()), float32(math.NaN()) // never read unfilled slots
+			}
+			for j := max(0, c.pos-S); j < c.pos; j++ {
+				for g := 0; g < hkv; g++ {
+					copy(kc[(g*S+j%S)*dh:][:dh], allK[(j*hkv+g)*dh:][:dh])
+					copy(vc[(g*S+j%S)*dh:][:dh], allV[(j*hkv+g)*dh:][:dh])
 				}
 			}
 			stepK, stepV := make([]float32, c.T*hkv*dh), make([]float32, c.T*hkv*dh)
 			copy(stepK, allK[c.pos*hkv*dh:])
 			copy(stepV, allV[c.pos*hkv*dh:])
 			q := randVals(r, c.T*hq*dh, 1)
+			positions := make([]int, c.T)
+			for i := range positions {
+				positions[i] = -1
+				if i < c.n {
+					positions[i] = c.pos + i
+				}
+			}
+			sink := &graphs.Sink{}
 			g := newGraph(t)
-			meta := g.input("meta", []int{c.pos, c.n}, 2)
-			kn := KVWrite(g.input("kc", kc, hkv, C, dh), g.input("k", stepK, c.T, hkv, dh), meta, "k")
-			vn := KVWrite(g.input("vc", vc, hkv, C, dh), g.input("v", stepV, c.T, hkv, dh), meta, "v")
-			out := g.run(CausalAttention(g.input("q", q, c.T, hq, dh), kn, vn, meta, 0.3, c.window, "attn"))[0]
+			out := g.run(ops.Apply(cachedAttention{name: "attn", scale: 0.3, window: c.window, sink: sink},
+				g.input("q", q, c.T, hq, dh), g.input("k", stepK, c.T, hkv, dh), g.input("v", stepV, c.T, hkv, dh),
+				g.input("kc", kc, hkv, S, dh), g.input("vc", vc, hkv, S, dh), g.input("positions", positions, c.T)))[0]
 			want := refAttention(q, allK, allV, c.n, hq, hkv, dh, c.pos, 0.3, c.window)
 			assertClose(t, "attention", out[:c.n*hq*dh], want, 1e-5)
 			for i, x := range out[c.n*hq*dh:] {
@@ -252,13 +332,26 @@ func TestCausalAttentionOverKVCache(t *testing.T) {
 					t.Fatalf("padded row value %d = %g, want 0", i, x)
 				}
 			}
-			// The cache now holds the step's real rows, in place.
-			for j := c.pos; j < L; j++ {
+			// The cache now holds the last S positions, in place.
+			for j := max(0, L-S); j < L; j++ {
 				for g := 0; g < hkv; g++ {
 					for d := 0; d < dh; d++ {
-						if kc[(g*C+j)*dh+d] != allK[(j*hkv+g)*dh+d] {
-							t.Fatalf("cache row %d head %d not written", j, g)
+						if kc[(g*S+j%S)*dh+d] != allK[(j*hkv+g)*dh+d] || vc[(g*S+j%S)*dh+d] != allV[(j*hkv+g)*dh+d] {
+							t.Fatalf("cache position %d head %d not written", j, g)
 						}
+					}
+				}
+			}
+			// The captured probabilities: [T, heads, keys], rows summing to 1.
+			p, _ := ops.Float32s(sinkValue(sink))
+			for tt := 0; tt < c.n; tt++ {
+				for h := 0; h < hq; h++ {
+					var sum float64
+					for _, v := range p[(tt*hq+h)*L : (tt*hq+h+1)*L] {
+						sum += float64(v)
+					}
+					if math.Abs(sum-1) > 1e-5 {
+						t.Fatalf("row %d head %d: probabilities sum to %g", tt, h, sum)
 					}
 				}
 			}
@@ -266,93 +359,56 @@ func TestCausalAttentionOverKVCache(t *testing.T) {
 	}
 }
 
-func TestKVWriteRejectsOverflow(t *testing.T) {
+func sinkValue(k *graphs.Sink) G.Value { return graphs.SinkValue(k) }
+
+func TestCachedAttentionRejectsOverflow(t *testing.T) {
 	g := newGraph(t)
-	meta := g.input("meta", []int{3, 2}, 2)
-	out := KVWrite(g.input("kc", make([]float32, 1*4*2), 1, 4, 2), g.input("k", make([]float32, 2*1*2), 2, 1, 2), meta, "k")
+	ops.Apply(cachedAttention{name: "a", scale: 1},
+		g.input("q", make([]float32, 2*1*2), 2, 1, 2), g.input("k", make([]float32, 2*1*2), 2, 1, 2), g.input("v", make([]float32, 2*1*2), 2, 1, 2),
+		g.input("kc", make([]float32, 4*2), 1, 4, 2), g.input("vc", make([]float32, 4*2), 1, 4, 2), g.input("positions", []int{3, 4}, 2))
 	m := G.NewTapeMachine(g.g)
 	defer m.Close()
-	_ = out
-	if err := m.RunAll(); err == nil {
-		t.Fatal("writing rows 3..5 into a 4-position cache did not fail")
+	if err := m.RunAll(); err == nil || !strings.Contains(err.Error(), "4 positions") {
+		t.Fatalf("rows 3..4 in a 4-position cache gave %v", err)
 	}
 }
 
-func TestGatedMLP(t *testing.T) {
+func TestGatedAct(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
-	const T, D, F = 3, 6, 10
-	x, wg, wu, wd := randVals(r, T*D, 1), randVals(r, D*F, 0.5), randVals(r, D*F, 0.5), randVals(r, F*D, 0.5)
+	gate, up := randVals(r, 12, 2), randVals(r, 12, 1)
 	for _, act := range []string{"silu", "gelu_pytorch_tanh"} {
 		g := newGraph(t)
-		out := g.run(GatedMLP(g.input("x", x, T, D), g.input("g", wg, D, F), g.input("u", wu, D, F), g.input("d", wd, F, D), act))[0]
-		gate, up := refMatmul(x, T, D, wg, F), refMatmul(x, T, D, wu, F)
-		h := make([]float32, T*F)
-		for i := range h {
-			a := gate[i] / (1 + math.Exp(-gate[i]))
+		out := g.run(ops.Apply(gatedAct{act: act}, g.input("g", gate, 3, 4), g.input("u", up, 3, 4)))[0]
+		want := make([]float64, len(gate))
+		for i, v := range gate {
+			x := float64(v)
+			a := x / (1 + math.Exp(-x))
 			if act != "silu" {
-				a = 0.5 * gate[i] * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(gate[i]+0.044715*math.Pow(gate[i], 3))))
+				a = 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
 			}
-			h[i] = float32(a * up[i])
+			want[i] = a * float64(up[i])
 		}
-		assertClose(t, act, out, refMatmul(h, T, F, wd, D), 1e-4)
+		assertClose(t, act, out, want, 1e-5)
 	}
-}
-
-func TestEmbeddingLastRowAndLMHead(t *testing.T) {
-	r := rand.New(rand.NewPCG(11, 12))
-	const V, D = 9, 4
-	table := randVals(r, V*D, 1)
-	g := newGraph(t)
-	tn := g.input("table", table, V, D)
-	x := Embedding(tn, g.input("ids", []int{3, 0, 8}, 3))
-	last := LastRow(x, g.input("last", []int{1}, 1))
-	out := g.run(x, LMHead(last, tn), LMHead(x, tn))
-	var want []float64
-	for _, id := range []int{3, 0, 8} {
-		for d := 0; d < D; d++ {
-			want = append(want, float64(table[id*D+d]))
-		}
-	}
-	assertClose(t, "embedding", out[0], want, 0)
-	// logits[v] = table[v] · table[0] for the row id 0; every row for [T, V].
-	logit := func(a, b int) float64 {
-		var s float64
-		for d := 0; d < D; d++ {
-			s += float64(table[a*D+d]) * float64(table[b*D+d])
-		}
-		return s
-	}
-	var one, all []float64
-	for v := 0; v < V; v++ {
-		one = append(one, logit(v, 0))
-	}
-	for _, id := range []int{3, 0, 8} {
-		for v := 0; v < V; v++ {
-			all = append(all, logit(v, id))
-		}
-	}
-	assertClose(t, "lm head (last row)", out[1], one, 1e-5)
-	assertClose(t, "lm head (all rows)", out[2], all, 1e-5)
 }
 
 func TestSparseMoE(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	const T, D, F, E, K = 5, 6, 4, 4, 2
-	x, router := randVals(r, T*D, 1), randVals(r, D*E, 1)
+	x, router := randVals(r, T*D, 1), randVals(r, E*D, 1)
 	for _, norm := range []bool{false, true} {
 		g := newGraph(t)
-		var experts []ExpertWeights
+		in := []*G.Node{g.input("x", x, T, D), g.input("router", router, E, D)}
 		var raw [][3][]float32
 		for e := 0; e < E; e++ {
-			gw, uw, dw := randVals(r, D*F, 0.5), randVals(r, D*F, 0.5), randVals(r, F*D, 0.5)
+			gw, uw, dw := randVals(r, F*D, 0.5), randVals(r, F*D, 0.5), randVals(r, D*F, 0.5)
 			raw = append(raw, [3][]float32{gw, uw, dw})
-			experts = append(experts, ExpertWeights{
-				Gate: g.input(fmtName("g", e), gw, D, F), Up: g.input(fmtName("u", e), uw, D, F), Down: g.input(fmtName("d", e), dw, F, D)})
+			in = append(in, g.input(fmtName("g", e), gw, F, D), g.input(fmtName("u", e), uw, F, D), g.input(fmtName("d", e), dw, D, F))
 		}
-		out := g.run(SparseMoE(g.input("x", x, T, D), g.input("router", router, D, E), experts, K, norm, "silu", "moe"))[0]
+		out := g.run(ops.Apply(sparseMoE{name: "moe", experts: E, topK: K, normTopK: norm, act: "silu"}, in...))[0]
 
 		// Reference: every row, softmax over all experts, top K, weighted sum.
-		logits := refMatmul(x, T, D, router, E)
+		logits := refMatmulT(x, T, D, router, E)
 		want := make([]float64, T*D)
 		for t := 0; t < T; t++ {
 			p := make([]float64, E)
@@ -376,12 +432,12 @@ func TestSparseMoE(t *testing.T) {
 					w /= top
 				}
 				row := x[t*D : (t+1)*D]
-				gate, up := refMatmul(row, 1, D, raw[e][0], F), refMatmul(row, 1, D, raw[e][1], F)
+				gate, up := refMatmulT(row, 1, D, raw[e][0], F), refMatmulT(row, 1, D, raw[e][1], F)
 				h := make([]float32, F)
 				for i := range h {
 					h[i] = float32(gate[i] / (1 + math.Exp(-gate[i])) * up[i])
 				}
-				y := refMatmul(h, 1, F, raw[e][2], D)
+				y := refMatmulT(h, 1, F, raw[e][2], D)
 				for j := 0; j < D; j++ {
 					want[t*D+j] += w * y[j]
 				}
@@ -405,4 +461,23 @@ func TestScaleAndSoftcap(t *testing.T) {
 	}
 	assertClose(t, "scale", out[0], scaled, 0)
 	assertClose(t, "softcap", out[1], capped, 1e-5)
+}
+
+// TestOpSkeleton: an op without a CUDA kernel or a gradient says so by
+// name, and ops that differ in a parameter hash apart.
+func TestOpSkeleton(t *testing.T) {
+	op := ops.New(cachedAttention{name: "layers.3", scale: 1})
+	if _, err := op.CUDADo(nil, 0, nil); !errors.Is(err, ops.ErrNoCUDA) || !strings.Contains(err.Error(), "attention layers.3 has no CUDA kernel") {
+		t.Errorf("CUDADo: %v", err)
+	}
+	if _, err := op.SymDiff(nil, nil, nil); !errors.Is(err, ops.ErrNoGrad) || !strings.Contains(err.Error(), "attention layers.3 has no gradient") {
+		t.Errorf("SymDiff: %v", err)
+	}
+	a, b := ops.New(rmsNorm{eps: 1e-6, dims: 2}), ops.New(rmsNorm{eps: 1e-5, dims: 2})
+	if a.Hashcode() == b.Hashcode() || a.String() == b.String() {
+		t.Error("ops differing in eps hash alike")
+	}
+	if op.Arity() != 6 {
+		t.Errorf("attention arity %d, want 6", op.Arity())
+	}
 }

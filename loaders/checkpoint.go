@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-
-	"gorgonia.org/tensor"
 )
 
 // Checkpoint is a Hugging Face model folder: model.safetensors, or shards
@@ -110,32 +108,30 @@ func (c *Checkpoint) FileOf(name string) string {
 	return c.Dir
 }
 
-// Load reads one tensor as float32. want is the shape config.json implies,
-// in the checkpoint's (PyTorch) layout; a missing tensor or a different shape
-// is an error naming both. With linear set, a 2-D [out, in] weight is
-// returned transposed as [in, out].
-func (c *Checkpoint) Load(name string, want []int, linear bool) (*tensor.Dense, error) {
+// Tensor returns one tensor's dtype and bytes, inside the checkpoint's
+// memory mapping (read-only, valid until Close). want is the shape
+// config.json implies, in the checkpoint's (PyTorch) layout; a missing
+// tensor or a different shape is an error naming both.
+func (c *Checkpoint) Tensor(name string, want []int) (dtype string, data []byte, err error) {
 	f, ok := c.where[name]
 	if !ok {
-		return nil, fmt.Errorf("%s: missing tensor %q", c.FileOf(name), name)
+		return "", nil, fmt.Errorf("%s: missing tensor %q", c.FileOf(name), name)
 	}
-	_, shape, err := f.Info(name)
+	dtype, shape, data, err := f.Raw(name)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	if !slices.Equal(shape, want) {
-		return nil, fmt.Errorf("%s: tensor %q has shape %v, config.json implies %v", f.Path, name, shape, want)
+		return "", nil, fmt.Errorf("%s: tensor %q has shape %v, config.json implies %v", f.Path, name, shape, want)
 	}
-	n := 1
-	for _, d := range shape {
-		n *= d
+	return dtype, data, nil
+}
+
+// ReadFloat32 converts a tensor to float32 into dst (F32, BF16 or F16).
+func (c *Checkpoint) ReadFloat32(name string, dst []float32) error {
+	f, ok := c.where[name]
+	if !ok {
+		return fmt.Errorf("%s: missing tensor %q", c.FileOf(name), name)
 	}
-	data := make([]float32, n)
-	if err := f.ReadFloat32(name, data, linear); err != nil {
-		return nil, err
-	}
-	if linear {
-		shape = []int{shape[1], shape[0]}
-	}
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data)), nil
+	return f.ReadFloat32(name, dst)
 }

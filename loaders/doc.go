@@ -1,12 +1,10 @@
 // Package loaders reads Hugging Face checkpoints: safetensors files (single
 // or sharded through model.safetensors.index.json) and config.json.
 //
-// Tensors are converted to float32 once, at load time (F32, BF16 and F16 are
-// accepted), and PyTorch Linear weights ([out, in]) are transposed once to
-// [in, out], the layout Gorgonia's Mul reads fastest (x·W for prefill,
-// vector·W through Sgemv for decode). Files are memory-mapped and each
-// tensor's source pages are released as soon as it is converted, so loading
-// holds at most about one source tensor beyond the final weights.
+// Files are memory-mapped and tensors are handed out as views of the
+// mapping, in their stored dtype and PyTorch layout: a model uses its
+// weights where the file holds them (zero copy), so a loaded checkpoint
+// costs about its file size in resident memory, paged in as it is read.
 //
 // Every error names the file and, where there is one, the tensor at fault.
 package loaders

@@ -15,5 +15,3 @@ func mapFile(f *os.File, size int64) ([]byte, func() error, error) {
 	}
 	return b, func() error { return nil }, nil
 }
-
-func dropPages(mapping, b []byte) {}

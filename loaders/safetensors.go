@@ -164,18 +164,26 @@ func toInts(s []uint64) []int {
 	return out
 }
 
-// ReadFloat32 converts a tensor to float32 into dst, which must have exactly
-// as many elements as the tensor. With transpose set, a 2-D [r, c] tensor is
-// written as [c, r]. The source pages are released afterwards.
-func (f *SafetensorsFile) ReadFloat32(name string, dst []float32, transpose bool) error {
+// Raw returns a tensor's dtype, shape and bytes, which stay inside the
+// file's memory mapping: valid until Close, and read-only.
+func (f *SafetensorsFile) Raw(name string) (dtype string, shape []int, data []byte, err error) {
 	if f.mapping == nil && f.release == nil {
-		return fmt.Errorf("%s: file is closed", f.Path)
+		return "", nil, nil, fmt.Errorf("%s: file is closed", f.Path)
 	}
 	tv, ok := f.st.Tensor(name)
 	if !ok {
-		return fmt.Errorf("%s: no tensor %q", f.Path, name)
+		return "", nil, nil, fmt.Errorf("%s: no tensor %q", f.Path, name)
 	}
-	shape := toInts(tv.Shape())
+	return tv.DType().String(), toInts(tv.Shape()), tv.Data(), nil
+}
+
+// ReadFloat32 converts a tensor to float32 into dst, which must have exactly
+// as many elements as the tensor.
+func (f *SafetensorsFile) ReadFloat32(name string, dst []float32) error {
+	dtype, shape, data, err := f.Raw(name)
+	if err != nil {
+		return err
+	}
 	n := 1
 	for _, d := range shape {
 		n *= d
@@ -183,59 +191,24 @@ func (f *SafetensorsFile) ReadFloat32(name string, dst []float32, transpose bool
 	if n != len(dst) {
 		return fmt.Errorf("%s: tensor %q has %d elements, destination %d", f.Path, name, n, len(dst))
 	}
-	if transpose && len(shape) != 2 {
-		return fmt.Errorf("%s: tensor %q: cannot transpose shape %v", f.Path, name, shape)
-	}
-	data := tv.Data()
-	var conv func(i int) float32
-	switch tv.DType() {
-	case safetensors.F32:
-		conv = func(i int) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:])) }
-	case safetensors.BF16:
+	switch dtype {
+	case "F32":
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+		}
+	case "BF16":
 		// BF16 is the upper half of an IEEE float32.
-		conv = func(i int) float32 { return math.Float32frombits(uint32(binary.LittleEndian.Uint16(data[2*i:])) << 16) }
-	case safetensors.F16:
-		conv = func(i int) float32 { return float16.Frombits(binary.LittleEndian.Uint16(data[2*i:])).Float32() }
+		for i := range dst {
+			dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(data[2*i:])) << 16)
+		}
+	case "F16":
+		for i := range dst {
+			dst[i] = float16.Frombits(binary.LittleEndian.Uint16(data[2*i:])).Float32()
+		}
 	default:
-		return fmt.Errorf("%s: tensor %q has dtype %s; only F32, BF16 and F16 weights are supported", f.Path, name, tv.DType())
+		return fmt.Errorf("%s: tensor %q has dtype %s; only F32, BF16 and F16 weights are supported", f.Path, name, dtype)
 	}
-	if !transpose {
-		switch tv.DType() {
-		case safetensors.F32:
-			for i := range dst {
-				dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
-			}
-		case safetensors.BF16:
-			for i := range dst {
-				dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(data[2*i:])) << 16)
-			}
-		default:
-			for i := range dst {
-				dst[i] = conv(i)
-			}
-		}
-	} else {
-		transposeInto(dst, shape[0], shape[1], conv)
-	}
-	dropPages(f.mapping, data)
 	return nil
-}
-
-// transposeInto writes src [r, c] (read through conv) into dst as [c, r],
-// in tiles so that both sides stay in cache.
-func transposeInto(dst []float32, r, c int, conv func(int) float32) {
-	const tile = 64
-	for i0 := 0; i0 < r; i0 += tile {
-		i1 := min(i0+tile, r)
-		for j0 := 0; j0 < c; j0 += tile {
-			j1 := min(j0+tile, c)
-			for i := i0; i < i1; i++ {
-				for j := j0; j < j1; j++ {
-					dst[j*r+i] = conv(i*c + j)
-				}
-			}
-		}
-	}
 }
 
 // ReadInt64 reads an I64 (or I32) tensor, as golden files store token ids.
@@ -274,7 +247,7 @@ func (f *SafetensorsFile) Float32s(name string) ([]float32, []int, error) {
 		n *= d
 	}
 	out := make([]float32, n)
-	if err := f.ReadFloat32(name, out, false); err != nil {
+	if err := f.ReadFloat32(name, out); err != nil {
 		return nil, nil, err
 	}
 	return out, shape, nil

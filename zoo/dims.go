@@ -1,10 +1,6 @@
 package zoo
 
-import (
-	"fmt"
-
-	"github.com/gozoo/gozoo/graphs"
-)
+import "fmt"
 
 // Dims are the sizes every decoder in the zoo has, as resolved from
 // config.json (defaults applied).
@@ -36,33 +32,4 @@ func (d Dims) Validate() error {
 		return fmt.Errorf("head_dim %d must be even for RoPE", d.HeadDim)
 	}
 	return nil
-}
-
-// CheckWeights reports the first tensor of specs that w lacks: a model
-// built from hand-made weights fails here, by name, not deep in a graph.
-func CheckWeights(specs []TensorSpec, w graphs.Weights) error {
-	for _, s := range specs {
-		if _, ok := w[s.Name]; !ok {
-			return fmt.Errorf("missing tensor %q", s.Name)
-		}
-	}
-	return nil
-}
-
-// Base gives a model the zoo.Model methods that only report what it is:
-// embed it and set its fields in Build.
-type Base struct {
-	Type string
-	Dims Dims
-	EOS  []int
-	W    graphs.Weights
-}
-
-func (b *Base) ModelType() string       { return b.Type }
-func (b *Base) EOSTokenIDs() []int      { return b.EOS }
-func (b *Base) Weights() graphs.Weights { return b.W }
-func (b *Base) VocabSize() int          { return b.Dims.VocabSize }
-func (b *Base) MaxPositions() int       { return b.Dims.MaxPositions }
-func (b *Base) CacheSpec() graphs.CacheSpec {
-	return graphs.CacheSpec{Layers: b.Dims.NumLayers, KVHeads: b.Dims.NumKVHeads, HeadDim: b.Dims.HeadDim}
 }

@@ -15,26 +15,22 @@ import (
 	"github.com/gozoo/gozoo/graphs"
 )
 
-// RandomTensor fills a tensor of spec's checkpoint shape ([out, in] for
-// Linear) as HF's _init_weights would: N(0, std) for matrices, ones or zeros
-// for norms and biases. The values depend only on seed and the tensor's
+// RandomTensor fills a tensor as HF's _init_weights would, by what the
+// tensor is: N(0, std) for matrices, ones for norms, zeros for biases and
+// Gemma's (1 + w) norms. The values depend only on seed and the tensor's
 // name, so they are the same whichever order tensors are made in, in
 // memory or written to a checkpoint.
-func RandomTensor(spec TensorSpec, std float64, seed uint64) []float32 {
-	n := 1
-	for _, d := range spec.Shape {
-		n *= d
-	}
-	out := make([]float32, n)
-	switch spec.Init {
-	case InitOnes:
+func RandomTensor(p *graphs.Param, std float64, seed uint64) []float32 {
+	out := make([]float32, p.Numel())
+	switch p.Role {
+	case graphs.Norm:
 		for i := range out {
 			out[i] = 1
 		}
-	case InitZeros:
+	case graphs.OffsetNorm, graphs.Bias:
 	default:
 		h := fnv.New64a()
-		h.Write([]byte(spec.Name))
+		h.Write([]byte(p.Name))
 		r := rand.New(rand.NewPCG(seed, h.Sum64()))
 		for i := range out {
 			out[i] = float32(r.NormFloat64() * std)
@@ -43,30 +39,21 @@ func RandomTensor(spec TensorSpec, std float64, seed uint64) []float32 {
 	return out
 }
 
-// NewRandom builds a model with random weights from a config, in memory:
-// for tests and experiments that need a model of a given shape but no file.
+// NewRandom builds a model with random float32 weights from a config, in
+// memory: for tests and experiments that need a model of a given shape
+// but no file.
 func NewRandom(cfg Config, seed uint64) (Model, error) {
-	w := graphs.Weights{}
-	for _, spec := range cfg.Tensors() {
-		data := RandomTensor(spec, cfg.InitializerRange(), seed)
-		shape := spec.Shape
-		if spec.Linear {
-			data = transpose(data, shape[0], shape[1])
-			shape = []int{shape[1], shape[0]}
-		}
-		w[spec.Name] = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))
+	m, ps, err := declare(cfg)
+	if err != nil {
+		return nil, err
 	}
-	return cfg.Build(w)
-}
-
-func transpose(src []float32, r, c int) []float32 {
-	dst := make([]float32, len(src))
-	for i := 0; i < r; i++ {
-		for j := 0; j < c; j++ {
-			dst[j*r+i] = src[i*c+j]
+	for _, p := range ps.All() {
+		data := RandomTensor(p, cfg.InitializerRange(), seed)
+		if err := p.Set(graphs.F32, tensor.New(tensor.WithShape(p.Shape...), tensor.WithBacking(data))); err != nil {
+			return nil, err
 		}
 	}
-	return dst
+	return m, nil
 }
 
 // WriteRandomCheckpoint writes an HF-format checkpoint with random weights
@@ -93,9 +80,13 @@ func WriteRandomCheckpoint(configJSON []byte, dir, dtype string, seed uint64) er
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), configJSON, 0o644); err != nil {
 		return err
 	}
+	params, err := Tensors(cfg)
+	if err != nil {
+		return err
+	}
 	views := map[string]*lazyView{}
-	for _, spec := range cfg.Tensors() {
-		views[spec.Name] = &lazyView{spec: spec, dtype: dt, std: cfg.InitializerRange(), seed: seed}
+	for _, p := range params {
+		views[p.Name] = &lazyView{param: p, dtype: dt, std: cfg.InitializerRange(), seed: seed}
 	}
 	path := filepath.Join(dir, "model.safetensors")
 	f, err := os.Create(path)
@@ -111,7 +102,7 @@ func WriteRandomCheckpoint(configJSON []byte, dir, dtype string, seed uint64) er
 
 // lazyView generates its tensor only when the writer asks for its bytes.
 type lazyView struct {
-	spec  TensorSpec
+	param *graphs.Param
 	dtype safetensors.DType
 	std   float64
 	seed  uint64
@@ -119,21 +110,21 @@ type lazyView struct {
 
 func (v *lazyView) DType() safetensors.DType { return v.dtype }
 func (v *lazyView) Shape() []uint64 {
-	s := make([]uint64, len(v.spec.Shape))
-	for i, d := range v.spec.Shape {
+	s := make([]uint64, len(v.param.Shape))
+	for i, d := range v.param.Shape {
 		s[i] = uint64(d)
 	}
 	return s
 }
 func (v *lazyView) DataLen() uint64 {
 	n := v.dtype.Size()
-	for _, d := range v.spec.Shape {
+	for _, d := range v.param.Shape {
 		n *= uint64(d)
 	}
 	return n
 }
 func (v *lazyView) Data() []byte {
-	vals := RandomTensor(v.spec, v.std, v.seed)
+	vals := RandomTensor(v.param, v.std, v.seed)
 	out := make([]byte, int(v.dtype.Size())*len(vals))
 	for i, x := range vals {
 		if v.dtype == safetensors.BF16 {

@@ -3,18 +3,22 @@
 //
 // Each model family lives in its own package (zoo/qwen3, ...) and registers
 // itself from init(); import github.com/gozoo/gozoo/zoo/all to get them all.
-// A family provides a config type decoded from config.json that lists the
-// tensors the checkpoint must hold (TensorSpec) and builds the model from
-// them (Config.Build: the one place for checkpoint quirks such as tied
-// heads). Loading, random initialisation and writing checkpoints are shared
-// here and work the same for every family.
+// A family provides a config type decoded from config.json whose New
+// declares the model's tensors through a graphs.Scope, by their Hugging
+// Face names, and returns the model holding them: the checkpoint's tensor
+// list is what the model declared, so the two cannot disagree. Loading,
+// random initialisation and writing checkpoints are shared here and work
+// the same for every family.
 package zoo
 
 import (
+	"encoding/binary"
 	"fmt"
-	"slices"
+	"runtime"
 	"sort"
 	"strings"
+
+	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/loaders"
@@ -29,33 +33,39 @@ type Model interface {
 	EOSTokenIDs() []int
 }
 
-// Init says how NewRandom fills a tensor.
-type Init int
-
-const (
-	InitNormal Init = iota // N(0, initializer_range), as HF's _init_weights
-	InitOnes               // RMSNorm weights
-	InitZeros              // biases, Gemma's (1+w) norms
-)
-
-// TensorSpec is one tensor a checkpoint must hold.
-type TensorSpec struct {
-	Name string
-	// Shape in the checkpoint's (PyTorch) layout.
-	Shape []int
-	// Linear marks [out, in] weights the loader transposes to [in, out].
-	Linear bool
-	Init   Init
-}
-
 // Config is a model family's decoded config.json.
 type Config interface {
-	// Tensors lists every tensor the checkpoint must hold.
-	Tensors() []TensorSpec
-	// Build assembles the model from loaded (or random) weights.
-	Build(w graphs.Weights) (Model, error)
+	// New declares the model's tensors in p, by their Hugging Face names
+	// relative to p, and returns the model that uses them. It is the one
+	// place for checkpoint quirks (a tied head uses the embedding's
+	// tensor; nothing is declared twice). The tensors have no data yet:
+	// Load, NewRandom or Rebind give it.
+	New(p graphs.Scope) (Model, error)
 	// InitializerRange is the std of random weights (config's initializer_range).
 	InitializerRange() float64
+}
+
+// Tensors lists every tensor a config's checkpoint must hold, in
+// declaration order: what its model declares.
+func Tensors(cfg Config) ([]*graphs.Param, error) {
+	_, ps, err := declare(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return ps.All(), nil
+}
+
+// declare runs a config's declaration on a fresh parameter set, turning a
+// panic in model construction (an impossible config) into an error.
+func declare(cfg Config) (m Model, ps *graphs.Params, err error) {
+	ps = graphs.NewParams()
+	defer func() {
+		if r := recover(); r != nil {
+			m, err = nil, fmt.Errorf("declaring the model's tensors: %v", r)
+		}
+	}()
+	m, err = cfg.New(ps.Root())
+	return m, ps, err
 }
 
 // ParseFunc decodes a family's config.json.
@@ -116,53 +126,110 @@ func LoadWithProgress(dir string, progress func(done, total int64)) (Model, erro
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := ParseConfig(data)
+	return LoadConfig(dir, data, progress)
+}
+
+// LoadConfig is LoadWithProgress with config.json's bytes already read.
+func LoadConfig(dir string, configJSON []byte, progress func(done, total int64)) (Model, error) {
+	cfg, err := ParseConfig(configJSON)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	return LoadWeights(dir, cfg, progress)
 }
 
-// LoadWeights loads cfg's tensors from the safetensors in dir. progress may
-// be nil.
+// LoadWeights loads cfg's tensors from the safetensors in dir. Matrices
+// keep their stored type (F32, BF16, F16) and are used in place in the
+// file's memory mapping (copied once only where the file misaligns them);
+// norm and bias vectors are widened to float32. The mapping lives as long
+// as the model's parameters. progress may be nil.
 func LoadWeights(dir string, cfg Config, progress func(done, total int64)) (Model, error) {
+	m, ps, err := declare(cfg)
+	if err != nil {
+		return nil, err
+	}
 	ckpt, err := loaders.OpenCheckpoint(dir)
 	if err != nil {
 		return nil, err
 	}
-	defer ckpt.Close()
-	specs := cfg.Tensors()
 	var total, done int64
-	for _, s := range specs {
-		total += numel(s.Shape)
+	for _, p := range ps.All() {
+		total += p.Numel()
 	}
-	w := graphs.Weights{}
-	for _, spec := range specs {
-		t, err := ckpt.Load(spec.Name, spec.Shape, spec.Linear)
-		if err != nil {
+	for _, p := range ps.All() {
+		if err := loadParam(ckpt, p); err != nil {
+			ckpt.Close()
 			return nil, err
 		}
-		w[spec.Name] = t
-		if done += numel(spec.Shape); progress != nil {
+		if done += p.Numel(); progress != nil {
 			progress(done, total)
 		}
 	}
-	return cfg.Build(w)
+	ps.Keep(ckpt)
+	// Unmap the files once nothing reaches the parameters any more.
+	runtime.AddCleanup(ps, func(c *loaders.Checkpoint) { c.Close() }, ckpt)
+	return m, nil
 }
 
-func numel(shape []int) int64 {
-	n := int64(1)
-	for _, d := range shape {
-		n *= int64(d)
+func loadParam(ckpt *loaders.Checkpoint, p *graphs.Param) error {
+	dtype, data, err := ckpt.Tensor(p.Name, p.Shape)
+	if err != nil {
+		return err
 	}
-	return n
+	shape := tensor.WithShape(p.Shape...)
+	if p.Role != graphs.Matrix {
+		// Vectors are read by every op as float32 and are a negligible
+		// share of the bytes: widen them once.
+		v := make([]float32, p.Numel())
+		if err := ckpt.ReadFloat32(p.Name, v); err != nil {
+			return err
+		}
+		return p.Set(graphs.F32, tensor.New(shape, tensor.WithBacking(v)))
+	}
+	switch dtype {
+	case "F32":
+		v, ok := loaders.Float32View(data)
+		if !ok {
+			v = make([]float32, p.Numel())
+			if err := ckpt.ReadFloat32(p.Name, v); err != nil {
+				return err
+			}
+		}
+		return p.Set(graphs.F32, tensor.New(shape, tensor.WithBacking(v)))
+	case "BF16", "F16":
+		dt := graphs.BF16
+		if dtype == "F16" {
+			dt = graphs.F16
+		}
+		v, ok := loaders.Uint16View(data)
+		if !ok {
+			v = make([]uint16, len(data)/2)
+			for i := range v {
+				v[i] = binary.LittleEndian.Uint16(data[2*i:])
+			}
+		}
+		return p.Set(dt, tensor.New(shape, tensor.WithBacking(v)))
+	}
+	return fmt.Errorf("%s: tensor %q has dtype %s; only F32, BF16 and F16 weights are supported", ckpt.FileOf(p.Name), p.Name, dtype)
 }
 
-// SpecByName finds a tensor spec, for tests and tools.
-func SpecByName(specs []TensorSpec, name string) (TensorSpec, bool) {
-	i := slices.IndexFunc(specs, func(s TensorSpec) bool { return s.Name == name })
-	if i < 0 {
-		return TensorSpec{}, false
+// Rebind builds cfg's model over the weights of another loaded model with
+// the same tensors (for example a config edited to slide some layers):
+// nothing is copied.
+func Rebind(cfg Config, from *graphs.Params) (Model, error) {
+	m, ps, err := declare(cfg)
+	if err != nil {
+		return nil, err
 	}
-	return specs[i], true
+	for _, p := range ps.All() {
+		src, ok := from.Get(p.Name)
+		if !ok || src.Data == nil {
+			return nil, fmt.Errorf("missing tensor %q", p.Name)
+		}
+		if err := p.Set(src.DType, src.Data); err != nil {
+			return nil, err
+		}
+	}
+	ps.Keep(from)
+	return m, nil
 }

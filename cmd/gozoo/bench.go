@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/procstat"
 	"github.com/gozoo/gozoo/layers"
 	"github.com/gozoo/gozoo/zoo"
+	"github.com/gozoo/gozoo/zoo/generate"
 )
 
 func init() {
@@ -65,7 +64,7 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 
 func bench(dir string, n, m int, seed uint64) (benchResult, error) {
 	res := benchResult{BLAS: layers.BLAS()}
-	resetPeakRSS()
+	procstat.ResetPeak()
 	t0 := time.Now()
 	model, err := zoo.Load(dir)
 	if err != nil {
@@ -100,7 +99,7 @@ func bench(dir string, n, m int, seed uint64) (benchResult, error) {
 	res.PrefillTokS = float64(n) / time.Since(t0).Seconds()
 	t0 = time.Now()
 	for i := 0; i < m; i++ {
-		if logits, err = sess.Append([]int{graphs.Argmax(logits)}); err != nil {
+		if logits, err = sess.Append([]int{generate.Argmax(logits)}); err != nil {
 			return res, err
 		}
 	}
@@ -109,25 +108,9 @@ func bench(dir string, n, m int, seed uint64) (benchResult, error) {
 	return res, nil
 }
 
-// resetPeakRSS clears the kernel's high-water mark (Linux), so the peak
-// reported covers this run only.
-func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
-// peakRSSMB reads the resident-set high-water mark (VmHWM, Linux); 0 where
-// the kernel does not report it.
+// peakRSSMB reads the resident-set high-water mark (Linux); 0 where the
+// kernel does not report it.
 func peakRSSMB() float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				kb, _ := strconv.ParseFloat(f[0], 64)
-				return kb / 1024
-			}
-		}
-	}
-	return 0
+	kb, _ := procstat.KB("VmHWM")
+	return kb / 1024
 }

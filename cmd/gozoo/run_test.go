@@ -34,7 +34,7 @@ func TestRunErrors(t *testing.T) {
 		t.Errorf("no prompt: status %d", status)
 	}
 	_, errb, status := gozoo(t, "", "run", "--model", t.TempDir(), "--prompt", "x")
-	if status != 1 || !strings.Contains(errb, "tokenizer.json") {
+	if status != 1 || !strings.Contains(errb, "config.json") {
 		t.Errorf("empty model folder: status %d, %q", status, errb)
 	}
 }

@@ -5,34 +5,41 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io/fs"
+	"syscall"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/gozoo/gozoo/loaders"
 )
 
 // Load reads dir/tokenizer.json and, when present, dir/tokenizer_config.json.
-// Errors name the file.
+// dir needs no config.json. Errors name the file.
 func Load(dir string) (*Tokenizer, error) {
-	path := filepath.Join(dir, "tokenizer.json")
-	data, err := os.ReadFile(path)
+	f, err := loaders.ReadFolder(dir, loaders.TokenizerFile, loaders.TokenizerConfigFile)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
-	t, err := parseTokenizer(data)
+	return FromFolder(f)
+}
+
+// FromFolder builds a Tokenizer from the tokenizer.json and, when present,
+// the tokenizer_config.json of a checkpoint folder already read, as Load
+// does, without touching the disk. Errors name the file; a missing
+// tokenizer.json matches fs.ErrNotExist.
+func FromFolder(f *loaders.Folder) (*Tokenizer, error) {
+	path := f.Path(loaders.TokenizerFile)
+	if f.TokenizerJSON == nil {
+		return nil, fmt.Errorf("tokenizer: %w", &fs.PathError{Op: "open", Path: path, Err: syscall.ENOENT})
+	}
+	t, err := parseTokenizer(f.TokenizerJSON)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	cpath := filepath.Join(dir, "tokenizer_config.json")
-	cdata, err := os.ReadFile(cpath)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return nil, fmt.Errorf("tokenizer: %w", err)
-	default:
-		if err := t.setConfig(cdata); err != nil {
-			return nil, fmt.Errorf("%s: %w", cpath, err)
+	if f.TokenizerConfig != nil {
+		if err := t.setConfig(f.TokenizerConfig); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Path(loaders.TokenizerConfigFile), err)
 		}
 	}
 	return t, nil

@@ -18,7 +18,6 @@ import (
 	"github.com/gozoo/gozoo/layers"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/zoo"
-	"github.com/gozoo/gozoo/zoo/llama"
 )
 
 func init() {
@@ -37,7 +36,7 @@ type Config struct {
 	HeadDim               int             `json:"head_dim"`
 	HiddenActivation      string          `json:"hidden_activation"`
 	MaxPositionEmbeddings int             `json:"max_position_embeddings"`
-	InitializerRange_     float64         `json:"initializer_range"`
+	InitRange             float64         `json:"initializer_range"`
 	RMSNormEps            float64         `json:"rms_norm_eps"`
 	TieWordEmbeddings     bool            `json:"tie_word_embeddings"`
 	AttentionBias         bool            `json:"attention_bias"`
@@ -62,7 +61,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	c := &Config{
 		VocabSize: 262208, HiddenSize: 2304, IntermediateSize: 9216, NumHiddenLayers: 26,
 		NumAttentionHeads: 8, NumKeyValueHeads: 4, HeadDim: 256, HiddenActivation: "gelu_pytorch_tanh",
-		MaxPositionEmbeddings: 131072, InitializerRange_: 0.02, RMSNormEps: 1e-6, TieWordEmbeddings: true,
+		MaxPositionEmbeddings: 131072, InitRange: 0.02, RMSNormEps: 1e-6, TieWordEmbeddings: true,
 		QueryPreAttnScalar: 256, SlidingWindow: &window, SlidingWindowPattern: 6, RopeLocalBaseFreq: 10000,
 	}
 	if err := json.Unmarshal(data, c); err != nil {
@@ -88,7 +87,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		}
 	}
 	var err error
-	if c.windows, err = llama.Windows(c.LayerTypes, c.SlidingWindow, L); err != nil {
+	if c.windows, err = zoo.Windows(c.LayerTypes, c.SlidingWindow, L); err != nil {
 		return nil, err
 	}
 	full, err := c.RoPEFields.Resolve("full_attention", 1e6)
@@ -135,129 +134,96 @@ func (c *Config) validate() error {
 }
 
 // InitializerRange is the std of random weights.
-func (c *Config) InitializerRange() float64 { return c.InitializerRange_ }
-
-// Tensors lists the checkpoint's tensors by their HF names. Gemma's norm
-// weights are offsets around zero, hence their zero init.
-func (c *Config) Tensors() []zoo.TensorSpec {
-	D, F, V := c.HiddenSize, c.IntermediateSize, c.VocabSize
-	q, kv := c.NumAttentionHeads*c.HeadDim, c.NumKeyValueHeads*c.HeadDim
-	linear := func(name string, out, in int) zoo.TensorSpec {
-		return zoo.TensorSpec{Name: name, Shape: []int{out, in}, Linear: true}
-	}
-	norm := func(name string, n int) zoo.TensorSpec {
-		return zoo.TensorSpec{Name: name, Shape: []int{n}, Init: zoo.InitZeros}
-	}
-	bias := func(name string, n int) zoo.TensorSpec {
-		return zoo.TensorSpec{Name: name, Shape: []int{n}, Init: zoo.InitZeros}
-	}
-	specs := []zoo.TensorSpec{{Name: "model.embed_tokens.weight", Shape: []int{V, D}}}
-	for i := 0; i < c.NumHiddenLayers; i++ {
-		p := fmt.Sprintf("model.layers.%d.", i)
-		specs = append(specs,
-			norm(p+"input_layernorm.weight", D),
-			linear(p+"self_attn.q_proj.weight", q, D),
-			linear(p+"self_attn.k_proj.weight", kv, D),
-			linear(p+"self_attn.v_proj.weight", kv, D),
-			linear(p+"self_attn.o_proj.weight", D, q),
-			norm(p+"self_attn.q_norm.weight", c.HeadDim),
-			norm(p+"self_attn.k_norm.weight", c.HeadDim),
-			norm(p+"post_attention_layernorm.weight", D),
-			norm(p+"pre_feedforward_layernorm.weight", D),
-			linear(p+"mlp.gate_proj.weight", F, D),
-			linear(p+"mlp.up_proj.weight", F, D),
-			linear(p+"mlp.down_proj.weight", D, F),
-			norm(p+"post_feedforward_layernorm.weight", D),
-		)
-		if c.AttentionBias {
-			specs = append(specs, bias(p+"self_attn.q_proj.bias", q), bias(p+"self_attn.k_proj.bias", kv),
-				bias(p+"self_attn.v_proj.bias", kv), bias(p+"self_attn.o_proj.bias", D))
-		}
-	}
-	specs = append(specs, norm("model.norm.weight", D))
-	if !c.TieWordEmbeddings {
-		specs = append(specs, zoo.TensorSpec{Name: "lm_head.weight", Shape: []int{V, D}})
-	}
-	return specs
-}
+func (c *Config) InitializerRange() float64 { return c.InitRange }
 
 // Model is a loaded Gemma 3 text decoder.
 type Model struct {
 	zoo.Base
-	cfg     *Config
-	head    string
-	invFreq [][]float32
+	embed      layers.Embedding
+	embedScale float32
+	layers     []block
+	norm       *layers.RMSNorm
+	head       layers.Linear
+	softcap    *float64
 }
 
-// Build assembles the model; a tied checkpoint (the default) projects the
-// logits with the embedding.
-func (c *Config) Build(w graphs.Weights) (zoo.Model, error) {
-	if err := zoo.CheckWeights(c.Tensors(), w); err != nil {
-		return nil, err
+// block is Gemma3DecoderLayer: four (1+w) norms around attention and MLP.
+type block struct {
+	inputNorm, postAttentionNorm, preFeedforwardNorm, postFeedforwardNorm *layers.RMSNorm
+	attn                                                                  *layers.Attention
+	mlp                                                                   *layers.GatedMLP
+}
+
+// New declares the tensors under p.model (and p.lm_head when untied; a
+// tied checkpoint, the default, projects with the embedding).
+func (c *Config) New(p graphs.Scope) (zoo.Model, error) {
+	D, body := c.HiddenSize, p.Sub("model")
+	norm := func(p graphs.Scope, dim int) *layers.RMSNorm {
+		return layers.NewRMSNorm(p, layers.OffsetNorm, dim, c.RMSNormEps)
 	}
-	m := &Model{Base: zoo.Base{Type: "gemma3_text", Dims: c.dims(), EOS: c.EOSTokenID, W: w}, cfg: c, head: "lm_head.weight"}
+	m := &Model{
+		Base:  zoo.Base{Type: "gemma3_text", Dims: c.dims(), EOS: c.EOSTokenID, Weights: p.Params()},
+		embed: layers.NewEmbedding(body.Sub("embed_tokens"), c.VocabSize, D),
+		// HF keeps the scale as a float32 scalar; the golden math is float32.
+		embedScale: float32(math.Sqrt(float64(D))),
+		softcap:    c.FinalLogitSoftcapping,
+	}
+	for i := 0; i < c.NumHiddenLayers; i++ {
+		lp := body.Sub("layers", i)
+		r := c.rope[i]
+		b := block{
+			inputNorm:           norm(lp.Sub("input_layernorm"), D),
+			postAttentionNorm:   norm(lp.Sub("post_attention_layernorm"), D),
+			preFeedforwardNorm:  norm(lp.Sub("pre_feedforward_layernorm"), D),
+			postFeedforwardNorm: norm(lp.Sub("post_feedforward_layernorm"), D),
+			// Gemma3Attention: QK-norm with (1+w), a per-layer RoPE base
+			// and window, and the query_pre_attn_scalar scale.
+			// attn_logit_softcapping is not applied, as HF's Gemma3 does
+			// not pass it to attention.
+			attn: layers.NewAttention(lp.Sub("self_attn"), D, layers.AttentionConfig{
+				Layer: i, Heads: c.NumAttentionHeads, KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim,
+				Bias: c.AttentionBias, QKNorm: layers.OffsetNorm, NormEps: c.RMSNormEps,
+				RoPE:   layers.NewRoPE(c.HeadDim, r.Theta, r.Factor),
+				Scale:  1 / math.Sqrt(c.QueryPreAttnScalar),
+				Window: c.windows[i],
+			}),
+			mlp: layers.NewGatedMLP(lp.Sub("mlp"), D, c.IntermediateSize, c.HiddenActivation, false),
+		}
+		m.layers = append(m.layers, b)
+		m.LayerCaches = append(m.LayerCaches, b.attn.Cache())
+	}
+	m.norm = norm(body.Sub("norm"), D)
 	if c.TieWordEmbeddings {
-		m.head = "model.embed_tokens.weight"
-	}
-	for _, r := range c.rope {
-		m.invFreq = append(m.invFreq, layers.RoPEFrequencies(c.HeadDim, r.Theta, r.Factor))
+		m.head = m.embed.Tied()
+	} else {
+		m.head = layers.NewLinear(p.Sub("lm_head"), D, c.VocabSize, false)
 	}
 	return m, nil
 }
 
-// Forward is the architecture, top to bottom.
-func (m *Model) Forward(s *graphs.Step) *G.Node {
-	c := m.cfg
-	// HF keeps the scale as a float32 scalar; the golden math is float32.
-	x := layers.Scale(layers.Embedding(s.Weight("model.embed_tokens.weight"), s.IDs), float32(math.Sqrt(float64(c.HiddenSize))))
-	for i := 0; i < c.NumHiddenLayers; i++ {
-		x = m.decoderLayer(s, i, x)
-	}
-	if !s.AllLogits {
-		x = layers.LastRow(x, s.Last)
-	}
-	x = layers.OffsetRMSNorm(x, s.Weight("model.norm.weight"), c.RMSNormEps)
-	logits := layers.LMHead(x, s.Weight(m.head))
-	if c.FinalLogitSoftcapping != nil {
-		logits = layers.Softcap(logits, float32(*c.FinalLogitSoftcapping))
+// Embed looks the ids up and scales them by sqrt(hidden_size).
+func (m *Model) Embed(s *graphs.Step, ids *G.Node) *G.Node {
+	return layers.Scale(m.embed.Forward(s, ids), m.embedScale)
+}
+
+// Layer is one decoder layer: the post norms act on each sub-block's
+// output, before the residual add.
+func (m *Model) Layer(s *graphs.Step, i int, x *G.Node) *G.Node {
+	b := m.layers[i]
+	h := b.attn.Forward(s, b.inputNorm.Forward(s, x))
+	x = layers.Add(x, b.postAttentionNorm.Forward(s, h))
+	h = b.mlp.Forward(s, b.preFeedforwardNorm.Forward(s, x))
+	return layers.Add(x, b.postFeedforwardNorm.Forward(s, h))
+}
+
+// Norm is the final (1+w) RMSNorm.
+func (m *Model) Norm(s *graphs.Step, h *G.Node) *G.Node { return m.norm.Forward(s, h) }
+
+// Head projects onto the vocabulary, soft-capped when the config says so.
+func (m *Model) Head(s *graphs.Step, h *G.Node) *G.Node {
+	logits := m.head.Forward(s, h)
+	if m.softcap != nil {
+		logits = layers.Softcap(logits, float32(*m.softcap))
 	}
 	return logits
-}
-
-func (m *Model) decoderLayer(s *graphs.Step, i int, x *G.Node) *G.Node {
-	c := m.cfg
-	w := func(name string) *G.Node { return s.Weight(fmt.Sprintf("model.layers.%d.%s", i, name)) }
-	norm := func(x *G.Node, name string) *G.Node { return layers.OffsetRMSNorm(x, w(name), c.RMSNormEps) }
-
-	h := m.attention(s, i, norm(x, "input_layernorm.weight"))
-	x = layers.Add(x, norm(h, "post_attention_layernorm.weight"))
-
-	h = layers.GatedMLP(norm(x, "pre_feedforward_layernorm.weight"), w("mlp.gate_proj.weight"), w("mlp.up_proj.weight"), w("mlp.down_proj.weight"), c.HiddenActivation)
-	return layers.Add(x, norm(h, "post_feedforward_layernorm.weight"))
-}
-
-// attention is Gemma3Attention: QK-norm with (1+w), a per-layer RoPE base
-// and window, and the query_pre_attn_scalar scale. attn_logit_softcapping
-// is not applied, as HF's Gemma3 does not pass it to attention.
-func (m *Model) attention(s *graphs.Step, i int, x *G.Node) *G.Node {
-	c := m.cfg
-	p := fmt.Sprintf("model.layers.%d.self_attn.", i)
-	w := func(name string) *G.Node { return s.Weight(p + name) }
-	weights := layers.AttentionWeights{
-		Q: w("q_proj.weight"), K: w("k_proj.weight"), V: w("v_proj.weight"), O: w("o_proj.weight"),
-		QNorm: w("q_norm.weight"), KNorm: w("k_norm.weight"),
-	}
-	if c.AttentionBias {
-		weights.QBias, weights.KBias, weights.VBias, weights.OBias = w("q_proj.bias"), w("k_proj.bias"), w("v_proj.bias"), w("o_proj.bias")
-	}
-	r := c.rope[i]
-	kc, vc := s.Cache(i)
-	return layers.SelfAttention(x, s.Meta, kc, vc, weights, layers.AttentionConfig{
-		Heads: c.NumAttentionHeads, KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim,
-		NormEps: c.RMSNormEps, NormOffset: 1,
-		InvFreq: m.invFreq[i], RoPEID: fmt.Sprintf("theta=%g,factor=%g", r.Theta, r.Factor),
-		Scale:  1 / math.Sqrt(c.QueryPreAttnScalar),
-		Window: c.windows[i],
-		Name:   fmt.Sprintf("layers.%d", i),
-	})
 }

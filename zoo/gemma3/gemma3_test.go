@@ -40,7 +40,7 @@ func withConfig(t *testing.T, name string, edit func(map[string]any)) zoo.Model 
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := c.Build(base.Weights())
+	m, err := zoo.Rebind(c, base.Params())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,3 +110,8 @@ func TestRefusesBidirectional(t *testing.T) {
 		t.Error("bidirectional attention was accepted")
 	}
 }
+
+// TestRuntime runs the shared checks on the sliding-window case: its
+// window of 6 is shorter than the prompts, so chunked prefill crosses the
+// ring's boundary.
+func TestRuntime(t *testing.T) { zootest.Run(t, zootest.GoldenDir("gemma3_sliding_mqa")) }

@@ -27,7 +27,7 @@ type GenerationConfig struct {
 // ReadGenerationConfig reads dir/generation_config.json; a missing file
 // gives nil and no error.
 func ReadGenerationConfig(dir string) (*GenerationConfig, error) {
-	path := filepath.Join(dir, "generation_config.json")
+	path := filepath.Join(dir, loaders.GenerationConfigFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -35,8 +35,18 @@ func ReadGenerationConfig(dir string) (*GenerationConfig, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ParseGenerationConfig(b, path)
+}
+
+// ParseGenerationConfig decodes the contents of a generation_config.json
+// (a loaders.Folder's GenerationConfig); path names it in errors. nil data
+// (an absent file) gives nil and no error.
+func ParseGenerationConfig(data []byte, path string) (*GenerationConfig, error) {
+	if data == nil {
+		return nil, nil
+	}
 	var c GenerationConfig
-	if err := json.Unmarshal(b, &c); err != nil {
+	if err := json.Unmarshal(data, &c); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &c, nil

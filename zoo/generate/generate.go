@@ -2,9 +2,10 @@
 // generation with sampling, stop conditions and timings, and the glue to
 // the checkpoint's tokenizer, chat template and generation_config.json.
 //
-// A Generator is safe for concurrent use: each generation takes a session
-// (graphs, machines, KV cache) from a pool, and sessions share the model's
-// weights.
+// Generation drives a Runner (append an input, position, capacity,
+// reset): a graphs.Session by default, or anything else that computes
+// logits. A Generator is safe for concurrent use: each generation takes a
+// runner from a pool, and the default sessions share the model's weights.
 package generate
 
 import (
@@ -41,7 +42,32 @@ type Options struct {
 	Stop []string
 	// IgnoreEOS keeps generating past end-of-sequence tokens.
 	IgnoreEOS bool
+	// Progress, when set, is called after each chunk of the prompt is
+	// prefilled, with the prompt rows done so far and the total.
+	Progress func(done, total int)
 }
+
+// Runner computes next-token logits over a growing context: what
+// generation needs of a model. *graphs.Session is one.
+type Runner interface {
+	// AppendInput runs an input at the current position and returns the
+	// logits of its last row.
+	AppendInput(in graphs.Input) ([]float32, error)
+	// Pos is the number of positions in context.
+	Pos() int
+	// Capacity is the number of positions the runner holds.
+	Capacity() int
+	// Reset empties the context.
+	Reset()
+}
+
+// preparer is a Runner that can build what a prompt of n tokens will need
+// ahead of time, so that the prefill timing measures running it.
+type preparer interface{ Prepare(n int) error }
+
+// prefillChunk is how many prompt rows go to the runner at once: the unit
+// of Options.Progress.
+const prefillChunk = 256
 
 // Token is one step of a stream: the token chosen and the text it
 // completes. Text can be empty while bytes of a UTF-8 character, or the
@@ -67,18 +93,20 @@ const (
 // Result is a finished generation.
 type Result struct {
 	Prompt     []int
+	PromptLen  int
 	Tokens     []int
 	Text       string
 	StopReason StopReason
 	// SetupTime is spent building and compiling graphs (once per pooled
 	// session and prompt shape); PrefillTime covers the prompt; DecodeTime
-	// the steps after it, sampling included.
+	// the steps after it, sampling included. Prompt holds the prompt's
+	// ids (nil for an embeddings prompt).
 	SetupTime, PrefillTime, DecodeTime time.Duration
 	DecodeSteps                        int
 }
 
 // PrefillTokS is the prompt throughput in tokens per second.
-func (r Result) PrefillTokS() float64 { return rate(len(r.Prompt), r.PrefillTime) }
+func (r Result) PrefillTokS() float64 { return rate(r.PromptLen, r.PrefillTime) }
 
 // DecodeTokS is the generation throughput in tokens per second.
 func (r Result) DecodeTokS() float64 { return rate(r.DecodeSteps, r.DecodeTime) }
@@ -102,13 +130,15 @@ type Generator struct {
 	EOS []int
 	// Template is the checkpoint's chat template (nil if it ships none).
 	Template *chat.Template
-	// Session configures the pooled sessions.
-	Session graphs.Options
+	// SessionOptions configure the pooled sessions of the default runner.
+	SessionOptions graphs.Options
+	// NewRunner, when set, makes the runners instead of graphs.NewSession.
+	NewRunner func() (Runner, error)
 
 	templateErr error
 
 	mu   sync.Mutex
-	free []*graphs.Session
+	free []Runner
 }
 
 // New makes a Generator for model with the EOS ids its config names.
@@ -116,7 +146,7 @@ func New(model zoo.Model, tok Tokenizer) *Generator {
 	return &Generator{Model: model, Tokenizer: tok, EOS: slices.Clone(model.EOSTokenIDs()), Defaults: Options{Sampling: Sampling{Temperature: 1, TopP: 1, RepetitionPenalty: 1}}}
 }
 
-func (g *Generator) session() (*graphs.Session, error) {
+func (g *Generator) runner() (Runner, error) {
 	g.mu.Lock()
 	if n := len(g.free); n > 0 {
 		s := g.free[n-1]
@@ -126,10 +156,13 @@ func (g *Generator) session() (*graphs.Session, error) {
 		return s, nil
 	}
 	g.mu.Unlock()
-	return graphs.NewSession(g.Model, g.Session)
+	if g.NewRunner != nil {
+		return g.NewRunner()
+	}
+	return graphs.NewSession(g.Model, g.SessionOptions)
 }
 
-func (g *Generator) release(s *graphs.Session) {
+func (g *Generator) release(s Runner) {
 	g.mu.Lock()
 	g.free = append(g.free, s)
 	g.mu.Unlock()
@@ -141,7 +174,9 @@ func (g *Generator) Close() error {
 	defer g.mu.Unlock()
 	var errs []error
 	for _, s := range g.free {
-		errs = append(errs, s.Close())
+		if c, ok := s.(interface{ Close() error }); ok {
+			errs = append(errs, c.Close())
+		}
 	}
 	g.free = nil
 	return errors.Join(errs...)
@@ -168,6 +203,12 @@ func (g *Generator) Generate(ctx context.Context, prompt []int, opts Options) (R
 // Result(). It runs in the caller's goroutine, starts none, and stops
 // within one token of ctx being cancelled or the loop being left.
 func (g *Generator) Stream(ctx context.Context, prompt []int, opts Options) *Stream {
+	return g.StreamInput(ctx, graphs.Input{IDs: prompt}, opts)
+}
+
+// StreamInput is Stream from any input: ids, embeddings, or ids with rows
+// replaced by embeddings (a vision-language prompt).
+func (g *Generator) StreamInput(ctx context.Context, prompt graphs.Input, opts Options) *Stream {
 	return &Stream{g: g, ctx: ctx, prompt: prompt, opts: opts}
 }
 
@@ -175,7 +216,7 @@ func (g *Generator) Stream(ctx context.Context, prompt []int, opts Options) *Str
 type Stream struct {
 	g      *Generator
 	ctx    context.Context
-	prompt []int
+	prompt graphs.Input
 	opts   Options
 	res    Result
 	err    error
@@ -204,23 +245,19 @@ func (s *Stream) Tokens() iter.Seq[Token] {
 
 func (s *Stream) run(yield func(Token) bool) error {
 	g, opts := s.g, s.opts
-	s.res.Prompt = slices.Clone(s.prompt)
-	if len(s.prompt) == 0 {
+	s.res.Prompt = slices.Clone(s.prompt.IDs)
+	n := s.prompt.Len(g.Model.HiddenSize())
+	s.res.PromptLen = n
+	if n == 0 {
 		return errors.New("empty prompt: give at least one token")
 	}
-	vocab := g.Model.VocabSize()
-	for i, id := range s.prompt {
-		if id < 0 || id >= vocab {
-			return fmt.Errorf("prompt token %d at index %d is outside the vocabulary [0, %d)", id, i, vocab)
-		}
-	}
-	sess, err := g.session()
+	sess, err := g.runner()
 	if err != nil {
 		return err
 	}
 	defer g.release(sess)
-	if len(s.prompt) >= sess.Capacity() {
-		return fmt.Errorf("prompt of %d tokens does not fit the context of %d positions (it needs room for at least one more)", len(s.prompt), sess.Capacity())
+	if n >= sess.Capacity() {
+		return fmt.Errorf("prompt of %d tokens does not fit the context of %d positions (it needs room for at least one more)", n, sess.Capacity())
 	}
 	if err := s.ctx.Err(); err != nil {
 		s.res.StopReason = StopCancelled
@@ -228,18 +265,34 @@ func (s *Stream) run(yield func(Token) bool) error {
 	}
 
 	t0 := time.Now()
-	if err := sess.Prepare(len(s.prompt)); err != nil {
-		return err
+	if p, ok := sess.(preparer); ok {
+		if err := p.Prepare(min(n, prefillChunk)); err != nil {
+			return err
+		}
 	}
 	s.res.SetupTime = time.Since(t0)
 	t0 = time.Now()
-	logits, err := sess.Append(s.prompt)
-	if err != nil {
-		return err
+	var logits []float32
+	for done := 0; done < n; {
+		if s.ctx.Err() != nil {
+			s.res.StopReason = StopCancelled
+			return nil
+		}
+		end := min(n, done+prefillChunk)
+		if logits, err = sess.AppendInput(s.prompt.Slice(done, end, g.Model.HiddenSize())); err != nil {
+			if n > prefillChunk {
+				return fmt.Errorf("prompt rows %d..%d: %w", done, end-1, err)
+			}
+			return err
+		}
+		done = end
+		if opts.Progress != nil {
+			opts.Progress(done, n)
+		}
 	}
 	s.res.PrefillTime = time.Since(t0)
 
-	sm := newSampler(opts.Sampling, s.prompt)
+	sm := newSampler(opts.Sampling, s.prompt.IDs)
 	text := newTextStream(g.Tokenizer, opts.Stop)
 	t0 = time.Now()
 	defer func() { s.res.DecodeTime = time.Since(t0) }()
@@ -278,7 +331,7 @@ func (s *Stream) run(yield func(Token) bool) error {
 			s.res.StopReason = StopContextFull
 			break
 		}
-		if logits, err = sess.Append([]int{id}); err != nil {
+		if logits, err = sess.AppendInput(graphs.Input{IDs: []int{id}}); err != nil {
 			return err
 		}
 		s.res.DecodeSteps++

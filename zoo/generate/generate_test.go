@@ -65,7 +65,7 @@ func newGen(t *testing.T) *Generator {
 		t.Fatal(err)
 	}
 	g := New(m, letters{})
-	g.Session.Capacity = 64
+	g.SessionOptions.Capacity = 64
 	t.Cleanup(func() { g.Close() })
 	return g
 }
@@ -115,53 +115,6 @@ func TestSeedsReproduce(t *testing.T) {
 		if slices.Equal(a, run(s)) {
 			t.Errorf("%+v: a different seed gave the same 16 tokens", s)
 		}
-	}
-}
-
-// TestSamplerOptions checks each filter on synthetic logits over many draws.
-func TestSamplerOptions(t *testing.T) {
-	logits := []float32{2, 1.9, 1.5, 0.2, 0.1, -1, -3, 1.8}
-	draw := func(s Sampling, context []int) map[int]int {
-		counts := map[int]int{}
-		sm := newSampler(s, context)
-		for i := 0; i < 4000; i++ {
-			counts[sm.next(slices.Clone(logits))]++
-		}
-		return counts
-	}
-	only := func(t *testing.T, name string, c map[int]int, allowed ...int) {
-		t.Helper()
-		for id := range c {
-			if !slices.Contains(allowed, id) {
-				t.Errorf("%s drew token %d, allowed %v (counts %v)", name, id, allowed, c)
-			}
-		}
-		for _, id := range allowed {
-			if c[id] == 0 {
-				t.Errorf("%s never drew token %d (counts %v)", name, id, c)
-			}
-		}
-	}
-	only(t, "greedy", draw(Sampling{}, nil), 0)
-	only(t, "top-k 3", draw(Sampling{DoSample: true, Temperature: 1, TopK: 3}, nil), 0, 1, 7)
-	// p(0), p(1), p(7) = .27, .245, .221 at T=1: top-p 0.6 keeps those three.
-	only(t, "top-p 0.6", draw(Sampling{DoSample: true, Temperature: 1, TopP: 0.6}, nil), 0, 7, 1)
-	// min-p 0.5: tokens with p >= 0.5 * p(0), i.e. logit >= 2 - ln 2 = 1.31.
-	only(t, "min-p 0.5", draw(Sampling{DoSample: true, Temperature: 1, MinP: 0.5}, nil), 0, 7, 1, 2)
-	// A very low temperature is as good as greedy.
-	only(t, "temperature 0.005", draw(Sampling{DoSample: true, Temperature: 0.005}, nil), 0)
-	// Temperature flattens: at T=3 token 6 (logit -3) appears.
-	if c := draw(Sampling{DoSample: true, Temperature: 3}, nil); c[6] == 0 {
-		t.Errorf("temperature 3 never drew the least likely token: %v", c)
-	}
-	// The repetition penalty demotes seen tokens: with 0 and 7 seen and a
-	// penalty of 2, greedy picks 1.
-	only(t, "repetition penalty", draw(Sampling{RepetitionPenalty: 2}, []int{0, 7}), 1)
-	sm := newSampler(Sampling{RepetitionPenalty: 2}, []int{5})
-	l := slices.Clone(logits)
-	sm.next(l)
-	if l[5] != -2 || l[0] != 2 {
-		t.Errorf("penalty 2 on a negative logit -1 gave %g, on an unseen token %g", l[5], l[0])
 	}
 }
 

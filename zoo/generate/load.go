@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gozoo/gozoo/chat"
+	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/loaders/tokenizer"
 	"github.com/gozoo/gozoo/zoo"
 )
@@ -14,15 +15,19 @@ import (
 // one, and generation_config.json for sampling defaults and extra EOS ids.
 // progress (may be nil) reports weight loading.
 func Load(dir string, progress func(done, total int64)) (*Generator, error) {
-	tok, err := tokenizer.Load(dir)
+	folder, err := loaders.OpenFolder(dir)
 	if err != nil {
 		return nil, err
 	}
-	gc, err := ReadGenerationConfig(dir)
+	tok, err := tokenizer.FromFolder(folder)
 	if err != nil {
 		return nil, err
 	}
-	model, err := zoo.LoadWithProgress(dir, progress)
+	gc, err := ParseGenerationConfig(folder.GenerationConfig, folder.Path(loaders.GenerationConfigFile))
+	if err != nil {
+		return nil, err
+	}
+	model, err := zoo.LoadConfig(dir, folder.Config, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +38,7 @@ func Load(dir string, progress func(done, total int64)) (*Generator, error) {
 	gc.Apply(g)
 	// A checkpoint without a chat template still generates from plain
 	// prompts; ChatIDs reports the missing template when asked for one.
-	g.Template, g.templateErr = chat.LoadTemplate(dir)
+	g.Template, g.templateErr = chat.TemplateFromFolder(folder)
 	return g, nil
 }
 

@@ -11,10 +11,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/zoo"
+	"github.com/gozoo/gozoo/zoo/generate"
 )
 
 // Result is the outcome of one case.
@@ -26,6 +28,9 @@ type Result struct {
 	// LogitsMaxAbs is the largest |ours - golden| over the full forward's
 	// logits and the greedy steps' logits.
 	LogitsMaxAbs float64
+	// HiddenMaxAbs is the largest |ours - golden| over the full forward's
+	// hidden states (embedding output, each layer, final norm).
+	HiddenMaxAbs float64
 	// GreedyMatched counts greedy tokens equal to the golden ones before the
 	// first difference, of GreedyTotal.
 	GreedyMatched, GreedyTotal int
@@ -37,13 +42,14 @@ func (r Result) String() string {
 	if !r.Pass {
 		return fmt.Sprintf("FAIL %s %s", r.Case, r.Reason)
 	}
-	return fmt.Sprintf("PASS %s logits_max_abs=%.3g greedy=%d/%d", r.Case, r.LogitsMaxAbs, r.GreedyMatched, r.GreedyTotal)
+	return fmt.Sprintf("PASS %s logits_max_abs=%.3g hidden_max_abs=%.3g greedy=%d/%d", r.Case, r.LogitsMaxAbs, r.HiddenMaxAbs, r.GreedyMatched, r.GreedyTotal)
 }
 
 type meta struct {
 	Case      string `json:"case"`
 	Tolerance struct {
 		LogitsAtol float64 `json:"logits_atol"`
+		HiddenAtol float64 `json:"hidden_states_atol"`
 	} `json:"tolerance"`
 }
 
@@ -86,7 +92,10 @@ func run(dir string, r *Result) error {
 		return err
 	}
 	defer g.Close()
-	for _, name := range []string{"input_ids", "logits", "greedy_prompt", "greedy_ids", "greedy_logits"} {
+	if m.Tolerance.HiddenAtol <= 0 {
+		return errors.New("golden.json: no tolerance.hidden_states_atol")
+	}
+	for _, name := range []string{"input_ids", "logits", "hidden_states", "greedy_prompt", "greedy_ids", "greedy_logits"} {
 		if !g.Has(name) {
 			return fmt.Errorf("golden.safetensors has no %q: not a decoder case", name)
 		}
@@ -99,14 +108,14 @@ func run(dir string, r *Result) error {
 	if err != nil {
 		return err
 	}
-	sess, err := graphs.NewSession(model, graphs.Options{})
+	full, err := graphs.NewSession(model, graphs.Options{Capture: []string{graphs.HiddenStates + ".*"}})
 	if err != nil {
 		return err
 	}
-	defer sess.Close()
+	defer full.Close()
 
-	// 1. The full forward over input_ids.
-	rows, err := sess.Logits(ids)
+	// 1. The full forward over input_ids, with its hidden states.
+	rows, err := full.AppendAll(graphs.IDs(ids...))
 	if err != nil {
 		return err
 	}
@@ -115,10 +124,16 @@ func run(dir string, r *Result) error {
 		return fmt.Errorf("golden logits hold %d values, want %d x %d", len(want), len(ids), V)
 	}
 	for t, row := range rows {
-		r.LogitsMaxAbs = max(r.LogitsMaxAbs, maxAbsDiff(row, want[t*V:(t+1)*V]))
+		r.LogitsMaxAbs = max(r.LogitsMaxAbs, MaxAbsDiff(row, want[t*V:(t+1)*V]))
 	}
 	if r.LogitsMaxAbs > r.Tolerance {
 		return fmt.Errorf("full-forward logits differ by %.3g > %g", r.LogitsMaxAbs, r.Tolerance)
+	}
+	if err := compareHidden(full, g, model.NumLayers(), len(ids), model.HiddenSize(), r); err != nil {
+		return err
+	}
+	if r.HiddenMaxAbs > m.Tolerance.HiddenAtol {
+		return fmt.Errorf("hidden states differ by %.3g > %g", r.HiddenMaxAbs, m.Tolerance.HiddenAtol)
 	}
 
 	// 2. KV-cached greedy decode from greedy_prompt.
@@ -135,14 +150,18 @@ func run(dir string, r *Result) error {
 		return err
 	}
 	r.GreedyTotal = len(greedy)
-	sess.Reset()
+	sess, err := graphs.NewSession(model, graphs.Options{})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
 	logits, err := sess.Append(prompt)
 	if err != nil {
 		return err
 	}
 	for k := range greedy {
-		r.LogitsMaxAbs = max(r.LogitsMaxAbs, maxAbsDiff(logits, stepLogits[k*V:(k+1)*V]))
-		got := graphs.Argmax(logits)
+		r.LogitsMaxAbs = max(r.LogitsMaxAbs, MaxAbsDiff(logits, stepLogits[k*V:(k+1)*V]))
+		got := generate.Argmax(logits)
 		if got != greedy[k] {
 			return fmt.Errorf("greedy=%d/%d: step %d chose token %d, golden %d", r.GreedyMatched, r.GreedyTotal, k, got, greedy[k])
 		}
@@ -172,7 +191,35 @@ func readIDs(f *loaders.SafetensorsFile, name string) ([]int, error) {
 	return out, nil
 }
 
-func maxAbsDiff(a, b []float32) float64 {
+// compareHidden checks the captured hidden states against golden
+// hidden_states [L+1, T, D].
+func compareHidden(sess *graphs.Session, g *loaders.SafetensorsFile, L, T, D int, r *Result) error {
+	want, shape, err := g.Float32s("hidden_states")
+	if err != nil {
+		return err
+	}
+	if len(shape) != 3 || shape[0] != L+1 || shape[1] != T || shape[2] != D {
+		return fmt.Errorf("golden hidden_states has shape %v, want [%d %d %d]", shape, L+1, T, D)
+	}
+	for i := 0; i <= L; i++ {
+		got, ok := sess.Captured(fmt.Sprintf("%s.%d", graphs.HiddenStates, i))
+		if !ok {
+			return fmt.Errorf("hidden state %d was not captured", i)
+		}
+		if !slices.Equal([]int(got.Shape()), []int{T, D}) {
+			return fmt.Errorf("hidden state %d has shape %v, want [%d %d]", i, got.Shape(), T, D)
+		}
+		r.HiddenMaxAbs = max(r.HiddenMaxAbs, MaxAbsDiff(got.Data().([]float32), want[i*T*D:(i+1)*T*D]))
+	}
+	return nil
+}
+
+// MaxAbsDiff is the largest |a[i] - b[i]|; a NaN on either side, or a
+// length mismatch, gives +Inf, so that no comparison passes on NaN.
+func MaxAbsDiff(a, b []float32) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
 	var m float64
 	for i := range a {
 		d := math.Abs(float64(a[i]) - float64(b[i]))

@@ -5,7 +5,6 @@ package llama
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/zoo"
@@ -92,26 +91,4 @@ func (c *Config) Decoder(modelType string, defaultTheta float64) (*Decoder, erro
 		d.Window = append(d.Window, 0)
 	}
 	return d, d.Validate()
-}
-
-// Windows turns config.json's layer_types into per-layer sliding windows
-// (0 for full attention), for the families whose configs carry them.
-func Windows(types []string, window *int, layers int) ([]int, error) {
-	if len(types) != layers {
-		return nil, fmt.Errorf("layer_types has %d entries for %d layers", len(types), layers)
-	}
-	out := make([]int, layers)
-	for i, t := range types {
-		switch t {
-		case "full_attention":
-		case "sliding_attention":
-			if window == nil || *window <= 0 {
-				return nil, fmt.Errorf("layer %d is sliding_attention but sliding_window is not set", i)
-			}
-			out[i] = *window
-		default:
-			return nil, fmt.Errorf("layer_types[%d] = %q is not supported (supported: full_attention, sliding_attention)", i, t)
-		}
-	}
-	return out, nil
 }

@@ -57,9 +57,9 @@ func TestBiases(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Random biases start at zero; give them values first.
-	for name, w := range m.Weights() {
-		if strings.HasSuffix(name, ".bias") {
-			for i, d := 0, w.Data().([]float32); i < len(d); i++ {
+	for _, p := range m.Params().All() {
+		if strings.HasSuffix(p.Name, ".bias") {
+			for i, d := 0, p.Float32s(); i < len(d); i++ {
 				d[i] = 0.5 * float32(i%5-2)
 			}
 		}
@@ -74,7 +74,8 @@ func TestBiases(t *testing.T) {
 	// query's scores almost uniformly (softmax ignores that); only RoPE
 	// makes the shift position-dependent. Its effect is small but not zero.
 	base := zootest.LastLogits(t, m, ids)
-	kb := m.Weights()["model.layers.0.self_attn.k_proj.bias"].Data().([]float32)
+	kp, _ := m.Params().Get("model.layers.0.self_attn.k_proj.bias")
+	kb := kp.Float32s()
 	for i := range kb {
 		kb[i] += 1
 	}
@@ -82,3 +83,5 @@ func TestBiases(t *testing.T) {
 		t.Error("k_proj.bias does not reach the logits")
 	}
 }
+
+func TestRuntime(t *testing.T) { zootest.Run(t, zootest.GoldenDir("llama_smollm2_gqa_bf16")) }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/zoo"
+	"github.com/gozoo/gozoo/zoo/generate"
 )
 
 // benchModel is the checkpoint in $GOZOO_BENCH_MODEL (for example one
@@ -90,7 +91,7 @@ func BenchmarkDecode(b *testing.B) {
 			}
 			b.StartTimer()
 		}
-		if logits, err = s.Append([]int{graphs.Argmax(logits)}); err != nil {
+		if logits, err = s.Append([]int{generate.Argmax(logits)}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -43,7 +43,7 @@ func (s *Sliding) Windows(layers int) ([]int, error) {
 			s.LayerTypes = append(s.LayerTypes, t)
 		}
 	}
-	return llama.Windows(s.LayerTypes, s.SlidingWindow, layers)
+	return zoo.Windows(s.LayerTypes, s.SlidingWindow, layers)
 }
 
 // ParseConfig decodes config.json with Qwen3Config's defaults for absent

@@ -8,10 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/qwen3"
 )
@@ -19,6 +17,8 @@ import (
 func caseDir(name string) string { return zootest.GoldenDir(name) }
 
 func TestGolden(t *testing.T) { zootest.Golden(t, "qwen3_gqa_tied", "qwen3_untied_v5rope") }
+
+func TestRuntime(t *testing.T) { zootest.Run(t, caseDir("qwen3_untied_v5rope")) }
 
 func readConfig(t *testing.T, name string) map[string]any {
 	t.Helper()
@@ -164,167 +164,6 @@ func TestLoadFailsLoudly(t *testing.T) {
 	}
 }
 
-// TestKVCacheMatchesFullForward decodes token by token and compares each
-// step with the full forward over the same prefix.
-func TestKVCacheMatchesFullForward(t *testing.T) {
-	model, err := zoo.Load(caseDir("qwen3_gqa_tied"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := []int{3, 141, 59, 26, 53, 58, 97, 93, 238, 46, 26, 43, 38, 32, 7, 95, 2, 88, 41, 9}
-	full, err := graphs.NewSession(model, graphs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer full.Close()
-	want, err := full.Logits(ids)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Prompt of 11 (chunks 8 + 2 + 1), then one token at a time.
-	s, err := graphs.NewSession(model, graphs.Options{Capacity: 32})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	got, err := s.Append(ids[:11])
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 11; ; i++ {
-		if d := maxDiff(got, want[i-1]); d > 5e-5 {
-			t.Fatalf("position %d: cached logits differ from the full forward by %g", i-1, d)
-		}
-		if i == len(ids) {
-			break
-		}
-		if got, err = s.Append(ids[i : i+1]); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// TestConcurrentSessions runs several generations at once on one loaded
-// model; each must equal the same generation run alone. Run with -race.
-func TestConcurrentSessions(t *testing.T) {
-	model, err := zoo.Load(caseDir("qwen3_untied_v5rope"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	greedy := func(prompt []int) ([]int, error) {
-		s, err := graphs.NewSession(model, graphs.Options{Capacity: 64})
-		if err != nil {
-			return nil, err
-		}
-		defer s.Close()
-		l, err := s.Append(prompt)
-		var out []int
-		for i := 0; err == nil && i < 10; i++ {
-			next := graphs.Argmax(l)
-			out = append(out, next)
-			l, err = s.Append([]int{next})
-		}
-		return out, err
-	}
-	prompts := [][]int{{1, 2, 3}, {400, 17, 9, 9, 31, 2, 8, 100, 1, 5, 6}, {7}, {12, 13, 14, 15, 16, 17, 18, 19, 20}}
-	want := make([][]int, len(prompts))
-	for i, p := range prompts {
-		if want[i], err = greedy(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 2*len(prompts))
-	for rep := 0; rep < 2; rep++ {
-		for i, p := range prompts {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				got, err := greedy(p)
-				if err == nil && !slices.Equal(got, want[i]) {
-					err = errors.New("concurrent generation differs from the lone one")
-				}
-				if err != nil {
-					errs <- err
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-}
-
-func TestSessionRejectsBadInput(t *testing.T) {
-	model, err := zoo.Load(caseDir("qwen3_gqa_tied"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := graphs.NewSession(model, graphs.Options{Capacity: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for _, c := range []struct {
-		ids    []int
-		errHas string
-	}{
-		{nil, "no tokens"},
-		{[]int{1, 512}, "token 512"},
-		{[]int{-1}, "token -1"},
-		{[]int{1, 2, 3, 4, 5, 6, 7, 8, 9}, "capacity of 8"},
-	} {
-		if _, err := s.Append(c.ids); err == nil || !strings.Contains(err.Error(), c.errHas) {
-			t.Errorf("Append(%v): got %v, want an error mentioning %q", c.ids, err, c.errHas)
-		}
-	}
-	if _, err := graphs.NewSession(model, graphs.Options{Capacity: 1 << 20}); err == nil {
-		t.Error("a cache larger than max_position_embeddings was accepted")
-	}
-}
-
-// TestRandomModels checks that an in-memory random model and the checkpoint
-// `gozoo random` writes for the same seed are the same model.
-func TestRandomModels(t *testing.T) {
-	cfgJSON, err := os.ReadFile(filepath.Join(caseDir("qwen3_untied_v5rope"), "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := zoo.ParseConfig(cfgJSON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := zoo.NewRandom(cfg, 42)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := []int{1, 2, 3, 4}
-	want := lastLogits(t, mem, ids)
-	for _, dtype := range []string{"f32", "bf16"} {
-		dir := t.TempDir()
-		if err := zoo.WriteRandomCheckpoint(cfgJSON, dir, dtype, 42); err != nil {
-			t.Fatal(err)
-		}
-		m, err := zoo.Load(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := maxDiff(want, lastLogits(t, m, ids))
-		if dtype == "f32" && d != 0 {
-			t.Errorf("f32 checkpoint differs from the in-memory model by %g", d)
-		}
-		if dtype == "bf16" && (d == 0 || d > 0.05) {
-			t.Errorf("bf16 checkpoint differs by %g, want small but nonzero rounding", d)
-		}
-	}
-	other, _ := zoo.NewRandom(cfg, 43)
-	if maxDiff(want, lastLogits(t, other, ids)) == 0 {
-		t.Error("seeds 42 and 43 gave the same model")
-	}
-}
-
 func TestSlidingWindowLayers(t *testing.T) {
 	w := 4
 	s := qwen3.Sliding{UseSlidingWindow: true, SlidingWindow: &w, MaxWindowLayers: 1}
@@ -347,7 +186,7 @@ func TestSlidingWindowLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slid, err := c.Build(base.Weights())
+	slid, err := zoo.Rebind(c, base.Params())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func ParseConfig(data []byte) (*Config, error) {
 			d.RoPE[i] = nil
 		}
 	}
-	if d.Window, err = llama.Windows(c.LayerTypes, c.SlidingWindow, L); err != nil {
+	if d.Window, err = zoo.Windows(c.LayerTypes, c.SlidingWindow, L); err != nil {
 		return nil, err
 	}
 	c.D = d

@@ -51,7 +51,7 @@ func TestNoRopeLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m2, err := allRope.Build(m.Weights())
+	m2, err := zoo.Rebind(allRope, m.Params())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,3 +74,5 @@ func TestEveryWeightMatters(t *testing.T) {
 		"model.layers.2.self_attn.q_proj.weight", "model.layers.2.self_attn.k_proj.weight",
 		"model.layers.2.mlp.down_proj.weight", "model.layers.3.input_layernorm.weight")
 }
+
+func TestRuntime(t *testing.T) { zootest.Run(t, zootest.GoldenDir("smollm3_nope")) }

@@ -1,17 +1,28 @@
-// Package zootest holds the checks every model family's tests run: golden
-// cases and weight sensitivity.
+// Package zootest holds the checks every model family's tests run, as
+// mlx-lm's model_test_runner: golden cases, the runtime checks of Run (KV
+// cache against the full forward, chunked prefill, embeddings as input,
+// capture, concurrency, bad input, random checkpoints) and weight
+// sensitivity.
 package zootest
 
 import (
 	"encoding/json"
-	"github.com/gozoo/gozoo/loaders"
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 
+	"gorgonia.org/tensor"
+
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/zoo"
+	"github.com/gozoo/gozoo/zoo/generate"
 	"github.com/gozoo/gozoo/zoo/golden"
 )
 
@@ -19,8 +30,9 @@ import (
 // repository root (zoo/<family>).
 func GoldenDir(name string) string { return filepath.Join("..", "..", "testdata", "golden", name) }
 
-// Golden runs bundled golden cases: full-forward logits within each case's
-// tolerance and the 12-token KV-cached greedy continuation exactly.
+// Golden runs bundled golden cases: full-forward logits and hidden states
+// within each case's tolerance and the 12-token KV-cached greedy
+// continuation exactly.
 func Golden(t *testing.T, cases ...string) {
 	t.Helper()
 	for _, name := range cases {
@@ -38,7 +50,7 @@ func Golden(t *testing.T, cases ...string) {
 	}
 }
 
-// checkParamCount compares the tensors the config implies with the
+// checkParamCount compares the tensors the model declares with the
 // parameter count HF reported for the case (tied embeddings counted once).
 func checkParamCount(t *testing.T, dir string) {
 	t.Helper()
@@ -52,6 +64,22 @@ func checkParamCount(t *testing.T, dir string) {
 	if err := json.Unmarshal(b, &meta); err != nil || meta.ParamCount == 0 {
 		t.Fatalf("golden.json param_count: %v", err)
 	}
+	params, err := zoo.Tensors(ParseConfig(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, p := range params {
+		n += p.Numel()
+	}
+	if n != meta.ParamCount {
+		t.Errorf("config implies %d parameters, HF counted %d", n, meta.ParamCount)
+	}
+}
+
+// ParseConfig parses dir/config.json.
+func ParseConfig(t testing.TB, dir string) zoo.Config {
+	t.Helper()
 	_, data, err := loaders.ReadConfig(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -60,23 +88,46 @@ func checkParamCount(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int64
-	for _, s := range cfg.Tensors() {
-		k := int64(1)
-		for _, d := range s.Shape {
-			k *= int64(d)
-		}
-		n += k
+	return cfg
+}
+
+// Load loads the checkpoint in dir.
+func Load(t testing.TB, dir string) zoo.Model {
+	t.Helper()
+	m, err := zoo.Load(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n != meta.ParamCount {
-		t.Errorf("config implies %d parameters, HF counted %d", n, meta.ParamCount)
+	return m
+}
+
+// ReadConfig returns dir/config.json as a map, for tests that edit keys.
+func ReadConfig(t testing.TB, dir string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// EditConfig parses dir/config.json after edit changed its keys.
+func EditConfig(t testing.TB, dir string, edit func(m map[string]any)) (zoo.Config, error) {
+	t.Helper()
+	m := ReadConfig(t, dir)
+	edit(m)
+	b, _ := json.Marshal(m)
+	return zoo.ParseConfig(b)
 }
 
 // LastLogits runs ids through a fresh session and returns the last logits.
-func LastLogits(t *testing.T, m zoo.Model, ids []int) []float32 {
+func LastLogits(t testing.TB, m zoo.Model, ids []int) []float32 {
 	t.Helper()
-	s, err := graphs.NewSession(m, graphs.Options{Capacity: 64})
+	s, err := graphs.NewSession(m, graphs.Options{Capacity: min(64, m.MaxPositions())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,39 +139,329 @@ func LastLogits(t *testing.T, m zoo.Model, ids []int) []float32 {
 	return l
 }
 
-// MaxDiff is the largest absolute difference of two logit rows.
-func MaxDiff(a, b []float32) float64 {
-	var m float64
-	for i := range a {
-		m = math.Max(m, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return m
-}
+// MaxDiff is the largest absolute difference of two logit rows; NaN on
+// either side gives +Inf, so a check that logits moved or stayed can never
+// pass on NaN.
+func MaxDiff(a, b []float32) float64 { return golden.MaxAbsDiff(a, b) }
 
 // EveryWeightMatters perturbs each named tensor in turn and checks that the
 // logits move: a weight the forward ignored would pass a golden test only by
-// luck. The tensors are restored afterwards.
+// luck. Each tensor's data is swapped for a perturbed float32 copy and
+// restored afterwards (loaded weights are read-only file mappings).
 func EveryWeightMatters(t *testing.T, m zoo.Model, ids []int, names ...string) {
 	t.Helper()
 	base := LastLogits(t, m, ids)
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			w, ok := m.Weights()[name]
+			p, ok := m.Params().Get(name)
 			if !ok {
 				t.Fatalf("no tensor %q", name)
 			}
-			data := w.Data().([]float32)
-			saved := append([]float32(nil), data...)
-			defer copy(data, saved)
+			dtype, saved := p.DType, p.Data
+			defer func() { p.DType, p.Data = dtype, saved }()
+			data := slices.Clone(p.Float32s())
 			for i := range data {
 				data[i] *= 1.5
 				if i%7 == 0 {
 					data[i] += 0.1
 				}
 			}
-			if d := MaxDiff(base, LastLogits(t, m, ids)); d < 1e-4 {
-				t.Fatalf("changing %s moved the logits by only %g", name, d)
+			if err := p.Set(graphs.F32, tensor.New(tensor.WithShape(p.Shape...), tensor.WithBacking(data))); err != nil {
+				t.Fatal(err)
+			}
+			got := LastLogits(t, m, ids)
+			if d := MaxDiff(base, got); d < 1e-4 || math.IsInf(d, 1) {
+				t.Fatalf("changing %s moved the logits by %g (want a finite change of at least 1e-4)", name, d)
 			}
 		})
 	}
+}
+
+// Run is the runtime check every family runs on its tiny checkpoint (a
+// golden case folder): the same model must give the same logits however
+// its context is fed.
+func Run(t *testing.T, dir string) {
+	t.Helper()
+	m := Load(t, dir)
+	V := m.VocabSize()
+	ids := make([]int, 21)
+	for i := range ids {
+		ids[i] = (i*7919 + 13) % V
+	}
+	newSession := func(t *testing.T, opts graphs.Options) *graphs.Session {
+		t.Helper()
+		if opts.Capacity == 0 {
+			opts.Capacity = min(48, m.MaxPositions())
+		}
+		s, err := graphs.NewSession(m, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	full := newSession(t, graphs.Options{Capture: []string{graphs.HiddenStates + ".0"}})
+	want, err := full.AppendAll(graphs.IDs(ids...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	embeds, ok := full.Captured(graphs.HiddenStates + ".0")
+	if !ok {
+		t.Fatal("hidden_states.0 was not captured")
+	}
+	const tol = 5e-5 // float32 noise of another summation order
+
+	t.Run("kv cache against full forward", func(t *testing.T) {
+		// Prompt of 11 (chunks 8 + 2 + 1), then one token at a time.
+		s := newSession(t, graphs.Options{})
+		got, err := s.Append(ids[:11])
+		for i := 11; err == nil; i++ {
+			if d := MaxDiff(got, want[i-1]); d > tol {
+				t.Fatalf("position %d: cached logits differ from the full forward by %g", i-1, d)
+			}
+			if i == len(ids) {
+				return
+			}
+			got, err = s.Append(ids[i : i+1])
+		}
+		t.Fatal(err)
+	})
+
+	t.Run("chunked prefill", func(t *testing.T) {
+		// Buckets of 2, 3 and 5 cut the prompt in many places, across
+		// every sliding window of the tiny configs.
+		for _, buckets := range [][]int{{2}, {3}, {5}, {4, 16}} {
+			s := newSession(t, graphs.Options{Buckets: buckets})
+			rows, err := s.AppendAll(graphs.IDs(ids...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range rows {
+				if d := MaxDiff(rows[i], want[i]); d > tol {
+					t.Fatalf("buckets %v: row %d differs from the full forward by %g", buckets, i, d)
+				}
+			}
+		}
+	})
+
+	t.Run("embeddings as input", func(t *testing.T) {
+		D := m.HiddenSize()
+		rows := embeds.Data().([]float32)
+		s := newSession(t, graphs.Options{})
+		last, err := s.Append(ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Reset()
+		got, err := s.AppendInput(graphs.Embeddings(rows))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := MaxDiff(got, last); d != 0 {
+			t.Errorf("the ids' own embeddings as input differ from the ids by %g", d)
+		}
+		// Rows 3 and 7 replaced by their own embeddings: the same model.
+		s.Reset()
+		merged := graphs.Input{IDs: ids, Replace: []int{3, 7}, Embeds: append(slices.Clone(rows[3*D:4*D]), rows[7*D:8*D]...)}
+		if got, err = s.AppendInput(merged); err != nil {
+			t.Fatal(err)
+		}
+		if d := MaxDiff(got, last); d != 0 {
+			t.Errorf("merging the ids' own embeddings changed the logits by %g", d)
+		}
+		// Other embeddings in those rows change what follows.
+		s.Reset()
+		other := slices.Clone(merged.Embeds)
+		for i := range other {
+			other[i] = -other[i]
+		}
+		if got, err = s.AppendInput(graphs.Input{IDs: ids, Replace: []int{3, 7}, Embeds: other}); err != nil {
+			t.Fatal(err)
+		}
+		if d := MaxDiff(got, last); d < 1e-4 || math.IsInf(d, 1) {
+			t.Errorf("replacing rows 3 and 7 moved the logits by %g", d)
+		}
+	})
+
+	t.Run("capture", func(t *testing.T) {
+		L := m.NumLayers()
+		s := newSession(t, graphs.Options{Capture: []string{graphs.HiddenStates + ".*", graphs.Attentions + ".*"}})
+		if _, err := s.Append(ids[:9]); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Append(ids[9:10])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := MaxDiff(got, want[9]); d > tol {
+			t.Errorf("capturing changed the decode logits by %g", d)
+		}
+		for i := 0; i <= L; i++ {
+			h, ok := s.Captured(fmt.Sprintf("%s.%d", graphs.HiddenStates, i))
+			if !ok || !slices.Equal([]int(h.Shape()), []int{1, m.HiddenSize()}) {
+				t.Fatalf("hidden_states.%d after a decode step: %v %v", i, ok, h)
+			}
+		}
+		for i, c := range m.Caches() {
+			a, ok := s.Captured(fmt.Sprintf("%s.%d", graphs.Attentions, i))
+			if !ok {
+				t.Fatalf("attentions.%d not captured", i)
+			}
+			sh := a.Shape()
+			if len(sh) != 3 || sh[0] != 1 || sh[2] != 10 {
+				t.Fatalf("attentions.%d has shape %v, want [1, heads, 10]", i, sh)
+			}
+			p := a.Data().([]float32)
+			for h := 0; h < sh[1]; h++ {
+				row := p[h*10 : (h+1)*10]
+				var sum float64
+				for k, v := range row {
+					sum += float64(v)
+					if c.Window > 0 && k <= 9-c.Window && v != 0 {
+						t.Errorf("layer %d head %d attends key %d outside its window of %d", i, h, k, c.Window)
+					}
+				}
+				if math.Abs(sum-1) > 1e-5 {
+					t.Errorf("layer %d head %d: probabilities sum to %g", i, h, sum)
+				}
+			}
+		}
+		plain := newSession(t, graphs.Options{})
+		names, err := plain.CaptureNames(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, graphs.Attentions) }) {
+			t.Error("a session that captures nothing computes attention probabilities")
+		}
+	})
+
+	t.Run("sliding caches hold their window", func(t *testing.T) {
+		s := newSession(t, graphs.Options{})
+		for i, c := range m.Caches() {
+			slots := s.Cache().K[i].Shape()[1]
+			want := s.Capacity()
+			if c.Window > 0 && c.Window < want {
+				want = c.Window
+			}
+			if slots != want {
+				t.Errorf("layer %d (window %d) caches %d positions, want %d", i, c.Window, slots, want)
+			}
+		}
+	})
+
+	t.Run("concurrent sessions", func(t *testing.T) {
+		greedy := func(prompt []int) ([]int, error) {
+			s, err := graphs.NewSession(m, graphs.Options{Capacity: min(48, m.MaxPositions())})
+			if err != nil {
+				return nil, err
+			}
+			defer s.Close()
+			l, err := s.Append(prompt)
+			var out []int
+			for i := 0; err == nil && i < 6; i++ {
+				next := generate.Argmax(l)
+				out = append(out, next)
+				l, err = s.Append([]int{next})
+			}
+			return out, err
+		}
+		prompts := [][]int{ids[:3], ids[2:13], ids[5:6], ids[:9]}
+		wantTokens := make([][]int, len(prompts))
+		for i, p := range prompts {
+			if wantTokens[i], err = greedy(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 2*len(prompts))
+		for rep := 0; rep < 2; rep++ {
+			for i, p := range prompts {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					got, err := greedy(p)
+					if err == nil && !slices.Equal(got, wantTokens[i]) {
+						err = errors.New("concurrent generation differs from the lone one")
+					}
+					if err != nil {
+						errs <- err
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
+
+	t.Run("bad input", func(t *testing.T) {
+		s := newSession(t, graphs.Options{Capacity: 8})
+		D := m.HiddenSize()
+		for _, c := range []struct {
+			in     graphs.Input
+			errHas string
+		}{
+			{graphs.Input{}, "no tokens"},
+			{graphs.IDs(1, V), fmt.Sprintf("token %d", V)},
+			{graphs.IDs(-1), "token -1"},
+			{graphs.IDs(1, 2, 3, 4, 5, 6, 7, 8, 9), "capacity of 8"},
+			{graphs.Embeddings(make([]float32, D+1)), "hidden size"},
+			{graphs.Input{IDs: []int{1, 2}, Replace: []int{2}, Embeds: make([]float32, D)}, "replaced row 2"},
+			{graphs.Input{IDs: []int{1, 2}, Replace: []int{0}, Embeds: make([]float32, 2*D)}, "embedding values"},
+		} {
+			if _, err := s.AppendInput(c.in); err == nil || !strings.Contains(err.Error(), c.errHas) {
+				t.Errorf("AppendInput(%d ids, %d embeds): got %v, want an error mentioning %q", len(c.in.IDs), len(c.in.Embeds), err, c.errHas)
+			}
+		}
+		if s.Pos() != 0 {
+			t.Errorf("rejected inputs advanced the session to %d", s.Pos())
+		}
+		if _, err := graphs.NewSession(m, graphs.Options{Capacity: m.MaxPositions() + 1}); err == nil {
+			t.Error("a context larger than max_position_embeddings was accepted")
+		}
+	})
+
+	t.Run("random checkpoint equals the in-memory model", func(t *testing.T) {
+		cfgJSON, err := os.ReadFile(filepath.Join(dir, "config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := zoo.ParseConfig(cfgJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem, err := zoo.NewRandom(cfg, 42)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prompt := ids[:6]
+		wantLogits := LastLogits(t, mem, prompt)
+		for _, dtype := range []string{"f32", "bf16"} {
+			out := t.TempDir()
+			if err := zoo.WriteRandomCheckpoint(cfgJSON, out, dtype, 42); err != nil {
+				t.Fatal(err)
+			}
+			loaded := Load(t, out)
+			d := MaxDiff(wantLogits, LastLogits(t, loaded, prompt))
+			// The same values; only BLAS's summation order may differ, as
+			// its kernels split a dot product by the data's alignment (a
+			// mapped file's tensors are 8-byte aligned, heap ones 16).
+			if dtype == "f32" && d > 1e-5 {
+				t.Errorf("f32 checkpoint differs from the in-memory model by %g", d)
+			}
+			if dtype == "bf16" && (d == 0 || d > 0.05) {
+				t.Errorf("bf16 checkpoint differs by %g, want small but nonzero rounding", d)
+			}
+		}
+		other, err := zoo.NewRandom(cfg, 43)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if MaxDiff(wantLogits, LastLogits(t, other, prompt)) == 0 {
+			t.Error("seeds 42 and 43 gave the same model")
+		}
+	})
 }

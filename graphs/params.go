@@ -1,0 +1,240 @@
+package graphs
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"gorgonia.org/tensor"
+)
+
+// DType is the type a weight is stored in. Gorgonia's tensor package has no
+// 16-bit float, so BF16 and F16 weights travel as raw uint16 storage into
+// the ops that read them (layers' matmul and embedding kernels widen them in
+// registers); they are never widened as a whole.
+type DType uint8
+
+const (
+	F32 DType = iota
+	BF16
+	F16
+)
+
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "F32"
+	case BF16:
+		return "BF16"
+	case F16:
+		return "F16"
+	}
+	return "DType(" + strconv.Itoa(int(d)) + ")"
+}
+
+// Size is the number of bytes of one element.
+func (d DType) Size() int {
+	if d == F32 {
+		return 4
+	}
+	return 2
+}
+
+// Storage is the Gorgonia element type that carries d.
+func (d DType) Storage() tensor.Dtype {
+	if d == F32 {
+		return tensor.Float32
+	}
+	return tensor.Uint16
+}
+
+// Role says what a parameter is in the network. It decides how a loader may
+// store it (matrices keep their checkpoint dtype; vectors are widened once
+// to float32, since every op reads them as float32 and they are a
+// negligible share of the bytes) and how a random model initialises it.
+type Role uint8
+
+const (
+	// Matrix is a weight read by a matrix product or lookup: Linear
+	// [out, in], embeddings and heads [V, D], experts.
+	Matrix Role = iota
+	// Norm is a norm scale applied as w (initialised to ones).
+	Norm
+	// OffsetNorm is a norm scale applied as 1 + w (Gemma; initialised to zeros).
+	OffsetNorm
+	// Bias is an additive vector (initialised to zeros).
+	Bias
+)
+
+func (r Role) String() string {
+	return [...]string{"matrix", "norm", "offset-norm", "bias"}[r]
+}
+
+// Param is one tensor of a checkpoint, declared by a model through a Scope:
+// its Hugging Face name, its shape in the checkpoint's (PyTorch) layout and
+// its role. Data is set when the weights are loaded (or made at random):
+// F32 data has float32 backing, BF16 and F16 data uint16 backing, always in
+// the declared shape.
+type Param struct {
+	Name  string
+	Shape []int
+	Role  Role
+	DType DType
+	Data  *tensor.Dense
+}
+
+// Numel is the number of elements.
+func (p *Param) Numel() int64 {
+	n := int64(1)
+	for _, d := range p.Shape {
+		n *= int64(d)
+	}
+	return n
+}
+
+// Set gives the parameter its data, checking dtype and shape against the
+// declaration.
+func (p *Param) Set(dtype DType, data *tensor.Dense) error {
+	if !slices.Equal([]int(data.Shape()), p.Shape) {
+		return fmt.Errorf("tensor %q: data of shape %v for a parameter of shape %v", p.Name, data.Shape(), p.Shape)
+	}
+	if data.Dtype() != dtype.Storage() {
+		return fmt.Errorf("tensor %q: %s data carried as %s, want %s", p.Name, dtype, data.Dtype(), dtype.Storage())
+	}
+	p.DType, p.Data = dtype, data
+	return nil
+}
+
+// Float32s returns the parameter's values widened to float32 (a copy for
+// 16-bit storage; the backing itself for F32). For tests and tools, not for
+// the hot path.
+func (p *Param) Float32s() []float32 {
+	if p.Data == nil {
+		return nil
+	}
+	switch p.DType {
+	case F32:
+		return p.Data.Data().([]float32)
+	default:
+		src := p.Data.Data().([]uint16)
+		out := make([]float32, len(src))
+		Widen(out, src, p.DType)
+		return out
+	}
+}
+
+// Params is the set of parameters a model declared, in declaration order.
+type Params struct {
+	list   []*Param
+	byName map[string]*Param
+	// keep holds what the data points into (a memory-mapped checkpoint),
+	// so it lives as long as the parameters.
+	keep []any
+}
+
+// NewParams makes an empty parameter set; Root declares into it.
+func NewParams() *Params { return &Params{byName: map[string]*Param{}} }
+
+// Root is the scope with no prefix.
+func (ps *Params) Root() Scope { return Scope{params: ps} }
+
+// All lists the parameters in declaration order.
+func (ps *Params) All() []*Param { return ps.list }
+
+// Get finds a parameter by its full name.
+func (ps *Params) Get(name string) (*Param, bool) {
+	p, ok := ps.byName[name]
+	return p, ok
+}
+
+// Keep ties the life of v (for example a memory mapping the data lives in)
+// to the parameters.
+func (ps *Params) Keep(v any) { ps.keep = append(ps.keep, v) }
+
+// Bytes is the storage the loaded parameters take.
+func (ps *Params) Bytes() int64 {
+	var n int64
+	for _, p := range ps.list {
+		n += p.Numel() * int64(p.DType.Size())
+	}
+	return n
+}
+
+// Scope is a name prefix in a parameter set, as candle's VarBuilder.pp: a
+// model declares each tensor once, by its Hugging Face name relative to the
+// scope of the module that owns it, and keeps the *Param it gets back. The
+// list of a checkpoint's tensors is then what the model declared, and the
+// forward can only use declared tensors.
+type Scope struct {
+	prefix string
+	params *Params
+}
+
+// Sub returns the scope prefix.part1.part2...; parts may be strings or ints
+// (layer indices).
+func (s Scope) Sub(parts ...any) Scope {
+	p := s.prefix
+	for _, part := range parts {
+		var name string
+		switch v := part.(type) {
+		case string:
+			name = v
+		case int:
+			name = strconv.Itoa(v)
+		default:
+			panic(fmt.Sprintf("scope part %v (%T) is neither a string nor an int", part, part))
+		}
+		if name == "" {
+			continue
+		}
+		if p != "" {
+			p += "."
+		}
+		p += name
+	}
+	return Scope{prefix: p, params: s.params}
+}
+
+// Prefix is the scope's full name.
+func (s Scope) Prefix() string { return s.prefix }
+
+// Params is the set this scope declares into.
+func (s Scope) Params() *Params { return s.params }
+
+// Param declares the tensor prefix.name of the given role and shape.
+// Declaring one name twice with different shapes or roles panics: it is a
+// bug in the model, not bad input. Declaring it again identically returns
+// the same *Param (a tied weight used twice).
+func (s Scope) Param(name string, role Role, shape ...int) *Param {
+	full := s.Sub(name).prefix
+	if p, ok := s.params.byName[full]; ok {
+		if p.Role != role || !slices.Equal(p.Shape, shape) {
+			panic(fmt.Sprintf("tensor %q declared twice: %v %v and %v %v", full, p.Role, p.Shape, role, shape))
+		}
+		return p
+	}
+	for _, d := range shape {
+		if d <= 0 {
+			panic(fmt.Sprintf("tensor %q declared with shape %v", full, shape))
+		}
+	}
+	p := &Param{Name: full, Shape: slices.Clone(shape), Role: role}
+	s.params.list = append(s.params.list, p)
+	s.params.byName[full] = p
+	return p
+}
+
+// Widen converts 16-bit floats to float32. Both conversions are exact:
+// BF16 is the upper half of a float32, and every F16 is a float32.
+func Widen(dst []float32, src []uint16, dtype DType) {
+	switch dtype {
+	case BF16:
+		widenBF16(dst, src)
+	case F16:
+		for i, h := range src[:len(dst)] {
+			dst[i] = f16ToF32(h)
+		}
+	default:
+		panic("Widen: " + dtype.String() + " is not a 16-bit type")
+	}
+}

@@ -1,0 +1,223 @@
+package layers
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/chewxy/hm"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/ops"
+)
+
+// cachedAttention is causal grouped-query attention of one step's rows over
+// a layer's KV cache, which it then extends with the step's keys and
+// values.
+//
+// Inputs: q [T, Hq, Dk], this step's k [T, Hkv, Dk] and v [T, Hkv, Dv], the
+// caches kc [Hkv, S, Dk] and vc [Hkv, S, Dv], and positions [T]. The cache
+// holds earlier positions in slot p % S: S is the capacity for a
+// full-attention layer and the window for a sliding one (a ring). Query row
+// t at position p attends keys lo..p, where lo = 0 for full attention and
+// p-window+1 for a sliding window: keys before this step come from the
+// cache, this step's from k and v, so a chunk may be longer than the ring
+// and stays exact across its boundary. Padding rows (position -1) come out
+// zero. Query head h reads kv head h / (Hq/Hkv), HF's repeat_interleave
+// mapping. Only keys a query can see are read, so a step costs what the
+// context holds, not what the cache could hold.
+//
+// After attending, the step's real rows are written into the cache: the
+// op's one side effect, on an input Gorgonia treats as read-only data.
+//
+// Scores and weighted sums go through BLAS (blas32, the implementation
+// Gorgonia uses); the softmax has float32 outputs and float64 sums. With a
+// sink, the probabilities are also stored as [T, Hq, keys] over key
+// positions 0..last (zero outside each row's window); without one they are
+// never materialised beyond a scratch row block.
+type cachedAttention struct {
+	name   string
+	scale  float32
+	window int // 0: full causal attention
+	sink   *graphs.Sink
+}
+
+func (k cachedAttention) Name() string { return "attention " + k.name }
+func (k cachedAttention) String() string {
+	return fmt.Sprintf("Attention{%s,scale=%g,window=%d,capture=%v}", k.name, k.scale, k.window, k.sink != nil)
+}
+func (k cachedAttention) Signature() []hm.Type {
+	return []hm.Type{ops.T(3, nil), ops.T(3, nil), ops.T(3, nil), ops.T(3, nil), ops.T(3, nil), ops.T(1, tensor.Int), ops.T(2, nil)}
+}
+func (k cachedAttention) Shape(in []tensor.Shape) (tensor.Shape, error) {
+	q, kk, v, kc, vc, pos := in[0], in[1], in[2], in[3], in[4], in[5]
+	switch {
+	case len(q) != 3 || len(kk) != 3 || len(v) != 3 || len(kc) != 3 || len(vc) != 3 || len(pos) != 1:
+		return nil, fmt.Errorf("want q, k, v [T, H, D], caches [H, S, D] and positions [T]; got %v %v %v %v %v %v", q, kk, v, kc, vc, pos)
+	case kk[0] != q[0] || v[0] != q[0] || pos[0] != q[0]:
+		return nil, fmt.Errorf("q %v, k %v, v %v and positions %v have different rows", q, kk, v, pos)
+	case kk[1] == 0 || q[1]%kk[1] != 0 || v[1] != kk[1]:
+		return nil, fmt.Errorf("%d query heads do not group over %d kv heads (v has %d)", q[1], kk[1], v[1])
+	case q[2] != kk[2] || kc[0] != kk[1] || kc[2] != kk[2] || vc[0] != v[1] || vc[2] != v[2] || kc[1] != vc[1]:
+		return nil, fmt.Errorf("caches %v and %v do not fit keys %v and values %v", kc, vc, kk, v)
+	}
+	return tensor.Shape{q[0], q[1] * v[2]}, nil
+}
+
+// attnDims are one step's sizes: T rows, n of them real, from position p0.
+type attnDims struct{ T, Hq, Hkv, Dk, Dv, S, p0, n int }
+
+func (k cachedAttention) CPU(in []G.Value) (G.Value, error) {
+	var f [5][]float32
+	for i := range f {
+		var err error
+		if f[i], err = ops.Float32s(in[i]); err != nil {
+			return nil, err
+		}
+	}
+	positions, err := ops.Ints(in[5])
+	if err != nil {
+		return nil, err
+	}
+	qs, ks, vs, cs := in[0].Shape(), in[1].Shape(), in[2].Shape(), in[3].Shape()
+	d := attnDims{T: qs[0], Hq: qs[1], Hkv: ks[1], Dk: qs[2], Dv: vs[2], S: cs[1]}
+	if d.p0, d.n, err = ops.Rows(positions); err != nil {
+		return nil, err
+	}
+	ring := k.window > 0 && k.window <= d.S
+	if !ring && d.p0+d.n > d.S {
+		return nil, fmt.Errorf("positions %d..%d do not fit a cache of %d positions", d.p0, d.p0+d.n-1, d.S)
+	}
+	out := make([]float32, d.T*d.Hq*d.Dv)
+	var probs []float32
+	if k.sink != nil {
+		probs = make([]float32, d.T*d.Hq*(d.p0+d.n))
+	}
+	if d.n > 0 {
+		k.attend(out, probs, f[0], f[1], f[2], f[3], f[4], d)
+		writeCache(f[3], f[1], d, d.Dk)
+		writeCache(f[4], f[2], d, d.Dv)
+	}
+	if k.sink != nil {
+		k.sink.Store(ops.NewF32(probs, d.T, d.Hq, d.p0+d.n))
+	}
+	return ops.NewF32(out, d.T, d.Hq*d.Dv), nil
+}
+
+// segment is a run of cached keys in contiguous slots: keys at positions
+// pos..pos+len-1 live in slots slot..slot+len-1.
+type segment struct{ pos, slot, len int }
+
+func (k cachedAttention) lo(p int) int {
+	if k.window > 0 {
+		return max(0, p-k.window+1)
+	}
+	return 0
+}
+
+func (k cachedAttention) attend(out, probs, q, kNew, vNew, kc, vc []float32, d attnDims) {
+	// Keys in view: positions a..p0+n-1; those before p0 are cached.
+	a := k.lo(d.p0)
+	var past []segment
+	if a < d.p0 {
+		start := a % d.S
+		first := min(d.p0-a, d.S-start)
+		past = append(past, segment{a, start, first})
+		if rest := d.p0 - a - first; rest > 0 {
+			past = append(past, segment{a + first, 0, rest})
+		}
+	}
+	width := d.p0 + d.n - a
+	cur := d.p0 - a // column of this step's first key
+	scores := make([]float32, d.n*width)
+	rep := d.Hq / d.Hkv
+	qStride, oStride := d.Hq*d.Dk, d.Hq*d.Dv
+	S := blas32.General{Rows: d.n, Cols: width, Stride: width, Data: scores}
+	for h := 0; h < d.Hq; h++ {
+		g := h / rep
+		Q := blas32.General{Rows: d.n, Cols: d.Dk, Stride: qStride, Data: q[h*d.Dk:]}
+		for _, sg := range past {
+			K := blas32.General{Rows: sg.len, Cols: d.Dk, Stride: d.Dk, Data: kc[(g*d.S+sg.slot)*d.Dk:]}
+			scoreBlock(S, sg.pos-a, Q, K, k.scale)
+		}
+		K := blas32.General{Rows: d.n, Cols: d.Dk, Stride: d.Hkv * d.Dk, Data: kNew[g*d.Dk:]}
+		scoreBlock(S, cur, Q, K, k.scale)
+		for t := 0; t < d.n; t++ {
+			p := d.p0 + t
+			row := scores[t*width : (t+1)*width]
+			softmaxRange(row, k.lo(p)-a, p-a+1)
+			if probs != nil {
+				keys := d.p0 + d.n
+				copy(probs[(t*d.Hq+h)*keys+a:], row)
+			}
+		}
+		O := blas32.General{Rows: d.n, Cols: d.Dv, Stride: oStride, Data: out[h*d.Dv:]}
+		beta := float32(0)
+		for _, sg := range past {
+			V := blas32.General{Rows: sg.len, Cols: d.Dv, Stride: d.Dv, Data: vc[(g*d.S+sg.slot)*d.Dv:]}
+			weighBlock(O, S, sg.pos-a, V, beta)
+			beta = 1
+		}
+		V := blas32.General{Rows: d.n, Cols: d.Dv, Stride: d.Hkv * d.Dv, Data: vNew[g*d.Dv:]}
+		weighBlock(O, S, cur, V, beta)
+	}
+}
+
+// scoreBlock writes scale · Q·Kᵀ into the columns c0.. of S. One query row
+// goes through Sgemv, several times faster than a one-row Sgemm.
+func scoreBlock(S blas32.General, c0 int, Q, K blas32.General, scale float32) {
+	if Q.Rows == 1 {
+		blas32.Gemv(blas.NoTrans, scale, K, blas32.Vector{N: Q.Cols, Inc: 1, Data: Q.Data}, 0, blas32.Vector{N: K.Rows, Inc: 1, Data: S.Data[c0:]})
+		return
+	}
+	dst := blas32.General{Rows: S.Rows, Cols: K.Rows, Stride: S.Stride, Data: S.Data[c0:]}
+	blas32.Gemm(blas.NoTrans, blas.Trans, scale, Q, K, 0, dst)
+}
+
+// weighBlock adds (beta 1) or writes (beta 0) P[:, c0:c0+rows(V)] · V into O.
+func weighBlock(O, P blas32.General, c0 int, V blas32.General, beta float32) {
+	if O.Rows == 1 {
+		blas32.Gemv(blas.Trans, 1, V, blas32.Vector{N: V.Rows, Inc: 1, Data: P.Data[c0:]}, beta, blas32.Vector{N: V.Cols, Inc: 1, Data: O.Data})
+		return
+	}
+	src := blas32.General{Rows: P.Rows, Cols: V.Rows, Stride: P.Stride, Data: P.Data[c0:]}
+	blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, src, V, beta, O)
+}
+
+// writeCache stores the step's real rows x [T, Hkv, dim] into cache
+// [Hkv, S, dim] at slot p % S. Of a chunk longer than a ring only its last
+// S rows survive, so only those are written.
+func writeCache(cache, x []float32, d attnDims, dim int) {
+	for t := max(0, d.n-d.S); t < d.n; t++ {
+		slot := (d.p0 + t) % d.S
+		for g := 0; g < d.Hkv; g++ {
+			copy(cache[(g*d.S+slot)*dim:][:dim], x[(t*d.Hkv+g)*dim:][:dim])
+		}
+	}
+}
+
+// softmaxRange replaces row[lo:hi] by its softmax and zeroes the rest, which
+// is what an additive -inf mask outside [lo, hi) gives.
+func softmaxRange(row []float32, lo, hi int) {
+	m := float32(math.Inf(-1))
+	for _, x := range row[lo:hi] {
+		m = max(m, x)
+	}
+	var sum float64
+	for j := lo; j < hi; j++ {
+		e := math.Exp(float64(row[j] - m))
+		row[j] = float32(e)
+		sum += e
+	}
+	inv := 1 / sum
+	for j := range row {
+		if j < lo || j >= hi {
+			row[j] = 0
+		} else {
+			row[j] = float32(float64(row[j]) * inv)
+		}
+	}
+}

@@ -1,0 +1,226 @@
+package layers
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gozoo/gozoo/ops"
+)
+
+// The kernels below fuse what Gorgonia v0.9.18 would otherwise spread over
+// many nodes, each allocating its output on every run. Each one is checked
+// against a plain-Go float64 reference in layers_test.go.
+
+// rmsNorm normalises each row of x (the last axis) by its root mean square,
+// then scales by (offset + w): offset is 0 for Llama/Qwen and 1 for Gemma,
+// whose stored weights are offsets around zero. The mean is accumulated in
+// float64; HF accumulates in float32, and the difference is far below a
+// float32 ulp of the result.
+type rmsNorm struct {
+	eps    float32
+	offset float32
+	dims   int
+}
+
+func (k rmsNorm) Name() string { return "rms norm" }
+func (k rmsNorm) String() string {
+	return fmt.Sprintf("RMSNorm{eps=%g,offset=%g,dims=%d}", k.eps, k.offset, k.dims)
+}
+func (k rmsNorm) Signature() []hm.Type {
+	return []hm.Type{ops.T(k.dims, nil), ops.T(1, nil), ops.T(k.dims, nil)}
+}
+func (k rmsNorm) Shape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in[1]) != 1 || in[0][len(in[0])-1] != in[1][0] {
+		return nil, fmt.Errorf("x %v does not end in the weight's %v", in[0], in[1])
+	}
+	return in[0].Clone(), nil
+}
+func (k rmsNorm) CPU(in []G.Value) (G.Value, error) {
+	x, err := ops.Float32s(in[0])
+	if err != nil {
+		return nil, err
+	}
+	w, err := ops.Float32s(in[1])
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(x))
+	rmsNormRows(out, x, w, k.eps, k.offset)
+	return ops.NewF32(out, in[0].Shape()...), nil
+}
+
+func rmsNormRows(out, x, w []float32, eps, offset float32) {
+	d := len(w)
+	for r := 0; r+d <= len(x); r += d {
+		row := x[r : r+d]
+		var ss float64
+		for _, v := range row {
+			ss += float64(v) * float64(v)
+		}
+		inv := float32(1 / math.Sqrt(float64(float32(ss/float64(d))+eps)))
+		o := out[r : r+d]
+		for j, v := range row {
+			o[j] = (offset + w[j]) * (v * inv)
+		}
+	}
+}
+
+// rope rotates x [T, H, Dh] in the NeoX "rotate half" form: dimension i
+// pairs with i + Dh/2. Row t sits at positions[t] (padding rows, -1, come
+// out zero). Angles are float32(position) * invFreq[i] rounded to float32,
+// and cos/sin are taken of that float32 angle, as HF computes them.
+type rope struct {
+	invFreq []float32
+	id      string // names the frequency table in hashes and graph dumps
+}
+
+func (k rope) Name() string   { return "rope" }
+func (k rope) String() string { return "RoPE{" + k.id + "}" }
+func (k rope) Signature() []hm.Type {
+	return []hm.Type{ops.T(3, nil), ops.T(1, tensor.Int), ops.T(3, nil)}
+}
+func (k rope) Shape(in []tensor.Shape) (tensor.Shape, error) {
+	s := in[0]
+	if len(s) != 3 || s[2] != 2*len(k.invFreq) || len(in[1]) != 1 || in[1][0] != s[0] {
+		return nil, fmt.Errorf("want x [T, H, %d] and positions [T], got %v and %v", 2*len(k.invFreq), s, in[1])
+	}
+	return s.Clone(), nil
+}
+func (k rope) CPU(in []G.Value) (G.Value, error) {
+	x, err := ops.Float32s(in[0])
+	if err != nil {
+		return nil, err
+	}
+	pos, err := ops.Ints(in[1])
+	if err != nil {
+		return nil, err
+	}
+	s := in[0].Shape()
+	out := make([]float32, len(x))
+	rotate(out, x, s[1], k.invFreq, pos)
+	return ops.NewF32(out, s...), nil
+}
+
+func rotate(out, x []float32, H int, invFreq []float32, positions []int) {
+	half := len(invFreq)
+	dh := 2 * half
+	cos := make([]float32, half)
+	sin := make([]float32, half)
+	for t, p := range positions {
+		if p < 0 {
+			continue
+		}
+		for i, f := range invFreq {
+			a := float64(float32(p) * f)
+			cos[i] = float32(math.Cos(a))
+			sin[i] = float32(math.Sin(a))
+		}
+		for h := 0; h < H; h++ {
+			off := (t*H + h) * dh
+			xr, or := x[off:off+dh], out[off:off+dh]
+			for i := 0; i < half; i++ {
+				x1, x2 := xr[i], xr[i+half]
+				or[i] = x1*cos[i] - x2*sin[i]
+				or[i+half] = x2*cos[i] + x1*sin[i]
+			}
+		}
+	}
+}
+
+// gatedAct computes act(gate) * up elementwise: SwiGLU (silu) for
+// Llama/Qwen, GeGLU with the tanh GELU for Gemma.
+type gatedAct struct {
+	act string // "silu" or "gelu_pytorch_tanh"
+}
+
+func (k gatedAct) Name() string   { return "gated activation" }
+func (k gatedAct) String() string { return "GatedAct{" + k.act + "}" }
+func (k gatedAct) Signature() []hm.Type {
+	return []hm.Type{ops.T(2, nil), ops.T(2, nil), ops.T(2, nil)}
+}
+func (k gatedAct) Shape(in []tensor.Shape) (tensor.Shape, error) {
+	if !in[0].Eq(in[1]) {
+		return nil, fmt.Errorf("gate %v and up %v differ", in[0], in[1])
+	}
+	return in[0].Clone(), nil
+}
+func (k gatedAct) CPU(in []G.Value) (G.Value, error) {
+	g, err := ops.Float32s(in[0])
+	if err != nil {
+		return nil, err
+	}
+	u, err := ops.Float32s(in[1])
+	if err != nil {
+		return nil, err
+	}
+	act, err := activation(k.act)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(g))
+	for i, v := range g {
+		out[i] = act(v) * u[i]
+	}
+	return ops.NewF32(out, in[0].Shape()...), nil
+}
+
+func activation(name string) (func(float32) float32, error) {
+	switch name {
+	case "silu":
+		return silu, nil
+	case "gelu_pytorch_tanh":
+		return geluTanh, nil
+	}
+	return nil, fmt.Errorf("unsupported activation %q (supported: silu, gelu_pytorch_tanh)", name)
+}
+
+func silu(x float32) float32 { return x * float32(1/(1+math.Exp(-float64(x)))) }
+
+func geluTanh(x float32) float32 {
+	v := float64(x)
+	return float32(0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v))))
+}
+
+// pointwise is a one-parameter elementwise map: "scale" multiplies by p
+// (Gemma's sqrt(hidden_size) embedding scale; an op rather than a graph
+// constant, since Gorgonia merges constants that share a name),
+// "softcap" is Gemma's p * tanh(x / p).
+type pointwise struct {
+	kind string
+	p    float32
+	dims int
+}
+
+func (k pointwise) Name() string { return k.kind }
+func (k pointwise) String() string {
+	return fmt.Sprintf("%s{%g,dims=%d}", k.kind, k.p, k.dims)
+}
+func (k pointwise) Signature() []hm.Type { return []hm.Type{ops.T(k.dims, nil), ops.T(k.dims, nil)} }
+func (k pointwise) Shape(in []tensor.Shape) (tensor.Shape, error) {
+	return in[0].Clone(), nil
+}
+func (k pointwise) CPU(in []G.Value) (G.Value, error) {
+	x, err := ops.Float32s(in[0])
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(x))
+	switch k.kind {
+	case "scale":
+		for i, v := range x {
+			out[i] = v * k.p
+		}
+	case "softcap":
+		c := float64(k.p)
+		for i, v := range x {
+			out[i] = float32(c * math.Tanh(float64(v)/c))
+		}
+	default:
+		return nil, fmt.Errorf("unknown pointwise op %q", k.kind)
+	}
+	return ops.NewF32(out, in[0].Shape()...), nil
+}

@@ -1,0 +1,223 @@
+// Package ops is the one skeleton every custom Gorgonia op of the zoo is
+// built on. Gorgonia's Op interface asks ten methods of bookkeeping (arity,
+// type, shape inference, hashing, printing, ...) besides the computation;
+// here they are written once, and an op supplies only a Kernel: its
+// parameters, its shapes and a CPU computation. A device kernel (CUDA) and
+// a gradient are optional interfaces; an op without one fails loudly, by
+// name, when a CUDA machine or a gradient asks for it ("attention has no
+// CUDA kernel"), as candle's custom ops do.
+package ops
+
+import (
+	"errors"
+	"fmt"
+	"hash"
+	"hash/fnv"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Kernel is the part of an op that differs from op to op.
+type Kernel interface {
+	// Name is the op's kind, as errors name it ("attention").
+	Name() string
+	// String spells out every parameter: Gorgonia hash-conses nodes by op
+	// hash and children, so two ops that differ only in a parameter must
+	// print apart.
+	String() string
+	// Signature is the op's type: one TensorType per input, then the
+	// output's.
+	Signature() []hm.Type
+	// Shape infers the output shape from the input shapes.
+	Shape(in []tensor.Shape) (tensor.Shape, error)
+	// CPU computes the output from the input values.
+	CPU(in []G.Value) (G.Value, error)
+}
+
+// CUDAKernel is a kernel that can run on an NVIDIA GPU.
+type CUDAKernel interface {
+	CUDA(extern G.External, dev G.Device, prealloc G.Value, in []G.Value) (G.Value, error)
+}
+
+// GradKernel is a kernel that can be differentiated: Grad returns one
+// gradient node per input (nil for inputs that take none, such as
+// positions), given the output's gradient.
+type GradKernel interface {
+	Grad(in G.Nodes, out, grad *G.Node) (G.Nodes, error)
+}
+
+// ErrNoCUDA and ErrNoGrad are wrapped by the errors of ops that lack a
+// CUDA kernel or a gradient.
+var (
+	ErrNoCUDA = errors.New("no CUDA kernel")
+	ErrNoGrad = errors.New("no gradient")
+)
+
+// Op adapts a Kernel to Gorgonia.
+type Op struct{ K Kernel }
+
+// New wraps a kernel as a Gorgonia op.
+func New(k Kernel) Op { return Op{K: k} }
+
+// Apply adds the op to the graph of its inputs. Shape and type errors
+// panic: building a graph with impossible shapes is a bug in the model,
+// and graphs.Build turns the panic into an error naming the graph.
+func Apply(k Kernel, in ...*G.Node) *G.Node {
+	n, err := G.ApplyOp(New(k), in...)
+	if err != nil {
+		panic(fmt.Errorf("%s: %w", k.Name(), err))
+	}
+	return n
+}
+
+func (o Op) Arity() int    { return len(o.K.Signature()) - 1 }
+func (o Op) Type() hm.Type { return hm.NewFnType(o.K.Signature()...) }
+func (o Op) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	shapes := make([]tensor.Shape, len(in))
+	for i, ds := range in {
+		s, ok := ds.(tensor.Shape)
+		if !ok {
+			return nil, fmt.Errorf("%s: input %d has no shape (%T)", o.K.Name(), i, ds)
+		}
+		shapes[i] = s
+	}
+	s, err := o.K.Shape(shapes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.K.Name(), err)
+	}
+	return s, nil
+}
+func (o Op) Do(in ...G.Value) (G.Value, error) {
+	v, err := o.K.CPU(in)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.K.Name(), err)
+	}
+	return v, nil
+}
+func (o Op) ReturnsPtr() bool      { return false }
+func (o Op) CallsExtern() bool     { return false }
+func (o Op) OverwritesInput() int  { return -1 }
+func (o Op) String() string        { return o.K.String() }
+func (o Op) WriteHash(h hash.Hash) { fmt.Fprint(h, o.K.String()) }
+func (o Op) Hashcode() uint32 {
+	h := fnv.New32a()
+	o.WriteHash(h)
+	return h.Sum32()
+}
+
+// CUDADo runs the kernel's CUDA implementation, or says by name that there
+// is none.
+func (o Op) CUDADo(extern G.External, dev G.Device, prealloc G.Value, in ...G.Value) (G.Value, error) {
+	if k, ok := o.K.(CUDAKernel); ok {
+		return k.CUDA(extern, dev, prealloc, in)
+	}
+	return nil, fmt.Errorf("%s has %w", o.K.Name(), ErrNoCUDA)
+}
+
+// DiffWRT says every input may take a gradient; SymDiff decides.
+func (o Op) DiffWRT(inputs int) []bool {
+	out := make([]bool, inputs)
+	for i := range out {
+		out[i] = true
+	}
+	return out
+}
+
+// SymDiff returns the kernel's gradient, or says by name that there is
+// none.
+func (o Op) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
+	if k, ok := o.K.(GradKernel); ok {
+		return k.Grad(in, out, grad)
+	}
+	return nil, fmt.Errorf("%s has %w", o.K.Name(), ErrNoGrad)
+}
+
+// T is the type of a tensor of the given rank and element type; a nil
+// element type is the type variable 'a' (float32 in practice).
+func T(dims int, of hm.Type) hm.Type {
+	if of == nil {
+		of = hm.TypeVariable('a')
+	}
+	return G.TensorType{Dims: dims, Of: of}
+}
+
+// Dense returns a value as a contiguous *tensor.Dense.
+func Dense(v G.Value) (*tensor.Dense, error) {
+	d, ok := v.(*tensor.Dense)
+	if !ok {
+		return nil, fmt.Errorf("expected *tensor.Dense, got %T", v)
+	}
+	if d.IsView() {
+		d = d.Materialize().(*tensor.Dense)
+	}
+	return d, nil
+}
+
+// Float32s returns a value's float32 data.
+func Float32s(v G.Value) ([]float32, error) {
+	d, err := Dense(v)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := d.Data().([]float32)
+	if !ok {
+		return nil, fmt.Errorf("expected float32 data, got %T", d.Data())
+	}
+	return s, nil
+}
+
+// Uint16s returns a value's uint16 data (16-bit float storage).
+func Uint16s(v G.Value) ([]uint16, error) {
+	d, err := Dense(v)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := d.Data().([]uint16)
+	if !ok {
+		return nil, fmt.Errorf("expected uint16 (16-bit float) data, got %T", d.Data())
+	}
+	return s, nil
+}
+
+// Ints returns a value's int data.
+func Ints(v G.Value) ([]int, error) {
+	d, err := Dense(v)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := d.Data().([]int)
+	if !ok {
+		return nil, fmt.Errorf("expected int data, got %T", d.Data())
+	}
+	return s, nil
+}
+
+// NewF32 wraps data as a float32 tensor of the given shape.
+func NewF32(data []float32, shape ...int) *tensor.Dense {
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))
+}
+
+// Rows returns the number of real rows of a positions vector: the rows
+// before the first negative entry. Real rows must hold contiguous
+// ascending positions (one sequence); per-row positions of several
+// sequences are not supported yet.
+func Rows(positions []int) (start, n int, err error) {
+	if len(positions) == 0 || positions[0] < 0 {
+		return 0, 0, nil
+	}
+	start = positions[0]
+	for n < len(positions) && positions[n] >= 0 {
+		if positions[n] != start+n {
+			return 0, 0, fmt.Errorf("row %d is at position %d, want %d: rows must hold contiguous positions", n, positions[n], start+n)
+		}
+		n++
+	}
+	for _, p := range positions[n:] {
+		if p >= 0 {
+			return 0, 0, fmt.Errorf("a real row (position %d) follows padding", p)
+		}
+	}
+	return start, n, nil
+}
