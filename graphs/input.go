@@ -121,7 +121,7 @@ func (replaceRows) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	return in[0].Clone(), nil
 }
-func (replaceRows) CPU(in []G.Value) (G.Value, error) {
+func (replaceRows) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 	h, err := ops.Float32s(in[0])
 	if err != nil {
 		return nil, err
@@ -134,7 +134,7 @@ func (replaceRows) CPU(in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]float32, len(h))
+	out := o.Float32s(len(h))
 	copy(out, h)
 	D := len(h) / len(mask)
 	for t, m := range mask {

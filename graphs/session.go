@@ -7,6 +7,8 @@ import (
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gozoo/gozoo/ops"
 )
 
 // Options tune a Session.
@@ -43,6 +45,8 @@ type Session struct {
 	hidden  int
 	program map[programKey]*program
 	capture map[string]*captured
+	// arena recycles the ops' output buffers within and across runs.
+	arena *ops.Arena
 }
 
 type programKey struct {
@@ -87,6 +91,7 @@ func NewSession(m Model, opts Options) (*Session, error) {
 		hidden:  m.HiddenSize(),
 		program: map[programKey]*program{},
 		capture: map[string]*captured{},
+		arena:   ops.NewArena(),
 	}, nil
 }
 
@@ -250,6 +255,7 @@ func (s *Session) run(in Input, T int, all bool) ([][]float32, error) {
 	}
 	// Without Reset the next RunAll silently returns stale values.
 	defer p.vm.Reset()
+	s.arena.Reset()
 	if err := p.vm.RunAll(); err != nil {
 		return nil, fmt.Errorf("running the %d-row graph at position %d: %w", T, s.pos, err)
 	}
@@ -282,6 +288,7 @@ func (s *Session) compiled(key programKey) (*program, error) {
 	if err != nil {
 		return nil, err
 	}
+	ops.Plan(gr.step.G, s.arena)
 	p := &program{graph: gr, vm: G.NewTapeMachine(gr.step.G)}
 	s.program[key] = p
 	return p, nil

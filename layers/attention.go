@@ -61,9 +61,9 @@ func (a *Attention) Cache() graphs.LayerCache {
 // [T, heads, keys].
 func (a *Attention) Forward(s *graphs.Step, x *G.Node) *G.Node {
 	c := a.Config
-	q := SplitHeads(a.Q.Forward(s, x), c.Heads)
-	k := SplitHeads(a.K.Forward(s, x), c.KVHeads)
-	v := SplitHeads(a.V.Forward(s, x), c.KVHeads)
+	q := a.Q.ForwardHeads(s, x, c.Heads)
+	k := a.K.ForwardHeads(s, x, c.KVHeads)
+	v := a.V.ForwardHeads(s, x, c.KVHeads)
 	if a.QNorm != nil {
 		q, k = a.QNorm.Forward(s, q), a.KNorm.Forward(s, k)
 	}

@@ -70,7 +70,7 @@ func (k cachedAttention) Shape(in []tensor.Shape) (tensor.Shape, error) {
 // attnDims are one step's sizes: T rows, n of them real, from position p0.
 type attnDims struct{ T, Hq, Hkv, Dk, Dv, S, p0, n int }
 
-func (k cachedAttention) CPU(in []G.Value) (G.Value, error) {
+func (k cachedAttention) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 	var f [5][]float32
 	for i := range f {
 		var err error
@@ -91,7 +91,7 @@ func (k cachedAttention) CPU(in []G.Value) (G.Value, error) {
 	if !ring && d.p0+d.n > d.S {
 		return nil, fmt.Errorf("positions %d..%d do not fit a cache of %d positions", d.p0, d.p0+d.n-1, d.S)
 	}
-	out := make([]float32, d.T*d.Hq*d.Dv)
+	out := o.Float32s(d.T * d.Hq * d.Dv)
 	var probs []float32
 	if k.sink != nil {
 		probs = make([]float32, d.T*d.Hq*(d.p0+d.n))

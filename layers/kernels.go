@@ -39,7 +39,7 @@ func (k rmsNorm) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	return in[0].Clone(), nil
 }
-func (k rmsNorm) CPU(in []G.Value) (G.Value, error) {
+func (k rmsNorm) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 	x, err := ops.Float32s(in[0])
 	if err != nil {
 		return nil, err
@@ -48,7 +48,7 @@ func (k rmsNorm) CPU(in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]float32, len(x))
+	out := o.Float32s(len(x))
 	rmsNormRows(out, x, w, k.eps, k.offset)
 	return ops.NewF32(out, in[0].Shape()...), nil
 }
@@ -90,7 +90,7 @@ func (k rope) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	return s.Clone(), nil
 }
-func (k rope) CPU(in []G.Value) (G.Value, error) {
+func (k rope) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 	x, err := ops.Float32s(in[0])
 	if err != nil {
 		return nil, err
@@ -100,7 +100,7 @@ func (k rope) CPU(in []G.Value) (G.Value, error) {
 		return nil, err
 	}
 	s := in[0].Shape()
-	out := make([]float32, len(x))
+	out := o.Float32s(len(x))
 	rotate(out, x, s[1], k.invFreq, pos)
 	return ops.NewF32(out, s...), nil
 }
@@ -148,7 +148,7 @@ func (k gatedAct) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	return in[0].Clone(), nil
 }
-func (k gatedAct) CPU(in []G.Value) (G.Value, error) {
+func (k gatedAct) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 	g, err := ops.Float32s(in[0])
 	if err != nil {
 		return nil, err
@@ -161,7 +161,7 @@ func (k gatedAct) CPU(in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]float32, len(g))
+	out := o.Float32s(len(g))
 	for i, v := range g {
 		out[i] = act(v) * u[i]
 	}
@@ -203,12 +203,12 @@ func (k pointwise) Signature() []hm.Type { return []hm.Type{ops.T(k.dims, nil), 
 func (k pointwise) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	return in[0].Clone(), nil
 }
-func (k pointwise) CPU(in []G.Value) (G.Value, error) {
+func (k pointwise) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 	x, err := ops.Float32s(in[0])
 	if err != nil {
 		return nil, err
 	}
-	out := make([]float32, len(x))
+	out := o.Float32s(len(x))
 	switch k.kind {
 	case "scale":
 		for i, v := range x {
@@ -221,6 +221,37 @@ func (k pointwise) CPU(in []G.Value) (G.Value, error) {
 		}
 	default:
 		return nil, fmt.Errorf("unknown pointwise op %q", k.kind)
+	}
+	return ops.NewF32(out, in[0].Shape()...), nil
+}
+
+// add is the elementwise sum of two same-shaped tensors (the residual
+// connection), an op of its own so its output is recycled like the rest.
+type add struct{ dims int }
+
+func (k add) Name() string   { return "add" }
+func (k add) String() string { return fmt.Sprintf("Add{dims=%d}", k.dims) }
+func (k add) Signature() []hm.Type {
+	return []hm.Type{ops.T(k.dims, nil), ops.T(k.dims, nil), ops.T(k.dims, nil)}
+}
+func (k add) Shape(in []tensor.Shape) (tensor.Shape, error) {
+	if !in[0].Eq(in[1]) {
+		return nil, fmt.Errorf("%v and %v differ", in[0], in[1])
+	}
+	return in[0].Clone(), nil
+}
+func (k add) CPU(o ops.Out, in []G.Value) (G.Value, error) {
+	a, err := ops.Float32s(in[0])
+	if err != nil {
+		return nil, err
+	}
+	b, err := ops.Float32s(in[1])
+	if err != nil {
+		return nil, err
+	}
+	out := o.Float32s(len(a))
+	for i, v := range a {
+		out[i] = v + b[i]
 	}
 	return ops.NewF32(out, in[0].Shape()...), nil
 }

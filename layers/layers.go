@@ -22,20 +22,10 @@ import (
 	"math"
 
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/ops"
 )
-
-func must(n *G.Node, err error) *G.Node {
-	if err != nil {
-		panic(err)
-	}
-	return n
-}
-
-func reshape(x *G.Node, s ...int) *G.Node { return must(G.Reshape(x, tensor.Shape(s))) }
 
 // Linear is PyTorch's nn.Linear: y = x·Wᵀ + b with W [out, in].
 type Linear struct {
@@ -52,12 +42,19 @@ func NewLinear(p graphs.Scope, in, out int, bias bool) Linear {
 }
 
 // Forward maps x [T, in] to [T, out].
-func (l Linear) Forward(s *graphs.Step, x *G.Node) *G.Node {
+func (l Linear) Forward(s *graphs.Step, x *G.Node) *G.Node { return l.forward(s, x, 0) }
+
+// ForwardHeads maps x [T, in] to [T, heads, out/heads].
+func (l Linear) ForwardHeads(s *graphs.Step, x *G.Node, heads int) *G.Node {
+	return l.forward(s, x, heads)
+}
+
+func (l Linear) forward(s *graphs.Step, x *G.Node, heads int) *G.Node {
 	in := []*G.Node{x, s.Bind(l.Weight)}
 	if l.Bias != nil {
 		in = append(in, s.Bind(l.Bias))
 	}
-	return ops.Apply(matmulT{dtype: l.Weight.DType, bias: l.Bias != nil, name: l.Weight.Name}, in...)
+	return ops.Apply(matmulT{dtype: l.Weight.DType, bias: l.Bias != nil, name: l.Weight.Name, heads: heads}, in...)
 }
 
 // Embedding is a lookup table [V, D].
@@ -141,14 +138,8 @@ func (r *RoPE) Forward(s *graphs.Step, x *G.Node) *G.Node {
 	return ops.Apply(rope{invFreq: r.InvFreq, id: r.id}, x, s.Positions)
 }
 
-// SplitHeads reshapes [T, H*Dh] to [T, H, Dh].
-func SplitHeads(x *G.Node, heads int) *G.Node {
-	T, hd := x.Shape()[0], x.Shape()[1]
-	return reshape(x, T, heads, hd/heads)
-}
-
 // Add is the residual connection.
-func Add(a, b *G.Node) *G.Node { return must(G.Add(a, b)) }
+func Add(a, b *G.Node) *G.Node { return ops.Apply(add{dims: a.Dims()}, a, b) }
 
 // Scale multiplies x by a constant (Gemma's sqrt(hidden_size) embedding
 // scale).

@@ -22,16 +22,20 @@ type matmulT struct {
 	dtype graphs.DType
 	bias  bool
 	name  string // the weight's name, for errors and graph dumps
+	heads int    // > 0: the output is split into heads, [T, heads, out/heads]
 }
 
 func (k matmulT) Name() string { return "matmul " + k.name }
 func (k matmulT) String() string {
-	return fmt.Sprintf("MatMulT{%s,%s,bias=%v}", k.name, k.dtype, k.bias)
+	return fmt.Sprintf("MatMulT{%s,%s,bias=%v,heads=%d}", k.name, k.dtype, k.bias, k.heads)
 }
 func (k matmulT) Signature() []hm.Type {
 	sig := []hm.Type{ops.T(2, nil), ops.T(2, k.dtype.Storage())}
 	if k.bias {
 		sig = append(sig, ops.T(1, nil))
+	}
+	if k.heads > 0 {
+		return append(sig, ops.T(3, nil))
 	}
 	return append(sig, ops.T(2, nil))
 }
@@ -43,9 +47,15 @@ func (k matmulT) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	if k.bias && (len(in[2]) != 1 || in[2][0] != w[0]) {
 		return nil, fmt.Errorf("bias %v does not fit a weight %v", in[2], w)
 	}
+	if k.heads > 0 {
+		if w[0]%k.heads != 0 {
+			return nil, fmt.Errorf("%d outputs do not split into %d heads", w[0], k.heads)
+		}
+		return tensor.Shape{x[0], k.heads, w[0] / k.heads}, nil
+	}
 	return tensor.Shape{x[0], w[0]}, nil
 }
-func (k matmulT) CPU(in []G.Value) (G.Value, error) {
+func (k matmulT) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 	x, err := ops.Float32s(in[0])
 	if err != nil {
 		return nil, err
@@ -57,7 +67,7 @@ func (k matmulT) CPU(in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	y := make([]float32, T*out)
+	y := o.Float32s(T * out)
 	mulT(y, x, T, w, out, inDim)
 	if k.bias {
 		b, err := ops.Float32s(in[2])
@@ -70,6 +80,9 @@ func (k matmulT) CPU(in []G.Value) (G.Value, error) {
 				row[j] += v
 			}
 		}
+	}
+	if k.heads > 0 {
+		return ops.NewF32(y, T, k.heads, out/k.heads), nil
 	}
 	return ops.NewF32(y, T, out), nil
 }
@@ -114,35 +127,53 @@ func (w weight) block(buf []float32, r0, r1, cols int) []float32 {
 }
 
 // mulT computes y [T, out] = x [T, in] · wᵀ through BLAS (blas32, the
-// implementation Gorgonia uses). F32 weights are multiplied in place: one
-// Sgemv per decode row (a dot product per weight row) or one Sgemm with a
-// transposed operand. 16-bit weights are widened a block of rows at a time
-// into a scratch buffer and multiplied the same way, split over the CPUs;
-// widening is exact, so results equal the F32 path on the widened values.
+// implementation Gorgonia uses), splitting the weight's rows into blocks
+// spread over the CPUs: one Sgemv per block for a decode row, one Sgemm
+// with a transposed operand per block for a prefill chunk. F32 blocks are
+// multiplied where they lie; 16-bit blocks are first widened into a
+// per-worker scratch buffer (exact, so results equal the F32 path on the
+// widened values).
 func mulT(y, x []float32, T int, w weight, out, in int) {
-	if w.dtype == graphs.F32 {
-		gemmT(y, x, T, w.f32, 0, out, out, in)
-		return
-	}
 	// Blocks of about 64k values: big enough for BLAS, small enough for L2.
 	rowsPer := max(1, min(out, 65536/in))
 	blocks := (out + rowsPer - 1) / rowsPer
 	workers := min(runtime.GOMAXPROCS(0), blocks)
+	if workers == 1 {
+		mulBlocks(y, x, T, w, out, in, rowsPer, 0, 1, blocks)
+		return
+	}
 	var wg sync.WaitGroup
 	for wk := 0; wk < workers; wk++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := make([]float32, rowsPer*in)
-			for b := wk; b < blocks; b += workers {
-				r0 := b * rowsPer
-				r1 := min(out, r0+rowsPer)
-				gemmT(y, x, T, w.block(buf, r0, r1, in), r0, r1-r0, out, in)
-			}
+			mulBlocks(y, x, T, w, out, in, rowsPer, wk, workers, blocks)
 		}()
 	}
 	wg.Wait()
 }
+
+// mulBlocks multiplies blocks first, first+step, ... of rowsPer weight rows.
+func mulBlocks(y, x []float32, T int, w weight, out, in, rowsPer, first, step, blocks int) {
+	var buf []float32
+	if w.dtype != graphs.F32 {
+		p := scratch.Get().(*[]float32)
+		defer scratch.Put(p)
+		if cap(*p) < rowsPer*in {
+			*p = make([]float32, rowsPer*in)
+		}
+		buf = (*p)[:rowsPer*in]
+	}
+	for b := first; b < blocks; b += step {
+		r0 := b * rowsPer
+		r1 := min(out, r0+rowsPer)
+		gemmT(y, x, T, w.block(buf, r0, r1, in), r0, r1-r0, out, in)
+	}
+}
+
+// scratch holds the widening buffers of 16-bit blocks, so that a step
+// allocates none.
+var scratch = sync.Pool{New: func() any { return new([]float32) }}
 
 // gemmT writes y[:, c0:c0+n] = x [T, in] · blockᵀ for block [n, in]; y has
 // ld columns.
@@ -176,7 +207,7 @@ func (k embeddingLookup) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	return tensor.Shape{in[1][0], in[0][1]}, nil
 }
-func (k embeddingLookup) CPU(in []G.Value) (G.Value, error) {
+func (k embeddingLookup) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 	w, err := weightData(in[0], k.dtype)
 	if err != nil {
 		return nil, err
@@ -186,7 +217,7 @@ func (k embeddingLookup) CPU(in []G.Value) (G.Value, error) {
 		return nil, err
 	}
 	V, D := in[0].Shape()[0], in[0].Shape()[1]
-	out := make([]float32, len(ids)*D)
+	out := o.Float32s(len(ids) * D)
 	for t, id := range ids {
 		if id < 0 || id >= V {
 			return nil, fmt.Errorf("token %d at row %d is outside the vocabulary [0, %d)", id, t, V)

@@ -50,7 +50,7 @@ func (k sparseMoE) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	return x.Clone(), nil
 }
 
-func (k sparseMoE) CPU(in []G.Value) (G.Value, error) {
+func (k sparseMoE) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 	x, err := ops.Float32s(in[0])
 	if err != nil {
 		return nil, err
@@ -69,7 +69,7 @@ func (k sparseMoE) CPU(in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]float32, T*D)
+	out := o.Float32s(T * D)
 	for e := 0; e < E; e++ {
 		r := rows[e]
 		if len(r) == 0 {

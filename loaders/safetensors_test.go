@@ -184,7 +184,7 @@ func TestShardedCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_, b, err := c.Tensor("b", []int{2})
+	_, _, err = c.Tensor("b", []int{2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,8 +32,8 @@ type Kernel interface {
 	Signature() []hm.Type
 	// Shape infers the output shape from the input shapes.
 	Shape(in []tensor.Shape) (tensor.Shape, error)
-	// CPU computes the output from the input values.
-	CPU(in []G.Value) (G.Value, error)
+	// CPU computes the output from the input values, in memory from out.
+	CPU(out Out, in []G.Value) (G.Value, error)
 }
 
 // CUDAKernel is a kernel that can run on an NVIDIA GPU.
@@ -56,10 +56,13 @@ var (
 )
 
 // Op adapts a Kernel to Gorgonia.
-type Op struct{ K Kernel }
+type Op struct {
+	K  Kernel
+	st *state
+}
 
 // New wraps a kernel as a Gorgonia op.
-func New(k Kernel) Op { return Op{K: k} }
+func New(k Kernel) Op { return Op{K: k, st: &state{}} }
 
 // Apply adds the op to the graph of its inputs. Shape and type errors
 // panic: building a graph with impossible shapes is a bug in the model,
@@ -90,9 +93,14 @@ func (o Op) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	return s, nil
 }
 func (o Op) Do(in ...G.Value) (G.Value, error) {
-	v, err := o.K.CPU(in)
+	v, err := o.K.CPU(o.st, in)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.K.Name(), err)
+	}
+	if o.st != nil && o.st.arena != nil {
+		for _, x := range in {
+			o.st.arena.release(x)
+		}
 	}
 	return v, nil
 }

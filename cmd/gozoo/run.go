@@ -116,6 +116,15 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	// A long prompt shows its prefill the way loading shows: a bar once it
+	// takes more than a moment.
+	prefill := newProgressBar(stderr, "prefill")
+	opts.Progress = func(done, total int) {
+		prefill.update(int64(done), int64(total))
+		if done == total {
+			prefill.done()
+		}
+	}
 	st := g.Stream(ctx, ids, opts)
 	for tok := range st.Tokens() {
 		if _, err := io.WriteString(stdout, tok.Text); err != nil {
@@ -132,15 +141,15 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stderr, "[%d prompt tokens, %d generated; prefill %.1f tok/s, decode %.1f tok/s; graphs built in %.2f s; stop: %s]\n",
-		len(res.Prompt), len(res.Tokens), res.PrefillTokS(), res.DecodeTokS(), res.SetupTime.Seconds(), res.StopReason)
+		res.PromptLen, len(res.Tokens), res.PrefillTokS(), res.DecodeTokS(), res.SetupTime.Seconds(), res.StopReason)
 	if res.StopReason == generate.StopCancelled {
 		return 130
 	}
 	return 0
 }
 
-// progressBar draws a bar on stderr while weights load, but only once
-// loading has taken more than a moment.
+// progressBar draws a bar on stderr while weights load or a prompt is
+// prefilled, but only once that has taken more than a moment.
 type progressBar struct {
 	w     io.Writer
 	label string

@@ -85,3 +85,48 @@ func TestBiases(t *testing.T) {
 }
 
 func TestRuntime(t *testing.T) { zootest.Run(t, zootest.GoldenDir("llama_smollm2_gqa_bf16")) }
+
+// TestDecoderUnderAPrefix runs the Llama decoder where a vision-language
+// checkpoint keeps it (model.text_model.*, lm_head at the top): the same
+// weights under the other names give the same logits.
+func TestDecoderUnderAPrefix(t *testing.T) {
+	dir := zootest.GoldenDir("llama_mha_untied")
+	base := zootest.Load(t, dir)
+	c, err := llama.ParseConfig(zootest.ReadConfigBytes(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Decoder("llama", 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Prefix = "model.text_model"
+	cfg := llama.Arch{D: d}
+	params, err := zoo.Tensors(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(params) != len(base.Params().All()) {
+		t.Fatalf("%d tensors under the prefix, %d without", len(params), len(base.Params().All()))
+	}
+	m, err := zoo.NewRandom(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range m.Params().All() {
+		if !strings.HasPrefix(p.Name, "model.text_model.") && p.Name != "lm_head.weight" {
+			t.Fatalf("tensor %q is outside the prefix", p.Name)
+		}
+		src, ok := base.Params().Get(strings.Replace(p.Name, "model.text_model.", "model.", 1))
+		if !ok {
+			t.Fatalf("no counterpart of %q", p.Name)
+		}
+		if err := p.Set(src.DType, src.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := []int{3, 1, 4, 1, 5, 9, 2, 6}
+	if d := zootest.MaxDiff(zootest.LastLogits(t, base, ids), zootest.LastLogits(t, m, ids)); d != 0 {
+		t.Errorf("the prefixed decoder differs by %g", d)
+	}
+}

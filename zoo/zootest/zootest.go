@@ -465,3 +465,13 @@ func Run(t *testing.T, dir string) {
 		}
 	})
 }
+
+// ReadConfigBytes returns dir/config.json.
+func ReadConfigBytes(t testing.TB, dir string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
