@@ -21,16 +21,7 @@ func TestGolden(t *testing.T) { zootest.Golden(t, "qwen3_gqa_tied", "qwen3_untie
 func TestRuntime(t *testing.T) { zootest.Run(t, caseDir("qwen3_untied_v5rope")) }
 
 func readConfig(t *testing.T, name string) map[string]any {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(caseDir(name), "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return zootest.ReadConfig(t, caseDir(name))
 }
 
 func parse(t *testing.T, m map[string]any) (*qwen3.Config, error) {
