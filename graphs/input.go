@@ -122,11 +122,7 @@ func (replaceRows) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	return in[0].Clone(), nil
 }
 func (replaceRows) CPU(o ops.Out, in []G.Value) (G.Value, error) {
-	h, err := ops.Float32s(in[0])
-	if err != nil {
-		return nil, err
-	}
-	e, err := ops.Float32s(in[1])
+	h, e, err := ops.Float32Pair(in)
 	if err != nil {
 		return nil, err
 	}

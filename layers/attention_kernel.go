@@ -132,7 +132,14 @@ func (k cachedAttention) attend(out, probs, q, kNew, vNew, kc, vc []float32, d a
 	}
 	width := d.p0 + d.n - a
 	cur := d.p0 - a // column of this step's first key
-	scores := make([]float32, d.n*width)
+	// One score block, reused for every head (and, through the pool,
+	// across steps).
+	sp := scratch.Get().(*[]float32)
+	defer scratch.Put(sp)
+	if cap(*sp) < d.n*width {
+		*sp = make([]float32, d.n*width)
+	}
+	scores := (*sp)[:d.n*width]
 	rep := d.Hq / d.Hkv
 	qStride, oStride := d.Hq*d.Dk, d.Hq*d.Dv
 	S := blas32.General{Rows: d.n, Cols: width, Stride: width, Data: scores}

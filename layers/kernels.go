@@ -40,11 +40,7 @@ func (k rmsNorm) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	return in[0].Clone(), nil
 }
 func (k rmsNorm) CPU(o ops.Out, in []G.Value) (G.Value, error) {
-	x, err := ops.Float32s(in[0])
-	if err != nil {
-		return nil, err
-	}
-	w, err := ops.Float32s(in[1])
+	x, w, err := ops.Float32Pair(in)
 	if err != nil {
 		return nil, err
 	}
@@ -149,11 +145,7 @@ func (k gatedAct) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	return in[0].Clone(), nil
 }
 func (k gatedAct) CPU(o ops.Out, in []G.Value) (G.Value, error) {
-	g, err := ops.Float32s(in[0])
-	if err != nil {
-		return nil, err
-	}
-	u, err := ops.Float32s(in[1])
+	g, u, err := ops.Float32Pair(in)
 	if err != nil {
 		return nil, err
 	}
@@ -241,11 +233,7 @@ func (k add) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	return in[0].Clone(), nil
 }
 func (k add) CPU(o ops.Out, in []G.Value) (G.Value, error) {
-	a, err := ops.Float32s(in[0])
-	if err != nil {
-		return nil, err
-	}
-	b, err := ops.Float32s(in[1])
+	a, b, err := ops.Float32Pair(in)
 	if err != nil {
 		return nil, err
 	}

@@ -176,6 +176,18 @@ func Float32s(v G.Value) ([]float32, error) {
 	return s, nil
 }
 
+// Float32Pair returns the float32 data of the first two inputs, the
+// common case of a binary kernel.
+func Float32Pair(in []G.Value) (a, b []float32, err error) {
+	if a, err = Float32s(in[0]); err != nil {
+		return nil, nil, fmt.Errorf("input 0: %w", err)
+	}
+	if b, err = Float32s(in[1]); err != nil {
+		return nil, nil, fmt.Errorf("input 1: %w", err)
+	}
+	return a, b, nil
+}
+
 // Uint16s returns a value's uint16 data (16-bit float storage).
 func Uint16s(v G.Value) ([]uint16, error) {
 	d, err := Dense(v)
