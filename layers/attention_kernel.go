@@ -3,6 +3,7 @@ package layers
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/chewxy/hm"
 	"gonum.org/v1/gonum/blas"
@@ -228,3 +229,6 @@ func softmaxRange(row []float32, lo, hi int) {
 		}
 	}
 }
+
+// scratch holds attention's score blocks, so that a step allocates none.
+var scratch = sync.Pool{New: func() any { return new([]float32) }}

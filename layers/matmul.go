@@ -2,16 +2,13 @@ package layers
 
 import (
 	"fmt"
-	"runtime"
-	"sync"
 
 	"github.com/chewxy/hm"
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/simd"
 	"github.com/gozoo/gozoo/ops"
 )
 
@@ -106,6 +103,16 @@ func weightData(v G.Value, dtype graphs.DType) (weight, error) {
 	return w, err
 }
 
+func (w weight) simd() simd.Weight {
+	switch w.dtype {
+	case graphs.BF16:
+		return simd.Weight{Kind: simd.BF16, U16s: w.u16}
+	case graphs.F16:
+		return simd.Weight{Kind: simd.F16, U16s: w.u16}
+	}
+	return simd.Weight{Kind: simd.F32, F32s: w.f32}
+}
+
 // row widens row r of width cols into dst (or returns the row itself for
 // F32 storage).
 func (w weight) row(dst []float32, r, cols int) []float32 {
@@ -116,76 +123,11 @@ func (w weight) row(dst []float32, r, cols int) []float32 {
 	return dst[:cols]
 }
 
-// block returns rows [r0, r1) as float32 [r1-r0, cols], widening 16-bit
-// storage into buf.
-func (w weight) block(buf []float32, r0, r1, cols int) []float32 {
-	if w.dtype == graphs.F32 {
-		return w.f32[r0*cols : r1*cols]
-	}
-	graphs.Widen(buf[:(r1-r0)*cols], w.u16[r0*cols:r1*cols], w.dtype)
-	return buf[:(r1-r0)*cols]
-}
-
-// mulT computes y [T, out] = x [T, in] · wᵀ through BLAS (blas32, the
-// implementation Gorgonia uses), splitting the weight's rows into blocks
-// spread over the CPUs: one Sgemv per block for a decode row, one Sgemm
-// with a transposed operand per block for a prefill chunk. F32 blocks are
-// multiplied where they lie; 16-bit blocks are first widened into a
-// per-worker scratch buffer (exact, so results equal the F32 path on the
-// widened values).
+// mulT computes y [T, out] = x [T, in] · wᵀ with the SIMD kernels of
+// internal/simd (AVX-512 or AVX2, or plain Go), which widen 16-bit weights
+// in registers and split the rows over a persistent worker pool.
 func mulT(y, x []float32, T int, w weight, out, in int) {
-	// Blocks of about 64k values: big enough for BLAS, small enough for L2.
-	rowsPer := max(1, min(out, 65536/in))
-	blocks := (out + rowsPer - 1) / rowsPer
-	workers := min(runtime.GOMAXPROCS(0), blocks)
-	if workers == 1 {
-		mulBlocks(y, x, T, w, out, in, rowsPer, 0, 1, blocks)
-		return
-	}
-	var wg sync.WaitGroup
-	for wk := 0; wk < workers; wk++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			mulBlocks(y, x, T, w, out, in, rowsPer, wk, workers, blocks)
-		}()
-	}
-	wg.Wait()
-}
-
-// mulBlocks multiplies blocks first, first+step, ... of rowsPer weight rows.
-func mulBlocks(y, x []float32, T int, w weight, out, in, rowsPer, first, step, blocks int) {
-	var buf []float32
-	if w.dtype != graphs.F32 {
-		p := scratch.Get().(*[]float32)
-		defer scratch.Put(p)
-		if cap(*p) < rowsPer*in {
-			*p = make([]float32, rowsPer*in)
-		}
-		buf = (*p)[:rowsPer*in]
-	}
-	for b := first; b < blocks; b += step {
-		r0 := b * rowsPer
-		r1 := min(out, r0+rowsPer)
-		gemmT(y, x, T, w.block(buf, r0, r1, in), r0, r1-r0, out, in)
-	}
-}
-
-// scratch holds the widening buffers of 16-bit blocks, so that a step
-// allocates none.
-var scratch = sync.Pool{New: func() any { return new([]float32) }}
-
-// gemmT writes y[:, c0:c0+n] = x [T, in] · blockᵀ for block [n, in]; y has
-// ld columns.
-func gemmT(y, x []float32, T int, block []float32, c0, n, ld, in int) {
-	W := blas32.General{Rows: n, Cols: in, Stride: in, Data: block}
-	if T == 1 {
-		blas32.Gemv(blas.NoTrans, 1, W, blas32.Vector{N: in, Inc: 1, Data: x}, 0, blas32.Vector{N: n, Inc: 1, Data: y[c0:]})
-		return
-	}
-	X := blas32.General{Rows: T, Cols: in, Stride: in, Data: x}
-	Y := blas32.General{Rows: T, Cols: n, Stride: ld, Data: y[c0:]}
-	blas32.Gemm(blas.NoTrans, blas.Trans, 1, X, W, 0, Y)
+	simd.MulT(y, x, T, w.simd(), out, in)
 }
 
 // embeddingLookup gathers rows of a table [V, D] (any stored type) by ids.

@@ -1,0 +1,162 @@
+// Command gen writes the SIMD kernels of package simd with avo:
+//
+//	cd internal/simd/_gen && go run . -out ../kernels_amd64.s -stubs ../kernels_amd64.go -pkg simd
+//
+// (go generate ./internal/simd runs it.)
+//
+// Each kernel computes a tile of dot products out[i*C+j] = x_i · w_j over k
+// values, for R rows of x (float32) and C rows of w (float32, bfloat16 or
+// float16 storage, widened in registers), both contiguous along k: the
+// layout of activations [T, in] against PyTorch weights [out, in]. Every
+// product accumulates in float32 lanes, reduced once at the end. k must be
+// a multiple of the vector width; callers handle any tail.
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+type isa struct {
+	name  string
+	lanes int
+	vec   func() VecVirtual
+	tileR int // x rows of the big tile: what the register file holds
+}
+
+type dtype struct {
+	name  string
+	gotyp string
+	size  int
+}
+
+func main() {
+	ConstraintExpr("!purego")
+	isas := []isa{
+		{"AVX512", 16, ZMM, 4},
+		{"AVX2", 8, YMM, 2},
+	}
+	dtypes := []dtype{{"F32", "*float32", 4}, {"BF16", "*uint16", 2}, {"F16", "*uint16", 2}}
+	for _, is := range isas {
+		for _, dt := range dtypes {
+			tile(is, dt, is.tileR, 4)
+			tile(is, dt, 1, 4)
+			tile(is, dt, 1, 1)
+		}
+	}
+	Generate()
+}
+
+func tile(is isa, dt dtype, R, C int) {
+	name := fmt.Sprintf("tile%dx%d%s%s", R, C, dt.name, is.name)
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(x *float32, ldx int, w %s, ldw int, k int, out *float32)", dt.gotyp))
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes the %dx%d dot products of x rows (stride ldx) and w rows (stride ldw) over k values.", name, R, C))
+	x, ldx, w, ldw, k, out := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("x"), x)
+	Load(Param("ldx"), ldx)
+	Load(Param("w"), w)
+	Load(Param("ldw"), ldw)
+	Load(Param("k"), k)
+	Load(Param("out"), out)
+
+	// Row pointers.
+	SHLQ(U8(2), ldx)
+	if dt.size == 4 {
+		SHLQ(U8(2), ldw)
+	} else {
+		SHLQ(U8(1), ldw)
+	}
+	xp := []GPVirtual{x}
+	for i := 1; i < R; i++ {
+		p := GP64()
+		MOVQ(xp[i-1], p)
+		ADDQ(ldx, p)
+		xp = append(xp, p)
+	}
+	wp := []GPVirtual{w}
+	for j := 1; j < C; j++ {
+		p := GP64()
+		MOVQ(wp[j-1], p)
+		ADDQ(ldw, p)
+		wp = append(wp, p)
+	}
+
+	acc := make([][]VecVirtual, R)
+	for i := range acc {
+		acc[i] = make([]VecVirtual, C)
+		for j := range acc[i] {
+			acc[i][j] = is.vec()
+			VXORPS(acc[i][j], acc[i][j], acc[i][j])
+		}
+	}
+	idx := GP64()
+	XORQ(idx, idx)
+
+	Label(name + "_loop")
+	CMPQ(idx, k)
+	JGE(LabelRef(name + "_done"))
+	xv := make([]VecVirtual, R)
+	for i := range xv {
+		xv[i] = is.vec()
+		VMOVUPS(Mem{Base: xp[i], Index: idx, Scale: 4}, xv[i])
+	}
+	for j := 0; j < C; j++ {
+		wv := is.vec()
+		src := Mem{Base: wp[j], Index: idx, Scale: uint8(dt.size)}
+		switch dt.name {
+		case "F32":
+			VMOVUPS(src, wv)
+		case "BF16":
+			// bfloat16 is the upper half of a float32: zero-extend, shift.
+			VPMOVZXWD(src, wv)
+			VPSLLD(U8(16), wv, wv)
+		case "F16":
+			VCVTPH2PS(src, wv)
+		}
+		for i := 0; i < R; i++ {
+			VFMADD231PS(wv, xv[i], acc[i][j])
+		}
+	}
+	ADDQ(U32(is.lanes), idx)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	for i := 0; i < R; i++ {
+		for j := 0; j < C; j++ {
+			reduce(is, acc[i][j], Mem{Base: out, Disp: 4 * (i*C + j)})
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// reduce adds the lanes of a and stores the sum at m.
+func reduce(is isa, a VecVirtual, m Mem) {
+	y := a
+	if is.lanes == 16 {
+		hi := YMM()
+		VEXTRACTF64X4(U8(1), a, hi)
+		lo := YMM()
+		VADDPS(hi, a.(Vec).AsY(), lo)
+		y = lo
+	}
+	hx := XMM()
+	if is.lanes == 16 {
+		// EVEX forms only: the allocator may pick X16-X31.
+		VEXTRACTF32X4(U8(1), y, hx)
+	} else {
+		VEXTRACTF128(U8(1), y, hx)
+	}
+	s := XMM()
+	VADDPS(hx, y.(Vec).AsX(), s)
+	t := XMM()
+	VPERMILPS(U8(0x4e), s, t) // swap the 64-bit halves
+	VADDPS(t, s, s)
+	VPERMILPS(U8(0xb1), s, t) // swap neighbours
+	VADDPS(t, s, s)
+	VMOVSS(s, m)
+}

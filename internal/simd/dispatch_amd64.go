@@ -1,0 +1,98 @@
+//go:build !purego
+
+package simd
+
+import "golang.org/x/sys/cpu"
+
+//go:generate sh -c "cd _gen && go run . -out ../kernels_amd64.s -stubs ../kernels_amd64.go -pkg simd"
+
+var (
+	avx512 = &isa{name: "avx512", lanes: 16, tileR: 4}
+	avx2   = &isa{name: "avx2", lanes: 8, tileR: 2}
+)
+
+// detect picks AVX-512 (F for the arithmetic, BW for the 16-bit loads),
+// else AVX2 with FMA and F16C, else nothing.
+func detect() *isa {
+	switch {
+	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW:
+		return avx512
+	case cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C:
+		return avx2
+	}
+	return nil
+}
+
+// asmDots runs the active kernel for an R×C tile at weight offset w0. Each
+// kernel is called directly, so the compiler sees it does not keep its
+// pointers and tile stays on the stack.
+func asmDots(tile *[16]float32, x *float32, R int, w Weight, w0, C, in, k int) {
+	o := &tile[0]
+	if active == avx512 {
+		switch w.Kind {
+		case F32:
+			wp := &w.F32s[w0]
+			switch {
+			case R == 4:
+				tile4x4F32AVX512(x, in, wp, in, k, o)
+			case C == 4:
+				tile1x4F32AVX512(x, in, wp, in, k, o)
+			default:
+				tile1x1F32AVX512(x, in, wp, in, k, o)
+			}
+		case BF16:
+			wp := &w.U16s[w0]
+			switch {
+			case R == 4:
+				tile4x4BF16AVX512(x, in, wp, in, k, o)
+			case C == 4:
+				tile1x4BF16AVX512(x, in, wp, in, k, o)
+			default:
+				tile1x1BF16AVX512(x, in, wp, in, k, o)
+			}
+		case F16:
+			wp := &w.U16s[w0]
+			switch {
+			case R == 4:
+				tile4x4F16AVX512(x, in, wp, in, k, o)
+			case C == 4:
+				tile1x4F16AVX512(x, in, wp, in, k, o)
+			default:
+				tile1x1F16AVX512(x, in, wp, in, k, o)
+			}
+		}
+		return
+	}
+	switch w.Kind {
+	case F32:
+		wp := &w.F32s[w0]
+		switch {
+		case R == 2:
+			tile2x4F32AVX2(x, in, wp, in, k, o)
+		case C == 4:
+			tile1x4F32AVX2(x, in, wp, in, k, o)
+		default:
+			tile1x1F32AVX2(x, in, wp, in, k, o)
+		}
+	case BF16:
+		wp := &w.U16s[w0]
+		switch {
+		case R == 2:
+			tile2x4BF16AVX2(x, in, wp, in, k, o)
+		case C == 4:
+			tile1x4BF16AVX2(x, in, wp, in, k, o)
+		default:
+			tile1x1BF16AVX2(x, in, wp, in, k, o)
+		}
+	case F16:
+		wp := &w.U16s[w0]
+		switch {
+		case R == 2:
+			tile2x4F16AVX2(x, in, wp, in, k, o)
+		case C == 4:
+			tile1x4F16AVX2(x, in, wp, in, k, o)
+		default:
+			tile1x1F16AVX2(x, in, wp, in, k, o)
+		}
+	}
+}

@@ -1,0 +1,10 @@
+//go:build !amd64 || purego
+
+package simd
+
+// detect finds no kernels: plain Go everywhere else.
+func detect() *isa { return nil }
+
+func asmDots(tile *[16]float32, x *float32, R int, w Weight, w0, C, in, k int) {
+	panic("simd: no assembly kernels in this build")
+}

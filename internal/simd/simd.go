@@ -1,0 +1,237 @@
+// Package simd holds the zoo's matrix kernels: y = x·Wᵀ for activations x
+// [T, in] in float32 and weights W [out, in] stored as float32, bfloat16 or
+// float16, widened in registers (exact), accumulated in float32.
+//
+// The inner loops are Go assembly generated with avo (see _gen; the
+// generated .s is checked in, so a plain go build needs nothing else):
+// AVX-512 where the CPU has it (avx512f and avx512bw), AVX2 with FMA and
+// F16C otherwise, picked at run time through golang.org/x/sys/cpu. Other
+// architectures, the purego build tag, and GOZOO_SIMD=off use the same
+// blocking with plain Go loops, which CI runs against the golden cases
+// too. Work is split by weight rows over a persistent pool of workers, one
+// per CPU: a call starts no goroutine.
+package simd
+
+import (
+	"math"
+	"os"
+	"runtime"
+	"sync"
+
+	"github.com/x448/float16"
+)
+
+// Kind is a weight's storage type.
+type Kind uint8
+
+const (
+	F32 Kind = iota
+	BF16
+	F16
+)
+
+// Weight is a matrix [rows, cols] in its stored type: F32 in F32s, 16-bit
+// kinds in U16s.
+type Weight struct {
+	Kind Kind
+	F32s []float32
+	U16s []uint16
+}
+
+// isa is an instruction set with kernels: each computes the R×C dot
+// products of R rows of x and C rows of w over k values (k a multiple of
+// lanes) into out[i*C+j]; see dispatch_amd64.go.
+type isa struct {
+	name  string
+	lanes int
+	tileR int // x rows of the big tile (4 with AVX-512's 32 registers, 2 with AVX2's 16)
+}
+
+// active is the instruction set in use; nil means plain Go.
+var active *isa
+
+// Name says which kernels run: "avx512", "avx2" or "go".
+func Name() string {
+	if active == nil {
+		return "go"
+	}
+	return active.name
+}
+
+func init() {
+	if os.Getenv("GOZOO_SIMD") == "off" {
+		return
+	}
+	active = detect()
+}
+
+// Force selects plain Go (off) or the best kernels the CPU has (on), for
+// tests that check both paths. It is not safe to call while kernels run.
+func Force(on bool) {
+	if on {
+		active = detect()
+	} else {
+		active = nil
+	}
+}
+
+// MulT computes y [T, out] = x [T, in] · wᵀ for w [out, in].
+func MulT(y, x []float32, T int, w Weight, out, in int) {
+	workers := min(runtime.GOMAXPROCS(0), max(1, out/64))
+	if workers <= 1 {
+		mulRows(y, x, T, w, out, in, 0, out)
+		return
+	}
+	// Split the weight rows in runs of 4, so tiles stay whole.
+	per := (out/workers + 3) &^ 3
+	jobs := pool.get()
+	for wk := 1; wk < workers; wk++ {
+		r0, r1 := wk*per, min(out, (wk+1)*per)
+		if r0 >= r1 {
+			continue
+		}
+		jobs.wg.Add(1)
+		work <- job{y: y, x: x, T: T, w: w, out: out, in: in, r0: r0, r1: r1, done: jobs}
+	}
+	mulRows(y, x, T, w, out, in, 0, min(out, per))
+	jobs.wg.Wait()
+	pool.put(jobs)
+}
+
+// job is one worker's share of a MulT: weight rows [r0, r1).
+type job struct {
+	y, x       []float32
+	T, out, in int
+	w          Weight
+	r0, r1     int
+	done       *waiter
+}
+
+type waiter struct{ wg sync.WaitGroup }
+
+type waiters struct{ p sync.Pool }
+
+func (w *waiters) get() *waiter  { return w.p.Get().(*waiter) }
+func (w *waiters) put(x *waiter) { w.p.Put(x) }
+
+var (
+	pool = &waiters{p: sync.Pool{New: func() any { return new(waiter) }}}
+	work = make(chan job, 64)
+)
+
+func init() {
+	for i := 0; i < runtime.NumCPU(); i++ {
+		go func() {
+			for j := range work {
+				mulRows(j.y, j.x, j.T, j.w, j.out, j.in, j.r0, j.r1)
+				j.done.wg.Done()
+			}
+		}()
+	}
+}
+
+// mulRows computes the columns [r0, r1) of y: x against weight rows
+// r0..r1-1. Rows of x go in blocks that stay in cache while each tile of 4
+// weight rows streams past them.
+func mulRows(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
+	k := in
+	if active != nil {
+		k = in - in%active.lanes
+	}
+	// About 128 KB of x per block.
+	tb := max(1, min(T, 32768/in))
+	var tile [16]float32
+	for t0 := 0; t0 < T; t0 += tb {
+		t1 := min(T, t0+tb)
+		j := r0
+		for ; j+4 <= r1; j += 4 {
+			t := t0
+			if R := tileRows(); R > 1 {
+				for ; t+R <= t1; t += R {
+					dots(&tile, x, t, R, w, j, 4, in, k)
+					for i := 0; i < R; i++ {
+						copy(y[(t+i)*out+j:(t+i)*out+j+4], tile[i*4:i*4+4])
+					}
+				}
+			}
+			for ; t < t1; t++ {
+				dots(&tile, x, t, 1, w, j, 4, in, k)
+				copy(y[t*out+j:t*out+j+4], tile[:4])
+			}
+		}
+		for ; j < r1; j++ {
+			for t := t0; t < t1; t++ {
+				dots(&tile, x, t, 1, w, j, 1, in, k)
+				y[t*out+j] = tile[0]
+			}
+		}
+	}
+}
+
+func tileRows() int {
+	if active == nil {
+		return 4
+	}
+	return active.tileR
+}
+
+// dots fills tile with the R×C dot products of x rows t.. and w rows j..:
+// the first k values by the active kernels, the rest in Go.
+func dots(tile *[16]float32, x []float32, t, R int, w Weight, j, C, in, k int) {
+	if active == nil || k == 0 {
+		clear(tile[:R*C])
+		k = 0
+	} else {
+		asmDots(tile, &x[t*in], R, w, j*in, C, in, k)
+	}
+	if k == in {
+		return
+	}
+	buf := rowBuf.Get().(*[]float32)
+	defer rowBuf.Put(buf)
+	if cap(*buf) < in-k {
+		*buf = make([]float32, in-k)
+	}
+	wv := (*buf)[:in-k]
+	for jj := 0; jj < C; jj++ {
+		w.widen(wv, (j+jj)*in+k)
+		for i := 0; i < R; i++ {
+			tile[i*C+jj] += dot(x[(t+i)*in+k:(t+i+1)*in], wv)
+		}
+	}
+}
+
+var rowBuf = sync.Pool{New: func() any { return new([]float32) }}
+
+// widen writes w's values from index off into dst.
+func (w Weight) widen(dst []float32, off int) {
+	switch w.Kind {
+	case F32:
+		copy(dst, w.F32s[off:])
+	case BF16:
+		for i, b := range w.U16s[off : off+len(dst)] {
+			dst[i] = math.Float32frombits(uint32(b) << 16)
+		}
+	case F16:
+		for i, h := range w.U16s[off : off+len(dst)] {
+			dst[i] = float16.Frombits(h).Float32()
+		}
+	}
+}
+
+// dot is a plain-Go dot product with four partial sums.
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}

@@ -1,0 +1,128 @@
+package simd
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/x448/float16"
+)
+
+// weightOf stores w as kind and returns the values it then holds.
+func weightOf(w []float32, kind Kind) (Weight, []float32) {
+	switch kind {
+	case F32:
+		return Weight{Kind: F32, F32s: w}, w
+	}
+	u := make([]uint16, len(w))
+	v := make([]float32, len(w))
+	for i, x := range w {
+		if kind == BF16 {
+			u[i] = uint16(math.Float32bits(x) >> 16)
+			v[i] = math.Float32frombits(uint32(u[i]) << 16)
+		} else {
+			u[i] = float16.Fromfloat32(x).Bits()
+			v[i] = float16.Frombits(u[i]).Float32()
+		}
+	}
+	return Weight{Kind: kind, U16s: u}, v
+}
+
+// TestMulT checks every kernel shape and tail against a float64
+// reference, on the CPU's kernels and on plain Go.
+func TestMulT(t *testing.T) {
+	defer Force(true)
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, path := range []bool{true, false} {
+		Force(path)
+		for _, kind := range []Kind{F32, BF16, F16} {
+			for _, T := range []int{1, 2, 3, 5, 37} {
+				for _, sz := range [][2]int{{7, 3}, {16, 4}, {100, 9}, {576, 130}, {64, 1}} {
+					in, out := sz[0], sz[1]
+					x := make([]float32, T*in)
+					raw := make([]float32, out*in)
+					for i := range x {
+						x[i] = float32(r.NormFloat64())
+					}
+					for i := range raw {
+						raw[i] = float32(r.NormFloat64() * 0.1)
+					}
+					w, vals := weightOf(raw, kind)
+					y := make([]float32, T*out)
+					for i := range y {
+						y[i] = float32(math.NaN()) // every value must be written
+					}
+					MulT(y, x, T, w, out, in)
+					for tt := 0; tt < T; tt++ {
+						for o := 0; o < out; o++ {
+							var want float64
+							for c := 0; c < in; c++ {
+								want += float64(x[tt*in+c]) * float64(vals[o*in+c])
+							}
+							if d := math.Abs(float64(y[tt*out+o]) - want); !(d <= 1e-5*math.Sqrt(float64(in))) {
+								t.Fatalf("%s %v T=%d in=%d out=%d: y[%d,%d] = %g, want %g", Name(), kind, T, in, out, tt, o, y[tt*out+o], want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestKernelsArePicked(t *testing.T) {
+	Force(true)
+	t.Logf("kernels: %s", Name())
+	if Name() == "go" && detect() != nil {
+		t.Error("the CPU has kernels but none are active")
+	}
+}
+
+// BenchmarkMatVec is one decode row against Qwen3-0.6B's MLP up
+// projection [3072, 1024]: memory-bound, read as GB/s of weights.
+func BenchmarkMatVec(b *testing.B) {
+	for _, kind := range []Kind{F32, BF16, F16} {
+		for _, path := range []bool{true, false} {
+			Force(path)
+			b.Run(fmt.Sprintf("%v/%s", kindName(kind), Name()), func(b *testing.B) { benchMul(b, kind, 1, 1024, 3072) })
+		}
+	}
+	Force(true)
+}
+
+// BenchmarkGEMM is a 128-row prefill chunk against the same weight:
+// compute-bound, read as GFLOP/s.
+func BenchmarkGEMM(b *testing.B) {
+	for _, kind := range []Kind{F32, BF16, F16} {
+		for _, path := range []bool{true, false} {
+			Force(path)
+			b.Run(fmt.Sprintf("%v/%s", kindName(kind), Name()), func(b *testing.B) { benchMul(b, kind, 128, 1024, 3072) })
+		}
+	}
+	Force(true)
+}
+
+func kindName(k Kind) string { return [...]string{"f32", "bf16", "f16"}[k] }
+
+func benchMul(b *testing.B, kind Kind, T, in, out int) {
+	x := make([]float32, T*in)
+	raw := make([]float32, in*out)
+	for i := range raw {
+		raw[i] = float32(i%7) * 0.01
+	}
+	w, _ := weightOf(raw, kind)
+	y := make([]float32, T*out)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		MulT(y, x, T, w, out, in)
+	}
+	sec := b.Elapsed().Seconds() / float64(b.N)
+	bytes := float64(in * out * 4)
+	if kind != F32 {
+		bytes /= 2
+	}
+	b.ReportMetric(bytes/sec/1e9, "GB/s")
+	b.ReportMetric(2*float64(T*in*out)/sec/1e9, "GFLOP/s")
+}
