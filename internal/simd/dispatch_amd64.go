@@ -96,3 +96,29 @@ func asmDots(tile *[16]float32, x *float32, R int, w Weight, w0, C, in, k int) {
 		}
 	}
 }
+
+// asmGemv runs the active matrix-vector kernel over rows weight rows from
+// offset w0.
+func asmGemv(x *float32, w Weight, w0, in, rows int, y *float32) {
+	avx := active == avx512
+	switch w.Kind {
+	case F32:
+		if avx {
+			gemvF32AVX512(x, &w.F32s[w0], in, in, rows, y)
+		} else {
+			gemvF32AVX2(x, &w.F32s[w0], in, in, rows, y)
+		}
+	case BF16:
+		if avx {
+			gemvBF16AVX512(x, &w.U16s[w0], in, in, rows, y)
+		} else {
+			gemvBF16AVX2(x, &w.U16s[w0], in, in, rows, y)
+		}
+	case F16:
+		if avx {
+			gemvF16AVX512(x, &w.U16s[w0], in, in, rows, y)
+		} else {
+			gemvF16AVX2(x, &w.U16s[w0], in, in, rows, y)
+		}
+	}
+}

@@ -8,3 +8,7 @@ func detect() *isa { return nil }
 func asmDots(tile *[16]float32, x *float32, R int, w Weight, w0, C, in, k int) {
 	panic("simd: no assembly kernels in this build")
 }
+
+func asmGemv(x *float32, w Weight, w0, in, rows int, y *float32) {
+	panic("simd: no assembly kernels in this build")
+}

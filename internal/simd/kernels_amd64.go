@@ -19,6 +19,11 @@ func tile1x4F32AVX512(x *float32, ldx int, w *float32, ldw int, k int, out *floa
 //go:noescape
 func tile1x1F32AVX512(x *float32, ldx int, w *float32, ldw int, k int, out *float32)
 
+// gemvF32AVX512 computes y[r] = x · w[r] over k values for rows rows of w (stride ldw).
+//
+//go:noescape
+func gemvF32AVX512(x *float32, w *float32, ldw int, k int, rows int, y *float32)
+
 // tile4x4BF16AVX512 computes the 4x4 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
 //
 //go:noescape
@@ -33,6 +38,11 @@ func tile1x4BF16AVX512(x *float32, ldx int, w *uint16, ldw int, k int, out *floa
 //
 //go:noescape
 func tile1x1BF16AVX512(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
+
+// gemvBF16AVX512 computes y[r] = x · w[r] over k values for rows rows of w (stride ldw).
+//
+//go:noescape
+func gemvBF16AVX512(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
 
 // tile4x4F16AVX512 computes the 4x4 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
 //
@@ -49,6 +59,11 @@ func tile1x4F16AVX512(x *float32, ldx int, w *uint16, ldw int, k int, out *float
 //go:noescape
 func tile1x1F16AVX512(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
 
+// gemvF16AVX512 computes y[r] = x · w[r] over k values for rows rows of w (stride ldw).
+//
+//go:noescape
+func gemvF16AVX512(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
+
 // tile2x4F32AVX2 computes the 2x4 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
 //
 //go:noescape
@@ -63,6 +78,11 @@ func tile1x4F32AVX2(x *float32, ldx int, w *float32, ldw int, k int, out *float3
 //
 //go:noescape
 func tile1x1F32AVX2(x *float32, ldx int, w *float32, ldw int, k int, out *float32)
+
+// gemvF32AVX2 computes y[r] = x · w[r] over k values for rows rows of w (stride ldw).
+//
+//go:noescape
+func gemvF32AVX2(x *float32, w *float32, ldw int, k int, rows int, y *float32)
 
 // tile2x4BF16AVX2 computes the 2x4 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
 //
@@ -79,6 +99,11 @@ func tile1x4BF16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float3
 //go:noescape
 func tile1x1BF16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
 
+// gemvBF16AVX2 computes y[r] = x · w[r] over k values for rows rows of w (stride ldw).
+//
+//go:noescape
+func gemvBF16AVX2(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
+
 // tile2x4F16AVX2 computes the 2x4 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
 //
 //go:noescape
@@ -93,3 +118,8 @@ func tile1x4F16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float32
 //
 //go:noescape
 func tile1x1F16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
+
+// gemvF16AVX2 computes y[r] = x · w[r] over k values for rows rows of w (stride ldw).
+//
+//go:noescape
+func gemvF16AVX2(x *float32, w *uint16, ldw int, k int, rows int, y *float32)

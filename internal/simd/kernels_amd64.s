@@ -313,18 +313,39 @@ TEXT ·tile1x1F32AVX512(SB), NOSPLIT, $0-48
 	SHLQ   $0x02, CX
 	SHLQ   $0x02, BX
 	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
 	XORQ   CX, CX
+	MOVQ   SI, BX
+	ANDQ   $-64, BX
 
-tile1x1F32AVX512_loop:
+tile1x1F32AVX512_wide:
+	CMPQ        CX, BX
+	JGE         tile1x1F32AVX512_narrow
+	VMOVUPS     (DX)(CX*4), Z4
+	VFMADD231PS (AX)(CX*4), Z4, Z0
+	VMOVUPS     64(DX)(CX*4), Z4
+	VFMADD231PS 64(AX)(CX*4), Z4, Z1
+	VMOVUPS     128(DX)(CX*4), Z4
+	VFMADD231PS 128(AX)(CX*4), Z4, Z2
+	VMOVUPS     192(DX)(CX*4), Z4
+	VFMADD231PS 192(AX)(CX*4), Z4, Z3
+	ADDQ        $0x00000040, CX
+	JMP         tile1x1F32AVX512_wide
+
+tile1x1F32AVX512_narrow:
 	CMPQ        CX, SI
 	JGE         tile1x1F32AVX512_done
-	VMOVUPS     (AX)(CX*4), Z1
-	VMOVUPS     (DX)(CX*4), Z2
-	VFMADD231PS Z2, Z1, Z0
+	VMOVUPS     (DX)(CX*4), Z4
+	VFMADD231PS (AX)(CX*4), Z4, Z0
 	ADDQ        $0x00000010, CX
-	JMP         tile1x1F32AVX512_loop
+	JMP         tile1x1F32AVX512_narrow
 
 tile1x1F32AVX512_done:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z2, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y1
 	VADDPS        Y1, Y0, Y0
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -334,6 +355,72 @@ tile1x1F32AVX512_done:
 	VPERMILPS     $0xb1, X0, X1
 	VADDPS        X1, X0, X0
 	VMOVSS        X0, (DI)
+	VZEROUPPER
+	RET
+
+// func gemvF32AVX512(x *float32, w *float32, ldw int, k int, rows int, y *float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·gemvF32AVX512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), AX
+	MOVQ w+8(FP), CX
+	MOVQ ldw+16(FP), DX
+	MOVQ k+24(FP), BX
+	MOVQ rows+32(FP), SI
+	MOVQ y+40(FP), DI
+	SHLQ $0x02, DX
+	MOVQ BX, R8
+	ANDQ $-64, R8
+
+gemvF32AVX512_row:
+	TESTQ  SI, SI
+	JZ     gemvF32AVX512_end
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	XORQ   R9, R9
+
+gemvF32AVX512_wide:
+	CMPQ        R9, R8
+	JGE         gemvF32AVX512_narrow
+	VMOVUPS     (CX)(R9*4), Z4
+	VFMADD231PS (AX)(R9*4), Z4, Z0
+	VMOVUPS     64(CX)(R9*4), Z4
+	VFMADD231PS 64(AX)(R9*4), Z4, Z1
+	VMOVUPS     128(CX)(R9*4), Z4
+	VFMADD231PS 128(AX)(R9*4), Z4, Z2
+	VMOVUPS     192(CX)(R9*4), Z4
+	VFMADD231PS 192(AX)(R9*4), Z4, Z3
+	ADDQ        $0x00000040, R9
+	JMP         gemvF32AVX512_wide
+
+gemvF32AVX512_narrow:
+	CMPQ        R9, BX
+	JGE         gemvF32AVX512_sum
+	VMOVUPS     (CX)(R9*4), Z4
+	VFMADD231PS (AX)(R9*4), Z4, Z0
+	ADDQ        $0x00000010, R9
+	JMP         gemvF32AVX512_narrow
+
+gemvF32AVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSS        X0, (DI)
+	ADDQ          DX, CX
+	ADDQ          $0x04, DI
+	DECQ          SI
+	JMP           gemvF32AVX512_row
+
+gemvF32AVX512_end:
 	VZEROUPPER
 	RET
 
@@ -654,19 +741,44 @@ TEXT ·tile1x1BF16AVX512(SB), NOSPLIT, $0-48
 	SHLQ   $0x02, CX
 	SHLQ   $0x01, BX
 	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
 	XORQ   CX, CX
+	MOVQ   SI, BX
+	ANDQ   $-64, BX
 
-tile1x1BF16AVX512_loop:
+tile1x1BF16AVX512_wide:
+	CMPQ        CX, BX
+	JGE         tile1x1BF16AVX512_narrow
+	VPMOVZXWD   (DX)(CX*2), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS (AX)(CX*4), Z4, Z0
+	VPMOVZXWD   32(DX)(CX*2), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS 64(AX)(CX*4), Z4, Z1
+	VPMOVZXWD   64(DX)(CX*2), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS 128(AX)(CX*4), Z4, Z2
+	VPMOVZXWD   96(DX)(CX*2), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS 192(AX)(CX*4), Z4, Z3
+	ADDQ        $0x00000040, CX
+	JMP         tile1x1BF16AVX512_wide
+
+tile1x1BF16AVX512_narrow:
 	CMPQ        CX, SI
 	JGE         tile1x1BF16AVX512_done
-	VMOVUPS     (AX)(CX*4), Z1
-	VPMOVZXWD   (DX)(CX*2), Z2
-	VPSLLD      $0x10, Z2, Z2
-	VFMADD231PS Z2, Z1, Z0
+	VPMOVZXWD   (DX)(CX*2), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS (AX)(CX*4), Z4, Z0
 	ADDQ        $0x00000010, CX
-	JMP         tile1x1BF16AVX512_loop
+	JMP         tile1x1BF16AVX512_narrow
 
 tile1x1BF16AVX512_done:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z2, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y1
 	VADDPS        Y1, Y0, Y0
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -676,6 +788,77 @@ tile1x1BF16AVX512_done:
 	VPERMILPS     $0xb1, X0, X1
 	VADDPS        X1, X0, X0
 	VMOVSS        X0, (DI)
+	VZEROUPPER
+	RET
+
+// func gemvBF16AVX512(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·gemvBF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), AX
+	MOVQ w+8(FP), CX
+	MOVQ ldw+16(FP), DX
+	MOVQ k+24(FP), BX
+	MOVQ rows+32(FP), SI
+	MOVQ y+40(FP), DI
+	SHLQ $0x01, DX
+	MOVQ BX, R8
+	ANDQ $-64, R8
+
+gemvBF16AVX512_row:
+	TESTQ  SI, SI
+	JZ     gemvBF16AVX512_end
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	XORQ   R9, R9
+
+gemvBF16AVX512_wide:
+	CMPQ        R9, R8
+	JGE         gemvBF16AVX512_narrow
+	VPMOVZXWD   (CX)(R9*2), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS (AX)(R9*4), Z4, Z0
+	VPMOVZXWD   32(CX)(R9*2), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS 64(AX)(R9*4), Z4, Z1
+	VPMOVZXWD   64(CX)(R9*2), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS 128(AX)(R9*4), Z4, Z2
+	VPMOVZXWD   96(CX)(R9*2), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS 192(AX)(R9*4), Z4, Z3
+	ADDQ        $0x00000040, R9
+	JMP         gemvBF16AVX512_wide
+
+gemvBF16AVX512_narrow:
+	CMPQ        R9, BX
+	JGE         gemvBF16AVX512_sum
+	VPMOVZXWD   (CX)(R9*2), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS (AX)(R9*4), Z4, Z0
+	ADDQ        $0x00000010, R9
+	JMP         gemvBF16AVX512_narrow
+
+gemvBF16AVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSS        X0, (DI)
+	ADDQ          DX, CX
+	ADDQ          $0x04, DI
+	DECQ          SI
+	JMP           gemvBF16AVX512_row
+
+gemvBF16AVX512_end:
 	VZEROUPPER
 	RET
 
@@ -988,18 +1171,39 @@ TEXT ·tile1x1F16AVX512(SB), NOSPLIT, $0-48
 	SHLQ   $0x02, CX
 	SHLQ   $0x01, BX
 	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
 	XORQ   CX, CX
+	MOVQ   SI, BX
+	ANDQ   $-64, BX
 
-tile1x1F16AVX512_loop:
+tile1x1F16AVX512_wide:
+	CMPQ        CX, BX
+	JGE         tile1x1F16AVX512_narrow
+	VCVTPH2PS   (DX)(CX*2), Z4
+	VFMADD231PS (AX)(CX*4), Z4, Z0
+	VCVTPH2PS   32(DX)(CX*2), Z4
+	VFMADD231PS 64(AX)(CX*4), Z4, Z1
+	VCVTPH2PS   64(DX)(CX*2), Z4
+	VFMADD231PS 128(AX)(CX*4), Z4, Z2
+	VCVTPH2PS   96(DX)(CX*2), Z4
+	VFMADD231PS 192(AX)(CX*4), Z4, Z3
+	ADDQ        $0x00000040, CX
+	JMP         tile1x1F16AVX512_wide
+
+tile1x1F16AVX512_narrow:
 	CMPQ        CX, SI
 	JGE         tile1x1F16AVX512_done
-	VMOVUPS     (AX)(CX*4), Z1
-	VCVTPH2PS   (DX)(CX*2), Z2
-	VFMADD231PS Z2, Z1, Z0
+	VCVTPH2PS   (DX)(CX*2), Z4
+	VFMADD231PS (AX)(CX*4), Z4, Z0
 	ADDQ        $0x00000010, CX
-	JMP         tile1x1F16AVX512_loop
+	JMP         tile1x1F16AVX512_narrow
 
 tile1x1F16AVX512_done:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z2, Z0, Z0
 	VEXTRACTF64X4 $0x01, Z0, Y1
 	VADDPS        Y1, Y0, Y0
 	VEXTRACTF32X4 $0x01, Y0, X1
@@ -1009,6 +1213,72 @@ tile1x1F16AVX512_done:
 	VPERMILPS     $0xb1, X0, X1
 	VADDPS        X1, X0, X0
 	VMOVSS        X0, (DI)
+	VZEROUPPER
+	RET
+
+// func gemvF16AVX512(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·gemvF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), AX
+	MOVQ w+8(FP), CX
+	MOVQ ldw+16(FP), DX
+	MOVQ k+24(FP), BX
+	MOVQ rows+32(FP), SI
+	MOVQ y+40(FP), DI
+	SHLQ $0x01, DX
+	MOVQ BX, R8
+	ANDQ $-64, R8
+
+gemvF16AVX512_row:
+	TESTQ  SI, SI
+	JZ     gemvF16AVX512_end
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	XORQ   R9, R9
+
+gemvF16AVX512_wide:
+	CMPQ        R9, R8
+	JGE         gemvF16AVX512_narrow
+	VCVTPH2PS   (CX)(R9*2), Z4
+	VFMADD231PS (AX)(R9*4), Z4, Z0
+	VCVTPH2PS   32(CX)(R9*2), Z4
+	VFMADD231PS 64(AX)(R9*4), Z4, Z1
+	VCVTPH2PS   64(CX)(R9*2), Z4
+	VFMADD231PS 128(AX)(R9*4), Z4, Z2
+	VCVTPH2PS   96(CX)(R9*2), Z4
+	VFMADD231PS 192(AX)(R9*4), Z4, Z3
+	ADDQ        $0x00000040, R9
+	JMP         gemvF16AVX512_wide
+
+gemvF16AVX512_narrow:
+	CMPQ        R9, BX
+	JGE         gemvF16AVX512_sum
+	VCVTPH2PS   (CX)(R9*2), Z4
+	VFMADD231PS (AX)(R9*4), Z4, Z0
+	ADDQ        $0x00000010, R9
+	JMP         gemvF16AVX512_narrow
+
+gemvF16AVX512_sum:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSS        X0, (DI)
+	ADDQ          DX, CX
+	ADDQ          $0x04, DI
+	DECQ          SI
+	JMP           gemvF16AVX512_row
+
+gemvF16AVX512_end:
 	VZEROUPPER
 	RET
 
@@ -1203,18 +1473,39 @@ TEXT ·tile1x1F32AVX2(SB), NOSPLIT, $0-48
 	SHLQ   $0x02, CX
 	SHLQ   $0x02, BX
 	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
 	XORQ   CX, CX
+	MOVQ   SI, BX
+	ANDQ   $-32, BX
 
-tile1x1F32AVX2_loop:
+tile1x1F32AVX2_wide:
+	CMPQ        CX, BX
+	JGE         tile1x1F32AVX2_narrow
+	VMOVUPS     (DX)(CX*4), Y4
+	VFMADD231PS (AX)(CX*4), Y4, Y0
+	VMOVUPS     32(DX)(CX*4), Y4
+	VFMADD231PS 32(AX)(CX*4), Y4, Y1
+	VMOVUPS     64(DX)(CX*4), Y4
+	VFMADD231PS 64(AX)(CX*4), Y4, Y2
+	VMOVUPS     96(DX)(CX*4), Y4
+	VFMADD231PS 96(AX)(CX*4), Y4, Y3
+	ADDQ        $0x00000020, CX
+	JMP         tile1x1F32AVX2_wide
+
+tile1x1F32AVX2_narrow:
 	CMPQ        CX, SI
 	JGE         tile1x1F32AVX2_done
-	VMOVUPS     (AX)(CX*4), Y1
-	VMOVUPS     (DX)(CX*4), Y2
-	VFMADD231PS Y2, Y1, Y0
+	VMOVUPS     (DX)(CX*4), Y4
+	VFMADD231PS (AX)(CX*4), Y4, Y0
 	ADDQ        $0x00000008, CX
-	JMP         tile1x1F32AVX2_loop
+	JMP         tile1x1F32AVX2_narrow
 
 tile1x1F32AVX2_done:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
 	VADDPS       X1, X0, X0
 	VPERMILPS    $0x4e, X0, X1
@@ -1222,6 +1513,70 @@ tile1x1F32AVX2_done:
 	VPERMILPS    $0xb1, X0, X1
 	VADDPS       X1, X0, X0
 	VMOVSS       X0, (DI)
+	VZEROUPPER
+	RET
+
+// func gemvF32AVX2(x *float32, w *float32, ldw int, k int, rows int, y *float32)
+// Requires: AVX, FMA3
+TEXT ·gemvF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), AX
+	MOVQ w+8(FP), CX
+	MOVQ ldw+16(FP), DX
+	MOVQ k+24(FP), BX
+	MOVQ rows+32(FP), SI
+	MOVQ y+40(FP), DI
+	SHLQ $0x02, DX
+	MOVQ BX, R8
+	ANDQ $-32, R8
+
+gemvF32AVX2_row:
+	TESTQ  SI, SI
+	JZ     gemvF32AVX2_end
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   R9, R9
+
+gemvF32AVX2_wide:
+	CMPQ        R9, R8
+	JGE         gemvF32AVX2_narrow
+	VMOVUPS     (CX)(R9*4), Y4
+	VFMADD231PS (AX)(R9*4), Y4, Y0
+	VMOVUPS     32(CX)(R9*4), Y4
+	VFMADD231PS 32(AX)(R9*4), Y4, Y1
+	VMOVUPS     64(CX)(R9*4), Y4
+	VFMADD231PS 64(AX)(R9*4), Y4, Y2
+	VMOVUPS     96(CX)(R9*4), Y4
+	VFMADD231PS 96(AX)(R9*4), Y4, Y3
+	ADDQ        $0x00000020, R9
+	JMP         gemvF32AVX2_wide
+
+gemvF32AVX2_narrow:
+	CMPQ        R9, BX
+	JGE         gemvF32AVX2_sum
+	VMOVUPS     (CX)(R9*4), Y4
+	VFMADD231PS (AX)(R9*4), Y4, Y0
+	ADDQ        $0x00000008, R9
+	JMP         gemvF32AVX2_narrow
+
+gemvF32AVX2_sum:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         DX, CX
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JMP          gemvF32AVX2_row
+
+gemvF32AVX2_end:
 	VZEROUPPER
 	RET
 
@@ -1424,19 +1779,44 @@ TEXT ·tile1x1BF16AVX2(SB), NOSPLIT, $0-48
 	SHLQ   $0x02, CX
 	SHLQ   $0x01, BX
 	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
 	XORQ   CX, CX
+	MOVQ   SI, BX
+	ANDQ   $-32, BX
 
-tile1x1BF16AVX2_loop:
+tile1x1BF16AVX2_wide:
+	CMPQ        CX, BX
+	JGE         tile1x1BF16AVX2_narrow
+	VPMOVZXWD   (DX)(CX*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (AX)(CX*4), Y4, Y0
+	VPMOVZXWD   16(DX)(CX*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 32(AX)(CX*4), Y4, Y1
+	VPMOVZXWD   32(DX)(CX*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 64(AX)(CX*4), Y4, Y2
+	VPMOVZXWD   48(DX)(CX*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 96(AX)(CX*4), Y4, Y3
+	ADDQ        $0x00000020, CX
+	JMP         tile1x1BF16AVX2_wide
+
+tile1x1BF16AVX2_narrow:
 	CMPQ        CX, SI
 	JGE         tile1x1BF16AVX2_done
-	VMOVUPS     (AX)(CX*4), Y1
-	VPMOVZXWD   (DX)(CX*2), Y2
-	VPSLLD      $0x10, Y2, Y2
-	VFMADD231PS Y2, Y1, Y0
+	VPMOVZXWD   (DX)(CX*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (AX)(CX*4), Y4, Y0
 	ADDQ        $0x00000008, CX
-	JMP         tile1x1BF16AVX2_loop
+	JMP         tile1x1BF16AVX2_narrow
 
 tile1x1BF16AVX2_done:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
 	VADDPS       X1, X0, X0
 	VPERMILPS    $0x4e, X0, X1
@@ -1444,6 +1824,75 @@ tile1x1BF16AVX2_done:
 	VPERMILPS    $0xb1, X0, X1
 	VADDPS       X1, X0, X0
 	VMOVSS       X0, (DI)
+	VZEROUPPER
+	RET
+
+// func gemvBF16AVX2(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·gemvBF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), AX
+	MOVQ w+8(FP), CX
+	MOVQ ldw+16(FP), DX
+	MOVQ k+24(FP), BX
+	MOVQ rows+32(FP), SI
+	MOVQ y+40(FP), DI
+	SHLQ $0x01, DX
+	MOVQ BX, R8
+	ANDQ $-32, R8
+
+gemvBF16AVX2_row:
+	TESTQ  SI, SI
+	JZ     gemvBF16AVX2_end
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   R9, R9
+
+gemvBF16AVX2_wide:
+	CMPQ        R9, R8
+	JGE         gemvBF16AVX2_narrow
+	VPMOVZXWD   (CX)(R9*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (AX)(R9*4), Y4, Y0
+	VPMOVZXWD   16(CX)(R9*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 32(AX)(R9*4), Y4, Y1
+	VPMOVZXWD   32(CX)(R9*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 64(AX)(R9*4), Y4, Y2
+	VPMOVZXWD   48(CX)(R9*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 96(AX)(R9*4), Y4, Y3
+	ADDQ        $0x00000020, R9
+	JMP         gemvBF16AVX2_wide
+
+gemvBF16AVX2_narrow:
+	CMPQ        R9, BX
+	JGE         gemvBF16AVX2_sum
+	VPMOVZXWD   (CX)(R9*2), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (AX)(R9*4), Y4, Y0
+	ADDQ        $0x00000008, R9
+	JMP         gemvBF16AVX2_narrow
+
+gemvBF16AVX2_sum:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         DX, CX
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JMP          gemvBF16AVX2_row
+
+gemvBF16AVX2_end:
 	VZEROUPPER
 	RET
 
@@ -1638,18 +2087,39 @@ TEXT ·tile1x1F16AVX2(SB), NOSPLIT, $0-48
 	SHLQ   $0x02, CX
 	SHLQ   $0x01, BX
 	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
 	XORQ   CX, CX
+	MOVQ   SI, BX
+	ANDQ   $-32, BX
 
-tile1x1F16AVX2_loop:
+tile1x1F16AVX2_wide:
+	CMPQ        CX, BX
+	JGE         tile1x1F16AVX2_narrow
+	VCVTPH2PS   (DX)(CX*2), Y4
+	VFMADD231PS (AX)(CX*4), Y4, Y0
+	VCVTPH2PS   16(DX)(CX*2), Y4
+	VFMADD231PS 32(AX)(CX*4), Y4, Y1
+	VCVTPH2PS   32(DX)(CX*2), Y4
+	VFMADD231PS 64(AX)(CX*4), Y4, Y2
+	VCVTPH2PS   48(DX)(CX*2), Y4
+	VFMADD231PS 96(AX)(CX*4), Y4, Y3
+	ADDQ        $0x00000020, CX
+	JMP         tile1x1F16AVX2_wide
+
+tile1x1F16AVX2_narrow:
 	CMPQ        CX, SI
 	JGE         tile1x1F16AVX2_done
-	VMOVUPS     (AX)(CX*4), Y1
-	VCVTPH2PS   (DX)(CX*2), Y2
-	VFMADD231PS Y2, Y1, Y0
+	VCVTPH2PS   (DX)(CX*2), Y4
+	VFMADD231PS (AX)(CX*4), Y4, Y0
 	ADDQ        $0x00000008, CX
-	JMP         tile1x1F16AVX2_loop
+	JMP         tile1x1F16AVX2_narrow
 
 tile1x1F16AVX2_done:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
 	VADDPS       X1, X0, X0
 	VPERMILPS    $0x4e, X0, X1
@@ -1657,5 +2127,69 @@ tile1x1F16AVX2_done:
 	VPERMILPS    $0xb1, X0, X1
 	VADDPS       X1, X0, X0
 	VMOVSS       X0, (DI)
+	VZEROUPPER
+	RET
+
+// func gemvF16AVX2(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·gemvF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), AX
+	MOVQ w+8(FP), CX
+	MOVQ ldw+16(FP), DX
+	MOVQ k+24(FP), BX
+	MOVQ rows+32(FP), SI
+	MOVQ y+40(FP), DI
+	SHLQ $0x01, DX
+	MOVQ BX, R8
+	ANDQ $-32, R8
+
+gemvF16AVX2_row:
+	TESTQ  SI, SI
+	JZ     gemvF16AVX2_end
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   R9, R9
+
+gemvF16AVX2_wide:
+	CMPQ        R9, R8
+	JGE         gemvF16AVX2_narrow
+	VCVTPH2PS   (CX)(R9*2), Y4
+	VFMADD231PS (AX)(R9*4), Y4, Y0
+	VCVTPH2PS   16(CX)(R9*2), Y4
+	VFMADD231PS 32(AX)(R9*4), Y4, Y1
+	VCVTPH2PS   32(CX)(R9*2), Y4
+	VFMADD231PS 64(AX)(R9*4), Y4, Y2
+	VCVTPH2PS   48(CX)(R9*2), Y4
+	VFMADD231PS 96(AX)(R9*4), Y4, Y3
+	ADDQ        $0x00000020, R9
+	JMP         gemvF16AVX2_wide
+
+gemvF16AVX2_narrow:
+	CMPQ        R9, BX
+	JGE         gemvF16AVX2_sum
+	VCVTPH2PS   (CX)(R9*2), Y4
+	VFMADD231PS (AX)(R9*4), Y4, Y0
+	ADDQ        $0x00000008, R9
+	JMP         gemvF16AVX2_narrow
+
+gemvF16AVX2_sum:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         DX, CX
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JMP          gemvF16AVX2_row
+
+gemvF16AVX2_end:
 	VZEROUPPER
 	RET

@@ -17,6 +17,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/x448/float16"
 )
@@ -84,18 +85,25 @@ func MulT(y, x []float32, T int, w Weight, out, in int) {
 	}
 	// Split the weight rows in runs of 4, so tiles stay whole.
 	per := (out/workers + 3) &^ 3
-	jobs := pool.get()
+	done := pool.Get().(*atomic.Int32)
 	for wk := 1; wk < workers; wk++ {
 		r0, r1 := wk*per, min(out, (wk+1)*per)
 		if r0 >= r1 {
 			continue
 		}
-		jobs.wg.Add(1)
-		work <- job{y: y, x: x, T: T, w: w, out: out, in: in, r0: r0, r1: r1, done: jobs}
+		done.Add(1)
+		work <- job{y: y, x: x, T: T, w: w, out: out, in: in, r0: r0, r1: r1, done: done}
 	}
 	mulRows(y, x, T, w, out, in, 0, min(out, per))
-	jobs.wg.Wait()
-	pool.put(jobs)
+	// A decode step makes hundreds of short calls: spin for the workers
+	// rather than sleep, since waking a sleeping goroutine costs tens of
+	// microseconds each time.
+	for spin := 0; done.Load() != 0; spin++ {
+		if spin&63 == 63 {
+			runtime.Gosched()
+		}
+	}
+	pool.Put(done)
 }
 
 // job is one worker's share of a MulT: weight rows [r0, r1).
@@ -104,30 +112,46 @@ type job struct {
 	T, out, in int
 	w          Weight
 	r0, r1     int
-	done       *waiter
+	done       *atomic.Int32
 }
 
-type waiter struct{ wg sync.WaitGroup }
-
-type waiters struct{ p sync.Pool }
-
-func (w *waiters) get() *waiter  { return w.p.Get().(*waiter) }
-func (w *waiters) put(x *waiter) { w.p.Put(x) }
-
 var (
-	pool = &waiters{p: sync.Pool{New: func() any { return new(waiter) }}}
+	pool = sync.Pool{New: func() any { return new(atomic.Int32) }}
 	work = make(chan job, 64)
 )
+
+// spinRecv is how many times an idle worker polls for work before it
+// blocks: about 50 µs, longer than the gap between a decode step's calls.
+const spinRecv = 4096
 
 func init() {
 	for i := 0; i < runtime.NumCPU(); i++ {
 		go func() {
-			for j := range work {
+			for {
+				j, ok := receive()
+				if !ok {
+					return
+				}
 				mulRows(j.y, j.x, j.T, j.w, j.out, j.in, j.r0, j.r1)
-				j.done.wg.Done()
+				j.done.Add(-1)
 			}
 		}()
 	}
+}
+
+func receive() (job, bool) {
+	for spin := 0; spin < spinRecv; spin++ {
+		select {
+		case j, ok := <-work:
+			return j, ok
+		default:
+		}
+		if spin&63 == 63 {
+			runtime.Gosched()
+		}
+	}
+	j, ok := <-work
+	return j, ok
 }
 
 // mulRows computes the columns [r0, r1) of y: x against weight rows
@@ -138,9 +162,23 @@ func mulRows(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 	if active != nil {
 		k = in - in%active.lanes
 	}
+	var tile [16]float32
+	if T == 1 {
+		// Decode reads every weight once: row after row is one long
+		// sequential stream, which the hardware prefetcher follows best
+		// (tiles of 4 rows read 4 short streams and ran 1.6x slower).
+		if active != nil && k == in {
+			asmGemv(&x[0], w, r0*in, in, r1-r0, &y[r0])
+			return
+		}
+		for j := r0; j < r1; j++ {
+			dots(&tile, x, 0, 1, w, j, 1, in, k)
+			y[j] = tile[0]
+		}
+		return
+	}
 	// About 128 KB of x per block.
 	tb := max(1, min(T, 32768/in))
-	var tile [16]float32
 	for t0 := 0; t0 < T; t0 += tb {
 		t1 := min(T, t0+tb)
 		j := r0

@@ -20,6 +20,9 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
+// prefetch is how far ahead, in bytes, decode kernels prefetch weights.
+const prefetch = 0
+
 type isa struct {
 	name  string
 	lanes int
@@ -45,6 +48,7 @@ func main() {
 			tile(is, dt, is.tileR, 4)
 			tile(is, dt, 1, 4)
 			tile(is, dt, 1, 1)
+			gemv(is, dt)
 		}
 	}
 	Generate()
@@ -85,6 +89,10 @@ func tile(is isa, dt dtype, R, C int) {
 		wp = append(wp, p)
 	}
 
+	if R == 1 && C == 1 {
+		dot1(is, dt, name, xp[0], wp[0], k, out)
+		return
+	}
 	acc := make([][]VecVirtual, R)
 	for i := range acc {
 		acc[i] = make([]VecVirtual, C)
@@ -103,6 +111,13 @@ func tile(is isa, dt dtype, R, C int) {
 	for i := range xv {
 		xv[i] = is.vec()
 		VMOVUPS(Mem{Base: xp[i], Index: idx, Scale: 4}, xv[i])
+	}
+	if prefetch > 0 && R == 1 {
+		// Decode streams weights from memory once: prefetch ahead in
+		// every row, past the page boundaries the hardware stops at.
+		for j := 0; j < C; j++ {
+			PREFETCHT0(Mem{Base: wp[j], Index: idx, Scale: uint8(dt.size), Disp: prefetch})
+		}
 	}
 	for j := 0; j < C; j++ {
 		wv := is.vec()
@@ -159,4 +174,136 @@ func reduce(is isa, a VecVirtual, m Mem) {
 	VPERMILPS(U8(0xb1), s, t) // swap neighbours
 	VADDPS(t, s, s)
 	VMOVSS(s, m)
+}
+
+// dot1 is the 1x1 tile: one long stream through a weight row, four
+// accumulators deep so the FMA latency never waits on memory.
+func dot1(is isa, dt dtype, name string, x, w, k, out GPVirtual) {
+	const U = 4
+	acc := make([]VecVirtual, U)
+	for u := range acc {
+		acc[u] = is.vec()
+		VXORPS(acc[u], acc[u], acc[u])
+	}
+	idx, end := GP64(), GP64()
+	XORQ(idx, idx)
+	MOVQ(k, end)
+	ANDQ(I32(-U*is.lanes), end)
+	load := func(u int, v VecVirtual) {
+		src := Mem{Base: w, Index: idx, Scale: uint8(dt.size), Disp: u * is.lanes * dt.size}
+		switch dt.name {
+		case "F32":
+			VMOVUPS(src, v)
+		case "BF16":
+			VPMOVZXWD(src, v)
+			VPSLLD(U8(16), v, v)
+		case "F16":
+			VCVTPH2PS(src, v)
+		}
+	}
+	Label(name + "_wide")
+	CMPQ(idx, end)
+	JGE(LabelRef(name + "_narrow"))
+	for u := 0; u < U; u++ {
+		wv := is.vec()
+		load(u, wv)
+		VFMADD231PS(Mem{Base: x, Index: idx, Scale: 4, Disp: u * is.lanes * 4}, wv, acc[u])
+	}
+	ADDQ(U32(U*is.lanes), idx)
+	JMP(LabelRef(name + "_wide"))
+	Label(name + "_narrow")
+	CMPQ(idx, k)
+	JGE(LabelRef(name + "_done"))
+	wv := is.vec()
+	load(0, wv)
+	VFMADD231PS(Mem{Base: x, Index: idx, Scale: 4}, wv, acc[0])
+	ADDQ(U32(is.lanes), idx)
+	JMP(LabelRef(name + "_narrow"))
+	Label(name + "_done")
+	VADDPS(acc[1], acc[0], acc[0])
+	VADDPS(acc[3], acc[2], acc[2])
+	VADDPS(acc[2], acc[0], acc[0])
+	reduce(is, acc[0], Mem{Base: out})
+	VZEROUPPER()
+	RET()
+}
+
+// gemv computes y[r] = x · w_r for rows consecutive rows of w (stride ldw):
+// decode's matrix-vector product, one sequential stream through the
+// weights, with the row loop in assembly so a row costs no call.
+func gemv(is isa, dt dtype) {
+	name := fmt.Sprintf("gemv%s%s", dt.name, is.name)
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(x *float32, w %s, ldw int, k int, rows int, y *float32)", dt.gotyp))
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes y[r] = x · w[r] over k values for rows rows of w (stride ldw).", name))
+	x, w, ldw, k, rows, y := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("x"), x)
+	Load(Param("w"), w)
+	Load(Param("ldw"), ldw)
+	Load(Param("k"), k)
+	Load(Param("rows"), rows)
+	Load(Param("y"), y)
+	if dt.size == 4 {
+		SHLQ(U8(2), ldw)
+	} else {
+		SHLQ(U8(1), ldw)
+	}
+	const U = 4
+	end := GP64()
+	MOVQ(k, end)
+	ANDQ(I32(-U*is.lanes), end)
+	acc := make([]VecVirtual, U)
+	for u := range acc {
+		acc[u] = is.vec()
+	}
+	idx := GP64()
+	load := func(u int, v VecVirtual) {
+		src := Mem{Base: w, Index: idx, Scale: uint8(dt.size), Disp: u * is.lanes * dt.size}
+		switch dt.name {
+		case "F32":
+			VMOVUPS(src, v)
+		case "BF16":
+			VPMOVZXWD(src, v)
+			VPSLLD(U8(16), v, v)
+		case "F16":
+			VCVTPH2PS(src, v)
+		}
+	}
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	for u := range acc {
+		VXORPS(acc[u], acc[u], acc[u])
+	}
+	XORQ(idx, idx)
+	Label(name + "_wide")
+	CMPQ(idx, end)
+	JGE(LabelRef(name + "_narrow"))
+	for u := 0; u < U; u++ {
+		wv := is.vec()
+		load(u, wv)
+		VFMADD231PS(Mem{Base: x, Index: idx, Scale: 4, Disp: u * is.lanes * 4}, wv, acc[u])
+	}
+	ADDQ(U32(U*is.lanes), idx)
+	JMP(LabelRef(name + "_wide"))
+	Label(name + "_narrow")
+	CMPQ(idx, k)
+	JGE(LabelRef(name + "_sum"))
+	wv := is.vec()
+	load(0, wv)
+	VFMADD231PS(Mem{Base: x, Index: idx, Scale: 4}, wv, acc[0])
+	ADDQ(U32(is.lanes), idx)
+	JMP(LabelRef(name + "_narrow"))
+	Label(name + "_sum")
+	VADDPS(acc[1], acc[0], acc[0])
+	VADDPS(acc[3], acc[2], acc[2])
+	VADDPS(acc[2], acc[0], acc[0])
+	reduce(is, acc[0], Mem{Base: y})
+	ADDQ(ldw, w)
+	ADDQ(U8(4), y)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
 }
