@@ -289,7 +289,7 @@ func (k captureCopy) Signature() []hm.Type {
 	return []hm.Type{hm.TypeVariable('a'), hm.TypeVariable('a')}
 }
 func (k captureCopy) Shape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
-func (k captureCopy) CPU(o ops.Out, in []G.Value) (G.Value, error) {
+func (k captureCopy) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	d, err := ops.Dense(in[0])
 	if err != nil {
 		return nil, err
@@ -298,7 +298,7 @@ func (k captureCopy) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 	// buffer of its own, which the session copies out after the run.
 	out := o.Float32s(d.Shape().TotalSize())
 	copy(out, d.Data().([]float32))
-	c := ops.NewF32(out, d.Shape()...)
+	c := o.Tensor(out, d.Shape()...)
 	k.sink.Store(c)
 	return c, nil
 }

@@ -121,7 +121,7 @@ func (replaceRows) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	return in[0].Clone(), nil
 }
-func (replaceRows) CPU(o ops.Out, in []G.Value) (G.Value, error) {
+func (replaceRows) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	h, e, err := ops.Float32Pair(in)
 	if err != nil {
 		return nil, err
@@ -138,5 +138,5 @@ func (replaceRows) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 			copy(out[t*D:(t+1)*D], e[t*D:(t+1)*D])
 		}
 	}
-	return ops.NewF32(out, in[0].Shape()...), nil
+	return o.Tensor(out, in[0].Shape()...), nil
 }

@@ -55,10 +55,25 @@ type programKey struct {
 	all  bool
 }
 
-// program is one compiled graph with its machine.
+// program is one compiled graph with its machine, and the input values it
+// is fed: allocated once, refilled and bound again on every run.
 type program struct {
 	*graph
-	vm G.VM
+	vm                   G.VM
+	positions, ids, mask []int
+	rows                 []int
+	embeds               []float32
+	inputs               map[*G.Node]*tensor.Dense
+}
+
+// input returns the program's value for an input node, made on first use.
+func (p *program) input(n *G.Node, backing any, shape ...int) *tensor.Dense {
+	if v, ok := p.inputs[n]; ok {
+		return v
+	}
+	v := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing))
+	p.inputs[n] = v
+	return v
 }
 
 // NewSession allocates the KV caches for m. Graphs are built and compiled
@@ -214,11 +229,10 @@ func (s *Session) run(in Input, T int, all bool) ([][]float32, error) {
 		return nil, err
 	}
 	n, D := in.Len(s.hidden), s.hidden
-	positions := make([]int, T)
-	for t := range positions {
-		positions[t] = -1
+	for t := range p.positions {
+		p.positions[t] = -1
 		if t < n {
-			positions[t] = s.pos + t
+			p.positions[t] = s.pos + t
 		}
 	}
 	var err2 error
@@ -227,28 +241,29 @@ func (s *Session) run(in Input, T int, all bool) ([][]float32, error) {
 			err2 = G.Let(node, val)
 		}
 	}
-	let(p.step.Positions, tensor.New(tensor.WithShape(T), tensor.WithBacking(positions)))
+	let(p.step.Positions, p.input(p.step.Positions, p.positions, T))
 	if p.ids != nil {
-		padded := make([]int, T)
-		copy(padded, in.IDs)
-		let(p.ids, tensor.New(tensor.WithShape(T), tensor.WithBacking(padded)))
+		clear(p.ids)
+		copy(p.ids, in.IDs)
+		let(p.graph.ids, p.input(p.graph.ids, p.ids, T))
 	}
 	if p.embeds != nil {
-		rows := make([]float32, T*D)
+		clear(p.embeds)
 		if p.mask == nil {
-			copy(rows, in.Embeds)
+			copy(p.embeds, in.Embeds)
 		} else {
-			mask := make([]int, T)
+			clear(p.mask)
 			for k, r := range in.Replace {
-				mask[r] = 1
-				copy(rows[r*D:(r+1)*D], in.Embeds[k*D:(k+1)*D])
+				p.mask[r] = 1
+				copy(p.embeds[r*D:(r+1)*D], in.Embeds[k*D:(k+1)*D])
 			}
-			let(p.mask, tensor.New(tensor.WithShape(T), tensor.WithBacking(mask)))
+			let(p.graph.mask, p.input(p.graph.mask, p.mask, T))
 		}
-		let(p.embeds, tensor.New(tensor.WithShape(T, D), tensor.WithBacking(rows)))
+		let(p.graph.embeds, p.input(p.graph.embeds, p.embeds, T, D))
 	}
 	if p.rows != nil {
-		let(p.rows, tensor.New(tensor.WithShape(1), tensor.WithBacking([]int{n - 1})))
+		p.rows[0] = n - 1
+		let(p.graph.rows, p.input(p.graph.rows, p.rows, 1))
 	}
 	if err2 != nil {
 		return nil, err2
@@ -289,7 +304,19 @@ func (s *Session) compiled(key programKey) (*program, error) {
 		return nil, err
 	}
 	ops.Plan(gr.step.G, s.arena)
-	p := &program{graph: gr, vm: G.NewTapeMachine(gr.step.G)}
+	p := &program{graph: gr, vm: G.NewTapeMachine(gr.step.G), positions: make([]int, key.T), inputs: map[*G.Node]*tensor.Dense{}}
+	if gr.ids != nil {
+		p.ids = make([]int, key.T)
+	}
+	if gr.embeds != nil {
+		p.embeds = make([]float32, key.T*s.hidden)
+	}
+	if gr.mask != nil {
+		p.mask = make([]int, key.T)
+	}
+	if gr.rows != nil {
+		p.rows = make([]int, 1)
+	}
 	s.program[key] = p
 	return p, nil
 }

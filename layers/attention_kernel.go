@@ -71,7 +71,7 @@ func (k cachedAttention) Shape(in []tensor.Shape) (tensor.Shape, error) {
 // attnDims are one step's sizes: T rows, n of them real, from position p0.
 type attnDims struct{ T, Hq, Hkv, Dk, Dv, S, p0, n int }
 
-func (k cachedAttention) CPU(o ops.Out, in []G.Value) (G.Value, error) {
+func (k cachedAttention) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	var f [5][]float32
 	for i := range f {
 		var err error
@@ -105,7 +105,7 @@ func (k cachedAttention) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 	if k.sink != nil {
 		k.sink.Store(ops.NewF32(probs, d.T, d.Hq, d.p0+d.n))
 	}
-	return ops.NewF32(out, d.T, d.Hq*d.Dv), nil
+	return o.Tensor(out, d.T, d.Hq*d.Dv), nil
 }
 
 // segment is a run of cached keys in contiguous slots: keys at positions
@@ -122,7 +122,8 @@ func (k cachedAttention) lo(p int) int {
 func (k cachedAttention) attend(out, probs, q, kNew, vNew, kc, vc []float32, d attnDims) {
 	// Keys in view: positions a..p0+n-1; those before p0 are cached.
 	a := k.lo(d.p0)
-	var past []segment
+	var segs [2]segment // at most two runs: a ring wraps once
+	past := segs[:0]
 	if a < d.p0 {
 		start := a % d.S
 		first := min(d.p0-a, d.S-start)

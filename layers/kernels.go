@@ -39,14 +39,14 @@ func (k rmsNorm) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	return in[0].Clone(), nil
 }
-func (k rmsNorm) CPU(o ops.Out, in []G.Value) (G.Value, error) {
+func (k rmsNorm) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	x, w, err := ops.Float32Pair(in)
 	if err != nil {
 		return nil, err
 	}
 	out := o.Float32s(len(x))
 	rmsNormRows(out, x, w, k.eps, k.offset)
-	return ops.NewF32(out, in[0].Shape()...), nil
+	return o.Tensor(out, in[0].Shape()...), nil
 }
 
 func rmsNormRows(out, x, w []float32, eps, offset float32) {
@@ -86,7 +86,7 @@ func (k rope) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	return s.Clone(), nil
 }
-func (k rope) CPU(o ops.Out, in []G.Value) (G.Value, error) {
+func (k rope) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	x, err := ops.Float32s(in[0])
 	if err != nil {
 		return nil, err
@@ -98,14 +98,18 @@ func (k rope) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 	s := in[0].Shape()
 	out := o.Float32s(len(x))
 	rotate(out, x, s[1], k.invFreq, pos)
-	return ops.NewF32(out, s...), nil
+	return o.Tensor(out, s...), nil
 }
 
 func rotate(out, x []float32, H int, invFreq []float32, positions []int) {
 	half := len(invFreq)
 	dh := 2 * half
-	cos := make([]float32, half)
-	sin := make([]float32, half)
+	var cosb, sinb [128]float32 // head_dim up to 256 stays on the stack
+	cos, sin := cosb[:], sinb[:]
+	if half > len(cosb) {
+		cos, sin = make([]float32, half), make([]float32, half)
+	}
+	cos, sin = cos[:half], sin[:half]
 	for t, p := range positions {
 		if p < 0 {
 			continue
@@ -144,7 +148,7 @@ func (k gatedAct) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	return in[0].Clone(), nil
 }
-func (k gatedAct) CPU(o ops.Out, in []G.Value) (G.Value, error) {
+func (k gatedAct) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	g, u, err := ops.Float32Pair(in)
 	if err != nil {
 		return nil, err
@@ -157,7 +161,7 @@ func (k gatedAct) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 	for i, v := range g {
 		out[i] = act(v) * u[i]
 	}
-	return ops.NewF32(out, in[0].Shape()...), nil
+	return o.Tensor(out, in[0].Shape()...), nil
 }
 
 func activation(name string) (func(float32) float32, error) {
@@ -195,7 +199,7 @@ func (k pointwise) Signature() []hm.Type { return []hm.Type{ops.T(k.dims, nil), 
 func (k pointwise) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	return in[0].Clone(), nil
 }
-func (k pointwise) CPU(o ops.Out, in []G.Value) (G.Value, error) {
+func (k pointwise) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	x, err := ops.Float32s(in[0])
 	if err != nil {
 		return nil, err
@@ -214,7 +218,7 @@ func (k pointwise) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 	default:
 		return nil, fmt.Errorf("unknown pointwise op %q", k.kind)
 	}
-	return ops.NewF32(out, in[0].Shape()...), nil
+	return o.Tensor(out, in[0].Shape()...), nil
 }
 
 // add is the elementwise sum of two same-shaped tensors (the residual
@@ -232,7 +236,7 @@ func (k add) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	return in[0].Clone(), nil
 }
-func (k add) CPU(o ops.Out, in []G.Value) (G.Value, error) {
+func (k add) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	a, b, err := ops.Float32Pair(in)
 	if err != nil {
 		return nil, err
@@ -241,5 +245,5 @@ func (k add) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 	for i, v := range a {
 		out[i] = v + b[i]
 	}
-	return ops.NewF32(out, in[0].Shape()...), nil
+	return o.Tensor(out, in[0].Shape()...), nil
 }

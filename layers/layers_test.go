@@ -528,3 +528,70 @@ func TestArenaRecycles(t *testing.T) {
 		t.Errorf("the arena holds %d buffers for values of which at most two are live at once", held)
 	}
 }
+
+// TestKernelsAllocateNothing runs each kernel of a decode step again and
+// again on its arena: after the first run, none allocates (their outputs,
+// headers and scratch are reused). Gorgonia's machine still allocates per
+// node; BenchmarkDecode in zoo/qwen3 reports the total.
+func TestKernelsAllocateNothing(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	const D, F, H, Hkv, Dh, S = 64, 128, 4, 2, 16, 32
+	bf, _ := stored(randVals(r, F*D, 0.1), graphs.BF16)
+	cases := []struct {
+		name string
+		k    ops.Kernel
+		in   func(g *graphT) []*G.Node
+	}{
+		{"matmul f32", matmulT{dtype: graphs.F32, name: "w"}, func(g *graphT) []*G.Node {
+			return []*G.Node{g.input("x", randVals(r, D, 1), 1, D), g.input("w", randVals(r, F*D, 1), F, D)}
+		}},
+		{"matmul bf16", matmulT{dtype: graphs.BF16, name: "w"}, func(g *graphT) []*G.Node {
+			return []*G.Node{g.input("x", randVals(r, D, 1), 1, D), g.input("w", bf, F, D)}
+		}},
+		{"rms norm", rmsNorm{eps: 1e-6, dims: 2}, func(g *graphT) []*G.Node {
+			return []*G.Node{g.input("x", randVals(r, D, 1), 1, D), g.input("w", randVals(r, D, 1), D)}
+		}},
+		{"rope", rope{invFreq: NewRoPE(Dh, 1e4, 1).InvFreq, id: "r"}, func(g *graphT) []*G.Node {
+			return []*G.Node{g.input("x", randVals(r, H*Dh, 1), 1, H, Dh), g.input("p", []int{7}, 1)}
+		}},
+		{"gated act", gatedAct{act: "silu"}, func(g *graphT) []*G.Node {
+			return []*G.Node{g.input("g", randVals(r, F, 1), 1, F), g.input("u", randVals(r, F, 1), 1, F)}
+		}},
+		{"add", add{dims: 2}, func(g *graphT) []*G.Node {
+			return []*G.Node{g.input("a", randVals(r, D, 1), 1, D), g.input("b", randVals(r, D, 1), 1, D)}
+		}},
+		{"attention", cachedAttention{name: "a", scale: 0.25}, func(g *graphT) []*G.Node {
+			return []*G.Node{g.input("q", randVals(r, H*Dh, 1), 1, H, Dh), g.input("k", randVals(r, Hkv*Dh, 1), 1, Hkv, Dh),
+				g.input("v", randVals(r, Hkv*Dh, 1), 1, Hkv, Dh), g.input("kc", randVals(r, Hkv*S*Dh, 1), Hkv, S, Dh),
+				g.input("vc", randVals(r, Hkv*S*Dh, 1), Hkv, S, Dh), g.input("p", []int{9}, 1)}
+		}},
+		{"embedding", embeddingLookup{dtype: graphs.F32, name: "e"}, func(g *graphT) []*G.Node {
+			return []*G.Node{g.input("t", randVals(r, F*D, 1), F, D), g.input("ids", []int{5}, 1)}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := newGraph(t)
+			in := c.in(g)
+			n := ops.Apply(c.k, in...)
+			arena := ops.NewArena()
+			ops.Plan(g.g, arena)
+			vals := make([]G.Value, len(in))
+			for i, x := range in {
+				vals[i] = x.Value()
+			}
+			op := n.Op()
+			if _, err := op.Do(vals...); err != nil {
+				t.Fatal(err)
+			}
+			if a := testing.AllocsPerRun(20, func() {
+				arena.Reset()
+				if _, err := op.Do(vals...); err != nil {
+					t.Fatal(err)
+				}
+			}); a != 0 {
+				t.Errorf("%s allocates %.0f times a run", c.name, a)
+			}
+		})
+	}
+}

@@ -52,7 +52,7 @@ func (k matmulT) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	return tensor.Shape{x[0], w[0]}, nil
 }
-func (k matmulT) CPU(o ops.Out, in []G.Value) (G.Value, error) {
+func (k matmulT) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	x, err := ops.Float32s(in[0])
 	if err != nil {
 		return nil, err
@@ -79,9 +79,9 @@ func (k matmulT) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 		}
 	}
 	if k.heads > 0 {
-		return ops.NewF32(y, T, k.heads, out/k.heads), nil
+		return o.Tensor(y, T, k.heads, out/k.heads), nil
 	}
-	return ops.NewF32(y, T, out), nil
+	return o.Tensor(y, T, out), nil
 }
 
 // weight is a matrix [rows, cols] in its stored type: f32 or 16-bit
@@ -149,7 +149,7 @@ func (k embeddingLookup) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	return tensor.Shape{in[1][0], in[0][1]}, nil
 }
-func (k embeddingLookup) CPU(o ops.Out, in []G.Value) (G.Value, error) {
+func (k embeddingLookup) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	w, err := weightData(in[0], k.dtype)
 	if err != nil {
 		return nil, err
@@ -169,5 +169,5 @@ func (k embeddingLookup) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 			copy(dst, r)
 		}
 	}
-	return ops.NewF32(out, len(ids), D), nil
+	return o.Tensor(out, len(ids), D), nil
 }

@@ -50,7 +50,7 @@ func (k sparseMoE) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	return x.Clone(), nil
 }
 
-func (k sparseMoE) CPU(o ops.Out, in []G.Value) (G.Value, error) {
+func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	x, err := ops.Float32s(in[0])
 	if err != nil {
 		return nil, err
@@ -102,7 +102,7 @@ func (k sparseMoE) CPU(o ops.Out, in []G.Value) (G.Value, error) {
 			}
 		}
 	}
-	return ops.NewF32(out, T, D), nil
+	return o.Tensor(out, T, D), nil
 }
 
 // route picks each row's top-k experts from router logits [T, E]: softmax

@@ -1,15 +1,11 @@
 package ops
 
 import (
+	"slices"
+
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
-
-// Out hands a kernel the memory for its output.
-type Out interface {
-	// Float32s returns a zeroed buffer of n values for the op's output.
-	Float32s(n int) []float32
-}
 
 // Arena recycles the output buffers of a session's ops. Gorgonia's machine
 // keeps every node's value until the run ends, so a prefill over T rows
@@ -26,7 +22,7 @@ type Out interface {
 // shared between goroutines.
 type Arena struct {
 	free map[int][][]float32
-	live map[*float32]*buffer
+	live map[*float32]buffer
 }
 
 type buffer struct {
@@ -36,7 +32,7 @@ type buffer struct {
 
 // NewArena makes an empty arena.
 func NewArena() *Arena {
-	return &Arena{free: map[int][][]float32{}, live: map[*float32]*buffer{}}
+	return &Arena{free: map[int][][]float32{}, live: map[*float32]buffer{}}
 }
 
 // Reset takes every buffer back, at the start of a run.
@@ -56,7 +52,7 @@ func (a *Arena) get(n, refs int) []float32 {
 		d = make([]float32, n)
 	}
 	if n > 0 {
-		a.live[&d[0]] = &buffer{data: d, refs: refs}
+		a.live[&d[0]] = buffer{data: d, refs: refs}
 	}
 	return d
 }
@@ -68,7 +64,7 @@ func (a *Arena) release(v G.Value) {
 	if !ok || d.Dtype() != tensor.Float32 {
 		return
 	}
-	s := d.Data().([]float32)
+	s := d.Float32s()
 	if len(s) == 0 {
 		return
 	}
@@ -76,23 +72,54 @@ func (a *Arena) release(v G.Value) {
 	if !ok {
 		return
 	}
-	if b.refs--; b.refs == 0 {
-		delete(a.live, &s[0])
-		a.free[len(b.data)] = append(a.free[len(b.data)], b.data)
+	if b.refs--; b.refs > 0 {
+		a.live[&s[0]] = b
+		return
 	}
+	delete(a.live, &s[0])
+	a.free[len(b.data)] = append(a.free[len(b.data)], b.data)
 }
 
-// state is what graphs tells an op about its node once the graph is
-// built: the arena, and how many edges read the node's value.
-type state struct {
+// Out is what an op knows about its node: where its output memory comes
+// from (the arena, and how many edges read the node's value, which graphs
+// tells it once the graph is built) and its type. A concrete type, not an
+// interface, so that the compiler sees a kernel's arguments stay put.
+type Out struct {
 	arena     *Arena
 	consumers int
 	pinned    bool
 	own       []float32 // a pinned node's buffer
+	last      *tensor.Dense
+	arity     int
 }
 
-// Float32s implements Out.
-func (st *state) Float32s(n int) []float32 {
+// Tensor wraps data as the op's output value, reusing the previous
+// run's header when it wraps the same memory and shape.
+func (st *Out) Tensor(data []float32, shape ...int) *tensor.Dense {
+	if st == nil {
+		return NewF32(data, shape...)
+	}
+	if l := st.last; l != nil && len(data) > 0 && l.Len() == len(data) && &l.Float32s()[0] == &data[0] && sameShape(l.Shape(), shape) {
+		return l
+	}
+	st.last = tensor.New(tensor.WithShape(slices.Clone(shape)...), tensor.WithBacking(data))
+	return st.last
+}
+
+func sameShape(a tensor.Shape, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Float32s returns a zeroed buffer of n values for the op's output.
+func (st *Out) Float32s(n int) []float32 {
 	switch {
 	case st == nil || st.arena == nil:
 		return make([]float32, n)

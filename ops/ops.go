@@ -33,7 +33,7 @@ type Kernel interface {
 	// Shape infers the output shape from the input shapes.
 	Shape(in []tensor.Shape) (tensor.Shape, error)
 	// CPU computes the output from the input values, in memory from out.
-	CPU(out Out, in []G.Value) (G.Value, error)
+	CPU(out *Out, in []G.Value) (G.Value, error)
 }
 
 // CUDAKernel is a kernel that can run on an NVIDIA GPU.
@@ -58,11 +58,13 @@ var (
 // Op adapts a Kernel to Gorgonia.
 type Op struct {
 	K  Kernel
-	st *state
+	st *Out
 }
 
 // New wraps a kernel as a Gorgonia op.
-func New(k Kernel) Op { return Op{K: k, st: &state{}} }
+func New(k Kernel) Op {
+	return Op{K: k, st: &Out{arity: len(k.Signature()) - 1}}
+}
 
 // Apply adds the op to the graph of its inputs. Shape and type errors
 // panic: building a graph with impossible shapes is a bug in the model,
@@ -75,7 +77,7 @@ func Apply(k Kernel, in ...*G.Node) *G.Node {
 	return n
 }
 
-func (o Op) Arity() int    { return len(o.K.Signature()) - 1 }
+func (o Op) Arity() int    { return o.st.arity }
 func (o Op) Type() hm.Type { return hm.NewFnType(o.K.Signature()...) }
 func (o Op) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	shapes := make([]tensor.Shape, len(in))
@@ -163,17 +165,17 @@ func Dense(v G.Value) (*tensor.Dense, error) {
 	return d, nil
 }
 
-// Float32s returns a value's float32 data.
+// Float32s returns a value's float32 data. It reads the storage directly:
+// Dense.Data goes through reflection and allocates on every call.
 func Float32s(v G.Value) ([]float32, error) {
 	d, err := Dense(v)
 	if err != nil {
 		return nil, err
 	}
-	s, ok := d.Data().([]float32)
-	if !ok {
-		return nil, fmt.Errorf("expected float32 data, got %T", d.Data())
+	if d.Dtype() != tensor.Float32 {
+		return nil, fmt.Errorf("expected float32 data, got %v", d.Dtype())
 	}
-	return s, nil
+	return d.Float32s(), nil
 }
 
 // Float32Pair returns the float32 data of the first two inputs, the
@@ -194,11 +196,10 @@ func Uint16s(v G.Value) ([]uint16, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, ok := d.Data().([]uint16)
-	if !ok {
-		return nil, fmt.Errorf("expected uint16 (16-bit float) data, got %T", d.Data())
+	if d.Dtype() != tensor.Uint16 {
+		return nil, fmt.Errorf("expected uint16 (16-bit float) data, got %v", d.Dtype())
 	}
-	return s, nil
+	return d.Uint16s(), nil
 }
 
 // Ints returns a value's int data.
@@ -207,11 +208,10 @@ func Ints(v G.Value) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, ok := d.Data().([]int)
-	if !ok {
-		return nil, fmt.Errorf("expected int data, got %T", d.Data())
+	if d.Dtype() != tensor.Int {
+		return nil, fmt.Errorf("expected int data, got %v", d.Dtype())
 	}
-	return s, nil
+	return d.Ints(), nil
 }
 
 // NewF32 wraps data as a float32 tensor of the given shape.
