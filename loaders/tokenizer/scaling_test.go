@@ -60,7 +60,9 @@ func TestLinearScaling(t *testing.T) {
 
 func bestTime(t *testing.T, tok *Tokenizer, s string) time.Duration {
 	best := time.Duration(1 << 62)
-	for i := 0; i < 3; i++ {
+	// Seven tries: the short inputs take well under a millisecond, where
+	// one preemption on a shared machine is enough to halve the ratio.
+	for i := 0; i < 7; i++ {
 		start := time.Now()
 		if _, err := tok.Encode(s, false); err != nil {
 			t.Fatal(err)
