@@ -595,3 +595,24 @@ func TestKernelsAllocateNothing(t *testing.T) {
 		})
 	}
 }
+
+func TestExp32(t *testing.T) {
+	worst := 0.0
+	for x := float32(-87); x <= 88.5; x += 0.00731 {
+		got, want := float64(exp32(x)), math.Exp(float64(x))
+		if rel := math.Abs(got-want) / want; rel > worst {
+			worst = rel
+		}
+	}
+	if worst > 3e-7 { // 2.5 float32 ulp
+		t.Errorf("exp32 is off by up to %g relative", worst)
+	}
+	for _, c := range []struct{ x, want float32 }{{-100, 0}, {100, float32(math.Inf(1))}, {0, 1}} {
+		if got := exp32(c.x); got != c.want {
+			t.Errorf("exp32(%g) = %g, want %g", c.x, got, c.want)
+		}
+	}
+	if got := exp32(float32(math.NaN())); got == got {
+		t.Error("exp32(NaN) is a number")
+	}
+}
