@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/simd"
 	"github.com/gozoo/gozoo/ops"
 )
 
@@ -142,6 +143,15 @@ func (k cachedAttention) attend(out, probs, q, kNew, vNew, kc, vc []float32, d a
 		*sp = make([]float32, d.n*width)
 	}
 	scores := (*sp)[:d.n*width]
+	var vt []float32
+	if d.n > 1 {
+		vp := scratch.Get().(*[]float32)
+		defer scratch.Put(vp)
+		if cap(*vp) < d.Dv*width {
+			*vp = make([]float32, d.Dv*width)
+		}
+		vt = (*vp)[:d.Dv*width]
+	}
 	rep := d.Hq / d.Hkv
 	qStride, oStride := d.Hq*d.Dk, d.Hq*d.Dv
 	S := blas32.General{Rows: d.n, Cols: width, Stride: width, Data: scores}
@@ -163,6 +173,15 @@ func (k cachedAttention) attend(out, probs, q, kNew, vNew, kc, vc []float32, d a
 				copy(probs[(t*d.Hq+h)*keys+a:], row)
 			}
 		}
+		if d.n > 1 {
+			// Prefill: P·V as dot products of P's rows with Vᵀ's rows,
+			// on the SIMD tiles; Vᵀ is built once per kv head.
+			if h%rep == 0 {
+				transposeV(vt, vc, vNew, past, cur, a, width, g, d)
+			}
+			simd.DotsT(out[h*d.Dv:], oStride, scores, width, d.n, vt, width, d.Dv, width, 1)
+			continue
+		}
 		O := blas32.General{Rows: d.n, Cols: d.Dv, Stride: oStride, Data: out[h*d.Dv:]}
 		beta := float32(0)
 		for _, sg := range past {
@@ -175,15 +194,31 @@ func (k cachedAttention) attend(out, probs, q, kNew, vNew, kc, vc []float32, d a
 	}
 }
 
-// scoreBlock writes scale · Q·Kᵀ into the columns c0.. of S. One query row
-// goes through Sgemv, several times faster than a one-row Sgemm.
-func scoreBlock(S blas32.General, c0 int, Q, K blas32.General, scale float32) {
-	if Q.Rows == 1 {
-		blas32.Gemv(blas.NoTrans, scale, K, blas32.Vector{N: Q.Cols, Inc: 1, Data: Q.Data}, 0, blas32.Vector{N: K.Rows, Inc: 1, Data: S.Data[c0:]})
-		return
+// transposeV writes the values of kv head g for key columns 0..width-1
+// (cached segments, then this step's rows from column cur) as Vᵀ
+// [Dv, width].
+func transposeV(vt, vc, vNew []float32, past []segment, cur, a, width, g int, d attnDims) {
+	for _, sg := range past {
+		for r := 0; r < sg.len; r++ {
+			src := vc[(g*d.S+sg.slot+r)*d.Dv:][:d.Dv]
+			col := sg.pos - a + r
+			for c, v := range src {
+				vt[c*width+col] = v
+			}
+		}
 	}
-	dst := blas32.General{Rows: S.Rows, Cols: K.Rows, Stride: S.Stride, Data: S.Data[c0:]}
-	blas32.Gemm(blas.NoTrans, blas.Trans, scale, Q, K, 0, dst)
+	for t := 0; t < d.n; t++ {
+		src := vNew[(t*d.Hkv+g)*d.Dv:][:d.Dv]
+		for c, v := range src {
+			vt[c*width+cur+t] = v
+		}
+	}
+}
+
+// scoreBlock writes scale · Q·Kᵀ into the columns c0.. of S, with the
+// SIMD dot-product tiles (one query row: a matrix-vector product).
+func scoreBlock(S blas32.General, c0 int, Q, K blas32.General, scale float32) {
+	simd.DotsT(S.Data[c0:], S.Stride, Q.Data, Q.Stride, Q.Rows, K.Data, K.Stride, K.Rows, Q.Cols, scale)
 }
 
 // weighBlock adds (beta 1) or writes (beta 0) P[:, c0:c0+rows(V)] · V into O.
@@ -217,9 +252,9 @@ func softmaxRange(row []float32, lo, hi int) {
 	}
 	var sum float64
 	for j := lo; j < hi; j++ {
-		e := math.Exp(float64(row[j] - m))
-		row[j] = float32(e)
-		sum += e
+		e := exp32(row[j] - m)
+		row[j] = e
+		sum += float64(e)
 	}
 	inv := 1 / sum
 	for j := range row {

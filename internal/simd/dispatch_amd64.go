@@ -27,6 +27,11 @@ func detect() *isa {
 // kernel is called directly, so the compiler sees it does not keep its
 // pointers and tile stays on the stack.
 func asmDots(tile *[16]float32, x *float32, R int, w Weight, w0, C, in, k int) {
+	asmDotsLD(tile, x, in, R, w, w0, in, C, k)
+}
+
+// asmDotsLD is asmDots with separate row strides for x and w.
+func asmDotsLD(tile *[16]float32, x *float32, ldx, R int, w Weight, w0, ldw, C, k int) {
 	o := &tile[0]
 	if active == avx512 {
 		switch w.Kind {
@@ -34,31 +39,31 @@ func asmDots(tile *[16]float32, x *float32, R int, w Weight, w0, C, in, k int) {
 			wp := &w.F32s[w0]
 			switch {
 			case R == 4:
-				tile4x4F32AVX512(x, in, wp, in, k, o)
+				tile4x4F32AVX512(x, ldx, wp, ldw, k, o)
 			case C == 4:
-				tile1x4F32AVX512(x, in, wp, in, k, o)
+				tile1x4F32AVX512(x, ldx, wp, ldw, k, o)
 			default:
-				tile1x1F32AVX512(x, in, wp, in, k, o)
+				tile1x1F32AVX512(x, ldx, wp, ldw, k, o)
 			}
 		case BF16:
 			wp := &w.U16s[w0]
 			switch {
 			case R == 4:
-				tile4x4BF16AVX512(x, in, wp, in, k, o)
+				tile4x4BF16AVX512(x, ldx, wp, ldw, k, o)
 			case C == 4:
-				tile1x4BF16AVX512(x, in, wp, in, k, o)
+				tile1x4BF16AVX512(x, ldx, wp, ldw, k, o)
 			default:
-				tile1x1BF16AVX512(x, in, wp, in, k, o)
+				tile1x1BF16AVX512(x, ldx, wp, ldw, k, o)
 			}
 		case F16:
 			wp := &w.U16s[w0]
 			switch {
 			case R == 4:
-				tile4x4F16AVX512(x, in, wp, in, k, o)
+				tile4x4F16AVX512(x, ldx, wp, ldw, k, o)
 			case C == 4:
-				tile1x4F16AVX512(x, in, wp, in, k, o)
+				tile1x4F16AVX512(x, ldx, wp, ldw, k, o)
 			default:
-				tile1x1F16AVX512(x, in, wp, in, k, o)
+				tile1x1F16AVX512(x, ldx, wp, ldw, k, o)
 			}
 		}
 		return
@@ -68,57 +73,61 @@ func asmDots(tile *[16]float32, x *float32, R int, w Weight, w0, C, in, k int) {
 		wp := &w.F32s[w0]
 		switch {
 		case R == 2:
-			tile2x4F32AVX2(x, in, wp, in, k, o)
+			tile2x4F32AVX2(x, ldx, wp, ldw, k, o)
 		case C == 4:
-			tile1x4F32AVX2(x, in, wp, in, k, o)
+			tile1x4F32AVX2(x, ldx, wp, ldw, k, o)
 		default:
-			tile1x1F32AVX2(x, in, wp, in, k, o)
+			tile1x1F32AVX2(x, ldx, wp, ldw, k, o)
 		}
 	case BF16:
 		wp := &w.U16s[w0]
 		switch {
 		case R == 2:
-			tile2x4BF16AVX2(x, in, wp, in, k, o)
+			tile2x4BF16AVX2(x, ldx, wp, ldw, k, o)
 		case C == 4:
-			tile1x4BF16AVX2(x, in, wp, in, k, o)
+			tile1x4BF16AVX2(x, ldx, wp, ldw, k, o)
 		default:
-			tile1x1BF16AVX2(x, in, wp, in, k, o)
+			tile1x1BF16AVX2(x, ldx, wp, ldw, k, o)
 		}
 	case F16:
 		wp := &w.U16s[w0]
 		switch {
 		case R == 2:
-			tile2x4F16AVX2(x, in, wp, in, k, o)
+			tile2x4F16AVX2(x, ldx, wp, ldw, k, o)
 		case C == 4:
-			tile1x4F16AVX2(x, in, wp, in, k, o)
+			tile1x4F16AVX2(x, ldx, wp, ldw, k, o)
 		default:
-			tile1x1F16AVX2(x, in, wp, in, k, o)
+			tile1x1F16AVX2(x, ldx, wp, ldw, k, o)
 		}
 	}
 }
 
 // asmGemv runs the active matrix-vector kernel over rows weight rows from
 // offset w0.
-func asmGemv(x *float32, w Weight, w0, in, rows int, y *float32) {
+func asmGemv(x *float32, w Weight, w0, in, rows int, y *float32) { asmGemvK(x, w, w0, in, in, rows, y) }
+
+// asmGemvK is asmGemv over the first k values of rows of stride ldw.
+func asmGemvK(x *float32, w Weight, w0, ldw, k, rows int, y *float32) {
+	in := ldw
 	avx := active == avx512
 	switch w.Kind {
 	case F32:
 		if avx {
-			gemvF32AVX512(x, &w.F32s[w0], in, in, rows, y)
+			gemvF32AVX512(x, &w.F32s[w0], in, k, rows, y)
 		} else {
-			gemvF32AVX2(x, &w.F32s[w0], in, in, rows, y)
+			gemvF32AVX2(x, &w.F32s[w0], in, k, rows, y)
 		}
 	case BF16:
 		if avx {
-			gemvBF16AVX512(x, &w.U16s[w0], in, in, rows, y)
+			gemvBF16AVX512(x, &w.U16s[w0], in, k, rows, y)
 		} else {
-			gemvBF16AVX2(x, &w.U16s[w0], in, in, rows, y)
+			gemvBF16AVX2(x, &w.U16s[w0], in, k, rows, y)
 		}
 	case F16:
 		if avx {
-			gemvF16AVX512(x, &w.U16s[w0], in, in, rows, y)
+			gemvF16AVX512(x, &w.U16s[w0], in, k, rows, y)
 		} else {
-			gemvF16AVX2(x, &w.U16s[w0], in, in, rows, y)
+			gemvF16AVX2(x, &w.U16s[w0], in, k, rows, y)
 		}
 	}
 }

@@ -12,3 +12,11 @@ func asmDots(tile *[16]float32, x *float32, R int, w Weight, w0, C, in, k int) {
 func asmGemv(x *float32, w Weight, w0, in, rows int, y *float32) {
 	panic("simd: no assembly kernels in this build")
 }
+
+func asmDotsLD(tile *[16]float32, x *float32, ldx, R int, w Weight, w0, ldw, C, k int) {
+	panic("simd: no assembly kernels in this build")
+}
+
+func asmGemvK(x *float32, w Weight, w0, ldw, k, rows int, y *float32) {
+	panic("simd: no assembly kernels in this build")
+}

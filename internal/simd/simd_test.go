@@ -126,3 +126,36 @@ func benchMul(b *testing.B, kind Kind, T, in, out int) {
 	b.ReportMetric(bytes/sec/1e9, "GB/s")
 	b.ReportMetric(2*float64(T*in*out)/sec/1e9, "GFLOP/s")
 }
+
+func TestDotsT(t *testing.T) {
+	defer Force(true)
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, path := range []bool{true, false} {
+		Force(path)
+		for _, c := range [][6]int{{1, 7, 32, 128, 128, 10}, {5, 9, 16, 48, 16, 9}, {17, 33, 64, 80, 64, 40}, {1, 3, 20, 20, 20, 3}} {
+			n, m, k, ldx, ldw, ldy := c[0], c[1], c[2], c[3], c[4], c[5]
+			x := make([]float32, n*ldx)
+			w := make([]float32, m*ldw)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			for i := range w {
+				w[i] = float32(r.NormFloat64())
+			}
+			y := make([]float32, n*ldy)
+			DotsT(y, ldy, x, ldx, n, w, ldw, m, k, 0.5)
+			for i := 0; i < n; i++ {
+				for j := 0; j < m; j++ {
+					var want float64
+					for c := 0; c < k; c++ {
+						want += float64(x[i*ldx+c]) * float64(w[j*ldw+c])
+					}
+					want *= 0.5
+					if d := math.Abs(float64(y[i*ldy+j]) - want); d > 1e-4 {
+						t.Fatalf("%s %v: y[%d,%d] = %g, want %g", Name(), c, i, j, y[i*ldy+j], want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package simd
+
+// DotsT writes y[i*ldy+j] = scale · (x_i · w_j) for rows i < n of x
+// (stride ldx) and rows j < m of w (stride ldw), over k values: the
+// query-key scores of attention, whose rows are strided views of q and of
+// the KV cache. It runs on the calling goroutine.
+func DotsT(y []float32, ldy int, x []float32, ldx, n int, w []float32, ldw, m, k int, scale float32) {
+	wt := Weight{Kind: F32, F32s: w}
+	kv := k
+	if active != nil {
+		kv = k - k%active.lanes
+	}
+	if n == 1 && active != nil && kv == k {
+		// One query: a matrix-vector product straight into y.
+		asmGemvK(&x[0], wt, 0, ldw, k, m, &y[0])
+		scaleRow(y[:m], scale)
+		return
+	}
+	var tile [16]float32
+	put := func(i0, R, j0, C int) {
+		for i := 0; i < R; i++ {
+			for j := 0; j < C; j++ {
+				y[(i0+i)*ldy+j0+j] = scale * tile[i*C+j]
+			}
+		}
+	}
+	R := tileRows()
+	j := 0
+	for ; j+4 <= m; j += 4 {
+		i := 0
+		if R > 1 {
+			for ; i+R <= n; i += R {
+				dotsLD(&tile, x, ldx, i, R, wt, ldw, j, 4, k, kv)
+				put(i, R, j, 4)
+			}
+		}
+		for ; i < n; i++ {
+			dotsLD(&tile, x, ldx, i, 1, wt, ldw, j, 4, k, kv)
+			put(i, 1, j, 4)
+		}
+	}
+	for ; j < m; j++ {
+		for i := 0; i < n; i++ {
+			dotsLD(&tile, x, ldx, i, 1, wt, ldw, j, 1, k, kv)
+			put(i, 1, j, 1)
+		}
+	}
+}
+
+func scaleRow(y []float32, s float32) {
+	if s == 1 {
+		return
+	}
+	for i := range y {
+		y[i] *= s
+	}
+}
+
+// dotsLD is dots with row strides: the first kv values by the kernels,
+// the rest (and everything without kernels) in Go.
+func dotsLD(tile *[16]float32, x []float32, ldx, i0, R int, w Weight, ldw, j0, C, k, kv int) {
+	if active == nil {
+		kv = 0
+	}
+	if kv > 0 {
+		asmDotsLD(tile, &x[i0*ldx], ldx, R, w, j0*ldw, ldw, C, kv)
+	} else {
+		clear(tile[:R*C])
+	}
+	if kv == k {
+		return
+	}
+	for i := 0; i < R; i++ {
+		xr := x[(i0+i)*ldx+kv : (i0+i)*ldx+k]
+		for j := 0; j < C; j++ {
+			tile[i*C+j] += dot(xr, w.F32s[(j0+j)*ldw+kv:(j0+j)*ldw+k])
+		}
+	}
+}
