@@ -7,11 +7,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/internal/procstat"
-	"github.com/gozoo/gozoo/layers"
+	"github.com/gozoo/gozoo/internal/simd"
 	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/generate"
 )
@@ -29,7 +30,13 @@ type benchResult struct {
 	DecodeTokS  float64 `json:"decode_tok_s"`
 	LoadS       float64 `json:"load_s"`
 	PeakRSSMB   float64 `json:"peak_rss_mb"`
-	BLAS        string  `json:"blas"`
+	// DecodeGBs is the weight bytes one decode step reads times decode
+	// tokens/s: the effective read bandwidth, against the machine's.
+	DecodeGBs float64 `json:"decode_gb_s"`
+	// PrefillGFLOPs counts the matrix products of the prompt (2 flops per
+	// weight per token, the head once): against the machine's FMA peak.
+	PrefillGFLOPs float64 `json:"prefill_gflop_s"`
+	Kernels       string  `json:"kernels"`
 }
 
 func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -57,13 +64,13 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, string(b))
 		return 0
 	}
-	fmt.Fprintf(stdout, "model      %s\nblas       %s (GOMAXPROCS %d)\nload       %.2f s\nprefill    %.1f tokens/s (%d tokens)\ndecode     %.2f tokens/s (%d tokens)\npeak RSS   %.0f MB\n",
-		*model, res.BLAS, runtime.GOMAXPROCS(0), res.LoadS, res.PrefillTokS, *promptTokens, res.DecodeTokS, *genTokens, res.PeakRSSMB)
+	fmt.Fprintf(stdout, "model      %s\nkernels    %s (GOMAXPROCS %d)\nload       %.2f s\nprefill    %.1f tokens/s (%d tokens), %.1f GFLOP/s\ndecode     %.2f tokens/s (%d tokens), %.1f GB/s of weights\npeak RSS   %.0f MB\n",
+		*model, res.Kernels, runtime.GOMAXPROCS(0), res.LoadS, res.PrefillTokS, *promptTokens, res.PrefillGFLOPs, res.DecodeTokS, *genTokens, res.DecodeGBs, res.PeakRSSMB)
 	return 0
 }
 
 func bench(dir string, n, m int, seed uint64) (benchResult, error) {
-	res := benchResult{BLAS: layers.BLAS()}
+	res := benchResult{Kernels: simd.Name()}
 	procstat.ResetPeak()
 	t0 := time.Now()
 	model, err := zoo.Load(dir)
@@ -105,7 +112,36 @@ func bench(dir string, n, m int, seed uint64) (benchResult, error) {
 	}
 	res.DecodeTokS = float64(m) / time.Since(t0).Seconds()
 	res.PeakRSSMB = peakRSSMB()
+	stepBytes, stepWeights, headWeights := weightTraffic(model)
+	res.DecodeGBs = float64(stepBytes) * res.DecodeTokS / 1e9
+	res.PrefillGFLOPs = 2 * (float64(stepWeights-headWeights)*float64(n) + float64(headWeights)) * res.PrefillTokS / float64(n) / 1e9
 	return res, nil
+}
+
+// weightTraffic is what one decode step reads: every matrix, except an
+// untied embedding table (a step looks up one row of it); and how many of
+// those weights are the head's, which a prefill applies to its last row
+// only.
+func weightTraffic(m zoo.Model) (bytes, weights, head int64) {
+	ps := m.Params()
+	_, untied := ps.Get("lm_head.weight")
+	for _, p := range ps.All() {
+		if p.Role != graphs.Matrix || (untied && strings.HasSuffix(p.Name, "embed_tokens.weight")) {
+			continue
+		}
+		bytes += p.Numel() * int64(p.DType.Size())
+		weights += p.Numel()
+	}
+	if p, ok := ps.Get("lm_head.weight"); ok {
+		head = p.Numel()
+	} else {
+		for _, p := range ps.All() {
+			if strings.HasSuffix(p.Name, "embed_tokens.weight") {
+				head = p.Numel()
+			}
+		}
+	}
+	return bytes, weights, head
 }
 
 // peakRSSMB reads the resident-set high-water mark (Linux); 0 where the

@@ -219,8 +219,9 @@ func mulRows(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 		}
 		return
 	}
-	// About 128 KB of x per block.
-	tb := max(1, min(T, 32768/in))
+	// About 512 KB of x per block: it stays in L2 while every 4-row tile of
+	// the weights streams past it, so a prefill chunk reads the weights once.
+	tb := max(1, min(T, 131072/in))
 	for t0 := 0; t0 < T; t0 += tb {
 		t1 := min(T, t0+tb)
 		j := r0
