@@ -59,13 +59,13 @@ func TestRandomAndBenchCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("bench --json printed %q: %v", out, err)
 	}
-	for _, k := range []string{"prefill_tok_s", "decode_tok_s", "load_s", "peak_rss_mb"} {
+	for _, k := range []string{"prefill_tok_s", "decode_tok_s", "load_s", "peak_rss_mb", "decode_gb_s", "prefill_gflop_s"} {
 		if v, ok := res[k].(float64); !ok || v < 0 || (k != "peak_rss_mb" && k != "load_s" && v == 0) {
 			t.Errorf("%s = %v", k, res[k])
 		}
 	}
-	if b, _ := res["blas"].(string); b == "" {
-		t.Errorf("blas = %v", res["blas"])
+	if k, _ := res["kernels"].(string); k != "avx512" && k != "avx2" && k != "go" {
+		t.Errorf("kernels = %v", res["kernels"])
 	}
 	if _, errb, status := gozoo(t, "", "random", "--config", cfg, "--out", dir, "--dtype", "f8"); status == 0 || !strings.Contains(errb, `"f8"`) {
 		t.Errorf("bad dtype: status %d, %s", status, errb)
