@@ -86,7 +86,7 @@ func Force(on bool) {
 
 // MulT computes y [T, out] = x [T, in] · wᵀ for w [out, in].
 func MulT(y, x []float32, T int, w Weight, out, in int) {
-	n := min(len(team)+1, max(1, out/64))
+	n := min(len(team)+1, runtime.GOMAXPROCS(0), max(1, out/64))
 	if T == 1 && out*in*w.Kind.size() < splitBytes {
 		n = 1
 	}
