@@ -98,3 +98,67 @@ func BenchmarkDecode(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
 }
+
+// BenchmarkBlock runs one decoder layer of Qwen3-0.6B's dimensions (a
+// one-layer model with a small vocabulary, so the block dominates):
+// prefill of 128 rows and decode steps, reported as GFLOP/s of the
+// block's products.
+func BenchmarkBlock(b *testing.B) {
+	cfg, _ := json.Marshal(map[string]any{
+		"model_type": "qwen3", "vocab_size": 256, "hidden_size": 1024, "intermediate_size": 3072,
+		"num_hidden_layers": 1, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+		"tie_word_embeddings": true, "eos_token_id": 2, "max_position_embeddings": 4096,
+	})
+	c, err := zoo.ParseConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := zoo.NewRandom(c, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// q, k, v, o and the MLP: 2 flops per weight per row.
+	const weights = 1024*(2048+1024+1024) + 2048*1024 + 3*1024*3072
+	p := prompt(128, m.VocabSize())
+	b.Run("prefill/T=128", func(b *testing.B) {
+		s, err := graphs.NewSession(m, graphs.Options{Capacity: 256})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		for i := 0; i <= b.N; i++ {
+			if i == 1 {
+				b.ResetTimer() // the first run builds the graphs
+			}
+			s.Reset()
+			if _, err := s.Append(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(2*weights*128*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
+	b.Run("decode/ctx=128", func(b *testing.B) {
+		s, err := graphs.NewSession(m, graphs.Options{Capacity: 4096})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := s.Append(p); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if s.Pos() == s.Capacity() {
+				b.StopTimer()
+				s.Reset()
+				s.Append(p)
+				b.StartTimer()
+			}
+			if _, err := s.Append([]int{i % 256}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(4*weights*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+	})
+}
