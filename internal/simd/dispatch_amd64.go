@@ -33,6 +33,10 @@ func asmDots(tile *[16]float32, x *float32, R int, w Weight, w0, C, in, k int) {
 // asmDotsLD is asmDots with separate row strides for x and w.
 func asmDotsLD(tile *[16]float32, x *float32, ldx, R int, w Weight, w0, ldw, C, k int) {
 	o := &tile[0]
+	if C == 1 { // one dot product: the matrix-vector kernel over one row
+		asmGemvK(x, w, w0, ldw, k, 1, o)
+		return
+	}
 	if active == avx512 {
 		switch w.Kind {
 		case F32:
@@ -42,8 +46,6 @@ func asmDotsLD(tile *[16]float32, x *float32, ldx, R int, w Weight, w0, ldw, C, 
 				tile4x4F32AVX512(x, ldx, wp, ldw, k, o)
 			case C == 4:
 				tile1x4F32AVX512(x, ldx, wp, ldw, k, o)
-			default:
-				tile1x1F32AVX512(x, ldx, wp, ldw, k, o)
 			}
 		case BF16:
 			wp := &w.U16s[w0]
@@ -52,8 +54,6 @@ func asmDotsLD(tile *[16]float32, x *float32, ldx, R int, w Weight, w0, ldw, C, 
 				tile4x4BF16AVX512(x, ldx, wp, ldw, k, o)
 			case C == 4:
 				tile1x4BF16AVX512(x, ldx, wp, ldw, k, o)
-			default:
-				tile1x1BF16AVX512(x, ldx, wp, ldw, k, o)
 			}
 		case F16:
 			wp := &w.U16s[w0]
@@ -62,8 +62,6 @@ func asmDotsLD(tile *[16]float32, x *float32, ldx, R int, w Weight, w0, ldw, C, 
 				tile4x4F16AVX512(x, ldx, wp, ldw, k, o)
 			case C == 4:
 				tile1x4F16AVX512(x, ldx, wp, ldw, k, o)
-			default:
-				tile1x1F16AVX512(x, ldx, wp, ldw, k, o)
 			}
 		}
 		return
@@ -76,8 +74,6 @@ func asmDotsLD(tile *[16]float32, x *float32, ldx, R int, w Weight, w0, ldw, C, 
 			tile2x4F32AVX2(x, ldx, wp, ldw, k, o)
 		case C == 4:
 			tile1x4F32AVX2(x, ldx, wp, ldw, k, o)
-		default:
-			tile1x1F32AVX2(x, ldx, wp, ldw, k, o)
 		}
 	case BF16:
 		wp := &w.U16s[w0]
@@ -86,8 +82,6 @@ func asmDotsLD(tile *[16]float32, x *float32, ldx, R int, w Weight, w0, ldw, C, 
 			tile2x4BF16AVX2(x, ldx, wp, ldw, k, o)
 		case C == 4:
 			tile1x4BF16AVX2(x, ldx, wp, ldw, k, o)
-		default:
-			tile1x1BF16AVX2(x, ldx, wp, ldw, k, o)
 		}
 	case F16:
 		wp := &w.U16s[w0]
@@ -96,8 +90,6 @@ func asmDotsLD(tile *[16]float32, x *float32, ldx, R int, w Weight, w0, ldw, C, 
 			tile2x4F16AVX2(x, ldx, wp, ldw, k, o)
 		case C == 4:
 			tile1x4F16AVX2(x, ldx, wp, ldw, k, o)
-		default:
-			tile1x1F16AVX2(x, ldx, wp, ldw, k, o)
 		}
 	}
 }

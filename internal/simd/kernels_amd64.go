@@ -14,11 +14,6 @@ func tile4x4F32AVX512(x *float32, ldx int, w *float32, ldw int, k int, out *floa
 //go:noescape
 func tile1x4F32AVX512(x *float32, ldx int, w *float32, ldw int, k int, out *float32)
 
-// tile1x1F32AVX512 computes the 1x1 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
-//
-//go:noescape
-func tile1x1F32AVX512(x *float32, ldx int, w *float32, ldw int, k int, out *float32)
-
 // gemvF32AVX512 computes y[r] = x · w[r] over k values for rows rows of w (stride ldw).
 //
 //go:noescape
@@ -33,11 +28,6 @@ func tile4x4BF16AVX512(x *float32, ldx int, w *uint16, ldw int, k int, out *floa
 //
 //go:noescape
 func tile1x4BF16AVX512(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
-
-// tile1x1BF16AVX512 computes the 1x1 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
-//
-//go:noescape
-func tile1x1BF16AVX512(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
 
 // gemvBF16AVX512 computes y[r] = x · w[r] over k values for rows rows of w (stride ldw).
 //
@@ -54,11 +44,6 @@ func tile4x4F16AVX512(x *float32, ldx int, w *uint16, ldw int, k int, out *float
 //go:noescape
 func tile1x4F16AVX512(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
 
-// tile1x1F16AVX512 computes the 1x1 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
-//
-//go:noescape
-func tile1x1F16AVX512(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
-
 // gemvF16AVX512 computes y[r] = x · w[r] over k values for rows rows of w (stride ldw).
 //
 //go:noescape
@@ -73,11 +58,6 @@ func tile2x4F32AVX2(x *float32, ldx int, w *float32, ldw int, k int, out *float3
 //
 //go:noescape
 func tile1x4F32AVX2(x *float32, ldx int, w *float32, ldw int, k int, out *float32)
-
-// tile1x1F32AVX2 computes the 1x1 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
-//
-//go:noescape
-func tile1x1F32AVX2(x *float32, ldx int, w *float32, ldw int, k int, out *float32)
 
 // gemvF32AVX2 computes y[r] = x · w[r] over k values for rows rows of w (stride ldw).
 //
@@ -94,11 +74,6 @@ func tile2x4BF16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float3
 //go:noescape
 func tile1x4BF16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
 
-// tile1x1BF16AVX2 computes the 1x1 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
-//
-//go:noescape
-func tile1x1BF16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
-
 // gemvBF16AVX2 computes y[r] = x · w[r] over k values for rows rows of w (stride ldw).
 //
 //go:noescape
@@ -113,11 +88,6 @@ func tile2x4F16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float32
 //
 //go:noescape
 func tile1x4F16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
-
-// tile1x1F16AVX2 computes the 1x1 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
-//
-//go:noescape
-func tile1x1F16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
 
 // gemvF16AVX2 computes y[r] = x · w[r] over k values for rows rows of w (stride ldw).
 //

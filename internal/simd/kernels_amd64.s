@@ -301,63 +301,6 @@ tile1x4F32AVX512_done:
 	VZEROUPPER
 	RET
 
-// func tile1x1F32AVX512(x *float32, ldx int, w *float32, ldw int, k int, out *float32)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·tile1x1F32AVX512(SB), NOSPLIT, $0-48
-	MOVQ   x+0(FP), AX
-	MOVQ   ldx+8(FP), CX
-	MOVQ   w+16(FP), DX
-	MOVQ   ldw+24(FP), BX
-	MOVQ   k+32(FP), SI
-	MOVQ   out+40(FP), DI
-	SHLQ   $0x02, CX
-	SHLQ   $0x02, BX
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	XORQ   CX, CX
-	MOVQ   SI, BX
-	ANDQ   $-64, BX
-
-tile1x1F32AVX512_wide:
-	CMPQ        CX, BX
-	JGE         tile1x1F32AVX512_narrow
-	VMOVUPS     (DX)(CX*4), Z4
-	VFMADD231PS (AX)(CX*4), Z4, Z0
-	VMOVUPS     64(DX)(CX*4), Z4
-	VFMADD231PS 64(AX)(CX*4), Z4, Z1
-	VMOVUPS     128(DX)(CX*4), Z4
-	VFMADD231PS 128(AX)(CX*4), Z4, Z2
-	VMOVUPS     192(DX)(CX*4), Z4
-	VFMADD231PS 192(AX)(CX*4), Z4, Z3
-	ADDQ        $0x00000040, CX
-	JMP         tile1x1F32AVX512_wide
-
-tile1x1F32AVX512_narrow:
-	CMPQ        CX, SI
-	JGE         tile1x1F32AVX512_done
-	VMOVUPS     (DX)(CX*4), Z4
-	VFMADD231PS (AX)(CX*4), Z4, Z0
-	ADDQ        $0x00000010, CX
-	JMP         tile1x1F32AVX512_narrow
-
-tile1x1F32AVX512_done:
-	VADDPS        Z1, Z0, Z0
-	VADDPS        Z3, Z2, Z2
-	VADDPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VPERMILPS     $0x4e, X0, X1
-	VADDPS        X1, X0, X0
-	VPERMILPS     $0xb1, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSS        X0, (DI)
-	VZEROUPPER
-	RET
-
 // func gemvF32AVX512(x *float32, w *float32, ldw int, k int, rows int, y *float32)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
 TEXT ·gemvF32AVX512(SB), NOSPLIT, $0-48
@@ -729,68 +672,6 @@ tile1x4BF16AVX512_done:
 	VZEROUPPER
 	RET
 
-// func tile1x1BF16AVX512(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·tile1x1BF16AVX512(SB), NOSPLIT, $0-48
-	MOVQ   x+0(FP), AX
-	MOVQ   ldx+8(FP), CX
-	MOVQ   w+16(FP), DX
-	MOVQ   ldw+24(FP), BX
-	MOVQ   k+32(FP), SI
-	MOVQ   out+40(FP), DI
-	SHLQ   $0x02, CX
-	SHLQ   $0x01, BX
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	XORQ   CX, CX
-	MOVQ   SI, BX
-	ANDQ   $-64, BX
-
-tile1x1BF16AVX512_wide:
-	CMPQ        CX, BX
-	JGE         tile1x1BF16AVX512_narrow
-	VPMOVZXWD   (DX)(CX*2), Z4
-	VPSLLD      $0x10, Z4, Z4
-	VFMADD231PS (AX)(CX*4), Z4, Z0
-	VPMOVZXWD   32(DX)(CX*2), Z4
-	VPSLLD      $0x10, Z4, Z4
-	VFMADD231PS 64(AX)(CX*4), Z4, Z1
-	VPMOVZXWD   64(DX)(CX*2), Z4
-	VPSLLD      $0x10, Z4, Z4
-	VFMADD231PS 128(AX)(CX*4), Z4, Z2
-	VPMOVZXWD   96(DX)(CX*2), Z4
-	VPSLLD      $0x10, Z4, Z4
-	VFMADD231PS 192(AX)(CX*4), Z4, Z3
-	ADDQ        $0x00000040, CX
-	JMP         tile1x1BF16AVX512_wide
-
-tile1x1BF16AVX512_narrow:
-	CMPQ        CX, SI
-	JGE         tile1x1BF16AVX512_done
-	VPMOVZXWD   (DX)(CX*2), Z4
-	VPSLLD      $0x10, Z4, Z4
-	VFMADD231PS (AX)(CX*4), Z4, Z0
-	ADDQ        $0x00000010, CX
-	JMP         tile1x1BF16AVX512_narrow
-
-tile1x1BF16AVX512_done:
-	VADDPS        Z1, Z0, Z0
-	VADDPS        Z3, Z2, Z2
-	VADDPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VPERMILPS     $0x4e, X0, X1
-	VADDPS        X1, X0, X0
-	VPERMILPS     $0xb1, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSS        X0, (DI)
-	VZEROUPPER
-	RET
-
 // func gemvBF16AVX512(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
 TEXT ·gemvBF16AVX512(SB), NOSPLIT, $0-48
@@ -1159,63 +1040,6 @@ tile1x4F16AVX512_done:
 	VZEROUPPER
 	RET
 
-// func tile1x1F16AVX512(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·tile1x1F16AVX512(SB), NOSPLIT, $0-48
-	MOVQ   x+0(FP), AX
-	MOVQ   ldx+8(FP), CX
-	MOVQ   w+16(FP), DX
-	MOVQ   ldw+24(FP), BX
-	MOVQ   k+32(FP), SI
-	MOVQ   out+40(FP), DI
-	SHLQ   $0x02, CX
-	SHLQ   $0x01, BX
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	XORQ   CX, CX
-	MOVQ   SI, BX
-	ANDQ   $-64, BX
-
-tile1x1F16AVX512_wide:
-	CMPQ        CX, BX
-	JGE         tile1x1F16AVX512_narrow
-	VCVTPH2PS   (DX)(CX*2), Z4
-	VFMADD231PS (AX)(CX*4), Z4, Z0
-	VCVTPH2PS   32(DX)(CX*2), Z4
-	VFMADD231PS 64(AX)(CX*4), Z4, Z1
-	VCVTPH2PS   64(DX)(CX*2), Z4
-	VFMADD231PS 128(AX)(CX*4), Z4, Z2
-	VCVTPH2PS   96(DX)(CX*2), Z4
-	VFMADD231PS 192(AX)(CX*4), Z4, Z3
-	ADDQ        $0x00000040, CX
-	JMP         tile1x1F16AVX512_wide
-
-tile1x1F16AVX512_narrow:
-	CMPQ        CX, SI
-	JGE         tile1x1F16AVX512_done
-	VCVTPH2PS   (DX)(CX*2), Z4
-	VFMADD231PS (AX)(CX*4), Z4, Z0
-	ADDQ        $0x00000010, CX
-	JMP         tile1x1F16AVX512_narrow
-
-tile1x1F16AVX512_done:
-	VADDPS        Z1, Z0, Z0
-	VADDPS        Z3, Z2, Z2
-	VADDPS        Z2, Z0, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VPERMILPS     $0x4e, X0, X1
-	VADDPS        X1, X0, X0
-	VPERMILPS     $0xb1, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSS        X0, (DI)
-	VZEROUPPER
-	RET
-
 // func gemvF16AVX512(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
 TEXT ·gemvF16AVX512(SB), NOSPLIT, $0-48
@@ -1458,61 +1282,6 @@ tile1x4F32AVX2_done:
 	VPERMILPS    $0xb1, X0, X1
 	VADDPS       X1, X0, X0
 	VMOVSS       X0, 12(DI)
-	VZEROUPPER
-	RET
-
-// func tile1x1F32AVX2(x *float32, ldx int, w *float32, ldw int, k int, out *float32)
-// Requires: AVX, FMA3
-TEXT ·tile1x1F32AVX2(SB), NOSPLIT, $0-48
-	MOVQ   x+0(FP), AX
-	MOVQ   ldx+8(FP), CX
-	MOVQ   w+16(FP), DX
-	MOVQ   ldw+24(FP), BX
-	MOVQ   k+32(FP), SI
-	MOVQ   out+40(FP), DI
-	SHLQ   $0x02, CX
-	SHLQ   $0x02, BX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	XORQ   CX, CX
-	MOVQ   SI, BX
-	ANDQ   $-32, BX
-
-tile1x1F32AVX2_wide:
-	CMPQ        CX, BX
-	JGE         tile1x1F32AVX2_narrow
-	VMOVUPS     (DX)(CX*4), Y4
-	VFMADD231PS (AX)(CX*4), Y4, Y0
-	VMOVUPS     32(DX)(CX*4), Y4
-	VFMADD231PS 32(AX)(CX*4), Y4, Y1
-	VMOVUPS     64(DX)(CX*4), Y4
-	VFMADD231PS 64(AX)(CX*4), Y4, Y2
-	VMOVUPS     96(DX)(CX*4), Y4
-	VFMADD231PS 96(AX)(CX*4), Y4, Y3
-	ADDQ        $0x00000020, CX
-	JMP         tile1x1F32AVX2_wide
-
-tile1x1F32AVX2_narrow:
-	CMPQ        CX, SI
-	JGE         tile1x1F32AVX2_done
-	VMOVUPS     (DX)(CX*4), Y4
-	VFMADD231PS (AX)(CX*4), Y4, Y0
-	ADDQ        $0x00000008, CX
-	JMP         tile1x1F32AVX2_narrow
-
-tile1x1F32AVX2_done:
-	VADDPS       Y1, Y0, Y0
-	VADDPS       Y3, Y2, Y2
-	VADDPS       Y2, Y0, Y0
-	VEXTRACTF128 $0x01, Y0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSS       X0, (DI)
 	VZEROUPPER
 	RET
 
@@ -1767,66 +1536,6 @@ tile1x4BF16AVX2_done:
 	VZEROUPPER
 	RET
 
-// func tile1x1BF16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
-// Requires: AVX, AVX2, FMA3
-TEXT ·tile1x1BF16AVX2(SB), NOSPLIT, $0-48
-	MOVQ   x+0(FP), AX
-	MOVQ   ldx+8(FP), CX
-	MOVQ   w+16(FP), DX
-	MOVQ   ldw+24(FP), BX
-	MOVQ   k+32(FP), SI
-	MOVQ   out+40(FP), DI
-	SHLQ   $0x02, CX
-	SHLQ   $0x01, BX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	XORQ   CX, CX
-	MOVQ   SI, BX
-	ANDQ   $-32, BX
-
-tile1x1BF16AVX2_wide:
-	CMPQ        CX, BX
-	JGE         tile1x1BF16AVX2_narrow
-	VPMOVZXWD   (DX)(CX*2), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS (AX)(CX*4), Y4, Y0
-	VPMOVZXWD   16(DX)(CX*2), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 32(AX)(CX*4), Y4, Y1
-	VPMOVZXWD   32(DX)(CX*2), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 64(AX)(CX*4), Y4, Y2
-	VPMOVZXWD   48(DX)(CX*2), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 96(AX)(CX*4), Y4, Y3
-	ADDQ        $0x00000020, CX
-	JMP         tile1x1BF16AVX2_wide
-
-tile1x1BF16AVX2_narrow:
-	CMPQ        CX, SI
-	JGE         tile1x1BF16AVX2_done
-	VPMOVZXWD   (DX)(CX*2), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS (AX)(CX*4), Y4, Y0
-	ADDQ        $0x00000008, CX
-	JMP         tile1x1BF16AVX2_narrow
-
-tile1x1BF16AVX2_done:
-	VADDPS       Y1, Y0, Y0
-	VADDPS       Y3, Y2, Y2
-	VADDPS       Y2, Y0, Y0
-	VEXTRACTF128 $0x01, Y0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSS       X0, (DI)
-	VZEROUPPER
-	RET
-
 // func gemvBF16AVX2(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
 // Requires: AVX, AVX2, FMA3
 TEXT ·gemvBF16AVX2(SB), NOSPLIT, $0-48
@@ -2072,61 +1781,6 @@ tile1x4F16AVX2_done:
 	VPERMILPS    $0xb1, X0, X1
 	VADDPS       X1, X0, X0
 	VMOVSS       X0, 12(DI)
-	VZEROUPPER
-	RET
-
-// func tile1x1F16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
-// Requires: AVX, F16C, FMA3
-TEXT ·tile1x1F16AVX2(SB), NOSPLIT, $0-48
-	MOVQ   x+0(FP), AX
-	MOVQ   ldx+8(FP), CX
-	MOVQ   w+16(FP), DX
-	MOVQ   ldw+24(FP), BX
-	MOVQ   k+32(FP), SI
-	MOVQ   out+40(FP), DI
-	SHLQ   $0x02, CX
-	SHLQ   $0x01, BX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	XORQ   CX, CX
-	MOVQ   SI, BX
-	ANDQ   $-32, BX
-
-tile1x1F16AVX2_wide:
-	CMPQ        CX, BX
-	JGE         tile1x1F16AVX2_narrow
-	VCVTPH2PS   (DX)(CX*2), Y4
-	VFMADD231PS (AX)(CX*4), Y4, Y0
-	VCVTPH2PS   16(DX)(CX*2), Y4
-	VFMADD231PS 32(AX)(CX*4), Y4, Y1
-	VCVTPH2PS   32(DX)(CX*2), Y4
-	VFMADD231PS 64(AX)(CX*4), Y4, Y2
-	VCVTPH2PS   48(DX)(CX*2), Y4
-	VFMADD231PS 96(AX)(CX*4), Y4, Y3
-	ADDQ        $0x00000020, CX
-	JMP         tile1x1F16AVX2_wide
-
-tile1x1F16AVX2_narrow:
-	CMPQ        CX, SI
-	JGE         tile1x1F16AVX2_done
-	VCVTPH2PS   (DX)(CX*2), Y4
-	VFMADD231PS (AX)(CX*4), Y4, Y0
-	ADDQ        $0x00000008, CX
-	JMP         tile1x1F16AVX2_narrow
-
-tile1x1F16AVX2_done:
-	VADDPS       Y1, Y0, Y0
-	VADDPS       Y3, Y2, Y2
-	VADDPS       Y2, Y0, Y0
-	VEXTRACTF128 $0x01, Y0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0x4e, X0, X1
-	VADDPS       X1, X0, X0
-	VPERMILPS    $0xb1, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSS       X0, (DI)
 	VZEROUPPER
 	RET
 

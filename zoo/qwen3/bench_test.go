@@ -22,9 +22,15 @@ func benchModel(b *testing.B) zoo.Model {
 		}
 		return m
 	}
+	return randomQwen3(b, 32000, 256, 768, 4, 8, 4, 32)
+}
+
+// randomQwen3 is a random-weight Qwen3 of the given sizes.
+func randomQwen3(b *testing.B, vocab, hidden, inter, layers, heads, kvHeads, headDim int) zoo.Model {
+	b.Helper()
 	cfg, _ := json.Marshal(map[string]any{
-		"model_type": "qwen3", "vocab_size": 32000, "hidden_size": 256, "intermediate_size": 768,
-		"num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 32,
+		"model_type": "qwen3", "vocab_size": vocab, "hidden_size": hidden, "intermediate_size": inter,
+		"num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kvHeads, "head_dim": headDim,
 		"tie_word_embeddings": true, "eos_token_id": 2, "max_position_embeddings": 4096,
 	})
 	c, err := zoo.ParseConfig(cfg)
@@ -104,19 +110,7 @@ func BenchmarkDecode(b *testing.B) {
 // prefill of 128 rows and decode steps, reported as GFLOP/s of the
 // block's products.
 func BenchmarkBlock(b *testing.B) {
-	cfg, _ := json.Marshal(map[string]any{
-		"model_type": "qwen3", "vocab_size": 256, "hidden_size": 1024, "intermediate_size": 3072,
-		"num_hidden_layers": 1, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
-		"tie_word_embeddings": true, "eos_token_id": 2, "max_position_embeddings": 4096,
-	})
-	c, err := zoo.ParseConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, err := zoo.NewRandom(c, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := randomQwen3(b, 256, 1024, 3072, 1, 16, 8, 128)
 	// q, k, v, o and the MLP: 2 flops per weight per row.
 	const weights = 1024*(2048+1024+1024) + 2048*1024 + 3*1024*3072
 	p := prompt(128, m.VocabSize())

@@ -47,7 +47,6 @@ func main() {
 		for _, dt := range dtypes {
 			tile(is, dt, is.tileR, 4)
 			tile(is, dt, 1, 4)
-			tile(is, dt, 1, 1)
 			gemv(is, dt)
 		}
 	}
@@ -89,10 +88,6 @@ func tile(is isa, dt dtype, R, C int) {
 		wp = append(wp, p)
 	}
 
-	if R == 1 && C == 1 {
-		dot1(is, dt, name, xp[0], wp[0], k, out)
-		return
-	}
 	acc := make([][]VecVirtual, R)
 	for i := range acc {
 		acc[i] = make([]VecVirtual, C)
@@ -176,61 +171,11 @@ func reduce(is isa, a VecVirtual, m Mem) {
 	VMOVSS(s, m)
 }
 
-// dot1 is the 1x1 tile: one long stream through a weight row, four
-// accumulators deep so the FMA latency never waits on memory.
-func dot1(is isa, dt dtype, name string, x, w, k, out GPVirtual) {
-	const U = 4
-	acc := make([]VecVirtual, U)
-	for u := range acc {
-		acc[u] = is.vec()
-		VXORPS(acc[u], acc[u], acc[u])
-	}
-	idx, end := GP64(), GP64()
-	XORQ(idx, idx)
-	MOVQ(k, end)
-	ANDQ(I32(-U*is.lanes), end)
-	load := func(u int, v VecVirtual) {
-		src := Mem{Base: w, Index: idx, Scale: uint8(dt.size), Disp: u * is.lanes * dt.size}
-		switch dt.name {
-		case "F32":
-			VMOVUPS(src, v)
-		case "BF16":
-			VPMOVZXWD(src, v)
-			VPSLLD(U8(16), v, v)
-		case "F16":
-			VCVTPH2PS(src, v)
-		}
-	}
-	Label(name + "_wide")
-	CMPQ(idx, end)
-	JGE(LabelRef(name + "_narrow"))
-	for u := 0; u < U; u++ {
-		wv := is.vec()
-		load(u, wv)
-		VFMADD231PS(Mem{Base: x, Index: idx, Scale: 4, Disp: u * is.lanes * 4}, wv, acc[u])
-	}
-	ADDQ(U32(U*is.lanes), idx)
-	JMP(LabelRef(name + "_wide"))
-	Label(name + "_narrow")
-	CMPQ(idx, k)
-	JGE(LabelRef(name + "_done"))
-	wv := is.vec()
-	load(0, wv)
-	VFMADD231PS(Mem{Base: x, Index: idx, Scale: 4}, wv, acc[0])
-	ADDQ(U32(is.lanes), idx)
-	JMP(LabelRef(name + "_narrow"))
-	Label(name + "_done")
-	VADDPS(acc[1], acc[0], acc[0])
-	VADDPS(acc[3], acc[2], acc[2])
-	VADDPS(acc[2], acc[0], acc[0])
-	reduce(is, acc[0], Mem{Base: out})
-	VZEROUPPER()
-	RET()
-}
-
 // gemv computes y[r] = x · w_r for rows consecutive rows of w (stride ldw):
 // decode's matrix-vector product, one sequential stream through the
-// weights, with the row loop in assembly so a row costs no call.
+// weights, four accumulators deep, with the row loop in assembly so a row
+// costs no call. With rows = 1 it is also the single dot product that
+// tiles leave over.
 func gemv(is isa, dt dtype) {
 	name := fmt.Sprintf("gemv%s%s", dt.name, is.name)
 	TEXT(name, NOSPLIT, fmt.Sprintf("func(x *float32, w %s, ldw int, k int, rows int, y *float32)", dt.gotyp))
