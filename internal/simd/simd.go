@@ -8,8 +8,9 @@
 // F16C otherwise, picked at run time through golang.org/x/sys/cpu. Other
 // architectures, the purego build tag, and GOZOO_SIMD=off use the same
 // blocking with plain Go loops, which CI runs against the golden cases
-// too. Work is split by weight rows over a persistent pool of workers, one
-// per CPU: a call starts no goroutine.
+// too. The larger products are split by weight rows over a team of
+// persistent workers, one per extra CPU, handed work through a slot they
+// spin on: a call starts no goroutine and allocates nothing.
 package simd
 
 import (
