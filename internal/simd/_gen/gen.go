@@ -58,13 +58,7 @@ func tile(is isa, dt dtype, R, C int) {
 	TEXT(name, NOSPLIT, fmt.Sprintf("func(x *float32, ldx int, w %s, ldw int, k int, out *float32)", dt.gotyp))
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes the %dx%d dot products of x rows (stride ldx) and w rows (stride ldw) over k values.", name, R, C))
-	x, ldx, w, ldw, k, out := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
-	Load(Param("x"), x)
-	Load(Param("ldx"), ldx)
-	Load(Param("w"), w)
-	Load(Param("ldw"), ldw)
-	Load(Param("k"), k)
-	Load(Param("out"), out)
+	x, ldx, w, ldw, k, out := params("x", "ldx", "w", "ldw", "k", "out")
 
 	// Row pointers.
 	SHLQ(U8(2), ldx)
@@ -116,17 +110,7 @@ func tile(is isa, dt dtype, R, C int) {
 	}
 	for j := 0; j < C; j++ {
 		wv := is.vec()
-		src := Mem{Base: wp[j], Index: idx, Scale: uint8(dt.size)}
-		switch dt.name {
-		case "F32":
-			VMOVUPS(src, wv)
-		case "BF16":
-			// bfloat16 is the upper half of a float32: zero-extend, shift.
-			VPMOVZXWD(src, wv)
-			VPSLLD(U8(16), wv, wv)
-		case "F16":
-			VCVTPH2PS(src, wv)
-		}
+		loadWidened(dt, Mem{Base: wp[j], Index: idx, Scale: uint8(dt.size)}, wv)
 		for i := 0; i < R; i++ {
 			VFMADD231PS(wv, xv[i], acc[i][j])
 		}
@@ -181,13 +165,7 @@ func gemv(is isa, dt dtype) {
 	TEXT(name, NOSPLIT, fmt.Sprintf("func(x *float32, w %s, ldw int, k int, rows int, y *float32)", dt.gotyp))
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes y[r] = x · w[r] over k values for rows rows of w (stride ldw).", name))
-	x, w, ldw, k, rows, y := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
-	Load(Param("x"), x)
-	Load(Param("w"), w)
-	Load(Param("ldw"), ldw)
-	Load(Param("k"), k)
-	Load(Param("rows"), rows)
-	Load(Param("y"), y)
+	x, w, ldw, k, rows, y := params("x", "w", "ldw", "k", "rows", "y")
 	if dt.size == 4 {
 		SHLQ(U8(2), ldw)
 	} else {
@@ -203,16 +181,7 @@ func gemv(is isa, dt dtype) {
 	}
 	idx := GP64()
 	load := func(u int, v VecVirtual) {
-		src := Mem{Base: w, Index: idx, Scale: uint8(dt.size), Disp: u * is.lanes * dt.size}
-		switch dt.name {
-		case "F32":
-			VMOVUPS(src, v)
-		case "BF16":
-			VPMOVZXWD(src, v)
-			VPSLLD(U8(16), v, v)
-		case "F16":
-			VCVTPH2PS(src, v)
-		}
+		loadWidened(dt, Mem{Base: w, Index: idx, Scale: uint8(dt.size), Disp: u * is.lanes * dt.size}, v)
 	}
 	Label(name + "_row")
 	TESTQ(rows, rows)
@@ -251,4 +220,28 @@ func gemv(is isa, dt dtype) {
 	Label(name + "_end")
 	VZEROUPPER()
 	RET()
+}
+
+// params loads the named int and pointer arguments into registers.
+func params(names ...string) (r0, r1, r2, r3, r4, r5 GPVirtual) {
+	regs := make([]GPVirtual, len(names))
+	for i, n := range names {
+		regs[i] = GP64()
+		Load(Param(n), regs[i])
+	}
+	return regs[0], regs[1], regs[2], regs[3], regs[4], regs[5]
+}
+
+// loadWidened loads one vector of weights from src as float32 lanes.
+func loadWidened(dt dtype, src Mem, v VecVirtual) {
+	switch dt.name {
+	case "F32":
+		VMOVUPS(src, v)
+	case "BF16":
+		// bfloat16 is the upper half of a float32: zero-extend, shift.
+		VPMOVZXWD(src, v)
+		VPSLLD(U8(16), v, v)
+	case "F16":
+		VCVTPH2PS(src, v)
+	}
 }
