@@ -20,9 +20,6 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// prefetch is how far ahead, in bytes, decode kernels prefetch weights.
-const prefetch = 0
-
 type isa struct {
 	name  string
 	lanes int
@@ -100,13 +97,6 @@ func tile(is isa, dt dtype, R, C int) {
 	for i := range xv {
 		xv[i] = is.vec()
 		VMOVUPS(Mem{Base: xp[i], Index: idx, Scale: 4}, xv[i])
-	}
-	if prefetch > 0 && R == 1 {
-		// Decode streams weights from memory once: prefetch ahead in
-		// every row, past the page boundaries the hardware stops at.
-		for j := 0; j < C; j++ {
-			PREFETCHT0(Mem{Base: wp[j], Index: idx, Scale: uint8(dt.size), Disp: prefetch})
-		}
 	}
 	for j := 0; j < C; j++ {
 		wv := is.vec()
