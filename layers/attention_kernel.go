@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/chewxy/hm"
-	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -35,8 +34,10 @@ import (
 // After attending, the step's real rows are written into the cache: the
 // op's one side effect, on an input Gorgonia treats as read-only data.
 //
-// Scores and weighted sums go through BLAS (blas32, the implementation
-// Gorgonia uses); the softmax has float32 outputs and float64 sums. With a
+// Scores and weighted sums run on internal/simd's kernels (dot-product
+// tiles for the scores and for prefill's P·V through Vᵀ, a register-held
+// weighted sum of value rows for decode); the softmax has a float32 exp
+// and float64 sums. With a
 // sink, the probabilities are also stored as [T, Hq, keys] over key
 // positions 0..last (zero outside each row's window); without one they are
 // never materialised beyond a scratch row block.
@@ -182,15 +183,15 @@ func (k cachedAttention) attend(out, probs, q, kNew, vNew, kc, vc []float32, d a
 			simd.DotsT(out[h*d.Dv:], oStride, scores, width, d.n, vt, width, d.Dv, width, 1)
 			continue
 		}
-		O := blas32.General{Rows: d.n, Cols: d.Dv, Stride: oStride, Data: out[h*d.Dv:]}
-		beta := float32(0)
+		// Decode: one query's weighted sum of the value rows, past
+		// segments then this step's row.
+		o := out[h*d.Dv : (h+1)*d.Dv]
+		add := false
 		for _, sg := range past {
-			V := blas32.General{Rows: sg.len, Cols: d.Dv, Stride: d.Dv, Data: vc[(g*d.S+sg.slot)*d.Dv:]}
-			weighBlock(O, S, sg.pos-a, V, beta)
-			beta = 1
+			simd.WeighRows(o, scores[sg.pos-a:], vc[(g*d.S+sg.slot)*d.Dv:], d.Dv, sg.len, add)
+			add = true
 		}
-		V := blas32.General{Rows: d.n, Cols: d.Dv, Stride: d.Hkv * d.Dv, Data: vNew[g*d.Dv:]}
-		weighBlock(O, S, cur, V, beta)
+		simd.WeighRows(o, scores[cur:], vNew[g*d.Dv:], d.Hkv*d.Dv, 1, add)
 	}
 }
 
@@ -221,15 +222,6 @@ func scoreBlock(S blas32.General, c0 int, Q, K blas32.General, scale float32) {
 	simd.DotsT(S.Data[c0:], S.Stride, Q.Data, Q.Stride, Q.Rows, K.Data, K.Stride, K.Rows, Q.Cols, scale)
 }
 
-// weighBlock adds (beta 1) or writes (beta 0) P[:, c0:c0+rows(V)] · V into O.
-func weighBlock(O, P blas32.General, c0 int, V blas32.General, beta float32) {
-	if O.Rows == 1 {
-		blas32.Gemv(blas.Trans, 1, V, blas32.Vector{N: V.Rows, Inc: 1, Data: P.Data[c0:]}, beta, blas32.Vector{N: V.Cols, Inc: 1, Data: O.Data})
-		return
-	}
-	src := blas32.General{Rows: P.Rows, Cols: V.Rows, Stride: P.Stride, Data: P.Data[c0:]}
-	blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, src, V, beta, O)
-}
 
 // writeCache stores the step's real rows x [T, Hkv, dim] into cache
 // [Hkv, S, dim] at slot p % S. Of a chunk longer than a ring only its last

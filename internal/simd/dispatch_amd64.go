@@ -123,3 +123,24 @@ func asmGemvK(x *float32, w Weight, w0, ldw, k, rows int, y *float32) {
 		}
 	}
 }
+
+// weighWidths are the column blocks of the weighRows kernels, widest first.
+func weighWidths() []int {
+	if active == avx512 {
+		return []int{128, 64}
+	}
+	return []int{64, 32}
+}
+
+func asmWeigh(width int, p, v *float32, ldv, rows int, out *float32) {
+	switch {
+	case active == avx512 && width == 128:
+		weighRows128AVX512(p, v, ldv, rows, out)
+	case active == avx512:
+		weighRows64AVX512(p, v, ldv, rows, out)
+	case width == 64:
+		weighRows64AVX2(p, v, ldv, rows, out)
+	default:
+		weighRows32AVX2(p, v, ldv, rows, out)
+	}
+}

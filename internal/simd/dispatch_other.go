@@ -20,3 +20,9 @@ func asmDotsLD(tile *[16]float32, x *float32, ldx, R int, w Weight, w0, ldw, C, 
 func asmGemvK(x *float32, w Weight, w0, ldw, k, rows int, y *float32) {
 	panic("simd: no assembly kernels in this build")
 }
+
+func weighWidths() []int { return nil }
+
+func asmWeigh(width int, p, v *float32, ldv, rows int, out *float32) {
+	panic("simd: no assembly kernels in this build")
+}

@@ -77,3 +77,39 @@ func dotsLD(tile *[16]float32, x []float32, ldx, i0, R int, w Weight, ldw, j0, C
 		}
 	}
 }
+
+// WeighRows sets (or, with add, adds to) out[c] = Σ_r p[r] · v[r*ldv+c] for
+// c < len(out): one query's weighted sum of value rows, with the output
+// columns held in registers while the rows stream past.
+func WeighRows(out, p, v []float32, ldv, rows int, add bool) {
+	dv := len(out)
+	var buf [256]float32
+	dst := out
+	if add {
+		if dv <= len(buf) {
+			dst = buf[:dv]
+		} else {
+			dst = make([]float32, dv)
+		}
+	}
+	c := 0
+	if active != nil && rows > 0 {
+		for _, w := range weighWidths() {
+			for ; c+w <= dv; c += w {
+				asmWeigh(w, &p[0], &v[c], ldv, rows, &dst[c])
+			}
+		}
+	}
+	for ; c < dv; c++ {
+		var s float32
+		for r := 0; r < rows; r++ {
+			s += p[r] * v[r*ldv+c]
+		}
+		dst[c] = s
+	}
+	if add {
+		for i, x := range dst {
+			out[i] += x
+		}
+	}
+}

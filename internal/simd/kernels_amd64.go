@@ -49,6 +49,16 @@ func tile1x4F16AVX512(x *float32, ldx int, w *uint16, ldw int, k int, out *float
 //go:noescape
 func gemvF16AVX512(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
 
+// weighRows64AVX512 computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first 64 columns.
+//
+//go:noescape
+func weighRows64AVX512(p *float32, v *float32, ldv int, rows int, out *float32)
+
+// weighRows128AVX512 computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first 128 columns.
+//
+//go:noescape
+func weighRows128AVX512(p *float32, v *float32, ldv int, rows int, out *float32)
+
 // tile2x4F32AVX2 computes the 2x4 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
 //
 //go:noescape
@@ -93,3 +103,13 @@ func tile1x4F16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float32
 //
 //go:noescape
 func gemvF16AVX2(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
+
+// weighRows32AVX2 computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first 32 columns.
+//
+//go:noescape
+func weighRows32AVX2(p *float32, v *float32, ldv int, rows int, out *float32)
+
+// weighRows64AVX2 computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first 64 columns.
+//
+//go:noescape
+func weighRows64AVX2(p *float32, v *float32, ldv int, rows int, out *float32)

@@ -1106,6 +1106,88 @@ gemvF16AVX512_end:
 	VZEROUPPER
 	RET
 
+// func weighRows64AVX512(p *float32, v *float32, ldv int, rows int, out *float32)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·weighRows64AVX512(SB), NOSPLIT, $0-40
+	MOVQ   p+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   ldv+16(FP), DX
+	MOVQ   rows+24(FP), BX
+	MOVQ   out+32(FP), SI
+	SHLQ   $0x02, DX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+
+weighRows64AVX512_row:
+	TESTQ        BX, BX
+	JZ           weighRows64AVX512_done
+	VBROADCASTSS (AX), Z4
+	VFMADD231PS  (CX), Z4, Z0
+	VFMADD231PS  64(CX), Z4, Z1
+	VFMADD231PS  128(CX), Z4, Z2
+	VFMADD231PS  192(CX), Z4, Z3
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          weighRows64AVX512_row
+
+weighRows64AVX512_done:
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VZEROUPPER
+	RET
+
+// func weighRows128AVX512(p *float32, v *float32, ldv int, rows int, out *float32)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·weighRows128AVX512(SB), NOSPLIT, $0-40
+	MOVQ   p+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   ldv+16(FP), DX
+	MOVQ   rows+24(FP), BX
+	MOVQ   out+32(FP), SI
+	SHLQ   $0x02, DX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+
+weighRows128AVX512_row:
+	TESTQ        BX, BX
+	JZ           weighRows128AVX512_done
+	VBROADCASTSS (AX), Z8
+	VFMADD231PS  (CX), Z8, Z0
+	VFMADD231PS  64(CX), Z8, Z1
+	VFMADD231PS  128(CX), Z8, Z2
+	VFMADD231PS  192(CX), Z8, Z3
+	VFMADD231PS  256(CX), Z8, Z4
+	VFMADD231PS  320(CX), Z8, Z5
+	VFMADD231PS  384(CX), Z8, Z6
+	VFMADD231PS  448(CX), Z8, Z7
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          weighRows128AVX512_row
+
+weighRows128AVX512_done:
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VMOVUPS Z6, 384(SI)
+	VMOVUPS Z7, 448(SI)
+	VZEROUPPER
+	RET
+
 // func tile2x4F32AVX2(x *float32, ldx int, w *float32, ldw int, k int, out *float32)
 // Requires: AVX, FMA3
 TEXT ·tile2x4F32AVX2(SB), NOSPLIT, $0-48
@@ -1845,5 +1927,87 @@ gemvF16AVX2_sum:
 	JMP          gemvF16AVX2_row
 
 gemvF16AVX2_end:
+	VZEROUPPER
+	RET
+
+// func weighRows32AVX2(p *float32, v *float32, ldv int, rows int, out *float32)
+// Requires: AVX, FMA3
+TEXT ·weighRows32AVX2(SB), NOSPLIT, $0-40
+	MOVQ   p+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   ldv+16(FP), DX
+	MOVQ   rows+24(FP), BX
+	MOVQ   out+32(FP), SI
+	SHLQ   $0x02, DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+weighRows32AVX2_row:
+	TESTQ        BX, BX
+	JZ           weighRows32AVX2_done
+	VBROADCASTSS (AX), Y4
+	VFMADD231PS  (CX), Y4, Y0
+	VFMADD231PS  32(CX), Y4, Y1
+	VFMADD231PS  64(CX), Y4, Y2
+	VFMADD231PS  96(CX), Y4, Y3
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          weighRows32AVX2_row
+
+weighRows32AVX2_done:
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, 32(SI)
+	VMOVUPS Y2, 64(SI)
+	VMOVUPS Y3, 96(SI)
+	VZEROUPPER
+	RET
+
+// func weighRows64AVX2(p *float32, v *float32, ldv int, rows int, out *float32)
+// Requires: AVX, FMA3
+TEXT ·weighRows64AVX2(SB), NOSPLIT, $0-40
+	MOVQ   p+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   ldv+16(FP), DX
+	MOVQ   rows+24(FP), BX
+	MOVQ   out+32(FP), SI
+	SHLQ   $0x02, DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+weighRows64AVX2_row:
+	TESTQ        BX, BX
+	JZ           weighRows64AVX2_done
+	VBROADCASTSS (AX), Y8
+	VFMADD231PS  (CX), Y8, Y0
+	VFMADD231PS  32(CX), Y8, Y1
+	VFMADD231PS  64(CX), Y8, Y2
+	VFMADD231PS  96(CX), Y8, Y3
+	VFMADD231PS  128(CX), Y8, Y4
+	VFMADD231PS  160(CX), Y8, Y5
+	VFMADD231PS  192(CX), Y8, Y6
+	VFMADD231PS  224(CX), Y8, Y7
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          weighRows64AVX2_row
+
+weighRows64AVX2_done:
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, 32(SI)
+	VMOVUPS Y2, 64(SI)
+	VMOVUPS Y3, 96(SI)
+	VMOVUPS Y4, 128(SI)
+	VMOVUPS Y5, 160(SI)
+	VMOVUPS Y6, 192(SI)
+	VMOVUPS Y7, 224(SI)
 	VZEROUPPER
 	RET

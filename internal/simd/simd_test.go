@@ -159,3 +159,41 @@ func TestDotsT(t *testing.T) {
 		}
 	}
 }
+
+func TestWeighRows(t *testing.T) {
+	defer Force(true)
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, path := range []bool{true, false} {
+		Force(path)
+		for _, c := range [][3]int{{5, 64, 64}, {9, 128, 256}, {3, 200, 200}, {0, 64, 64}, {7, 40, 48}} {
+			rows, dv, ldv := c[0], c[1], c[2]
+			p := make([]float32, rows+1)
+			v := make([]float32, (rows+1)*ldv)
+			for i := range p {
+				p[i] = float32(r.Float64())
+			}
+			for i := range v {
+				v[i] = float32(r.NormFloat64())
+			}
+			for _, add := range []bool{false, true} {
+				out := make([]float32, dv)
+				for i := range out {
+					out[i] = 1
+				}
+				WeighRows(out, p, v, ldv, rows, add)
+				for col := 0; col < dv; col++ {
+					var want float64
+					if add {
+						want = 1
+					}
+					for row := 0; row < rows; row++ {
+						want += float64(p[row]) * float64(v[row*ldv+col])
+					}
+					if d := math.Abs(float64(out[col]) - want); d > 1e-4 {
+						t.Fatalf("%s rows=%d dv=%d add=%v: out[%d] = %g, want %g", Name(), rows, dv, add, col, out[col], want)
+					}
+				}
+			}
+		}
+	}
+}

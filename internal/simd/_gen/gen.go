@@ -46,6 +46,9 @@ func main() {
 			tile(is, dt, 1, 4)
 			gemv(is, dt)
 		}
+		for _, nacc := range []int{4, 8} {
+			weighRows(is, nacc)
+		}
 	}
 	Generate()
 }
@@ -234,4 +237,44 @@ func loadWidened(dt dtype, src Mem, v VecVirtual) {
 	case "F16":
 		VCVTPH2PS(src, v)
 	}
+}
+
+// weighRows computes out[c] = Σ_r p[r] · v[r][c] for nacc vectors of
+// columns of rows rows of v (stride ldv): attention's weighted sum of
+// values for one query, with the columns held in registers across rows.
+func weighRows(is isa, nacc int) {
+	name := fmt.Sprintf("weighRows%d%s", nacc*is.lanes, is.name)
+	TEXT(name, NOSPLIT, "func(p *float32, v *float32, ldv int, rows int, out *float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first %d columns.", name, nacc*is.lanes))
+	p, v, ldv, rows, out := GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("p"), p)
+	Load(Param("v"), v)
+	Load(Param("ldv"), ldv)
+	Load(Param("rows"), rows)
+	Load(Param("out"), out)
+	SHLQ(U8(2), ldv)
+	acc := make([]VecVirtual, nacc)
+	for i := range acc {
+		acc[i] = is.vec()
+		VXORPS(acc[i], acc[i], acc[i])
+	}
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_done"))
+	b := is.vec()
+	VBROADCASTSS(Mem{Base: p}, b)
+	for i := range acc {
+		VFMADD231PS(Mem{Base: v, Disp: 4 * i * is.lanes}, b, acc[i])
+	}
+	ADDQ(U8(4), p)
+	ADDQ(ldv, v)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_done")
+	for i := range acc {
+		VMOVUPS(acc[i], Mem{Base: out, Disp: 4 * i * is.lanes})
+	}
+	VZEROUPPER()
+	RET()
 }
