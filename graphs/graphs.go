@@ -85,6 +85,7 @@ type Step struct {
 	capture []string
 	taps    map[string]*G.Node
 	sinks   map[string]*Sink
+	inputs  map[string]*G.Node // a Program's named inputs
 }
 
 // Bind returns the input node bound to a declared parameter. The node is

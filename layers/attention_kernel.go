@@ -222,7 +222,6 @@ func scoreBlock(S blas32.General, c0 int, Q, K blas32.General, scale float32) {
 	simd.DotsT(S.Data[c0:], S.Stride, Q.Data, Q.Stride, Q.Rows, K.Data, K.Stride, K.Rows, Q.Cols, scale)
 }
 
-
 // writeCache stores the step's real rows x [T, Hkv, dim] into cache
 // [Hkv, S, dim] at slot p % S. Of a chunk longer than a ring only its last
 // S rows survive, so only those are written.

@@ -57,7 +57,11 @@ type meta struct {
 // types) come back as a failed Result whose Reason says what went wrong.
 func Run(dir string) Result {
 	r := Result{Case: filepath.Base(filepath.Clean(dir))}
-	if err := run(dir, &r); err != nil {
+	runCase := run
+	if isVLMCase(dir) {
+		runCase = runVLM
+	}
+	if err := runCase(dir, &r); err != nil {
 		r.Pass, r.Reason = false, err.Error()
 	}
 	return r

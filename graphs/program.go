@@ -1,0 +1,136 @@
+package graphs
+
+import (
+	"fmt"
+	"slices"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gozoo/gozoo/ops"
+)
+
+// Program is a graph run whole on inputs it is given, with no KV cache
+// and no tokens: an encoder such as a vision tower. It is built once for
+// one set of input shapes and run many times; like a Session it is not
+// safe for concurrent use.
+type Program struct {
+	step   *Step
+	vm     G.VM
+	out    *G.Node
+	arena  *ops.Arena
+	inputs map[string]*G.Node
+}
+
+// NewProgram builds and compiles a program: build declares the inputs with
+// Step.Input, adds the network and returns its output node. capture lists
+// the taps (path.Match patterns) whose values Captured returns after each
+// run. A panic in build (an impossible shape) comes back as an error.
+func NewProgram(name string, build func(s *Step) *G.Node, capture []string) (p *Program, err error) {
+	g := G.NewGraph()
+	s := &Step{G: g, weights: map[*Param]*G.Node{}, capture: capture, taps: map[string]*G.Node{}, sinks: map[string]*Sink{}, inputs: map[string]*G.Node{}}
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(error)
+			if !ok {
+				e = fmt.Errorf("%v", r)
+			}
+			p, err = nil, fmt.Errorf("building %s: %w", name, e)
+		}
+	}()
+	out := build(s)
+	p = &Program{step: s, out: out, arena: ops.NewArena(), inputs: s.inputs}
+	ops.Plan(g, p.arena)
+	p.vm = G.NewTapeMachine(g)
+	return p, nil
+}
+
+// Input declares an input node of a Program: float32 or int data of the
+// given shape, fed by name to every Run.
+func (s *Step) Input(name string, dt tensor.Dtype, shape ...int) *G.Node {
+	if s.inputs == nil {
+		panic(fmt.Errorf("input %q: only a Program's graph takes named inputs", name))
+	}
+	if _, dup := s.inputs[name]; dup {
+		panic(fmt.Errorf("input %q declared twice", name))
+	}
+	n := G.NewTensor(s.G, dt, len(shape), G.WithShape(shape...), G.WithName(name))
+	s.inputs[name] = n
+	return n
+}
+
+// Run feeds each declared input its data ([]float32 or []int of the
+// declared size), runs the graph and returns a copy of the output.
+func (p *Program) Run(feeds map[string]any) (*tensor.Dense, error) {
+	for name, n := range p.inputs {
+		data, ok := feeds[name]
+		if !ok {
+			return nil, fmt.Errorf("input %q is not given", name)
+		}
+		size := n.Shape().TotalSize()
+		var got int
+		switch d := data.(type) {
+		case []float32:
+			got = len(d)
+		case []int:
+			got = len(d)
+		default:
+			return nil, fmt.Errorf("input %q: %T data, want []float32 or []int", name, data)
+		}
+		if got != size {
+			return nil, fmt.Errorf("input %q: %d values for a shape %v of %d", name, got, n.Shape(), size)
+		}
+		v := tensor.New(tensor.WithShape(n.Shape().Clone()...), tensor.WithBacking(data))
+		if err := G.Let(n, v); err != nil {
+			return nil, fmt.Errorf("input %q: %w", name, err)
+		}
+	}
+	for name := range feeds {
+		if _, ok := p.inputs[name]; !ok {
+			return nil, fmt.Errorf("the program has no input %q", name)
+		}
+	}
+	defer p.vm.Reset()
+	p.arena.Reset()
+	if err := p.vm.RunAll(); err != nil {
+		return nil, err
+	}
+	v, ok := p.out.Value().(*tensor.Dense)
+	if !ok {
+		return nil, fmt.Errorf("output node holds %T, want *tensor.Dense", p.out.Value())
+	}
+	if v.IsView() {
+		v = v.Materialize().(*tensor.Dense)
+	}
+	return cloneDense(v), nil
+}
+
+func cloneDense(v *tensor.Dense) *tensor.Dense {
+	return tensor.New(tensor.WithShape(v.Shape().Clone()...), tensor.WithBacking(slices.Clone(v.Data().([]float32))))
+}
+
+// Captured returns the value a tap took in the last Run (asked for by the
+// capture patterns given to NewProgram).
+func (p *Program) Captured(name string) (*tensor.Dense, bool) {
+	k, ok := p.step.sinks[name]
+	if !ok || k.value == nil {
+		return nil, false
+	}
+	return cloneDense(k.value), true
+}
+
+// Graph is the program's Gorgonia graph, for inspection or export.
+func (p *Program) Graph() *G.ExprGraph { return p.step.G }
+
+// Close releases the program's machine.
+func (p *Program) Close() error { return p.vm.Close() }
+
+// CaptureNames lists the taps the program captures, sorted.
+func (p *Program) CaptureNames() []string {
+	out := make([]string, 0, len(p.step.sinks))
+	for name := range p.step.sinks {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
