@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/zoo/generate"
 )
 
@@ -45,13 +46,14 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	minP := fs.Float64("min-p", 0, "drop tokens below min-p times the best one's probability")
 	repPenalty := fs.Float64("repetition-penalty", 0, "penalty for tokens already in the context (1: off)")
 	seed := fs.Uint64("seed", 0, "sampling seed (default: random)")
-	var stops stringList
+	var stops, imagePaths stringList
 	fs.Var(&stops, "stop", "stop when the text contains this string (repeatable)")
+	fs.Var(&imagePaths, "image", "an image for a vision-language model (repeatable; the prompt's <image> tokens, or one per image in front)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *prompt == "" {
-		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] --prompt TEXT [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]")
+		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] --prompt TEXT [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]")
 		return 2
 	}
 	set := map[string]bool{}
@@ -103,11 +105,17 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	opts.Stop = stops
 
-	var ids []int
-	if *useChat {
-		ids, err = chatPrompt(g, *system, *prompt)
+	var input graphs.Input
+	if len(imagePaths) > 0 {
+		input, err = imagePrompt(g, *model, imagePaths, *useChat, *system, *prompt)
 	} else {
-		ids, err = g.Encode(*prompt)
+		var ids []int
+		if *useChat {
+			ids, err = chatPrompt(g, *system, *prompt)
+		} else {
+			ids, err = g.Encode(*prompt)
+		}
+		input = graphs.IDs(ids...)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "gozoo run:", err)
@@ -125,7 +133,7 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			prefill.done()
 		}
 	}
-	st := g.Stream(ctx, ids, opts)
+	st := g.StreamInput(ctx, input, opts)
 	for tok := range st.Tokens() {
 		if _, err := io.WriteString(stdout, tok.Text); err != nil {
 			break

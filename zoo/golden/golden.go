@@ -35,12 +35,18 @@ type Result struct {
 	// first difference, of GreedyTotal.
 	GreedyMatched, GreedyTotal int
 	Tolerance                  float64
+	// Detail replaces the figures above in the report of a case that
+	// checks something else (an image processor, a vision tower).
+	Detail string
 }
 
 // String is the one-line report `gozoo golden` prints.
 func (r Result) String() string {
 	if !r.Pass {
 		return fmt.Sprintf("FAIL %s %s", r.Case, r.Reason)
+	}
+	if r.Detail != "" {
+		return fmt.Sprintf("PASS %s %s", r.Case, r.Detail)
 	}
 	return fmt.Sprintf("PASS %s logits_max_abs=%.3g hidden_max_abs=%.3g greedy=%d/%d", r.Case, r.LogitsMaxAbs, r.HiddenMaxAbs, r.GreedyMatched, r.GreedyTotal)
 }

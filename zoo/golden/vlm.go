@@ -122,6 +122,7 @@ func runVision(m *idefics3.Model, g *loaders.SafetensorsFile, meta vlmMeta, r *R
 		}
 	}
 	r.Pass = true
+	r.Detail = fmt.Sprintf("vision hidden_max_abs=%.3g (embeddings, %d layers, last_hidden_state)", r.HiddenMaxAbs, len(checks)-2)
 	return nil
 }
 
@@ -152,6 +153,7 @@ func runConnector(m *idefics3.Model, g *loaders.SafetensorsFile, meta vlmMeta, r
 		return err
 	}
 	r.Pass = true
+	r.Detail = fmt.Sprintf("pixel_shuffled exact, image_hidden_states_max_abs=%.3g", r.HiddenMaxAbs)
 	return nil
 }
 

@@ -153,28 +153,38 @@ func EveryWeightMatters(t *testing.T, m zoo.Model, ids []int, names ...string) {
 	base := LastLogits(t, m, ids)
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			p, ok := m.Params().Get(name)
-			if !ok {
-				t.Fatalf("no tensor %q", name)
-			}
-			dtype, saved := p.DType, p.Data
-			defer func() { p.DType, p.Data = dtype, saved }()
-			data := slices.Clone(p.Float32s())
-			for i := range data {
-				data[i] *= 1.5
-				if i%7 == 0 {
-					data[i] += 0.1
+			Perturb(t, m, name, func() {
+				got := LastLogits(t, m, ids)
+				if d := MaxDiff(base, got); d < 1e-4 || math.IsInf(d, 1) {
+					t.Fatalf("changing %s moved the logits by %g (want a finite change of at least 1e-4)", name, d)
 				}
-			}
-			if err := p.Set(graphs.F32, tensor.New(tensor.WithShape(p.Shape...), tensor.WithBacking(data))); err != nil {
-				t.Fatal(err)
-			}
-			got := LastLogits(t, m, ids)
-			if d := MaxDiff(base, got); d < 1e-4 || math.IsInf(d, 1) {
-				t.Fatalf("changing %s moved the logits by %g (want a finite change of at least 1e-4)", name, d)
-			}
+			})
 		})
 	}
+}
+
+// Perturb runs check with tensor name scaled by 1.5 (and every seventh
+// value shifted by 0.1), then restores it. Graphs bind weights when they
+// are built, so check must build its own.
+func Perturb(t *testing.T, m zoo.Model, name string, check func()) {
+	t.Helper()
+	p, ok := m.Params().Get(name)
+	if !ok {
+		t.Fatalf("no tensor %q", name)
+	}
+	dtype, saved := p.DType, p.Data
+	defer func() { p.DType, p.Data = dtype, saved }()
+	data := slices.Clone(p.Float32s())
+	for i := range data {
+		data[i] *= 1.5
+		if i%7 == 0 {
+			data[i] += 0.1
+		}
+	}
+	if err := p.Set(graphs.F32, tensor.New(tensor.WithShape(p.Shape...), tensor.WithBacking(data))); err != nil {
+		t.Fatal(err)
+	}
+	check()
 }
 
 // Run is the runtime check every family runs on its tiny checkpoint (a
