@@ -8,6 +8,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gozoo/gozoo/internal/simd"
 	"github.com/gozoo/gozoo/ops"
 )
 
@@ -158,10 +159,42 @@ func (k gatedAct) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		return nil, err
 	}
 	out := o.Float32s(len(g))
-	for i, v := range g {
-		out[i] = act(v) * u[i]
+	if len(g) >= parallelMin {
+		simd.Parallel(chunks(len(g)), &mapTask{out: out, x: g, y: u, act: act})
+	} else {
+		for i, v := range g {
+			out[i] = act(v) * u[i]
+		}
 	}
 	return o.Tensor(out, in[0].Shape()...), nil
+}
+
+// parallelMin is the size from which an elementwise op is split over the
+// team: a prefill's activations, not a decode step's (which stays inline
+// and allocates nothing).
+const parallelMin = 1 << 15
+
+// chunks is how many parts an elementwise op of n values is cut into.
+func chunks(n int) int { return min(64, n/(parallelMin/4)) }
+
+// mapTask applies act to x (times y, when set) over one chunk per part.
+type mapTask struct {
+	out, x, y []float32
+	act       func(float32) float32
+}
+
+func (t *mapTask) Part(i int) {
+	n, parts := len(t.x), chunks(len(t.x))
+	lo, hi := i*n/parts, (i+1)*n/parts
+	if t.y == nil {
+		for j := lo; j < hi; j++ {
+			t.out[j] = t.act(t.x[j])
+		}
+		return
+	}
+	for j := lo; j < hi; j++ {
+		t.out[j] = t.act(t.x[j]) * t.y[j]
+	}
 }
 
 func activation(name string) (func(float32) float32, error) {

@@ -93,8 +93,12 @@ func (k activate) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		return nil, err
 	}
 	out := o.Float32s(len(x))
-	for i, v := range x {
-		out[i] = act(v)
+	if len(x) >= parallelMin {
+		simd.Parallel(chunks(len(x)), &mapTask{out: out, x: x, act: act})
+	} else {
+		for i, v := range x {
+			out[i] = act(v)
+		}
 	}
 	return o.Tensor(out, in[0].Shape()...), nil
 }
@@ -136,31 +140,47 @@ func (k blockAttention) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	}
 	s := in[0].Shape()
 	R, H, Dh := s[0], s[1], s[2]
-	out := o.Float32s(R * H * Dh)
-	P := k.block
-	scores := make([]float32, P*P)
-	vt := make([]float32, Dh*P)
+	t := &blockTask{q: f[0], k: f[1], v: f[2], out: o.Float32s(R * H * Dh), heads: H, dh: Dh, block: k.block, scale: k.scale}
+	// Heads of every block are independent: the team takes them.
+	simd.Parallel(R/k.block*H, t)
+	return o.Tensor(t.out, R, H*Dh), nil
+}
+
+// blockTask is blockAttention's work, one part per (block, head).
+type blockTask struct {
+	q, k, v, out     []float32
+	heads, dh, block int
+	scale            float32
+}
+
+// pad16 rounds n up to a multiple of 16, the widest kernel's lanes: the
+// operands are copied zero-padded to it, so every dot product runs whole
+// in the SIMD kernels (zeros add nothing).
+func pad16(n int) int { return (n + 15) &^ 15 }
+
+func (t *blockTask) Part(i int) {
+	P, Dh, H := t.block, t.dh, t.heads
+	b, h := i/H, i%H
+	kd, kp := pad16(Dh), pad16(P)
+	buf := make([]float32, 2*P*kd+P*kp+Dh*kp)
+	q, k := buf[:P*kd], buf[P*kd:2*P*kd]
+	scores, vt := buf[2*P*kd:2*P*kd+P*kp], buf[2*P*kd+P*kp:]
 	stride := H * Dh
-	for b := 0; b < R/P; b++ {
-		base := b * P * stride
-		for h := 0; h < H; h++ {
-			q := f[0][base+h*Dh:]
-			kk := f[1][base+h*Dh:]
-			simd.DotsT(scores, P, q, stride, P, kk, stride, P, Dh, k.scale)
-			for t := 0; t < P; t++ {
-				softmaxRange(scores[t*P:(t+1)*P], 0, P)
-			}
-			// P·V as dot products of P's rows with Vᵀ's rows.
-			v := f[2][base+h*Dh:]
-			for r := 0; r < P; r++ {
-				for c := 0; c < Dh; c++ {
-					vt[c*P+r] = v[r*stride+c]
-				}
-			}
-			simd.DotsT(out[base+h*Dh:], stride, scores, P, P, vt, P, Dh, P, 1)
+	base := b*P*stride + h*Dh
+	for r := 0; r < P; r++ {
+		copy(q[r*kd:r*kd+Dh], t.q[base+r*stride:][:Dh])
+		copy(k[r*kd:r*kd+Dh], t.k[base+r*stride:][:Dh])
+		v := t.v[base+r*stride:][:Dh]
+		for c, x := range v {
+			vt[c*kp+r] = x
 		}
 	}
-	return o.Tensor(out, R, H*Dh), nil
+	simd.DotsT(scores, kp, q, kd, P, k, kd, P, kd, t.scale)
+	for r := 0; r < P; r++ {
+		softmaxRange(scores[r*kp:r*kp+P], 0, P)
+	}
+	// P·V as dot products of P's rows with Vᵀ's rows.
+	simd.DotsT(t.out[base:], stride, scores, kp, P, vt, kp, Dh, kp, 1)
 }
 
 // patchEmbed is a Conv2d with kernel = stride = patch and no padding over

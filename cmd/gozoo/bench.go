@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/gozoo/gozoo/internal/simd"
 	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/generate"
+	"github.com/gozoo/gozoo/zoo/idefics3"
 )
 
 func init() {
@@ -37,6 +39,10 @@ type benchResult struct {
 	// weight per token, the head once): against the machine's FMA peak.
 	PrefillGFLOPs float64 `json:"prefill_gflop_s"`
 	Kernels       string  `json:"kernels"`
+	// VisionTileS is a vision-language model's time for one tile through
+	// the vision tower and connector, and VisionGFLOPs its products' rate.
+	VisionTileS  float64 `json:"vision_tile_s,omitempty"`
+	VisionGFLOPs float64 `json:"vision_gflop_s,omitempty"`
 }
 
 func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -64,8 +70,12 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, string(b))
 		return 0
 	}
-	fmt.Fprintf(stdout, "model      %s\nkernels    %s (GOMAXPROCS %d)\nload       %.2f s\nprefill    %.1f tokens/s (%d tokens), %.1f GFLOP/s\ndecode     %.2f tokens/s (%d tokens), %.1f GB/s of weights\npeak RSS   %.0f MB\n",
-		*model, res.Kernels, runtime.GOMAXPROCS(0), res.LoadS, res.PrefillTokS, *promptTokens, res.PrefillGFLOPs, res.DecodeTokS, *genTokens, res.DecodeGBs, res.PeakRSSMB)
+	fmt.Fprintf(stdout, "model      %s\nkernels    %s (GOMAXPROCS %d)\nload       %.2f s\nprefill    %.1f tokens/s (%d tokens), %.1f GFLOP/s\ndecode     %.2f tokens/s (%d tokens), %.1f GB/s of weights\n",
+		*model, res.Kernels, runtime.GOMAXPROCS(0), res.LoadS, res.PrefillTokS, *promptTokens, res.PrefillGFLOPs, res.DecodeTokS, *genTokens, res.DecodeGBs)
+	if res.VisionTileS > 0 {
+		fmt.Fprintf(stdout, "vision     %.3f s per tile, %.1f GFLOP/s\n", res.VisionTileS, res.VisionGFLOPs)
+	}
+	fmt.Fprintf(stdout, "peak RSS   %.0f MB\n", res.PeakRSSMB)
 	return 0
 }
 
@@ -115,7 +125,37 @@ func bench(dir string, n, m int, seed uint64) (benchResult, error) {
 	stepBytes, stepWeights, headWeights := weightTraffic(model)
 	res.DecodeGBs = float64(stepBytes) * res.DecodeTokS / 1e9
 	res.PrefillGFLOPs = 2 * (float64(stepWeights-headWeights)*float64(n) + float64(headWeights)) * res.PrefillTokS / float64(n) / 1e9
+	if vlm, ok := model.(*idefics3.Model); ok {
+		if res.VisionTileS, err = benchVision(vlm, r); err != nil {
+			return res, err
+		}
+		res.VisionGFLOPs = vlm.TileFLOPs() / res.VisionTileS / 1e9
+		res.PeakRSSMB = peakRSSMB()
+	}
 	return res, nil
+}
+
+// benchVision times the vision tower and connector on one tile of random
+// pixels (the config's image_size square: 384x384 for SmolVLM), after a
+// warm-up run that builds the graph: seconds per tile, best of three.
+func benchVision(m *idefics3.Model, r *rand.Rand) (float64, error) {
+	v := m.Config.VisionConfig
+	pixels := make([]float32, v.NumChannels*v.ImageSize*v.ImageSize)
+	for i := range pixels {
+		pixels[i] = 2*r.Float32() - 1
+	}
+	if _, err := m.EncodeImages(pixels, 1); err != nil {
+		return 0, err
+	}
+	best := math.Inf(1)
+	for i := 0; i < 3; i++ {
+		t0 := time.Now()
+		if _, err := m.EncodeImages(pixels, 1); err != nil {
+			return 0, err
+		}
+		best = min(best, time.Since(t0).Seconds())
+	}
+	return best, nil
 }
 
 // weightTraffic is what one decode step reads: every matrix, except an
@@ -126,7 +166,10 @@ func weightTraffic(m zoo.Model) (bytes, weights, head int64) {
 	ps := m.Params()
 	_, untied := ps.Get("lm_head.weight")
 	for _, p := range ps.All() {
-		if p.Role != graphs.Matrix || (untied && strings.HasSuffix(p.Name, "embed_tokens.weight")) {
+		// A vision-language model's tower runs once per image, not per
+		// token.
+		vision := strings.HasPrefix(p.Name, "model.vision_model.") || strings.HasPrefix(p.Name, "model.connector.")
+		if p.Role != graphs.Matrix || vision || (untied && strings.HasSuffix(p.Name, "embed_tokens.weight")) {
 			continue
 		}
 		bytes += p.Numel() * int64(p.DType.Size())

@@ -123,13 +123,50 @@ func MulT(y, x []float32, T int, w Weight, out, in int) {
 // hand-over costs more than the second core's bandwidth adds.
 const splitBytes = 256 << 10
 
-// job is one worker's share of a MulT: weight rows [r0, r1).
+// job is one worker's share of a MulT (weight rows [r0, r1)) or of a
+// Parallel task (parts [r0, r1)).
 type job struct {
 	y, x       []float32
 	T, out, in int
 	w          Weight
+	task       Task
 	r0, r1     int
 	done       *atomic.Int32
+}
+
+// Task is work in parts that may run in any order on any thread.
+type Task interface{ Part(i int) }
+
+// Parallel runs parts 0..n-1 of t split over the caller and the team,
+// and returns when all are done. When another caller has the team, the
+// caller runs them alone.
+func Parallel(n int, t Task) {
+	threads := min(len(team)+1, runtime.GOMAXPROCS(0), n)
+	if threads <= 1 || !teamBusy.CompareAndSwap(false, true) {
+		for i := 0; i < n; i++ {
+			t.Part(i)
+		}
+		return
+	}
+	defer teamBusy.Store(false)
+	per := (n + threads - 1) / threads
+	done := &teamDone
+	for i := 1; i < threads; i++ {
+		p0, p1 := i*per, min(n, (i+1)*per)
+		if p0 >= p1 {
+			continue
+		}
+		done.Add(1)
+		team[i-1].post(job{task: t, r0: p0, r1: p1, done: done})
+	}
+	for i := 0; i < min(n, per); i++ {
+		t.Part(i)
+	}
+	for spin := 0; done.Load() != 0; spin++ {
+		if spin&1023 == 1023 {
+			runtime.Gosched()
+		}
+	}
 }
 
 // worker is a persistent goroutine that takes jobs through a slot: the
@@ -192,7 +229,13 @@ func (w *worker) loop() {
 		}
 		seen = w.seq.Load()
 		j := w.slot
-		mulRows(j.y, j.x, j.T, j.w, j.out, j.in, j.r0, j.r1)
+		if j.task != nil {
+			for i := j.r0; i < j.r1; i++ {
+				j.task.Part(i)
+			}
+		} else {
+			mulRows(j.y, j.x, j.T, j.w, j.out, j.in, j.r0, j.r1)
+		}
 		j.done.Add(-1)
 	}
 }

@@ -271,3 +271,18 @@ func (m *Model) unlock(capture []string) {
 		m.mu.Unlock()
 	}
 }
+
+// TileFLOPs counts the floating-point operations (two per multiply-add)
+// of one tile's products through the tower and the connector: the patch
+// embedding, each layer's four projections, MLP and attention (scores and
+// weighted values over the tile's patches), and the projection.
+func (m *Model) TileFLOPs() float64 {
+	v := m.Config.VisionConfig
+	P, D, I := float64(m.vision.side*m.vision.side), float64(v.HiddenSize), float64(v.IntermediateSize)
+	K := float64(v.NumChannels * v.PatchSize * v.PatchSize)
+	s2 := float64(m.Config.ScaleFactor * m.Config.ScaleFactor)
+	f := 2 * P * D * K
+	f += float64(v.NumHiddenLayers) * (2*P*(4*D*D+2*D*I) + 2*2*P*P*D)
+	f += 2 * (P / s2) * (D * s2) * float64(m.Config.Text.HiddenSize)
+	return f
+}
