@@ -160,6 +160,8 @@ func TestRunImageErrors(t *testing.T) {
 		{[]string{"--image", notImage, "--prompt", "x"}, "notes.png"},
 		{[]string{"--image", empty, "--prompt", "x"}, "empty.jpg"},
 		{[]string{"--image", img, "--image", img, "--prompt", "<image> only one"}, "1 <image> tokens but 2 images"},
+		// 2048 positions: the expanded image and 2000 bytes of text do not fit.
+		{[]string{"--image", img, "--prompt", strings.Repeat("x", 2000)}, "no room in the model's 2048 positions"},
 	} {
 		_, errb, status := gozoo(t, "", append([]string{"run", "--model", model, "--max-tokens", "2"}, tc.args...)...)
 		if status != 1 || !strings.Contains(errb, tc.want) {
