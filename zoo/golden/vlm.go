@@ -11,7 +11,6 @@ import (
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/zoo"
-	"github.com/gozoo/gozoo/zoo/generate"
 	"github.com/gozoo/gozoo/zoo/idefics3"
 )
 
@@ -218,29 +217,8 @@ func runFull(m *idefics3.Model, g *loaders.SafetensorsFile, meta vlmMeta, r *Res
 	if err != nil {
 		return err
 	}
-	V := m.VocabSize()
-	r.GreedyTotal = len(greedy)
-	sess, err := graphs.NewSession(m, graphs.Options{})
-	if err != nil {
+	if err := greedyDecode(m, in, greedy, stepLogits, r); err != nil {
 		return err
-	}
-	defer sess.Close()
-	logits, err := sess.AppendInput(in)
-	if err != nil {
-		return err
-	}
-	for k := range greedy {
-		r.LogitsMaxAbs = max(r.LogitsMaxAbs, MaxAbsDiff(logits, stepLogits[k*V:(k+1)*V]))
-		got := generate.Argmax(logits)
-		if got != greedy[k] {
-			return fmt.Errorf("greedy=%d/%d: step %d chose token %d, golden %d", r.GreedyMatched, r.GreedyTotal, k, got, greedy[k])
-		}
-		r.GreedyMatched++
-		if k+1 < len(greedy) {
-			if logits, err = sess.Append([]int{got}); err != nil {
-				return err
-			}
-		}
 	}
 	if r.LogitsMaxAbs > tol {
 		return fmt.Errorf("greedy-step logits differ by %.3g > %g", r.LogitsMaxAbs, tol)

@@ -65,18 +65,6 @@ func loadPreprocGolden(t *testing.T) (ProcessorConfig, *images.RGB, *loaders.Saf
 // grid, the expanded prompt and its toy ids) runs through zoo/golden in
 // model_test.go's TestGolden, as `gozoo golden` runs it.
 
-func preprocEqualInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestImageSeqLenMatchesConfig: the processor's image_seq_len is what the
 // model's vision config implies.
 func TestImageSeqLenMatchesConfig(t *testing.T) {
