@@ -28,6 +28,7 @@ type AttentionConfig struct {
 // cache (which the step extends), project out.
 type Attention struct {
 	Q, K, V, O   Linear
+	QKV          Linear   // fused q | k | v rows (GPT-2's c_attn); Q, K, V unset
 	QNorm, KNorm *RMSNorm // nil without QK-norm
 	Config       AttentionConfig
 }
@@ -50,6 +51,18 @@ func NewAttention(p graphs.Scope, hidden int, c AttentionConfig) *Attention {
 	return a
 }
 
+// NewFusedAttention declares one projection p.<qkv> whose output rows are
+// q, k and v in that order (GPT-2's c_attn, Phi's qkv_proj) and the output
+// projection p.<out>.
+func NewFusedAttention(p graphs.Scope, qkv, out string, hidden int, c AttentionConfig) *Attention {
+	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	return &Attention{
+		QKV:    NewLinear(p.Sub(qkv), hidden, q+2*kv, c.Bias),
+		O:      NewLinear(p.Sub(out), q, hidden, c.Bias),
+		Config: c,
+	}
+}
+
 // Cache is the KV cache the block needs.
 func (a *Attention) Cache() graphs.LayerCache {
 	c := a.Config
@@ -61,9 +74,17 @@ func (a *Attention) Cache() graphs.LayerCache {
 // [T, heads, keys].
 func (a *Attention) Forward(s *graphs.Step, x *G.Node) *G.Node {
 	c := a.Config
-	q := a.Q.ForwardHeads(s, x, c.Heads)
-	k := a.K.ForwardHeads(s, x, c.KVHeads)
-	v := a.V.ForwardHeads(s, x, c.KVHeads)
+	var q, k, v *G.Node
+	if a.QKV.Weight != nil {
+		qkv := a.QKV.ForwardHeads(s, x, c.Heads+2*c.KVHeads)
+		q = ops.Apply(headRange{from: 0, count: c.Heads}, qkv)
+		k = ops.Apply(headRange{from: c.Heads, count: c.KVHeads}, qkv)
+		v = ops.Apply(headRange{from: c.Heads + c.KVHeads, count: c.KVHeads}, qkv)
+	} else {
+		q = a.Q.ForwardHeads(s, x, c.Heads)
+		k = a.K.ForwardHeads(s, x, c.KVHeads)
+		v = a.V.ForwardHeads(s, x, c.KVHeads)
+	}
 	if a.QNorm != nil {
 		q, k = a.QNorm.Forward(s, q), a.KNorm.Forward(s, k)
 	}

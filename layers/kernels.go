@@ -201,11 +201,23 @@ func activation(name string) (func(float32) float32, error) {
 	switch name {
 	case "silu":
 		return silu, nil
-	case "gelu_pytorch_tanh":
+	case "gelu_pytorch_tanh", "gelu_new":
 		return geluTanh, nil
+	case "gelu":
+		return geluErf, nil
+	case "relu":
+		return relu, nil
 	}
-	return nil, fmt.Errorf("unsupported activation %q (supported: silu, gelu_pytorch_tanh)", name)
+	return nil, fmt.Errorf("unsupported activation %q (supported: silu, gelu_pytorch_tanh, gelu_new, gelu, relu)", name)
 }
+
+// geluErf is the exact GELU, x·Φ(x) = 0.5·x·(1 + erf(x/√2)), with erf in
+// float64 rounded once.
+func geluErf(x float32) float32 {
+	return float32(0.5 * float64(x) * (1 + math.Erf(float64(x)/math.Sqrt2)))
+}
+
+func relu(x float32) float32 { return max(x, 0) }
 
 func silu(x float32) float32 { return x / (1 + exp32(-x)) }
 
@@ -314,4 +326,34 @@ func (k add) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		out[i] = v + b[i]
 	}
 	return o.Tensor(out, in[0].Shape()...), nil
+}
+
+// headRange copies heads [from, from+count) of x [T, H, Dh] into [T,
+// count, Dh]: q, k and v out of a fused projection.
+type headRange struct{ from, count int }
+
+func (k headRange) Name() string { return "head range" }
+func (k headRange) String() string {
+	return fmt.Sprintf("HeadRange{%d,%d}", k.from, k.count)
+}
+func (k headRange) Signature() []hm.Type { return []hm.Type{ops.T(3, nil), ops.T(3, nil)} }
+func (k headRange) Shape(in []tensor.Shape) (tensor.Shape, error) {
+	x := in[0]
+	if len(x) != 3 || k.from < 0 || k.count <= 0 || k.from+k.count > x[1] {
+		return nil, fmt.Errorf("heads %d..%d of %v", k.from, k.from+k.count-1, x)
+	}
+	return tensor.Shape{x[0], k.count, x[2]}, nil
+}
+func (k headRange) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
+	x, err := ops.Float32s(in[0])
+	if err != nil {
+		return nil, err
+	}
+	s := in[0].Shape()
+	T, H, Dh := s[0], s[1], s[2]
+	out := o.Float32s(T * k.count * Dh)
+	for t := 0; t < T; t++ {
+		copy(out[t*k.count*Dh:(t+1)*k.count*Dh], x[(t*H+k.from)*Dh:(t*H+k.from+k.count)*Dh])
+	}
+	return o.Tensor(out, T, k.count, Dh), nil
 }

@@ -70,6 +70,12 @@ func (e Embedding) Forward(s *graphs.Step, ids *G.Node) *G.Node {
 	return ops.Apply(embeddingLookup{dtype: e.Table.DType, name: e.Table.Name}, s.Bind(e.Table), ids)
 }
 
+// ForwardPositions looks up the rows of the step's positions (a learned
+// position table, GPT-2's wpe); padding rows (position -1) come out zero.
+func (e Embedding) ForwardPositions(s *graphs.Step) *G.Node {
+	return ops.Apply(embeddingLookup{dtype: e.Table.DType, name: e.Table.Name, padding: true}, s.Bind(e.Table), s.Positions)
+}
+
 // Tied is the head that projects onto the vocabulary with the embedding
 // table itself (tie_word_embeddings): a Linear over the same memory.
 func (e Embedding) Tied() Linear { return Linear{Weight: e.Table} }

@@ -132,13 +132,14 @@ func mulT(y, x []float32, T int, w weight, out, in int) {
 
 // embeddingLookup gathers rows of a table [V, D] (any stored type) by ids.
 type embeddingLookup struct {
-	dtype graphs.DType
-	name  string
+	dtype   graphs.DType
+	name    string
+	padding bool // negative ids are padding rows: zeros
 }
 
 func (k embeddingLookup) Name() string { return "embedding " + k.name }
 func (k embeddingLookup) String() string {
-	return fmt.Sprintf("Embedding{%s,%s}", k.name, k.dtype)
+	return fmt.Sprintf("Embedding{%s,%s,padding=%v}", k.name, k.dtype, k.padding)
 }
 func (k embeddingLookup) Signature() []hm.Type {
 	return []hm.Type{ops.T(2, k.dtype.Storage()), ops.T(1, tensor.Int), ops.T(2, tensor.Float32)}
@@ -161,6 +162,9 @@ func (k embeddingLookup) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	V, D := in[0].Shape()[0], in[0].Shape()[1]
 	out := o.Float32s(len(ids) * D)
 	for t, id := range ids {
+		if id < 0 && k.padding {
+			continue // out is zeroed
+		}
 		if id < 0 || id >= V {
 			return nil, fmt.Errorf("token %d at row %d is outside the vocabulary [0, %d)", id, t, V)
 		}

@@ -41,12 +41,18 @@ type MLP struct {
 }
 
 // NewMLP declares p.fc1 [inter, hidden] and p.fc2 [hidden, inter] with
-// biases. act is "gelu_pytorch_tanh" (SigLIP) or "silu".
+// biases (SigLIP's names). act is "gelu_pytorch_tanh" (SigLIP), "gelu_new"
+// (GPT-2), "gelu", "relu" or "silu".
 func NewMLP(p graphs.Scope, hidden, inter int, act string) *MLP {
+	return NewMLPNamed(p, "fc1", "fc2", hidden, inter, act)
+}
+
+// NewMLPNamed is NewMLP with the projections' names (GPT-2: c_fc, c_proj).
+func NewMLPNamed(p graphs.Scope, up, down string, hidden, inter int, act string) *MLP {
 	if _, err := activation(act); err != nil {
 		panic(err)
 	}
-	return &MLP{FC1: NewLinear(p.Sub("fc1"), hidden, inter, true), FC2: NewLinear(p.Sub("fc2"), inter, hidden, true), Act: act}
+	return &MLP{FC1: NewLinear(p.Sub(up), hidden, inter, true), FC2: NewLinear(p.Sub(down), inter, hidden, true), Act: act}
 }
 
 // Forward maps x [T, D] to [T, D].

@@ -85,8 +85,10 @@ func WriteRandomCheckpoint(configJSON []byte, dir, dtype string, seed uint64) er
 		return err
 	}
 	views := map[string]*lazyView{}
+	none := func(string) bool { return false }
 	for _, p := range params {
-		views[p.Name] = &lazyView{param: p, dtype: dt, std: cfg.InitializerRange(), seed: seed}
+		name, transposed := stored(cfg, p.Name, none)
+		views[name] = &lazyView{param: p, dtype: dt, std: cfg.InitializerRange(), seed: seed, transposed: transposed}
 	}
 	path := filepath.Join(dir, "model.safetensors")
 	f, err := os.Create(path)
@@ -102,10 +104,11 @@ func WriteRandomCheckpoint(configJSON []byte, dir, dtype string, seed uint64) er
 
 // lazyView generates its tensor only when the writer asks for its bytes.
 type lazyView struct {
-	param *graphs.Param
-	dtype safetensors.DType
-	std   float64
-	seed  uint64
+	param      *graphs.Param
+	dtype      safetensors.DType
+	std        float64
+	seed       uint64
+	transposed bool // stored [in, out] (see Layout)
 }
 
 func (v *lazyView) DType() safetensors.DType { return v.dtype }
@@ -113,6 +116,9 @@ func (v *lazyView) Shape() []uint64 {
 	s := make([]uint64, len(v.param.Shape))
 	for i, d := range v.param.Shape {
 		s[i] = uint64(d)
+	}
+	if v.transposed {
+		s[0], s[1] = s[1], s[0]
 	}
 	return s
 }
@@ -125,6 +131,9 @@ func (v *lazyView) DataLen() uint64 {
 }
 func (v *lazyView) Data() []byte {
 	vals := RandomTensor(v.param, v.std, v.seed)
+	if v.transposed {
+		vals = transpose(vals, v.param.Shape[0], v.param.Shape[1])
+	}
 	out := make([]byte, int(v.dtype.Size())*len(vals))
 	for i, x := range vals {
 		if v.dtype == safetensors.BF16 {

@@ -45,6 +45,27 @@ type Config interface {
 	InitializerRange() float64
 }
 
+// Layout is implemented by a family whose checkpoints store tensors under
+// other names or in another layout than its model declares: GPT-2's
+// Conv1D weights are stored [in, out], the transpose of a Linear, and
+// under a "transformer." prefix or none. It is the family's one place for
+// such checkpoint quirks; model code sees only the declared layout.
+type Layout interface {
+	// Stored gives a declared tensor's name in the checkpoint and whether
+	// it is stored transposed (a 2-D tensor, [in, out]). has tells which
+	// names the checkpoint holds, so a family can tell naming styles
+	// apart; a checkpoint being written has none.
+	Stored(declared string, has func(name string) bool) (name string, transposed bool)
+}
+
+// stored is the checkpoint name and layout of a declared tensor.
+func stored(cfg Config, declared string, has func(string) bool) (string, bool) {
+	if l, ok := cfg.(Layout); ok {
+		return l.Stored(declared, has)
+	}
+	return declared, false
+}
+
 // Tensors lists every tensor a config's checkpoint must hold, in
 // declaration order: what its model declares.
 func Tensors(cfg Config) ([]*graphs.Param, error) {
@@ -157,7 +178,8 @@ func LoadWeights(dir string, cfg Config, progress func(done, total int64)) (Mode
 		total += p.Numel()
 	}
 	for _, p := range ps.All() {
-		if err := loadParam(ckpt, p); err != nil {
+		name, transposed := stored(cfg, p.Name, ckpt.Has)
+		if err := loadParam(ckpt, p, name, transposed); err != nil {
 			ckpt.Close()
 			return nil, err
 		}
@@ -171,8 +193,15 @@ func LoadWeights(dir string, cfg Config, progress func(done, total int64)) (Mode
 	return m, nil
 }
 
-func loadParam(ckpt *loaders.Checkpoint, p *graphs.Param) error {
-	dtype, data, err := ckpt.Tensor(p.Name, p.Shape)
+func loadParam(ckpt *loaders.Checkpoint, p *graphs.Param, name string, transposed bool) error {
+	want := p.Shape
+	if transposed {
+		if len(p.Shape) != 2 {
+			return fmt.Errorf("tensor %q: only 2-D tensors are stored transposed, it has shape %v", p.Name, p.Shape)
+		}
+		want = []int{p.Shape[1], p.Shape[0]}
+	}
+	dtype, data, err := ckpt.Tensor(name, want)
 	if err != nil {
 		return err
 	}
@@ -181,7 +210,7 @@ func loadParam(ckpt *loaders.Checkpoint, p *graphs.Param) error {
 		// Vectors are read by every op as float32 and are a negligible
 		// share of the bytes: widen them once.
 		v := make([]float32, p.Numel())
-		if err := ckpt.ReadFloat32(p.Name, v); err != nil {
+		if err := ckpt.ReadFloat32(name, v); err != nil {
 			return err
 		}
 		return p.Set(graphs.F32, tensor.New(shape, tensor.WithBacking(v)))
@@ -189,11 +218,14 @@ func loadParam(ckpt *loaders.Checkpoint, p *graphs.Param) error {
 	switch dtype {
 	case "F32":
 		v, ok := loaders.Float32View(data)
-		if !ok {
+		if !ok || transposed {
 			v = make([]float32, p.Numel())
-			if err := ckpt.ReadFloat32(p.Name, v); err != nil {
+			if err := ckpt.ReadFloat32(name, v); err != nil {
 				return err
 			}
+		}
+		if transposed {
+			v = transpose(v, want[0], want[1])
 		}
 		return p.Set(graphs.F32, tensor.New(shape, tensor.WithBacking(v)))
 	case "BF16", "F16":
@@ -202,15 +234,31 @@ func loadParam(ckpt *loaders.Checkpoint, p *graphs.Param) error {
 			dt = graphs.F16
 		}
 		v, ok := loaders.Uint16View(data)
-		if !ok {
+		if !ok || transposed {
 			v = make([]uint16, len(data)/2)
 			for i := range v {
 				v[i] = binary.LittleEndian.Uint16(data[2*i:])
 			}
 		}
+		if transposed {
+			v = transpose(v, want[0], want[1])
+		}
 		return p.Set(dt, tensor.New(shape, tensor.WithBacking(v)))
 	}
-	return fmt.Errorf("%s: tensor %q has dtype %s; only F32, BF16 and F16 weights are supported", ckpt.FileOf(p.Name), p.Name, dtype)
+	return fmt.Errorf("%s: tensor %q has dtype %s; only F32, BF16 and F16 weights are supported", ckpt.FileOf(name), name, dtype)
+}
+
+// transpose returns the [cols, rows] transpose of a row-major [rows, cols]
+// matrix, in a new slice (a transposed checkpoint tensor cannot be used in
+// place).
+func transpose[T any](v []T, rows, cols int) []T {
+	out := make([]T, len(v))
+	for r := 0; r < rows; r++ {
+		for c, x := range v[r*cols : (r+1)*cols] {
+			out[c*rows+r] = x
+		}
+	}
+	return out
 }
 
 // Rebind builds cfg's model over the weights of another loaded model with

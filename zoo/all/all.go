@@ -6,6 +6,7 @@ package all
 
 import (
 	_ "github.com/gozoo/gozoo/zoo/gemma3"
+	_ "github.com/gozoo/gozoo/zoo/gpt2"
 	_ "github.com/gozoo/gozoo/zoo/idefics3"
 	_ "github.com/gozoo/gozoo/zoo/llama"
 	_ "github.com/gozoo/gozoo/zoo/qwen3"
