@@ -6,18 +6,27 @@ import (
 	"strconv"
 
 	"gorgonia.org/tensor"
+
+	"github.com/gozoo/gozoo/internal/quant"
 )
 
 // DType is the type a weight is stored in. Gorgonia's tensor package has no
 // 16-bit float, so BF16 and F16 weights travel as raw uint16 storage into
 // the ops that read them (layers' matmul and embedding kernels widen them in
-// registers); they are never widened as a whole.
+// registers); they are never widened as a whole. Block-quantized weights
+// (llama.cpp's Q8_0, Q4_0, Q4_K, Q6_K) travel as their bytes, a uint8
+// tensor [rows, bytes per row], and are dequantized a block at a time by
+// the same kernels.
 type DType uint8
 
 const (
 	F32 DType = iota
 	BF16
 	F16
+	Q8_0
+	Q4_0
+	Q4_K
+	Q6_K
 )
 
 func (d DType) String() string {
@@ -29,23 +38,73 @@ func (d DType) String() string {
 	case F16:
 		return "F16"
 	}
+	if f, ok := d.Quant(); ok {
+		return f.String()
+	}
 	return "DType(" + strconv.Itoa(int(d)) + ")"
 }
 
-// Size is the number of bytes of one element.
-func (d DType) Size() int {
-	if d == F32 {
-		return 4
+// Quant is the block format of a quantized dtype.
+func (d DType) Quant() (quant.Format, bool) {
+	switch d {
+	case Q8_0:
+		return quant.Q8_0, true
+	case Q4_0:
+		return quant.Q4_0, true
+	case Q4_K:
+		return quant.Q4_K, true
+	case Q6_K:
+		return quant.Q6_K, true
 	}
-	return 2
+	return 0, false
+}
+
+// Size is the number of bytes of one element (of a whole row, for a
+// quantized type: see Bytes).
+func (d DType) Size() int {
+	switch d {
+	case F32:
+		return 4
+	case BF16, F16:
+		return 2
+	}
+	return 1
+}
+
+// Bytes is the storage of n values, rows of cols values each.
+func (d DType) Bytes(n int64, cols int) int64 {
+	if f, ok := d.Quant(); ok && cols > 0 {
+		return n / int64(f.BlockSize()) * int64(f.BlockBytes())
+	}
+	return n * int64(d.Size())
 }
 
 // Storage is the Gorgonia element type that carries d.
 func (d DType) Storage() tensor.Dtype {
-	if d == F32 {
+	switch d {
+	case F32:
 		return tensor.Float32
+	case BF16, F16:
+		return tensor.Uint16
 	}
-	return tensor.Uint16
+	return tensor.Uint8
+}
+
+// StoredShape is the shape of the tensor that carries a weight of logical
+// shape: the same, or [rows, bytes per row] for a quantized type.
+func (d DType) StoredShape(shape []int) ([]int, error) {
+	f, ok := d.Quant()
+	if !ok {
+		return shape, nil
+	}
+	if len(shape) != 2 {
+		return nil, fmt.Errorf("a %s weight must be 2-D, not %v", d, shape)
+	}
+	rb, err := f.RowBytes(shape[1])
+	if err != nil {
+		return nil, err
+	}
+	return []int{shape[0], rb}, nil
 }
 
 // Role says what a parameter is in the network. It decides how a loader may
@@ -95,8 +154,12 @@ func (p *Param) Numel() int64 {
 // Set gives the parameter its data, checking dtype and shape against the
 // declaration.
 func (p *Param) Set(dtype DType, data *tensor.Dense) error {
-	if !slices.Equal([]int(data.Shape()), p.Shape) {
-		return fmt.Errorf("tensor %q: data of shape %v for a parameter of shape %v", p.Name, data.Shape(), p.Shape)
+	want, err := dtype.StoredShape(p.Shape)
+	if err != nil {
+		return fmt.Errorf("tensor %q: %w", p.Name, err)
+	}
+	if !slices.Equal([]int(data.Shape()), want) {
+		return fmt.Errorf("tensor %q: %s data of shape %v for a parameter of shape %v", p.Name, dtype, data.Shape(), p.Shape)
 	}
 	if data.Dtype() != dtype.Storage() {
 		return fmt.Errorf("tensor %q: %s data carried as %s, want %s", p.Name, dtype, data.Dtype(), dtype.Storage())
@@ -115,12 +178,16 @@ func (p *Param) Float32s() []float32 {
 	switch p.DType {
 	case F32:
 		return p.Data.Data().([]float32)
-	default:
+	case BF16, F16:
 		src := p.Data.Data().([]uint16)
 		out := make([]float32, len(src))
 		Widen(out, src, p.DType)
 		return out
 	}
+	f, _ := p.DType.Quant()
+	out := make([]float32, p.Numel())
+	quant.DequantizeRow(f, p.Data.Data().([]byte), out)
+	return out
 }
 
 // Params is the set of parameters a model declared, in declaration order.
@@ -155,7 +222,7 @@ func (ps *Params) Keep(v any) { ps.keep = append(ps.keep, v) }
 func (ps *Params) Bytes() int64 {
 	var n int64
 	for _, p := range ps.list {
-		n += p.Numel() * int64(p.DType.Size())
+		n += p.DType.Bytes(p.Numel(), p.Shape[len(p.Shape)-1])
 	}
 	return n
 }

@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/quant"
 	"github.com/gozoo/gozoo/internal/simd"
 	"github.com/gozoo/gozoo/ops"
 )
@@ -38,8 +39,8 @@ func (k matmulT) Signature() []hm.Type {
 }
 func (k matmulT) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	x, w := in[0], in[1]
-	if len(x) != 2 || len(w) != 2 || x[1] != w[1] {
-		return nil, fmt.Errorf("x %v does not fit a weight [out, in] %v", x, w)
+	if len(x) != 2 || len(w) != 2 || x[1] != logicalCols(k.dtype, w[1]) {
+		return nil, fmt.Errorf("x %v does not fit a %s weight [out, in] stored as %v", x, k.dtype, w)
 	}
 	if k.bias && (len(in[2]) != 1 || in[2][0] != w[0]) {
 		return nil, fmt.Errorf("bias %v does not fit a weight %v", in[2], w)
@@ -58,7 +59,7 @@ func (k matmulT) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		return nil, err
 	}
 	s := in[1].Shape()
-	out, inDim := s[0], s[1]
+	out, inDim := s[0], logicalCols(k.dtype, s[1])
 	T := len(x) / inDim
 	w, err := weightData(in[1], k.dtype)
 	if err != nil {
@@ -84,42 +85,64 @@ func (k matmulT) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	return o.Tensor(y, T, out), nil
 }
 
-// weight is a matrix [rows, cols] in its stored type: f32 or 16-bit
-// storage of the given dtype.
+// logicalCols is a weight's values per row from its stored width: the
+// bytes of a quantized row hold whole blocks.
+func logicalCols(dtype graphs.DType, stored int) int {
+	if f, ok := dtype.Quant(); ok {
+		return stored / f.BlockBytes() * f.BlockSize()
+	}
+	return stored
+}
+
+// weight is a matrix [rows, cols] in its stored type: f32, 16-bit or
+// block-quantized storage of the given dtype.
 type weight struct {
 	dtype graphs.DType
 	f32   []float32
 	u16   []uint16
+	u8    []byte
 }
 
 func weightData(v G.Value, dtype graphs.DType) (weight, error) {
 	w := weight{dtype: dtype}
 	var err error
-	if dtype == graphs.F32 {
+	switch dtype.Storage() {
+	case tensor.Float32:
 		w.f32, err = ops.Float32s(v)
-	} else {
+	case tensor.Uint16:
 		w.u16, err = ops.Uint16s(v)
+	default:
+		w.u8, err = ops.Bytes(v)
 	}
 	return w, err
 }
 
 func (w weight) simd() simd.Weight {
 	switch w.dtype {
+	case graphs.F32:
+		return simd.Weight{Kind: simd.F32, F32s: w.f32}
 	case graphs.BF16:
 		return simd.Weight{Kind: simd.BF16, U16s: w.u16}
 	case graphs.F16:
 		return simd.Weight{Kind: simd.F16, U16s: w.u16}
 	}
-	return simd.Weight{Kind: simd.F32, F32s: w.f32}
+	f, _ := w.dtype.Quant()
+	return simd.Weight{Kind: simd.Quant, Format: f, Bytes: w.u8}
 }
 
 // row widens row r of width cols into dst (or returns the row itself for
-// F32 storage).
+// F32 storage); a quantized row is dequantized, only that row.
 func (w weight) row(dst []float32, r, cols int) []float32 {
-	if w.dtype == graphs.F32 {
+	switch w.dtype {
+	case graphs.F32:
 		return w.f32[r*cols : (r+1)*cols]
+	case graphs.BF16, graphs.F16:
+		graphs.Widen(dst[:cols], w.u16[r*cols:(r+1)*cols], w.dtype)
+		return dst[:cols]
 	}
-	graphs.Widen(dst[:cols], w.u16[r*cols:(r+1)*cols], w.dtype)
+	f, _ := w.dtype.Quant()
+	rb := cols / f.BlockSize() * f.BlockBytes()
+	quant.DequantizeRow(f, w.u8[r*rb:(r+1)*rb], dst[:cols])
 	return dst[:cols]
 }
 
@@ -148,7 +171,7 @@ func (k embeddingLookup) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	if len(in[0]) != 2 || len(in[1]) != 1 {
 		return nil, fmt.Errorf("table %v and ids %v: want [V, D] and [T]", in[0], in[1])
 	}
-	return tensor.Shape{in[1][0], in[0][1]}, nil
+	return tensor.Shape{in[1][0], logicalCols(k.dtype, in[0][1])}, nil
 }
 func (k embeddingLookup) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	w, err := weightData(in[0], k.dtype)
@@ -159,7 +182,7 @@ func (k embeddingLookup) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	V, D := in[0].Shape()[0], in[0].Shape()[1]
+	V, D := in[0].Shape()[0], logicalCols(k.dtype, in[0].Shape()[1])
 	out := o.Float32s(len(ids) * D)
 	for t, id := range ids {
 		if id < 0 && k.padding {

@@ -202,6 +202,18 @@ func Uint16s(v G.Value) ([]uint16, error) {
 	return d.Uint16s(), nil
 }
 
+// Bytes returns a value's uint8 data (block-quantized weights).
+func Bytes(v G.Value) ([]byte, error) {
+	d, err := Dense(v)
+	if err != nil {
+		return nil, err
+	}
+	if d.Dtype() != tensor.Uint8 {
+		return nil, fmt.Errorf("expected uint8 (quantized block) data, got %v", d.Dtype())
+	}
+	return d.Uint8s(), nil
+}
+
 // Ints returns a value's int data.
 func Ints(v G.Value) ([]int, error) {
 	d, err := Dense(v)

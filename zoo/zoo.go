@@ -137,12 +137,17 @@ func ParseConfig(data []byte) (Config, error) {
 }
 
 // Load reads dir/config.json and the checkpoint's safetensors, checks every
-// tensor against the shapes the config implies, and builds the model.
+// tensor against the shapes the config implies, and builds the model. A
+// path ending in .gguf, or a folder holding model.gguf and no config.json,
+// loads the GGUF file instead (see LoadGGUF).
 func Load(dir string) (Model, error) { return LoadWithProgress(dir, nil) }
 
 // LoadWithProgress is Load reporting, after each tensor, how many of the
 // weights' values are loaded so far out of the total.
 func LoadWithProgress(dir string, progress func(done, total int64)) (Model, error) {
+	if path, ok := GGUFPath(dir); ok {
+		return LoadGGUF(path, progress)
+	}
 	_, data, err := loaders.ReadConfig(dir)
 	if err != nil {
 		return nil, err

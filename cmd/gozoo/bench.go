@@ -172,7 +172,7 @@ func weightTraffic(m zoo.Model) (bytes, weights, head int64) {
 		if p.Role != graphs.Matrix || vision || (untied && strings.HasSuffix(p.Name, "embed_tokens.weight")) {
 			continue
 		}
-		bytes += p.Numel() * int64(p.DType.Size())
+		bytes += p.DType.Bytes(p.Numel(), p.Shape[len(p.Shape)-1])
 		weights += p.Numel()
 	}
 	if p, ok := ps.Get("lm_head.weight"); ok {

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/x448/float16"
+
+	"github.com/gozoo/gozoo/internal/quant"
 )
 
 // Kind is a weight's storage type.
@@ -31,21 +33,29 @@ const (
 	F32 Kind = iota
 	BF16
 	F16
+	// Quant is a block-quantized weight (Format) in Bytes.
+	Quant
 )
 
-func (k Kind) size() int {
-	if k == F32 {
-		return 4
+// bytes is the storage of n values of w.
+func (w Weight) bytes(n int) int {
+	switch w.Kind {
+	case F32:
+		return 4 * n
+	case BF16, F16:
+		return 2 * n
 	}
-	return 2
+	return n / w.Format.BlockSize() * w.Format.BlockBytes()
 }
 
 // Weight is a matrix [rows, cols] in its stored type: F32 in F32s, 16-bit
-// kinds in U16s.
+// kinds in U16s, quantized blocks in Bytes.
 type Weight struct {
-	Kind Kind
-	F32s []float32
-	U16s []uint16
+	Kind   Kind
+	F32s   []float32
+	U16s   []uint16
+	Format quant.Format
+	Bytes  []byte
 }
 
 // isa is an instruction set with kernels: each computes the R×C dot
@@ -88,7 +98,7 @@ func Force(on bool) {
 // MulT computes y [T, out] = x [T, in] · wᵀ for w [out, in].
 func MulT(y, x []float32, T int, w Weight, out, in int) {
 	n := min(len(team)+1, runtime.GOMAXPROCS(0), max(1, out/64))
-	if T == 1 && out*in*w.Kind.size() < splitBytes {
+	if T == 1 && w.bytes(out*in) < splitBytes {
 		n = 1
 	}
 	// One caller at a time has the team; any other works alone.
@@ -244,6 +254,10 @@ func (w *worker) loop() {
 // r0..r1-1. Rows of x go in blocks that stay in cache while each tile of 4
 // weight rows streams past them.
 func mulRows(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
+	if w.Kind == Quant {
+		mulRowsQuant(y, x, T, w, out, in, r0, r1)
+		return
+	}
 	k := in
 	if active != nil {
 		k = in - in%active.lanes
@@ -327,6 +341,40 @@ func dots(tile *[16]float32, x []float32, t, R int, w Weight, j, C, in, k int) {
 }
 
 var rowBuf = sync.Pool{New: func() any { return new([]float32) }}
+
+// quantGroup is how many quantized rows are dequantized at a time: they
+// stay in cache while the float32 kernels run over them.
+const quantGroup = 64
+
+// mulRowsQuant is mulRows for block-quantized weights, in exact mode:
+// groups of rows are dequantized to float32 (exactly as ggml does) and
+// multiplied by the float32 kernels, accumulating in float32.
+func mulRowsQuant(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
+	rb := w.bytes(in)
+	bp := rowBuf.Get().(*[]float32)
+	defer rowBuf.Put(bp)
+	need := quantGroup*in + T*quantGroup
+	if cap(*bp) < need {
+		*bp = make([]float32, need)
+	}
+	buf := (*bp)[:quantGroup*in]
+	ybuf := (*bp)[quantGroup*in : need]
+	for j0 := r0; j0 < r1; j0 += quantGroup {
+		g := min(quantGroup, r1-j0)
+		for r := 0; r < g; r++ {
+			quant.DequantizeRow(w.Format, w.Bytes[(j0+r)*rb:(j0+r+1)*rb], buf[r*in:(r+1)*in])
+		}
+		rows := Weight{Kind: F32, F32s: buf[:g*in]}
+		if T == 1 {
+			mulRows(y[j0:], x, 1, rows, g, in, 0, g)
+			continue
+		}
+		mulRows(ybuf, x, T, rows, g, in, 0, g)
+		for t := 0; t < T; t++ {
+			copy(y[t*out+j0:t*out+j0+g], ybuf[t*g:(t+1)*g])
+		}
+	}
+}
 
 // widen writes w's values from index off into dst.
 func (w Weight) widen(dst []float32, off int) {

@@ -1,0 +1,73 @@
+package simd
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/x448/float16"
+
+	"github.com/gozoo/gozoo/internal/quant"
+)
+
+// randomBlocks fills rows of a quantized format with random bytes and sane
+// half-float scales (random bits could be NaN).
+func randomBlocks(r *rand.Rand, f quant.Format, rows, cols int) []byte {
+	rb, err := f.RowBytes(cols)
+	if err != nil {
+		panic(err)
+	}
+	b := make([]byte, rows*rb)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	scale := func(off int) {
+		binary.LittleEndian.PutUint16(b[off:], float16.Fromfloat32(0.01+0.02*r.Float32()).Bits())
+	}
+	for blk := 0; blk < len(b)/f.BlockBytes(); blk++ {
+		o := blk * f.BlockBytes()
+		switch f {
+		case quant.Q8_0, quant.Q4_0:
+			scale(o)
+		case quant.Q4_K:
+			scale(o)
+			scale(o + 2)
+		case quant.Q6_K:
+			scale(o + 208)
+		}
+	}
+	return b
+}
+
+// TestMulTQuant: a quantized weight multiplies exactly as its float32
+// dequantization does, in decode and prefill shapes, on every path.
+func TestMulTQuant(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+		for _, T := range []int{1, 3, 9} {
+			for _, on := range []bool{true, false} {
+				t.Run(fmt.Sprintf("%s/T=%d/simd=%v", f, T, on), func(t *testing.T) {
+					Force(on)
+					defer Force(true)
+					const out, in = 130, 512
+					q := randomBlocks(r, f, out, in)
+					deq := make([]float32, out*in)
+					quant.DequantizeRow(f, q, deq)
+					x := make([]float32, T*in)
+					for i := range x {
+						x[i] = r.Float32()*2 - 1
+					}
+					got, want := make([]float32, T*out), make([]float32, T*out)
+					MulT(got, x, T, Weight{Kind: Quant, Format: f, Bytes: q}, out, in)
+					MulT(want, x, T, Weight{Kind: F32, F32s: deq}, out, in)
+					for i := range got {
+						if d := got[i] - want[i]; d > 1e-5 || d < -1e-5 {
+							t.Fatalf("y[%d] = %g, the dequantized weight gives %g", i, got[i], want[i])
+						}
+					}
+				})
+			}
+		}
+	}
+}

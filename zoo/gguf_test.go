@@ -1,0 +1,122 @@
+package zoo_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gozoo/gozoo/zoo"
+	_ "github.com/gozoo/gozoo/zoo/all"
+	"github.com/gozoo/gozoo/zoo/golden"
+)
+
+var ggufCases = []string{"gemma3_q4_k_m", "gpt2_q4_0", "llama_q4_0", "qwen3_f16", "qwen3_q8_0", "qwen3moe_q8_0"}
+
+func ggufDir(name string) string { return filepath.Join("..", "testdata", "gguf", name) }
+
+// TestGGUFGolden runs llama.cpp's quantized files against transformers'
+// float32 forward of the dequantized weights: logits, hidden states and
+// the KV-cached greedy continuation.
+func TestGGUFGolden(t *testing.T) {
+	for _, name := range ggufCases {
+		t.Run(name, func(t *testing.T) {
+			r := golden.Run(ggufDir(name))
+			if !r.Pass || r.GreedyTotal == 0 || r.GreedyMatched != r.GreedyTotal {
+				t.Fatal(r)
+			}
+			t.Log(r)
+		})
+	}
+}
+
+// TestGGUFConfig: the config each file's metadata gives is the one the
+// golden was computed with (golden.json hf_config), and the weights keep
+// their stored type.
+func TestGGUFConfig(t *testing.T) {
+	for _, name := range ggufCases {
+		t.Run(name, func(t *testing.T) {
+			var meta struct {
+				HFConfig    map[string]any    `json:"hf_config"`
+				TensorTypes map[string]string `json:"tensor_types"`
+			}
+			b, err := os.ReadFile(filepath.Join(ggufDir(name), "golden.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &meta); err != nil {
+				t.Fatal(err)
+			}
+			m, err := zoo.Load(ggufDir(name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := meta.HFConfig["eos_token_id"]; !ok {
+				meta.HFConfig["eos_token_id"] = 0 // not part of the architecture
+			}
+			want, err := zoo.ParseConfig(mustJSON(t, meta.HFConfig))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, err := zoo.NewRandom(want, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.ModelType() != ref.ModelType() || m.NumLayers() != ref.NumLayers() || m.VocabSize() != ref.VocabSize() ||
+				m.HiddenSize() != ref.HiddenSize() || m.MaxPositions() != ref.MaxPositions() || !reflect.DeepEqual(m.Caches(), ref.Caches()) {
+				t.Errorf("model from the metadata differs from hf_config's: %s %d layers, vocab %d, hidden %d, %d positions, caches %v",
+					m.ModelType(), m.NumLayers(), m.VocabSize(), m.HiddenSize(), m.MaxPositions(), m.Caches())
+			}
+			var names []string
+			for _, p := range ref.Params().All() {
+				names = append(names, p.Name)
+			}
+			for _, n := range names {
+				if _, ok := m.Params().Get(n); !ok {
+					t.Errorf("tensor %s is missing", n)
+				}
+			}
+			// A quantized matrix stays in its blocks.
+			quantized := 0
+			for _, p := range m.Params().All() {
+				if _, ok := p.DType.Quant(); ok {
+					quantized++
+				}
+			}
+			wantQuant := 0
+			for _, typ := range meta.TensorTypes {
+				if strings.HasPrefix(typ, "Q") {
+					wantQuant++
+				}
+			}
+			if wantQuant > 0 && quantized == 0 {
+				t.Errorf("no weight kept quantized (%d quantized tensors in the file)", wantQuant)
+			}
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestGGUFErrors: files that do not describe a supported model fail with
+// the file and the key or tensor named.
+func TestGGUFErrors(t *testing.T) {
+	if _, err := zoo.Load(filepath.Join(t.TempDir(), "none.gguf")); err == nil || !strings.Contains(err.Error(), "none.gguf") {
+		t.Errorf("missing file: %v", err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.gguf")
+	if err := os.WriteFile(bad, []byte("GGUF\x03\x00\x00\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zoo.Load(bad); err == nil || !strings.Contains(err.Error(), "bad.gguf") {
+		t.Errorf("truncated file: %v", err)
+	}
+}
