@@ -27,6 +27,7 @@ const (
 	Q4_0
 	Q4_K
 	Q6_K
+	Q5_0
 )
 
 func (d DType) String() string {
@@ -55,6 +56,8 @@ func (d DType) Quant() (quant.Format, bool) {
 		return quant.Q4_K, true
 	case Q6_K:
 		return quant.Q6_K, true
+	case Q5_0:
+		return quant.Q5_0, true
 	}
 	return 0, false
 }

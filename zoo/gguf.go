@@ -530,6 +530,8 @@ func ggufDType(t gguf.Type) (graphs.DType, bool) {
 		return graphs.Q4_K, true
 	case gguf.TypeQ6_K:
 		return graphs.Q6_K, true
+	case gguf.TypeQ5_0:
+		return graphs.Q5_0, true
 	}
 	return 0, false
 }

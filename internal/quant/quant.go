@@ -26,6 +26,10 @@ const (
 	// Q6_K is super-blocks of 256: 128 bytes of low nibbles, 64 bytes of
 	// high 2-bit pairs, 16 int8 scales, f16 d.
 	Q6_K
+	// Q5_0 is blocks of 32: f16 d, 32 high bits (u32), 16 bytes of low
+	// nibbles; y = (q-16)·d. llama.cpp's Q4_K_M falls back to it for rows
+	// that are not whole 256-value super-blocks (SmolLM2's 576).
+	Q5_0
 )
 
 var formats = [...]struct {
@@ -36,6 +40,7 @@ var formats = [...]struct {
 	Q4_0: {"Q4_0", 32, 18},
 	Q4_K: {"Q4_K", 256, 144},
 	Q6_K: {"Q6_K", 256, 210},
+	Q5_0: {"Q5_0", 32, 22},
 }
 
 func (f Format) String() string {
@@ -45,7 +50,7 @@ func (f Format) String() string {
 	return fmt.Sprintf("Format(%d)", uint8(f))
 }
 
-func (f Format) valid() bool { return f >= Q8_0 && f <= Q6_K }
+func (f Format) valid() bool { return f >= Q8_0 && f <= Q5_0 }
 
 // BlockSize is the number of values in one block.
 func (f Format) BlockSize() int { return formats[f].blockSize }
@@ -128,6 +133,20 @@ func DequantizeRow(f Format, src []byte, dst []float32) {
 					y0[l+64] = d * float32(int8(s0[is+4])) * float32(q3)
 					y0[l+96] = d * float32(int8(s0[is+6])) * float32(q4)
 				}
+			}
+		}
+	case Q5_0:
+		for b := 0; b < len(dst)/32; b++ {
+			blk := src[b*22 : b*22+22]
+			d := half(blk)
+			qh := uint32(blk[2]) | uint32(blk[3])<<8 | uint32(blk[4])<<16 | uint32(blk[5])<<24
+			y := dst[b*32 : b*32+32]
+			for j := 0; j < 16; j++ {
+				q := blk[6+j]
+				h0 := byte((qh>>j)<<4) & 0x10
+				h1 := byte(qh>>(j+12)) & 0x10
+				y[j] = float32(int(q&15|h0)-16) * d
+				y[j+16] = float32(int(q>>4|h1)-16) * d
 			}
 		}
 	default:

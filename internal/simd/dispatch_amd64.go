@@ -2,7 +2,11 @@
 
 package simd
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/gozoo/gozoo/internal/quant"
+)
 
 //go:generate sh -c "cd _gen && go run . -out ../kernels_amd64.s -stubs ../kernels_amd64.go -pkg simd"
 
@@ -143,4 +147,59 @@ func asmWeigh(width int, p, v *float32, ldv, rows int, out *float32) {
 	default:
 		weighRows32AVX2(p, v, ldv, rows, out)
 	}
+}
+
+// asmQuant runs the active kernel for rows of a Q8_0 or Q4_0 weight from
+// row r0 (rb bytes a row, in values): a matrix-vector product into y when
+// x is set, else the dequantized rows into dst. It reports false for
+// formats without a kernel.
+func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) bool {
+	if active == nil || rows == 0 {
+		return false
+	}
+	blocks := in / 32
+	wp := &w.Bytes[r0*rb]
+	if x == nil && active == avx512 && (w.Format == quant.Q6_K || w.Format == quant.Q4_K) {
+		// Rows of whole super-blocks lie one after another: one call.
+		if w.Format == quant.Q6_K {
+			dequantQ6_KAVX512(wp, rows*in/256, &dst[0])
+		} else {
+			dequantQ4_KAVX512(wp, rows*in/256, &dst[0])
+		}
+		return true
+	}
+	switch {
+	case w.Format == quant.Q8_0 && active == avx512 && x != nil:
+		gemvQ8_0AVX512(&x[0], wp, rb, blocks, rows, &y[0])
+	case w.Format == quant.Q8_0 && active == avx512:
+		dequantQ8_0AVX512(wp, rb, blocks, rows, &dst[0])
+	case w.Format == quant.Q4_0 && active == avx512 && x != nil:
+		gemvQ4_0AVX512(&x[0], wp, rb, blocks, rows, &y[0])
+	case w.Format == quant.Q4_0 && active == avx512:
+		dequantQ4_0AVX512(wp, rb, blocks, rows, &dst[0])
+	case w.Format == quant.Q8_0 && x != nil:
+		gemvQ8_0AVX2(&x[0], wp, rb, blocks, rows, &y[0])
+	case w.Format == quant.Q8_0:
+		dequantQ8_0AVX2(wp, rb, blocks, rows, &dst[0])
+	case w.Format == quant.Q4_0 && x != nil:
+		gemvQ4_0AVX2(&x[0], wp, rb, blocks, rows, &y[0])
+	case w.Format == quant.Q4_0:
+		dequantQ4_0AVX2(wp, rb, blocks, rows, &dst[0])
+	default:
+		return false
+	}
+	return true
+}
+
+// supported lists the instruction sets this CPU runs, best first, for
+// tests that check every kernel.
+func supported() []*isa {
+	var out []*isa
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW {
+		out = append(out, avx512)
+	}
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C {
+		out = append(out, avx2)
+	}
+	return out
 }

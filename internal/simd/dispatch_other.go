@@ -26,3 +26,7 @@ func weighWidths() []int { return nil }
 func asmWeigh(width int, p, v *float32, ldv, rows int, out *float32) {
 	panic("simd: no assembly kernels in this build")
 }
+
+func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) bool { return false }
+
+func supported() []*isa { return nil }

@@ -59,6 +59,26 @@ func weighRows64AVX512(p *float32, v *float32, ldv int, rows int, out *float32)
 //go:noescape
 func weighRows128AVX512(p *float32, v *float32, ldv int, rows int, out *float32)
 
+// gemvQ8_0AVX512 computes y[r] = x · w_r for rows Q8_0 rows of blocks blocks (stride ldw bytes).
+//
+//go:noescape
+func gemvQ8_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// dequantQ8_0AVX512 dequantizes rows Q8_0 rows of blocks blocks (stride ldw bytes) into dst, row after row.
+//
+//go:noescape
+func dequantQ8_0AVX512(w *byte, ldw int, blocks int, rows int, dst *float32)
+
+// gemvQ4_0AVX512 computes y[r] = x · w_r for rows Q4_0 rows of blocks blocks (stride ldw bytes).
+//
+//go:noescape
+func gemvQ4_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// dequantQ4_0AVX512 dequantizes rows Q4_0 rows of blocks blocks (stride ldw bytes) into dst, row after row.
+//
+//go:noescape
+func dequantQ4_0AVX512(w *byte, ldw int, blocks int, rows int, dst *float32)
+
 // tile2x4F32AVX2 computes the 2x4 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
 //
 //go:noescape
@@ -113,3 +133,33 @@ func weighRows32AVX2(p *float32, v *float32, ldv int, rows int, out *float32)
 //
 //go:noescape
 func weighRows64AVX2(p *float32, v *float32, ldv int, rows int, out *float32)
+
+// gemvQ8_0AVX2 computes y[r] = x · w_r for rows Q8_0 rows of blocks blocks (stride ldw bytes).
+//
+//go:noescape
+func gemvQ8_0AVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// dequantQ8_0AVX2 dequantizes rows Q8_0 rows of blocks blocks (stride ldw bytes) into dst, row after row.
+//
+//go:noescape
+func dequantQ8_0AVX2(w *byte, ldw int, blocks int, rows int, dst *float32)
+
+// gemvQ4_0AVX2 computes y[r] = x · w_r for rows Q4_0 rows of blocks blocks (stride ldw bytes).
+//
+//go:noescape
+func gemvQ4_0AVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// dequantQ4_0AVX2 dequantizes rows Q4_0 rows of blocks blocks (stride ldw bytes) into dst, row after row.
+//
+//go:noescape
+func dequantQ4_0AVX2(w *byte, ldw int, blocks int, rows int, dst *float32)
+
+// dequantQ6_KAVX512 dequantizes blocks Q6_K super-blocks from w into dst.
+//
+//go:noescape
+func dequantQ6_KAVX512(w *byte, blocks int, dst *float32)
+
+// dequantQ4_KAVX512 dequantizes blocks Q4_K super-blocks from w into dst.
+//
+//go:noescape
+func dequantQ4_KAVX512(w *byte, blocks int, dst *float32)

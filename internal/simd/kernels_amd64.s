@@ -1188,6 +1188,232 @@ weighRows128AVX512_done:
 	VZEROUPPER
 	RET
 
+// func gemvQ8_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL
+TEXT ·gemvQ8_0AVX512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), AX
+	MOVQ w+8(FP), CX
+	MOVQ ldw+16(FP), DX
+	MOVQ blocks+24(FP), BX
+	MOVQ rows+32(FP), SI
+	MOVQ y+40(FP), DI
+
+gemvQ8_0AVX512_row:
+	TESTQ  SI, SI
+	JZ     gemvQ8_0AVX512_end
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	MOVQ   AX, R8
+	MOVQ   CX, R9
+	MOVQ   BX, R10
+
+gemvQ8_0AVX512_block:
+	TESTQ        R10, R10
+	JZ           gemvQ8_0AVX512_rowdone
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X2
+	VPBROADCASTW X2, X3
+	VPBROADCASTW X2, Y2
+	VCVTPH2PS    Y2, Z2
+	VPMOVSXBD    2(R9), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VFMADD231PS  (R8), Z3, Z0
+	VPMOVSXBD    18(R9), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VFMADD231PS  64(R8), Z3, Z1
+	ADDQ         $0x00000022, R9
+	ADDQ         $0x00000080, R8
+	DECQ         R10
+	JMP          gemvQ8_0AVX512_block
+
+gemvQ8_0AVX512_rowdone:
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSS        X0, (DI)
+	ADDQ          $0x04, DI
+	ADDQ          DX, CX
+	DECQ          SI
+	JMP           gemvQ8_0AVX512_row
+
+gemvQ8_0AVX512_end:
+	VZEROUPPER
+	RET
+
+// func dequantQ8_0AVX512(w *byte, ldw int, blocks int, rows int, dst *float32)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·dequantQ8_0AVX512(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), AX
+	MOVQ ldw+8(FP), CX
+	MOVQ blocks+16(FP), DX
+	MOVQ rows+24(FP), BX
+	MOVQ dst+32(FP), SI
+
+dequantQ8_0AVX512_row:
+	TESTQ BX, BX
+	JZ    dequantQ8_0AVX512_end
+	MOVQ  AX, DI
+	MOVQ  DX, R8
+
+dequantQ8_0AVX512_block:
+	TESTQ        R8, R8
+	JZ           dequantQ8_0AVX512_rowdone
+	MOVWLZX      (DI), R9
+	VMOVD        R9, X0
+	VPBROADCASTW X0, X1
+	VPBROADCASTW X0, Y0
+	VCVTPH2PS    Y0, Z0
+	VPMOVSXBD    2(DI), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      Z1, (SI)
+	VPMOVSXBD    18(DI), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS       Z0, Z1, Z1
+	VMOVUPS      Z1, 64(SI)
+	ADDQ         $0x00000022, DI
+	ADDQ         $0x00000080, SI
+	DECQ         R8
+	JMP          dequantQ8_0AVX512_block
+
+dequantQ8_0AVX512_rowdone:
+	ADDQ CX, AX
+	DECQ BX
+	JMP  dequantQ8_0AVX512_row
+
+dequantQ8_0AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemvQ4_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL
+TEXT ·gemvQ4_0AVX512(SB), NOSPLIT, $0-48
+	MOVQ         x+0(FP), AX
+	MOVQ         w+8(FP), CX
+	MOVQ         ldw+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         rows+32(FP), SI
+	MOVQ         y+40(FP), DI
+	MOVL         $0x00000008, R8
+	VPBROADCASTD R8, Z2
+	MOVL         $0x0000000f, R8
+	VPBROADCASTD R8, Z3
+
+gemvQ4_0AVX512_row:
+	TESTQ  SI, SI
+	JZ     gemvQ4_0AVX512_end
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	MOVQ   AX, R8
+	MOVQ   CX, R9
+	MOVQ   BX, R10
+
+gemvQ4_0AVX512_block:
+	TESTQ        R10, R10
+	JZ           gemvQ4_0AVX512_rowdone
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X4
+	VPBROADCASTW X4, X5
+	VPBROADCASTW X4, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVZXBD    2(R9), Z5
+	VPANDD       Z3, Z5, Z5
+	VPSUBD       Z2, Z5, Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VFMADD231PS  (R8), Z5, Z0
+	VPMOVZXBD    2(R9), Z5
+	VPSRLD       $0x04, Z5, Z5
+	VPSUBD       Z2, Z5, Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VFMADD231PS  64(R8), Z5, Z1
+	ADDQ         $0x00000012, R9
+	ADDQ         $0x00000080, R8
+	DECQ         R10
+	JMP          gemvQ4_0AVX512_block
+
+gemvQ4_0AVX512_rowdone:
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSS        X0, (DI)
+	ADDQ          $0x04, DI
+	ADDQ          DX, CX
+	DECQ          SI
+	JMP           gemvQ4_0AVX512_row
+
+gemvQ4_0AVX512_end:
+	VZEROUPPER
+	RET
+
+// func dequantQ4_0AVX512(w *byte, ldw int, blocks int, rows int, dst *float32)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·dequantQ4_0AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVQ         rows+24(FP), BX
+	MOVQ         dst+32(FP), SI
+	MOVL         $0x00000008, DI
+	VPBROADCASTD DI, Z0
+	MOVL         $0x0000000f, DI
+	VPBROADCASTD DI, Z1
+
+dequantQ4_0AVX512_row:
+	TESTQ BX, BX
+	JZ    dequantQ4_0AVX512_end
+	MOVQ  AX, DI
+	MOVQ  DX, R8
+
+dequantQ4_0AVX512_block:
+	TESTQ        R8, R8
+	JZ           dequantQ4_0AVX512_rowdone
+	MOVWLZX      (DI), R9
+	VMOVD        R9, X2
+	VPBROADCASTW X2, X3
+	VPBROADCASTW X2, Y2
+	VCVTPH2PS    Y2, Z2
+	VPMOVZXBD    2(DI), Z3
+	VPANDD       Z1, Z3, Z3
+	VPSUBD       Z0, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VMOVUPS      Z3, (SI)
+	VPMOVZXBD    2(DI), Z3
+	VPSRLD       $0x04, Z3, Z3
+	VPSUBD       Z0, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VMOVUPS      Z3, 64(SI)
+	ADDQ         $0x00000012, DI
+	ADDQ         $0x00000080, SI
+	DECQ         R8
+	JMP          dequantQ4_0AVX512_block
+
+dequantQ4_0AVX512_rowdone:
+	ADDQ CX, AX
+	DECQ BX
+	JMP  dequantQ4_0AVX512_row
+
+dequantQ4_0AVX512_end:
+	VZEROUPPER
+	RET
+
 // func tile2x4F32AVX2(x *float32, ldx int, w *float32, ldw int, k int, out *float32)
 // Requires: AVX, FMA3
 TEXT ·tile2x4F32AVX2(SB), NOSPLIT, $0-48
@@ -2009,5 +2235,766 @@ weighRows64AVX2_done:
 	VMOVUPS Y5, 160(SI)
 	VMOVUPS Y6, 192(SI)
 	VMOVUPS Y7, 224(SI)
+	VZEROUPPER
+	RET
+
+// func gemvQ8_0AVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·gemvQ8_0AVX2(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), AX
+	MOVQ w+8(FP), CX
+	MOVQ ldw+16(FP), DX
+	MOVQ blocks+24(FP), BX
+	MOVQ rows+32(FP), SI
+	MOVQ y+40(FP), DI
+
+gemvQ8_0AVX2_row:
+	TESTQ  SI, SI
+	JZ     gemvQ8_0AVX2_end
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, R8
+	MOVQ   CX, R9
+	MOVQ   BX, R10
+
+gemvQ8_0AVX2_block:
+	TESTQ        R10, R10
+	JZ           gemvQ8_0AVX2_rowdone
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X4
+	VPBROADCASTW X4, X4
+	VCVTPH2PS    X4, Y4
+	VPMOVSXBD    2(R9), Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VFMADD231PS  (R8), Y5, Y0
+	VPMOVSXBD    10(R9), Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VFMADD231PS  32(R8), Y5, Y1
+	VPMOVSXBD    18(R9), Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VFMADD231PS  64(R8), Y5, Y2
+	VPMOVSXBD    26(R9), Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VFMADD231PS  96(R8), Y5, Y3
+	ADDQ         $0x00000022, R9
+	ADDQ         $0x00000080, R8
+	DECQ         R10
+	JMP          gemvQ8_0AVX2_block
+
+gemvQ8_0AVX2_rowdone:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         $0x04, DI
+	ADDQ         DX, CX
+	DECQ         SI
+	JMP          gemvQ8_0AVX2_row
+
+gemvQ8_0AVX2_end:
+	VZEROUPPER
+	RET
+
+// func dequantQ8_0AVX2(w *byte, ldw int, blocks int, rows int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantQ8_0AVX2(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), AX
+	MOVQ ldw+8(FP), CX
+	MOVQ blocks+16(FP), DX
+	MOVQ rows+24(FP), BX
+	MOVQ dst+32(FP), SI
+
+dequantQ8_0AVX2_row:
+	TESTQ BX, BX
+	JZ    dequantQ8_0AVX2_end
+	MOVQ  AX, DI
+	MOVQ  DX, R8
+
+dequantQ8_0AVX2_block:
+	TESTQ        R8, R8
+	JZ           dequantQ8_0AVX2_rowdone
+	MOVWLZX      (DI), R9
+	VMOVD        R9, X0
+	VPBROADCASTW X0, X0
+	VCVTPH2PS    X0, Y0
+	VPMOVSXBD    2(DI), Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, (SI)
+	VPMOVSXBD    10(DI), Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 32(SI)
+	VPMOVSXBD    18(DI), Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 64(SI)
+	VPMOVSXBD    26(DI), Y1
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y0, Y1, Y1
+	VMOVUPS      Y1, 96(SI)
+	ADDQ         $0x00000022, DI
+	ADDQ         $0x00000080, SI
+	DECQ         R8
+	JMP          dequantQ8_0AVX2_block
+
+dequantQ8_0AVX2_rowdone:
+	ADDQ CX, AX
+	DECQ BX
+	JMP  dequantQ8_0AVX2_row
+
+dequantQ8_0AVX2_end:
+	VZEROUPPER
+	RET
+
+// func gemvQ4_0AVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·gemvQ4_0AVX2(SB), NOSPLIT, $0-48
+	MOVQ         x+0(FP), AX
+	MOVQ         w+8(FP), CX
+	MOVQ         ldw+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         rows+32(FP), SI
+	MOVQ         y+40(FP), DI
+	MOVL         $0x00000008, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y4
+	MOVL         $0x0000000f, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y5
+
+gemvQ4_0AVX2_row:
+	TESTQ  SI, SI
+	JZ     gemvQ4_0AVX2_end
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, R8
+	MOVQ   CX, R9
+	MOVQ   BX, R10
+
+gemvQ4_0AVX2_block:
+	TESTQ        R10, R10
+	JZ           gemvQ4_0AVX2_rowdone
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X6
+	VPBROADCASTW X6, X6
+	VCVTPH2PS    X6, Y6
+	VPMOVZXBD    2(R9), Y7
+	VPAND        Y5, Y7, Y7
+	VPSUBD       Y4, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y6, Y7, Y7
+	VFMADD231PS  (R8), Y7, Y0
+	VPMOVZXBD    10(R9), Y7
+	VPAND        Y5, Y7, Y7
+	VPSUBD       Y4, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y6, Y7, Y7
+	VFMADD231PS  32(R8), Y7, Y1
+	VPMOVZXBD    2(R9), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VPSUBD       Y4, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y6, Y7, Y7
+	VFMADD231PS  64(R8), Y7, Y2
+	VPMOVZXBD    10(R9), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VPSUBD       Y4, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y6, Y7, Y7
+	VFMADD231PS  96(R8), Y7, Y3
+	ADDQ         $0x00000012, R9
+	ADDQ         $0x00000080, R8
+	DECQ         R10
+	JMP          gemvQ4_0AVX2_block
+
+gemvQ4_0AVX2_rowdone:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         $0x04, DI
+	ADDQ         DX, CX
+	DECQ         SI
+	JMP          gemvQ4_0AVX2_row
+
+gemvQ4_0AVX2_end:
+	VZEROUPPER
+	RET
+
+// func dequantQ4_0AVX2(w *byte, ldw int, blocks int, rows int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantQ4_0AVX2(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVQ         rows+24(FP), BX
+	MOVQ         dst+32(FP), SI
+	MOVL         $0x00000008, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0000000f, DI
+	VMOVD        DI, X1
+	VPBROADCASTD X1, Y1
+
+dequantQ4_0AVX2_row:
+	TESTQ BX, BX
+	JZ    dequantQ4_0AVX2_end
+	MOVQ  AX, DI
+	MOVQ  DX, R8
+
+dequantQ4_0AVX2_block:
+	TESTQ        R8, R8
+	JZ           dequantQ4_0AVX2_rowdone
+	MOVWLZX      (DI), R9
+	VMOVD        R9, X2
+	VPBROADCASTW X2, X2
+	VCVTPH2PS    X2, Y2
+	VPMOVZXBD    2(DI), Y3
+	VPAND        Y1, Y3, Y3
+	VPSUBD       Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y2, Y3, Y3
+	VMOVUPS      Y3, (SI)
+	VPMOVZXBD    10(DI), Y3
+	VPAND        Y1, Y3, Y3
+	VPSUBD       Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 32(SI)
+	VPMOVZXBD    2(DI), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VPSUBD       Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 64(SI)
+	VPMOVZXBD    10(DI), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VPSUBD       Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 96(SI)
+	ADDQ         $0x00000012, DI
+	ADDQ         $0x00000080, SI
+	DECQ         R8
+	JMP          dequantQ4_0AVX2_block
+
+dequantQ4_0AVX2_rowdone:
+	ADDQ CX, AX
+	DECQ BX
+	JMP  dequantQ4_0AVX2_row
+
+dequantQ4_0AVX2_end:
+	VZEROUPPER
+	RET
+
+// func dequantQ6_KAVX512(w *byte, blocks int, dst *float32)
+// Requires: AVX, AVX512F, F16C
+TEXT ·dequantQ6_KAVX512(SB), NOSPLIT, $0-24
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVL         $0x0000000f, BX
+	VPBROADCASTD BX, Z0
+	MOVL         $0x00000003, BX
+	VPBROADCASTD BX, Z1
+	MOVL         $0x00000020, BX
+	VPBROADCASTD BX, Z2
+
+q6k_block:
+	TESTQ        CX, CX
+	JZ           q6k_end
+	MOVWLZX      208(AX), BX
+	VMOVD        BX, X3
+	VCVTPH2PS    X3, X3
+	VPMOVZXBD    128(AX), Z20
+	VPMOVZXBD    (AX), Z21
+	VPANDD       Z0, Z21, Z21
+	VPSRLD       $0x00, Z20, Z22
+	VPANDD       Z1, Z22, Z22
+	VPSLLD       $0x04, Z22, Z22
+	VPORD        Z22, Z21, Z21
+	VPSUBD       Z2, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	MOVBLSX      192(AX), BX
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X3, X4, X4
+	VBROADCASTSS X4, Z22
+	VMULPS       Z22, Z21, Z21
+	VMOVUPS      Z21, (DX)
+	VPMOVZXBD    32(AX), Z21
+	VPANDD       Z0, Z21, Z21
+	VPSRLD       $0x02, Z20, Z22
+	VPANDD       Z1, Z22, Z22
+	VPSLLD       $0x04, Z22, Z22
+	VPORD        Z22, Z21, Z21
+	VPSUBD       Z2, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	MOVBLSX      194(AX), BX
+	VCVTSI2SSL   BX, X5, X5
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X5, Z22
+	VMULPS       Z22, Z21, Z21
+	VMOVUPS      Z21, 128(DX)
+	VPMOVZXBD    (AX), Z21
+	VPSRLD       $0x04, Z21, Z21
+	VPSRLD       $0x04, Z20, Z22
+	VPANDD       Z1, Z22, Z22
+	VPSLLD       $0x04, Z22, Z22
+	VPORD        Z22, Z21, Z21
+	VPSUBD       Z2, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	MOVBLSX      196(AX), BX
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Z22
+	VMULPS       Z22, Z21, Z21
+	VMOVUPS      Z21, 256(DX)
+	VPMOVZXBD    32(AX), Z21
+	VPSRLD       $0x04, Z21, Z21
+	VPSRLD       $0x06, Z20, Z20
+	VPANDD       Z1, Z20, Z20
+	VPSLLD       $0x04, Z20, Z20
+	VPORD        Z20, Z21, Z21
+	VPSUBD       Z2, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	MOVBLSX      198(AX), BX
+	VCVTSI2SSL   BX, X7, X7
+	VMULSS       X3, X7, X7
+	VBROADCASTSS X7, Z20
+	VMULPS       Z20, Z21, Z21
+	VMOVUPS      Z21, 384(DX)
+	VPMOVZXBD    144(AX), Z20
+	VPMOVZXBD    16(AX), Z21
+	VPANDD       Z0, Z21, Z21
+	VPSRLD       $0x00, Z20, Z22
+	VPANDD       Z1, Z22, Z22
+	VPSLLD       $0x04, Z22, Z22
+	VPORD        Z22, Z21, Z21
+	VPSUBD       Z2, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	MOVBLSX      193(AX), BX
+	VCVTSI2SSL   BX, X8, X8
+	VMULSS       X3, X8, X8
+	VBROADCASTSS X8, Z22
+	VMULPS       Z22, Z21, Z21
+	VMOVUPS      Z21, 64(DX)
+	VPMOVZXBD    48(AX), Z21
+	VPANDD       Z0, Z21, Z21
+	VPSRLD       $0x02, Z20, Z22
+	VPANDD       Z1, Z22, Z22
+	VPSLLD       $0x04, Z22, Z22
+	VPORD        Z22, Z21, Z21
+	VPSUBD       Z2, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	MOVBLSX      195(AX), BX
+	VCVTSI2SSL   BX, X9, X9
+	VMULSS       X3, X9, X9
+	VBROADCASTSS X9, Z22
+	VMULPS       Z22, Z21, Z21
+	VMOVUPS      Z21, 192(DX)
+	VPMOVZXBD    16(AX), Z21
+	VPSRLD       $0x04, Z21, Z21
+	VPSRLD       $0x04, Z20, Z22
+	VPANDD       Z1, Z22, Z22
+	VPSLLD       $0x04, Z22, Z22
+	VPORD        Z22, Z21, Z21
+	VPSUBD       Z2, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	MOVBLSX      197(AX), BX
+	VCVTSI2SSL   BX, X10, X10
+	VMULSS       X3, X10, X10
+	VBROADCASTSS X10, Z22
+	VMULPS       Z22, Z21, Z21
+	VMOVUPS      Z21, 320(DX)
+	VPMOVZXBD    48(AX), Z21
+	VPSRLD       $0x04, Z21, Z21
+	VPSRLD       $0x06, Z20, Z20
+	VPANDD       Z1, Z20, Z20
+	VPSLLD       $0x04, Z20, Z20
+	VPORD        Z20, Z21, Z21
+	VPSUBD       Z2, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	MOVBLSX      199(AX), BX
+	VCVTSI2SSL   BX, X11, X11
+	VMULSS       X3, X11, X11
+	VBROADCASTSS X11, Z20
+	VMULPS       Z20, Z21, Z21
+	VMOVUPS      Z21, 448(DX)
+	VPMOVZXBD    160(AX), Z20
+	VPMOVZXBD    64(AX), Z21
+	VPANDD       Z0, Z21, Z21
+	VPSRLD       $0x00, Z20, Z22
+	VPANDD       Z1, Z22, Z22
+	VPSLLD       $0x04, Z22, Z22
+	VPORD        Z22, Z21, Z21
+	VPSUBD       Z2, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	MOVBLSX      200(AX), BX
+	VCVTSI2SSL   BX, X12, X12
+	VMULSS       X3, X12, X12
+	VBROADCASTSS X12, Z22
+	VMULPS       Z22, Z21, Z21
+	VMOVUPS      Z21, 512(DX)
+	VPMOVZXBD    96(AX), Z21
+	VPANDD       Z0, Z21, Z21
+	VPSRLD       $0x02, Z20, Z22
+	VPANDD       Z1, Z22, Z22
+	VPSLLD       $0x04, Z22, Z22
+	VPORD        Z22, Z21, Z21
+	VPSUBD       Z2, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	MOVBLSX      202(AX), BX
+	VCVTSI2SSL   BX, X13, X13
+	VMULSS       X3, X13, X13
+	VBROADCASTSS X13, Z22
+	VMULPS       Z22, Z21, Z21
+	VMOVUPS      Z21, 640(DX)
+	VPMOVZXBD    64(AX), Z21
+	VPSRLD       $0x04, Z21, Z21
+	VPSRLD       $0x04, Z20, Z22
+	VPANDD       Z1, Z22, Z22
+	VPSLLD       $0x04, Z22, Z22
+	VPORD        Z22, Z21, Z21
+	VPSUBD       Z2, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	MOVBLSX      204(AX), BX
+	VCVTSI2SSL   BX, X14, X14
+	VMULSS       X3, X14, X14
+	VBROADCASTSS X14, Z22
+	VMULPS       Z22, Z21, Z21
+	VMOVUPS      Z21, 768(DX)
+	VPMOVZXBD    96(AX), Z21
+	VPSRLD       $0x04, Z21, Z21
+	VPSRLD       $0x06, Z20, Z20
+	VPANDD       Z1, Z20, Z20
+	VPSLLD       $0x04, Z20, Z20
+	VPORD        Z20, Z21, Z21
+	VPSUBD       Z2, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	MOVBLSX      206(AX), BX
+	VCVTSI2SSL   BX, X15, X15
+	VMULSS       X3, X15, X15
+	VBROADCASTSS X15, Z20
+	VMULPS       Z20, Z21, Z21
+	VMOVUPS      Z21, 896(DX)
+	VPMOVZXBD    176(AX), Z20
+	VPMOVZXBD    80(AX), Z21
+	VPANDD       Z0, Z21, Z21
+	VPSRLD       $0x00, Z20, Z22
+	VPANDD       Z1, Z22, Z22
+	VPSLLD       $0x04, Z22, Z22
+	VPORD        Z22, Z21, Z21
+	VPSUBD       Z2, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	MOVBLSX      201(AX), BX
+	VCVTSI2SSL   BX, X16, X16
+	VMULSS       X3, X16, X16
+	VBROADCASTSS X16, Z22
+	VMULPS       Z22, Z21, Z21
+	VMOVUPS      Z21, 576(DX)
+	VPMOVZXBD    112(AX), Z21
+	VPANDD       Z0, Z21, Z21
+	VPSRLD       $0x02, Z20, Z22
+	VPANDD       Z1, Z22, Z22
+	VPSLLD       $0x04, Z22, Z22
+	VPORD        Z22, Z21, Z21
+	VPSUBD       Z2, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	MOVBLSX      203(AX), BX
+	VCVTSI2SSL   BX, X17, X17
+	VMULSS       X3, X17, X17
+	VBROADCASTSS X17, Z22
+	VMULPS       Z22, Z21, Z21
+	VMOVUPS      Z21, 704(DX)
+	VPMOVZXBD    80(AX), Z21
+	VPSRLD       $0x04, Z21, Z21
+	VPSRLD       $0x04, Z20, Z22
+	VPANDD       Z1, Z22, Z22
+	VPSLLD       $0x04, Z22, Z22
+	VPORD        Z22, Z21, Z21
+	VPSUBD       Z2, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	MOVBLSX      205(AX), BX
+	VCVTSI2SSL   BX, X18, X18
+	VMULSS       X3, X18, X18
+	VBROADCASTSS X18, Z22
+	VMULPS       Z22, Z21, Z21
+	VMOVUPS      Z21, 832(DX)
+	VPMOVZXBD    112(AX), Z21
+	VPSRLD       $0x04, Z21, Z21
+	VPSRLD       $0x06, Z20, Z20
+	VPANDD       Z1, Z20, Z20
+	VPSLLD       $0x04, Z20, Z20
+	VPORD        Z20, Z21, Z21
+	VPSUBD       Z2, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	MOVBLSX      207(AX), BX
+	VCVTSI2SSL   BX, X19, X19
+	VMULSS       X3, X19, X19
+	VBROADCASTSS X19, Z3
+	VMULPS       Z3, Z21, Z21
+	VMOVUPS      Z21, 960(DX)
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000400, DX
+	DECQ         CX
+	JMP          q6k_block
+
+q6k_end:
+	VZEROUPPER
+	RET
+
+// func dequantQ4_KAVX512(w *byte, blocks int, dst *float32)
+// Requires: AVX, AVX512F, F16C
+TEXT ·dequantQ4_KAVX512(SB), NOSPLIT, $0-24
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVL         $0x0000000f, BX
+	VPBROADCASTD BX, Z0
+
+q4k_block:
+	TESTQ        CX, CX
+	JZ           q4k_end
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X1
+	VCVTPH2PS    X1, X1
+	MOVWLZX      2(AX), BX
+	VMOVD        BX, X18
+	VCVTPH2PS    X18, X18
+	MOVBLZX      4(AX), BX
+	ANDL         $0x0000003f, BX
+	MOVBLZX      8(AX), SI
+	ANDL         $0x0000003f, SI
+	VCVTSI2SSL   BX, X2, X2
+	VMULSS       X1, X2, X2
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X18, X3, X3
+	VBROADCASTSS X2, Z19
+	VBROADCASTSS X3, Z20
+	VPMOVZXBD    16(AX), Z21
+	VPANDD       Z0, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z19, Z21, Z21
+	VSUBPS       Z20, Z21, Z21
+	VMOVUPS      Z21, (DX)
+	VPMOVZXBD    32(AX), Z21
+	VPANDD       Z0, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z19, Z21, Z21
+	VSUBPS       Z20, Z21, Z21
+	VMOVUPS      Z21, 64(DX)
+	MOVBLZX      5(AX), BX
+	ANDL         $0x0000003f, BX
+	MOVBLZX      9(AX), SI
+	ANDL         $0x0000003f, SI
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X1, X4, X4
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X18, X5, X5
+	VBROADCASTSS X4, Z19
+	VBROADCASTSS X5, Z20
+	VPMOVZXBD    16(AX), Z21
+	VPSRLD       $0x04, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z19, Z21, Z21
+	VSUBPS       Z20, Z21, Z21
+	VMOVUPS      Z21, 128(DX)
+	VPMOVZXBD    32(AX), Z21
+	VPSRLD       $0x04, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z19, Z21, Z21
+	VSUBPS       Z20, Z21, Z21
+	VMOVUPS      Z21, 192(DX)
+	MOVBLZX      6(AX), BX
+	ANDL         $0x0000003f, BX
+	MOVBLZX      10(AX), SI
+	ANDL         $0x0000003f, SI
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X1, X6, X6
+	VCVTSI2SSL   SI, X7, X7
+	VMULSS       X18, X7, X7
+	VBROADCASTSS X6, Z19
+	VBROADCASTSS X7, Z20
+	VPMOVZXBD    48(AX), Z21
+	VPANDD       Z0, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z19, Z21, Z21
+	VSUBPS       Z20, Z21, Z21
+	VMOVUPS      Z21, 256(DX)
+	VPMOVZXBD    64(AX), Z21
+	VPANDD       Z0, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z19, Z21, Z21
+	VSUBPS       Z20, Z21, Z21
+	VMOVUPS      Z21, 320(DX)
+	MOVBLZX      7(AX), BX
+	ANDL         $0x0000003f, BX
+	MOVBLZX      11(AX), SI
+	ANDL         $0x0000003f, SI
+	VCVTSI2SSL   BX, X8, X8
+	VMULSS       X1, X8, X8
+	VCVTSI2SSL   SI, X9, X9
+	VMULSS       X18, X9, X9
+	VBROADCASTSS X8, Z19
+	VBROADCASTSS X9, Z20
+	VPMOVZXBD    48(AX), Z21
+	VPSRLD       $0x04, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z19, Z21, Z21
+	VSUBPS       Z20, Z21, Z21
+	VMOVUPS      Z21, 384(DX)
+	VPMOVZXBD    64(AX), Z21
+	VPSRLD       $0x04, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z19, Z21, Z21
+	VSUBPS       Z20, Z21, Z21
+	VMOVUPS      Z21, 448(DX)
+	MOVBLZX      12(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      4(AX), SI
+	SHRL         $0x06, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	MOVBLZX      12(AX), SI
+	SHRL         $0x04, SI
+	MOVBLZX      8(AX), DI
+	SHRL         $0x06, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	VCVTSI2SSL   BX, X10, X10
+	VMULSS       X1, X10, X10
+	VCVTSI2SSL   SI, X11, X11
+	VMULSS       X18, X11, X11
+	VBROADCASTSS X10, Z19
+	VBROADCASTSS X11, Z20
+	VPMOVZXBD    80(AX), Z21
+	VPANDD       Z0, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z19, Z21, Z21
+	VSUBPS       Z20, Z21, Z21
+	VMOVUPS      Z21, 512(DX)
+	VPMOVZXBD    96(AX), Z21
+	VPANDD       Z0, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z19, Z21, Z21
+	VSUBPS       Z20, Z21, Z21
+	VMOVUPS      Z21, 576(DX)
+	MOVBLZX      13(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      5(AX), SI
+	SHRL         $0x06, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	MOVBLZX      13(AX), SI
+	SHRL         $0x04, SI
+	MOVBLZX      9(AX), DI
+	SHRL         $0x06, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	VCVTSI2SSL   BX, X12, X12
+	VMULSS       X1, X12, X12
+	VCVTSI2SSL   SI, X13, X13
+	VMULSS       X18, X13, X13
+	VBROADCASTSS X12, Z19
+	VBROADCASTSS X13, Z20
+	VPMOVZXBD    80(AX), Z21
+	VPSRLD       $0x04, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z19, Z21, Z21
+	VSUBPS       Z20, Z21, Z21
+	VMOVUPS      Z21, 640(DX)
+	VPMOVZXBD    96(AX), Z21
+	VPSRLD       $0x04, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z19, Z21, Z21
+	VSUBPS       Z20, Z21, Z21
+	VMOVUPS      Z21, 704(DX)
+	MOVBLZX      14(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      6(AX), SI
+	SHRL         $0x06, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	MOVBLZX      14(AX), SI
+	SHRL         $0x04, SI
+	MOVBLZX      10(AX), DI
+	SHRL         $0x06, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	VCVTSI2SSL   BX, X14, X14
+	VMULSS       X1, X14, X14
+	VCVTSI2SSL   SI, X15, X15
+	VMULSS       X18, X15, X15
+	VBROADCASTSS X14, Z19
+	VBROADCASTSS X15, Z20
+	VPMOVZXBD    112(AX), Z21
+	VPANDD       Z0, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z19, Z21, Z21
+	VSUBPS       Z20, Z21, Z21
+	VMOVUPS      Z21, 768(DX)
+	VPMOVZXBD    128(AX), Z21
+	VPANDD       Z0, Z21, Z21
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z19, Z21, Z21
+	VSUBPS       Z20, Z21, Z21
+	VMOVUPS      Z21, 832(DX)
+	MOVBLZX      15(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      7(AX), SI
+	SHRL         $0x06, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	MOVBLZX      15(AX), SI
+	SHRL         $0x04, SI
+	MOVBLZX      11(AX), DI
+	SHRL         $0x06, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	VCVTSI2SSL   BX, X16, X16
+	VMULSS       X1, X16, X16
+	VCVTSI2SSL   SI, X17, X17
+	VMULSS       X18, X17, X17
+	VBROADCASTSS X16, Z1
+	VBROADCASTSS X17, Z18
+	VPMOVZXBD    112(AX), Z19
+	VPSRLD       $0x04, Z19, Z19
+	VCVTDQ2PS    Z19, Z19
+	VMULPS       Z1, Z19, Z19
+	VSUBPS       Z18, Z19, Z19
+	VMOVUPS      Z19, 896(DX)
+	VPMOVZXBD    128(AX), Z19
+	VPSRLD       $0x04, Z19, Z19
+	VCVTDQ2PS    Z19, Z19
+	VMULPS       Z1, Z19, Z19
+	VSUBPS       Z18, Z19, Z19
+	VMOVUPS      Z19, 960(DX)
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000400, DX
+	DECQ         CX
+	JMP          q4k_block
+
+q4k_end:
 	VZEROUPPER
 	RET

@@ -3,6 +3,7 @@ package simd
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -28,7 +29,7 @@ func randomBlocks(r *rand.Rand, f quant.Format, rows, cols int) []byte {
 	for blk := 0; blk < len(b)/f.BlockBytes(); blk++ {
 		o := blk * f.BlockBytes()
 		switch f {
-		case quant.Q8_0, quant.Q4_0:
+		case quant.Q8_0, quant.Q4_0, quant.Q5_0:
 			scale(o)
 		case quant.Q4_K:
 			scale(o)
@@ -44,12 +45,13 @@ func randomBlocks(r *rand.Rand, f quant.Format, rows, cols int) []byte {
 // dequantization does, in decode and prefill shapes, on every path.
 func TestMulTQuant(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 32))
-	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K, quant.Q5_0} {
 		for _, T := range []int{1, 3, 9} {
-			for _, on := range []bool{true, false} {
-				t.Run(fmt.Sprintf("%s/T=%d/simd=%v", f, T, on), func(t *testing.T) {
-					Force(on)
-					defer Force(true)
+			for _, is := range append(supported(), nil) {
+				t.Run(fmt.Sprintf("%s/T=%d/%s", f, T, isaName(is)), func(t *testing.T) {
+					saved := active
+					active = is
+					defer func() { active = saved }()
 					const out, in = 130, 512
 					q := randomBlocks(r, f, out, in)
 					deq := make([]float32, out*in)
@@ -67,6 +69,40 @@ func TestMulTQuant(t *testing.T) {
 						}
 					}
 				})
+			}
+		}
+	}
+}
+
+func isaName(is *isa) string {
+	if is == nil {
+		return "go"
+	}
+	return is.name
+}
+
+// TestDequantKernels: the assembly dequantization is bit-identical to
+// ggml's order of float32 operations (quant.DequantizeRow).
+func TestDequantKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(33, 34))
+	for _, is := range supported() {
+		for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K, quant.Q5_0} {
+			saved := active
+			active = is
+			const rows, in = 5, 512
+			q := randomBlocks(r, f, rows, in)
+			rb, _ := f.RowBytes(in)
+			got, want := make([]float32, rows*in), make([]float32, rows*in)
+			ok := asmQuant(nil, Weight{Kind: Quant, Format: f, Bytes: q}, 0, rows, in, rb, nil, got)
+			active = saved
+			if !ok {
+				continue
+			}
+			quant.DequantizeRow(f, q, want)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s %s: value %d = %g, ggml's order gives %g", is.name, f, i, got[i], want[i])
+				}
 			}
 		}
 	}

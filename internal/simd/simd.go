@@ -351,6 +351,9 @@ const quantGroup = 64
 // multiplied by the float32 kernels, accumulating in float32.
 func mulRowsQuant(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 	rb := w.bytes(in)
+	if T == 1 && asmQuant(x, w, r0, r1-r0, in, rb, y[r0:r1], nil) {
+		return // the fused kernel: one pass over the blocks
+	}
 	bp := rowBuf.Get().(*[]float32)
 	defer rowBuf.Put(bp)
 	need := quantGroup*in + T*quantGroup
@@ -361,8 +364,10 @@ func mulRowsQuant(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 	ybuf := (*bp)[quantGroup*in : need]
 	for j0 := r0; j0 < r1; j0 += quantGroup {
 		g := min(quantGroup, r1-j0)
-		for r := 0; r < g; r++ {
-			quant.DequantizeRow(w.Format, w.Bytes[(j0+r)*rb:(j0+r+1)*rb], buf[r*in:(r+1)*in])
+		if !asmQuant(nil, w, j0, g, in, rb, nil, buf) {
+			for r := 0; r < g; r++ {
+				quant.DequantizeRow(w.Format, w.Bytes[(j0+r)*rb:(j0+r+1)*rb], buf[r*in:(r+1)*in])
+			}
 		}
 		rows := Weight{Kind: F32, F32s: buf[:g*in]}
 		if T == 1 {

@@ -49,7 +49,13 @@ func main() {
 		for _, nacc := range []int{4, 8} {
 			weighRows(is, nacc)
 		}
+		for _, q := range []string{"Q8_0", "Q4_0"} {
+			quantRows(is, q, true)
+			quantRows(is, q, false)
+		}
 	}
+	dequantQ6K()
+	dequantQ4K()
 	Generate()
 }
 
@@ -275,6 +281,318 @@ func weighRows(is isa, nacc int) {
 	for i := range acc {
 		VMOVUPS(acc[i], Mem{Base: out, Disp: 4 * i * is.lanes})
 	}
+	VZEROUPPER()
+	RET()
+}
+
+// quantRows handles rows of llama.cpp's 32-value blocks (Q8_0: f16 d, 32
+// int8; Q4_0: f16 d, 16 bytes of nibbles, value q-8, low nibbles first):
+// each block is dequantized in registers exactly as ggml does (the value
+// converted to float32, times d) and then, with dot, multiplied into x
+// and accumulated in float32 (y[r] = x · w_r, a matrix-vector product),
+// or, without, stored (dst[r*k ...], a row of floats per weight row).
+func quantRows(is isa, q string, dot bool) {
+	kind := "gemv"
+	sig := "func(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)"
+	if !dot {
+		kind = "dequant"
+		sig = "func(w *byte, ldw int, blocks int, rows int, dst *float32)"
+	}
+	name := fmt.Sprintf("%s%s%s", kind, q, is.name)
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	if dot {
+		Doc(fmt.Sprintf("%s computes y[r] = x · w_r for rows %s rows of blocks blocks (stride ldw bytes).", name, q))
+	} else {
+		Doc(fmt.Sprintf("%s dequantizes rows %s rows of blocks blocks (stride ldw bytes) into dst, row after row.", name, q))
+	}
+	var x, out GPVirtual
+	if dot {
+		x = GP64()
+		Load(Param("x"), x)
+	}
+	w, ldw, blocks, rows := GP64(), GP64(), GP64(), GP64()
+	Load(Param("w"), w)
+	Load(Param("ldw"), ldw)
+	Load(Param("blocks"), blocks)
+	Load(Param("rows"), rows)
+	out = GP64()
+	if dot {
+		Load(Param("y"), out)
+	} else {
+		Load(Param("dst"), out)
+	}
+	bsize := 34
+	if q == "Q4_0" {
+		bsize = 18
+	}
+	per := 32 / is.lanes // vectors per block
+	acc := make([]VecVirtual, per)
+	if dot {
+		for i := range acc {
+			acc[i] = is.vec()
+		}
+	}
+	xp, wp, b := GP64(), GP64(), GP64()
+	// Q4_0's constants: the nibble mask and the offset 8.
+	broadcast := func(c uint32) VecVirtual {
+		v := is.vec()
+		t := GP32()
+		MOVL(U32(c), t)
+		if is.lanes == 16 {
+			VPBROADCASTD(t, v)
+		} else {
+			tx := XMM()
+			VMOVD(t, tx)
+			VPBROADCASTD(tx, v)
+		}
+		return v
+	}
+	var eight, mask VecVirtual
+	if q == "Q4_0" {
+		eight, mask = broadcast(8), broadcast(15)
+	}
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	if dot {
+		for i := range acc {
+			VXORPS(acc[i], acc[i], acc[i])
+		}
+		MOVQ(x, xp)
+	}
+	MOVQ(w, wp)
+	MOVQ(blocks, b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_rowdone"))
+	// d, broadcast as float32 lanes.
+	h := GP32()
+	MOVWLZX(Mem{Base: wp}, h)
+	hx := XMM()
+	VMOVD(h, hx)
+	hb := XMM()
+	VPBROADCASTW(hx, hb)
+	d := is.vec()
+	if is.lanes == 16 {
+		hy := YMM()
+		VPBROADCASTW(hx, hy)
+		VCVTPH2PS(hy, d)
+	} else {
+		VCVTPH2PS(hb, d)
+	}
+	for v := 0; v < per; v++ {
+		qv := is.vec()
+		switch q {
+		case "Q8_0":
+			VPMOVSXBD(Mem{Base: wp, Disp: 2 + v*is.lanes}, qv)
+		case "Q4_0":
+			// Values v*lanes.. come from the low nibbles of bytes
+			// (v*lanes)%16.. for the first 16 values, the high
+			// nibbles after.
+			VPMOVZXBD(Mem{Base: wp, Disp: 2 + (v*is.lanes)%16}, qv)
+			switch {
+			case v*is.lanes >= 16:
+				VPSRLD(U8(4), qv, qv)
+			case is.lanes == 16:
+				VPANDD(mask, qv, qv)
+			default:
+				VPAND(mask, qv, qv)
+			}
+			VPSUBD(eight, qv, qv)
+		}
+		VCVTDQ2PS(qv, qv)
+		VMULPS(d, qv, qv)
+		if dot {
+			VFMADD231PS(Mem{Base: xp, Disp: 4 * v * is.lanes}, qv, acc[v])
+		} else {
+			VMOVUPS(qv, Mem{Base: out, Disp: 4 * v * is.lanes})
+		}
+	}
+	ADDQ(U32(bsize), wp)
+	if dot {
+		ADDQ(U32(128), xp)
+	} else {
+		ADDQ(U32(128), out)
+	}
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_rowdone")
+	if dot {
+		for v := 1; v < per; v++ {
+			VADDPS(acc[v], acc[0], acc[0])
+		}
+		reduce(is, acc[0], Mem{Base: out})
+		ADDQ(U8(4), out)
+	}
+	ADDQ(ldw, w)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// bcastScalar broadcasts the float32 in x's low lane to a ZMM register.
+func bcastScalar(x VecVirtual) VecVirtual {
+	z := ZMM()
+	VBROADCASTSS(x, z)
+	return z
+}
+
+// halfToScalar converts the IEEE half at m to a float32 in an XMM
+// register's low lane.
+func halfToScalar(m Mem) VecVirtual {
+	h := GP32()
+	MOVWLZX(m, h)
+	x := XMM()
+	VMOVD(h, x)
+	f := XMM()
+	VCVTPH2PS(x, f)
+	return f
+}
+
+// dequantQ6K dequantizes blocks Q6_K super-blocks (210 bytes each:
+// ql[128], qh[64], int8 scales[16], f16 d) into dst, 256 values each, as
+// ggml's dequantize_row_q6_K: (d * scale) * (q - 32) in float32. AVX-512.
+func dequantQ6K() {
+	TEXT("dequantQ6_KAVX512", NOSPLIT, "func(w *byte, blocks int, dst *float32)")
+	Pragma("noescape")
+	Doc("dequantQ6_KAVX512 dequantizes blocks Q6_K super-blocks from w into dst.")
+	w, blocks, dst := GP64(), GP64(), GP64()
+	Load(Param("w"), w)
+	Load(Param("blocks"), blocks)
+	Load(Param("dst"), dst)
+	c := func(v uint32) VecVirtual {
+		z := ZMM()
+		t := GP32()
+		MOVL(U32(v), t)
+		VPBROADCASTD(t, z)
+		return z
+	}
+	m15, m3, k32 := c(15), c(3), c(32)
+	Label("q6k_block")
+	TESTQ(blocks, blocks)
+	JZ(LabelRef("q6k_end"))
+	d := halfToScalar(Mem{Base: w, Disp: 208})
+	for half := 0; half < 2; half++ {
+		ql, qh, sc := 64*half, 128+32*half, 192+8*half
+		for l0 := 0; l0 < 32; l0 += 16 {
+			is := l0 / 16
+			hv := ZMM()
+			VPMOVZXBD(Mem{Base: w, Disp: qh + l0}, hv)
+			for k := 0; k < 4; k++ {
+				// Low 4 bits: ql[l] (k even) or ql[l+32] (k odd),
+				// low nibble for k < 2, high for k >= 2.
+				lo := ZMM()
+				VPMOVZXBD(Mem{Base: w, Disp: ql + l0 + 32*(k%2)}, lo)
+				if k >= 2 {
+					VPSRLD(U8(4), lo, lo)
+				} else {
+					VPANDD(m15, lo, lo)
+				}
+				hi := ZMM()
+				VPSRLD(U8(2*k), hv, hi)
+				VPANDD(m3, hi, hi)
+				VPSLLD(U8(4), hi, hi)
+				VPORD(hi, lo, lo)
+				VPSUBD(k32, lo, lo)
+				VCVTDQ2PS(lo, lo)
+				// (d * scale) in float32, broadcast.
+				sv := GP32()
+				MOVBLSX(Mem{Base: w, Disp: sc + is + 2*k}, sv)
+				sf := XMM()
+				VCVTSI2SSL(sv, sf, sf)
+				VMULSS(d, sf, sf)
+				VMULPS(bcastScalar(sf), lo, lo)
+				VMOVUPS(lo, Mem{Base: dst, Disp: 4 * (128*half + l0 + 32*k)})
+			}
+		}
+	}
+	ADDQ(U32(210), w)
+	ADDQ(U32(1024), dst)
+	DECQ(blocks)
+	JMP(LabelRef("q6k_block"))
+	Label("q6k_end")
+	VZEROUPPER()
+	RET()
+}
+
+// dequantQ4K dequantizes blocks Q4_K super-blocks (144 bytes each: f16 d,
+// f16 dmin, 12 bytes of 6-bit scales and mins, qs[128]) into dst, as
+// ggml's dequantize_row_q4_K: (d * sc) * q - (dmin * m) in float32.
+// AVX-512.
+func dequantQ4K() {
+	TEXT("dequantQ4_KAVX512", NOSPLIT, "func(w *byte, blocks int, dst *float32)")
+	Pragma("noescape")
+	Doc("dequantQ4_KAVX512 dequantizes blocks Q4_K super-blocks from w into dst.")
+	w, blocks, dst := GP64(), GP64(), GP64()
+	Load(Param("w"), w)
+	Load(Param("blocks"), blocks)
+	Load(Param("dst"), dst)
+	m15 := ZMM()
+	t := GP32()
+	MOVL(U32(15), t)
+	VPBROADCASTD(t, m15)
+	Label("q4k_block")
+	TESTQ(blocks, blocks)
+	JZ(LabelRef("q4k_end"))
+	d := halfToScalar(Mem{Base: w})
+	dmin := halfToScalar(Mem{Base: w, Disp: 2})
+	// scale j and min j (get_scale_min_k4) into GP registers.
+	scaleMin := func(j int) (GPVirtual, GPVirtual) {
+		sc, m := GP32(), GP32()
+		if j < 4 {
+			MOVBLZX(Mem{Base: w, Disp: 4 + j}, sc)
+			ANDL(U32(63), sc)
+			MOVBLZX(Mem{Base: w, Disp: 4 + j + 4}, m)
+			ANDL(U32(63), m)
+			return sc, m
+		}
+		a, b := GP32(), GP32()
+		MOVBLZX(Mem{Base: w, Disp: 4 + j + 4}, sc)
+		ANDL(U32(15), sc)
+		MOVBLZX(Mem{Base: w, Disp: 4 + j - 4}, a)
+		SHRL(U8(6), a)
+		SHLL(U8(4), a)
+		ORL(a, sc)
+		MOVBLZX(Mem{Base: w, Disp: 4 + j + 4}, m)
+		SHRL(U8(4), m)
+		MOVBLZX(Mem{Base: w, Disp: 4 + j}, b)
+		SHRL(U8(6), b)
+		SHLL(U8(4), b)
+		ORL(b, m)
+		return sc, m
+	}
+	for ch := 0; ch < 4; ch++ {
+		for sub := 0; sub < 2; sub++ {
+			sc, m := scaleMin(2*ch + sub)
+			dsc, dm := XMM(), XMM()
+			VCVTSI2SSL(sc, dsc, dsc)
+			VMULSS(d, dsc, dsc)
+			VCVTSI2SSL(m, dm, dm)
+			VMULSS(dmin, dm, dm)
+			ds, ms := bcastScalar(dsc), bcastScalar(dm)
+			for l0 := 0; l0 < 32; l0 += 16 {
+				q := ZMM()
+				VPMOVZXBD(Mem{Base: w, Disp: 16 + 32*ch + l0}, q)
+				if sub == 1 {
+					VPSRLD(U8(4), q, q)
+				} else {
+					VPANDD(m15, q, q)
+				}
+				VCVTDQ2PS(q, q)
+				VMULPS(ds, q, q)
+				VSUBPS(ms, q, q)
+				VMOVUPS(q, Mem{Base: dst, Disp: 4 * (64*ch + 32*sub + l0)})
+			}
+		}
+	}
+	ADDQ(U32(144), w)
+	ADDQ(U32(1024), dst)
+	DECQ(blocks)
+	JMP(LabelRef("q4k_block"))
+	Label("q4k_end")
 	VZEROUPPER()
 	RET()
 }
