@@ -15,7 +15,7 @@ import (
 func init() {
 	register(command{
 		name:    "encode",
-		summary: "turn JSON lines of text into token ids with a tokenizer.json",
+		summary: "turn JSON lines of text into token ids with a tokenizer.json or a GGUF file",
 		run:     runEncode,
 	})
 }
@@ -23,15 +23,19 @@ func init() {
 func runEncode(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("encode", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("tokenizer", "", "directory holding tokenizer.json (and tokenizer_config.json, if any)")
+	dir := fs.String("tokenizer", "", "directory holding tokenizer.json (and tokenizer_config.json, if any), or a .gguf file")
 	special := fs.Bool("special", false, "apply the post-processor, as add_special_tokens=True does (e.g. a leading <bos>)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: gozoo encode --tokenizer DIR [--special] < in.jsonl > out.jsonl
+		fmt.Fprintln(stderr, `usage: gozoo encode --tokenizer DIR|FILE.gguf [--special] < in.jsonl > out.jsonl
 
 Reads one JSON object {"text": "..."} per line (other fields are ignored,
 blank lines skipped) and writes one {"ids": [...]} line per input. A line
 that cannot be read gets {"error": "line N: ..."} in its place and a message
-on stderr; the exit status is then 1.`)
+on stderr; the exit status is then 1.
+
+With a .gguf file the tokenizer is built from its tokenizer.ggml.* metadata
+and encodes as llama.cpp does (special tokens in the text matched, no
+normalizer); --special adds BOS/EOS per add_bos_token/add_eos_token.`)
 		fs.PrintDefaults()
 	}
 	tok, status := loadTokenizerFlags("encode", fs, args, dir, stderr)
@@ -88,12 +92,25 @@ func loadTokenizerFlags(name string, fs *flag.FlagSet, args []string, dir *strin
 		fs.Usage()
 		return nil, 2
 	}
-	tok, err := tokenizer.Load(*dir)
+	tok, err := loadTokenizer(*dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "gozoo %s: %v\n", name, err)
 		return nil, 1
 	}
 	return tok, 0
+}
+
+// loadTokenizer loads a tokenizer.json directory, or the tokenizer in the
+// metadata of a .gguf file.
+func loadTokenizer(path string) (*tokenizer.Tokenizer, error) {
+	if !isGGUFPath(path) {
+		return tokenizer.Load(path)
+	}
+	meta, err := ggufMetadata(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return tokenizer.FromGGUFMetadata(path, meta)
 }
 
 // processLines answers each non-blank input line with one JSON line. A line

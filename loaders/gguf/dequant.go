@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/gozoo/gozoo/internal/quant"
 )
 
 // Dequantize widens n = len(dst) values of type t from src into dst. n must
@@ -13,7 +15,7 @@ import (
 // order, with no fused multiply-add.
 func Dequantize(t Type, src []byte, dst []float32) error {
 	if !t.Supported() {
-		return fmt.Errorf("gguf: dequantizing %s is not supported (only F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)", t)
+		return fmt.Errorf("gguf: dequantizing %s is not supported (only F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q5_0)", t)
 	}
 	bs := t.BlockSize()
 	if len(dst)%bs != 0 {
@@ -40,14 +42,12 @@ func DequantizeRow(t Type, src []byte, dst []float32) {
 		dequantF16(src, dst)
 	case TypeBF16:
 		dequantBF16(src, dst)
-	case TypeQ8_0:
-		dequantQ8_0(src, dst)
-	case TypeQ4_0:
-		dequantQ4_0(src, dst)
-	case TypeQ4_K:
-		dequantQ4K(src, dst)
-	case TypeQ6_K:
-		dequantQ6K(src, dst)
+	case TypeQ8_0, TypeQ4_0, TypeQ4_K, TypeQ6_K, TypeQ5_0:
+		// The block formats live in internal/quant, which the kernels
+		// share: one implementation of ggml's order.
+		f := t.quant()
+		checkBlocks(len(dst), f.BlockSize(), t)
+		quant.DequantizeRow(f, src, dst)
 	default:
 		panic("gguf: DequantizeRow: type " + t.String() + " is not supported")
 	}
@@ -108,104 +108,20 @@ func dequantBF16(src []byte, dst []float32) {
 }
 
 // Q8_0: f16 d, int8 q[32]; y = q*d.
-func dequantQ8_0(src []byte, dst []float32) {
-	checkBlocks(len(dst), 32, TypeQ8_0)
-	nb := len(dst) / 32
-	src = src[:nb*34]
-	for b := range nb {
-		blk := src[b*34 : b*34+34]
-		d := half(blk[0:2])
-		q := blk[2:34]
-		y := dst[b*32 : b*32+32]
-		for j := range y {
-			y[j] = float32(int8(q[j])) * d
-		}
-	}
-}
 
-// Q4_0: f16 d, 16 bytes; y[j] = (low nibble - 8)*d, y[j+16] = (high nibble - 8)*d.
-func dequantQ4_0(src []byte, dst []float32) {
-	checkBlocks(len(dst), 32, TypeQ4_0)
-	nb := len(dst) / 32
-	src = src[:nb*18]
-	for b := range nb {
-		blk := src[b*18 : b*18+18]
-		d := half(blk[0:2])
-		qs := blk[2:18]
-		y := dst[b*32 : b*32+32]
-		for j := range 16 {
-			y[j] = float32(int(qs[j]&15)-8) * d
-			y[j+16] = float32(int(qs[j]>>4)-8) * d
-		}
+// quant is the internal/quant format of a block-quantized type.
+func (t Type) quant() quant.Format {
+	switch t {
+	case TypeQ8_0:
+		return quant.Q8_0
+	case TypeQ4_0:
+		return quant.Q4_0
+	case TypeQ4_K:
+		return quant.Q4_K
+	case TypeQ6_K:
+		return quant.Q6_K
+	case TypeQ5_0:
+		return quant.Q5_0
 	}
-}
-
-// scaleMinK4 unpacks the 6-bit scale and min of sub-block j (0..7) from the
-// 12 packed bytes of a Q4_K block (ggml's get_scale_min_k4).
-func scaleMinK4(j int, s []byte) (sc, m uint8) {
-	if j < 4 {
-		return s[j] & 63, s[j+4] & 63
-	}
-	return s[j+4]&15 | (s[j-4]>>6)<<4, s[j+4]>>4 | (s[j]>>6)<<4
-}
-
-// Q4_K: f16 d, f16 dmin, 12 scale bytes, 128 bytes of nibbles; 4 chunks of
-// 64 values, low nibbles with sub-block 2c, high nibbles with 2c+1:
-// y = (d*sc)*q - dmin*m.
-func dequantQ4K(src []byte, dst []float32) {
-	checkBlocks(len(dst), 256, TypeQ4_K)
-	nb := len(dst) / 256
-	src = src[:nb*144]
-	for b := range nb {
-		blk := src[b*144 : b*144+144]
-		d := half(blk[0:2])
-		dmin := half(blk[2:4])
-		scales := blk[4:16]
-		qs := blk[16:144]
-		y := dst[b*256 : b*256+256]
-		for c := range 4 {
-			sc, m := scaleMinK4(2*c, scales)
-			d1, m1 := d*float32(sc), dmin*float32(m)
-			sc, m = scaleMinK4(2*c+1, scales)
-			d2, m2 := d*float32(sc), dmin*float32(m)
-			q := qs[32*c : 32*c+32]
-			lo := y[64*c : 64*c+32]
-			hi := y[64*c+32 : 64*c+64]
-			for l := range 32 {
-				// The explicit conversions round the products, so the Go
-				// compiler cannot fuse them with the subtraction (as ggml's
-				// reference code does not either).
-				lo[l] = float32(d1*float32(q[l]&15)) - m1
-				hi[l] = float32(d2*float32(q[l]>>4)) - m2
-			}
-		}
-	}
-}
-
-// Q6_K: ql[128], qh[64], int8 scales[16], f16 d; two halves of 128 values.
-func dequantQ6K(src []byte, dst []float32) {
-	checkBlocks(len(dst), 256, TypeQ6_K)
-	nb := len(dst) / 256
-	src = src[:nb*210]
-	for b := range nb {
-		blk := src[b*210 : b*210+210]
-		d := half(blk[208:210])
-		for h := range 2 {
-			ql := blk[64*h : 64*h+64]
-			qh := blk[128+32*h : 128+32*h+32]
-			sc := blk[192+8*h : 192+8*h+8]
-			y := dst[b*256+128*h : b*256+128*h+128]
-			for l := range 32 {
-				is := l / 16
-				q1 := int((ql[l]&15)|(qh[l]&3)<<4) - 32
-				q2 := int((ql[l+32]&15)|((qh[l]>>2)&3)<<4) - 32
-				q3 := int((ql[l]>>4)|((qh[l]>>4)&3)<<4) - 32
-				q4 := int((ql[l+32]>>4)|((qh[l]>>6)&3)<<4) - 32
-				y[l] = float32(d*float32(int8(sc[is]))) * float32(q1)
-				y[l+32] = float32(d*float32(int8(sc[is+2]))) * float32(q2)
-				y[l+64] = float32(d*float32(int8(sc[is+4]))) * float32(q3)
-				y[l+96] = float32(d*float32(int8(sc[is+6]))) * float32(q4)
-			}
-		}
-	}
+	return 0
 }

@@ -11,26 +11,27 @@
 // allocated for them, so no allocation is sized by a header field alone;
 // array nesting is bounded; tensor shapes, types, alignment, offsets,
 // overlaps and duplicate names are validated at Open, so that a File that
-// opened can be dequantized without further checks. Every error is a
+// opened can be dequantized without further checks. Every parse error is a
 // *FormatError naming the file, the metadata key or tensor at fault, and the
 // byte offset in the file where the faulty field was read. No input makes the
 // parser panic (FuzzParse).
 //
 // # Why not github.com/gpustack/gguf-parser-go
 //
-// That parser (evaluated at its current main branch) is written for
-// inspecting remote files and estimating memory use, not for loading
-// weights: it sizes slices straight from header fields (make with the
-// tensor count, the metadata count, array lengths and n_dims), so a 40-byte
-// hostile file can ask for terabytes; string reads ignore short reads and
+// That parser (read at commit 139f90d) is built for inspecting remote files
+// and estimating memory use, not for loading weights, and fails the
+// guarantees above: it sizes slices straight from header fields (make with
+// the tensor count, the metadata count, array lengths, n_dims), so a
+// 40-byte file can ask for terabytes; string reads ignore short reads and
 // trim whitespace from keys and values; arrays come back as []any of boxed
-// scalars rather than typed slices; nested arrays recurse without a limit;
-// a non-u32 general.alignment panics and alignment 0 divides by zero; its
-// errors carry no byte offsets; it has no tensor data access or
-// dequantization; and it pulls in an HTTP client stack (httpretty,
-// dnscache, json-iterator, x/crypto, x/exp) we do not need. The format is
-// small enough that a validating reader of our own costs less than wrapping
-// that one.
+// scalars, not typed slices; nested arrays recurse without a limit; a
+// non-u32 general.alignment panics and an alignment of 0 divides by zero;
+// the padding computation adds a whole alignment when the header already
+// ends aligned; errors carry no byte offsets; it offers no views of tensor
+// data and no dequantization; and it pulls in an HTTP client stack
+// (httpretty, dnscache, json-iterator, x/crypto, x/exp) we do not need. The
+// format is small enough that a validating reader of our own costs less
+// than wrapping that one.
 //
 // The mapping helper of package loaders (mapFile) is unexported, and this
 // package must not import loaders (loaders is the natural place to dispatch

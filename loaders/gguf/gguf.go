@@ -58,27 +58,30 @@ var minValueBytes = [...]int{1, 1, 2, 2, 4, 4, 4, 1, 8, 12, 8, 8, 8}
 var ErrNotFound = errors.New("metadata key not found")
 
 // FormatError reports a malformed GGUF file: which file, which metadata key
-// or tensor (empty when the fault is elsewhere, e.g. in the header; the
-// message then says where), and the byte offset in the file at which the
-// faulty field was read.
+// or tensor, and the byte offset in the file at which the faulty field was
+// read.
 type FormatError struct {
 	File   string
 	Key    string // metadata key, when the fault is in a metadata entry
 	Tensor string // tensor name, when the fault is in a tensor info
-	Offset int64  // byte offset of the faulty field from the start of the file
+	// Where says what was being read when neither Key nor Tensor is known:
+	// "header", "metadata entry 3" (its key unreadable), "tensor info 7".
+	Where  string
+	Offset int64 // byte offset of the faulty field from the start of the file
 	Msg    string
 }
 
-// Error formats the error as `file: tensor "name" at byte N: message`.
+// Error formats the error as `file: tensor "name" at byte N: message` (or
+// key "name", or Where).
 func (e *FormatError) Error() string {
-	var subject string
+	subject := e.Where
 	switch {
 	case e.Tensor != "":
-		subject = "tensor " + strconv.Quote(e.Tensor) + " "
+		subject = "tensor " + strconv.Quote(e.Tensor)
 	case e.Key != "":
-		subject = "key " + strconv.Quote(e.Key) + " "
+		subject = "key " + strconv.Quote(e.Key)
 	}
-	return fmt.Sprintf("%s: %sat byte %d: %s", e.File, subject, e.Offset, e.Msg)
+	return fmt.Sprintf("%s: %s at byte %d: %s", e.File, subject, e.Offset, e.Msg)
 }
 
 // TensorInfo describes one tensor of a GGUF file.
@@ -416,11 +419,11 @@ type parser struct {
 }
 
 func (p *parser) errAt(off int, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	if p.key == "" && p.tensor == "" && p.where != "" {
-		msg = p.where + ": " + msg
+	e := &FormatError{File: p.file, Key: p.key, Tensor: p.tensor, Offset: int64(off), Msg: fmt.Sprintf(format, args...)}
+	if e.Key == "" && e.Tensor == "" {
+		e.Where = p.where
 	}
-	return &FormatError{File: p.file, Key: p.key, Tensor: p.tensor, Offset: int64(off), Msg: msg}
+	return e
 }
 
 func (p *parser) left() int { return len(p.data) - p.pos }
@@ -773,7 +776,7 @@ func (p *parser) readTensorInfo(f *File, i uint64) (TensorInfo, int, error) {
 	var t TensorInfo
 	p.tensor, p.where = "", "tensor info "+strconv.FormatUint(i, 10)
 	nameOff := p.pos
-	name, err := p.str("tensor name")
+	name, err := p.str("name")
 	if err != nil {
 		return t, 0, err
 	}
@@ -848,8 +851,8 @@ func (p *parser) checkLayout(f *File, infoOff []int) error {
 		n := uint64(t.Bytes())
 		if t.Offset > dataLen || n > dataLen-t.Offset {
 			p.tensor = t.Name
-			return p.errAt(infoOff[i], "data [%d, %d) relative to the data section at byte %d runs past the end of the file (the data section has %d bytes)",
-				t.Offset, t.Offset+n, f.dataOff, dataLen)
+			return p.errAt(infoOff[i], "%d bytes of data at offset %d (relative to the data section at byte %d) run past the end of the file (the data section has %d bytes)",
+				n, t.Offset, f.dataOff, dataLen)
 		}
 	}
 	order := make([]int, len(f.Tensors))

@@ -40,7 +40,7 @@ var types = [...]typeInfo{
 	TypeF16:  {"F16", 1, 2, true},
 	TypeQ4_0: {"Q4_0", 32, 18, true},
 	TypeQ4_1: {"Q4_1", 32, 20, false},
-	TypeQ5_0: {"Q5_0", 32, 22, false},
+	TypeQ5_0: {"Q5_0", 32, 22, true},
 	TypeQ5_1: {"Q5_1", 32, 24, false},
 	TypeQ8_0: {"Q8_0", 32, 34, true},
 	TypeQ8_1: {"Q8_1", 32, 36, false},
@@ -80,5 +80,5 @@ func (t Type) BlockSize() int { return t.info().blockSize }
 func (t Type) BlockBytes() int { return t.info().blockBytes }
 
 // Supported reports whether Dequantize handles t: F32, F16, BF16, Q8_0,
-// Q4_0, Q4_K and Q6_K.
+// Q4_0, Q4_K, Q6_K and Q5_0.
 func (t Type) Supported() bool { return t.info().supported }

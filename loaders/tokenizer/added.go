@@ -141,6 +141,9 @@ type addedVocab struct {
 	tokens     []addedToken // by trie token index; ID is the final id
 	raw        *trie
 	normalized *trie
+	// partition, when set, replaces findMatches for the raw tokens: the
+	// llama.cpp matching of a tokenizer built from GGUF metadata.
+	partition func(s string, dst []tokSplit) []tokSplit
 }
 
 // tokSplit is a part of a segment: an added token (id >= 0) or text.
@@ -152,6 +155,9 @@ type tokSplit struct {
 // findMatches cuts s into added tokens and the text between them, with
 // the lstrip/rstrip/single_word rules of Hugging Face's AddedVocabulary.
 func (av *addedVocab) findMatches(s string, t *trie, dst []tokSplit) []tokSplit {
+	if av.partition != nil && t == av.raw {
+		return av.partition(s, dst)
+	}
 	startOffset := 0
 	for pos := 0; ; {
 		mStart, mEnd, k, ok := t.next(s, pos)

@@ -43,4 +43,12 @@
 //		go build -tags hftokenizers ./...
 //
 // The default build needs neither and does not include it.
+//
+// # GGUF
+//
+// FromGGUFMetadata builds the same Tokenizer from the tokenizer.ggml.*
+// metadata of a GGUF file (byte-level BPE, tokenizer.ggml.model "gpt2"),
+// with llama.cpp's semantics: no normalizer, the pre-tokenizer named by
+// tokenizer.ggml.pre, control and user-defined tokens matched longest
+// first, BOS/EOS per add_bos_token/add_eos_token.
 package tokenizer

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gozoo/gozoo/chat"
 	"github.com/gozoo/gozoo/loaders"
+	"github.com/gozoo/gozoo/loaders/gguf"
 	"github.com/gozoo/gozoo/loaders/tokenizer"
 	"github.com/gozoo/gozoo/zoo"
 )
@@ -15,6 +16,9 @@ import (
 // one, and generation_config.json for sampling defaults and extra EOS ids.
 // progress (may be nil) reports weight loading.
 func Load(dir string, progress func(done, total int64)) (*Generator, error) {
+	if path, ok := zoo.GGUFPath(dir); ok {
+		return LoadGGUF(path, progress)
+	}
 	folder, err := loaders.OpenFolder(dir)
 	if err != nil {
 		return nil, err
@@ -60,4 +64,55 @@ func (g *Generator) ChatIDs(messages []chat.Message, opts chat.RenderOptions) ([
 		return nil, err
 	}
 	return g.Tokenizer.Encode(text, false)
+}
+
+// LoadGGUF opens a GGUF file for text generation with nothing beside it:
+// the model, the tokenizer built from its tokenizer.ggml.* metadata (as
+// llama.cpp builds it) and the chat template of tokenizer.chat_template.
+func LoadGGUF(path string, progress func(done, total int64)) (*Generator, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	// The metadata is copied out of the mapping: the file closes when the
+	// model's weights are no longer reachable.
+	tok, err := tokenizer.FromGGUFMetadata(path, f.Metadata)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	var tmpl *chat.Template
+	var tmplErr error
+	if src, err := f.String("tokenizer.chat_template"); err == nil {
+		if tmpl, tmplErr = chat.New(path+" (tokenizer.chat_template)", src); tmplErr == nil {
+			tmpl.SpecialTokens = ggufSpecialTokens(tok, f)
+		}
+	} else {
+		tmplErr = fmt.Errorf("%s has no tokenizer.chat_template", path)
+	}
+	f.Close()
+	model, err := zoo.LoadGGUF(path, progress)
+	if err != nil {
+		return nil, err
+	}
+	if n := tok.VocabSize(); n > model.VocabSize() {
+		return nil, fmt.Errorf("%s: tokenizer has %d tokens but the model's vocabulary is %d", path, n, model.VocabSize())
+	}
+	g := New(model, tok)
+	g.Template, g.templateErr = tmpl, tmplErr
+	return g, nil
+}
+
+// ggufSpecialTokens gives a GGUF's chat template the bos_token and
+// eos_token strings apply_chat_template passes.
+func ggufSpecialTokens(tok *tokenizer.Tokenizer, f *gguf.File) map[string]any {
+	out := map[string]any{}
+	for name, key := range map[string]string{"bos_token": "tokenizer.ggml.bos_token_id", "eos_token": "tokenizer.ggml.eos_token_id"} {
+		if id, err := f.Uint(key); err == nil && id < uint64(tok.VocabSize()) {
+			if s, err := tok.Decode([]int{int(id)}, false); err == nil {
+				out[name] = s
+			}
+		}
+	}
+	return out
 }

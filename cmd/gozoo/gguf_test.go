@@ -1,0 +1,83 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRunGGUF streams from a GGUF file with nothing beside it: the
+// weights, the embedded Qwen3 tokenizer and chat template.
+func TestRunGGUF(t *testing.T) {
+	file := filepath.Join("..", "..", "testdata", "gguf", "qwen3_q8_0", "model.gguf")
+	_, errb, status := gozoo(t, "", "run", "--model", file, "--chat", "--prompt", "Why is the sky blue?", "--max-tokens", "4", "--seed", "1")
+	// <|im_start|>user\\nWhy is the sky blue?<|im_end|>\\n<|im_start|>assistant\\n
+	if status != 0 || !strings.Contains(errb, "[14 prompt tokens, 4 generated") {
+		t.Fatalf("status %d: %q", status, errb)
+	}
+	// A folder holding model.gguf and no config.json loads the same way.
+	if _, errb, status := gozoo(t, "", "run", "--model", filepath.Dir(file), "--prompt", "Hello", "--max-tokens", "2"); status != 0 {
+		t.Fatalf("folder: status %d: %q", status, errb)
+	}
+}
+
+// TestEncodeGGUF tokenizes with the GGUF's embedded tokenizer as llama.cpp
+// does: the strings of the case's golden.json.
+func TestEncodeGGUF(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "gguf", "qwen3_q8_0")
+	var meta struct {
+		Tokenizer struct {
+			Cases []struct {
+				Text string `json:"text"`
+				IDs  []int  `json:"ids"`
+			} `json:"cases"`
+		} `json:"tokenizer"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if len(meta.Tokenizer.Cases) < 30 {
+		t.Fatalf("%d tokenizer cases", len(meta.Tokenizer.Cases))
+	}
+	var in strings.Builder
+	for _, c := range meta.Tokenizer.Cases {
+		line, _ := json.Marshal(map[string]string{"text": c.Text})
+		in.Write(line)
+		in.WriteByte('\n')
+	}
+	out, errb, status := gozoo(t, in.String(), "encode", "--tokenizer", filepath.Join(dir, "model.gguf"))
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, errb)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != len(meta.Tokenizer.Cases) {
+		t.Fatalf("%d lines for %d cases", len(lines), len(meta.Tokenizer.Cases))
+	}
+	for i, c := range meta.Tokenizer.Cases {
+		var got struct{ IDs []int }
+		if err := json.Unmarshal([]byte(lines[i]), &got); err != nil {
+			t.Fatal(err)
+		}
+		if !slicesEqual(got.IDs, c.IDs) {
+			t.Errorf("%q: %v, llama.cpp %v", c.Text, got.IDs, c.IDs)
+		}
+	}
+}
+
+func slicesEqual(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
