@@ -2,6 +2,7 @@ package graphs
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 
@@ -143,6 +144,11 @@ type Param struct {
 	Role  Role
 	DType DType
 	Data  *tensor.Dense
+
+	// owner keeps the declaring set, and through it what the data points
+	// into (a memory mapping unmapped once the set is unreachable), alive
+	// as long as any of its parameters is.
+	owner *Params
 }
 
 // Numel is the number of elements.
@@ -185,11 +191,13 @@ func (p *Param) Float32s() []float32 {
 		src := p.Data.Data().([]uint16)
 		out := make([]float32, len(src))
 		Widen(out, src, p.DType)
+		runtime.KeepAlive(p)
 		return out
 	}
 	f, _ := p.DType.Quant()
 	out := make([]float32, p.Numel())
 	quant.DequantizeRow(f, p.Data.Data().([]byte), out)
+	runtime.KeepAlive(p) // the bytes may be a mapping p's set keeps
 	return out
 }
 
@@ -288,7 +296,7 @@ func (s Scope) Param(name string, role Role, shape ...int) *Param {
 			panic(fmt.Sprintf("tensor %q declared with shape %v", full, shape))
 		}
 	}
-	p := &Param{Name: full, Shape: slices.Clone(shape), Role: role}
+	p := &Param{Name: full, Shape: slices.Clone(shape), Role: role, owner: s.params}
 	s.params.list = append(s.params.list, p)
 	s.params.byName[full] = p
 	return p

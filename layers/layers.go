@@ -221,6 +221,7 @@ func (m *MoE) Forward(s *graphs.Step, x *G.Node) *G.Node {
 	}
 	return ops.Apply(sparseMoE{
 		name: m.name, experts: len(m.Experts), topK: m.TopK, normTopK: m.NormTopK, act: m.Experts[0].Act,
-		routerType: m.Router.Weight.DType, expertsType: m.Experts[0].Gate.Weight.DType,
+		routerType:  m.Router.Weight.DType,
+		expertTypes: [3]graphs.DType{m.Experts[0].Gate.Weight.DType, m.Experts[0].Up.Weight.DType, m.Experts[0].Down.Weight.DType},
 	}, in...)
 }

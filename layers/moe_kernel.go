@@ -24,21 +24,24 @@ import (
 // gate [F, D], up [F, D] and down [D, F] of each expert, all in PyTorch's
 // [out, in] layout and in their stored types.
 type sparseMoE struct {
-	name                    string
-	experts, topK           int
-	normTopK                bool
-	act                     string
-	routerType, expertsType graphs.DType
+	name          string
+	experts, topK int
+	normTopK      bool
+	act           string
+	routerType    graphs.DType
+	// expertTypes are the gate, up and down projections' storage (a
+	// Q4_K_M file keeps some down projections in Q6_K or Q8_0).
+	expertTypes [3]graphs.DType
 }
 
 func (k sparseMoE) Name() string { return "moe " + k.name }
 func (k sparseMoE) String() string {
-	return fmt.Sprintf("SparseMoE{%s,experts=%d,top%d,norm=%v,%s,%s,%s}", k.name, k.experts, k.topK, k.normTopK, k.act, k.routerType, k.expertsType)
+	return fmt.Sprintf("SparseMoE{%s,experts=%d,top%d,norm=%v,%s,%s,%s}", k.name, k.experts, k.topK, k.normTopK, k.act, k.routerType, k.expertTypes)
 }
 func (k sparseMoE) Signature() []hm.Type {
 	sig := []hm.Type{ops.T(2, nil), ops.T(2, k.routerType.Storage())}
 	for i := 0; i < 3*k.experts; i++ {
-		sig = append(sig, ops.T(2, k.expertsType.Storage()))
+		sig = append(sig, ops.T(2, k.expertTypes[i%3].Storage()))
 	}
 	return append(sig, ops.T(2, nil))
 }
@@ -77,7 +80,7 @@ func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		}
 		var w [3]weight
 		for j := range w {
-			if w[j], err = weightData(in[2+3*e+j], k.expertsType); err != nil {
+			if w[j], err = weightData(in[2+3*e+j], k.expertTypes[j]); err != nil {
 				return nil, fmt.Errorf("expert %d: %w", e, err)
 			}
 		}

@@ -365,6 +365,17 @@ func cutLast(s string) (string, string, bool) {
 	return s[:i], s[i+1:], true
 }
 
+// GGUFConfigJSON is the config.json a GGUF file's metadata gives.
+func GGUFConfigJSON(path string) ([]byte, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	_, b, err := ggufConfig(f)
+	return b, err
+}
+
 // GGUFPath returns the GGUF file a model path names: the path itself when
 // it ends in .gguf, or a folder's model.gguf when the folder has no
 // config.json.

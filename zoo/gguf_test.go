@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -118,5 +119,28 @@ func TestGGUFErrors(t *testing.T) {
 	}
 	if _, err := zoo.Load(bad); err == nil || !strings.Contains(err.Error(), "bad.gguf") {
 		t.Errorf("truncated file: %v", err)
+	}
+}
+
+// TestParamsKeepTheirMapping: parameters taken from a model keep the
+// memory-mapped file alive after the model itself is gone (the mapping is
+// released only when no parameter is reachable).
+func TestParamsKeepTheirMapping(t *testing.T) {
+	for _, dir := range []string{ggufDir("qwen3_q8_0"), filepath.Join("..", "testdata", "golden", "qwen3_gqa_tied")} {
+		m, err := zoo.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		params := m.Params().All()
+		m = nil
+		runtime.GC()
+		runtime.GC()
+		for _, p := range params {
+			for _, v := range p.Float32s() {
+				if v != v {
+					t.Fatalf("%s: NaN", p.Name)
+				}
+			}
+		}
 	}
 }

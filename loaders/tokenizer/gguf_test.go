@@ -2,7 +2,6 @@ package tokenizer
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,98 +22,12 @@ import (
 // converter uses to round-trip non-normalized added tokens.
 func hfToGGUFMetadata(t testing.TB, dir string, hf *Tokenizer, vocabSize int, pre string) map[string]any {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
+	meta, err := GGUFMetadata(dir, hf, vocabSize, pre)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var j struct {
-		Model struct {
-			Vocab  map[string]int    `json:"vocab"`
-			Merges []json.RawMessage `json:"merges"`
-		} `json:"model"`
-		AddedTokens []struct {
-			ID         int    `json:"id"`
-			Content    string `json:"content"`
-			Special    bool   `json:"special"`
-			Normalized bool   `json:"normalized"`
-		} `json:"added_tokens"`
-	}
-	if err := json.Unmarshal(data, &j); err != nil {
-		t.Fatal(err)
-	}
-	reverse := map[int]string{}
-	for tok, id := range j.Model.Vocab {
-		reverse[id] = tok
-	}
-	type addedInfo struct{ special, normalized bool }
-	added := map[int]addedInfo{}
-	for _, a := range j.AddedTokens {
-		reverse[a.ID] = a.Content
-		added[a.ID] = addedInfo{a.Special, a.Normalized}
-	}
-	if vocabSize == 0 {
-		for id := range reverse {
-			vocabSize = max(vocabSize, id+1)
-		}
-	}
-	looksSpecial := func(s string) bool {
-		switch s {
-		case "<pad>", "<mask>", "<2mass>", "[@BOS@]":
-			return true
-		}
-		return (strings.HasPrefix(s, "<|") && strings.HasSuffix(s, "|>")) ||
-			(strings.HasPrefix(s, "<\uff5c") && strings.HasSuffix(s, "\uff5c>")) ||
-			(strings.HasPrefix(s, "<unused") && strings.HasSuffix(s, ">"))
-	}
-	tokens := make([]string, vocabSize)
-	types := make([]int32, vocabSize)
-	for i := range vocabSize {
-		tok, ok := reverse[i]
-		if !ok {
-			tokens[i], types[i] = fmt.Sprintf("[PAD%d]", i), ggufTypeUnused
-			continue
-		}
-		types[i] = ggufTypeNormal
-		if a, ok := added[i]; ok {
-			if !a.normalized {
-				ids, err := hf.Encode(tok, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if tok, err = hf.Decode(ids, false); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if a.special || looksSpecial(tok) {
-				types[i] = ggufTypeControl
-			} else {
-				tok = strings.ReplaceAll(tok, "\u2581", " ")
-				types[i] = ggufTypeUserDefined
-			}
-		}
-		tokens[i] = tok
-	}
-	merges := make([]string, len(j.Model.Merges))
-	for i, raw := range j.Model.Merges {
-		var s string
-		if err := json.Unmarshal(raw, &s); err == nil {
-			merges[i] = s
-			continue
-		}
-		var pair [2]string
-		if err := json.Unmarshal(raw, &pair); err != nil {
-			t.Fatalf("merges[%d]: %v", i, err)
-		}
-		merges[i] = pair[0] + " " + pair[1]
-	}
-	return map[string]any{
-		"general.architecture":      "test",
-		"tokenizer.ggml.model":      "gpt2",
-		"tokenizer.ggml.pre":        pre,
-		"tokenizer.ggml.tokens":     tokens,
-		"tokenizer.ggml.token_type": types,
-		"tokenizer.ggml.merges":     merges,
-	}
+	meta["general.architecture"] = "test"
+	return meta
 }
 
 // qwen3GGUFMetadata is the metadata of the qwen3_* GGUF files, rebuilt from
