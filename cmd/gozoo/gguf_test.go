@@ -81,3 +81,32 @@ func slicesEqual(a, b []int) bool {
 	}
 	return true
 }
+
+// TestQuantize writes the bundled tiny Qwen3 as GGUF in every type and
+// runs the files alone: the tokenizer written into them encodes as the
+// checkpoint's tokenizer.json does, and the chat template comes along.
+func TestQuantize(t *testing.T) {
+	model := filepath.Join("..", "..", "testdata", "models", "qwen3-tiny")
+	texts := "{\"text\": \"Hello, world! 123 <|im_start|>user\"}\n{\"text\": \"naïve café — ünïcode\"}\n"
+	want, errb, status := gozoo(t, texts, "encode", "--tokenizer", model)
+	if status != 0 {
+		t.Fatalf("encode: %s", errb)
+	}
+	for _, typ := range []string{"q8_0", "q4_0", "q4_k_m"} {
+		out := filepath.Join(t.TempDir(), "tiny-"+typ+".gguf")
+		if _, errb, status := gozoo(t, "", "quantize", "--model", model, "--type", typ, "--out", out); status != 0 {
+			t.Fatalf("%s: status %d: %s", typ, status, errb)
+		}
+		_, errb, status := gozoo(t, "", "run", "--model", out, "--chat", "--prompt", "Why is the sky blue?", "--max-tokens", "3", "--temperature", "0")
+		if status != 0 || !strings.Contains(errb, "[14 prompt tokens, 3 generated") {
+			t.Fatalf("%s: run: status %d: %q", typ, status, errb)
+		}
+		got, errb, status := gozoo(t, texts, "encode", "--tokenizer", out)
+		if status != 0 || got != want {
+			t.Errorf("%s: the embedded tokenizer encodes %q, tokenizer.json %q (%s)", typ, got, want, errb)
+		}
+	}
+	if _, errb, status := gozoo(t, "", "quantize", "--model", model, "--type", "q3_k", "--out", filepath.Join(t.TempDir(), "x.gguf")); status != 1 || !strings.Contains(errb, `"q3_k"`) {
+		t.Errorf("unknown type: status %d, %q", status, errb)
+	}
+}
