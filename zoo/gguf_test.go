@@ -1,6 +1,7 @@
 package zoo_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gozoo/gozoo/loaders/gguf"
 	"github.com/gozoo/gozoo/zoo"
 	_ "github.com/gozoo/gozoo/zoo/all"
 	"github.com/gozoo/gozoo/zoo/golden"
@@ -142,5 +144,73 @@ func TestParamsKeepTheirMapping(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestGGUFBadModels: files that parse but do not describe a model the
+// metadata promises fail naming the file and the tensor or key.
+func TestGGUFBadModels(t *testing.T) {
+	src, err := gguf.Open(filepath.Join(ggufDir("llama_q4_0"), "model.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	rewrite := func(t *testing.T, edit func(meta []gguf.KV, tensors []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor)) string {
+		t.Helper()
+		var meta []gguf.KV
+		for _, k := range src.Keys {
+			meta = append(meta, gguf.KV{Key: k, Value: src.Metadata[k]})
+		}
+		var tensors []gguf.WriteTensor
+		for _, ti := range src.Tensors {
+			tensors = append(tensors, gguf.WriteTensor{Name: ti.Name, Dims: ti.Dims, Type: ti.Type, Data: src.Data(ti)})
+		}
+		meta, tensors = edit(meta, tensors)
+		path := filepath.Join(t.TempDir(), "bad.gguf")
+		var buf bytes.Buffer
+		if err := gguf.Write(&buf, meta, tensors); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	setKey := func(key string, v any) func([]gguf.KV, []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
+		return func(meta []gguf.KV, ts []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
+			for i := range meta {
+				if meta[i].Key == key {
+					meta[i].Value = v
+				}
+			}
+			return meta, ts
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func([]gguf.KV, []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor)
+		want string
+	}{
+		{"missing tensor", func(meta []gguf.KV, ts []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
+			for i := range ts {
+				if ts[i].Name == "blk.1.ffn_up.weight" {
+					ts = append(ts[:i], ts[i+1:]...)
+					break
+				}
+			}
+			return meta, ts
+		}, `missing tensor "blk.1.ffn_up.weight"`},
+		{"metadata disagrees with a tensor", setKey("llama.feed_forward_length", uint32(128)), `"blk.0.ffn_gate.weight" has shape`},
+		{"heads that do not divide", setKey("llama.attention.head_count_kv", uint32(4)), "num_key_value_heads"},
+		{"unknown architecture", setKey("general.architecture", "mamba"), `"mamba" is not supported`},
+		{"layer count beyond the tensors", setKey("llama.block_count", uint32(9)), `missing tensor "blk.3.`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := rewrite(t, tc.edit)
+			_, err := zoo.Load(path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "bad.gguf") {
+				t.Errorf("want an error naming bad.gguf and %q, got %v", tc.want, err)
+			}
+		})
 	}
 }
