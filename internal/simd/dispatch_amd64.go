@@ -159,6 +159,14 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 	}
 	blocks := in / 32
 	wp := &w.Bytes[r0*rb]
+	if x != nil && active == avx512 && (w.Format == quant.Q6_K || w.Format == quant.Q4_K) {
+		if w.Format == quant.Q6_K {
+			gemvQ6_KAVX512(&x[0], wp, rb, in/256, rows, &y[0])
+		} else {
+			gemvQ4_KAVX512(&x[0], wp, rb, in/256, rows, &y[0])
+		}
+		return true
+	}
 	if x == nil && active == avx512 && (w.Format == quant.Q6_K || w.Format == quant.Q4_K) {
 		// Rows of whole super-blocks lie one after another: one call.
 		if w.Format == quant.Q6_K {

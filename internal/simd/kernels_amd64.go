@@ -159,7 +159,17 @@ func dequantQ4_0AVX2(w *byte, ldw int, blocks int, rows int, dst *float32)
 //go:noescape
 func dequantQ6_KAVX512(w *byte, blocks int, dst *float32)
 
+// gemvQ6_KAVX512 computes y[r] = x · w_r for rows Q6_K rows of blocks super-blocks (stride ldw bytes).
+//
+//go:noescape
+func gemvQ6_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
 // dequantQ4_KAVX512 dequantizes blocks Q4_K super-blocks from w into dst.
 //
 //go:noescape
 func dequantQ4_KAVX512(w *byte, blocks int, dst *float32)
+
+// gemvQ4_KAVX512 computes y[r] = x · w_r for rows Q4_K rows of blocks super-blocks (stride ldw bytes).
+//
+//go:noescape
+func gemvQ4_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)

@@ -54,8 +54,10 @@ func main() {
 			quantRows(is, q, false)
 		}
 	}
-	dequantQ6K()
-	dequantQ4K()
+	for _, q := range []string{"Q6_K", "Q4_K"} {
+		kquantRows(q, false)
+		kquantRows(q, true)
+	}
 	Generate()
 }
 
@@ -452,17 +454,42 @@ func halfToScalar(m Mem) VecVirtual {
 	return f
 }
 
-// dequantQ6K dequantizes blocks Q6_K super-blocks (210 bytes each:
-// ql[128], qh[64], int8 scales[16], f16 d) into dst, 256 values each, as
-// ggml's dequantize_row_q6_K: (d * scale) * (q - 32) in float32. AVX-512.
-func dequantQ6K() {
-	TEXT("dequantQ6_KAVX512", NOSPLIT, "func(w *byte, blocks int, dst *float32)")
+// kquantRows dequantizes K-quant super-blocks (Q6_K: ql[128], qh[64],
+// int8 scales[16], f16 d; Q4_K: f16 d, f16 dmin, 12 bytes of 6-bit
+// scales and mins, qs[128]) in registers exactly as ggml's
+// dequantize_row_* does, in float32: (d * scale) * (q - 32) for Q6_K,
+// (d * sc) * q - (dmin * m) for Q4_K. With dot, rows rows of blocks
+// super-blocks (stride ldw bytes) are multiplied into x and accumulated
+// in float32 (y[r] = x · w_r); without, blocks super-blocks are stored
+// into dst. AVX-512.
+func kquantRows(q string, dot bool) {
+	kind := "dequant"
+	sig := "func(w *byte, blocks int, dst *float32)"
+	if dot {
+		kind = "gemv"
+		sig = "func(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)"
+	}
+	name := kind + q + "AVX512"
+	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc("dequantQ6_KAVX512 dequantizes blocks Q6_K super-blocks from w into dst.")
-	w, blocks, dst := GP64(), GP64(), GP64()
+	if dot {
+		Doc(name + " computes y[r] = x · w_r for rows " + q + " rows of blocks super-blocks (stride ldw bytes).")
+	} else {
+		Doc(name + " dequantizes blocks " + q + " super-blocks from w into dst.")
+	}
+	var x, ldw, rows, xp, wrow GPVirtual
+	w, blocks, out := GP64(), GP64(), GP64()
+	if dot {
+		x, ldw, rows = GP64(), GP64(), GP64()
+		Load(Param("x"), x)
+		Load(Param("ldw"), ldw)
+		Load(Param("rows"), rows)
+		Load(Param("y"), out)
+	} else {
+		Load(Param("dst"), out)
+	}
 	Load(Param("w"), w)
 	Load(Param("blocks"), blocks)
-	Load(Param("dst"), dst)
 	c := func(v uint32) VecVirtual {
 		z := ZMM()
 		t := GP32()
@@ -470,129 +497,145 @@ func dequantQ6K() {
 		VPBROADCASTD(t, z)
 		return z
 	}
-	m15, m3, k32 := c(15), c(3), c(32)
-	Label("q6k_block")
-	TESTQ(blocks, blocks)
-	JZ(LabelRef("q6k_end"))
-	d := halfToScalar(Mem{Base: w, Disp: 208})
-	for half := 0; half < 2; half++ {
-		ql, qh, sc := 64*half, 128+32*half, 192+8*half
-		for l0 := 0; l0 < 32; l0 += 16 {
-			is := l0 / 16
-			hv := ZMM()
-			VPMOVZXBD(Mem{Base: w, Disp: qh + l0}, hv)
-			for k := 0; k < 4; k++ {
-				// Low 4 bits: ql[l] (k even) or ql[l+32] (k odd),
-				// low nibble for k < 2, high for k >= 2.
-				lo := ZMM()
-				VPMOVZXBD(Mem{Base: w, Disp: ql + l0 + 32*(k%2)}, lo)
-				if k >= 2 {
-					VPSRLD(U8(4), lo, lo)
-				} else {
-					VPANDD(m15, lo, lo)
-				}
-				hi := ZMM()
-				VPSRLD(U8(2*k), hv, hi)
-				VPANDD(m3, hi, hi)
-				VPSLLD(U8(4), hi, hi)
-				VPORD(hi, lo, lo)
-				VPSUBD(k32, lo, lo)
-				VCVTDQ2PS(lo, lo)
-				// (d * scale) in float32, broadcast.
-				sv := GP32()
-				MOVBLSX(Mem{Base: w, Disp: sc + is + 2*k}, sv)
-				sf := XMM()
-				VCVTSI2SSL(sv, sf, sf)
-				VMULSS(d, sf, sf)
-				VMULPS(bcastScalar(sf), lo, lo)
-				VMOVUPS(lo, Mem{Base: dst, Disp: 4 * (128*half + l0 + 32*k)})
-			}
+	m15 := c(15)
+	var m3, k32 VecVirtual
+	if q == "Q6_K" {
+		m3, k32 = c(3), c(32)
+	}
+	var acc [2]VecVirtual
+	nb, wp := GP64(), GP64()
+	if dot {
+		xp, wrow = GP64(), GP64()
+		acc[0], acc[1] = ZMM(), ZMM()
+		MOVQ(w, wrow)
+		Label(name + "_row")
+		TESTQ(rows, rows)
+		JZ(LabelRef(name + "_end"))
+		VXORPS(acc[0], acc[0], acc[0])
+		VXORPS(acc[1], acc[1], acc[1])
+		MOVQ(x, xp)
+		MOVQ(wrow, wp)
+	} else {
+		MOVQ(w, wp)
+	}
+	MOVQ(blocks, nb)
+	Label(name + "_block")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_blocksdone"))
+	// emit uses the 16 values in v, the values off.. of the super-block.
+	nvec := 0
+	emit := func(v VecVirtual, off int) {
+		if dot {
+			VFMADD231PS(Mem{Base: xp, Disp: 4 * off}, v, acc[nvec%2])
+			nvec++
+		} else {
+			VMOVUPS(v, Mem{Base: out, Disp: 4 * off})
 		}
 	}
-	ADDQ(U32(210), w)
-	ADDQ(U32(1024), dst)
-	DECQ(blocks)
-	JMP(LabelRef("q6k_block"))
-	Label("q6k_end")
-	VZEROUPPER()
-	RET()
-}
-
-// dequantQ4K dequantizes blocks Q4_K super-blocks (144 bytes each: f16 d,
-// f16 dmin, 12 bytes of 6-bit scales and mins, qs[128]) into dst, as
-// ggml's dequantize_row_q4_K: (d * sc) * q - (dmin * m) in float32.
-// AVX-512.
-func dequantQ4K() {
-	TEXT("dequantQ4_KAVX512", NOSPLIT, "func(w *byte, blocks int, dst *float32)")
-	Pragma("noescape")
-	Doc("dequantQ4_KAVX512 dequantizes blocks Q4_K super-blocks from w into dst.")
-	w, blocks, dst := GP64(), GP64(), GP64()
-	Load(Param("w"), w)
-	Load(Param("blocks"), blocks)
-	Load(Param("dst"), dst)
-	m15 := ZMM()
-	t := GP32()
-	MOVL(U32(15), t)
-	VPBROADCASTD(t, m15)
-	Label("q4k_block")
-	TESTQ(blocks, blocks)
-	JZ(LabelRef("q4k_end"))
-	d := halfToScalar(Mem{Base: w})
-	dmin := halfToScalar(Mem{Base: w, Disp: 2})
-	// scale j and min j (get_scale_min_k4) into GP registers.
-	scaleMin := func(j int) (GPVirtual, GPVirtual) {
-		sc, m := GP32(), GP32()
-		if j < 4 {
-			MOVBLZX(Mem{Base: w, Disp: 4 + j}, sc)
-			ANDL(U32(63), sc)
-			MOVBLZX(Mem{Base: w, Disp: 4 + j + 4}, m)
-			ANDL(U32(63), m)
+	if q == "Q6_K" {
+		d := halfToScalar(Mem{Base: wp, Disp: 208})
+		for half := 0; half < 2; half++ {
+			ql, qh, sc := 64*half, 128+32*half, 192+8*half
+			for l0 := 0; l0 < 32; l0 += 16 {
+				is := l0 / 16
+				hv := ZMM()
+				VPMOVZXBD(Mem{Base: wp, Disp: qh + l0}, hv)
+				for k := 0; k < 4; k++ {
+					lo := ZMM()
+					VPMOVZXBD(Mem{Base: wp, Disp: ql + l0 + 32*(k%2)}, lo)
+					if k >= 2 {
+						VPSRLD(U8(4), lo, lo)
+					} else {
+						VPANDD(m15, lo, lo)
+					}
+					hi := ZMM()
+					VPSRLD(U8(2*k), hv, hi)
+					VPANDD(m3, hi, hi)
+					VPSLLD(U8(4), hi, hi)
+					VPORD(hi, lo, lo)
+					VPSUBD(k32, lo, lo)
+					VCVTDQ2PS(lo, lo)
+					sv := GP32()
+					MOVBLSX(Mem{Base: wp, Disp: sc + is + 2*k}, sv)
+					sf := XMM()
+					VCVTSI2SSL(sv, sf, sf)
+					VMULSS(d, sf, sf)
+					VMULPS(bcastScalar(sf), lo, lo)
+					emit(lo, 128*half+l0+32*k)
+				}
+			}
+		}
+	} else {
+		d := halfToScalar(Mem{Base: wp})
+		dmin := halfToScalar(Mem{Base: wp, Disp: 2})
+		scaleMin := func(j int) (GPVirtual, GPVirtual) {
+			sc, m := GP32(), GP32()
+			if j < 4 {
+				MOVBLZX(Mem{Base: wp, Disp: 4 + j}, sc)
+				ANDL(U32(63), sc)
+				MOVBLZX(Mem{Base: wp, Disp: 4 + j + 4}, m)
+				ANDL(U32(63), m)
+				return sc, m
+			}
+			a, b := GP32(), GP32()
+			MOVBLZX(Mem{Base: wp, Disp: 4 + j + 4}, sc)
+			ANDL(U32(15), sc)
+			MOVBLZX(Mem{Base: wp, Disp: 4 + j - 4}, a)
+			SHRL(U8(6), a)
+			SHLL(U8(4), a)
+			ORL(a, sc)
+			MOVBLZX(Mem{Base: wp, Disp: 4 + j + 4}, m)
+			SHRL(U8(4), m)
+			MOVBLZX(Mem{Base: wp, Disp: 4 + j}, b)
+			SHRL(U8(6), b)
+			SHLL(U8(4), b)
+			ORL(b, m)
 			return sc, m
 		}
-		a, b := GP32(), GP32()
-		MOVBLZX(Mem{Base: w, Disp: 4 + j + 4}, sc)
-		ANDL(U32(15), sc)
-		MOVBLZX(Mem{Base: w, Disp: 4 + j - 4}, a)
-		SHRL(U8(6), a)
-		SHLL(U8(4), a)
-		ORL(a, sc)
-		MOVBLZX(Mem{Base: w, Disp: 4 + j + 4}, m)
-		SHRL(U8(4), m)
-		MOVBLZX(Mem{Base: w, Disp: 4 + j}, b)
-		SHRL(U8(6), b)
-		SHLL(U8(4), b)
-		ORL(b, m)
-		return sc, m
-	}
-	for ch := 0; ch < 4; ch++ {
-		for sub := 0; sub < 2; sub++ {
-			sc, m := scaleMin(2*ch + sub)
-			dsc, dm := XMM(), XMM()
-			VCVTSI2SSL(sc, dsc, dsc)
-			VMULSS(d, dsc, dsc)
-			VCVTSI2SSL(m, dm, dm)
-			VMULSS(dmin, dm, dm)
-			ds, ms := bcastScalar(dsc), bcastScalar(dm)
-			for l0 := 0; l0 < 32; l0 += 16 {
-				q := ZMM()
-				VPMOVZXBD(Mem{Base: w, Disp: 16 + 32*ch + l0}, q)
-				if sub == 1 {
-					VPSRLD(U8(4), q, q)
-				} else {
-					VPANDD(m15, q, q)
+		for ch := 0; ch < 4; ch++ {
+			for sub := 0; sub < 2; sub++ {
+				sc, m := scaleMin(2*ch + sub)
+				dsc, dm := XMM(), XMM()
+				VCVTSI2SSL(sc, dsc, dsc)
+				VMULSS(d, dsc, dsc)
+				VCVTSI2SSL(m, dm, dm)
+				VMULSS(dmin, dm, dm)
+				ds, ms := bcastScalar(dsc), bcastScalar(dm)
+				for l0 := 0; l0 < 32; l0 += 16 {
+					qv := ZMM()
+					VPMOVZXBD(Mem{Base: wp, Disp: 16 + 32*ch + l0}, qv)
+					if sub == 1 {
+						VPSRLD(U8(4), qv, qv)
+					} else {
+						VPANDD(m15, qv, qv)
+					}
+					VCVTDQ2PS(qv, qv)
+					VMULPS(ds, qv, qv)
+					VSUBPS(ms, qv, qv)
+					emit(qv, 64*ch+32*sub+l0)
 				}
-				VCVTDQ2PS(q, q)
-				VMULPS(ds, q, q)
-				VSUBPS(ms, q, q)
-				VMOVUPS(q, Mem{Base: dst, Disp: 4 * (64*ch + 32*sub + l0)})
 			}
 		}
 	}
-	ADDQ(U32(144), w)
-	ADDQ(U32(1024), dst)
-	DECQ(blocks)
-	JMP(LabelRef("q4k_block"))
-	Label("q4k_end")
+	bsize := map[string]int{"Q6_K": 210, "Q4_K": 144}[q]
+	ADDQ(U32(bsize), wp)
+	if dot {
+		ADDQ(U32(1024), xp)
+	} else {
+		ADDQ(U32(1024), out)
+	}
+	DECQ(nb)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_blocksdone")
+	if dot {
+		VADDPS(acc[1], acc[0], acc[0])
+		reduce(isa{name: "AVX512", lanes: 16, vec: ZMM, tileR: 4}, acc[0], Mem{Base: out})
+		ADDQ(U8(4), out)
+		ADDQ(ldw, wrow)
+		DECQ(rows)
+		JMP(LabelRef(name + "_row"))
+		Label(name + "_end")
+	}
 	VZEROUPPER()
 	RET()
 }
