@@ -122,77 +122,104 @@ func (k cachedAttention) lo(p int) int {
 }
 
 func (k cachedAttention) attend(out, probs, q, kNew, vNew, kc, vc []float32, d attnDims) {
+	t := attnTasks.Get().(*attnTask)
+	defer attnTasks.Put(t)
+	*t = attnTask{k: k, out: out, probs: probs, q: q, kNew: kNew, vNew: vNew, kc: kc, vc: vc, d: d}
 	// Keys in view: positions a..p0+n-1; those before p0 are cached.
-	a := k.lo(d.p0)
-	var segs [2]segment // at most two runs: a ring wraps once
-	past := segs[:0]
-	if a < d.p0 {
-		start := a % d.S
-		first := min(d.p0-a, d.S-start)
-		past = append(past, segment{a, start, first})
-		if rest := d.p0 - a - first; rest > 0 {
-			past = append(past, segment{a + first, 0, rest})
+	t.a = k.lo(d.p0)
+	if t.a < d.p0 {
+		start := t.a % d.S
+		first := min(d.p0-t.a, d.S-start)
+		t.segs[0] = segment{t.a, start, first}
+		t.nsegs = 1
+		if rest := d.p0 - t.a - first; rest > 0 {
+			t.segs[1] = segment{t.a + first, 0, rest}
+			t.nsegs = 2
 		}
 	}
-	width := d.p0 + d.n - a
-	cur := d.p0 - a // column of this step's first key
-	// One score block, reused for every head (and, through the pool,
-	// across steps).
+	t.width = d.p0 + d.n - t.a
+	t.cur = d.p0 - t.a // column of this step's first key
+	// Heads are independent: the team takes them when there is enough
+	// work to pay for the hand-over.
+	if d.Hq > 1 && d.n*t.width*d.Dk*d.Hq >= attnSplitWork {
+		simd.Parallel(d.Hq, t)
+		return
+	}
+	for h := 0; h < d.Hq; h++ {
+		t.Part(h)
+	}
+}
+
+// attnSplitWork is the number of query-key products from which a step's
+// heads are shared with the team.
+const attnSplitWork = 1 << 16
+
+// attnTask is one attention step's work, a part per query head.
+type attnTask struct {
+	k                                 cachedAttention
+	out, probs, q, kNew, vNew, kc, vc []float32
+	d                                 attnDims
+	segs                              [2]segment // at most two runs: a ring wraps once
+	nsegs                             int
+	a, width, cur                     int
+}
+
+var attnTasks = sync.Pool{New: func() any { return new(attnTask) }}
+
+// Part attends query head h.
+func (t *attnTask) Part(h int) {
+	d, k := t.d, t.k
+	a, width, cur := t.a, t.width, t.cur
+	past := t.segs[:t.nsegs]
+	// A score block per head (pooled, so a step allocates none).
 	sp := scratch.Get().(*[]float32)
 	defer scratch.Put(sp)
 	if cap(*sp) < d.n*width {
 		*sp = make([]float32, d.n*width)
 	}
 	scores := (*sp)[:d.n*width]
-	var vt []float32
+	rep := d.Hq / d.Hkv
+	g := h / rep
+	qStride, oStride := d.Hq*d.Dk, d.Hq*d.Dv
+	S := blas32.General{Rows: d.n, Cols: width, Stride: width, Data: scores}
+	Q := blas32.General{Rows: d.n, Cols: d.Dk, Stride: qStride, Data: t.q[h*d.Dk:]}
+	for _, sg := range past {
+		K := blas32.General{Rows: sg.len, Cols: d.Dk, Stride: d.Dk, Data: t.kc[(g*d.S+sg.slot)*d.Dk:]}
+		scoreBlock(S, sg.pos-a, Q, K, k.scale)
+	}
+	K := blas32.General{Rows: d.n, Cols: d.Dk, Stride: d.Hkv * d.Dk, Data: t.kNew[g*d.Dk:]}
+	scoreBlock(S, cur, Q, K, k.scale)
+	for r := 0; r < d.n; r++ {
+		p := d.p0 + r
+		row := scores[r*width : (r+1)*width]
+		softmaxRange(row, k.lo(p)-a, p-a+1)
+		if t.probs != nil {
+			keys := d.p0 + d.n
+			copy(t.probs[(r*d.Hq+h)*keys+a:], row)
+		}
+	}
 	if d.n > 1 {
+		// Prefill: P·V as dot products of P's rows with Vᵀ's rows, on
+		// the SIMD tiles.
 		vp := scratch.Get().(*[]float32)
 		defer scratch.Put(vp)
 		if cap(*vp) < d.Dv*width {
 			*vp = make([]float32, d.Dv*width)
 		}
-		vt = (*vp)[:d.Dv*width]
+		vt := (*vp)[:d.Dv*width]
+		transposeV(vt, t.vc, t.vNew, past, cur, a, width, g, d)
+		simd.DotsT(t.out[h*d.Dv:], oStride, scores, width, d.n, vt, width, d.Dv, width, 1)
+		return
 	}
-	rep := d.Hq / d.Hkv
-	qStride, oStride := d.Hq*d.Dk, d.Hq*d.Dv
-	S := blas32.General{Rows: d.n, Cols: width, Stride: width, Data: scores}
-	for h := 0; h < d.Hq; h++ {
-		g := h / rep
-		Q := blas32.General{Rows: d.n, Cols: d.Dk, Stride: qStride, Data: q[h*d.Dk:]}
-		for _, sg := range past {
-			K := blas32.General{Rows: sg.len, Cols: d.Dk, Stride: d.Dk, Data: kc[(g*d.S+sg.slot)*d.Dk:]}
-			scoreBlock(S, sg.pos-a, Q, K, k.scale)
-		}
-		K := blas32.General{Rows: d.n, Cols: d.Dk, Stride: d.Hkv * d.Dk, Data: kNew[g*d.Dk:]}
-		scoreBlock(S, cur, Q, K, k.scale)
-		for t := 0; t < d.n; t++ {
-			p := d.p0 + t
-			row := scores[t*width : (t+1)*width]
-			softmaxRange(row, k.lo(p)-a, p-a+1)
-			if probs != nil {
-				keys := d.p0 + d.n
-				copy(probs[(t*d.Hq+h)*keys+a:], row)
-			}
-		}
-		if d.n > 1 {
-			// Prefill: P·V as dot products of P's rows with Vᵀ's rows,
-			// on the SIMD tiles; Vᵀ is built once per kv head.
-			if h%rep == 0 {
-				transposeV(vt, vc, vNew, past, cur, a, width, g, d)
-			}
-			simd.DotsT(out[h*d.Dv:], oStride, scores, width, d.n, vt, width, d.Dv, width, 1)
-			continue
-		}
-		// Decode: one query's weighted sum of the value rows, past
-		// segments then this step's row.
-		o := out[h*d.Dv : (h+1)*d.Dv]
-		add := false
-		for _, sg := range past {
-			simd.WeighRows(o, scores[sg.pos-a:], vc[(g*d.S+sg.slot)*d.Dv:], d.Dv, sg.len, add)
-			add = true
-		}
-		simd.WeighRows(o, scores[cur:], vNew[g*d.Dv:], d.Hkv*d.Dv, 1, add)
+	// Decode: one query's weighted sum of the value rows, past segments
+	// then this step's row.
+	o := t.out[h*d.Dv : (h+1)*d.Dv]
+	add := false
+	for _, sg := range past {
+		simd.WeighRows(o, scores[sg.pos-a:], t.vc[(g*d.S+sg.slot)*d.Dv:], d.Dv, sg.len, add)
+		add = true
 	}
+	simd.WeighRows(o, scores[cur:], t.vNew[g*d.Dv:], d.Hkv*d.Dv, 1, add)
 }
 
 // transposeV writes the values of kv head g for key columns 0..width-1
