@@ -3,7 +3,6 @@ package layers
 import (
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/chewxy/hm"
 	"gonum.org/v1/gonum/blas/blas32"
@@ -100,7 +99,7 @@ func (k cachedAttention) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		probs = make([]float32, d.T*d.Hq*(d.p0+d.n))
 	}
 	if d.n > 0 {
-		k.attend(out, probs, f[0], f[1], f[2], f[3], f[4], d)
+		k.attend(ops.Stash(o, func() *attnTask { return new(attnTask) }), out, probs, f[0], f[1], f[2], f[3], f[4], d)
 		writeCache(f[3], f[1], d, d.Dk)
 		writeCache(f[4], f[2], d, d.Dv)
 	}
@@ -121,10 +120,9 @@ func (k cachedAttention) lo(p int) int {
 	return 0
 }
 
-func (k cachedAttention) attend(out, probs, q, kNew, vNew, kc, vc []float32, d attnDims) {
-	t := attnTasks.Get().(*attnTask)
-	defer attnTasks.Put(t)
-	*t = attnTask{k: k, out: out, probs: probs, q: q, kNew: kNew, vNew: vNew, kc: kc, vc: vc, d: d}
+func (k cachedAttention) attend(t *attnTask, out, probs, q, kNew, vNew, kc, vc []float32, d attnDims) {
+	t.k, t.out, t.probs, t.q, t.kNew, t.vNew, t.kc, t.vc, t.d = k, out, probs, q, kNew, vNew, kc, vc, d
+	t.nsegs = 0
 	// Keys in view: positions a..p0+n-1; those before p0 are cached.
 	t.a = k.lo(d.p0)
 	if t.a < d.p0 {
@@ -154,7 +152,9 @@ func (k cachedAttention) attend(out, probs, q, kNew, vNew, kc, vc []float32, d a
 // heads are shared with the team.
 const attnSplitWork = 1 << 16
 
-// attnTask is one attention step's work, a part per query head.
+// attnTask is one attention step's work, a part per query head. It lives
+// in the node's kernel state, with each head's scratch (scores, Vᵀ),
+// reused from step to step.
 type attnTask struct {
 	k                                 cachedAttention
 	out, probs, q, kNew, vNew, kc, vc []float32
@@ -162,22 +162,33 @@ type attnTask struct {
 	segs                              [2]segment // at most two runs: a ring wraps once
 	nsegs                             int
 	a, width, cur                     int
+	scores, vt                        [][]float32 // per head
 }
 
-var attnTasks = sync.Pool{New: func() any { return new(attnTask) }}
+// buffers returns head h's score block and, for a prefill, its Vᵀ.
+func (t *attnTask) buffers(h, ns, nv int) ([]float32, []float32) {
+	for len(t.scores) <= h {
+		t.scores, t.vt = append(t.scores, nil), append(t.vt, nil)
+	}
+	if cap(t.scores[h]) < ns {
+		t.scores[h] = make([]float32, ns)
+	}
+	if cap(t.vt[h]) < nv {
+		t.vt[h] = make([]float32, nv)
+	}
+	return t.scores[h][:ns], t.vt[h][:nv]
+}
 
 // Part attends query head h.
 func (t *attnTask) Part(h int) {
 	d, k := t.d, t.k
 	a, width, cur := t.a, t.width, t.cur
 	past := t.segs[:t.nsegs]
-	// A score block per head (pooled, so a step allocates none).
-	sp := scratch.Get().(*[]float32)
-	defer scratch.Put(sp)
-	if cap(*sp) < d.n*width {
-		*sp = make([]float32, d.n*width)
+	nv := 0
+	if d.n > 1 {
+		nv = d.Dv * width
 	}
-	scores := (*sp)[:d.n*width]
+	scores, vt := t.buffers(h, d.n*width, nv)
 	rep := d.Hq / d.Hkv
 	g := h / rep
 	qStride, oStride := d.Hq*d.Dk, d.Hq*d.Dv
@@ -201,12 +212,6 @@ func (t *attnTask) Part(h int) {
 	if d.n > 1 {
 		// Prefill: P·V as dot products of P's rows with Vᵀ's rows, on
 		// the SIMD tiles.
-		vp := scratch.Get().(*[]float32)
-		defer scratch.Put(vp)
-		if cap(*vp) < d.Dv*width {
-			*vp = make([]float32, d.Dv*width)
-		}
-		vt := (*vp)[:d.Dv*width]
 		transposeV(vt, t.vc, t.vNew, past, cur, a, width, g, d)
 		simd.DotsT(t.out[h*d.Dv:], oStride, scores, width, d.n, vt, width, d.Dv, width, 1)
 		return
@@ -283,6 +288,3 @@ func softmaxRange(row []float32, lo, hi int) {
 		}
 	}
 }
-
-// scratch holds attention's score blocks, so that a step allocates none.
-var scratch = sync.Pool{New: func() any { return new([]float32) }}

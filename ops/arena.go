@@ -91,6 +91,25 @@ type Out struct {
 	own       []float32 // a pinned node's buffer
 	last      *tensor.Dense
 	arity     int
+
+	// State is the kernel's own, kept from run to run of its node: scratch
+	// buffers a kernel reuses instead of allocating (a node runs one run
+	// at a time; sessions do not share nodes). Nil for an Out of nil.
+	State any
+}
+
+// Stash returns the kernel state of o, made by make on first use (or on
+// every call when o is nil, as in a kernel called outside a graph).
+func Stash[T any](o *Out, make func() *T) *T {
+	if o == nil {
+		return make()
+	}
+	if s, ok := o.State.(*T); ok {
+		return s
+	}
+	s := make()
+	o.State = s
+	return s
 }
 
 // Tensor wraps data as the op's output value, reusing the previous
