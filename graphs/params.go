@@ -63,6 +63,16 @@ func (d DType) Quant() (quant.Format, bool) {
 	return 0, false
 }
 
+// QuantDType is the dtype of a block format.
+func QuantDType(f quant.Format) DType {
+	for d := Q8_0; d <= Q5_0; d++ {
+		if g, _ := d.Quant(); g == f {
+			return d
+		}
+	}
+	panic("graphs: no dtype for " + f.String())
+}
+
 // Size is the number of bytes of one element (of a whole row, for a
 // quantized type: see Bytes).
 func (d DType) Size() int {

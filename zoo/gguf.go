@@ -533,16 +533,9 @@ func ggufDType(t gguf.Type) (graphs.DType, bool) {
 		return graphs.F16, true
 	case gguf.TypeBF16:
 		return graphs.BF16, true
-	case gguf.TypeQ8_0:
-		return graphs.Q8_0, true
-	case gguf.TypeQ4_0:
-		return graphs.Q4_0, true
-	case gguf.TypeQ4_K:
-		return graphs.Q4_K, true
-	case gguf.TypeQ6_K:
-		return graphs.Q6_K, true
-	case gguf.TypeQ5_0:
-		return graphs.Q5_0, true
+	}
+	if f, ok := t.Format(); ok {
+		return graphs.QuantDType(f), true
 	}
 	return 0, false
 }

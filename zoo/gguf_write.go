@@ -173,8 +173,8 @@ func encodeTensor(t gguf.Type, v []float32) ([]byte, error) {
 		}
 		return out, nil
 	}
-	f := map[gguf.Type]quant.Format{gguf.TypeQ8_0: quant.Q8_0, gguf.TypeQ4_0: quant.Q4_0, gguf.TypeQ5_0: quant.Q5_0, gguf.TypeQ4_K: quant.Q4_K, gguf.TypeQ6_K: quant.Q6_K}[t]
-	if f == 0 || len(v)%f.BlockSize() != 0 {
+	f, ok := t.Format()
+	if !ok || len(v)%f.BlockSize() != 0 {
 		return nil, fmt.Errorf("cannot write %d values as %s", len(v), t)
 	}
 	out := make([]byte, len(v)/f.BlockSize()*f.BlockBytes())

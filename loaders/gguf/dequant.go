@@ -45,7 +45,7 @@ func DequantizeRow(t Type, src []byte, dst []float32) {
 	case TypeQ8_0, TypeQ4_0, TypeQ4_K, TypeQ6_K, TypeQ5_0:
 		// The block formats live in internal/quant, which the kernels
 		// share: one implementation of ggml's order.
-		f := t.quant()
+		f, _ := t.Format()
 		checkBlocks(len(dst), f.BlockSize(), t)
 		quant.DequantizeRow(f, src, dst)
 	default:
@@ -109,19 +109,20 @@ func dequantBF16(src []byte, dst []float32) {
 
 // Q8_0: f16 d, int8 q[32]; y = q*d.
 
-// quant is the internal/quant format of a block-quantized type.
-func (t Type) quant() quant.Format {
+// Format is the block format of a quantized type the zoo keeps in memory
+// (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K), from internal/quant.
+func (t Type) Format() (quant.Format, bool) {
 	switch t {
 	case TypeQ8_0:
-		return quant.Q8_0
+		return quant.Q8_0, true
 	case TypeQ4_0:
-		return quant.Q4_0
+		return quant.Q4_0, true
 	case TypeQ4_K:
-		return quant.Q4_K
+		return quant.Q4_K, true
 	case TypeQ6_K:
-		return quant.Q6_K
+		return quant.Q6_K, true
 	case TypeQ5_0:
-		return quant.Q5_0
+		return quant.Q5_0, true
 	}
-	return 0
+	return 0, false
 }
