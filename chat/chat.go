@@ -11,6 +11,7 @@
 package chat
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -72,6 +73,10 @@ type RenderOptions struct {
 	Kwargs map[string]any
 	// Now overrides the template's clock for this render.
 	Now func() time.Time
+	// Limits bound the render's time and memory (see jinja.Limits); nil
+	// means jinja.DefaultLimits, which no real chat template comes near.
+	// A template that hits one fails with a *jinja.LimitError.
+	Limits *jinja.Limits
 }
 
 // File names LoadTemplate looks at, in order of precedence.
@@ -274,8 +279,15 @@ func truncate(s string, n int) string {
 // The template sees messages, tools and documents (None unless given),
 // add_generation_prompt, the special tokens and then opts.Kwargs, later
 // ones overriding earlier ones. A template's own raise_exception comes
-// back as a *jinja.TemplateError whose Error() is exactly its message.
+// back as a *jinja.TemplateError whose Error() is exactly its message; a
+// template that exceeds opts.Limits fails with a *jinja.LimitError.
 func (t *Template) Render(messages any, opts RenderOptions) (string, error) {
+	return t.RenderContext(context.Background(), messages, opts)
+}
+
+// RenderContext is Render that stops, with an error wrapping ctx's, soon
+// after ctx is done (see jinja.Template.RenderContext).
+func (t *Template) RenderContext(ctx context.Context, messages any, opts RenderOptions) (string, error) {
 	msgs, err := jinja.ValueOf(messages)
 	if err != nil {
 		return "", fmt.Errorf("chat: messages: %w", err)
@@ -305,5 +317,5 @@ func (t *Template) Render(messages any, opts RenderOptions) (string, error) {
 	if now == nil {
 		now = t.Now
 	}
-	return t.tmpl.Render(vars, &jinja.RenderOptions{Now: now})
+	return t.tmpl.RenderContext(ctx, vars, &jinja.RenderOptions{Now: now, Limits: opts.Limits})
 }

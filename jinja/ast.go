@@ -197,6 +197,9 @@ type binExpr struct {
 	pos
 	op   string // + - * / // % **
 	l, r expr
+	// foldNeg: a ** whose left operand jinja2's optimizer folds to a
+	// constant while the right one is not (see finish)
+	foldNeg bool
 }
 
 type concatExpr struct {
@@ -238,4 +241,137 @@ type negExpr struct {
 type posExpr struct {
 	pos
 	x expr
+}
+
+// stmtChildren calls fs for the statements directly inside s and fe for
+// its expressions. Macro and caller bodies count as inside.
+func stmtChildren(s stmt, fs func(stmt), fe func(expr)) {
+	body := func(b []stmt) {
+		for _, x := range b {
+			fs(x)
+		}
+	}
+	switch n := s.(type) {
+	case *outputNode:
+		fe(n.e)
+	case *ifNode:
+		fe(n.cond)
+		body(n.body)
+		body(n.els)
+	case *forNode:
+		fe(n.iter)
+		if n.filter != nil {
+			fe(n.filter)
+		}
+		body(n.body)
+		body(n.els)
+	case *setNode:
+		fe(n.value)
+	case *setAttrNode:
+		fe(n.value)
+	case *setBlockNode:
+		for _, f := range n.filters {
+			fe(f)
+		}
+		body(n.body)
+	case *macroNode:
+		for _, d := range n.def.defaults {
+			fe(d)
+		}
+		body(n.def.body)
+	case *callBlockNode:
+		fe(n.call)
+		for _, d := range n.caller.defaults {
+			fe(d)
+		}
+		body(n.caller.body)
+	case *filterBlockNode:
+		for _, f := range n.filters {
+			fe(f)
+		}
+		body(n.body)
+	case *withNode:
+		for _, v := range n.values {
+			fe(v)
+		}
+		body(n.body)
+	case *generationNode:
+		body(n.body)
+	}
+}
+
+// exprChildren calls f for the expressions directly inside e.
+func exprChildren(e expr, f func(expr)) {
+	opt := func(x expr) {
+		if x != nil {
+			f(x)
+		}
+	}
+	spec := func(s callSpec) {
+		for _, a := range s.args {
+			f(a)
+		}
+		for _, k := range s.kwargs {
+			f(k.val)
+		}
+		opt(s.dynArgs)
+		opt(s.dynKwargs)
+	}
+	switch n := e.(type) {
+	case *listExpr:
+		for _, it := range n.items {
+			f(it)
+		}
+	case *dictExpr:
+		for i := range n.keys {
+			f(n.keys[i])
+			f(n.vals[i])
+		}
+	case *getattrExpr:
+		f(n.obj)
+	case *getitemExpr:
+		f(n.obj)
+		f(n.arg)
+	case *sliceExpr:
+		opt(n.start)
+		opt(n.stop)
+		opt(n.step)
+	case *callExpr:
+		f(n.fn)
+		spec(n.callSpec)
+	case *filterExpr:
+		opt(n.arg)
+		spec(n.callSpec)
+	case *testExpr:
+		f(n.arg)
+		spec(n.callSpec)
+	case *condExpr:
+		f(n.test)
+		f(n.then)
+		opt(n.els)
+	case *binExpr:
+		f(n.l)
+		f(n.r)
+	case *concatExpr:
+		for _, it := range n.items {
+			f(it)
+		}
+	case *compareExpr:
+		f(n.first)
+		for _, o := range n.ops {
+			f(o.e)
+		}
+	case *andExpr:
+		f(n.l)
+		f(n.r)
+	case *orExpr:
+		f(n.l)
+		f(n.r)
+	case *notExpr:
+		f(n.x)
+	case *negExpr:
+		f(n.x)
+	case *posExpr:
+		f(n.x)
+	}
 }

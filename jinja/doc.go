@@ -33,6 +33,19 @@
 // A Template is parsed once and may be rendered concurrently from many
 // goroutines; each Render call has its own state.
 //
+// Templates are programs that come with downloaded checkpoints, so every
+// render is bounded in time and memory by Limits (DefaultLimits unless
+// RenderOptions or ParseWithLimits say otherwise): total evaluation steps,
+// loop iterations, the size of the output and of every string or list the
+// template builds, the bytes built in all, macro recursion depth and
+// nesting. Sizes are checked before anything is allocated, so
+// `{{ 'x' * 10000000000 }}` fails at once, and a template that hits a
+// limit fails with a *LimitError naming the template, the limit and its
+// value. RenderContext also stops when its context is done. The defaults
+// leave real chat templates a hundredfold margin (a 1,000-message
+// conversation takes under 1% of the steps) while holding a hostile
+// template to about a second of CPU and a few hundred megabytes.
+//
 // Differences from the reference, all outside what chat templates do:
 //
 //   - not supported: template inheritance and inclusion (extends, block,

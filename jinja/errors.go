@@ -12,6 +12,7 @@ type TemplateError struct {
 	Line    int    // line of the raise_exception call, 0 if unknown
 }
 
+// Error is the message, exactly as the template raised it.
 func (e *TemplateError) Error() string { return e.Message }
 
 // SyntaxError is a template that cannot be parsed. Line and Col are 1-based
@@ -23,6 +24,7 @@ type SyntaxError struct {
 	Msg  string
 }
 
+// Error reads "name:line:col: message".
 func (e *SyntaxError) Error() string {
 	name := e.Name
 	if name == "" {
@@ -44,6 +46,7 @@ type RuntimeError struct {
 	Line int    // template line being rendered, 0 if unknown
 }
 
+// Error reads "Kind: message (name line N)".
 func (e *RuntimeError) Error() string {
 	loc := ""
 	if e.Line > 0 {

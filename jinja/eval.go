@@ -1,7 +1,9 @@
 package jinja
 
 import (
+	"context"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -10,65 +12,165 @@ import (
 // Template is a parsed template. It is immutable, so one Template may be
 // rendered by many goroutines at once.
 type Template struct {
-	name string
-	src  string // normalised source, for error positions
-	body []stmt
+	name   string
+	src    string // normalised source, for error positions
+	lines  []int  // byte offsets of the starts of lines 2, 3, ...
+	body   []stmt
+	limits Limits // resolved: no zero fields
 }
 
 // Parse parses a template with the chat-template environment (see the
-// package documentation). name only labels errors, e.g. a file name.
+// package documentation) and DefaultLimits. name only labels errors,
+// e.g. a file name.
 func Parse(name, src string) (*Template, error) {
+	return ParseWithLimits(name, src, DefaultLimits())
+}
+
+// ParseWithLimits is Parse with other limits: lim.MaxNesting bounds the
+// nesting of the template itself, and lim is what Render uses when its
+// options carry no Limits. A template nested deeper than MaxNesting fails
+// with a *LimitError.
+func ParseWithLimits(name, src string, lim Limits) (*Template, error) {
+	lim = lim.resolved()
 	src = normalizeSource(src)
 	toks, err := tokenize(name, src)
 	if err != nil {
 		return nil, err
 	}
-	p := &parser{name: name, src: src, toks: toks}
+	p := &parser{name: name, src: src, toks: toks, maxNest: lim.MaxNesting}
 	body, err := p.parseTemplate()
 	if err != nil {
 		return nil, err
 	}
-	return &Template{name: name, src: src, body: body}, nil
+	t := &Template{name: name, src: src, body: body, limits: lim}
+	for i := 0; i < len(src); i++ {
+		if src[i] == '\n' {
+			t.lines = append(t.lines, i+1)
+		}
+	}
+	if err := finish(t); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // Name is the name the template was parsed with.
 func (t *Template) Name() string { return t.name }
+
+// Limits returns the limits renders use when their options carry none,
+// with defaults filled in.
+func (t *Template) Limits() Limits { return t.limits }
+
+// line is the 1-based line of a byte offset of the source.
+func (t *Template) line(pos int) int {
+	return 1 + sort.SearchInts(t.lines, pos+1)
+}
 
 // RenderOptions tunes one render.
 type RenderOptions struct {
 	// Now is the clock strftime_now reads; nil means time.Now. Tests and
 	// reproducible prompts pin it.
 	Now func() time.Time
+	// Limits bound the render's time and memory; nil means the limits
+	// the template was parsed with (DefaultLimits for Parse). Zero fields
+	// take their value from DefaultLimits, negative ones turn that limit
+	// off.
+	Limits *Limits
 }
-
-// maxDepth bounds macro and recursive-loop nesting, as Python's recursion
-// limit does, so a runaway template fails instead of exhausting the stack.
-const maxDepth = 256
 
 // state is everything one render owns.
 type state struct {
 	t     *Template
-	out   *strings.Builder
+	out   *sbuf
 	now   func() time.Time
-	depth int
+	depth int // macro and recursive loop() nesting
+
+	lim     Limits // resolved
+	steps   int64  // work done (see Limits.MaxSteps)
+	next    int64  // steps at which checkpoint runs next
+	iters   int64  // loop iterations
+	alloc   int64  // bytes built
+	byteAcc int64  // bytes built not yet counted as steps
+	ctx     context.Context
+	done    <-chan struct{} // ctx.Done(), nil when it can never be done
+
+	// the statement and expression being evaluated, for the line of a
+	// limit error
+	curStmt stmt
+	curExpr expr
 }
 
 // scope is one variable frame. Jinja2 gives each for-loop iteration,
 // macro call and with-block its own frame; if-blocks share their parent's,
 // which is why `{% set %}` inside an if is visible after it but a set
-// inside a loop is not.
+// inside a loop is not. Most frames hold a couple of names, so they are a
+// short list (the first two inline, no allocation), indexed by a map only
+// when they grow long.
 type scope struct {
-	vars   map[string]Value
+	small  [2]binding
+	vars   []binding
+	index  map[string]int // for frames of more than scopeListMax names
 	parent *scope
 }
 
+type binding struct {
+	name string
+	val  Value
+}
+
+const scopeListMax = 8
+
 func newScope(parent *scope) *scope {
-	return &scope{vars: map[string]Value{}, parent: parent}
+	s := &scope{parent: parent}
+	s.vars = s.small[:0]
+	return s
+}
+
+// get looks name up in this frame only.
+func (s *scope) get(name string) (Value, bool) {
+	if s.index != nil {
+		if i, ok := s.index[name]; ok {
+			return s.vars[i].val, true
+		}
+		return nil, false
+	}
+	for i := range s.vars {
+		if s.vars[i].name == name {
+			return s.vars[i].val, true
+		}
+	}
+	return nil, false
+}
+
+// set binds name in this frame.
+func (s *scope) set(name string, v Value) {
+	if s.index != nil {
+		if i, ok := s.index[name]; ok {
+			s.vars[i].val = v
+			return
+		}
+		s.index[name] = len(s.vars)
+	} else {
+		for i := range s.vars {
+			if s.vars[i].name == name {
+				s.vars[i].val = v
+				return
+			}
+		}
+		if len(s.vars) == scopeListMax {
+			s.index = make(map[string]int, 2*scopeListMax)
+			for i, b := range s.vars {
+				s.index[b.name] = i
+			}
+			s.index[name] = len(s.vars)
+		}
+	}
+	s.vars = append(s.vars, binding{name, v})
 }
 
 func (s *scope) lookup(name string) (Value, bool) {
 	for ; s != nil; s = s.parent {
-		if v, ok := s.vars[name]; ok {
+		if v, ok := s.get(name); ok {
 			return v, true
 		}
 	}
@@ -81,30 +183,62 @@ func (s *scope) lookup(name string) (Value, bool) {
 // Render renders the template with vars as its top-level variables; they
 // shadow the built-in globals. Values are converted with ValueOf. The
 // returned error is a *TemplateError when the template called
-// raise_exception, else a *RuntimeError.
+// raise_exception, a *LimitError when it hit one of the render's Limits,
+// else a *RuntimeError.
 func (t *Template) Render(vars map[string]Value, opts *RenderOptions) (string, error) {
+	return t.RenderContext(context.Background(), vars, opts)
+}
+
+// RenderContext is Render that stops when ctx is done: the context is
+// checked every 1024 steps (see Limits), a few microseconds apart, and a
+// render stopped by it returns an error that wraps context.Cause(ctx), so
+// errors.Is(err, context.Canceled) or context.DeadlineExceeded holds.
+func (t *Template) RenderContext(ctx context.Context, vars map[string]Value, opts *RenderOptions) (string, error) {
+	out, _, err := t.render(ctx, vars, opts)
+	return out, err
+}
+
+// render is RenderContext that also returns the render's state, whose
+// counters tests read.
+func (t *Template) render(ctx context.Context, vars map[string]Value, opts *RenderOptions) (out string, st *state, err error) {
 	root := newScope(nil)
 	for k, v := range vars {
 		c, err := ValueOf(v)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
-		root.vars[k] = c
+		root.set(k, c)
 	}
-	st := &state{t: t, out: &strings.Builder{}, now: time.Now}
+	st = &state{t: t, now: time.Now, lim: t.limits, ctx: ctx}
 	if opts != nil && opts.Now != nil {
 		st.now = opts.Now
 	}
-	if _, err := st.execBody(t.body, root); err != nil {
-		return "", err
+	if opts != nil && opts.Limits != nil {
+		st.lim = opts.Limits.resolved()
 	}
-	return st.out.String(), nil
+	st.out = st.newBuf("the output")
+	if ctx != nil {
+		st.done = ctx.Done()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			a, ok := r.(abort)
+			if !ok {
+				panic(r)
+			}
+			out, err = "", a.err
+		}
+	}()
+	st.checkpoint() // a context already done stops the render here
+	if _, err := st.execBody(t.body, root); err != nil {
+		return "", st, err
+	}
+	return st.out.String(), st, nil
 }
 
 // annotate gives a runtime error the line of the node being evaluated if
 // a deeper node has not already.
 func (st *state) annotate(err error, n interface{ position() int }) error {
-	var line int
 	switch e := err.(type) {
 	case *RuntimeError:
 		if e.Line != 0 {
@@ -117,8 +251,18 @@ func (st *state) annotate(err error, n interface{ position() int }) error {
 	default:
 		return err
 	}
-	line, _ = lineCol(st.t.src, n.position())
-	return withLine(err, st.t.name, line)
+	return withLine(err, st.t.name, st.t.line(n.position()))
+}
+
+// pos is the position of the node being evaluated, for limit errors.
+func (st *state) pos() int {
+	switch {
+	case st.curExpr != nil:
+		return st.curExpr.position()
+	case st.curStmt != nil:
+		return st.curStmt.position()
+	}
+	return 0
 }
 
 type ctl int
@@ -130,23 +274,29 @@ const (
 )
 
 func (st *state) execBody(body []stmt, sc *scope) (ctl, error) {
+	saved := st.curStmt
 	for _, s := range body {
+		st.step()
+		st.curStmt = s
 		c, err := st.exec(s, sc)
 		if err != nil {
+			st.curStmt = saved
 			return ctlNone, st.annotate(err, s)
 		}
 		if c != ctlNone {
+			st.curStmt = saved
 			return c, nil
 		}
 	}
+	st.curStmt = saved
 	return ctlNone, nil
 }
 
 // capture renders body into a fresh buffer (macros, set blocks, filter
 // blocks) and returns the text.
-func (st *state) capture(body []stmt, sc *scope) (string, error) {
+func (st *state) capture(body []stmt, sc *scope, what string) (string, error) {
 	saved := st.out
-	st.out = &strings.Builder{}
+	st.out = st.newBuf(what)
 	_, err := st.execBody(body, sc)
 	out := st.out.String()
 	st.out = saved
@@ -162,7 +312,7 @@ func (st *state) exec(s stmt, sc *scope) (ctl, error) {
 		if err != nil {
 			return ctlNone, err
 		}
-		st.out.WriteString(toStr(v))
+		st.out.WriteString(toStr(st, v))
 	case *ifNode:
 		v, err := st.eval(n.cond, sc)
 		if err != nil {
@@ -183,7 +333,7 @@ func (st *state) exec(s stmt, sc *scope) (ctl, error) {
 		if err != nil {
 			return ctlNone, err
 		}
-		return ctlNone, assign(sc, n.target, v)
+		return ctlNone, assign(st, sc, n.target, v)
 	case *setAttrNode:
 		v, err := st.eval(n.value, sc)
 		if err != nil {
@@ -191,7 +341,7 @@ func (st *state) exec(s stmt, sc *scope) (ctl, error) {
 		}
 		return ctlNone, setNamespaceAttr(sc, n.name, n.attr, v)
 	case *setBlockNode:
-		text, err := st.capture(n.body, newScope(sc))
+		text, err := st.capture(n.body, newScope(sc), "a set block")
 		if err != nil {
 			return ctlNone, err
 		}
@@ -204,18 +354,18 @@ func (st *state) exec(s stmt, sc *scope) (ctl, error) {
 		if n.nsAttr != "" {
 			return ctlNone, setNamespaceAttr(sc, n.target.name, n.nsAttr, v)
 		}
-		return ctlNone, assign(sc, n.target, v)
+		return ctlNone, assign(st, sc, n.target, v)
 	case *macroNode:
-		sc.vars[n.def.name] = &Macro{name: n.def.name, def: n.def, closure: sc}
+		sc.set(n.def.name, &Macro{name: n.def.name, def: n.def, closure: sc})
 	case *callBlockNode:
 		caller := &Macro{name: "caller", def: n.caller, closure: sc}
 		v, err := st.evalCall(n.call, sc, []kwarg{{name: "caller", val: caller}})
 		if err != nil {
 			return ctlNone, err
 		}
-		st.out.WriteString(toStr(v))
+		st.out.WriteString(toStr(st, v))
 	case *filterBlockNode:
-		text, err := st.capture(n.body, newScope(sc))
+		text, err := st.capture(n.body, newScope(sc), "a filter block")
 		if err != nil {
 			return ctlNone, err
 		}
@@ -225,7 +375,7 @@ func (st *state) exec(s stmt, sc *scope) (ctl, error) {
 				return ctlNone, err
 			}
 		}
-		st.out.WriteString(toStr(v))
+		st.out.WriteString(toStr(st, v))
 	case *withNode:
 		inner := newScope(sc)
 		for i, t := range n.targets {
@@ -233,7 +383,7 @@ func (st *state) exec(s stmt, sc *scope) (ctl, error) {
 			if err != nil {
 				return ctlNone, err
 			}
-			if err := assign(inner, t, v); err != nil {
+			if err := assign(st, inner, t, v); err != nil {
 				return ctlNone, err
 			}
 		}
@@ -249,12 +399,12 @@ func (st *state) exec(s stmt, sc *scope) (ctl, error) {
 }
 
 // assign binds a set or loop target, unpacking tuples as Python does.
-func assign(sc *scope, t assignTarget, v Value) error {
+func assign(st *state, sc *scope, t assignTarget, v Value) error {
 	if !t.isTup {
-		sc.vars[t.name] = v
+		sc.set(t.name, v)
 		return nil
 	}
-	items, err := iterate(v)
+	items, err := iterate(st, v)
 	if err != nil {
 		return typeErr("cannot unpack non-iterable %s object", typeName(v))
 	}
@@ -265,7 +415,7 @@ func assign(sc *scope, t assignTarget, v Value) error {
 		return valueErr("too many values to unpack (expected %d)", len(t.tuple))
 	}
 	for i, sub := range t.tuple {
-		if err := assign(sc, sub, items[i]); err != nil {
+		if err := assign(st, sc, sub, items[i]); err != nil {
 			return err
 		}
 	}
@@ -284,7 +434,7 @@ func setNamespaceAttr(sc *scope, name, attr string, v Value) error {
 
 // runLoop runs a for loop over it; depth counts recursive loop() calls.
 func (st *state) runLoop(n *forNode, it Value, sc *scope, depth int) error {
-	items, err := iterate(it)
+	items, err := iterate(st, it)
 	if err != nil {
 		return err
 	}
@@ -293,8 +443,9 @@ func (st *state) runLoop(n *forNode, it Value, sc *scope, depth int) error {
 		// last count only the items that pass, as in jinja2.
 		kept := make([]Value, 0, len(items))
 		for _, item := range items {
+			st.iteration()
 			fs := newScope(sc)
-			if err := assign(fs, n.target, item); err != nil {
+			if err := assign(st, fs, n.target, item); err != nil {
 				return err
 			}
 			ok, err := st.eval(n.filter, fs)
@@ -313,12 +464,13 @@ func (st *state) runLoop(n *forNode, it Value, sc *scope, depth int) error {
 	}
 	loop := &loopContext{items: items, depth: depth, node: n, scope: sc}
 	for i, item := range items {
+		st.iteration()
 		loop.index = i
 		is := newScope(sc)
-		if err := assign(is, n.target, item); err != nil {
+		if err := assign(st, is, n.target, item); err != nil {
 			return err
 		}
-		is.vars["loop"] = loop
+		is.set("loop", loop)
 		c, err := st.execBody(n.body, is)
 		if err != nil {
 			return err
@@ -379,9 +531,9 @@ func (l *loopContext) attr(name string) (Value, bool) {
 			return a.pos[l.index%len(a.pos)], nil
 		}}, true
 	case "changed":
-		return &Func{Name: "changed", fn: func(_ *state, a *callArgs) (Value, error) {
+		return &Func{Name: "changed", fn: func(st *state, a *callArgs) (Value, error) {
 			var cur Value = NewTuple(a.pos...)
-			if l.changed != nil && pyEqual(*l.changed, cur) {
+			if l.changed != nil && equal(st, *l.changed, cur, 0) {
 				return false, nil
 			}
 			l.changed = &cur
@@ -399,10 +551,7 @@ type Macro struct {
 }
 
 func (st *state) callMacro(m *Macro, a *callArgs) (Value, error) {
-	if st.depth >= maxDepth {
-		return nil, &RuntimeError{Kind: "RecursionError", Msg: "maximum recursion depth exceeded"}
-	}
-	st.depth++
+	st.enterCall(m.name)
 	defer func() { st.depth-- }()
 
 	d := m.def
@@ -416,7 +565,7 @@ func (st *state) callMacro(m *Macro, a *callArgs) (Value, error) {
 	var extra []Value
 	for i, p := range d.params {
 		if i < len(pos) {
-			sc.vars[p] = pos[i]
+			sc.set(p, pos[i])
 		}
 	}
 	if len(pos) > len(d.params) {
@@ -435,9 +584,9 @@ func (st *state) callMacro(m *Macro, a *callArgs) (Value, error) {
 		case idx >= 0 && idx < len(pos):
 			return nil, typeErr("macro '%s' got multiple values for argument '%s'", m.name, k.name)
 		case idx >= 0:
-			sc.vars[k.name] = k.val
+			sc.set(k.name, k.val)
 		case k.name == "caller" && d.usesCaller:
-			sc.vars["caller"] = k.val
+			sc.set("caller", k.val)
 		case d.usesKwargs:
 			kwargs.SetString(k.name, k.val)
 		default:
@@ -448,7 +597,7 @@ func (st *state) callMacro(m *Macro, a *callArgs) (Value, error) {
 	// may refer to earlier parameters.
 	firstDefault := len(d.params) - len(d.defaults)
 	for i, p := range d.params {
-		if _, ok := sc.vars[p]; ok {
+		if _, ok := sc.get(p); ok {
 			continue
 		}
 		if i >= firstDefault {
@@ -456,23 +605,41 @@ func (st *state) callMacro(m *Macro, a *callArgs) (Value, error) {
 			if err != nil {
 				return nil, err
 			}
-			sc.vars[p] = v
+			sc.set(p, v)
 		} else {
-			sc.vars[p] = &Undefined{name: p, hint: "parameter '" + p + "' was not provided"}
+			sc.set(p, &Undefined{name: p, hint: "parameter '" + p + "' was not provided"})
 		}
 	}
 	if d.usesVarargs {
-		sc.vars["varargs"] = NewTuple(extra...)
+		sc.set("varargs", NewTuple(extra...))
 	}
 	if d.usesKwargs {
-		sc.vars["kwargs"] = kwargs
+		sc.set("kwargs", kwargs)
 	}
 	if d.usesCaller {
-		if _, ok := sc.vars["caller"]; !ok {
-			sc.vars["caller"] = &Undefined{name: "caller", hint: "No caller defined"}
+		if _, ok := sc.get("caller"); !ok {
+			sc.set("caller", &Undefined{name: "caller", hint: "No caller defined"})
 		}
 	}
-	return st.capture(d.body, sc)
+	return st.capture(d.body, sc, "a macro's output")
+}
+
+// callSteps is what a macro or loop() call costs beyond its arguments and
+// body: a scope, a buffer and the arguments' binding.
+const callSteps = 8
+
+// enterCall enters a call of macro (the name of the macro; "" for a
+// recursive loop() call), within MaxDepth.
+func (st *state) enterCall(macro string) {
+	st.charge(callSteps)
+	if st.depth >= st.lim.MaxDepth {
+		what := "loop()"
+		if macro != "" {
+			what = "macro " + strRepr(macro)
+		}
+		st.fail("MaxDepth", int64(st.lim.MaxDepth), "%s nested more than %d deep (maximum recursion depth exceeded)", what, st.lim.MaxDepth)
+	}
+	st.depth++
 }
 
 // kwarg is one keyword argument of a call.
@@ -501,10 +668,11 @@ func (st *state) evalArgs(s callSpec, sc *scope) (*callArgs, error) {
 		if err != nil {
 			return nil, err
 		}
-		items, err := iterate(v)
+		items, err := iterate(st, v)
 		if err != nil {
 			return nil, err
 		}
+		st.buildItems(int64(len(items)), "*args")
 		a.pos = append(a.pos, items...)
 	}
 	for _, k := range s.kwargs {
@@ -523,6 +691,7 @@ func (st *state) evalArgs(s callSpec, sc *scope) (*callArgs, error) {
 		if !ok {
 			return nil, typeErr("argument after ** must be a mapping, not %s", typeName(v))
 		}
+		st.buildItems(int64(len(d.keys)), "**kwargs")
 		for i, k := range d.keys {
 			ks, ok := k.(string)
 			if !ok {
@@ -535,9 +704,34 @@ func (st *state) evalArgs(s callSpec, sc *scope) (*callArgs, error) {
 }
 
 func (st *state) evalCall(c *callExpr, sc *scope, extra []kwarg) (Value, error) {
-	fn, err := st.eval(c.fn, sc)
-	if err != nil {
-		return nil, err
+	var fn Value
+	if ga, ok := c.fn.(*getattrExpr); ok {
+		// obj.method(...): call the str, dict or list method without
+		// binding it first (what getattr would return, bound).
+		obj, err := st.eval(ga.obj, sc)
+		if err != nil {
+			return nil, err
+		}
+		if m := builtinMethod(obj, ga.attr); m != nil {
+			a, err := st.evalArgs(c.callSpec, sc)
+			if err != nil {
+				return nil, err
+			}
+			a.kw = append(a.kw, extra...)
+			st.charge(cost(obj))
+			st.chargeArgs(nil, a)
+			v, err := m(st, obj, a)
+			st.result(v, ga.attr)
+			return v, err
+		}
+		if fn, err = getattr(st, obj, ga.attr); err != nil {
+			return nil, st.annotate(err, ga)
+		}
+	} else {
+		var err error
+		if fn, err = st.eval(c.fn, sc); err != nil {
+			return nil, err
+		}
 	}
 	a, err := st.evalArgs(c.callSpec, sc)
 	if err != nil {
@@ -550,7 +744,10 @@ func (st *state) evalCall(c *callExpr, sc *scope, extra []kwarg) (Value, error) 
 func (st *state) call(fn Value, a *callArgs) (Value, error) {
 	switch f := fn.(type) {
 	case *Func:
-		return f.fn(st, a)
+		st.chargeArgs(nil, a)
+		v, err := f.fn(st, a)
+		st.result(v, f.Name)
+		return v, err
 	case *Macro:
 		return st.callMacro(f, a)
 	case *loopContext:
@@ -562,13 +759,10 @@ func (st *state) call(fn Value, a *callArgs) (Value, error) {
 		if len(a.pos) != 1 || len(a.kw) != 0 {
 			return nil, typeErr("loop() takes exactly one argument")
 		}
-		if st.depth >= maxDepth {
-			return nil, &RuntimeError{Kind: "RecursionError", Msg: "maximum recursion depth exceeded"}
-		}
-		st.depth++
+		st.enterCall("")
 		defer func() { st.depth-- }()
 		saved := st.out
-		st.out = &strings.Builder{}
+		st.out = st.newBuf("a recursive loop")
 		err := st.runLoop(f.node, a.pos[0], f.scope, f.depth+1)
 		out := st.out.String()
 		st.out = saved
@@ -582,7 +776,11 @@ func (st *state) call(fn Value, a *callArgs) (Value, error) {
 }
 
 func (st *state) eval(e expr, sc *scope) (Value, error) {
+	st.step()
+	saved := st.curExpr
+	st.curExpr = e
 	v, err := st.eval1(e, sc)
+	st.curExpr = saved
 	if err != nil {
 		return nil, st.annotate(err, e)
 	}
@@ -619,7 +817,7 @@ func (st *state) eval1(e expr, sc *scope) (Value, error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := d.Set(k, v); err != nil {
+			if err := d.put(st, k, v); err != nil {
 				return nil, err
 			}
 		}
@@ -629,7 +827,7 @@ func (st *state) eval1(e expr, sc *scope) (Value, error) {
 		if err != nil {
 			return nil, err
 		}
-		return getattr(obj, n.attr)
+		return getattr(st, obj, n.attr)
 	case *getitemExpr:
 		obj, err := st.eval(n.obj, sc)
 		if err != nil {
@@ -639,7 +837,8 @@ func (st *state) eval1(e expr, sc *scope) (Value, error) {
 		if err != nil {
 			return nil, err
 		}
-		return getitem(obj, key)
+		st.charge(cost(key))
+		return getitem(st, obj, key)
 	case *sliceExpr:
 		s := &sliceVal{}
 		for i, part := range []expr{n.start, n.stop, n.step} {
@@ -672,7 +871,7 @@ func (st *state) eval1(e expr, sc *scope) (Value, error) {
 			return st.eval(n.then, sc)
 		}
 		if n.els == nil {
-			return &Undefined{name: "", hint: "the inline if-expression on line " + strconv.Itoa(st.line(n)) + " evaluated to false and no else section was defined."}, nil
+			return &Undefined{name: "", hint: "the inline if-expression on line " + strconv.Itoa(st.t.line(n.position())) + " evaluated to false and no else section was defined."}, nil
 		}
 		return st.eval(n.els, sc)
 	case *binExpr:
@@ -684,29 +883,33 @@ func (st *state) eval1(e expr, sc *scope) (Value, error) {
 		if err != nil {
 			return nil, err
 		}
-		if n.op == "**" && isConst(n.l) && !isConst(n.r) {
+		if n.foldNeg {
 			if neg, ok := negateConst(l); ok {
 				// jinja2's optimizer folds a constant left operand such as
 				// -3 and emits it unparenthesised, so Python computes
 				// `-3 ** x` as -(3 ** x). Reproduced for fidelity.
-				p, err := binop("**", neg, r)
+				p, err := binop(st, "**", neg, r)
 				if err != nil {
 					return nil, err
 				}
-				return binop("*", int64(-1), p)
+				return binop(st, "*", int64(-1), p)
 			}
 		}
-		return binop(n.op, l, r)
+		st.charge(cost(l) + cost(r))
+		return binop(st, n.op, l, r)
 	case *concatExpr:
-		var b strings.Builder
-		for _, it := range n.items {
+		parts := make([]string, len(n.items))
+		size := int64(0)
+		for i, it := range n.items {
 			v, err := st.eval(it, sc)
 			if err != nil {
 				return nil, err
 			}
-			b.WriteString(toStr(v))
+			parts[i] = toStr(st, v)
+			size += int64(len(parts[i]))
 		}
-		return b.String(), nil
+		st.buildStr(size, "a ~ concatenation")
+		return strings.Join(parts, ""), nil
 	case *compareExpr:
 		// Chained like Python: a < b < c is a < b and b < c, with b
 		// evaluated once.
@@ -719,7 +922,7 @@ func (st *state) eval1(e expr, sc *scope) (Value, error) {
 			if err != nil {
 				return nil, err
 			}
-			ok, err := compare(op.op, l, r)
+			ok, err := compare(st, op.op, l, r)
 			if err != nil {
 				return nil, err
 			}
@@ -784,82 +987,6 @@ func (st *state) eval1(e expr, sc *scope) (Value, error) {
 	return nil, runtimeErr("unsupported expression %T", e)
 }
 
-// isConst reports whether jinja2's optimizer would fold e at compile time:
-// literals and operators, filters and tests over literals (except the
-// filters that need the render context).
-func isConst(e expr) bool {
-	all := func(es ...expr) bool {
-		for _, x := range es {
-			if x != nil && !isConst(x) {
-				return false
-			}
-		}
-		return true
-	}
-	spec := func(s callSpec) bool {
-		if s.dynArgs != nil || s.dynKwargs != nil || !all(s.args...) {
-			return false
-		}
-		for _, k := range s.kwargs {
-			if !isConst(k.val) {
-				return false
-			}
-		}
-		return true
-	}
-	switch n := e.(type) {
-	case *constExpr:
-		return true
-	case *listExpr:
-		return all(n.items...)
-	case *dictExpr:
-		return all(n.keys...) && all(n.vals...)
-	case *negExpr:
-		return isConst(n.x)
-	case *posExpr:
-		return isConst(n.x)
-	case *notExpr:
-		return isConst(n.x)
-	case *binExpr:
-		return all(n.l, n.r)
-	case *concatExpr:
-		return all(n.items...)
-	case *andExpr:
-		return all(n.l, n.r)
-	case *orExpr:
-		return all(n.l, n.r)
-	case *condExpr:
-		return all(n.test, n.then, n.els)
-	case *compareExpr:
-		if !isConst(n.first) {
-			return false
-		}
-		for _, o := range n.ops {
-			if !isConst(o.e) {
-				return false
-			}
-		}
-		return true
-	case *getattrExpr:
-		return isConst(n.obj)
-	case *getitemExpr:
-		return all(n.obj, n.arg)
-	case *sliceExpr:
-		return all(n.start, n.stop, n.step)
-	case *filterExpr:
-		switch n.name {
-		case "map", "select", "reject", "selectattr", "rejectattr":
-			return false
-		}
-		_, known := filters[n.name]
-		return known && n.arg != nil && isConst(n.arg) && spec(n.callSpec)
-	case *testExpr:
-		_, known := tests[n.name]
-		return known && isConst(n.arg) && spec(n.callSpec)
-	}
-	return false
-}
-
 // negateConst returns -c for a negative number c.
 func negateConst(c Value) (Value, bool) {
 	switch x := c.(type) {
@@ -875,22 +1002,17 @@ func negateConst(c Value) (Value, bool) {
 	return nil, false
 }
 
-func (st *state) line(n interface{ position() int }) int {
-	l, _ := lineCol(st.t.src, n.position())
-	return l
-}
-
-func compare(op string, l, r Value) (bool, error) {
+func compare(st *state, op string, l, r Value) (bool, error) {
 	switch op {
 	case "==":
-		return pyEqual(l, r), nil
+		return equal(st, l, r, 0), nil
 	case "!=":
-		return !pyEqual(l, r), nil
+		return !equal(st, l, r, 0), nil
 	case "in":
-		return contains(r, l)
+		return contains(st, r, l)
 	case "notin":
-		ok, err := contains(r, l)
+		ok, err := contains(st, r, l)
 		return !ok, err
 	}
-	return pyCompare(op, l, r)
+	return pyCompare(st, op, l, r)
 }

@@ -2,11 +2,11 @@ package jinja
 
 import (
 	"math"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Filters follow jinja2's filters.py (behaviour with autoescape off), and
@@ -20,13 +20,13 @@ var filters map[string]filterFn
 
 // strFilter adapts a filter that takes the value as str and a fixed
 // signature.
-func strFilter(name string, names []string, required int, f func(s string, args []Value) (Value, error)) filterFn {
-	return func(_ *state, v Value, a *callArgs) (Value, error) {
+func strFilter(name string, names []string, required int, f func(st *state, s string, args []Value) (Value, error)) filterFn {
+	return func(st *state, v Value, a *callArgs) (Value, error) {
 		args, err := bind(name, a, names, required)
 		if err != nil {
 			return nil, err
 		}
-		return f(toStr(v), args)
+		return f(st, toStr(st, v), args)
 	}
 }
 
@@ -34,23 +34,23 @@ func init() {
 	filters = map[string]filterFn{
 		"abs":        filterAbs,
 		"attr":       filterAttr,
-		"capitalize": strFilter("capitalize", nil, 0, func(s string, _ []Value) (Value, error) { return pyCapitalize(s), nil }),
-		"center": strFilter("center", []string{"width"}, 0, func(s string, a []Value) (Value, error) {
+		"capitalize": strFilter("capitalize", nil, 0, func(_ *state, s string, _ []Value) (Value, error) { return pyCapitalize(s), nil }),
+		"center": strFilter("center", []string{"width"}, 0, func(st *state, s string, a []Value) (Value, error) {
 			w := a[0]
 			if !given(w) {
 				w = int64(80)
 			}
-			return padMethod("center", s, []Value{w, missing})
+			return padMethod(st, "center", s, []Value{w, missing})
 		}),
 		"count":    filterLength,
 		"length":   filterLength,
 		"d":        filterDefault,
 		"default":  filterDefault,
 		"dictsort": filterDictsort,
-		"e":        strFilter("escape", nil, 0, func(s string, _ []Value) (Value, error) { return htmlEscape(s), nil }),
-		"escape":   strFilter("escape", nil, 0, func(s string, _ []Value) (Value, error) { return htmlEscape(s), nil }),
-		"forceescape": strFilter("forceescape", nil, 0, func(s string, _ []Value) (Value, error) {
-			return htmlEscape(s), nil
+		"e":        strFilter("escape", nil, 0, func(st *state, s string, _ []Value) (Value, error) { return htmlEscape(st, s), nil }),
+		"escape":   strFilter("escape", nil, 0, func(st *state, s string, _ []Value) (Value, error) { return htmlEscape(st, s), nil }),
+		"forceescape": strFilter("forceescape", nil, 0, func(st *state, s string, _ []Value) (Value, error) {
+			return htmlEscape(st, s), nil
 		}),
 		"first":  filterFirst,
 		"last":   filterLast,
@@ -60,24 +60,25 @@ func init() {
 		"indent": filterIndent,
 		"items":  filterItems,
 		"join":   filterJoin,
-		"list": func(_ *state, v Value, a *callArgs) (Value, error) {
+		"list": func(st *state, v Value, a *callArgs) (Value, error) {
 			if _, err := bind("list", a, nil, 0); err != nil {
 				return nil, err
 			}
-			items, err := iterate(v)
+			items, err := iterate(st, v)
 			if err != nil {
 				return nil, err
 			}
+			st.buildItems(int64(len(items)), "list()")
 			return NewList(append([]Value{}, items...)...), nil
 		},
-		"lower":  strFilter("lower", nil, 0, func(s string, _ []Value) (Value, error) { return pyLower(s), nil }),
-		"upper":  strFilter("upper", nil, 0, func(s string, _ []Value) (Value, error) { return pyUpper(s), nil }),
-		"title":  strFilter("title", nil, 0, func(s string, _ []Value) (Value, error) { return jinjaTitle(s), nil }),
-		"string": strFilter("string", nil, 0, func(s string, _ []Value) (Value, error) { return s, nil }),
-		"trim": strFilter("trim", []string{"chars"}, 0, func(s string, a []Value) (Value, error) {
+		"lower":  strFilter("lower", nil, 0, func(_ *state, s string, _ []Value) (Value, error) { return pyLower(s), nil }),
+		"upper":  strFilter("upper", nil, 0, func(_ *state, s string, _ []Value) (Value, error) { return pyUpper(s), nil }),
+		"title":  strFilter("title", nil, 0, func(_ *state, s string, _ []Value) (Value, error) { return jinjaTitle(s), nil }),
+		"string": strFilter("string", nil, 0, func(_ *state, s string, _ []Value) (Value, error) { return s, nil }),
+		"trim": strFilter("trim", []string{"chars"}, 0, func(_ *state, s string, a []Value) (Value, error) {
 			return stripper(true, true)(s, a)
 		}),
-		"replace": func(_ *state, v Value, a *callArgs) (Value, error) {
+		"replace": func(st *state, v Value, a *callArgs) (Value, error) {
 			args, err := bind("replace", a, []string{"old", "new", "count"}, 2)
 			if err != nil {
 				return nil, err
@@ -86,7 +87,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return strings.Replace(toStr(v), toStr(args[0]), toStr(args[1]), int(n)), nil
+			return replaceStr(st, toStr(st, v), toStr(st, args[0]), toStr(st, args[1]), n), nil
 		},
 		"safe": func(_ *state, v Value, a *callArgs) (Value, error) { return v, nil },
 		"map":  filterMap,
@@ -96,7 +97,7 @@ func init() {
 		"min": func(st *state, v Value, a *callArgs) (Value, error) {
 			return filterMinMax(st, v, a, "min")
 		},
-		"pprint": func(_ *state, v Value, a *callArgs) (Value, error) { return repr(v), nil },
+		"pprint": func(st *state, v Value, a *callArgs) (Value, error) { return repr(st, v), nil },
 		"reject": func(st *state, v Value, a *callArgs) (Value, error) {
 			return selectOrReject(st, v, a, false, false)
 		},
@@ -115,7 +116,7 @@ func init() {
 		"sum":       filterSum,
 		"tojson":    filterToJSON,
 		"unique":    filterUnique,
-		"wordcount": strFilter("wordcount", nil, 0, func(s string, _ []Value) (Value, error) { return int64(len(wordRe.FindAllString(s, -1))), nil }),
+		"wordcount": strFilter("wordcount", nil, 0, func(_ *state, s string, _ []Value) (Value, error) { return wordCount(s), nil }),
 	}
 }
 
@@ -129,7 +130,18 @@ func (st *state) applyFilter(f *filterExpr, v Value, sc *scope) (Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fn(st, v, a)
+	return st.callFilter(fn, f.name, v, a)
+}
+
+// callFilter applies a filter, charging its inputs and accounting for its
+// result.
+func (st *state) callFilter(fn filterFn, name string, v Value, a *callArgs) (Value, error) {
+	st.chargeArgs(v, a)
+	r, err := fn(st, v, a)
+	if err == nil {
+		st.result(r, name)
+	}
+	return r, err
 }
 
 func filterAbs(_ *state, v Value, a *callArgs) (Value, error) {
@@ -152,12 +164,12 @@ func filterAbs(_ *state, v Value, a *callArgs) (Value, error) {
 	return i, nil
 }
 
-func filterAttr(_ *state, v Value, a *callArgs) (Value, error) {
+func filterAttr(st *state, v Value, a *callArgs) (Value, error) {
 	args, err := bind("attr", a, []string{"name"}, 1)
 	if err != nil {
 		return nil, err
 	}
-	name := toStr(args[0])
+	name := toStr(st, args[0])
 	if x, ok := pyAttr(v, name); ok {
 		return x, nil
 	}
@@ -198,7 +210,8 @@ func ignoreCase(v Value, caseSensitive bool) Value {
 
 // sortValues sorts stably by key, failing like Python when keys are not
 // comparable.
-func sortValues(items []Value, key func(Value) (Value, error), reverse bool) ([]Value, error) {
+func sortValues(st *state, items []Value, key func(Value) (Value, error), reverse bool) ([]Value, error) {
+	st.buildItems(3*int64(len(items)), "sorting")
 	keys := make([]Value, len(items))
 	for i, it := range items {
 		k, err := key(it)
@@ -217,7 +230,7 @@ func sortValues(items []Value, key func(Value) (Value, error), reverse bool) ([]
 		if reverse {
 			a, b = b, a
 		}
-		lt, err := pyCompare("<", a, b)
+		lt, err := pyCompare(st, "<", a, b)
 		if err != nil && cmpErr == nil {
 			cmpErr = err
 		}
@@ -233,7 +246,7 @@ func sortValues(items []Value, key func(Value) (Value, error), reverse bool) ([]
 	return out, nil
 }
 
-func filterDictsort(_ *state, v Value, a *callArgs) (Value, error) {
+func filterDictsort(st *state, v Value, a *callArgs) (Value, error) {
 	args, err := bind("dictsort", a, []string{"case_sensitive", "by", "reverse"}, 0)
 	if err != nil {
 		return nil, err
@@ -244,7 +257,7 @@ func filterDictsort(_ *state, v Value, a *callArgs) (Value, error) {
 	}
 	pos := 0
 	if given(args[1]) {
-		switch toStr(args[1]) {
+		switch toStr(st, args[1]) {
 		case "key":
 		case "value":
 			pos = 1
@@ -253,7 +266,7 @@ func filterDictsort(_ *state, v Value, a *callArgs) (Value, error) {
 		}
 	}
 	cs := given(args[0]) && truthy(args[0])
-	out, err := sortValues(dictItems(d).Items, func(it Value) (Value, error) {
+	out, err := sortValues(st, dictItems(st, d).Items, func(it Value) (Value, error) {
 		return ignoreCase(it.(*List).Items[pos], cs), nil
 	}, given(args[2]) && truthy(args[2]))
 	if err != nil {
@@ -262,11 +275,23 @@ func filterDictsort(_ *state, v Value, a *callArgs) (Value, error) {
 	return NewList(out...), nil
 }
 
-func htmlEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;").Replace(s)
+var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;")
+
+// htmlEscape is markupsafe's escape. Its output size is counted before
+// it is built.
+func htmlEscape(st *state, s string) string {
+	n := int64(len(s))
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '&', '<', '>', '"', '\'':
+			n += 4
+		}
+	}
+	st.buildStr(n, "escape")
+	return htmlEscaper.Replace(s)
 }
 
-func filterFirst(_ *state, v Value, a *callArgs) (Value, error) {
+func filterFirst(st *state, v Value, a *callArgs) (Value, error) {
 	if _, err := bind("first", a, nil, 0); err != nil {
 		return nil, err
 	}
@@ -277,7 +302,7 @@ func filterFirst(_ *state, v Value, a *callArgs) (Value, error) {
 		}
 		return &Undefined{hint: "No first item, sequence was empty."}, nil
 	}
-	items, err := iterate(v)
+	items, err := iterate(st, v)
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +312,7 @@ func filterFirst(_ *state, v Value, a *callArgs) (Value, error) {
 	return items[0], nil
 }
 
-func filterLast(_ *state, v Value, a *callArgs) (Value, error) {
+func filterLast(st *state, v Value, a *callArgs) (Value, error) {
 	if _, err := bind("last", a, nil, 0); err != nil {
 		return nil, err
 	}
@@ -295,7 +320,7 @@ func filterLast(_ *state, v Value, a *callArgs) (Value, error) {
 	if g, ok := v.(*generator); ok {
 		return nil, typeErr("'%s' object is not reversible", g.pyType)
 	}
-	items, err := iterate(v)
+	items, err := iterate(st, v)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +419,7 @@ func filterInt(_ *state, v Value, a *callArgs) (Value, error) {
 	return def, nil
 }
 
-func filterFormat(_ *state, v Value, a *callArgs) (Value, error) {
+func filterFormat(st *state, v Value, a *callArgs) (Value, error) {
 	if len(a.pos) > 0 && len(a.kw) > 0 {
 		return nil, runtimeErr("can't handle positional and keyword arguments at the same time")
 	}
@@ -406,10 +431,10 @@ func filterFormat(_ *state, v Value, a *callArgs) (Value, error) {
 		}
 		args = d
 	}
-	return percentFormat(toStr(v), args)
+	return percentFormat(st, toStr(st, v), args)
 }
 
-func filterIndent(_ *state, v Value, a *callArgs) (Value, error) {
+func filterIndent(st *state, v Value, a *callArgs) (Value, error) {
 	args, err := bind("indent", a, []string{"width", "first", "blank"}, 0)
 	if err != nil {
 		return nil, err
@@ -423,6 +448,7 @@ func filterIndent(_ *state, v Value, a *callArgs) (Value, error) {
 			if err != nil {
 				return nil, err
 			}
+			st.buildStr(w, "indent width")
 			indent = strings.Repeat(" ", int(max(w, 0)))
 		}
 	}
@@ -438,6 +464,10 @@ func filterIndent(_ *state, v Value, a *callArgs) (Value, error) {
 		return nil, typeErr("unsupported operand type(s) for +=: '%s' and 'str'", typeName(v))
 	}
 	s := str + "\n"
+	// every line may get the indent: count the result before building it
+	nLines := countLines(s)
+	st.buildStr(int64(len(s))+satMul(nLines+1, int64(len(indent))), "indent")
+	st.buildItems(2*nLines, "indent")
 	lines := splitLines(s, false).Items
 	var out string
 	if blank {
@@ -466,7 +496,7 @@ func filterIndent(_ *state, v Value, a *callArgs) (Value, error) {
 	return out, nil
 }
 
-func filterItems(_ *state, v Value, a *callArgs) (Value, error) {
+func filterItems(st *state, v Value, a *callArgs) (Value, error) {
 	if _, err := bind("items", a, nil, 0); err != nil {
 		return nil, err
 	}
@@ -475,7 +505,7 @@ func filterItems(_ *state, v Value, a *callArgs) (Value, error) {
 		case *Undefined:
 			return nil, nil
 		case *Dict:
-			return dictItems(x).Items, nil
+			return dictItems(st, x).Items, nil
 		}
 		return nil, typeErr("Can only get item pairs from a mapping.")
 	}), nil
@@ -483,9 +513,10 @@ func filterItems(_ *state, v Value, a *callArgs) (Value, error) {
 
 // attrGetter is jinja2's make_attrgetter: "a.b.0" looks up a, then b, then
 // item 0, each with getitem semantics.
-func attrGetter(attr Value, def Value) func(Value) (Value, error) {
+func attrGetter(st *state, attr Value, def Value) func(Value) (Value, error) {
 	var parts []Value
 	if s, ok := attr.(string); ok {
+		st.buildItems(2*int64(strings.Count(s, ".")+1), "an attribute path")
 		for _, p := range strings.Split(s, ".") {
 			if n, err := strconv.ParseInt(p, 10, 64); err == nil {
 				parts = append(parts, n)
@@ -499,7 +530,8 @@ func attrGetter(attr Value, def Value) func(Value) (Value, error) {
 	return func(item Value) (Value, error) {
 		for _, p := range parts {
 			var err error
-			if item, err = getitem(item, p); err != nil {
+			st.tick()
+			if item, err = getitem(st, item, p); err != nil {
 				return nil, err
 			}
 			if _, ok := item.(*Undefined); ok && given(def) && def != nil {
@@ -510,32 +542,62 @@ func attrGetter(attr Value, def Value) func(Value) (Value, error) {
 	}
 }
 
-func filterJoin(_ *state, v Value, a *callArgs) (Value, error) {
+func filterJoin(st *state, v Value, a *callArgs) (Value, error) {
 	args, err := bind("join", a, []string{"d", "attribute"}, 0)
 	if err != nil {
 		return nil, err
 	}
-	items, err := iterate(v)
+	items, err := iterate(st, v)
 	if err != nil {
 		return nil, err
 	}
 	sep := ""
 	if given(args[0]) {
-		sep = toStr(args[0])
+		sep = toStr(st, args[0])
 	}
 	get := func(x Value) (Value, error) { return x, nil }
 	if given(args[1]) && args[1] != nil {
-		get = attrGetter(args[1], missing)
+		get = attrGetter(st, args[1], missing)
 	}
+	st.buildItems(int64(len(items)), "join")
 	parts := make([]string, len(items))
 	for i, it := range items {
 		x, err := get(it)
 		if err != nil {
 			return nil, err
 		}
-		parts[i] = toStr(x)
+		parts[i] = toStr(st, x)
 	}
-	return strings.Join(parts, sep), nil
+	return joinStrings(st, parts, sep), nil
+}
+
+// joinStrings is strings.Join with the result counted before it is built.
+func joinStrings(st *state, parts []string, sep string) string {
+	if len(parts) == 0 {
+		return ""
+	}
+	n := satMul(int64(len(parts)-1), int64(len(sep)))
+	for _, p := range parts {
+		n = satAdd(n, int64(len(p)))
+	}
+	st.buildStr(n, "join")
+	return strings.Join(parts, sep)
+}
+
+// replaceStr is str.replace(old, new, count) with the result counted
+// before it is built.
+func replaceStr(st *state, s, old, new string, count int64) string {
+	if len(new) > len(old) {
+		n := int64(strings.Count(s, old))
+		if count >= 0 && count < n {
+			n = count
+		}
+		st.buildStr(satAdd(int64(len(s)), satMul(n, int64(len(new)-len(old)))), "replace")
+	}
+	if count < 0 || count > math.MaxInt32 {
+		count = -1
+	}
+	return strings.Replace(s, old, new, int(count))
 }
 
 // filterMap, like jinja2's, is a generator that does nothing at all (not
@@ -566,20 +628,21 @@ func mapItems(st *state, v Value, a *callArgs) ([]Value, error) {
 		if !given(attr) {
 			return nil, runtimeErr("map requires a filter argument")
 		}
-		fn = attrGetter(attr, def)
+		fn = attrGetter(st, attr, def)
 	} else {
-		name := toStr(a.pos[0])
+		name := toStr(st, a.pos[0])
 		f, ok := filters[name]
 		if !ok {
-			return nil, &RuntimeError{Kind: "TemplateRuntimeError", Msg: "No filter named '" + name + "'."}
+			return nil, &RuntimeError{Kind: "TemplateRuntimeError", Msg: "No filter named '" + shortStr(name) + "'."}
 		}
 		rest := &callArgs{pos: a.pos[1:], kw: a.kw}
-		fn = func(x Value) (Value, error) { return f(st, x, rest) }
+		fn = func(x Value) (Value, error) { return st.callFilter(f, name, x, rest) }
 	}
-	items, err := iterate(v)
+	items, err := iterate(st, v)
 	if err != nil {
 		return nil, err
 	}
+	st.buildItems(int64(len(items)), "map")
 	out := make([]Value, len(items))
 	for i, it := range items {
 		if out[i], err = fn(it); err != nil {
@@ -589,12 +652,20 @@ func mapItems(st *state, v Value, a *callArgs) ([]Value, error) {
 	return out, nil
 }
 
-func filterMinMax(_ *state, v Value, a *callArgs, which string) (Value, error) {
+// shortStr cuts a template-supplied name for an error message.
+func shortStr(s string) string {
+	if len(s) > 100 {
+		return truncRunes(s, 100) + "..."
+	}
+	return s
+}
+
+func filterMinMax(st *state, v Value, a *callArgs, which string) (Value, error) {
 	args, err := bind(which, a, []string{"case_sensitive", "attribute"}, 0)
 	if err != nil {
 		return nil, err
 	}
-	items, err := iterate(v)
+	items, err := iterate(st, v)
 	if err != nil {
 		return nil, err
 	}
@@ -604,7 +675,7 @@ func filterMinMax(_ *state, v Value, a *callArgs, which string) (Value, error) {
 	cs := given(args[0]) && truthy(args[0])
 	get := func(x Value) (Value, error) { return x, nil }
 	if given(args[1]) && args[1] != nil {
-		get = attrGetter(args[1], missing)
+		get = attrGetter(st, args[1], missing)
 	}
 	best := items[0]
 	bestKey, err := get(best)
@@ -622,7 +693,7 @@ func filterMinMax(_ *state, v Value, a *callArgs, which string) (Value, error) {
 		if which == "max" {
 			op = ">"
 		}
-		better, err := pyCompare(op, k, bestKey)
+		better, err := pyCompare(st, op, k, bestKey)
 		if err != nil {
 			return nil, err
 		}
@@ -651,23 +722,27 @@ func selectItems(st *state, v Value, a *callArgs, keep, byAttr bool) ([]Value, e
 		if len(args) == 0 {
 			return nil, runtimeErr("Missing parameter for attribute name")
 		}
-		get = attrGetter(args[0], missing)
+		get = attrGetter(st, args[0], missing)
 		args = args[1:]
 	}
 	test := func(x Value) (bool, error) { return truthy(x), nil }
 	if len(args) > 0 {
-		name := toStr(args[0])
+		name := toStr(st, args[0])
 		t, ok := tests[name]
 		if !ok {
-			return nil, runtimeErr("No test named '%s'.", name)
+			return nil, runtimeErr("No test named '%s'.", shortStr(name))
 		}
 		rest := &callArgs{pos: args[1:], kw: a.kw}
-		test = func(x Value) (bool, error) { return t(st, x, rest) }
+		test = func(x Value) (bool, error) {
+			st.chargeArgs(x, rest)
+			return t(st, x, rest)
+		}
 	}
-	items, err := iterate(v)
+	items, err := iterate(st, v)
 	if err != nil {
 		return nil, err
 	}
+	st.buildItems(int64(len(items)), "select")
 	var out []Value
 	for _, it := range items {
 		x, err := get(it)
@@ -685,26 +760,29 @@ func selectItems(st *state, v Value, a *callArgs, keep, byAttr bool) ([]Value, e
 	return out, nil
 }
 
-func filterReverse(_ *state, v Value, a *callArgs) (Value, error) {
+func filterReverse(st *state, v Value, a *callArgs) (Value, error) {
 	if _, err := bind("reverse", a, nil, 0); err != nil {
 		return nil, err
 	}
 	if s, ok := v.(string); ok {
-		r := []rune(s)
-		for i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {
-			r[i], r[j] = r[j], r[i]
+		b := st.newBuf("reverse")
+		for rest := s; rest != ""; {
+			r, size := utf8.DecodeLastRuneInString(rest)
+			rest = rest[:len(rest)-size]
+			b.WriteRune(r)
 		}
-		return string(r), nil
+		return b.String(), nil
 	}
 	// reversed() where Python supports it (an iterator), else a reversed
 	// copy as a list.
-	if g, ok := reversedIter(v); ok {
+	if g, ok := reversedIter(st, v); ok {
 		return g, nil
 	}
-	items, err := iterate(v)
+	items, err := iterate(st, v)
 	if err != nil {
 		return nil, runtimeErr("argument must be iterable")
 	}
+	st.buildItems(int64(len(items)), "reverse")
 	out := &List{Items: make([]Value, len(items))}
 	for i, it := range items {
 		out.Items[len(items)-1-i] = it
@@ -723,7 +801,7 @@ func filterRound(_ *state, v Value, a *callArgs) (Value, error) {
 	}
 	method := "common"
 	if given(args[1]) {
-		method = toStr(args[1])
+		method = toStr(nil, args[1])
 	}
 	i, f, isF, ok := number(v)
 	if !ok {
@@ -732,6 +810,9 @@ func filterRound(_ *state, v Value, a *callArgs) (Value, error) {
 		}
 		return nil, typeErr("type %s doesn't define __round__ method", typeName(v))
 	}
+	// Beyond 400 digits either way, rounding a float changes nothing, or
+	// leaves zero; clamping keeps the arithmetic (and FormatFloat) small.
+	prec = min(max(prec, -400), 400)
 	scale := math.Pow(10, float64(prec))
 	switch method {
 	case "common":
@@ -765,12 +846,12 @@ func pyRound(f float64, n int64) float64 {
 	return math.RoundToEven(f/scale) * scale
 }
 
-func filterSort(_ *state, v Value, a *callArgs) (Value, error) {
+func filterSort(st *state, v Value, a *callArgs) (Value, error) {
 	args, err := bind("sort", a, []string{"reverse", "case_sensitive", "attribute"}, 0)
 	if err != nil {
 		return nil, err
 	}
-	items, err := iterate(v)
+	items, err := iterate(st, v)
 	if err != nil {
 		return nil, err
 	}
@@ -778,14 +859,15 @@ func filterSort(_ *state, v Value, a *callArgs) (Value, error) {
 	var getters []func(Value) (Value, error)
 	if given(args[2]) && args[2] != nil {
 		if s, ok := args[2].(string); ok {
+			st.buildItems(2*int64(strings.Count(s, ",")+1), "sort attributes")
 			for _, part := range strings.Split(s, ",") {
-				getters = append(getters, attrGetter(strings.TrimSpace(part), missing))
+				getters = append(getters, attrGetter(st, strings.TrimSpace(part), missing))
 			}
 		} else {
-			getters = append(getters, attrGetter(args[2], missing))
+			getters = append(getters, attrGetter(st, args[2], missing))
 		}
 	}
-	out, err := sortValues(items, func(x Value) (Value, error) {
+	out, err := sortValues(st, items, func(x Value) (Value, error) {
 		if len(getters) == 0 {
 			return ignoreCase(x, cs), nil
 		}
@@ -808,12 +890,12 @@ func filterSort(_ *state, v Value, a *callArgs) (Value, error) {
 	return NewList(out...), nil
 }
 
-func filterSum(_ *state, v Value, a *callArgs) (Value, error) {
+func filterSum(st *state, v Value, a *callArgs) (Value, error) {
 	args, err := bind("sum", a, []string{"attribute", "start"}, 0)
 	if err != nil {
 		return nil, err
 	}
-	items, err := iterate(v)
+	items, err := iterate(st, v)
 	if err != nil {
 		return nil, err
 	}
@@ -823,14 +905,15 @@ func filterSum(_ *state, v Value, a *callArgs) (Value, error) {
 	}
 	get := func(x Value) (Value, error) { return x, nil }
 	if given(args[0]) && args[0] != nil {
-		get = attrGetter(args[0], missing)
+		get = attrGetter(st, args[0], missing)
 	}
 	for _, it := range items {
 		x, err := get(it)
 		if err != nil {
 			return nil, err
 		}
-		if total, err = binop("+", total, x); err != nil {
+		st.charge(1 + cost(total) + cost(x))
+		if total, err = binop(st, "+", total, x); err != nil {
 			return nil, err
 		}
 	}
@@ -839,7 +922,7 @@ func filterSum(_ *state, v Value, a *callArgs) (Value, error) {
 
 // filterToJSON is transformers' tojson:
 // json.dumps(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
-func filterToJSON(_ *state, v Value, a *callArgs) (Value, error) {
+func filterToJSON(st *state, v Value, a *callArgs) (Value, error) {
 	args, err := bind("tojson", a, []string{"ensure_ascii", "indent", "separators", "sort_keys"}, 0)
 	if err != nil {
 		return nil, err
@@ -857,38 +940,40 @@ func filterToJSON(_ *state, v Value, a *callArgs) (Value, error) {
 			if err != nil {
 				return nil, err
 			}
+			st.buildStr(n, "tojson indent")
 			o.indent = strings.Repeat(" ", int(max(n, 0)))
 		}
 	}
 	if given(args[2]) && args[2] != nil {
-		seps, err := iterate(args[2])
+		seps, err := iterate(st, args[2])
 		if err != nil || len(seps) != 2 {
 			return nil, valueErr("separators must be an (item_separator, key_separator) pair")
 		}
-		o.itemSep, o.keySep = toStr(seps[0]), toStr(seps[1])
+		o.itemSep, o.keySep = toStr(st, seps[0]), toStr(st, seps[1])
 	}
 	o.sortKeys = given(args[3]) && truthy(args[3])
-	return toJSON(v, o)
+	return toJSON(st, v, o)
 }
 
-func filterUnique(_ *state, v Value, a *callArgs) (Value, error) {
+func filterUnique(st *state, v Value, a *callArgs) (Value, error) {
 	args, err := bind("unique", a, []string{"case_sensitive", "attribute"}, 0)
 	if err != nil {
 		return nil, err
 	}
-	return newGenerator("sync_do_unique", func() ([]Value, error) { return uniqueItems(v, args) }), nil
+	return newGenerator("sync_do_unique", func() ([]Value, error) { return uniqueItems(st, v, args) }), nil
 }
 
-func uniqueItems(v Value, args []Value) ([]Value, error) {
-	items, err := iterate(v)
+func uniqueItems(st *state, v Value, args []Value) ([]Value, error) {
+	items, err := iterate(st, v)
 	if err != nil {
 		return nil, err
 	}
 	cs := given(args[0]) && truthy(args[0])
 	get := func(x Value) (Value, error) { return x, nil }
 	if given(args[1]) && args[1] != nil {
-		get = attrGetter(args[1], missing)
+		get = attrGetter(st, args[1], missing)
 	}
+	st.buildItems(2*int64(len(items)), "unique")
 	seen := NewDict()
 	var out []Value
 	for _, it := range items {
@@ -897,20 +982,31 @@ func uniqueItems(v Value, args []Value) ([]Value, error) {
 			return nil, err
 		}
 		k = ignoreCase(k, cs)
-		h, ok := hashKey(k)
-		if !ok {
-			return nil, typeErr("unhashable type: '%s'", typeName(k))
-		}
-		if _, dup := seen.idx[h]; dup {
+		if seen.has(st, k) {
 			continue
 		}
-		seen.set(h, k, true)
+		if err := seen.put(st, k, true); err != nil {
+			return nil, err
+		}
 		out = append(out, it)
 	}
 	return out, nil
 }
 
-var wordRe = regexp.MustCompile(`[\p{L}\p{N}_]+`)
+// wordCount is jinja2's wordcount: the number of matches of
+// [\p{L}\p{N}_]+ (Python's \w+).
+func wordCount(s string) int64 {
+	n := int64(0)
+	in := false
+	for _, r := range s {
+		w := r == '_' || unicode.IsLetter(r) || unicode.IsNumber(r)
+		if w && !in {
+			n++
+		}
+		in = w
+	}
+	return n
+}
 
 // jinjaTitle is jinja2's title filter (not str.title): words start after
 // whitespace, hyphens and opening brackets.

@@ -14,7 +14,7 @@ import (
 // behave like their closest plain equivalent.
 
 // percentFormat is Python's `format % args`.
-func percentFormat(format string, args Value) (string, error) {
+func percentFormat(st *state, format string, args Value) (string, error) {
 	// CPython: a tuple supplies the arguments; any other object with
 	// __getitem__ (dict, list, Undefined, ...) is "a mapping", which
 	// %(name)s looks into and which need not be used up.
@@ -41,12 +41,16 @@ func percentFormat(format string, args Value) (string, error) {
 		used++
 		return pos[used-1], nil
 	}
-	var b strings.Builder
+	b := st.newBuf("a % format")
 	for i := 0; i < len(format); {
 		c := format[i]
 		if c != '%' {
-			b.WriteByte(c)
-			i++
+			j := strings.IndexByte(format[i:], '%')
+			if j < 0 {
+				j = len(format) - i
+			}
+			b.WriteString(format[i : i+j])
+			i += j
 			continue
 		}
 		i++
@@ -63,9 +67,9 @@ func percentFormat(format string, args Value) (string, error) {
 			i += end + 1
 			switch m := mapping.(type) {
 			case *Dict:
-				v, ok := m.Get(key)
+				v, ok := m.get(st, key)
 				if !ok {
-					return "", &RuntimeError{Kind: "KeyError", Msg: strRepr(key)}
+					return "", &RuntimeError{Kind: "KeyError", Msg: shortRepr(key)}
 				}
 				val = v
 			case *Undefined:
@@ -143,7 +147,7 @@ func percentFormat(format string, args Value) (string, error) {
 		conv := format[i]
 		i++
 		if conv == '%' {
-			b.WriteByte('%')
+			b.byte('%')
 			continue
 		}
 		if val == missing {
@@ -156,7 +160,7 @@ func percentFormat(format string, args Value) (string, error) {
 			spec.fill = '0'
 		}
 		spec.typ = conv
-		s, err := formatPercentValue(val, spec)
+		s, err := formatPercentValue(st, val, spec)
 		if err != nil {
 			return "", err
 		}
@@ -168,12 +172,12 @@ func percentFormat(format string, args Value) (string, error) {
 	return b.String(), nil
 }
 
-func formatPercentValue(v Value, spec fmtSpec) (string, error) {
+func formatPercentValue(st *state, v Value, spec fmtSpec) (string, error) {
 	switch spec.typ {
 	case 's', 'r', 'a':
-		s := toStr(v)
+		s := toStr(st, v)
 		if spec.typ != 's' {
-			s = repr(v)
+			s = repr(st, v)
 		}
 		if spec.hasPrec {
 			s = truncRunes(s, spec.prec)
@@ -181,16 +185,16 @@ func formatPercentValue(v Value, spec fmtSpec) (string, error) {
 		if spec.align == '=' {
 			spec.align, spec.fill = '>', ' '
 		}
-		return pad(s, spec), nil
+		return pad(st, s, spec), nil
 	case 'c':
 		switch x := v.(type) {
 		case string:
 			if utf8.RuneCountInString(x) != 1 {
 				return "", typeErr("%%c requires int or char")
 			}
-			return pad(x, spec), nil
+			return pad(st, x, spec), nil
 		case int64:
-			return pad(string(rune(x)), spec), nil
+			return pad(st, string(rune(x)), spec), nil
 		}
 		return "", typeErr("%%c requires int or char")
 	case 'd', 'i', 'u', 'o', 'x', 'X', 'e', 'E', 'f', 'F', 'g', 'G':
@@ -206,7 +210,7 @@ func formatPercentValue(v Value, spec fmtSpec) (string, error) {
 		if !spec.hasPrec && strings.IndexByte("eEfFgG", spec.typ) >= 0 {
 			spec.prec, spec.hasPrec = 6, true
 		}
-		return formatNumber(v, spec)
+		return formatNumber(st, v, spec)
 	}
 	return "", valueErr("unsupported format character '%c'", spec.typ)
 }
@@ -239,11 +243,14 @@ func truncRunes(s string, n int) string {
 	return s
 }
 
-func pad(s string, spec fmtSpec) string {
+// pad pads s to spec.width characters, counting the result before it is
+// built.
+func pad(st *state, s string, spec fmtSpec) string {
 	n := utf8.RuneCountInString(s)
 	if spec.width <= n {
 		return s
 	}
+	st.buildStr(satAdd(int64(len(s)), satMul(int64(spec.width-n), int64(utf8.RuneLen(spec.fill)))), "a format width")
 	fill := strings.Repeat(string(spec.fill), spec.width-n)
 	switch spec.align {
 	case '<':
@@ -257,7 +264,10 @@ func pad(s string, spec fmtSpec) string {
 
 // formatNumber formats an int or float per spec (types d o x X b c e E f
 // F g G % n, or none).
-func formatNumber(v Value, spec fmtSpec) (string, error) {
+func formatNumber(st *state, v Value, spec fmtSpec) (string, error) {
+	if spec.hasPrec {
+		st.buildStr(int64(spec.prec), "a format precision")
+	}
 	i, f, isF, _ := number(v)
 	neg := false
 	var body string
@@ -368,11 +378,12 @@ func formatNumber(v Value, spec fmtSpec) (string, error) {
 	if spec.align == '=' {
 		n := utf8.RuneCountInString(sign + body)
 		if spec.width > n {
+			st.buildStr(satAdd(int64(len(sign+body)), satMul(int64(spec.width-n), int64(utf8.RuneLen(spec.fill)))), "a format width")
 			return sign + strings.Repeat(string(spec.fill), spec.width-n) + body, nil
 		}
 		return sign + body, nil
 	}
-	return pad(sign+body, spec), nil
+	return pad(st, sign+body, spec), nil
 }
 
 func group(digits string, sep byte) string {
@@ -456,9 +467,9 @@ func parseFormatSpec(s string) (fmtSpec, error) {
 }
 
 // formatValue is Python's format(v, spec).
-func formatValue(v Value, specStr string) (string, error) {
+func formatValue(st *state, v Value, specStr string) (string, error) {
 	if specStr == "" {
-		return toStr(v), nil
+		return toStr(st, v), nil
 	}
 	spec, err := parseFormatSpec(specStr)
 	if err != nil {
@@ -473,12 +484,12 @@ func formatValue(v Value, specStr string) (string, error) {
 			spec.align = '>'
 		}
 		if _, ok := v.(bool); ok && spec.typ == 0 {
-			return pad(toStr(v), spec), nil
+			return pad(st, toStr(st, v), spec), nil
 		}
 		if spec.typ == 's' {
 			return "", valueErr("Unknown format code 's' for object of type '%s'", typeName(v))
 		}
-		return formatNumber(v, spec)
+		return formatNumber(st, v, spec)
 	}
 	if spec.typ != 0 && spec.typ != 's' {
 		return "", valueErr("Unknown format code '%c' for object of type '%s'", spec.typ, typeName(v))
@@ -489,34 +500,42 @@ func formatValue(v Value, specStr string) (string, error) {
 	if spec.align == 0 {
 		spec.align = '<'
 	}
-	s := toStr(v)
+	s := toStr(st, v)
 	if spec.hasPrec {
 		s = truncRunes(s, spec.prec)
 	}
-	return pad(s, spec), nil
+	return pad(st, s, spec), nil
 }
 
-// strFormat is str.format(*args, **kwargs).
-func strFormat(format string, a *callArgs) (Value, error) {
-	var b strings.Builder
+// strFormat is str.format(*args, **kwargs). nesting counts replacement
+// fields nested in format specs, which CPython allows one level of.
+func strFormat(st *state, format string, a *callArgs, nesting int) (Value, error) {
+	if nesting >= 2 {
+		return nil, valueErr("Max string recursion exceeded")
+	}
+	b := st.newBuf("str.format")
 	auto := 0
 	for i := 0; i < len(format); {
 		c := format[i]
 		if c == '}' {
 			if i+1 < len(format) && format[i+1] == '}' {
-				b.WriteByte('}')
+				b.byte('}')
 				i += 2
 				continue
 			}
 			return nil, valueErr("Single '}' encountered in format string")
 		}
 		if c != '{' {
-			b.WriteByte(c)
-			i++
+			j := strings.IndexAny(format[i:], "{}")
+			if j < 0 {
+				j = len(format) - i
+			}
+			b.WriteString(format[i : i+j])
+			i += j
 			continue
 		}
 		if i+1 < len(format) && format[i+1] == '{' {
-			b.WriteByte('{')
+			b.byte('{')
 			i += 2
 			continue
 		}
@@ -547,27 +566,27 @@ func strFormat(format string, a *callArgs) (Value, error) {
 			conv = field[k+1]
 			field = field[:k]
 		}
-		v, err := lookupField(field, a, &auto)
+		v, err := lookupField(st, field, a, &auto)
 		if err != nil {
 			return nil, err
 		}
 		switch conv {
 		case 0:
 		case 's':
-			v = toStr(v)
+			v = toStr(st, v)
 		case 'r', 'a':
-			v = repr(v)
+			v = repr(st, v)
 		default:
 			return nil, valueErr("Unknown conversion specifier %c", conv)
 		}
 		if strings.Contains(spec, "{") {
-			expanded, err := strFormat(spec, a)
+			expanded, err := strFormat(st, spec, a, nesting+1)
 			if err != nil {
 				return nil, err
 			}
 			spec = expanded.(string)
 		}
-		s, err := formatValue(v, spec)
+		s, err := formatValue(st, v, spec)
 		if err != nil {
 			return nil, err
 		}
@@ -578,7 +597,7 @@ func strFormat(format string, a *callArgs) (Value, error) {
 
 // lookupField resolves a str.format field name: "", a number or a keyword,
 // followed by .attr and [key] parts.
-func lookupField(field string, a *callArgs, auto *int) (Value, error) {
+func lookupField(st *state, field string, a *callArgs, auto *int) (Value, error) {
 	head := field
 	if k := strings.IndexAny(field, ".["); k >= 0 {
 		head = field[:k]
@@ -595,7 +614,7 @@ func lookupField(field string, a *callArgs, auto *int) (Value, error) {
 	case head[0] >= '0' && head[0] <= '9':
 		n, err := strconv.Atoi(head)
 		if err != nil || n >= len(a.pos) {
-			return nil, &RuntimeError{Kind: "IndexError", Msg: fmt.Sprintf("Replacement index %s out of range for positional args tuple", head)}
+			return nil, &RuntimeError{Kind: "IndexError", Msg: fmt.Sprintf("Replacement index %s out of range for positional args tuple", shortStr(head))}
 		}
 		v = a.pos[n]
 	default:
@@ -606,7 +625,7 @@ func lookupField(field string, a *callArgs, auto *int) (Value, error) {
 			}
 		}
 		if !found {
-			return nil, &RuntimeError{Kind: "KeyError", Msg: strRepr(head)}
+			return nil, &RuntimeError{Kind: "KeyError", Msg: shortRepr(head)}
 		}
 	}
 	for rest != "" {
@@ -618,7 +637,8 @@ func lookupField(field string, a *callArgs, auto *int) (Value, error) {
 			name := rest[1 : end+1]
 			rest = rest[end+1:]
 			var err error
-			if v, err = getattr(v, name); err != nil {
+			st.tick()
+			if v, err = getattr(st, v, name); err != nil {
 				return nil, err
 			}
 			continue
@@ -634,7 +654,8 @@ func lookupField(field string, a *callArgs, auto *int) (Value, error) {
 			k = n
 		}
 		var err error
-		if v, err = getitem(v, k); err != nil {
+		st.tick()
+		if v, err = getitem(st, v, k); err != nil {
 			return nil, err
 		}
 	}

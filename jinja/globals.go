@@ -28,7 +28,7 @@ func init() {
 	}
 }
 
-func builtinRange(_ *state, a *callArgs) (Value, error) {
+func builtinRange(st *state, a *callArgs) (Value, error) {
 	if len(a.kw) > 0 {
 		return nil, typeErr("range() takes no keyword arguments")
 	}
@@ -57,15 +57,18 @@ func builtinRange(_ *state, a *callArgs) (Value, error) {
 	if step == 0 {
 		return nil, valueErr("range() arg 3 must not be zero")
 	}
-	var count int64
+	// (counted in unsigned arithmetic: the distance between two int64s
+	// always fits)
+	var count uint64
 	if step > 0 && stop > start {
-		count = (stop - start + step - 1) / step
+		count = (uint64(stop)-uint64(start)-1)/uint64(step) + 1
 	} else if step < 0 && stop < start {
-		count = (start - stop - step - 1) / -step
+		count = (uint64(start)-uint64(stop)-1)/(uint64(-(step+1))+1) + 1
 	}
 	if count > maxRange {
 		return nil, &RuntimeError{Kind: "OverflowError", Msg: "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000)."}
 	}
+	st.buildItems(int64(count), "range()")
 	args := make([]string, len(a.pos))
 	for i := range a.pos {
 		args[i] = strconv.FormatInt(n[i], 10)
@@ -78,19 +81,19 @@ func builtinRange(_ *state, a *callArgs) (Value, error) {
 	}
 	out := &List{Items: make([]Value, count), view: "range", rangeArg: strings.Join(args, ", ")}
 	for i := range out.Items {
-		out.Items[i] = start + int64(i)*step
+		out.Items[i] = start + int64(i)*step // (wraps back into range)
 	}
 	return out, nil
 }
 
 // builtinDict is dict(mapping_or_pairs, **kwargs).
-func builtinDict(_ *state, a *callArgs) (Value, error) {
+func builtinDict(st *state, a *callArgs) (Value, error) {
 	d := NewDict()
 	if len(a.pos) > 1 {
 		return nil, typeErr("dict expected at most 1 argument, got %d", len(a.pos))
 	}
 	if len(a.pos) == 1 {
-		if err := fillDict(d, a.pos[0]); err != nil {
+		if err := fillDict(st, d, a.pos[0]); err != nil {
 			return nil, err
 		}
 	}
@@ -100,37 +103,40 @@ func builtinDict(_ *state, a *callArgs) (Value, error) {
 	return d, nil
 }
 
-func fillDict(d *Dict, src Value) error {
+func fillDict(st *state, d *Dict, src Value) error {
 	if m, ok := src.(*Dict); ok {
+		st.buildItems(3*int64(m.Len()), "dict()")
 		for i, k := range m.keys {
-			h, _ := hashKey(k)
-			d.set(h, k, m.vals[i])
+			if err := d.put(st, k, m.vals[i]); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
-	items, err := iterate(src)
+	items, err := iterate(st, src)
 	if err != nil {
 		return err
 	}
+	st.buildItems(3*int64(len(items)), "dict()")
 	for i, it := range items {
-		pair, err := iterate(it)
+		pair, err := iterate(st, it)
 		if err != nil || len(pair) != 2 {
 			return valueErr("dictionary update sequence element #%d has wrong length", i)
 		}
-		if err := d.Set(pair[0], pair[1]); err != nil {
+		if err := d.put(st, pair[0], pair[1]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func builtinNamespace(_ *state, a *callArgs) (Value, error) {
+func builtinNamespace(st *state, a *callArgs) (Value, error) {
 	ns := &Namespace{attrs: NewDict()}
 	if len(a.pos) > 1 {
 		return nil, typeErr("namespace expected at most 1 argument, got %d", len(a.pos))
 	}
 	if len(a.pos) == 1 {
-		if err := fillDict(ns.attrs, a.pos[0]); err != nil {
+		if err := fillDict(st, ns.attrs, a.pos[0]); err != nil {
 			return nil, err
 		}
 	}
@@ -142,12 +148,12 @@ func builtinNamespace(_ *state, a *callArgs) (Value, error) {
 
 // builtinRaise is transformers' raise_exception: the template rejects its
 // input with exactly this message.
-func builtinRaise(_ *state, a *callArgs) (Value, error) {
+func builtinRaise(st *state, a *callArgs) (Value, error) {
 	args, err := bind("raise_exception", a, []string{"message"}, 1)
 	if err != nil {
 		return nil, err
 	}
-	return nil, &TemplateError{Message: toStr(args[0])}
+	return nil, &TemplateError{Message: toStr(st, args[0])}
 }
 
 // builtinStrftimeNow is transformers' strftime_now(fmt) =
@@ -161,6 +167,8 @@ func builtinStrftimeNow(st *state, a *callArgs) (Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	// a directive is 2 or 3 bytes and expands to at most 24 (%c)
+	st.buildStr(satMul(int64(len(f)), 12), "strftime_now")
 	return Strftime(st.now(), f), nil
 }
 
@@ -200,14 +208,14 @@ type joiner struct {
 	fired bool
 }
 
-func builtinJoiner(_ *state, a *callArgs) (Value, error) {
+func builtinJoiner(st *state, a *callArgs) (Value, error) {
 	args, err := bind("joiner", a, []string{"sep"}, 0)
 	if err != nil {
 		return nil, err
 	}
 	sep := ", "
 	if given(args[0]) {
-		sep = toStr(args[0])
+		sep = toStr(st, args[0])
 	}
 	return &joiner{sep: sep}, nil
 }

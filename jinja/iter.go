@@ -58,13 +58,13 @@ func (g *generator) next() (Value, bool, error) {
 }
 
 // containsItem is `x in generator`: it consumes up to the first match.
-func (g *generator) containsItem(x Value) (bool, error) {
+func (g *generator) containsItem(st *state, x Value) (bool, error) {
 	for {
 		it, ok, err := g.next()
 		if err != nil || !ok {
 			return false, err
 		}
-		if pyEqual(it, x) {
+		if sameObject(it, x) || equal(st, it, x, 0) {
 			return true, nil
 		}
 	}
@@ -78,8 +78,9 @@ func (g *generator) repr() string {
 	return "<" + g.pyType + " object" + addr
 }
 
-// reversedIter is Python's reversed(seq) for the sequences that support it.
-func reversedIter(v Value) (*generator, bool) {
+// reversedIter is Python's reversed(seq) for the sequences that support
+// it; st accounts for the reversed copy (nil: unmetered).
+func reversedIter(st *state, v Value) (*generator, bool) {
 	var items []Value
 	pyType := ""
 	switch x := v.(type) {
@@ -99,6 +100,7 @@ func reversedIter(v Value) (*generator, bool) {
 			}[x.view]
 		}
 	case *Dict:
+		st.buildItems(int64(x.Len()), "reversed()")
 		items, pyType = x.Keys(), "dict_reversekeyiterator"
 	case *Undefined:
 		pyType = "reversed"
@@ -106,6 +108,7 @@ func reversedIter(v Value) (*generator, bool) {
 		return nil, false
 	}
 	return &generator{pyType: pyType, produce: func() ([]Value, error) {
+		st.buildItems(int64(len(items)), "reversed()")
 		out := make([]Value, len(items))
 		for i, it := range items {
 			out[len(items)-1-i] = it

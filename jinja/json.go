@@ -221,23 +221,27 @@ type jsonOptions struct {
 	sortKeys    bool
 }
 
-// toJSON is Python's json.dumps with the given options.
-func toJSON(v Value, o jsonOptions) (string, error) {
-	var b strings.Builder
-	if err := writeJSON(&b, v, o, 0); err != nil {
+// toJSON is Python's json.dumps with the given options. st bounds the
+// text by MaxOutputBytes and the nesting by MaxNesting (nil: unbounded).
+func toJSON(st *state, v Value, o jsonOptions) (string, error) {
+	b := st.newBuf("tojson")
+	if err := writeJSON(b, v, o, 0); err != nil {
 		return "", err
 	}
 	return b.String(), nil
 }
 
-func writeJSON(b *strings.Builder, v Value, o jsonOptions, depth int) error {
+func writeJSON(b *sbuf, v Value, o jsonOptions, depth int) error {
 	if depth > 500 {
 		return valueErr("Circular reference detected")
 	}
+	b.st.tick()
 	newline := func(level int) {
 		if o.hasIndent {
-			b.WriteByte('\n')
-			b.WriteString(strings.Repeat(o.indent, level))
+			b.byte('\n')
+			for i := 0; i < level; i++ {
+				b.WriteString(o.indent)
+			}
 		}
 	}
 	switch x := v.(type) {
@@ -263,7 +267,8 @@ func writeJSON(b *strings.Builder, v Value, o jsonOptions, depth int) error {
 			b.WriteString("[]")
 			return nil
 		}
-		b.WriteByte('[')
+		b.st.nest(depth + 1)
+		b.byte('[')
 		for i, it := range x.Items {
 			if i > 0 {
 				b.WriteString(o.itemSep)
@@ -274,12 +279,14 @@ func writeJSON(b *strings.Builder, v Value, o jsonOptions, depth int) error {
 			}
 		}
 		newline(depth)
-		b.WriteByte(']')
+		b.byte(']')
 	case *Dict:
 		if x.Len() == 0 {
 			b.WriteString("{}")
 			return nil
 		}
+		b.st.nest(depth + 1)
+		b.st.buildItems(2*int64(x.Len()), "tojson")
 		order := make([]int, x.Len())
 		keys := make([]string, x.Len())
 		for i, k := range x.keys {
@@ -302,7 +309,7 @@ func writeJSON(b *strings.Builder, v Value, o jsonOptions, depth int) error {
 		if o.sortKeys {
 			sort.SliceStable(order, func(i, j int) bool { return keys[order[i]] < keys[order[j]] })
 		}
-		b.WriteByte('{')
+		b.byte('{')
 		for n, i := range order {
 			if n > 0 {
 				b.WriteString(o.itemSep)
@@ -315,7 +322,7 @@ func writeJSON(b *strings.Builder, v Value, o jsonOptions, depth int) error {
 			}
 		}
 		newline(depth)
-		b.WriteByte('}')
+		b.byte('}')
 	default:
 		return typeErr("Object of type %s is not JSON serializable", typeName(v))
 	}
@@ -340,11 +347,18 @@ func jsonFloat(f float64) string {
 // for \" \\ \n \r \t \b \f, \u00XX for other control characters, and with
 // ensure_ascii every non-ASCII character as \uXXXX (surrogate pairs above
 // the BMP). Nothing else is escaped: no HTML escaping of < > & '.
-func writeJSONString(b *strings.Builder, s string, ensureASCII bool) {
-	b.WriteByte('"')
+func writeJSONString(b *sbuf, s string, ensureASCII bool) {
+	b.byte('"')
+	plain := 0 // start of the run of characters written as they are
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
+		if r >= 0x20 && r != '"' && r != '\\' && (r < 0x7f || (!ensureASCII && r != utf8.RuneError)) {
+			i += size
+			continue
+		}
+		b.WriteString(s[plain:i])
 		i += size
+		plain = i
 		switch r {
 		case '"':
 			b.WriteString(`\"`)
@@ -377,5 +391,6 @@ func writeJSONString(b *strings.Builder, s string, ensureASCII bool) {
 			}
 		}
 	}
-	b.WriteByte('"')
+	b.WriteString(s[plain:])
+	b.byte('"')
 }

@@ -1,6 +1,7 @@
 package jinja
 
 import (
+	"math"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -72,22 +73,25 @@ func argInt(fname string, v Value, def int64) (int64, error) {
 	return i, nil
 }
 
-type method func(recv Value, a *callArgs) (Value, error)
+type method func(st *state, recv Value, a *callArgs) (Value, error)
 
+// bindMethod binds a method to its receiver. Calls charge the receiver's
+// size (st.call charges the arguments and the result).
 func bindMethod(typ, name string, recv Value, m method) *Func {
-	return &Func{Name: typ + "." + name, fn: func(_ *state, a *callArgs) (Value, error) {
-		return m(recv, a)
+	return &Func{Name: typ + "." + name, fn: func(st *state, a *callArgs) (Value, error) {
+		st.charge(cost(recv))
+		return m(st, recv, a)
 	}}
 }
 
 // strMethod adapts a method on the receiver string with a fixed signature.
-func strMethod(name string, names []string, required int, f func(s string, args []Value) (Value, error)) method {
-	return func(recv Value, a *callArgs) (Value, error) {
+func strMethod(name string, names []string, required int, f func(st *state, s string, args []Value) (Value, error)) method {
+	return func(st *state, recv Value, a *callArgs) (Value, error) {
 		args, err := bind(name, a, names, required)
 		if err != nil {
 			return nil, err
 		}
-		return f(recv.(string), args)
+		return f(st, recv.(string), args)
 	}
 }
 
@@ -95,12 +99,12 @@ var strMethods map[string]method
 
 func init() {
 	strMethods = map[string]method{
-		"lower":      strMethod("lower", nil, 0, func(s string, _ []Value) (Value, error) { return pyLower(s), nil }),
-		"upper":      strMethod("upper", nil, 0, func(s string, _ []Value) (Value, error) { return pyUpper(s), nil }),
-		"casefold":   strMethod("casefold", nil, 0, func(s string, _ []Value) (Value, error) { return pyLower(s), nil }),
-		"capitalize": strMethod("capitalize", nil, 0, func(s string, _ []Value) (Value, error) { return pyCapitalize(s), nil }),
-		"title":      strMethod("title", nil, 0, func(s string, _ []Value) (Value, error) { return pyTitle(s), nil }),
-		"swapcase": strMethod("swapcase", nil, 0, func(s string, _ []Value) (Value, error) {
+		"lower":      strMethod("lower", nil, 0, func(_ *state, s string, _ []Value) (Value, error) { return pyLower(s), nil }),
+		"upper":      strMethod("upper", nil, 0, func(_ *state, s string, _ []Value) (Value, error) { return pyUpper(s), nil }),
+		"casefold":   strMethod("casefold", nil, 0, func(_ *state, s string, _ []Value) (Value, error) { return pyLower(s), nil }),
+		"capitalize": strMethod("capitalize", nil, 0, func(_ *state, s string, _ []Value) (Value, error) { return pyCapitalize(s), nil }),
+		"title":      strMethod("title", nil, 0, func(_ *state, s string, _ []Value) (Value, error) { return pyTitle(s), nil }),
+		"swapcase": strMethod("swapcase", nil, 0, func(_ *state, s string, _ []Value) (Value, error) {
 			return strings.Map(func(r rune) rune {
 				if unicode.IsUpper(r) {
 					return unicode.ToLower(r)
@@ -111,25 +115,26 @@ func init() {
 				return r
 			}, s), nil
 		}),
-		"strip":  strMethod("strip", []string{"chars"}, 0, stripper(true, true)),
-		"lstrip": strMethod("lstrip", []string{"chars"}, 0, stripper(true, false)),
-		"rstrip": strMethod("rstrip", []string{"chars"}, 0, stripper(false, true)),
-		"split": strMethod("split", []string{"sep", "maxsplit"}, 0, func(s string, a []Value) (Value, error) {
-			return splitMethod("split", s, a, false)
+		"strip":  strMethod("strip", []string{"chars"}, 0, stripMethod(true, true)),
+		"lstrip": strMethod("lstrip", []string{"chars"}, 0, stripMethod(true, false)),
+		"rstrip": strMethod("rstrip", []string{"chars"}, 0, stripMethod(false, true)),
+		"split": strMethod("split", []string{"sep", "maxsplit"}, 0, func(st *state, s string, a []Value) (Value, error) {
+			return splitMethod(st, "split", s, a, false)
 		}),
-		"rsplit": strMethod("rsplit", []string{"sep", "maxsplit"}, 0, func(s string, a []Value) (Value, error) {
-			return splitMethod("rsplit", s, a, true)
+		"rsplit": strMethod("rsplit", []string{"sep", "maxsplit"}, 0, func(st *state, s string, a []Value) (Value, error) {
+			return splitMethod(st, "rsplit", s, a, true)
 		}),
-		"splitlines": strMethod("splitlines", []string{"keepends"}, 0, func(s string, a []Value) (Value, error) {
+		"splitlines": strMethod("splitlines", []string{"keepends"}, 0, func(st *state, s string, a []Value) (Value, error) {
+			st.buildItems(2*countLines(s), "splitlines")
 			return splitLines(s, given(a[0]) && truthy(a[0])), nil
 		}),
-		"startswith": strMethod("startswith", []string{"prefix", "start", "end"}, 1, func(s string, a []Value) (Value, error) {
+		"startswith": strMethod("startswith", []string{"prefix", "start", "end"}, 1, func(st *state, s string, a []Value) (Value, error) {
 			return affixMethod("startswith", s, a, strings.HasPrefix)
 		}),
-		"endswith": strMethod("endswith", []string{"suffix", "start", "end"}, 1, func(s string, a []Value) (Value, error) {
+		"endswith": strMethod("endswith", []string{"suffix", "start", "end"}, 1, func(st *state, s string, a []Value) (Value, error) {
 			return affixMethod("endswith", s, a, strings.HasSuffix)
 		}),
-		"replace": strMethod("replace", []string{"old", "new", "count"}, 2, func(s string, a []Value) (Value, error) {
+		"replace": strMethod("replace", []string{"old", "new", "count"}, 2, func(st *state, s string, a []Value) (Value, error) {
 			old, err := argStr("replace", a[0])
 			if err != nil {
 				return nil, err
@@ -142,21 +147,21 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return strings.Replace(s, old, nw, int(n)), nil
+			return replaceStr(st, s, old, nw, n), nil
 		}),
-		"find": strMethod("find", []string{"sub", "start", "end"}, 1, func(s string, a []Value) (Value, error) {
+		"find": strMethod("find", []string{"sub", "start", "end"}, 1, func(st *state, s string, a []Value) (Value, error) {
 			return findMethod("find", s, a, false, false)
 		}),
-		"rfind": strMethod("rfind", []string{"sub", "start", "end"}, 1, func(s string, a []Value) (Value, error) {
+		"rfind": strMethod("rfind", []string{"sub", "start", "end"}, 1, func(st *state, s string, a []Value) (Value, error) {
 			return findMethod("rfind", s, a, true, false)
 		}),
-		"index": strMethod("index", []string{"sub", "start", "end"}, 1, func(s string, a []Value) (Value, error) {
+		"index": strMethod("index", []string{"sub", "start", "end"}, 1, func(st *state, s string, a []Value) (Value, error) {
 			return findMethod("index", s, a, false, true)
 		}),
-		"rindex": strMethod("rindex", []string{"sub", "start", "end"}, 1, func(s string, a []Value) (Value, error) {
+		"rindex": strMethod("rindex", []string{"sub", "start", "end"}, 1, func(st *state, s string, a []Value) (Value, error) {
 			return findMethod("rindex", s, a, true, true)
 		}),
-		"count": strMethod("count", []string{"sub", "start", "end"}, 1, func(s string, a []Value) (Value, error) {
+		"count": strMethod("count", []string{"sub", "start", "end"}, 1, func(st *state, s string, a []Value) (Value, error) {
 			sub, err := argStr("count", a[0])
 			if err != nil {
 				return nil, err
@@ -170,11 +175,12 @@ func init() {
 			}
 			return int64(strings.Count(s, sub)), nil
 		}),
-		"join": strMethod("join", []string{"iterable"}, 1, func(s string, a []Value) (Value, error) {
-			items, err := iterate(a[0])
+		"join": strMethod("join", []string{"iterable"}, 1, func(st *state, s string, a []Value) (Value, error) {
+			items, err := iterate(st, a[0])
 			if err != nil {
 				return nil, err
 			}
+			st.buildItems(int64(len(items)), "str.join")
 			parts := make([]string, len(items))
 			for i, it := range items {
 				str, ok := it.(string)
@@ -183,33 +189,34 @@ func init() {
 				}
 				parts[i] = str
 			}
-			return strings.Join(parts, s), nil
+			return joinStrings(st, parts, s), nil
 		}),
-		"center": strMethod("center", []string{"width", "fillchar"}, 1, func(s string, a []Value) (Value, error) {
-			return padMethod("center", s, a)
+		"center": strMethod("center", []string{"width", "fillchar"}, 1, func(st *state, s string, a []Value) (Value, error) {
+			return padMethod(st, "center", s, a)
 		}),
-		"ljust": strMethod("ljust", []string{"width", "fillchar"}, 1, func(s string, a []Value) (Value, error) {
-			return padMethod("ljust", s, a)
+		"ljust": strMethod("ljust", []string{"width", "fillchar"}, 1, func(st *state, s string, a []Value) (Value, error) {
+			return padMethod(st, "ljust", s, a)
 		}),
-		"rjust": strMethod("rjust", []string{"width", "fillchar"}, 1, func(s string, a []Value) (Value, error) {
-			return padMethod("rjust", s, a)
+		"rjust": strMethod("rjust", []string{"width", "fillchar"}, 1, func(st *state, s string, a []Value) (Value, error) {
+			return padMethod(st, "rjust", s, a)
 		}),
-		"zfill": strMethod("zfill", []string{"width"}, 1, func(s string, a []Value) (Value, error) {
+		"zfill": strMethod("zfill", []string{"width"}, 1, func(st *state, s string, a []Value) (Value, error) {
 			w, err := argInt("zfill", a[0], 0)
 			if err != nil {
 				return nil, err
 			}
 			n := utf8.RuneCountInString(s)
-			if int(w) <= n {
+			if w <= int64(n) {
 				return s, nil
 			}
+			st.buildStr(w-int64(n)+int64(len(s)), "zfill")
 			sign := ""
 			if s != "" && (s[0] == '+' || s[0] == '-') {
 				sign, s = s[:1], s[1:]
 			}
 			return sign + strings.Repeat("0", int(w)-n) + s, nil
 		}),
-		"partition": strMethod("partition", []string{"sep"}, 1, func(s string, a []Value) (Value, error) {
+		"partition": strMethod("partition", []string{"sep"}, 1, func(st *state, s string, a []Value) (Value, error) {
 			sep, err := argStr("partition", a[0])
 			if err != nil {
 				return nil, err
@@ -222,7 +229,7 @@ func init() {
 			}
 			return NewTuple(s, "", ""), nil
 		}),
-		"rpartition": strMethod("rpartition", []string{"sep"}, 1, func(s string, a []Value) (Value, error) {
+		"rpartition": strMethod("rpartition", []string{"sep"}, 1, func(st *state, s string, a []Value) (Value, error) {
 			sep, err := argStr("rpartition", a[0])
 			if err != nil {
 				return nil, err
@@ -235,21 +242,21 @@ func init() {
 			}
 			return NewTuple("", "", s), nil
 		}),
-		"removeprefix": strMethod("removeprefix", []string{"prefix"}, 1, func(s string, a []Value) (Value, error) {
+		"removeprefix": strMethod("removeprefix", []string{"prefix"}, 1, func(st *state, s string, a []Value) (Value, error) {
 			p, err := argStr("removeprefix", a[0])
 			if err != nil {
 				return nil, err
 			}
 			return strings.TrimPrefix(s, p), nil
 		}),
-		"removesuffix": strMethod("removesuffix", []string{"suffix"}, 1, func(s string, a []Value) (Value, error) {
+		"removesuffix": strMethod("removesuffix", []string{"suffix"}, 1, func(st *state, s string, a []Value) (Value, error) {
 			p, err := argStr("removesuffix", a[0])
 			if err != nil {
 				return nil, err
 			}
 			return strings.TrimSuffix(s, p), nil
 		}),
-		"format":  func(recv Value, a *callArgs) (Value, error) { return strFormat(recv.(string), a) },
+		"format":  func(st *state, recv Value, a *callArgs) (Value, error) { return strFormat(st, recv.(string), a, 0) },
 		"isalpha": strPredicate("isalpha", unicode.IsLetter),
 		"isdigit": strPredicate("isdigit", unicode.IsDigit),
 		"isdecimal": strPredicate("isdecimal", func(r rune) bool {
@@ -260,13 +267,13 @@ func init() {
 			return unicode.IsLetter(r) || unicode.IsNumber(r)
 		}),
 		"isspace": strPredicate("isspace", pyIsSpace),
-		"isascii": func(recv Value, a *callArgs) (Value, error) {
+		"isascii": func(_ *state, recv Value, a *callArgs) (Value, error) {
 			if _, err := bind("isascii", a, nil, 0); err != nil {
 				return nil, err
 			}
 			return isASCII(recv.(string)), nil
 		},
-		"isprintable": func(recv Value, a *callArgs) (Value, error) {
+		"isprintable": func(_ *state, recv Value, a *callArgs) (Value, error) {
 			if _, err := bind("isprintable", a, nil, 0); err != nil {
 				return nil, err
 			}
@@ -277,7 +284,7 @@ func init() {
 			}
 			return true, nil
 		},
-		"isidentifier": strMethod("isidentifier", nil, 0, func(s string, _ []Value) (Value, error) {
+		"isidentifier": strMethod("isidentifier", nil, 0, func(_ *state, s string, _ []Value) (Value, error) {
 			if s == "" {
 				return false, nil
 			}
@@ -288,7 +295,7 @@ func init() {
 			}
 			return true, nil
 		}),
-		"islower": strMethod("islower", nil, 0, func(s string, _ []Value) (Value, error) {
+		"islower": strMethod("islower", nil, 0, func(_ *state, s string, _ []Value) (Value, error) {
 			cased := false
 			for _, r := range s {
 				if unicode.IsUpper(r) || unicode.IsTitle(r) {
@@ -298,7 +305,7 @@ func init() {
 			}
 			return cased, nil
 		}),
-		"isupper": strMethod("isupper", nil, 0, func(s string, _ []Value) (Value, error) {
+		"isupper": strMethod("isupper", nil, 0, func(_ *state, s string, _ []Value) (Value, error) {
 			cased := false
 			for _, r := range s {
 				if unicode.IsLower(r) || unicode.IsTitle(r) {
@@ -308,7 +315,7 @@ func init() {
 			}
 			return cased, nil
 		}),
-		"istitle": strMethod("istitle", nil, 0, func(s string, _ []Value) (Value, error) {
+		"istitle": strMethod("istitle", nil, 0, func(_ *state, s string, _ []Value) (Value, error) {
 			return s != "" && pyTitle(s) == s && strings.IndexFunc(s, isCased) >= 0, nil
 		}),
 	}
@@ -316,14 +323,14 @@ func init() {
 	// works (so `x.encode is defined` is true), calling them is an error.
 	for _, name := range []string{"encode", "expandtabs", "format_map", "maketrans", "translate"} {
 		n := name
-		strMethods[n] = func(Value, *callArgs) (Value, error) {
+		strMethods[n] = func(*state, Value, *callArgs) (Value, error) {
 			return nil, runtimeErr("str.%s() is not supported by this engine", n)
 		}
 	}
 }
 
 func strPredicate(name string, ok func(rune) bool) method {
-	return strMethod(name, nil, 0, func(s string, _ []Value) (Value, error) {
+	return strMethod(name, nil, 0, func(_ *state, s string, _ []Value) (Value, error) {
 		if s == "" {
 			return false, nil
 		}
@@ -372,6 +379,12 @@ func pyTitle(s string) string {
 	return b.String()
 }
 
+// stripMethod is stripper as a method body.
+func stripMethod(left, right bool) func(*state, string, []Value) (Value, error) {
+	f := stripper(left, right)
+	return func(_ *state, s string, a []Value) (Value, error) { return f(s, a) }
+}
+
 func stripper(left, right bool) func(string, []Value) (Value, error) {
 	return func(s string, a []Value) (Value, error) {
 		if !given(a[0]) || a[0] == nil {
@@ -397,14 +410,19 @@ func stripper(left, right bool) func(string, []Value) (Value, error) {
 	}
 }
 
-// splitMethod is str.split / str.rsplit.
-func splitMethod(name, s string, a []Value, fromRight bool) (Value, error) {
+// splitMethod is str.split / str.rsplit. The parts are counted before
+// the list is built.
+func splitMethod(st *state, name, s string, a []Value, fromRight bool) (Value, error) {
 	max, err := argInt(name, a[1], -1)
 	if err != nil {
 		return nil, err
 	}
+	if max > math.MaxInt32 {
+		max = -1 // more splits than the string can have
+	}
 	var parts []string
 	if !given(a[0]) || a[0] == nil {
+		st.buildItems(2*countFields(s), name)
 		parts = splitWhitespace(s, int(max), fromRight)
 	} else {
 		sep, err := argStr(name, a[0])
@@ -414,6 +432,7 @@ func splitMethod(name, s string, a []Value, fromRight bool) (Value, error) {
 		if sep == "" {
 			return nil, valueErr("empty separator")
 		}
+		st.buildItems(2*int64(strings.Count(s, sep)+1), name)
 		switch {
 		case max < 0:
 			parts = strings.Split(s, sep)
@@ -437,6 +456,20 @@ func splitMethod(name, s string, a []Value, fromRight bool) (Value, error) {
 		out.Items[i] = p
 	}
 	return out, nil
+}
+
+// countFields counts the whitespace-separated fields of s.
+func countFields(s string) int64 {
+	n := int64(0)
+	in := false
+	for _, r := range s {
+		w := !pyIsSpace(r)
+		if w && !in {
+			n++
+		}
+		in = w
+	}
+	return n
 }
 
 func reverseStrings(p []string) {
@@ -495,8 +528,7 @@ func splitLines(s string, keepends bool) *List {
 	start := 0
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
-		switch r {
-		case '\n', '\r', '\v', '\f', 0x1c, 0x1d, 0x1e, 0x85, 0x2028, 0x2029:
+		if isLineBreak(r) {
 			end := i + n
 			if r == '\r' && end < len(s) && s[end] == '\n' {
 				end++
@@ -518,14 +550,33 @@ func splitLines(s string, keepends bool) *List {
 	return out
 }
 
+func isLineBreak(r rune) bool {
+	switch r {
+	case '\n', '\r', '\v', '\f', 0x1c, 0x1d, 0x1e, 0x85, 0x2028, 0x2029:
+		return true
+	}
+	return false
+}
+
+// countLines is an upper bound on the lines splitLines returns for s.
+func countLines(s string) int64 {
+	n := int64(1)
+	for _, r := range s {
+		if isLineBreak(r) {
+			n++
+		}
+	}
+	return n
+}
+
 // subRange applies optional start/end (character positions, slice
-// semantics) and returns the substring and its character offset.
+// semantics) and returns the substring and its character offset (-1 when
+// start is past end).
 func subRange(name, s string, start, end Value) (string, int, error) {
 	if (!given(start) || start == nil) && (!given(end) || end == nil) {
 		return s, 0, nil
 	}
-	runes := []rune(s)
-	n := int64(len(runes))
+	n := int64(utf8.RuneCountInString(s))
 	st, err := argInt(name, start, 0)
 	if err != nil {
 		return "", 0, err
@@ -550,7 +601,20 @@ func subRange(name, s string, start, end Value) (string, int, error) {
 	if st > en {
 		return "", -1, nil
 	}
-	return string(runes[st:en]), int(st), nil
+	// byte offsets of characters st and en
+	from, to := len(s), len(s)
+	k := int64(0)
+	for i := range s {
+		if k == st {
+			from = i
+		}
+		if k == en {
+			to = i
+			break
+		}
+		k++
+	}
+	return s[from:to], int(st), nil
 }
 
 func affixMethod(name, s string, a []Value, test func(string, string) bool) (Value, error) {
@@ -611,7 +675,7 @@ func findMethod(name, s string, a []Value, fromRight, raise bool) (Value, error)
 	return int64(off + utf8.RuneCountInString(hay[:i])), nil
 }
 
-func padMethod(name, s string, a []Value) (Value, error) {
+func padMethod(st *state, name, s string, a []Value) (Value, error) {
 	w, err := argInt(name, a[0], 0)
 	if err != nil {
 		return nil, err
@@ -628,10 +692,11 @@ func padMethod(name, s string, a []Value) (Value, error) {
 		fill = f
 	}
 	n := utf8.RuneCountInString(s)
-	marg := int(w) - n
-	if marg <= 0 {
+	if w <= int64(n) {
 		return s, nil
 	}
+	st.buildStr(satAdd(int64(len(s)), satMul(w-int64(n), int64(len(fill)))), name)
+	marg := int(w) - n
 	switch name {
 	case "ljust":
 		return s + strings.Repeat(fill, marg), nil
@@ -645,32 +710,32 @@ func padMethod(name, s string, a []Value) (Value, error) {
 }
 
 var dictMethods = map[string]method{
-	"keys": func(recv Value, a *callArgs) (Value, error) {
+	"keys": func(_ *state, recv Value, a *callArgs) (Value, error) {
 		if _, err := bind("keys", a, nil, 0); err != nil {
 			return nil, err
 		}
 		return &List{Items: recv.(*Dict).Keys(), view: "dict_keys"}, nil
 	},
-	"values": func(recv Value, a *callArgs) (Value, error) {
+	"values": func(_ *state, recv Value, a *callArgs) (Value, error) {
 		if _, err := bind("values", a, nil, 0); err != nil {
 			return nil, err
 		}
 		return &List{Items: recv.(*Dict).Values(), view: "dict_values"}, nil
 	},
-	"items": func(recv Value, a *callArgs) (Value, error) {
+	"items": func(st *state, recv Value, a *callArgs) (Value, error) {
 		if _, err := bind("items", a, nil, 0); err != nil {
 			return nil, err
 		}
-		items := dictItems(recv.(*Dict))
+		items := dictItems(st, recv.(*Dict))
 		items.view = "dict_items"
 		return items, nil
 	},
-	"get": func(recv Value, a *callArgs) (Value, error) {
+	"get": func(st *state, recv Value, a *callArgs) (Value, error) {
 		args, err := bind("get", a, []string{"key", "default"}, 1)
 		if err != nil {
 			return nil, err
 		}
-		if v, ok := recv.(*Dict).Get(args[0]); ok {
+		if v, ok := recv.(*Dict).get(st, args[0]); ok {
 			return v, nil
 		}
 		if given(args[1]) {
@@ -678,22 +743,19 @@ var dictMethods = map[string]method{
 		}
 		return nil, nil
 	},
-	"copy": func(recv Value, a *callArgs) (Value, error) {
+	"copy": func(st *state, recv Value, a *callArgs) (Value, error) {
 		if _, err := bind("copy", a, nil, 0); err != nil {
 			return nil, err
 		}
 		d := recv.(*Dict)
-		c := NewDict()
-		for i, k := range d.keys {
-			h, _ := hashKey(k)
-			c.set(h, k, d.vals[i])
-		}
-		return c, nil
+		st.buildItems(3*int64(d.Len()), "dict.copy()")
+		return copyDict(d), nil
 	},
 }
 
 // dictItems lists a dict's (key, value) tuples.
-func dictItems(d *Dict) *List {
+func dictItems(st *state, d *Dict) *List {
+	st.buildItems(4*int64(d.Len()), "dict items")
 	out := &List{Items: make([]Value, d.Len())}
 	for i := range d.keys {
 		out.Items[i] = NewTuple(d.keys[i], d.vals[i])
@@ -704,27 +766,27 @@ func dictItems(d *Dict) *List {
 var unsafeDictMethods = map[string]bool{"clear": true, "pop": true, "popitem": true, "setdefault": true, "update": true}
 
 var listMethods = map[string]method{
-	"count": func(recv Value, a *callArgs) (Value, error) {
+	"count": func(st *state, recv Value, a *callArgs) (Value, error) {
 		args, err := bind("count", a, []string{"value"}, 1)
 		if err != nil {
 			return nil, err
 		}
 		n := 0
 		for _, it := range recv.(*List).Items {
-			if pyEqual(it, args[0]) {
+			if sameObject(it, args[0]) || equal(st, it, args[0], 0) {
 				n++
 			}
 		}
 		return int64(n), nil
 	},
-	"index": func(recv Value, a *callArgs) (Value, error) {
+	"index": func(st *state, recv Value, a *callArgs) (Value, error) {
 		args, err := bind("index", a, []string{"value", "start", "stop"}, 1)
 		if err != nil {
 			return nil, err
 		}
 		items := recv.(*List).Items
 		n := int64(len(items))
-		st, err := argInt("index", args[1], 0)
+		start, err := argInt("index", args[1], 0)
 		if err != nil {
 			return nil, err
 		}
@@ -732,20 +794,20 @@ var listMethods = map[string]method{
 		if err != nil {
 			return nil, err
 		}
-		if st < 0 {
-			st = max(st+n, 0)
+		if start < 0 {
+			start = max(start+n, 0)
 		}
 		if en < 0 {
 			en = max(en+n, 0)
 		}
-		for i := st; i < en && i < n; i++ {
-			if pyEqual(items[i], args[0]) {
+		for i := start; i < en && i < n; i++ {
+			if sameObject(items[i], args[0]) || equal(st, items[i], args[0], 0) {
 				return i, nil
 			}
 		}
-		return nil, valueErr("%s is not in list", repr(args[0]))
+		return nil, valueErr("%s is not in list", shortRepr(args[0]))
 	},
-	"copy": func(recv Value, a *callArgs) (Value, error) {
+	"copy": func(_ *state, recv Value, a *callArgs) (Value, error) {
 		if _, err := bind("copy", a, nil, 0); err != nil {
 			return nil, err
 		}

@@ -19,29 +19,29 @@ import (
 // but are unsafe in the immutable sandbox, so they come back as an
 // Undefined that explains why.
 
-func getattr(obj Value, name string) (Value, error) {
+func getattr(st *state, obj Value, name string) (Value, error) {
 	if u, ok := obj.(*Undefined); ok {
 		return nil, u.err()
 	}
 	if v, ok := pyAttr(obj, name); ok {
 		return v, nil
 	}
-	if v, ok := item(obj, name); ok {
+	if v, ok := item(st, obj, name); ok {
 		return v, nil
 	}
 	return undefinedIn(obj, name), nil
 }
 
-func getitem(obj, key Value) (Value, error) {
+func getitem(st *state, obj, key Value) (Value, error) {
 	if u, ok := obj.(*Undefined); ok {
 		return nil, u.err()
 	}
 	if s, ok := key.(*sliceVal); ok {
 		// jinja2 compiles slices to a plain Python subscript, bypassing the
 		// environment's forgiving getitem, so a bad slice is an error.
-		return sliceOf(obj, s)
+		return sliceOf(st, obj, s)
 	}
-	if v, ok := item(obj, key); ok {
+	if v, ok := item(st, obj, key); ok {
 		return v, nil
 	}
 	if s, ok := key.(string); ok {
@@ -59,33 +59,88 @@ type sliceVal struct {
 }
 
 // sliceOf is obj[start:stop:step].
-func sliceOf(obj Value, s *sliceVal) (Value, error) {
+func sliceOf(st *state, obj Value, s *sliceVal) (Value, error) {
 	switch x := obj.(type) {
 	case *List:
 		if x.view != "" && x.view != "range" {
 			break
 		}
-		idx, err := s.indices(len(x.Items))
+		sl, err := s.indices(len(x.Items))
 		if err != nil {
 			return nil, err
 		}
 		// (a sliced range is a range in Python; it only prints differently)
-		out := &List{Items: make([]Value, len(idx)), Tuple: x.Tuple}
-		for i, j := range idx {
-			out.Items[i] = x.Items[j]
+		st.buildItems(int64(sl.n), "a slice")
+		out := &List{Items: make([]Value, sl.n), Tuple: x.Tuple}
+		for i := range out.Items {
+			out.Items[i] = x.Items[sl.start+i*sl.step]
 		}
 		return out, nil
 	case string:
-		runes := []rune(x)
-		idx, err := s.indices(len(runes))
+		if isASCII(x) {
+			sl, err := s.indices(len(x))
+			if err != nil {
+				return nil, err
+			}
+			if sl.step == 1 || sl.n <= 1 {
+				return x[sl.start : sl.start+sl.n], nil
+			}
+			st.buildStr(int64(sl.n), "a slice")
+			out := make([]byte, sl.n)
+			for i := range out {
+				out[i] = x[sl.start+i*sl.step]
+			}
+			return string(out), nil
+		}
+		sl, err := s.indices(utf8.RuneCountInString(x))
 		if err != nil {
 			return nil, err
 		}
-		out := make([]rune, len(idx))
-		for i, j := range idx {
-			out[i] = runes[j]
+		if sl.n == 0 {
+			return "", nil
 		}
-		return string(out), nil
+		if sl.step == 1 {
+			from, to := -1, len(x)
+			k := 0
+			for i := range x {
+				if k == sl.start {
+					from = i
+				}
+				if k == sl.start+sl.n {
+					to = i
+					break
+				}
+				k++
+			}
+			return x[from:to], nil
+		}
+		b := st.newBuf("a slice")
+		last := sl.start + (sl.n-1)*sl.step
+		if sl.step > 0 {
+			k := 0
+			for _, r := range x {
+				if k >= sl.start && (k-sl.start)%sl.step == 0 {
+					b.WriteRune(r)
+				}
+				if k == last {
+					break
+				}
+				k++
+			}
+		} else {
+			k := utf8.RuneCountInString(x) - 1
+			for rest := x; rest != ""; k-- {
+				r, size := utf8.DecodeLastRuneInString(rest)
+				rest = rest[:len(rest)-size]
+				if k <= sl.start && (sl.start-k)%(-sl.step) == 0 {
+					b.WriteRune(r)
+				}
+				if k == last {
+					break
+				}
+			}
+		}
+		return b.String(), nil
 	case *Dict:
 		return nil, typeErr("unhashable type: 'slice'")
 	}
@@ -94,10 +149,10 @@ func sliceOf(obj Value, s *sliceVal) (Value, error) {
 
 // item is Python's obj[key]; ok is false where Python would raise a
 // LookupError or TypeError.
-func item(obj, key Value) (Value, bool) {
+func item(st *state, obj, key Value) (Value, bool) {
 	switch x := obj.(type) {
 	case *Dict:
-		return x.Get(key)
+		return x.get(st, key)
 	case *List:
 		if x.view != "" && x.view != "range" {
 			return nil, false // dict views are not subscriptable
@@ -115,9 +170,15 @@ func item(obj, key Value) (Value, bool) {
 			}
 			return nil, false
 		}
-		runes := []rune(x)
-		if i, ok := index(key, len(runes)); ok {
-			return string(runes[i]), true
+		i, ok := index(key, utf8.RuneCountInString(x))
+		if !ok {
+			return nil, false
+		}
+		for _, r := range x {
+			if i == 0 {
+				return string(r), true
+			}
+			i--
 		}
 	case *Namespace:
 		// jinja2's Namespace has __getitem__-less attribute storage, but
@@ -157,8 +218,13 @@ func index(key Value, n int) (int, bool) {
 	return int(i), true
 }
 
-// indices is slice.indices(n) expanded: the positions a slice selects.
-func (s *sliceVal) indices(n int) ([]int, error) {
+// span is what a slice selects from a sequence of n items: count items
+// starting at start, step apart.
+type span struct{ start, step, n int }
+
+// indices is slice.indices(n) with the selected positions counted rather
+// than listed.
+func (s *sliceVal) indices(n int) (span, error) {
 	var v [3]int64
 	var set [3]bool
 	for i, p := range s.parts {
@@ -172,7 +238,7 @@ func (s *sliceVal) indices(n int) ([]int, error) {
 			}
 			set[i] = true
 		default:
-			return nil, typeErr("slice indices must be integers or None or have an __index__ method")
+			return span{}, typeErr("slice indices must be integers or None or have an __index__ method")
 		}
 	}
 	step := int64(1)
@@ -180,7 +246,7 @@ func (s *sliceVal) indices(n int) ([]int, error) {
 		step = v[2]
 	}
 	if step == 0 {
-		return nil, valueErr("slice step cannot be zero")
+		return span{}, valueErr("slice step cannot be zero")
 	}
 	ln := int64(n)
 	clamp := func(x int64, lo, hi int64) int64 {
@@ -194,7 +260,7 @@ func (s *sliceVal) indices(n int) ([]int, error) {
 		}
 		return x
 	}
-	var start, stop int64
+	var start, stop, count int64
 	if step > 0 {
 		start, stop = 0, ln
 		if set[0] {
@@ -202,6 +268,9 @@ func (s *sliceVal) indices(n int) ([]int, error) {
 		}
 		if set[1] {
 			stop = clamp(v[1], 0, ln)
+		}
+		if stop > start {
+			count = (stop-start-1)/step + 1
 		}
 	} else {
 		start, stop = ln-1, -1
@@ -211,12 +280,36 @@ func (s *sliceVal) indices(n int) ([]int, error) {
 		if set[1] {
 			stop = clamp(v[1], -1, ln-1)
 		}
+		if start > stop {
+			// (step is at least -2^63, so -step may overflow: count with
+			// the distance, which fits)
+			dist := uint64(start - stop - 1)
+			count = int64(dist/(uint64(-(step+1))+1)) + 1
+		}
 	}
-	var out []int
-	for i := start; (step > 0 && i < stop) || (step < 0 && i > stop); i += step {
-		out = append(out, int(i))
+	switch {
+	case count == 0:
+		start, step = 0, 1
+	case count == 1:
+		step = 1 // a single item: any step selects it
 	}
-	return out, nil
+	return span{start: int(start), step: int(step), n: int(count)}, nil
+}
+
+// builtinMethod is the str, dict or list method obj.name, unbound, or nil
+// (where pyAttr would return it bound).
+func builtinMethod(obj Value, name string) method {
+	switch x := obj.(type) {
+	case string:
+		return strMethods[name]
+	case *Dict:
+		return dictMethods[name]
+	case *List:
+		if x.view == "" || x.view == "range" {
+			return listMethods[name]
+		}
+	}
+	return nil
 }
 
 // pyAttr is Python's getattr(obj, name) for the attributes templates can
@@ -292,12 +385,14 @@ func unsafeAttr(obj Value, name string) *Undefined {
 		hint: "access to attribute " + strRepr(name) + " of " + strRepr(typeName(obj)) + " object is unsafe."}
 }
 
-// binop applies an arithmetic operator with Python semantics.
-func binop(op string, l, r Value) (Value, error) {
+// binop applies an arithmetic operator with Python semantics. st meters
+// it and checks the size of what + and * would build before building it
+// (nil: unmetered).
+func binop(st *state, op string, l, r Value) (Value, error) {
 	if s, ok := l.(string); ok && op == "%" {
 		// str has its own %, tried before the right operand's __rmod__,
 		// so even an Undefined argument is just formatted.
-		return percentFormat(s, r)
+		return percentFormat(st, s, r)
 	}
 	// Otherwise Undefined's arithmetic dunders (reflected ones too) raise,
 	// before the other operand's type errors.
@@ -317,11 +412,13 @@ func binop(op string, l, r Value) (Value, error) {
 		switch x := l.(type) {
 		case string:
 			if y, ok := r.(string); ok {
+				st.buildStr(int64(len(x))+int64(len(y)), "str + str")
 				return x + y, nil
 			}
 			return nil, typeErr("can only concatenate str (not \"%s\") to str", typeName(r))
 		case *List:
 			if y, ok := r.(*List); ok && x.Tuple == y.Tuple && x.view == "" && y.view == "" {
+				st.buildItems(int64(len(x.Items))+int64(len(y.Items)), typeName(l)+" + "+typeName(l))
 				items := make([]Value, 0, len(x.Items)+len(y.Items))
 				items = append(append(items, x.Items...), y.Items...)
 				return &List{Items: items, Tuple: x.Tuple}, nil
@@ -340,15 +437,27 @@ func binop(op string, l, r Value) (Value, error) {
 		if k, _, isF, ok := number(n); ok && !isF {
 			switch x := seq.(type) {
 			case string:
-				if k <= 0 {
+				if k <= 0 || x == "" {
 					return "", nil
+				}
+				st.buildStr(satMul(int64(len(x)), k), "str * int")
+				if st == nil && satMul(int64(len(x)), k) > math.MaxInt32 {
+					return nil, &RuntimeError{Kind: "MemoryError", Msg: "repeated string too large"}
 				}
 				return strings.Repeat(x, int(k)), nil
 			case *List:
 				if x.view != "" {
 					break
 				}
-				out := &List{Tuple: x.Tuple, Items: []Value{}}
+				if k <= 0 || len(x.Items) == 0 {
+					return &List{Tuple: x.Tuple, Items: []Value{}}, nil
+				}
+				total := satMul(int64(len(x.Items)), k)
+				st.buildItems(total, typeName(seq)+" * int")
+				if st == nil && total > math.MaxInt32 {
+					return nil, &RuntimeError{Kind: "MemoryError", Msg: "repeated list too large"}
+				}
+				out := &List{Tuple: x.Tuple, Items: make([]Value, 0, total)}
 				for i := int64(0); i < k; i++ {
 					out.Items = append(out.Items, x.Items...)
 				}

@@ -23,7 +23,23 @@ type parser struct {
 	i    int
 	// open block tags, innermost last, for "unexpected end" messages
 	tagStack []string
+	// nesting of the recursive descent, bounded by maxNest so that a
+	// hostile template cannot exhaust the stack
+	nest, maxNest int
 }
+
+// enter goes one level deeper into the recursive descent.
+func (p *parser) enter() error {
+	p.nest++
+	if p.nest > p.maxNest {
+		line, _ := lineCol(p.src, p.cur().pos)
+		return &LimitError{Limit: "MaxNesting", Max: int64(p.maxNest), Name: p.name, Line: line,
+			Detail: fmt.Sprintf("the template nests blocks and expressions more than %d deep", p.maxNest)}
+	}
+	return nil
+}
+
+func (p *parser) leave() { p.nest-- }
 
 func (p *parser) cur() token { return p.toks[p.i] }
 
@@ -203,6 +219,10 @@ func (p *parser) failEOF(endTags []string) error {
 }
 
 func (p *parser) parseStatement() (stmt, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
 	t := p.cur()
 	if t.typ != tName {
 		return nil, p.fail("tag name expected")
@@ -392,7 +412,6 @@ func (p *parser) parseMacro() (stmt, error) {
 	if def.body, err = p.parseStatements([]string{"endmacro"}, true); err != nil {
 		return nil, err
 	}
-	def.scanNames()
 	return &macroNode{pos: pos(start.pos), def: def}, nil
 }
 
@@ -443,7 +462,6 @@ func (p *parser) parseCallBlock() (stmt, error) {
 	if def.body, err = p.parseStatements([]string{"endcall"}, true); err != nil {
 		return nil, err
 	}
-	def.scanNames()
 	return &callBlockNode{pos: pos(start.pos), call: call, caller: def}, nil
 }
 
@@ -595,6 +613,10 @@ func (p *parser) parseExpression(withCond bool) (expr, error) {
 }
 
 func (p *parser) parseCondExpr() (expr, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
 	start := p.cur().pos
 	e1, err := p.parseOr()
 	if err != nil {
@@ -650,6 +672,10 @@ func (p *parser) parseAnd() (expr, error) {
 
 func (p *parser) parseNot() (expr, error) {
 	if p.isName("not") {
+		if err := p.enter(); err != nil {
+			return nil, err
+		}
+		defer p.leave()
 		t := p.next()
 		x, err := p.parseNot()
 		if err != nil {
@@ -765,6 +791,10 @@ func (p *parser) parsePow() (expr, error) {
 }
 
 func (p *parser) parseUnary(withFilter bool) (expr, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.leave()
 	t := p.cur()
 	var e expr
 	var err error
@@ -815,11 +845,15 @@ func (p *parser) parsePrimary() (expr, error) {
 	case tString:
 		// adjacent literals concatenate, as in Python
 		p.next()
-		s := t.val
-		for p.cur().typ == tString {
-			s += p.next().val
+		if p.cur().typ != tString {
+			return &constExpr{pos: at, val: t.val}, nil
 		}
-		return &constExpr{pos: at, val: s}, nil
+		var b strings.Builder
+		b.WriteString(t.val)
+		for p.cur().typ == tString {
+			b.WriteString(p.next().val)
+		}
+		return &constExpr{pos: at, val: b.String()}, nil
 	case tInt, tFloat:
 		p.next()
 		return &constExpr{pos: at, val: t.num}, nil
@@ -1165,144 +1199,151 @@ func (p *parser) parseTest(e expr) (expr, error) {
 	return te, nil
 }
 
-// scanNames records whether a macro body refers to varargs, kwargs or
-// caller (jinja2 decides the macro's signature from this).
-func (d *macroDef) scanNames() {
-	walkStmts(d.body, func(name string) {
-		switch name {
-		case "varargs":
-			d.usesVarargs = true
-		case "kwargs":
-			d.usesKwargs = true
-		case "caller":
-			d.usesCaller = true
-		}
-	})
-}
+// Names whose mention in a macro body changes the macro's signature
+// (jinja2 decides from the body whether the macro accepts extra positional
+// or keyword arguments, or a caller).
+const (
+	mentionsVarargs uint8 = 1 << iota
+	mentionsKwargs
+	mentionsCaller
+)
 
-// walkStmts calls f for every variable name read in the statements,
-// including nested macro bodies (an over-approximation jinja2 shares).
-func walkStmts(body []stmt, f func(string)) {
-	for _, s := range body {
-		walkStmt(s, f)
+func mention(name string) uint8 {
+	switch name {
+	case "varargs":
+		return mentionsVarargs
+	case "kwargs":
+		return mentionsKwargs
+	case "caller":
+		return mentionsCaller
 	}
+	return 0
 }
 
-func walkStmt(s stmt, f func(string)) {
+func (d *macroDef) setUses(m uint8) {
+	d.usesVarargs = m&mentionsVarargs != 0
+	d.usesKwargs = m&mentionsKwargs != 0
+	d.usesCaller = m&mentionsCaller != 0
+}
+
+// finisher walks a parsed template once; see finish.
+type finisher struct {
+	max     int
+	tooDeep bool
+	deepPos int
+}
+
+// finish runs once after parsing. It checks that the template nests no
+// deeper than MaxNesting, so that evaluating it cannot exhaust the stack;
+// marks the ** nodes that jinja2's optimizer constant-folds; and records
+// which of varargs, kwargs and caller each macro body mentions, nested
+// macros included (an over-approximation jinja2 shares). It visits every
+// node once, never deeper than the limit.
+func finish(t *Template) error {
+	f := &finisher{max: t.limits.MaxNesting}
+	for _, s := range t.body {
+		f.stmt(s, 1)
+	}
+	if f.tooDeep {
+		return &LimitError{Limit: "MaxNesting", Max: int64(f.max), Name: t.name, Line: t.line(f.deepPos),
+			Detail: fmt.Sprintf("the template nests blocks and expressions more than %d deep", f.max)}
+	}
+	return nil
+}
+
+func (f *finisher) deep(n interface{ position() int }, depth int) bool {
+	if f.tooDeep {
+		return true
+	}
+	if depth > f.max {
+		f.tooDeep, f.deepPos = true, n.position()
+		return true
+	}
+	return false
+}
+
+// stmt returns the names of interest s mentions.
+func (f *finisher) stmt(s stmt, depth int) uint8 {
+	if f.deep(s, depth) {
+		return 0
+	}
+	var m uint8
 	switch n := s.(type) {
-	case *outputNode:
-		walkExpr(n.e, f)
-	case *ifNode:
-		walkExpr(n.cond, f)
-		walkStmts(n.body, f)
-		walkStmts(n.els, f)
-	case *forNode:
-		walkExpr(n.iter, f)
-		walkExpr(n.filter, f)
-		walkStmts(n.body, f)
-		walkStmts(n.els, f)
-	case *setNode:
-		walkExpr(n.value, f)
 	case *setAttrNode:
-		f(n.name)
-		walkExpr(n.value, f)
-	case *setBlockNode:
-		for _, fl := range n.filters {
-			walkExpr(fl, f)
-		}
-		walkStmts(n.body, f)
+		m = mention(n.name)
 	case *macroNode:
 		for _, d := range n.def.defaults {
-			walkExpr(d, f)
+			dm, _ := f.expr(d, depth+1)
+			m |= dm
 		}
-		walkStmts(n.def.body, f)
+		body := f.body(n.def.body, depth+1)
+		n.def.setUses(body)
+		return m | body
 	case *callBlockNode:
-		walkExpr(n.call, f)
-		walkStmts(n.caller.body, f)
-	case *filterBlockNode:
-		for _, fl := range n.filters {
-			walkExpr(fl, f)
+		m, _ = f.expr(n.call, depth+1)
+		for _, d := range n.caller.defaults {
+			f.expr(d, depth+1)
 		}
-		walkStmts(n.body, f)
-	case *withNode:
-		for _, v := range n.values {
-			walkExpr(v, f)
-		}
-		walkStmts(n.body, f)
-	case *generationNode:
-		walkStmts(n.body, f)
+		body := f.body(n.caller.body, depth+1)
+		n.caller.setUses(body)
+		return m | body
 	}
+	stmtChildren(s, func(c stmt) { m |= f.stmt(c, depth+1) }, func(e expr) {
+		em, _ := f.expr(e, depth+1)
+		m |= em
+	})
+	return m
 }
 
-func walkExpr(e expr, f func(string)) {
-	spec := func(s callSpec) {
-		for _, a := range s.args {
-			walkExpr(a, f)
-		}
-		for _, k := range s.kwargs {
-			walkExpr(k.val, f)
-		}
-		walkExpr(s.dynArgs, f)
-		walkExpr(s.dynKwargs, f)
+func (f *finisher) body(b []stmt, depth int) uint8 {
+	var m uint8
+	for _, s := range b {
+		m |= f.stmt(s, depth)
 	}
+	return m
+}
+
+// expr returns the names of interest e mentions and whether jinja2's
+// optimizer would fold e at compile time: literals and operators,
+// filters and tests over literals (except the filters that need the
+// render context).
+func (f *finisher) expr(e expr, depth int) (uint8, bool) {
+	if f.deep(e, depth) {
+		return 0, false
+	}
+	if n, ok := e.(*binExpr); ok {
+		lm, lc := f.expr(n.l, depth+1)
+		rm, rc := f.expr(n.r, depth+1)
+		n.foldNeg = n.op == "**" && lc && !rc
+		return lm | rm, lc && rc
+	}
+	var m uint8
+	all := true
+	exprChildren(e, func(c expr) {
+		cm, cc := f.expr(c, depth+1)
+		m |= cm
+		all = all && cc
+	})
 	switch n := e.(type) {
-	case nil:
+	case *constExpr:
+		return m, true
 	case *nameExpr:
-		f(n.name)
-	case *listExpr:
-		for _, it := range n.items {
-			walkExpr(it, f)
-		}
-	case *dictExpr:
-		for i := range n.keys {
-			walkExpr(n.keys[i], f)
-			walkExpr(n.vals[i], f)
-		}
-	case *getattrExpr:
-		walkExpr(n.obj, f)
-	case *getitemExpr:
-		walkExpr(n.obj, f)
-		walkExpr(n.arg, f)
-	case *sliceExpr:
-		walkExpr(n.start, f)
-		walkExpr(n.stop, f)
-		walkExpr(n.step, f)
+		return mention(n.name), false
 	case *callExpr:
-		walkExpr(n.fn, f)
-		spec(n.callSpec)
+		return m, false
 	case *filterExpr:
-		walkExpr(n.arg, f)
-		spec(n.callSpec)
+		switch n.name {
+		case "map", "select", "reject", "selectattr", "rejectattr":
+			return m, false
+		}
+		_, known := filters[n.name]
+		return m, all && known && n.arg != nil && n.dynArgs == nil && n.dynKwargs == nil
 	case *testExpr:
-		walkExpr(n.arg, f)
-		spec(n.callSpec)
-	case *condExpr:
-		walkExpr(n.test, f)
-		walkExpr(n.then, f)
-		walkExpr(n.els, f)
-	case *binExpr:
-		walkExpr(n.l, f)
-		walkExpr(n.r, f)
-	case *concatExpr:
-		for _, it := range n.items {
-			walkExpr(it, f)
-		}
-	case *compareExpr:
-		walkExpr(n.first, f)
-		for _, o := range n.ops {
-			walkExpr(o.e, f)
-		}
-	case *andExpr:
-		walkExpr(n.l, f)
-		walkExpr(n.r, f)
-	case *orExpr:
-		walkExpr(n.l, f)
-		walkExpr(n.r, f)
-	case *notExpr:
-		walkExpr(n.x, f)
-	case *negExpr:
-		walkExpr(n.x, f)
-	case *posExpr:
-		walkExpr(n.x, f)
+		_, known := tests[n.name]
+		return m, all && known && n.dynArgs == nil && n.dynKwargs == nil
+	case *listExpr, *dictExpr, *getattrExpr, *getitemExpr, *sliceExpr, *condExpr,
+		*concatExpr, *compareExpr, *andExpr, *orExpr, *notExpr, *negExpr, *posExpr:
+		return m, all
 	}
+	return m, false
 }

@@ -20,12 +20,12 @@ func simpleTest(name string, f func(Value) bool) testFn {
 
 // cmpTest adapts a comparison with one operand.
 func cmpTest(op string) testFn {
-	return func(_ *state, v Value, a *callArgs) (bool, error) {
+	return func(st *state, v Value, a *callArgs) (bool, error) {
 		args, err := bind(op, a, []string{"other"}, 1)
 		if err != nil {
 			return false, err
 		}
-		return compare(op, v, args[0])
+		return compare(st, op, v, args[0])
 	}
 }
 
@@ -68,14 +68,20 @@ func init() {
 			return false
 		}),
 		"escaped": simpleTest("escaped", func(Value) bool { return false }),
-		"lower": simpleTest("lower", func(v Value) bool {
-			ok, _ := strMethods["islower"](toStr(v), &callArgs{})
-			return ok.(bool)
-		}),
-		"upper": simpleTest("upper", func(v Value) bool {
-			ok, _ := strMethods["isupper"](toStr(v), &callArgs{})
-			return ok.(bool)
-		}),
+		"lower": func(st *state, v Value, a *callArgs) (bool, error) {
+			if _, err := bind("lower", a, nil, 0); err != nil {
+				return false, err
+			}
+			ok, _ := strMethods["islower"](st, toStr(st, v), &callArgs{})
+			return ok.(bool), nil
+		},
+		"upper": func(st *state, v Value, a *callArgs) (bool, error) {
+			if _, err := bind("upper", a, nil, 0); err != nil {
+				return false, err
+			}
+			ok, _ := strMethods["isupper"](st, toStr(st, v), &callArgs{})
+			return ok.(bool), nil
+		},
 		"odd":         parityTest("odd", 1),
 		"even":        parityTest("even", 0),
 		"divisibleby": divisibleBy,
@@ -86,12 +92,12 @@ func init() {
 			}
 			return sameAs(v, args[0]), nil
 		},
-		"in": func(_ *state, v Value, a *callArgs) (bool, error) {
+		"in": func(st *state, v Value, a *callArgs) (bool, error) {
 			args, err := bind("in", a, []string{"seq"}, 1)
 			if err != nil {
 				return false, err
 			}
-			return contains(args[0], v)
+			return contains(st, args[0], v)
 		},
 		"filter": func(_ *state, v Value, a *callArgs) (bool, error) {
 			s, ok := v.(string)
@@ -117,11 +123,11 @@ func init() {
 }
 
 func parityTest(name string, want int64) testFn {
-	return func(_ *state, v Value, a *callArgs) (bool, error) {
+	return func(st *state, v Value, a *callArgs) (bool, error) {
 		if _, err := bind(name, a, nil, 0); err != nil {
 			return false, err
 		}
-		r, err := binop("%", v, int64(2))
+		r, err := binop(st, "%", v, int64(2))
 		if err != nil {
 			return false, err
 		}
@@ -129,12 +135,12 @@ func parityTest(name string, want int64) testFn {
 	}
 }
 
-func divisibleBy(_ *state, v Value, a *callArgs) (bool, error) {
+func divisibleBy(st *state, v Value, a *callArgs) (bool, error) {
 	args, err := bind("divisibleby", a, []string{"num"}, 1)
 	if err != nil {
 		return false, err
 	}
-	r, err := binop("%", v, args[0])
+	r, err := binop(st, "%", v, args[0])
 	if err != nil {
 		return false, err
 	}
@@ -170,5 +176,6 @@ func (st *state) applyTest(t *testExpr, sc *scope) (Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.chargeArgs(v, a)
 	return fn(st, v, a)
 }

@@ -49,53 +49,106 @@ func NewTuple(items ...Value) *List { return &List{Items: items, Tuple: true} }
 type Dict struct {
 	keys []Value
 	vals []Value
-	idx  map[string]int
+	// strIdx indexes string keys (the common case, looked up without
+	// building anything); idx indexes the others by hashKey.
+	strIdx map[string]int
+	idx    map[string]int
 }
 
 // NewDict returns an empty dict.
-func NewDict() *Dict { return &Dict{idx: map[string]int{}} }
+func NewDict() *Dict { return &Dict{} }
 
 // Len is the number of entries.
 func (d *Dict) Len() int { return len(d.keys) }
 
 // Set adds or replaces key. It fails for unhashable keys (lists, dicts),
 // as Python does.
-func (d *Dict) Set(key, val Value) error {
-	h, ok := hashKey(key)
+func (d *Dict) Set(key, val Value) error { return d.put(nil, key, val) }
+
+// put is Set, metered by st (nil: unmetered).
+func (d *Dict) put(st *state, key, val Value) error {
+	if s, ok := key.(string); ok {
+		d.SetString(s, val)
+		return nil
+	}
+	h, ok := hashKey(st, key, 0)
 	if !ok {
 		return typeErr("unhashable type: '%s'", typeName(key))
 	}
-	d.set(h, key, val)
+	if i, ok := d.idx[h]; ok {
+		d.vals[i] = val
+		return nil
+	}
+	if d.idx == nil {
+		d.idx = map[string]int{}
+	}
+	d.idx[h] = len(d.keys)
+	d.keys = append(d.keys, key)
+	d.vals = append(d.vals, val)
 	return nil
 }
 
 // SetString is Set for the common string key; it cannot fail.
-func (d *Dict) SetString(key string, val Value) { d.set("s"+key, key, val) }
-
-func (d *Dict) set(h string, key, val Value) {
-	if d.idx == nil {
-		d.idx = map[string]int{}
-	}
-	if i, ok := d.idx[h]; ok {
+func (d *Dict) SetString(key string, val Value) {
+	if i, ok := d.strIdx[key]; ok {
 		d.vals[i] = val
 		return
 	}
-	d.idx[h] = len(d.keys)
+	if d.strIdx == nil {
+		d.strIdx = map[string]int{}
+	}
+	d.strIdx[key] = len(d.keys)
 	d.keys = append(d.keys, key)
 	d.vals = append(d.vals, val)
 }
 
 // Get looks key up. Unhashable keys are simply absent.
-func (d *Dict) Get(key Value) (Value, bool) {
-	h, ok := hashKey(key)
-	if !ok || d == nil {
+func (d *Dict) Get(key Value) (Value, bool) { return d.get(nil, key) }
+
+// get is Get, metered by st (nil: unmetered).
+func (d *Dict) get(st *state, key Value) (Value, bool) {
+	if d == nil {
 		return nil, false
 	}
-	i, ok := d.idx[h]
+	var i int
+	var ok bool
+	if s, isStr := key.(string); isStr {
+		i, ok = d.strIdx[s]
+	} else if len(d.idx) > 0 {
+		h, hashable := hashKey(st, key, 0)
+		if !hashable {
+			return nil, false
+		}
+		i, ok = d.idx[h]
+	}
 	if !ok {
 		return nil, false
 	}
 	return d.vals[i], true
+}
+
+// has reports whether d has key (a hashable key; see hashKey).
+func (d *Dict) has(st *state, key Value) bool {
+	_, ok := d.get(st, key)
+	return ok
+}
+
+// copyDict is dict(d): the same entries in the same order.
+func copyDict(d *Dict) *Dict {
+	c := &Dict{keys: append([]Value(nil), d.keys...), vals: append([]Value(nil), d.vals...)}
+	if d.strIdx != nil {
+		c.strIdx = make(map[string]int, len(d.strIdx))
+		for k, i := range d.strIdx {
+			c.strIdx[k] = i
+		}
+	}
+	if d.idx != nil {
+		c.idx = make(map[string]int, len(d.idx))
+		for k, i := range d.idx {
+			c.idx[k] = i
+		}
+	}
+	return c
 }
 
 // Keys returns the keys in insertion order (a copy).
@@ -113,52 +166,77 @@ func (d *Dict) Range(f func(key, val Value) bool) {
 	}
 }
 
-// hashKey gives the identity of a dict key. Python makes 1, 1.0 and True
-// the same key, so integral numbers share one form.
-func hashKey(v Value) (string, bool) {
+// hashKey gives the identity of a non-string dict key (strings are their
+// own identity, see Dict). Python makes 1, 1.0 and True the same key, so
+// integral numbers share one form. The forms are prefix-free, so a
+// tuple's is its items' one after the other. st meters the walk through
+// nested tuples and bounds the result (nil: unmetered); ok is false for
+// unhashable keys.
+func hashKey(st *state, v Value, depth int) (string, bool) {
 	switch x := v.(type) {
 	case nil:
 		return "n", true
-	case string:
-		return "s" + x, true
 	case bool:
 		if x {
-			return "i1", true
+			return "i1;", true
 		}
-		return "i0", true
+		return "i0;", true
 	case int64:
-		return "i" + strconv.FormatInt(x, 10), true
-	case float64:
-		if x == math.Trunc(x) && math.Abs(x) < 1<<63 {
-			return "i" + strconv.FormatInt(int64(x), 10), true
-		}
-		return "f" + strconv.FormatUint(math.Float64bits(x), 16), true
+		return "i" + strconv.FormatInt(x, 10) + ";", true
+	case *Undefined:
+		// All undefined values are equal to each other (see pyEqual).
+		return "u", true
 	case *List:
 		if !x.Tuple {
 			return "", false
 		}
-		var b strings.Builder
+	}
+	b := st.newBuf("a dict key")
+	if !writeKey(b, v, depth) {
+		return "", false
+	}
+	return b.String(), true
+}
+
+func writeKey(b *sbuf, v Value, depth int) bool {
+	b.st.tick()
+	switch x := v.(type) {
+	case nil:
+		b.WriteString("n")
+	case string:
+		b.WriteString("s" + strconv.Itoa(len(x)) + ":")
+		b.WriteString(x)
+	case bool, int64:
+		i, _, _, _ := number(x)
+		b.WriteString("i" + strconv.FormatInt(i, 10) + ";")
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<63 {
+			b.WriteString("i" + strconv.FormatInt(int64(x), 10) + ";")
+		} else {
+			b.WriteString("f" + strconv.FormatUint(math.Float64bits(x), 16) + ";")
+		}
+	case *List:
+		if !x.Tuple {
+			return false
+		}
+		b.st.nest(depth + 1)
 		b.WriteString("t(")
 		for _, it := range x.Items {
-			h, ok := hashKey(it)
-			if !ok {
-				return "", false
+			if !writeKey(b, it, depth+1) {
+				return false
 			}
-			b.WriteString(strconv.Itoa(len(h)))
-			b.WriteByte(':')
-			b.WriteString(h)
 		}
-		b.WriteByte(')')
-		return b.String(), true
+		b.WriteString(")")
 	case *Dict:
-		return "", false
+		return false
 	case *Undefined:
-		// All undefined values are equal to each other (see pyEqual).
-		return "u", true
+		b.WriteString("u")
+	default:
+		// Everything else (namespaces, functions, macros) hashes by
+		// identity in Python; the pointer gives the same behaviour.
+		b.WriteString(fmt.Sprintf("p%p;", v))
 	}
-	// Everything else (namespaces, functions, macros) hashes by identity in
-	// Python; the pointer gives the same behaviour.
-	return fmt.Sprintf("p%p", v), true
+	return true
 }
 
 // Namespace is what namespace(...) returns: the one mutable object of a
@@ -187,12 +265,12 @@ func (u *Undefined) Message() string {
 		return u.hint
 	}
 	if !u.hasObj {
-		return repr(u.name) + " is undefined"
+		return shortRepr(u.name) + " is undefined"
 	}
 	if _, ok := u.name.(string); !ok {
-		return objectTypeRepr(u.obj) + " has no element " + repr(u.name)
+		return objectTypeRepr(u.obj) + " has no element " + shortRepr(u.name)
 	}
-	return repr(objectTypeRepr(u.obj)) + " has no attribute " + repr(u.name)
+	return strRepr(objectTypeRepr(u.obj)) + " has no attribute " + shortRepr(u.name)
 }
 
 func (u *Undefined) err() error {
@@ -296,25 +374,56 @@ func objectTypeRepr(v Value) string {
 }
 
 // toStr is Python's str(v); it is what {{ v }}, `~` and `| string` print.
-func toStr(v Value) string {
+// st bounds and meters the repr of containers (nil: unbounded).
+func toStr(st *state, v Value) string {
 	switch x := v.(type) {
 	case string:
 		return x
 	case *Undefined:
 		return ""
 	}
-	return repr(v)
+	return repr(st, v)
 }
 
 // repr is Python's repr(v); containers print their items with repr, which
-// is why a dict of strings shows single quotes.
-func repr(v Value) string {
-	var b strings.Builder
-	writeRepr(&b, v)
+// is why a dict of strings shows single quotes. st bounds the text by
+// MaxOutputBytes and the nesting by MaxNesting, and meters the walk (nil:
+// unbounded, for values the engine made itself).
+func repr(st *state, v Value) string {
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		return floatRepr(x)
+	}
+	b := st.newBuf("a repr")
+	writeRepr(b, v, 0)
 	return b.String()
 }
 
-func writeRepr(b *strings.Builder, v Value) {
+// shortRepr is repr cut to about 200 bytes, for error messages: the
+// value may be huge, or a deep structure.
+func shortRepr(v Value) string {
+	b := &sbuf{trunc: 200}
+	writeRepr(b, v, 0)
+	if b.full {
+		return b.String() + "..."
+	}
+	return b.String()
+}
+
+func writeRepr(b *sbuf, v Value, depth int) {
+	if b.full {
+		return
+	}
+	b.st.tick()
 	switch x := v.(type) {
 	case nil:
 		b.WriteString("None")
@@ -329,15 +438,16 @@ func writeRepr(b *strings.Builder, v Value) {
 	case float64:
 		b.WriteString(floatRepr(x))
 	case string:
-		b.WriteString(strRepr(x))
+		writeStrRepr(b, x)
 	case *List:
+		b.st.nest(depth + 1)
 		switch x.view {
 		case "range":
 			b.WriteString("range(" + x.rangeArg + ")")
 			return
 		case "dict_keys", "dict_values", "dict_items":
 			b.WriteString(x.view + "(")
-			writeRepr(b, &List{Items: x.Items})
+			writeRepr(b, &List{Items: x.Items}, depth)
 			b.WriteString(")")
 			return
 		}
@@ -347,36 +457,45 @@ func writeRepr(b *strings.Builder, v Value) {
 		}
 		b.WriteString(open)
 		for i, it := range x.Items {
+			if b.full {
+				return
+			}
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writeRepr(b, it)
+			writeRepr(b, it, depth+1)
 		}
 		if x.Tuple && len(x.Items) == 1 {
-			b.WriteByte(',')
+			b.byte(',')
 		}
 		b.WriteString(close)
 	case *Dict:
-		b.WriteByte('{')
+		b.st.nest(depth + 1)
+		b.byte('{')
 		for i := range x.keys {
+			if b.full {
+				return
+			}
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writeRepr(b, x.keys[i])
+			writeRepr(b, x.keys[i], depth+1)
 			b.WriteString(": ")
-			writeRepr(b, x.vals[i])
+			writeRepr(b, x.vals[i], depth+1)
 		}
-		b.WriteByte('}')
+		b.byte('}')
 	case *Namespace:
 		b.WriteString("<Namespace ")
-		writeRepr(b, x.attrs)
-		b.WriteByte('>')
+		writeRepr(b, x.attrs, depth+1)
+		b.byte('>')
 	case *Undefined:
 		b.WriteString("Undefined")
 	case *Func:
 		b.WriteString("<built-in function " + x.Name + ">")
 	case *Macro:
-		b.WriteString("<Macro " + strRepr(x.name) + ">")
+		b.WriteString("<Macro ")
+		writeStrRepr(b, x.name)
+		b.WriteString(">")
 	case *generator:
 		b.WriteString(x.repr())
 	case *loopContext:
@@ -386,46 +505,67 @@ func writeRepr(b *strings.Builder, v Value) {
 	}
 }
 
-// strRepr is CPython's str.__repr__: single quotes unless the string
-// contains a single quote and no double quote; backslash escapes for
-// quotes, backslashes, \t \n \r and characters that are not printable.
+// strRepr is CPython's str.__repr__ (see writeStrRepr), unbounded: for
+// names and short strings in messages.
 func strRepr(s string) string {
+	b := &sbuf{}
+	writeStrRepr(b, s)
+	return b.String()
+}
+
+// writeStrRepr writes CPython's str.__repr__ of s: single quotes unless
+// the string contains a single quote and no double quote; backslash
+// escapes for quotes, backslashes, \t \n \r and characters that are not
+// printable. Runs of characters that need no escape are written whole.
+func writeStrRepr(b *sbuf, s string) {
 	quote := byte('\'')
 	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
 		quote = '"'
 	}
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte(quote)
-	for _, r := range s {
+	b.byte(quote)
+	plain := 0 // start of the run of characters written as they are
+	for i := 0; i < len(s) && !b.full; {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		var esc string
 		switch {
 		case r == rune(quote) || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
+			esc = "\\" + string(r)
 		case r == '\t':
-			b.WriteString(`\t`)
+			esc = `\t`
 		case r == '\n':
-			b.WriteString(`\n`)
+			esc = `\n`
 		case r == '\r':
-			b.WriteString(`\r`)
+			esc = `\r`
+		case r == utf8.RuneError && n == 1:
+			// invalid UTF-8 (only Go callers can make it): as U+FFFD
+			esc = string(utf8.RuneError)
 		case r < ' ' || r == 0x7f:
-			b.WriteString(`\x` + hex2(int(r)))
+			esc = `\x` + hex2(int(r))
 		case r < 0x7f:
-			b.WriteRune(r)
 		case unicode.IsPrint(r):
 			// Go's IsPrint (L, M, N, P, S and U+0020) is exactly the
 			// complement of Python's non-printable classes (C*, Z*).
-			b.WriteRune(r)
 		case r <= 0xff:
-			b.WriteString(`\x` + hex2(int(r)))
+			esc = `\x` + hex2(int(r))
 		case r <= 0xffff:
-			b.WriteString(`\u` + hexN(int(r), 4))
+			esc = `\u` + hexN(int(r), 4)
 		default:
-			b.WriteString(`\U` + hexN(int(r), 8))
+			esc = `\U` + hexN(int(r), 8)
 		}
+		if esc == "" && b.trunc > 0 && i-plain >= b.trunc {
+			break // (a message: the rest would be cut anyway)
+		}
+		if esc != "" {
+			b.WriteString(s[plain:i])
+			b.WriteString(esc)
+			plain = i + n
+		}
+		i += n
 	}
-	b.WriteByte(quote)
-	return b.String()
+	if !b.full {
+		b.WriteString(s[plain:])
+	}
+	b.byte(quote)
 }
 
 func hex2(n int) string { return hexN(n, 2) }
@@ -523,8 +663,14 @@ func number(v Value) (i int64, f float64, isFloat, ok bool) {
 	return 0, 0, false, false
 }
 
-// pyEqual is Python's ==.
-func pyEqual(a, b Value) bool {
+// pyEqual is Python's ==, unmetered (for values the engine made).
+func pyEqual(a, b Value) bool { return equal(nil, a, b, 0) }
+
+// equal is Python's ==; st meters the walk and bounds its depth (nil:
+// unmetered). As in CPython, items that are the same object are equal
+// without being compared.
+func equal(st *state, a, b Value, depth int) bool {
+	st.tick()
 	if ai, af, aflt, ok := number(a); ok {
 		bi, bf, bflt, ok := number(b)
 		if !ok {
@@ -540,17 +686,21 @@ func pyEqual(a, b Value) bool {
 		return b == nil
 	case string:
 		y, ok := b.(string)
+		if ok && len(x) == len(y) {
+			st.charge(int64(len(x)) / bytesPerStep)
+		}
 		return ok && x == y
 	case *List:
 		y, ok := b.(*List)
 		if !ok || x.Tuple != y.Tuple || x.view != y.view || len(x.Items) != len(y.Items) {
 			return false
 		}
-		if x.view == "dict_values" {
+		if x.view == "dict_values" || x == y {
 			return x == y // Python's dict_values compare by identity
 		}
+		st.nest(depth + 1)
 		for i := range x.Items {
-			if !pyEqual(x.Items[i], y.Items[i]) {
+			if !sameObject(x.Items[i], y.Items[i]) && !equal(st, x.Items[i], y.Items[i], depth+1) {
 				return false
 			}
 		}
@@ -560,9 +710,13 @@ func pyEqual(a, b Value) bool {
 		if !ok || x.Len() != y.Len() {
 			return false
 		}
+		if x == y {
+			return true
+		}
+		st.nest(depth + 1)
 		for i, k := range x.keys {
-			v, ok := y.Get(k)
-			if !ok || !pyEqual(x.vals[i], v) {
+			v, ok := y.get(st, k)
+			if !ok || (!sameObject(x.vals[i], v) && !equal(st, x.vals[i], v, depth+1)) {
 				return false
 			}
 		}
@@ -575,18 +729,32 @@ func pyEqual(a, b Value) bool {
 	return a == b
 }
 
+// sameObject reports whether a and b are the same list or dict, which
+// CPython's container comparisons take as equal without looking inside.
+func sameObject(a, b Value) bool {
+	switch x := a.(type) {
+	case *List:
+		y, ok := b.(*List)
+		return ok && x == y
+	case *Dict:
+		y, ok := b.(*Dict)
+		return ok && x == y
+	}
+	return false
+}
+
 // pyCompare implements <, <=, > and >= as Python does: numbers with
 // numbers, strings with strings (code point order, which is UTF-8 byte
 // order), sequences of the same kind item by item; anything else is a
-// TypeError.
-func pyCompare(op string, a, b Value) (bool, error) {
+// TypeError. st meters it (nil: unmetered).
+func pyCompare(st *state, op string, a, b Value) (bool, error) {
 	if u, ok := a.(*Undefined); ok {
 		return false, u.err()
 	}
 	if u, ok := b.(*Undefined); ok {
 		return false, u.err()
 	}
-	c, err := cmp3(op, a, b)
+	c, err := cmp3(st, op, a, b, 0)
 	if err != nil {
 		return false, err
 	}
@@ -604,7 +772,8 @@ func pyCompare(op string, a, b Value) (bool, error) {
 
 // cmp3 orders a and b (-1, 0, 1). NaN compares as unordered in Python; it
 // is rare enough in templates that treating it like any float is fine.
-func cmp3(op string, a, b Value) (int, error) {
+func cmp3(st *state, op string, a, b Value, depth int) (int, error) {
+	st.tick()
 	if ai, af, aflt, ok := number(a); ok {
 		if bi, bf, bflt, ok := number(b); ok {
 			if !aflt && !bflt {
@@ -616,15 +785,17 @@ func cmp3(op string, a, b Value) (int, error) {
 	switch x := a.(type) {
 	case string:
 		if y, ok := b.(string); ok {
+			st.charge(int64(min(len(x), len(y))) / bytesPerStep)
 			return strings.Compare(x, y), nil
 		}
 	case *List:
 		if y, ok := b.(*List); ok && x.Tuple == y.Tuple {
+			st.nest(depth + 1)
 			for i := 0; i < len(x.Items) && i < len(y.Items); i++ {
-				if pyEqual(x.Items[i], y.Items[i]) {
+				if sameObject(x.Items[i], y.Items[i]) || equal(st, x.Items[i], y.Items[i], depth+1) {
 					continue
 				}
-				return cmp3(op, x.Items[i], y.Items[i])
+				return cmp3(st, op, x.Items[i], y.Items[i], depth+1)
 			}
 			return cmpOrdered(len(x.Items), len(y.Items)), nil
 		}
@@ -643,17 +814,28 @@ func cmpOrdered[T int | int64 | float64](a, b T) int {
 }
 
 // iterate is Python's iter(v) materialised: list and tuple items, dict
-// keys, the characters of a string. Undefined iterates as empty.
-func iterate(v Value) ([]Value, error) {
+// keys, the characters of a string. Undefined iterates as empty. st
+// accounts for the list it builds (nil: unmetered).
+func iterate(st *state, v Value) ([]Value, error) {
 	switch x := v.(type) {
 	case *List:
 		return x.Items, nil
 	case *Dict:
+		st.buildItems(int64(len(x.keys)), "iterating over a dict")
 		return x.Keys(), nil
 	case string:
-		out := make([]Value, 0, utf8.RuneCountInString(x))
-		for _, r := range x {
-			out = append(out, string(r))
+		n := utf8.RuneCountInString(x)
+		// each character becomes a string of its own: an item and a header
+		st.buildItems(2*int64(n), "iterating over a string")
+		out := make([]Value, 0, n)
+		for i := 0; i < len(x); {
+			r, size := utf8.DecodeRuneInString(x[i:])
+			if r == utf8.RuneError && size == 1 {
+				out = append(out, string(r)) // invalid UTF-8 (from Go callers only)
+			} else {
+				out = append(out, x[i:i+size])
+			}
+			i += size
 		}
 		return out, nil
 	case *Undefined:
@@ -681,8 +863,9 @@ func length(v Value) (int, error) {
 	return 0, typeErr("object of type '%s' has no len()", typeName(v))
 }
 
-// contains is Python's `item in container`.
-func contains(container, item Value) (bool, error) {
+// contains is Python's `item in container`, metered by st (nil:
+// unmetered).
+func contains(st *state, container, item Value) (bool, error) {
 	switch c := container.(type) {
 	case string:
 		s, ok := item.(string)
@@ -692,26 +875,28 @@ func contains(container, item Value) (bool, error) {
 			}
 			return false, typeErr("'in <string>' requires string as left operand, not %s", typeName(item))
 		}
+		st.charge(int64(len(c)) / bytesPerStep)
 		return strings.Contains(c, s), nil
 	case *List:
 		for _, it := range c.Items {
-			if pyEqual(it, item) {
+			if sameObject(it, item) || equal(st, it, item, 0) {
 				return true, nil
 			}
 		}
 		return false, nil
 	case *Dict:
-		if _, ok := hashKey(item); !ok {
-			return false, typeErr("unhashable type: '%s'", typeName(item))
+		if _, isStr := item.(string); !isStr {
+			if _, ok := hashKey(st, item, 0); !ok {
+				return false, typeErr("unhashable type: '%s'", typeName(item))
+			}
 		}
-		_, ok := c.Get(item)
-		return ok, nil
+		return c.has(st, item), nil
 	case *Undefined:
 		// Undefined has no __contains__; Python falls back to iterating it,
 		// which yields nothing.
 		return false, nil
 	case *generator:
-		return c.containsItem(item)
+		return c.containsItem(st, item)
 	}
 	return false, typeErr("argument of type '%s' is not iterable", typeName(container))
 }
