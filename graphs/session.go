@@ -3,11 +3,14 @@ package graphs
 import (
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
 	"slices"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/ops"
 )
 
@@ -97,6 +100,34 @@ func NewSession(m Model, opts Options) (*Session, error) {
 	caches := m.Caches()
 	if len(caches) != m.NumLayers() {
 		return nil, fmt.Errorf("the model describes %d layer caches for %d layers", len(caches), m.NumLayers())
+	}
+	// The KV caches are allocated here, in full: check their size, with
+	// overflow checks, against the memory available first.
+	mul := func(a, b uint64) (uint64, bool) {
+		hi, lo := bits.Mul64(a, b)
+		return lo, hi == 0
+	}
+	var kv uint64
+	for i, l := range caches {
+		slots := opts.Capacity
+		if l.Window > 0 && l.Window < slots {
+			slots = l.Window
+		}
+		if l.KVHeads <= 0 || l.KeyDim <= 0 || l.ValueDim <= 0 {
+			return nil, fmt.Errorf("layer %d's KV cache has %d heads of %d and %d dimensions", i, l.KVHeads, l.KeyDim, l.ValueDim)
+		}
+		hs, ok1 := mul(uint64(l.KVHeads), uint64(slots))
+		vals, ok2 := mul(hs, uint64(l.KeyDim)+uint64(l.ValueDim))
+		b, ok3 := mul(vals, 4)
+		sum, carry := bits.Add64(kv, b, 0)
+		if !ok1 || !ok2 || !ok3 || carry != 0 || sum > math.MaxInt64 {
+			return nil, fmt.Errorf("context capacity %d: the KV cache's size overflows (%d layers)", opts.Capacity, len(caches))
+		}
+		kv = sum
+	}
+	if avail, ok := loaders.AvailableMemory(); ok && kv > uint64(avail) {
+		return nil, fmt.Errorf("context capacity %d needs %d MiB of KV cache (%d layers, float32 keys and values), more than the %d MiB of memory available; ask for a smaller Capacity",
+			opts.Capacity, kv>>20, len(caches), avail>>20)
 	}
 	return &Session{
 		model:   m,

@@ -22,7 +22,7 @@ type Checkpoint struct {
 func OpenCheckpoint(dir string) (*Checkpoint, error) {
 	c := &Checkpoint{Dir: dir, where: map[string]*SafetensorsFile{}}
 	index := filepath.Join(dir, "model.safetensors.index.json")
-	if b, err := os.ReadFile(index); err == nil {
+	if b, err := readLimited(index, MaxConfigFileBytes); err == nil {
 		var idx struct {
 			WeightMap map[string]string `json:"weight_map"`
 		}
@@ -95,6 +95,18 @@ func (c *Checkpoint) Names() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Len is the number of tensors in the checkpoint.
+func (c *Checkpoint) Len() int { return len(c.where) }
+
+// Info returns a tensor's dtype and shape, as stored.
+func (c *Checkpoint) Info(name string) (dtype string, shape []int, err error) {
+	f, ok := c.where[name]
+	if !ok {
+		return "", nil, fmt.Errorf("%s: missing tensor %q", c.FileOf(name), name)
+	}
+	return f.Info(name)
 }
 
 // FileOf names the file holding a tensor, for error messages.

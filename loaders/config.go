@@ -5,15 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 )
 
-// ReadConfig reads dir/config.json and returns its model_type with the raw
-// bytes, which the model's own config type decodes.
+// ReadConfig reads dir/config.json (at most MaxConfigFileBytes) and
+// returns its model_type with the raw bytes, which the model's own config
+// type decodes. Its sizes are checked as ModelType does.
 func ReadConfig(dir string) (modelType string, data []byte, err error) {
 	path := filepath.Join(dir, "config.json")
-	data, err = os.ReadFile(path)
+	data, err = readLimited(path, MaxConfigFileBytes)
 	if err != nil {
 		return "", nil, err
 	}
@@ -23,7 +23,10 @@ func ReadConfig(dir string) (modelType string, data []byte, err error) {
 	return modelType, data, nil
 }
 
-// ModelType returns the model_type field of a config.json.
+// ModelType returns the model_type field of a config.json, after checking
+// the config's sizes against the limits of CheckConfigSizes: every path
+// to a model's config (zoo.ParseConfig, ReadConfig, OpenFolder) passes
+// here before a family's parser allocates anything by those sizes.
 func ModelType(data []byte) (string, error) {
 	var head struct {
 		ModelType string `json:"model_type"`
@@ -34,6 +37,9 @@ func ModelType(data []byte) (string, error) {
 	if head.ModelType == "" {
 		return "", errors.New("no model_type field")
 	}
+	if err := CheckConfigSizes(data); err != nil {
+		return "", err
+	}
 	return head.ModelType, nil
 }
 
@@ -41,6 +47,7 @@ func ModelType(data []byte) (string, error) {
 // eos_token_id.
 type IntList []int
 
+// UnmarshalJSON accepts null, an int or a list of ints.
 func (l *IntList) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	if bytes.Equal(b, []byte("null")) {

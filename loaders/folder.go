@@ -3,6 +3,7 @@ package loaders
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -91,7 +92,11 @@ func readFolder(dir, required string, names []string) (*Folder, error) {
 		if *dst != nil {
 			continue // named twice
 		}
-		data, err := os.ReadFile(f.Path(name))
+		limit := int64(MaxConfigFileBytes)
+		if name == TokenizerFile {
+			limit = MaxTokenizerFileBytes
+		}
+		data, err := readLimited(f.Path(name), limit)
 		switch {
 		case errors.Is(err, fs.ErrNotExist) && name != required:
 			continue
@@ -103,6 +108,54 @@ func readFolder(dir, required string, names []string) (*Folder, error) {
 		*dst = data
 	}
 	return f, nil
+}
+
+// readLimited is os.ReadFile refusing a file of more than limit bytes, or
+// anything that is not a regular file (a device or a pipe may never end).
+// Errors are *fs.PathError, as os.ReadFile's are.
+func readLimited(path string, limit int64) ([]byte, error) {
+	// Stat before opening: opening a named pipe blocks until a writer
+	// comes.
+	if fi, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if err := checkRegular(path, fi); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRegular(path, fi); err != nil {
+		return nil, err
+	}
+	if fi.Size() > limit {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%d bytes, over the %d-byte limit for this file", fi.Size(), limit)}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("over the %d-byte limit for this file", limit)}
+	}
+	return data, nil
+}
+
+// checkRegular refuses what Stat found at path unless it is a regular
+// file.
+func checkRegular(path string, fi fs.FileInfo) error {
+	switch {
+	case fi.IsDir():
+		return &fs.PathError{Op: "read", Path: path, Err: errors.New("is a directory")}
+	case !fi.Mode().IsRegular():
+		return &fs.PathError{Op: "read", Path: path, Err: errors.New("not a regular file")}
+	}
+	return nil
 }
 
 // Path returns the path of the named file in the folder, for messages.

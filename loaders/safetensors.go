@@ -1,11 +1,13 @@
 package loaders
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"os"
 	"sort"
 
@@ -13,21 +15,53 @@ import (
 	"github.com/x448/float16"
 )
 
-// SafetensorsFile is one opened .safetensors file. The header is parsed and
-// validated by github.com/nlpodyssey/safetensors; the data stays in a
-// read-only memory mapping until a tensor is read.
+// MaxSafetensorsHeader is the largest header a safetensors file may have,
+// in bytes: the format's own cap (100 MB), which the reference
+// implementation also enforces.
+const MaxSafetensorsHeader = 100_000_000
+
+// MaxSafetensorsRank is the most dimensions a tensor's shape may have
+// (numpy's limit); a longer shape is refused as a malformed header.
+const MaxSafetensorsRank = 64
+
+// SafetensorsFile is one opened .safetensors file. The header is parsed
+// and validated as a whole when the file is opened (see OpenSafetensors);
+// the data stays in a read-only memory mapping until a tensor is read.
 type SafetensorsFile struct {
 	Path    string
-	st      safetensors.SafeTensors
+	tensors []stTensor     // in data order
+	index   map[string]int // name -> position in tensors
+	data    []byte         // the data section, after the header
 	mapping []byte
 	release func() error
+	closed  bool
 }
 
-// OpenSafetensors maps and validates a safetensors file. Truncated files,
-// header lengths past the end of the file, offsets out of range or
-// overlapping, and unknown dtypes are errors that name the file and, where
-// there is one, the tensor.
+// stTensor is one header entry, checked: data[begin:end] holds exactly
+// dtype.Size() times the product of shape bytes.
+type stTensor struct {
+	name       string
+	dtype      safetensors.DType
+	shape      []int
+	begin, end uint64 // offsets in the data section
+}
+
+// OpenSafetensors maps and validates a safetensors file. The header must
+// be at most MaxSafetensorsHeader bytes of one JSON object; every tensor
+// must have a known dtype, a shape of at most MaxSafetensorsRank
+// dimensions and data_offsets that lie inside the data section, match
+// its dtype times its shape, and, taken in order, cover the data section
+// exactly, without overlap or gap. Every size is computed with overflow
+// checks. Errors name the file and, where there is one, the tensor and
+// its offsets (in the data section and in the file).
 func OpenSafetensors(path string) (*SafetensorsFile, error) {
+	// Stat before opening: opening a named pipe blocks until a writer
+	// comes.
+	if fi, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if err := checkRegular(path, fi); err != nil {
+		return nil, err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -37,6 +71,9 @@ func OpenSafetensors(path string) (*SafetensorsFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if err := checkRegular(path, fi); err != nil {
+		return nil, err
+	}
 	size := fi.Size()
 	if size < 8 {
 		return nil, fmt.Errorf("%s: truncated: %d bytes, a safetensors file starts with an 8-byte header length", path, size)
@@ -45,136 +82,292 @@ func OpenSafetensors(path string) (*SafetensorsFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: mapping file: %w", path, err)
 	}
-	n := binary.LittleEndian.Uint64(mapping[:8])
-	if n > uint64(size-8) {
-		release()
-		return nil, fmt.Errorf("%s: header length %d runs past the end of the file (%d bytes): truncated or not a safetensors file", path, n, size)
-	}
-	st, err := safetensors.Deserialize(mapping)
+	sf, err := parseSafetensors(path, mapping)
 	if err != nil {
-		// The library's message does not always name the tensor at fault;
-		// look for it ourselves so the user knows where to look.
-		if why := diagnoseHeader(mapping[8:8+n], uint64(size)-8-n); why != "" {
-			err = errors.New(why)
-		}
 		release()
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
-	return &SafetensorsFile{Path: path, st: st, mapping: mapping, release: release}, nil
+	sf.mapping, sf.release = mapping, release
+	return sf, nil
 }
 
-// diagnoseHeader re-reads a header the library refused and returns a message
-// naming the first tensor whose offsets are wrong, or "" if it finds none.
-func diagnoseHeader(header []byte, dataLen uint64) string {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(header, &raw); err != nil {
-		return "header is not valid JSON: " + err.Error()
+// parseSafetensors validates the whole file b and indexes its tensors,
+// whose data stay in b.
+func parseSafetensors(path string, b []byte) (*SafetensorsFile, error) {
+	size := uint64(len(b))
+	if size < 8 {
+		return nil, fmt.Errorf("%s: truncated: %d bytes, a safetensors file starts with an 8-byte header length", path, size)
 	}
-	type entry struct {
-		name  string
-		dtype string
-		shape []uint64
-		off   [2]uint64
+	n := binary.LittleEndian.Uint64(b[:8])
+	if n > size-8 {
+		return nil, fmt.Errorf("%s: header length %d runs past the end of the file (%d bytes): truncated or not a safetensors file", path, n, size)
 	}
-	var es []entry
-	for name, msg := range raw {
+	if n > MaxSafetensorsHeader {
+		return nil, fmt.Errorf("%s: header length %d is over the safetensors format's cap of %d bytes", path, n, MaxSafetensorsHeader)
+	}
+	tensors, err := parseHeader(b[8 : 8+n])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	data := b[8+n:]
+	if err := checkLayout(tensors, uint64(len(data)), 8+n); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	index := make(map[string]int, len(tensors))
+	for i, t := range tensors {
+		index[t.name] = i
+	}
+	return &SafetensorsFile{Path: path, tensors: tensors, index: index, data: data}, nil
+}
+
+// parseHeader decodes the header's JSON object one entry at a time, so
+// that what it allocates stays proportional to the header. The tensors
+// come back sorted by their data offsets.
+func parseHeader(header []byte) ([]stTensor, error) {
+	if len(bytes.TrimLeft(header, " \t\r\n")) == 0 || bytes.TrimLeft(header, " \t\r\n")[0] != '{' {
+		return nil, errors.New("header is not a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(header))
+	syntax := func(err error) error {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return fmt.Errorf("header is not valid JSON at header byte %d (file offset %d): %v", se.Offset, 8+se.Offset, err)
+		}
+		return fmt.Errorf("header is not valid JSON at header byte %d (file offset %d): %v", dec.InputOffset(), 8+dec.InputOffset(), err)
+	}
+	if _, err := dec.Token(); err != nil { // the '{' checked above
+		return nil, syntax(err)
+	}
+	var tensors []stTensor
+	seen := map[string]bool{}
+	metadata := false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, syntax(err)
+		}
+		name, ok := tok.(string)
+		if !ok {
+			return nil, syntax(fmt.Errorf("object key %v is not a string", tok))
+		}
 		if name == "__metadata__" {
+			if metadata {
+				return nil, errors.New(`header has two "__metadata__" entries`)
+			}
+			metadata = true
+			var md map[string]string
+			if err := dec.Decode(&md); err != nil {
+				if _, ok := err.(*json.UnmarshalTypeError); ok {
+					return nil, fmt.Errorf(`"__metadata__" must map strings to strings: %v`, err)
+				}
+				return nil, syntax(err)
+			}
 			continue
 		}
-		var info struct {
-			DType   string    `json:"dtype"`
-			Shape   []uint64  `json:"shape"`
-			Offsets [2]uint64 `json:"data_offsets"`
+		if seen[name] {
+			return nil, fmt.Errorf("tensor %q appears twice in the header", name)
 		}
-		if err := json.Unmarshal(msg, &info); err != nil {
-			return fmt.Sprintf("tensor %q: malformed header entry: %v", name, err)
-		}
-		if _, err := safetensors.ParseDType(info.DType); err != nil {
-			return fmt.Sprintf("tensor %q: unknown dtype %q", name, info.DType)
-		}
-		es = append(es, entry{name, info.DType, info.Shape, info.Offsets})
-	}
-	sort.Slice(es, func(i, j int) bool { return es[i].off[0] < es[j].off[0] })
-	var end uint64
-	for i, e := range es {
-		if e.off[1] < e.off[0] {
-			return fmt.Sprintf("tensor %q: data_offsets [%d, %d] end before they begin", e.name, e.off[0], e.off[1])
-		}
-		if e.off[1] > dataLen {
-			return fmt.Sprintf("tensor %q: data_offsets [%d, %d] run past the end of the data section (%d bytes): file truncated?", e.name, e.off[0], e.off[1], dataLen)
-		}
-		if i > 0 && e.off[0] < end {
-			return fmt.Sprintf("tensors %q and %q overlap (data_offsets %d < %d)", es[i-1].name, e.name, e.off[0], end)
-		}
-		if e.off[0] > end {
-			return fmt.Sprintf("tensor %q: data_offsets start at %d, leaving a gap after byte %d", e.name, e.off[0], end)
-		}
-		dt, _ := safetensors.ParseDType(e.dtype)
-		want := dt.Size()
-		for _, d := range e.shape {
-			if d != 0 && want > math.MaxUint64/d {
-				return fmt.Sprintf("tensor %q: shape %v overflows", e.name, e.shape)
+		seen[name] = true
+		var entry map[string]json.RawMessage
+		if err := dec.Decode(&entry); err != nil {
+			if _, ok := err.(*json.UnmarshalTypeError); ok {
+				return nil, fmt.Errorf("tensor %q: header entry is not an object of dtype, shape and data_offsets", name)
 			}
-			want *= d
+			return nil, fmt.Errorf("tensor %q: %w", name, syntax(err))
 		}
-		if got := e.off[1] - e.off[0]; got != want {
-			return fmt.Sprintf("tensor %q: shape %v of %s needs %d bytes but data_offsets [%d, %d] span %d", e.name, e.shape, e.dtype, want, e.off[0], e.off[1], got)
+		t, err := parseEntry(name, entry)
+		if err != nil {
+			return nil, err
 		}
-		end = e.off[1]
+		tensors = append(tensors, t)
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return nil, syntax(err)
+	}
+	if rest := bytes.TrimLeft(header[dec.InputOffset():], " \t\r\n"); len(rest) != 0 {
+		at := int64(len(header) - len(rest))
+		return nil, fmt.Errorf("header has bytes after its JSON object, at header byte %d (file offset %d); only space padding may follow it", at, 8+at)
+	}
+	sort.SliceStable(tensors, func(i, j int) bool {
+		a, b := tensors[i], tensors[j]
+		return a.begin < b.begin || a.begin == b.begin && a.end < b.end
+	})
+	return tensors, nil
+}
+
+// parseEntry decodes one tensor's {"dtype", "shape", "data_offsets"}.
+func parseEntry(name string, entry map[string]json.RawMessage) (stTensor, error) {
+	t := stTensor{name: name}
+	for k := range entry {
+		switch k {
+		case "dtype", "shape", "data_offsets":
+		default:
+			return t, fmt.Errorf("tensor %q: unexpected key %q in its header entry (want dtype, shape and data_offsets)", name, k)
+		}
+	}
+	for _, k := range []string{"dtype", "shape", "data_offsets"} {
+		if _, ok := entry[k]; !ok {
+			return t, fmt.Errorf("tensor %q: header entry has no %q", name, k)
+		}
+	}
+	var dtype string
+	if err := json.Unmarshal(entry["dtype"], &dtype); err != nil {
+		return t, fmt.Errorf("tensor %q: dtype %s is not a string", name, entry["dtype"])
+	}
+	dt, err := safetensors.ParseDType(dtype)
+	if err != nil {
+		return t, fmt.Errorf("tensor %q: unknown dtype %q", name, dtype)
+	}
+	t.dtype = dt
+	shape, err := uintList(entry["shape"], MaxSafetensorsRank)
+	if err != nil {
+		return t, fmt.Errorf("tensor %q: shape: %v", name, err)
+	}
+	t.shape = make([]int, len(shape))
+	for i, d := range shape {
+		if d > math.MaxInt {
+			return t, fmt.Errorf("tensor %q: dimension %d of shape %v is out of range", name, i, shape)
+		}
+		t.shape[i] = int(d)
+	}
+	off, err := uintList(entry["data_offsets"], 2)
+	if err != nil || len(off) != 2 {
+		return t, fmt.Errorf("tensor %q: data_offsets %s is not a list of two offsets", name, entry["data_offsets"])
+	}
+	t.begin, t.end = off[0], off[1]
+	return t, nil
+}
+
+// uintList decodes a JSON list of at most max non-negative integers,
+// counting its elements before allocating them.
+func uintList(raw json.RawMessage, max int) ([]uint64, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) < 2 || raw[0] != '[' {
+		return nil, fmt.Errorf("%.40s is not a list", raw)
+	}
+	if n := bytes.Count(raw, []byte(",")) + 1; n > max {
+		return nil, fmt.Errorf("list of %d entries, more than %d", n, max)
+	}
+	var out []uint64
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("%.40s is not a list of non-negative integers", raw)
+	}
+	return out, nil
+}
+
+// checkLayout checks the tensors (sorted by offset) against a data
+// section of dataLen bytes, which starts at file offset start.
+func checkLayout(tensors []stTensor, dataLen, start uint64) error {
+	var end uint64
+	var prev *stTensor
+	for i := range tensors {
+		t := &tensors[i]
+		if t.end < t.begin {
+			return fmt.Errorf("tensor %q: data_offsets [%d, %d] end before they begin", t.name, t.begin, t.end)
+		}
+		if t.end > dataLen {
+			return fmt.Errorf("tensor %q: data_offsets [%d, %d] run past the end of the data section (%d bytes, file offsets %d to %d): file truncated?", t.name, t.begin, t.end, dataLen, start, start+dataLen)
+		}
+		want, ok := tensorBytes(t.dtype, t.shape)
+		if !ok {
+			return fmt.Errorf("tensor %q: shape %v of %s overflows 64 bits", t.name, t.shape, t.dtype)
+		}
+		if got := t.end - t.begin; got != want {
+			return fmt.Errorf("tensor %q: shape %v of %s needs %d bytes but data_offsets [%d, %d] span %d", t.name, t.shape, t.dtype, want, t.begin, t.end, got)
+		}
+		if t.begin < end {
+			return fmt.Errorf("tensors %q (data_offsets [%d, %d]) and %q (data_offsets [%d, %d]) overlap at data offset %d (file offset %d)",
+				prev.name, prev.begin, prev.end, t.name, t.begin, t.end, t.begin, start+t.begin)
+		}
+		if t.begin > end {
+			return fmt.Errorf("tensor %q: data_offsets start at %d, leaving data bytes [%d, %d) (file offset %d) to no tensor", t.name, t.begin, end, t.begin, start+end)
+		}
+		end, prev = t.end, t
 	}
 	if end != dataLen {
-		return fmt.Sprintf("data section is %d bytes but the tensors end at byte %d", dataLen, end)
+		return fmt.Errorf("data section is %d bytes but the tensors end at data offset %d: %d trailing bytes from file offset %d", dataLen, end, dataLen-end, start+end)
 	}
-	return ""
+	return nil
+}
+
+// tensorBytes is the size of a tensor's data, false on overflow.
+func tensorBytes(dt safetensors.DType, shape []int) (uint64, bool) {
+	n := dt.Size()
+	for _, d := range shape {
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 {
+			return 0, false
+		}
+		n = lo
+	}
+	return n, true
 }
 
 // Close unmaps the file. Tensors already read stay valid.
 func (f *SafetensorsFile) Close() error {
-	if f.release == nil {
+	if f.closed {
 		return nil
 	}
-	err := f.release()
-	f.release, f.mapping = nil, nil
+	f.closed = true
+	var err error
+	if f.release != nil {
+		err = f.release()
+	}
+	f.release, f.mapping, f.data = nil, nil, nil
 	return err
 }
 
-// Names lists the tensors in the file.
-func (f *SafetensorsFile) Names() []string { return f.st.Names() }
+// Names lists the tensors in the file, in the order of their data.
+func (f *SafetensorsFile) Names() []string {
+	out := make([]string, len(f.tensors))
+	for i, t := range f.tensors {
+		out[i] = t.name
+	}
+	return out
+}
 
 // Has reports whether the file holds a tensor called name.
 func (f *SafetensorsFile) Has(name string) bool {
-	_, ok := f.st.Tensor(name)
+	_, ok := f.index[name]
 	return ok
+}
+
+// DataBytes is the size of the file's data section: all its tensors.
+func (f *SafetensorsFile) DataBytes() int64 {
+	if len(f.tensors) == 0 {
+		return 0
+	}
+	return int64(f.tensors[len(f.tensors)-1].end)
+}
+
+func (f *SafetensorsFile) tensor(name string) (*stTensor, error) {
+	i, ok := f.index[name]
+	if !ok {
+		return nil, fmt.Errorf("%s: no tensor %q", f.Path, name)
+	}
+	return &f.tensors[i], nil
 }
 
 // Info returns a tensor's dtype and shape.
 func (f *SafetensorsFile) Info(name string) (dtype string, shape []int, err error) {
-	tv, ok := f.st.Tensor(name)
-	if !ok {
-		return "", nil, fmt.Errorf("%s: no tensor %q", f.Path, name)
+	t, err := f.tensor(name)
+	if err != nil {
+		return "", nil, err
 	}
-	return tv.DType().String(), toInts(tv.Shape()), nil
-}
-
-func toInts(s []uint64) []int {
-	out := make([]int, len(s))
-	for i, v := range s {
-		out[i] = int(v)
-	}
-	return out
+	return t.dtype.String(), append([]int(nil), t.shape...), nil
 }
 
 // Raw returns a tensor's dtype, shape and bytes, which stay inside the
 // file's memory mapping: valid until Close, and read-only.
 func (f *SafetensorsFile) Raw(name string) (dtype string, shape []int, data []byte, err error) {
-	if f.mapping == nil && f.release == nil {
+	if f.closed {
 		return "", nil, nil, fmt.Errorf("%s: file is closed", f.Path)
 	}
-	tv, ok := f.st.Tensor(name)
-	if !ok {
-		return "", nil, nil, fmt.Errorf("%s: no tensor %q", f.Path, name)
+	t, err := f.tensor(name)
+	if err != nil {
+		return "", nil, nil, err
 	}
-	return tv.DType().String(), toInts(tv.Shape()), tv.Data(), nil
+	return t.dtype.String(), append([]int(nil), t.shape...), f.data[t.begin:t.end:t.end], nil
 }
 
 // ReadFloat32 converts a tensor to float32 into dst, which must have exactly
@@ -213,27 +406,26 @@ func (f *SafetensorsFile) ReadFloat32(name string, dst []float32) error {
 
 // ReadInt64 reads an I64 (or I32) tensor, as golden files store token ids.
 func (f *SafetensorsFile) ReadInt64(name string) ([]int64, []int, error) {
-	tv, ok := f.st.Tensor(name)
-	if !ok {
-		return nil, nil, fmt.Errorf("%s: no tensor %q", f.Path, name)
+	dtype, shape, data, err := f.Raw(name)
+	if err != nil {
+		return nil, nil, err
 	}
-	data := tv.Data()
 	var out []int64
-	switch tv.DType() {
-	case safetensors.I64:
+	switch dtype {
+	case "I64":
 		out = make([]int64, len(data)/8)
 		for i := range out {
 			out[i] = int64(binary.LittleEndian.Uint64(data[8*i:]))
 		}
-	case safetensors.I32:
+	case "I32":
 		out = make([]int64, len(data)/4)
 		for i := range out {
 			out[i] = int64(int32(binary.LittleEndian.Uint32(data[4*i:])))
 		}
 	default:
-		return nil, nil, fmt.Errorf("%s: tensor %q has dtype %s, want I64 or I32", f.Path, name, tv.DType())
+		return nil, nil, fmt.Errorf("%s: tensor %q has dtype %s, want I64 or I32", f.Path, name, dtype)
 	}
-	return out, toInts(tv.Shape()), nil
+	return out, shape, nil
 }
 
 // Float32s reads a whole tensor as float32 with its shape.

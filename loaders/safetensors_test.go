@@ -247,3 +247,94 @@ func TestIntList(t *testing.T) {
 		}
 	}
 }
+
+// TestSafetensorsHeaderChecks crafts a file for each check of the header
+// and the data layout; the error must name the file, the tensor and the
+// offsets where there are some.
+func TestSafetensorsHeaderChecks(t *testing.T) {
+	entry := func(name, dtype, shape string, begin, end int) string {
+		return `"` + name + `":{"dtype":"` + dtype + `","shape":` + shape + `,"data_offsets":[` + itoa(begin) + `,` + itoa(end) + `]}`
+	}
+	obj := func(entries ...string) string { return "{" + strings.Join(entries, ",") + "}" }
+	ones := strings.TrimSuffix(strings.Repeat("1,", MaxSafetensorsRank+1), ",")
+	cases := []struct {
+		name   string
+		header string
+		data   []byte
+		errHas []string // empty: the file is valid
+	}{
+		{"not an object", `[1, 2]`, nil, []string{"not a JSON object"}},
+		{"bytes after the object", `{} {}`, nil, []string{"after its JSON object", "header byte 3", "file offset 11"}},
+		{"invalid JSON at an offset", `{"a":{"dtype":"F32",,}}`, nil, []string{`tensor "a"`, "not valid JSON", "file offset"}},
+		{"tensor named twice", obj(entry("a", "F32", "[1]", 0, 4), entry("a", "F32", "[1]", 4, 8)), f32bytes(1, 2), []string{`"a"`, "twice"}},
+		{"unexpected key", `{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"extra":1}}`, f32bytes(1), []string{`"a"`, `"extra"`}},
+		{"missing key", `{"a":{"dtype":"F32","shape":[1]}}`, f32bytes(1), []string{`"a"`, `"data_offsets"`}},
+		{"entry not an object", `{"a":[0,4]}`, f32bytes(1), []string{`"a"`, "not an object"}},
+		{"dtype not a string", `{"a":{"dtype":4,"shape":[1],"data_offsets":[0,4]}}`, f32bytes(1), []string{`"a"`, "dtype"}},
+		{"negative dimension", obj(entry("a", "F32", "[-1]", 0, 4)), f32bytes(1), []string{`"a"`, "shape"}},
+		{"fractional dimension", obj(entry("a", "F32", "[1.5]", 0, 4)), f32bytes(1), []string{`"a"`, "shape"}},
+		{"shape not a list", obj(entry("a", "F32", `"1"`, 0, 4)), f32bytes(1), []string{`"a"`, "not a list"}},
+		{"rank over the cap", obj(entry("a", "F32", "["+ones+"]", 0, 4)), f32bytes(1), []string{`"a"`, "more than 64"}},
+		{"dimension past int", obj(entry("a", "F32", "[18446744073709551615,0]", 0, 0)), nil, []string{`"a"`, "out of range"}},
+		{"three offsets", `{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4,8]}}`, f32bytes(1), []string{`"a"`, "two offsets"}},
+		{"offset past 64 bits", `{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,18446744073709551616]}}`, f32bytes(1), []string{`"a"`, "data_offsets"}},
+		{"end before begin", obj(entry("a", "F32", "[1]", 8, 4)), f32bytes(1, 2), []string{`"a"`, "[8, 4]", "end before they begin"}},
+		{"offset out of range", obj(entry("a", "F32", "[1]", 0, 1<<60)), f32bytes(1), []string{`"a"`, "past the end", "data section (4 bytes"}},
+		{"size overflows", obj(entry("a", "F32", "[4611686018427387904,8]", 0, 4)), f32bytes(1), []string{`"a"`, "overflows"}},
+		{"size disagrees", obj(entry("a", "BF16", "[3]", 0, 4)), f32bytes(1), []string{`"a"`, "needs 6 bytes", "span 4"}},
+		{"overlap", obj(entry("a", "F32", "[2]", 0, 8), entry("b", "F32", "[2]", 4, 12)), f32bytes(1, 2, 3), []string{`"a"`, `"b"`, "overlap at data offset 4"}},
+		{"zero-size tensor inside another", obj(entry("a", "F32", "[2]", 0, 8), entry("b", "F32", "[0]", 4, 4)), f32bytes(1, 2), []string{`"a"`, `"b"`, "overlap"}},
+		{"gap", obj(entry("a", "F32", "[1]", 0, 4), entry("b", "F32", "[1]", 8, 12)), f32bytes(1, 2, 3), []string{`"b"`, "data bytes [4, 8)", "to no tensor"}},
+		{"trailing data", obj(entry("a", "F32", "[1]", 0, 4)), f32bytes(1, 2), []string{"data section is 8 bytes", "4 trailing bytes"}},
+		{"metadata not strings", `{"__metadata__":{"format":1}}`, nil, []string{"__metadata__"}},
+		{"metadata twice", `{"__metadata__":{},"__metadata__":{}}`, nil, []string{"__metadata__", "two"}},
+		{"valid: no tensors", `{}`, nil, nil},
+		{"valid: padded, metadata, out of order, zero-size", obj(`"__metadata__":{"format":"pt"}`, entry("b", "I64", "[1]", 4, 12), entry("z", "F16", "[0,7]", 4, 4), entry("a", "F32", "[1]", 0, 4)) + "   ", f32bytes(1, 2, 3), nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := rawFile(t, c.header, c.data)
+			f, err := OpenSafetensors(path)
+			if len(c.errHas) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkReadsBack(t, f, f.mapping)
+				return
+			}
+			if err == nil {
+				f.Close()
+				t.Fatal("no error")
+			}
+			if !strings.HasPrefix(err.Error(), path+": ") {
+				t.Errorf("error %q does not start with the file's path", err)
+			}
+			for _, want := range c.errHas {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not mention %s", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestSafetensorsHeaderCap refuses a header over the format's 100 MB cap
+// before reading it (the file is sparse: nothing is written or read).
+func TestSafetensorsHeaderCap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	b := make([]byte, 8)
+	binary.LittleEndian.PutUint64(b, MaxSafetensorsHeader+1)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, 8+MaxSafetensorsHeader+1); err != nil {
+		t.Fatal(err)
+	}
+	_, err := OpenSafetensors(path)
+	if err == nil || !strings.Contains(err.Error(), "100000001") || !strings.Contains(err.Error(), "cap") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("got %v, want the header length refused against the cap", err)
+	}
+	if _, err := OpenSafetensors(t.TempDir()); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Fatalf("a directory: got %v", err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/loaders"
 )
 
 // RandomTensor fills a tensor as HF's _init_weights would, by what the
@@ -46,6 +47,14 @@ func NewRandom(cfg Config, seed uint64) (Model, error) {
 	m, ps, err := declare(cfg)
 	if err != nil {
 		return nil, err
+	}
+	// Every value becomes a float32: refuse up front what cannot fit.
+	var n int64
+	for _, p := range ps.All() {
+		n += p.Numel() // declare bounded the total
+	}
+	if avail, ok := loaders.AvailableMemory(); ok && 4*n > avail {
+		return nil, fmt.Errorf("a random model of %d parameters needs %d MiB as float32, more than the %d MiB of memory available", n, 4*n>>20, avail>>20)
 	}
 	for _, p := range ps.All() {
 		data := RandomTensor(p, cfg.InitializerRange(), seed)
@@ -83,6 +92,15 @@ func WriteRandomCheckpoint(configJSON []byte, dir, dtype string, seed uint64) er
 	params, err := Tensors(cfg)
 	if err != nil {
 		return err
+	}
+	// Tensors are made one at a time: the largest, as float32 plus its
+	// encoding (twice when transposed), must fit.
+	var largest int64
+	for _, p := range params {
+		largest = max(largest, p.Numel())
+	}
+	if avail, ok := loaders.AvailableMemory(); ok && largest*16 > avail {
+		return fmt.Errorf("the largest tensor (%d values) needs %d MiB to write, more than the %d MiB of memory available", largest, largest*16>>20, avail>>20)
 	}
 	views := map[string]*lazyView{}
 	none := func(string) bool { return false }

@@ -14,6 +14,7 @@ package zoo
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"runtime"
 	"sort"
 	"strings"
@@ -77,7 +78,12 @@ func Tensors(cfg Config) ([]*graphs.Param, error) {
 }
 
 // declare runs a config's declaration on a fresh parameter set, turning a
-// panic in model construction (an impossible config) into an error.
+// panic in model construction (an impossible config) into an error. The
+// declaration allocates no weights, only their names and shapes (whose
+// counts loaders.CheckConfigSizes bounds); it is refused when a tensor's
+// size overflows or the parameters total more than
+// loaders.MaxParameters, so that no caller ever sizes an allocation by an
+// overflowed count.
 func declare(cfg Config) (m Model, ps *graphs.Params, err error) {
 	ps = graphs.NewParams()
 	defer func() {
@@ -85,8 +91,37 @@ func declare(cfg Config) (m Model, ps *graphs.Params, err error) {
 			m, err = nil, fmt.Errorf("declaring the model's tensors: %v", r)
 		}
 	}()
-	m, err = cfg.New(ps.Root())
-	return m, ps, err
+	if m, err = cfg.New(ps.Root()); err != nil {
+		return nil, ps, err
+	}
+	if err := checkDeclared(ps.All()); err != nil {
+		return nil, ps, err
+	}
+	return m, ps, nil
+}
+
+// checkDeclared sums the declared tensors' sizes with overflow checks.
+func checkDeclared(params []*graphs.Param) error {
+	var total int64
+	var largest *graphs.Param
+	var largestN int64
+	for _, p := range params {
+		n := int64(1)
+		for _, d := range p.Shape {
+			if d <= 0 || n > math.MaxInt64/int64(d) {
+				return fmt.Errorf("config.json's sizes give tensor %q the shape %v, whose size overflows", p.Name, p.Shape)
+			}
+			n *= int64(d)
+		}
+		if n > largestN {
+			largest, largestN = p, n
+		}
+		if total > loaders.MaxParameters-n {
+			return fmt.Errorf("config.json's sizes imply more than %d parameters (tensor %q alone has shape %v), the most a model may have", int64(loaders.MaxParameters), largest.Name, largest.Shape)
+		}
+		total += n
+	}
+	return nil
 }
 
 // ParseFunc decodes a family's config.json.
@@ -169,13 +204,24 @@ func LoadConfig(dir string, configJSON []byte, progress func(done, total int64))
 // file's memory mapping (copied once only where the file misaligns them);
 // norm and bias vectors are widened to float32. The mapping lives as long
 // as the model's parameters. progress may be nil.
+//
+// Every declared tensor is checked against the checkpoint (present, of
+// the shape config.json implies, of a supported dtype) before any is
+// read, and the memory the load itself allocates (widened vectors,
+// transposed or misaligned copies) against loaders.AvailableMemory: a
+// config.json whose sizes disagree with the tensors present allocates
+// nothing by those sizes.
 func LoadWeights(dir string, cfg Config, progress func(done, total int64)) (Model, error) {
 	m, ps, err := declare(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	ckpt, err := loaders.OpenCheckpoint(dir)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkCheckpoint(ckpt, cfg, m, ps.All()); err != nil {
+		ckpt.Close()
 		return nil, err
 	}
 	var total, done int64
@@ -196,6 +242,82 @@ func LoadWeights(dir string, cfg Config, progress func(done, total int64)) (Mode
 	// Unmap the files once nothing reaches the parameters any more.
 	runtime.AddCleanup(ps, func(c *loaders.Checkpoint) { c.Close() }, ckpt)
 	return m, nil
+}
+
+// checkCheckpoint checks every declared tensor against the checkpoint,
+// and the heap the load will allocate against the memory available.
+func checkCheckpoint(ckpt *loaders.Checkpoint, cfg Config, m Model, params []*graphs.Param) error {
+	var heap int64
+	for _, p := range params {
+		name, transposed := stored(cfg, p.Name, ckpt.Has)
+		want := p.Shape
+		if transposed {
+			if len(p.Shape) != 2 {
+				return fmt.Errorf("tensor %q: only 2-D tensors are stored transposed, it has shape %v", p.Name, p.Shape)
+			}
+			want = []int{p.Shape[1], p.Shape[0]}
+		}
+		if !ckpt.Has(name) {
+			return fmt.Errorf("%s: missing tensor %q: config.json's sizes (num_hidden_layers %d) imply %d tensors, the checkpoint holds %d",
+				ckpt.FileOf(name), name, m.NumLayers(), len(params), ckpt.Len())
+		}
+		dtype, data, err := ckpt.Tensor(name, want)
+		if err != nil {
+			if _, got, ierr := ckpt.Info(name); ierr == nil {
+				return fmt.Errorf("%w%s", err, sizeHint(m, name, got, want))
+			}
+			return err
+		}
+		n := p.Numel() // the shape matched the file's, so this is in range
+		var size int64
+		switch dtype {
+		case "F32":
+			size = 4
+			if _, ok := loaders.Float32View(data); ok && !transposed {
+				size = 0
+			}
+		case "BF16", "F16":
+			size = 2
+			if _, ok := loaders.Uint16View(data); ok && !transposed {
+				size = 0
+			}
+		default:
+			return fmt.Errorf("%s: tensor %q has dtype %s; only F32, BF16 and F16 weights are supported", ckpt.FileOf(name), name, dtype)
+		}
+		if transposed {
+			size *= 2 // read, then transposed into a new slice
+		}
+		if p.Role != graphs.Matrix {
+			size = 4 // widened to float32
+		}
+		heap += size * n
+	}
+	if avail, ok := loaders.AvailableMemory(); ok && heap > avail {
+		return fmt.Errorf("%s: loading needs %d MiB for widened and transposed tensors, more than the %d MiB of memory available", ckpt.Dir, heap>>20, avail>>20)
+	}
+	return nil
+}
+
+// sizeHint names the config.json field a mismatched dimension comes
+// from, where the model reports it: vocab_size, hidden_size, or
+// max_position_embeddings for a table of learned positions.
+func sizeHint(m Model, name string, got, want []int) string {
+	if len(got) != len(want) {
+		return ""
+	}
+	positions := strings.Contains(name, "position") || strings.Contains(name, "wpe")
+	for i := range want {
+		switch {
+		case got[i] == want[i]:
+		case want[i] == m.VocabSize():
+			return fmt.Sprintf(" (%d is config.json's vocab_size)", want[i])
+		case want[i] == m.HiddenSize():
+			return fmt.Sprintf(" (%d is config.json's hidden_size)", want[i])
+		case want[i] == m.MaxPositions() && positions:
+			return fmt.Sprintf(" (%d is config.json's max_position_embeddings)", want[i])
+		}
+	}
+	return ""
 }
 
 func loadParam(ckpt *loaders.Checkpoint, p *graphs.Param, name string, transposed bool) error {
