@@ -137,6 +137,11 @@ func (k cachedAttention) attend(t *attnTask, out, probs, q, kNew, vNew, kc, vc [
 	}
 	t.width = d.p0 + d.n - t.a
 	t.cur = d.p0 - t.a // column of this step's first key
+	// Each head's scratch slot exists before the heads run in parallel:
+	// a part only touches its own.
+	for len(t.scores) < d.Hq {
+		t.scores, t.vt = append(t.scores, nil), append(t.vt, nil)
+	}
 	// Heads are independent: the team takes them when there is enough
 	// work to pay for the hand-over.
 	if d.Hq > 1 && d.n*t.width*d.Dk*d.Hq >= attnSplitWork {
@@ -167,9 +172,6 @@ type attnTask struct {
 
 // buffers returns head h's score block and, for a prefill, its Vᵀ.
 func (t *attnTask) buffers(h, ns, nv int) ([]float32, []float32) {
-	for len(t.scores) <= h {
-		t.scores, t.vt = append(t.scores, nil), append(t.vt, nil)
-	}
 	if cap(t.scores[h]) < ns {
 		t.scores[h] = make([]float32, ns)
 	}
