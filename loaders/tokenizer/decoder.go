@@ -3,22 +3,21 @@ package tokenizer
 import (
 	"strings"
 	"unicode/utf8"
-
-	"github.com/dlclark/regexp2"
 )
 
 // decoder turns token strings back into text. Like Hugging Face's
 // Decoder::decode_chain it maps a list of strings to a list of strings;
-// the results are concatenated at the end.
+// the results are concatenated at the end. l bounds the regex time and
+// the growth of the text.
 type decoder interface {
-	decodeChain(toks []string) ([]string, error)
+	decodeChain(toks []string, l *limits) ([]string, error)
 }
 
 // byteLevelDecoder maps byte-level runes back to bytes across all tokens
 // at once, then repairs invalid UTF-8 with U+FFFD.
 type byteLevelDecoder struct{}
 
-func (byteLevelDecoder) decodeChain(toks []string) ([]string, error) {
+func (byteLevelDecoder) decodeChain(toks []string, _ *limits) ([]string, error) {
 	n := 0
 	for _, t := range toks {
 		n += len(t)
@@ -65,7 +64,7 @@ func byteToken(t string) (byte, bool) {
 	return byte(v), true
 }
 
-func (byteFallbackDecoder) decodeChain(toks []string) ([]string, error) {
+func (byteFallbackDecoder) decodeChain(toks []string, _ *limits) ([]string, error) {
 	out := make([]string, 0, len(toks))
 	var pending []byte
 	flush := func() {
@@ -96,7 +95,7 @@ func (byteFallbackDecoder) decodeChain(toks []string) ([]string, error) {
 // fuseDecoder joins all tokens into one.
 type fuseDecoder struct{}
 
-func (fuseDecoder) decodeChain(toks []string) ([]string, error) {
+func (fuseDecoder) decodeChain(toks []string, _ *limits) ([]string, error) {
 	return []string{strings.Join(toks, "")}, nil
 }
 
@@ -107,7 +106,7 @@ type stripDecoder struct {
 	start, stop int
 }
 
-func (d stripDecoder) decodeChain(toks []string) ([]string, error) {
+func (d stripDecoder) decodeChain(toks []string, _ *limits) ([]string, error) {
 	out := make([]string, len(toks))
 	for i, t := range toks {
 		rs := []rune(t)
@@ -127,22 +126,31 @@ func (d stripDecoder) decodeChain(toks []string) ([]string, error) {
 	return out, nil
 }
 
-// replaceDecoder is Replace applied to every token.
+// replaceDecoder is Replace applied to every token, the content taken
+// literally.
 type replaceDecoder struct {
 	lit     string
-	re      *regexp2.Regexp
+	re      *fileRegex
 	content string
 }
 
-func (d replaceDecoder) decodeChain(toks []string) ([]string, error) {
+func (d replaceDecoder) decodeChain(toks []string, l *limits) ([]string, error) {
+	const component = "decoder: Replace"
 	out := make([]string, len(toks))
+	total := 0
 	for i, t := range toks {
+		var s string
+		var err error
 		if d.re == nil {
-			out[i] = strings.ReplaceAll(t, d.lit, d.content)
-			continue
+			s, err = replaceLiteral(t, d.lit, d.content, component, l)
+		} else {
+			s, err = d.re.replace(t, d.content, component, l)
 		}
-		s, err := d.re.Replace(t, d.content, -1, -1)
 		if err != nil {
+			return nil, err
+		}
+		total += len(s)
+		if err := l.grow(component, total); err != nil {
 			return nil, err
 		}
 		out[i] = s
@@ -157,7 +165,7 @@ type metaspaceDecoder struct {
 	never bool
 }
 
-func (d metaspaceDecoder) decodeChain(toks []string) ([]string, error) {
+func (d metaspaceDecoder) decodeChain(toks []string, _ *limits) ([]string, error) {
 	out := make([]string, len(toks))
 	for i, t := range toks {
 		drop := i == 0 && !d.never
@@ -177,10 +185,10 @@ func (d metaspaceDecoder) decodeChain(toks []string) ([]string, error) {
 
 type sequenceDecoder []decoder
 
-func (d sequenceDecoder) decodeChain(toks []string) ([]string, error) {
+func (d sequenceDecoder) decodeChain(toks []string, l *limits) ([]string, error) {
 	var err error
 	for _, x := range d {
-		if toks, err = x.decodeChain(toks); err != nil {
+		if toks, err = x.decodeChain(toks, l); err != nil {
 			return nil, err
 		}
 	}

@@ -30,6 +30,29 @@
 // truncation and padding settings are ignored, as transformers does for a
 // plain encode; BPE dropout is ignored (encoding is deterministic).
 //
+// # Hostile files
+//
+// A tokenizer file is input like any other. Loading allocates by what the
+// file holds, not by the numbers it states (vocabulary ids may leave holes
+// up to four times the number of entries, added tokens take the ids the
+// Rust library gives them), nesting deeper than 128 levels is refused as
+// by serde_json, and the ids a post-processor adds must be tokens; a
+// malformed file is an error naming it, never a panic.
+//
+// The file's own regexes (Split, Replace) run on regexp2, a backtracking
+// engine, so each Encode or Decode gives them a time budget:
+// DefaultRegexTimeout (see SetRegexTimeout) for up to 100 KB of text, as
+// much again per further 100 KB. A pattern that backtracks
+// catastrophically, such as `(a+)+$`, makes Encode return a *RegexError
+// (matching ErrRegexTimeout) that names the file and the pattern, e.g.
+//
+//	tokenizer: encode: m/tokenizer.json: pre_tokenizer: Split: regex "(a+)+$": match ran past its time budget of 1s
+//
+// Good patterns run some sixty times faster than the budget requires. A
+// chain of normalizers or decoders may not grow the text past 32 times
+// its length plus 1 MiB either. Replace's content is literal, as in the
+// Rust library.
+//
 // # The Rust backend
 //
 // Built with the tag hftokenizers, the package also provides HFTokenizer,

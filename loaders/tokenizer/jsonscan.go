@@ -14,9 +14,25 @@ import (
 // because the standard library has no allocation-free streaming reader.
 // Small components are still decoded with encoding/json.
 type jsonReader struct {
-	data []byte
-	pos  int
-	buf  []byte // unescaped string scratch
+	data  []byte
+	pos   int
+	buf   []byte // unescaped string scratch
+	depth int    // of the objects and arrays being read
+}
+
+// maxJSONDepth is the deepest nesting of objects and arrays read, that of
+// serde_json (so of the Rust library). It keeps a hostile file from
+// exhausting the stack and the component parsers (which decode each level
+// of a Sequence again) from taking quadratic time.
+const maxJSONDepth = 128
+
+// enter counts one more level of nesting.
+func (r *jsonReader) enter() error {
+	if r.depth >= maxJSONDepth {
+		return r.errorf("nested deeper than %d levels", maxJSONDepth)
+	}
+	r.depth++
+	return nil
 }
 
 func (r *jsonReader) errorf(format string, args ...any) error {
@@ -195,44 +211,18 @@ func (r *jsonReader) skip() error {
 	case '"':
 		_, err := r.str()
 		return err
-	case '{':
-		r.pos++
-		if r.peek() == '}' {
-			r.pos++
-			return nil
+	case '{', '[':
+		if err := r.enter(); err != nil {
+			return err
 		}
-		for {
-			if _, err := r.str(); err != nil {
-				return err
-			}
-			if err := r.expect(':'); err != nil {
-				return err
-			}
-			if err := r.skip(); err != nil {
-				return err
-			}
-			if r.peek() == ',' {
-				r.pos++
-				continue
-			}
-			return r.expect('}')
+		var err error
+		if c == '{' {
+			err = r.skipObject()
+		} else {
+			err = r.skipArray()
 		}
-	case '[':
-		r.pos++
-		if r.peek() == ']' {
-			r.pos++
-			return nil
-		}
-		for {
-			if err := r.skip(); err != nil {
-				return err
-			}
-			if r.peek() == ',' {
-				r.pos++
-				continue
-			}
-			return r.expect(']')
-		}
+		r.depth--
+		return err
 	case 't', 'f', 'n':
 		for _, lit := range []string{"true", "false", "null"} {
 			if len(r.data)-r.pos >= len(lit) && string(r.data[r.pos:r.pos+len(lit)]) == lit {
@@ -263,12 +253,60 @@ func (r *jsonReader) skip() error {
 	}
 }
 
+// skipObject skips an object, r.pos at its '{'.
+func (r *jsonReader) skipObject() error {
+	r.pos++
+	if r.peek() == '}' {
+		r.pos++
+		return nil
+	}
+	for {
+		if _, err := r.str(); err != nil {
+			return err
+		}
+		if err := r.expect(':'); err != nil {
+			return err
+		}
+		if err := r.skip(); err != nil {
+			return err
+		}
+		if r.peek() == ',' {
+			r.pos++
+			continue
+		}
+		return r.expect('}')
+	}
+}
+
+// skipArray skips an array, r.pos at its '['.
+func (r *jsonReader) skipArray() error {
+	r.pos++
+	if r.peek() == ']' {
+		r.pos++
+		return nil
+	}
+	for {
+		if err := r.skip(); err != nil {
+			return err
+		}
+		if r.peek() == ',' {
+			r.pos++
+			continue
+		}
+		return r.expect(']')
+	}
+}
+
 // object calls field for each key of an object; field must consume the
 // value.
 func (r *jsonReader) object(field func(key string) error) error {
 	if err := r.expect('{'); err != nil {
 		return err
 	}
+	if err := r.enter(); err != nil {
+		return err
+	}
+	defer func() { r.depth-- }()
 	if r.peek() == '}' {
 		r.pos++
 		return nil

@@ -33,7 +33,7 @@ func FromFolder(f *loaders.Folder) (*Tokenizer, error) {
 	if f.TokenizerJSON == nil {
 		return nil, fmt.Errorf("tokenizer: %w", &fs.PathError{Op: "open", Path: path, Err: syscall.ENOENT})
 	}
-	t, err := parseTokenizer(f.TokenizerJSON)
+	t, err := parseTokenizer(f.TokenizerJSON, path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -47,7 +47,7 @@ func FromFolder(f *loaders.Folder) (*Tokenizer, error) {
 
 // FromJSON builds a Tokenizer from the contents of a tokenizer.json file.
 func FromJSON(data []byte) (*Tokenizer, error) {
-	t, err := parseTokenizer(data)
+	t, err := parseTokenizer(data, "tokenizer.json")
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
 	}
@@ -69,7 +69,9 @@ func isNull(raw []byte) bool {
 	return len(raw) == 0 || string(raw) == "null"
 }
 
-func parseTokenizer(data []byte) (*Tokenizer, error) {
+// parseTokenizer reads a tokenizer.json; name is the file, which errors at
+// encode time name.
+func parseTokenizer(data []byte, name string) (*Tokenizer, error) {
 	t := &Tokenizer{}
 	// The model (most of the file) is read in place, in one pass.
 	fields, err := topLevel(data, map[string]func(*jsonReader) error{
@@ -125,12 +127,16 @@ func parseTokenizer(data []byte) (*Tokenizer, error) {
 		if t.post, err = parsePost(raw); err != nil {
 			return nil, fmt.Errorf("post_processor: %w", err)
 		}
+		if err := t.checkPostIDs(t.post); err != nil {
+			return nil, fmt.Errorf("post_processor: %w", err)
+		}
 	}
 	if raw := fields["decoder"]; !isNull(raw) {
 		if t.decoder, err = parseDecoder(raw); err != nil {
 			return nil, fmt.Errorf("decoder: %w", err)
 		}
 	}
+	t.setFile(name)
 	return t, nil
 }
 
@@ -199,7 +205,7 @@ func parseNormalizer(raw []byte) (normalizer, error) {
 		case v.Pattern.String != nil && *v.Pattern.String != "":
 			n.lit = *v.Pattern.String
 		case v.Pattern.Regex != nil:
-			if n.re, err = compileRegex(*v.Pattern.Regex); err != nil {
+			if n.re, err = compileRegex(*v.Pattern.Regex, "normalizer: Replace"); err != nil {
 				return nil, fmt.Errorf("Replace: %w", err)
 			}
 		default:
@@ -351,7 +357,7 @@ func parseDecoder(raw []byte) (decoder, error) {
 		case v.Pattern.String != nil && *v.Pattern.String != "":
 			d.lit = *v.Pattern.String
 		case v.Pattern.Regex != nil:
-			if d.re, err = compileRegex(*v.Pattern.Regex); err != nil {
+			if d.re, err = compileRegex(*v.Pattern.Regex, "decoder: Replace"); err != nil {
 				return nil, fmt.Errorf("Replace: %w", err)
 			}
 		default:
@@ -446,6 +452,29 @@ func parsePost(raw []byte) (postProcessor, error) {
 		return &templatePost{pieces: []templatePiece{{ids: []int{cls}}, {sequence: true}, {ids: []int{sep}}}}, nil
 	}
 	return nil, unknownType(typ)
+}
+
+// checkPostIDs checks that the ids a post-processor adds are tokens, so
+// that Encode returns only ids below VocabSize that Decode takes. (The Rust
+// library would emit any id the file names.)
+func (t *Tokenizer) checkPostIDs(p postProcessor) error {
+	switch p := p.(type) {
+	case *templatePost:
+		for _, pc := range p.pieces {
+			for _, id := range pc.ids {
+				if id < 0 || id >= t.vocabSize || !t.hasTok[id] {
+					return fmt.Errorf("special token id %d is not in the vocabulary (%d ids)", id, t.vocabSize)
+				}
+			}
+		}
+	case sequencePost:
+		for _, x := range p {
+			if err := t.checkPostIDs(x); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // tokenIDPair reads a ["token", id] pair.
@@ -761,6 +790,13 @@ func (t *Tokenizer) buildAdded(tokens []addedToken) error {
 	}
 
 	av := &addedVocab{raw: newTrie(), normalized: newTrie()}
+	// The normalizer runs on the normalized tokens under one set of
+	// limits, as for an Encode of them all.
+	n := 0
+	for _, tok := range tokens {
+		n += len(tok.Content)
+	}
+	lim := newLimits(t.regexTimeout, n)
 	for _, tok := range append(specials, others...) {
 		id := addedIDs[tok.Content]
 		info := byID[id]
@@ -774,7 +810,7 @@ func (t *Tokenizer) buildAdded(tokens []addedToken) error {
 		pat := tok.Content
 		if t.normalizer != nil {
 			var err error
-			if pat, err = t.normalizer.normalize(pat); err != nil {
+			if pat, err = t.normalizer.normalize(pat, &lim); err != nil {
 				return fmt.Errorf("normalizing %q: %w", tok.Content, err)
 			}
 		}

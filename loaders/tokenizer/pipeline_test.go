@@ -97,7 +97,7 @@ func TestDecoders(t *testing.T) {
 		{"bytelevel lossy", byteLevelDecoder{}, []string{"ä", "a"}, []string{"\uFFFDa"}},
 	}
 	for _, tc := range tests {
-		got, err := tc.d.decodeChain(tc.in)
+		got, err := tc.d.decodeChain(tc.in, &limits{})
 		if err != nil {
 			t.Fatal(err)
 		}

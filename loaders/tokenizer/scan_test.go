@@ -95,7 +95,7 @@ func TestScannersMatchRegexp2(t *testing.T) {
 	}
 	for _, p := range scannerPatterns {
 		t.Run(p.name, func(t *testing.T) {
-			re, err := compileRegex(p.reference)
+			re, err := compileRegex(p.reference, "test")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +135,7 @@ func FuzzScanners(f *testing.F) {
 	}
 	var refs [3]matcher
 	for i, p := range scannerPatterns {
-		re, err := compileRegex(p.reference)
+		re, err := compileRegex(p.reference, "test")
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/dlclark/regexp2"
 )
 
 // span is a byte range [start, end) of a string.
@@ -43,17 +41,10 @@ func (m runeMatcher) find(s string, dst []span) ([]span, error) {
 }
 
 // regexMatcher runs a pattern with regexp2, which implements the lookaround
-// and Unicode classes these files use (Go's regexp has no lookahead).
+// and Unicode classes these files use (Go's regexp has no lookahead), under
+// the limits of the Encode that runs it (see regex.go).
 type regexMatcher struct {
-	re *regexp2.Regexp
-}
-
-func compileRegex(pattern string) (*regexp2.Regexp, error) {
-	re, err := regexp2.Compile(pattern, regexp2.None)
-	if err != nil {
-		return nil, fmt.Errorf("bad regex %q: %w", pattern, err)
-	}
-	return re, nil
+	re *fileRegex
 }
 
 // newPatternMatcher returns the fastest matcher for a Split/Replace pattern:
@@ -70,7 +61,7 @@ func newPatternMatcher(p patternJSON) (matcher, error) {
 		if k := scanKindOf(*p.Regex); k != scanNone {
 			return scanMatcher{k}, nil
 		}
-		re, err := compileRegex(*p.Regex)
+		re, err := compileRegex(*p.Regex, "pre_tokenizer: Split")
 		if err != nil {
 			return nil, err
 		}
@@ -79,27 +70,11 @@ func newPatternMatcher(p patternJSON) (matcher, error) {
 	return nil, fmt.Errorf("pattern needs a String or a Regex")
 }
 
+// find runs the pattern under limits of its own, as for an Encode of s;
+// splitPieces uses the Encode's.
 func (m regexMatcher) find(s string, dst []span) ([]span, error) {
-	if s == "" {
-		return dst, nil
-	}
-	// regexp2 reports rune offsets; map them back to bytes.
-	runes := []rune(s)
-	off := make([]int, len(runes)+1)
-	b := 0
-	for i, r := range runes {
-		off[i] = b
-		b += utf8.RuneLen(r)
-	}
-	off[len(runes)] = b
-	mt, err := m.re.FindRunesMatch(runes)
-	for ; mt != nil && err == nil; mt, err = m.re.FindNextMatch(mt) {
-		dst = append(dst, span{off[mt.Index], off[mt.Index+mt.Length]})
-	}
-	if err != nil {
-		return dst, err
-	}
-	return dst, nil
+	l := newLimits(DefaultRegexTimeout, len(s))
+	return m.re.find(s, dst, &l)
 }
 
 // behavior is a SplitDelimiterBehavior.
@@ -148,7 +123,11 @@ func splitPieces(s string, orig int, m matcher, beh behavior, invert bool, st *e
 		return out, nil
 	}
 	var err error
-	st.spans, err = m.find(s, st.spans[:0])
+	if rm, ok := m.(regexMatcher); ok {
+		st.spans, err = rm.re.find(s, st.spans[:0], &st.lim)
+	} else {
+		st.spans, err = m.find(s, st.spans[:0])
+	}
 	if err != nil {
 		return out, err
 	}

@@ -14,8 +14,11 @@ import (
 // It keeps a short window of recent ids, decodes the window and returns
 // what the window's text adds to the previous one's, the method of the Rust
 // library's DecodeStream; if a later id would rewrite text already
-// returned, Push reports an error. A StreamDecoder is not safe for
-// concurrent use.
+// returned, Push reports an error. Unlike DecodeStream it does not hold
+// back a long run of U+FFFD (real replacement characters) until the run
+// ends: once more than a few ids follow the text, the text is returned, so
+// streaming stays linear in the number of ids. A StreamDecoder is not safe
+// for concurrent use.
 type StreamDecoder struct {
 	t    *Tokenizer
 	skip bool
@@ -56,6 +59,9 @@ func (d *StreamDecoder) Push(id int) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if strings.HasSuffix(s, "\uFFFD") && len(d.ids)-d.prefixIndex > streamHold {
+		return d.checkpoint(s)
+	}
 	if len(s) <= len(d.prefix) || strings.HasSuffix(s, "\uFFFD") {
 		return "", nil
 	}
@@ -89,4 +95,38 @@ func (d *StreamDecoder) Flush() (string, error) {
 		return "", fmt.Errorf("tokenizer: stream decode: flush rewrote earlier text %q as %q", prefix, s)
 	}
 	return s[len(prefix):], nil
+}
+
+// streamHold is how many ids Push holds back while the text ends in
+// U+FFFD before it looks for text it can return. An incomplete UTF-8
+// character spans at most 3 bytes, so at most the last few ids; a longer
+// run of U+FFFD is real replacement characters (invalid bytes, or U+FFFD
+// tokens), and holding it all back would make every Push decode the
+// growing window: quadratic time in the length of the run.
+const streamHold = 8
+
+// checkpoint returns the text of the window without its last 4 ids when
+// that text is a proper prefix of s, the window's text: the bytes after it
+// have settled how its end decodes, and later ids can no longer change it
+// (as with any returned text, ByteFallback's rule that an invalid run of
+// bytes is one U+FFFD per byte is the exception, which Push reports). The
+// pushed ids before the cut become the next context.
+func (d *StreamDecoder) checkpoint(s string) (string, error) {
+	cut := len(d.ids) - 4
+	s2, err := d.decode(d.ids[:cut])
+	if err != nil {
+		return "", err
+	}
+	if len(s2) <= len(d.prefix) || len(s2) >= len(s) || !strings.HasPrefix(s, s2) || !strings.HasPrefix(s2, d.prefix) {
+		return "", nil
+	}
+	out := s2[len(d.prefix):]
+	// The context becomes the ids of this step up to the cut.
+	n := cut - d.prefixIndex
+	d.ids = append(d.ids[:0], d.ids[d.prefixIndex:]...)
+	if d.prefix, err = d.decode(d.ids[:n]); err != nil {
+		return "", err
+	}
+	d.prefixIndex = n
+	return out, nil
 }

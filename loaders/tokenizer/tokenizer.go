@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Backend is what every tokenizer implementation offers: the pure-Go
@@ -44,6 +45,10 @@ type Tokenizer struct {
 	addedIDs  map[string]int
 	cfg       Config
 
+	// regexTimeout is the regex budget per 100 KB of text (0: the
+	// default); see regex.go.
+	regexTimeout time.Duration
+
 	pool sync.Pool // *encState
 }
 
@@ -65,6 +70,10 @@ type encState struct {
 	word, key             []byte
 	syms                  []symbol
 	heap                  mergeHeap
+	// lim bounds the regex time and text growth of the whole Encode;
+	// normalized counts the bytes the normalizer produced.
+	lim        limits
+	normalized int
 }
 
 func (t *Tokenizer) state() *encState {
@@ -77,10 +86,14 @@ func (t *Tokenizer) state() *encState {
 // Encode returns the ids of text. With addSpecial the post-processor adds
 // its special tokens (add_special_tokens=True). Added tokens written in the
 // text are always matched. Invalid UTF-8 is first repaired with U+FFFD.
+// A regex of the tokenizer file that runs past its time budget stops
+// Encode with a *RegexError (see SetRegexTimeout).
 func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int, error) {
 	text = lossyString(text)
 	st := t.state()
 	defer t.pool.Put(st)
+	st.lim = newLimits(t.regexTimeout, len(text))
+	st.normalized = 0
 	ids := make([]int, 0, len(text)/3+4)
 	var err error
 	if t.added.raw.empty() {
@@ -115,7 +128,13 @@ func (t *Tokenizer) encodeSegment(st *encState, seg string, orig int, ids []int)
 	s := seg
 	if t.normalizer != nil {
 		var err error
-		if s, err = t.normalizer.normalize(seg); err != nil {
+		if s, err = t.normalizer.normalize(seg, &st.lim); err != nil {
+			return ids, err
+		}
+		// Each segment is normalized alone (a Prepend adds its text to
+		// every one): the limit is on their total.
+		st.normalized += len(s)
+		if err := st.lim.grow("normalizer", st.normalized); err != nil {
 			return ids, err
 		}
 	}
@@ -174,7 +193,8 @@ func (t *Tokenizer) tokenizeWord(st *encState, s string, ids []int) ([]int, erro
 
 // Decode returns the text of ids. skipSpecial drops the special tokens
 // (skip_special_tokens=True); tokenization spaces are not cleaned up. An id
-// outside the vocabulary is an error naming it.
+// outside the vocabulary is an error naming it; so is a *RegexError, as for
+// Encode.
 func (t *Tokenizer) Decode(ids []int, skipSpecial bool) (string, error) {
 	toks := make([]string, 0, len(ids))
 	for _, id := range ids {
@@ -203,7 +223,12 @@ func (t *Tokenizer) decodeTokens(toks []string) (string, error) {
 	if t.decoder == nil {
 		return strings.Join(toks, " "), nil
 	}
-	out, err := t.decoder.decodeChain(toks)
+	n := 0
+	for _, tok := range toks {
+		n += len(tok)
+	}
+	l := newLimits(t.regexTimeout, n)
+	out, err := t.decoder.decodeChain(toks, &l)
 	if err != nil {
 		return "", fmt.Errorf("tokenizer: decode: %w", err)
 	}
