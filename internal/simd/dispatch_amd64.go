@@ -167,6 +167,14 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 		}
 		return true
 	}
+	if active == avx512 && w.Format == quant.Q5_0 {
+		if x != nil {
+			gemvQ5_0AVX512(&x[0], wp, rb, blocks, rows, &q5Shifts[0], &y[0])
+		} else {
+			dequantQ5_0AVX512(wp, rb, blocks, rows, &q5Shifts[0], &dst[0])
+		}
+		return true
+	}
 	if x == nil && active == avx512 && (w.Format == quant.Q6_K || w.Format == quant.Q4_K) {
 		// Rows of whole super-blocks lie one after another: one call.
 		if w.Format == quant.Q6_K {
@@ -211,3 +219,12 @@ func supported() []*isa {
 	}
 	return out
 }
+
+// q5Shifts are the per-lane shifts that bring each Q5_0 value's fifth bit
+// down from the block's 32-bit qh.
+var q5Shifts = func() (s [32]uint32) {
+	for i := range s {
+		s[i] = uint32(i)
+	}
+	return s
+}()

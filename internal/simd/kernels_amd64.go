@@ -173,3 +173,13 @@ func dequantQ4_KAVX512(w *byte, blocks int, dst *float32)
 //
 //go:noescape
 func gemvQ4_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// dequantQ5_0AVX512 handles rows rows of blocks Q5_0 blocks (stride ldw bytes): y[r] = x · w_r, or the values into dst.
+//
+//go:noescape
+func dequantQ5_0AVX512(w *byte, ldw int, blocks int, rows int, shifts *uint32, dst *float32)
+
+// gemvQ5_0AVX512 handles rows rows of blocks Q5_0 blocks (stride ldw bytes): y[r] = x · w_r, or the values into dst.
+//
+//go:noescape
+func gemvQ5_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, shifts *uint32, y *float32)

@@ -3549,3 +3549,150 @@ gemvQ4_KAVX512_blocksdone:
 gemvQ4_KAVX512_end:
 	VZEROUPPER
 	RET
+
+// func dequantQ5_0AVX512(w *byte, ldw int, blocks int, rows int, shifts *uint32, dst *float32)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·dequantQ5_0AVX512(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVQ         rows+24(FP), BX
+	MOVQ         shifts+32(FP), SI
+	MOVQ         dst+40(FP), DI
+	MOVL         $0x0000000f, R8
+	VPBROADCASTD R8, Z0
+	MOVL         $0x00000001, R8
+	VPBROADCASTD R8, Z1
+	MOVL         $0x00000010, R8
+	VPBROADCASTD R8, Z2
+	VMOVDQU32    (SI), Z3
+	VMOVDQU32    64(SI), Z4
+
+dequantQ5_0AVX512_row:
+	TESTQ BX, BX
+	JZ    dequantQ5_0AVX512_end
+	MOVQ  AX, R8
+	MOVQ  DX, SI
+
+dequantQ5_0AVX512_block:
+	TESTQ        SI, SI
+	JZ           dequantQ5_0AVX512_rowdone
+	MOVWLZX      (R8), R9
+	VMOVD        R9, X5
+	VPBROADCASTW X5, Y5
+	VCVTPH2PS    Y5, Z5
+	VPBROADCASTD 2(R8), Z6
+	VPMOVZXBD    6(R8), Z7
+	VPANDD       Z0, Z7, Z7
+	VPSRLVD      Z3, Z6, Z8
+	VPANDD       Z1, Z8, Z8
+	VPSLLD       $0x04, Z8, Z8
+	VPORD        Z8, Z7, Z7
+	VPSUBD       Z2, Z7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z7, Z7
+	VMOVUPS      Z7, (DI)
+	VPMOVZXBD    6(R8), Z7
+	VPSRLD       $0x04, Z7, Z7
+	VPSRLVD      Z4, Z6, Z6
+	VPANDD       Z1, Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z7, Z7
+	VPSUBD       Z2, Z7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z5, Z7, Z7
+	VMOVUPS      Z7, 64(DI)
+	ADDQ         $0x00000016, R8
+	ADDQ         $0x00000080, DI
+	DECQ         SI
+	JMP          dequantQ5_0AVX512_block
+
+dequantQ5_0AVX512_rowdone:
+	ADDQ CX, AX
+	DECQ BX
+	JMP  dequantQ5_0AVX512_row
+
+dequantQ5_0AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemvQ5_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, shifts *uint32, y *float32)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL
+TEXT ·gemvQ5_0AVX512(SB), NOSPLIT, $0-56
+	MOVQ         x+0(FP), AX
+	MOVQ         w+8(FP), DX
+	MOVQ         ldw+16(FP), BX
+	MOVQ         blocks+24(FP), SI
+	MOVQ         rows+32(FP), DI
+	MOVQ         shifts+40(FP), CX
+	MOVQ         y+48(FP), R8
+	MOVL         $0x0000000f, R9
+	VPBROADCASTD R9, Z0
+	MOVL         $0x00000001, R9
+	VPBROADCASTD R9, Z1
+	MOVL         $0x00000010, R9
+	VPBROADCASTD R9, Z2
+	VMOVDQU32    (CX), Z3
+	VMOVDQU32    64(CX), Z4
+
+gemvQ5_0AVX512_row:
+	TESTQ  DI, DI
+	JZ     gemvQ5_0AVX512_end
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	MOVQ   AX, CX
+	MOVQ   DX, R10
+	MOVQ   SI, R9
+
+gemvQ5_0AVX512_block:
+	TESTQ        R9, R9
+	JZ           gemvQ5_0AVX512_rowdone
+	MOVWLZX      (R10), R11
+	VMOVD        R11, X7
+	VPBROADCASTW X7, Y7
+	VCVTPH2PS    Y7, Z7
+	VPBROADCASTD 2(R10), Z8
+	VPMOVZXBD    6(R10), Z9
+	VPANDD       Z0, Z9, Z9
+	VPSRLVD      Z3, Z8, Z10
+	VPANDD       Z1, Z10, Z10
+	VPSLLD       $0x04, Z10, Z10
+	VPORD        Z10, Z9, Z9
+	VPSUBD       Z2, Z9, Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       Z7, Z9, Z9
+	VFMADD231PS  (CX), Z9, Z5
+	VPMOVZXBD    6(R10), Z9
+	VPSRLD       $0x04, Z9, Z9
+	VPSRLVD      Z4, Z8, Z8
+	VPANDD       Z1, Z8, Z8
+	VPSLLD       $0x04, Z8, Z8
+	VPORD        Z8, Z9, Z9
+	VPSUBD       Z2, Z9, Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       Z7, Z9, Z9
+	VFMADD231PS  64(CX), Z9, Z6
+	ADDQ         $0x00000016, R10
+	ADDQ         $0x00000080, CX
+	DECQ         R9
+	JMP          gemvQ5_0AVX512_block
+
+gemvQ5_0AVX512_rowdone:
+	VADDPS        Z6, Z5, Z5
+	VEXTRACTF64X4 $0x01, Z5, Y6
+	VADDPS        Y6, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VADDPS        X6, X5, X5
+	VMOVSS        X5, (R8)
+	ADDQ          $0x04, R8
+	ADDQ          BX, DX
+	DECQ          DI
+	JMP           gemvQ5_0AVX512_row
+
+gemvQ5_0AVX512_end:
+	VZEROUPPER
+	RET

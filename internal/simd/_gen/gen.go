@@ -58,6 +58,8 @@ func main() {
 		kquantRows(q, false)
 		kquantRows(q, true)
 	}
+	q5Rows(false)
+	q5Rows(true)
 	Generate()
 }
 
@@ -636,6 +638,123 @@ func kquantRows(q string, dot bool) {
 		JMP(LabelRef(name + "_row"))
 		Label(name + "_end")
 	}
+	VZEROUPPER()
+	RET()
+}
+
+// q5Rows handles rows of Q5_0 blocks (f16 d, u32 qh: bit i is value i's
+// fifth bit, 16 bytes of nibbles: low nibbles values 0-15, high 16-31):
+// each value (nibble | bit << 4) - 16, converted to float32, times d, as
+// ggml's dequantize_row_q5_0. shifts holds 0..31, the per-lane shift that
+// brings each value's bit down. With dot, y[r] = x · w_r; without, the
+// rows are stored into dst. AVX-512.
+func q5Rows(dot bool) {
+	name := "dequantQ5_0AVX512"
+	sig := "func(w *byte, ldw int, blocks int, rows int, shifts *uint32, dst *float32)"
+	if dot {
+		name = "gemvQ5_0AVX512"
+		sig = "func(x *float32, w *byte, ldw int, blocks int, rows int, shifts *uint32, y *float32)"
+	}
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	Doc(name + " handles rows rows of blocks Q5_0 blocks (stride ldw bytes): y[r] = x · w_r, or the values into dst.")
+	var x, xp GPVirtual
+	if dot {
+		x, xp = GP64(), GP64()
+		Load(Param("x"), x)
+	}
+	w, ldw, blocks, rows, sh, out := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("w"), w)
+	Load(Param("ldw"), ldw)
+	Load(Param("blocks"), blocks)
+	Load(Param("rows"), rows)
+	Load(Param("shifts"), sh)
+	if dot {
+		Load(Param("y"), out)
+	} else {
+		Load(Param("dst"), out)
+	}
+	c := func(v uint32) VecVirtual {
+		z := ZMM()
+		t := GP32()
+		MOVL(U32(v), t)
+		VPBROADCASTD(t, z)
+		return z
+	}
+	m15, one, k16 := c(15), c(1), c(16)
+	lo, hi := ZMM(), ZMM()
+	VMOVDQU32(Mem{Base: sh}, lo)
+	VMOVDQU32(Mem{Base: sh, Disp: 64}, hi)
+	var acc [2]VecVirtual
+	nb, wp := GP64(), GP64()
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	if dot {
+		acc[0], acc[1] = ZMM(), ZMM()
+		VXORPS(acc[0], acc[0], acc[0])
+		VXORPS(acc[1], acc[1], acc[1])
+		MOVQ(x, xp)
+	}
+	MOVQ(w, wp)
+	MOVQ(blocks, nb)
+	Label(name + "_block")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_rowdone"))
+	d := ZMM()
+	h := GP32()
+	MOVWLZX(Mem{Base: wp}, h)
+	hx := XMM()
+	VMOVD(h, hx)
+	hy := YMM()
+	VPBROADCASTW(hx, hy)
+	VCVTPH2PS(hy, d)
+	qh := ZMM()
+	VPBROADCASTD(Mem{Base: wp, Disp: 2}, qh)
+	for v := 0; v < 2; v++ {
+		q := ZMM()
+		VPMOVZXBD(Mem{Base: wp, Disp: 6}, q)
+		if v == 1 {
+			VPSRLD(U8(4), q, q)
+		} else {
+			VPANDD(m15, q, q)
+		}
+		b := ZMM()
+		if v == 0 {
+			VPSRLVD(lo, qh, b)
+		} else {
+			VPSRLVD(hi, qh, b)
+		}
+		VPANDD(one, b, b)
+		VPSLLD(U8(4), b, b)
+		VPORD(b, q, q)
+		VPSUBD(k16, q, q)
+		VCVTDQ2PS(q, q)
+		VMULPS(d, q, q)
+		if dot {
+			VFMADD231PS(Mem{Base: xp, Disp: 64 * v}, q, acc[v])
+		} else {
+			VMOVUPS(q, Mem{Base: out, Disp: 64 * v})
+		}
+	}
+	ADDQ(U32(22), wp)
+	if dot {
+		ADDQ(U32(128), xp)
+	} else {
+		ADDQ(U32(128), out)
+	}
+	DECQ(nb)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_rowdone")
+	if dot {
+		VADDPS(acc[1], acc[0], acc[0])
+		reduce(isa{name: "AVX512", lanes: 16, vec: ZMM, tileR: 4}, acc[0], Mem{Base: out})
+		ADDQ(U8(4), out)
+	}
+	ADDQ(ldw, w)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
 	VZEROUPPER()
 	RET()
 }
