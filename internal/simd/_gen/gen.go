@@ -33,12 +33,41 @@ type dtype struct {
 	size  int
 }
 
+// avx512 is the AVX-512 instruction set; the K-quant and Q5_0 kernels
+// exist only for it.
+var avx512 = isa{"AVX512", 16, ZMM, 4}
+
+// broadcast puts the constant v in every 32-bit lane of a new register.
+func broadcast(is isa, v uint32) VecVirtual {
+	r := is.vec()
+	t := GP32()
+	MOVL(U32(v), t)
+	if is.lanes == 16 {
+		VPBROADCASTD(t, r)
+	} else {
+		tx := XMM()
+		VMOVD(t, tx)
+		VPBROADCASTD(tx, r)
+	}
+	return r
+}
+
+// nextBlock advances to the next block of bsize bytes (and of floats
+// values of x or dst) and loops back to name_block while nb counts down.
+func nextBlock(name string, wp, nb, xp, out GPVirtual, bsize, floats int, dot bool) {
+	ADDQ(U32(bsize), wp)
+	if dot {
+		ADDQ(U32(4*floats), xp)
+	} else {
+		ADDQ(U32(4*floats), out)
+	}
+	DECQ(nb)
+	JMP(LabelRef(name + "_block"))
+}
+
 func main() {
 	ConstraintExpr("!purego")
-	isas := []isa{
-		{"AVX512", 16, ZMM, 4},
-		{"AVX2", 8, YMM, 2},
-	}
+	isas := []isa{avx512, {"AVX2", 8, YMM, 2}}
 	dtypes := []dtype{{"F32", "*float32", 4}, {"BF16", "*uint16", 2}, {"F16", "*uint16", 2}}
 	for _, is := range isas {
 		for _, dt := range dtypes {
@@ -339,22 +368,9 @@ func quantRows(is isa, q string, dot bool) {
 	}
 	xp, wp, b := GP64(), GP64(), GP64()
 	// Q4_0's constants: the nibble mask and the offset 8.
-	broadcast := func(c uint32) VecVirtual {
-		v := is.vec()
-		t := GP32()
-		MOVL(U32(c), t)
-		if is.lanes == 16 {
-			VPBROADCASTD(t, v)
-		} else {
-			tx := XMM()
-			VMOVD(t, tx)
-			VPBROADCASTD(tx, v)
-		}
-		return v
-	}
 	var eight, mask VecVirtual
 	if q == "Q4_0" {
-		eight, mask = broadcast(8), broadcast(15)
+		eight, mask = broadcast(is, 8), broadcast(is, 15)
 	}
 	Label(name + "_row")
 	TESTQ(rows, rows)
@@ -413,14 +429,7 @@ func quantRows(is isa, q string, dot bool) {
 			VMOVUPS(qv, Mem{Base: out, Disp: 4 * v * is.lanes})
 		}
 	}
-	ADDQ(U32(bsize), wp)
-	if dot {
-		ADDQ(U32(128), xp)
-	} else {
-		ADDQ(U32(128), out)
-	}
-	DECQ(b)
-	JMP(LabelRef(name + "_block"))
+	nextBlock(name, wp, b, xp, out, bsize, 32, dot)
 	Label(name + "_rowdone")
 	if dot {
 		for v := 1; v < per; v++ {
@@ -492,17 +501,10 @@ func kquantRows(q string, dot bool) {
 	}
 	Load(Param("w"), w)
 	Load(Param("blocks"), blocks)
-	c := func(v uint32) VecVirtual {
-		z := ZMM()
-		t := GP32()
-		MOVL(U32(v), t)
-		VPBROADCASTD(t, z)
-		return z
-	}
-	m15 := c(15)
+	m15 := broadcast(avx512, 15)
 	var m3, k32 VecVirtual
 	if q == "Q6_K" {
-		m3, k32 = c(3), c(32)
+		m3, k32 = broadcast(avx512, 3), broadcast(avx512, 32)
 	}
 	var acc [2]VecVirtual
 	nb, wp := GP64(), GP64()
@@ -619,19 +621,11 @@ func kquantRows(q string, dot bool) {
 			}
 		}
 	}
-	bsize := map[string]int{"Q6_K": 210, "Q4_K": 144}[q]
-	ADDQ(U32(bsize), wp)
-	if dot {
-		ADDQ(U32(1024), xp)
-	} else {
-		ADDQ(U32(1024), out)
-	}
-	DECQ(nb)
-	JMP(LabelRef(name + "_block"))
+	nextBlock(name, wp, nb, xp, out, map[string]int{"Q6_K": 210, "Q4_K": 144}[q], 256, dot)
 	Label(name + "_blocksdone")
 	if dot {
 		VADDPS(acc[1], acc[0], acc[0])
-		reduce(isa{name: "AVX512", lanes: 16, vec: ZMM, tileR: 4}, acc[0], Mem{Base: out})
+		reduce(avx512, acc[0], Mem{Base: out})
 		ADDQ(U8(4), out)
 		ADDQ(ldw, wrow)
 		DECQ(rows)
@@ -674,14 +668,7 @@ func q5Rows(dot bool) {
 	} else {
 		Load(Param("dst"), out)
 	}
-	c := func(v uint32) VecVirtual {
-		z := ZMM()
-		t := GP32()
-		MOVL(U32(v), t)
-		VPBROADCASTD(t, z)
-		return z
-	}
-	m15, one, k16 := c(15), c(1), c(16)
+	m15, one, k16 := broadcast(avx512, 15), broadcast(avx512, 1), broadcast(avx512, 16)
 	lo, hi := ZMM(), ZMM()
 	VMOVDQU32(Mem{Base: sh}, lo)
 	VMOVDQU32(Mem{Base: sh, Disp: 64}, hi)
@@ -737,18 +724,11 @@ func q5Rows(dot bool) {
 			VMOVUPS(q, Mem{Base: out, Disp: 64 * v})
 		}
 	}
-	ADDQ(U32(22), wp)
-	if dot {
-		ADDQ(U32(128), xp)
-	} else {
-		ADDQ(U32(128), out)
-	}
-	DECQ(nb)
-	JMP(LabelRef(name + "_block"))
+	nextBlock(name, wp, nb, xp, out, 22, 32, dot)
 	Label(name + "_rowdone")
 	if dot {
 		VADDPS(acc[1], acc[0], acc[0])
-		reduce(isa{name: "AVX512", lanes: 16, vec: ZMM, tileR: 4}, acc[0], Mem{Base: out})
+		reduce(avx512, acc[0], Mem{Base: out})
 		ADDQ(U8(4), out)
 	}
 	ADDQ(ldw, w)
