@@ -79,6 +79,8 @@ type Step struct {
 	// (one sequence); the ops read the vector so that per-row positions
 	// have a place to go.
 	Positions *G.Node
+	// Fast asks the layers for llama.cpp's arithmetic (Options.Fast).
+	Fast bool
 
 	weights map[*Param]*G.Node
 	cache   *KVCache
@@ -86,6 +88,8 @@ type Step struct {
 	taps    map[string]*G.Node
 	sinks   map[string]*Sink
 	inputs  map[string]*G.Node // a Program's named inputs
+	rc      *runContext        // a Program's run context (see Checkpoint)
+	train   *trainState        // a training step's (see NewTrainingStep)
 }
 
 // Bind returns the input node bound to a declared parameter. The node is
@@ -227,9 +231,9 @@ type graph struct {
 // build builds model's graph for T rows on a fresh ExprGraph. Panics raised
 // by layer fragments (impossible shapes, missing weights) come back as
 // errors.
-func build(m Model, T int, kind inputKind, all bool, cache *KVCache, capture []string) (gr *graph, err error) {
+func build(m Model, T int, kind inputKind, all bool, cache *KVCache, capture []string, rc *runContext, fast bool) (gr *graph, err error) {
 	g := G.NewGraph()
-	s := &Step{G: g, T: T, weights: map[*Param]*G.Node{}, cache: cache, capture: capture, taps: map[string]*G.Node{}, sinks: map[string]*Sink{}}
+	s := &Step{G: g, T: T, Fast: fast, weights: map[*Param]*G.Node{}, cache: cache, capture: capture, taps: map[string]*G.Node{}, sinks: map[string]*Sink{}}
 	gr = &graph{step: s}
 	defer func() {
 		if r := recover(); r != nil {
@@ -258,12 +262,17 @@ func build(m Model, T int, kind inputKind, all bool, cache *KVCache, capture []s
 	}
 	L := m.NumLayers()
 	s.Tap(fmt.Sprintf("%s.0", HiddenStates), h)
+	positions := s.Positions
 	for i := 0; i < L; i++ {
+		// Each layer reads its positions through a cancellation check
+		// that waits for the previous layer (see cancelCheck).
+		s.Positions = positionsAfter(rc, positions, i, h)
 		h = m.Layer(s, i, h)
 		if i+1 < L {
 			s.Tap(fmt.Sprintf("%s.%d", HiddenStates, i+1), h)
 		}
 	}
+	s.Positions = positions
 	h = s.Tap(fmt.Sprintf("%s.%d", HiddenStates, L), m.Norm(s, h))
 	R := T
 	if !all {

@@ -15,6 +15,7 @@ import (
 // one set of input shapes and run many times; like a Session it is not
 // safe for concurrent use.
 type Program struct {
+	rc     *runContext
 	step   *Step
 	vm     G.VM
 	out    *G.Node
@@ -28,7 +29,8 @@ type Program struct {
 // run. A panic in build (an impossible shape) comes back as an error.
 func NewProgram(name string, build func(s *Step) *G.Node, capture []string) (p *Program, err error) {
 	g := G.NewGraph()
-	s := &Step{G: g, weights: map[*Param]*G.Node{}, capture: capture, taps: map[string]*G.Node{}, sinks: map[string]*Sink{}, inputs: map[string]*G.Node{}}
+	rc := &runContext{}
+	s := &Step{G: g, weights: map[*Param]*G.Node{}, capture: capture, taps: map[string]*G.Node{}, sinks: map[string]*Sink{}, inputs: map[string]*G.Node{}, rc: rc}
 	defer func() {
 		if r := recover(); r != nil {
 			e, ok := r.(error)
@@ -39,7 +41,7 @@ func NewProgram(name string, build func(s *Step) *G.Node, capture []string) (p *
 		}
 	}()
 	out := build(s)
-	p = &Program{step: s, out: out, arena: ops.NewArena(), inputs: s.inputs}
+	p = &Program{rc: rc, step: s, out: out, arena: ops.NewArena(), inputs: s.inputs}
 	ops.Plan(g, p.arena)
 	p.vm = G.NewTapeMachine(g)
 	return p, nil
@@ -93,6 +95,9 @@ func (p *Program) Run(feeds map[string]any) (*tensor.Dense, error) {
 	defer p.vm.Reset()
 	p.arena.Reset()
 	if err := p.vm.RunAll(); err != nil {
+		if p.rc.stopped != nil { // a Checkpoint, not a failure
+			return nil, p.rc.stopped
+		}
 		return nil, err
 	}
 	v, ok := p.out.Value().(*tensor.Dense)

@@ -28,6 +28,13 @@ type Options struct {
 	// "attentions.3", or any named node of the graph. Attention
 	// probabilities are computed only when captured.
 	Capture []string
+	// Fast computes as llama.cpp's CPU backend does instead of exactly:
+	// products with block-quantized weights quantize their activations to
+	// 8 bits and take integer dot products, products with F16 or BF16
+	// weights round their activations to that type, and the tanh GELU
+	// comes from an F16 table. It is faster on quantized weights, and its
+	// results follow llama.cpp's logits rather than transformers'.
+	Fast bool
 }
 
 // DefaultCapacity caps the context of a session whose options name none.
@@ -50,6 +57,12 @@ type Session struct {
 	capture map[string]*captured
 	// arena recycles the ops' output buffers within and across runs.
 	arena *ops.Arena
+	// rc is the context of the append in progress, read by the
+	// cancellation checks between layers (see AppendInputContext).
+	rc *runContext
+	// interrupted is set when a graph stopped midway on a session whose
+	// sliding-window rings it may have overwritten: only Reset clears it.
+	interrupted error
 }
 
 type programKey struct {
@@ -138,6 +151,7 @@ func NewSession(m Model, opts Options) (*Session, error) {
 		program: map[programKey]*program{},
 		capture: map[string]*captured{},
 		arena:   ops.NewArena(),
+		rc:      &runContext{},
 	}, nil
 }
 
@@ -151,9 +165,12 @@ func (s *Session) Capacity() int { return s.opts.Capacity }
 func (s *Session) Cache() *KVCache { return s.cache }
 
 // Reset empties the context (cache contents are simply overwritten later).
-func (s *Session) Reset() { s.pos = 0 }
+func (s *Session) Reset() { s.pos, s.interrupted = 0, nil }
 
 func (s *Session) check(in Input) (int, error) {
+	if s.interrupted != nil {
+		return 0, fmt.Errorf("the session's context is no longer reliable (%w): Reset it before appending", s.interrupted)
+	}
 	if err := in.check(s.vocab, s.hidden); err != nil {
 		return 0, err
 	}
@@ -193,6 +210,9 @@ func (s *Session) append(in Input, all bool) ([][]float32, error) {
 	clear(s.capture)
 	var out [][]float32
 	for done := 0; done < n; {
+		if err := s.rc.err(); err != nil {
+			return nil, fmt.Errorf("stopped after %d of %d rows, at position %d: %w", done, n, s.pos, err)
+		}
 		take, T := s.chunk(n - done)
 		if all && T == 1 {
 			T = s.opts.Buckets[0] // the decode graph yields one row only
@@ -303,7 +323,17 @@ func (s *Session) run(in Input, T int, all bool) ([][]float32, error) {
 	defer p.vm.Reset()
 	s.arena.Reset()
 	if err := p.vm.RunAll(); err != nil {
-		return nil, fmt.Errorf("running the %d-row graph at position %d: %w", T, s.pos, err)
+		if s.rc.stopped != nil { // a cancellation check, not a failure
+			err = s.rc.stopped
+		}
+		err = fmt.Errorf("running the %d-row graph at position %d: %w", T, s.pos, err)
+		for _, k := range s.cache.K {
+			if k.Shape()[1] < s.cache.Capacity { // a sliding window's ring
+				s.interrupted = err
+				break
+			}
+		}
+		return nil, err
 	}
 	v, ok := p.logits.Value().(*tensor.Dense)
 	if !ok {
@@ -330,7 +360,7 @@ func (s *Session) compiled(key programKey) (*program, error) {
 	if p, ok := s.program[key]; ok {
 		return p, nil
 	}
-	gr, err := build(s.model, key.T, key.kind, key.all, s.cache, s.opts.Capture)
+	gr, err := build(s.model, key.T, key.kind, key.all, s.cache, s.opts.Capture, s.rc, s.opts.Fast)
 	if err != nil {
 		return nil, err
 	}

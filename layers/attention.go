@@ -91,6 +91,11 @@ func (a *Attention) Forward(s *graphs.Step, x *G.Node) *G.Node {
 	if c.RoPE != nil {
 		q, k = c.RoPE.Forward(s, q), c.RoPE.Forward(s, k)
 	}
+	if !s.HasCache() {
+		// A training step: the whole sequence at once, no cache to extend.
+		o := ops.Apply(causalAttention{name: fmt.Sprintf("layers.%d", c.Layer), scale: float32(c.Scale), window: c.Window}, q, k, v)
+		return a.O.Forward(s, o)
+	}
 	kc, vc := s.Cache(c.Layer)
 	name := fmt.Sprintf("%s.%d", graphs.Attentions, c.Layer)
 	o := ops.Apply(cachedAttention{name: fmt.Sprintf("layers.%d", c.Layer), scale: float32(c.Scale), window: c.Window, sink: s.Sink(name)},

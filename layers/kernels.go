@@ -135,11 +135,12 @@ func rotate(out, x []float32, H int, invFreq []float32, positions []int) {
 // gatedAct computes act(gate) * up elementwise: SwiGLU (silu) for
 // Llama/Qwen, GeGLU with the tanh GELU for Gemma.
 type gatedAct struct {
-	act string // "silu" or "gelu_pytorch_tanh"
+	act  string // "silu" or "gelu_pytorch_tanh"
+	fast bool   // the tanh GELU from llama.cpp's F16 table
 }
 
 func (k gatedAct) Name() string   { return "gated activation" }
-func (k gatedAct) String() string { return "GatedAct{" + k.act + "}" }
+func (k gatedAct) String() string { return fmt.Sprintf("GatedAct{%s,fast=%v}", k.act, k.fast) }
 func (k gatedAct) Signature() []hm.Type {
 	return []hm.Type{ops.T(2, nil), ops.T(2, nil), ops.T(2, nil)}
 }
@@ -154,7 +155,7 @@ func (k gatedAct) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	act, err := activation(k.act)
+	act, err := activationFor(k.act, k.fast)
 	if err != nil {
 		return nil, err
 	}
@@ -197,11 +198,19 @@ func (t *mapTask) Part(i int) {
 	}
 }
 
-func activation(name string) (func(float32) float32, error) {
+// activation returns the named function, computed exactly.
+func activation(name string) (func(float32) float32, error) { return activationFor(name, false) }
+
+// activationFor returns the named function; fast picks llama.cpp's table
+// for the tanh GELU.
+func activationFor(name string, fast bool) (func(float32) float32, error) {
 	switch name {
 	case "silu":
 		return silu, nil
 	case "gelu_pytorch_tanh", "gelu_new":
+		if fast {
+			return simd.GELUTable, nil
+		}
 		return geluTanh, nil
 	case "gelu":
 		return geluErf, nil

@@ -54,7 +54,7 @@ func (l Linear) forward(s *graphs.Step, x *G.Node, heads int) *G.Node {
 	if l.Bias != nil {
 		in = append(in, s.Bind(l.Bias))
 	}
-	return ops.Apply(matmulT{dtype: l.Weight.DType, bias: l.Bias != nil, name: l.Weight.Name, heads: heads}, in...)
+	return ops.Apply(matmulT{dtype: l.Weight.DType, bias: l.Bias != nil, name: l.Weight.Name, heads: heads, fast: s.Fast}, in...)
 }
 
 // Embedding is a lookup table [V, D].
@@ -65,9 +65,10 @@ func NewEmbedding(p graphs.Scope, vocab, dim int) Embedding {
 	return Embedding{Table: p.Param("weight", graphs.Matrix, vocab, dim)}
 }
 
-// Forward looks rows up by ids [T] (Go ints) and returns [T, D].
+// Forward looks rows up by ids [T] (Go ints) and returns [T, D], marked
+// as the step's input embeddings (a training step differentiates them).
 func (e Embedding) Forward(s *graphs.Step, ids *G.Node) *G.Node {
-	return ops.Apply(embeddingLookup{dtype: e.Table.DType, name: e.Table.Name}, s.Bind(e.Table), ids)
+	return s.InputEmbeds(ops.Apply(embeddingLookup{dtype: e.Table.DType, name: e.Table.Name}, s.Bind(e.Table), ids))
 }
 
 // ForwardPositions looks up the rows of the step's positions (a learned
@@ -186,7 +187,7 @@ func NewGatedMLP(p graphs.Scope, hidden, inter int, act string, bias bool) *Gate
 
 // Forward maps x [T, D] to [T, D].
 func (m *GatedMLP) Forward(s *graphs.Step, x *G.Node) *G.Node {
-	h := ops.Apply(gatedAct{act: m.Act}, m.Gate.Forward(s, x), m.Up.Forward(s, x))
+	h := ops.Apply(gatedAct{act: m.Act, fast: s.Fast}, m.Gate.Forward(s, x), m.Up.Forward(s, x))
 	return m.Down.Forward(s, h)
 }
 
@@ -222,6 +223,7 @@ func (m *MoE) Forward(s *graphs.Step, x *G.Node) *G.Node {
 	return ops.Apply(sparseMoE{
 		name: m.name, experts: len(m.Experts), topK: m.TopK, normTopK: m.NormTopK, act: m.Experts[0].Act,
 		routerType:  m.Router.Weight.DType,
+		fast:        s.Fast,
 		expertTypes: [3]graphs.DType{m.Experts[0].Gate.Weight.DType, m.Experts[0].Up.Weight.DType, m.Experts[0].Down.Weight.DType},
 	}, in...)
 }

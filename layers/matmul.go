@@ -21,11 +21,12 @@ type matmulT struct {
 	bias  bool
 	name  string // the weight's name, for errors and graph dumps
 	heads int    // > 0: the output is split into heads, [T, heads, out/heads]
+	fast  bool   // llama.cpp's arithmetic (graphs.Options.Fast)
 }
 
 func (k matmulT) Name() string { return "matmul " + k.name }
 func (k matmulT) String() string {
-	return fmt.Sprintf("MatMulT{%s,%s,bias=%v,heads=%d}", k.name, k.dtype, k.bias, k.heads)
+	return fmt.Sprintf("MatMulT{%s,%s,bias=%v,heads=%d,fast=%v}", k.name, k.dtype, k.bias, k.heads, k.fast)
 }
 func (k matmulT) Signature() []hm.Type {
 	sig := []hm.Type{ops.T(2, nil), ops.T(2, k.dtype.Storage())}
@@ -66,7 +67,7 @@ func (k matmulT) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		return nil, err
 	}
 	y := o.Float32s(T * out)
-	mulT(y, x, T, w, out, inDim)
+	mulTMode(k.fast, y, x, T, w, out, inDim)
 	if k.bias {
 		b, err := ops.Float32s(in[2])
 		if err != nil {
@@ -151,6 +152,17 @@ func (w weight) row(dst []float32, r, cols int) []float32 {
 // in registers and split the rows over a persistent worker pool.
 func mulT(y, x []float32, T int, w weight, out, in int) {
 	simd.MulT(y, x, T, w.simd(), out, in)
+}
+
+// mulTMode is mulT, or in fast mode llama.cpp's arithmetic (activations
+// quantized to 8 bits for quantized weights, rounded to 16 bits for 16-bit
+// ones).
+func mulTMode(fast bool, y, x []float32, T int, w weight, out, in int) {
+	if fast {
+		simd.MulTFast(y, x, T, w.simd(), out, in)
+		return
+	}
+	mulT(y, x, T, w, out, in)
 }
 
 // embeddingLookup gathers rows of a table [V, D] (any stored type) by ids.

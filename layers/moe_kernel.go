@@ -32,11 +32,12 @@ type sparseMoE struct {
 	// expertTypes are the gate, up and down projections' storage (a
 	// Q4_K_M file keeps some down projections in Q6_K or Q8_0).
 	expertTypes [3]graphs.DType
+	fast        bool // llama.cpp's arithmetic in the experts' products
 }
 
 func (k sparseMoE) Name() string { return "moe " + k.name }
 func (k sparseMoE) String() string {
-	return fmt.Sprintf("SparseMoE{%s,experts=%d,top%d,norm=%v,%s,%s,%s}", k.name, k.experts, k.topK, k.normTopK, k.act, k.routerType, k.expertTypes)
+	return fmt.Sprintf("SparseMoE{%s,experts=%d,top%d,norm=%v,%s,%s,%s,fast=%v}", k.name, k.experts, k.topK, k.normTopK, k.act, k.routerType, k.expertTypes, k.fast)
 }
 func (k sparseMoE) Signature() []hm.Type {
 	sig := []hm.Type{ops.T(2, nil), ops.T(2, k.routerType.Storage())}
@@ -65,10 +66,10 @@ func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		return nil, err
 	}
 	logits := make([]float32, T*E)
-	mulT(logits, x, T, router, E, D)
+	mulTMode(k.fast, logits, x, T, router, E, D)
 	rows, weights := route(logits, T, E, k.topK, k.normTopK)
 
-	act, err := activation(k.act)
+	act, err := activationFor(k.act, k.fast)
 	if err != nil {
 		return nil, err
 	}
@@ -90,12 +91,12 @@ func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 			copy(xe[i*D:(i+1)*D], x[t*D:(t+1)*D])
 		}
 		g, u, y := make([]float32, n*F), make([]float32, n*F), make([]float32, n*D)
-		mulT(g, xe, n, w[0], F, D)
-		mulT(u, xe, n, w[1], F, D)
+		mulTMode(k.fast, g, xe, n, w[0], F, D)
+		mulTMode(k.fast, u, xe, n, w[1], F, D)
 		for i := range g {
 			g[i] = act(g[i]) * u[i]
 		}
-		mulT(y, g, n, w[2], D, F)
+		mulTMode(k.fast, y, g, n, w[2], D, F)
 		// Experts add in ascending order, as HF's index_add_ loop does.
 		for i, t := range r {
 			p := weights[e][i]

@@ -58,7 +58,7 @@ func NewMLPNamed(p graphs.Scope, up, down string, hidden, inter int, act string)
 // Forward maps x [T, D] to [T, D].
 func (m *MLP) Forward(s *graphs.Step, x *G.Node) *G.Node {
 	h := m.FC1.Forward(s, x)
-	return m.FC2.Forward(s, ops.Apply(activate{act: m.Act, dims: h.Dims()}, h))
+	return m.FC2.Forward(s, ops.Apply(activate{act: m.Act, dims: h.Dims(), fast: s.Fast}, h))
 }
 
 // EncoderAttention is bidirectional multi-head self-attention with biases

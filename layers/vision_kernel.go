@@ -75,10 +75,13 @@ func layerNormRows(out, x, w, b []float32, eps float64) {
 type activate struct {
 	act  string
 	dims int
+	fast bool // the tanh GELU from llama.cpp's F16 table
 }
 
-func (k activate) Name() string   { return k.act }
-func (k activate) String() string { return fmt.Sprintf("Act{%s,dims=%d}", k.act, k.dims) }
+func (k activate) Name() string { return k.act }
+func (k activate) String() string {
+	return fmt.Sprintf("Act{%s,dims=%d,fast=%v}", k.act, k.dims, k.fast)
+}
 func (k activate) Signature() []hm.Type {
 	return []hm.Type{ops.T(k.dims, nil), ops.T(k.dims, nil)}
 }
@@ -88,7 +91,7 @@ func (k activate) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	act, err := activation(k.act)
+	act, err := activationFor(k.act, k.fast)
 	if err != nil {
 		return nil, err
 	}

@@ -126,13 +126,31 @@ func (o Op) CUDADo(extern G.External, dev G.Device, prealloc G.Value, in ...G.Va
 	return nil, fmt.Errorf("%s has %w", o.K.Name(), ErrNoCUDA)
 }
 
-// DiffWRT says every input may take a gradient; SymDiff decides.
+// DiffWRT says which inputs take a gradient: all but those of integer or
+// byte elements (ids, positions, quantized weight blocks), whose gradient
+// Grad leaves nil. Gorgonia dereferences the gradient of every input
+// marked here, so the two must agree.
 func (o Op) DiffWRT(inputs int) []bool {
+	sig := o.K.Signature()
 	out := make([]bool, inputs)
 	for i := range out {
-		out[i] = true
+		out[i] = i >= len(sig)-1 || Differentiable(sig[i])
 	}
 	return out
+}
+
+// Differentiable reports whether an input of type t can take a gradient:
+// float tensors (or 16-bit float storage, differentiated as float32) and
+// scalars do, integer and byte tensors do not.
+func Differentiable(t hm.Type) bool {
+	if tt, ok := t.(G.TensorType); ok {
+		t = tt.Of
+	}
+	switch t {
+	case tensor.Int, tensor.Int64, tensor.Int32, tensor.Uint8, tensor.Bool:
+		return false
+	}
+	return true
 }
 
 // SymDiff returns the kernel's gradient, or says by name that there is

@@ -1,6 +1,7 @@
 package zoo
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -396,11 +397,21 @@ func GGUFPath(path string) (string, bool) {
 // LoadGGUF loads a model from a GGUF file: the config from its metadata,
 // every declared tensor from its llama.cpp name.
 func LoadGGUF(path string, progress func(done, total int64)) (Model, error) {
+	return LoadGGUFContext(context.Background(), path, progress)
+}
+
+// LoadGGUFContext is LoadGGUF that stops when ctx is done: before each
+// tensor, with an error that wraps ctx.Err() and names the file, which is
+// closed.
+func LoadGGUFContext(ctx context.Context, path string, progress func(done, total int64)) (Model, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: loading stopped: %w", path, err)
+	}
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	m, err := loadGGUF(f, progress)
+	m, err := loadGGUF(ctx, f, progress)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -408,7 +419,7 @@ func LoadGGUF(path string, progress func(done, total int64)) (Model, error) {
 	return m, nil
 }
 
-func loadGGUF(f *gguf.File, progress func(done, total int64)) (Model, error) {
+func loadGGUF(ctx context.Context, f *gguf.File, progress func(done, total int64)) (Model, error) {
 	arch, cfgJSON, err := ggufConfig(f)
 	if err != nil {
 		return nil, err
@@ -432,7 +443,10 @@ func loadGGUF(f *gguf.File, progress func(done, total int64)) (Model, error) {
 	for _, p := range ps.All() {
 		total += p.Numel()
 	}
-	for _, p := range ps.All() {
+	for i, p := range ps.All() {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("%s: loading stopped after %d of %d tensors: %w", f.Path, i, len(ps.All()), err)
+		}
 		name, expert, ok := arch.tensor(p.Name)
 		if !ok {
 			return nil, fmt.Errorf("%s: no GGUF name for tensor %q of a %s model", f.Path, p.Name, archName)

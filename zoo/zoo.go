@@ -12,6 +12,7 @@
 package zoo
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -180,23 +181,39 @@ func Load(dir string) (Model, error) { return LoadWithProgress(dir, nil) }
 // LoadWithProgress is Load reporting, after each tensor, how many of the
 // weights' values are loaded so far out of the total.
 func LoadWithProgress(dir string, progress func(done, total int64)) (Model, error) {
+	return LoadContext(context.Background(), dir, progress)
+}
+
+// LoadContext is LoadWithProgress that stops when ctx is done: between
+// the steps of the load and between tensors, with an error that wraps
+// ctx.Err() and names the checkpoint. Nothing it opened stays open.
+func LoadContext(ctx context.Context, dir string, progress func(done, total int64)) (Model, error) {
 	if path, ok := GGUFPath(dir); ok {
-		return LoadGGUF(path, progress)
+		return LoadGGUFContext(ctx, path, progress)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: loading stopped: %w", dir, err)
 	}
 	_, data, err := loaders.ReadConfig(dir)
 	if err != nil {
 		return nil, err
 	}
-	return LoadConfig(dir, data, progress)
+	return LoadConfigContext(ctx, dir, data, progress)
 }
 
 // LoadConfig is LoadWithProgress with config.json's bytes already read.
 func LoadConfig(dir string, configJSON []byte, progress func(done, total int64)) (Model, error) {
+	return LoadConfigContext(context.Background(), dir, configJSON, progress)
+}
+
+// LoadConfigContext is LoadConfig that stops when ctx is done, as
+// LoadContext does.
+func LoadConfigContext(ctx context.Context, dir string, configJSON []byte, progress func(done, total int64)) (Model, error) {
 	cfg, err := ParseConfig(configJSON)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	return LoadWeights(dir, cfg, progress)
+	return LoadWeightsContext(ctx, dir, cfg, progress)
 }
 
 // LoadWeights loads cfg's tensors from the safetensors in dir. Matrices
@@ -212,9 +229,19 @@ func LoadConfig(dir string, configJSON []byte, progress func(done, total int64))
 // config.json whose sizes disagree with the tensors present allocates
 // nothing by those sizes.
 func LoadWeights(dir string, cfg Config, progress func(done, total int64)) (Model, error) {
+	return LoadWeightsContext(context.Background(), dir, cfg, progress)
+}
+
+// LoadWeightsContext is LoadWeights that stops when ctx is done: before
+// each tensor, with an error that wraps ctx.Err(), naming the checkpoint
+// and how far the load got; the checkpoint's files are closed.
+func LoadWeightsContext(ctx context.Context, dir string, cfg Config, progress func(done, total int64)) (Model, error) {
 	m, ps, err := declare(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: loading stopped: %w", dir, err)
 	}
 	ckpt, err := loaders.OpenCheckpoint(dir)
 	if err != nil {
@@ -228,7 +255,11 @@ func LoadWeights(dir string, cfg Config, progress func(done, total int64)) (Mode
 	for _, p := range ps.All() {
 		total += p.Numel()
 	}
-	for _, p := range ps.All() {
+	for i, p := range ps.All() {
+		if err := ctx.Err(); err != nil {
+			ckpt.Close()
+			return nil, fmt.Errorf("%s: loading stopped after %d of %d tensors: %w", dir, i, len(ps.All()), err)
+		}
 		name, transposed := stored(cfg, p.Name, ckpt.Has)
 		if err := loadParam(ckpt, p, name, transposed); err != nil {
 			ckpt.Close()

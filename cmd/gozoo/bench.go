@@ -53,14 +53,15 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	genTokens := fs.Int("gen-tokens", 64, "tokens to generate greedily")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	seed := fs.Uint64("seed", 1, "seed for the random prompt")
+	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *model == "" || *promptTokens < 1 || *genTokens < 1 {
-		fmt.Fprintln(stderr, "usage: gozoo bench --model DIR [--prompt-tokens N] [--gen-tokens M] [--json]")
+		fmt.Fprintln(stderr, "usage: gozoo bench --model DIR|FILE.gguf [--prompt-tokens N] [--gen-tokens M] [--fast] [--json]")
 		return 2
 	}
-	res, err := bench(*model, *promptTokens, *genTokens, *seed)
+	res, err := bench(*model, *promptTokens, *genTokens, *seed, *fast)
 	if err != nil {
 		fmt.Fprintln(stderr, "gozoo bench:", err)
 		return 1
@@ -79,7 +80,7 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func bench(dir string, n, m int, seed uint64) (benchResult, error) {
+func bench(dir string, n, m int, seed uint64, fast bool) (benchResult, error) {
 	res := benchResult{Kernels: simd.Name()}
 	procstat.ResetPeak()
 	t0 := time.Now()
@@ -88,7 +89,7 @@ func bench(dir string, n, m int, seed uint64) (benchResult, error) {
 		return res, err
 	}
 	res.LoadS = time.Since(t0).Seconds()
-	sess, err := graphs.NewSession(model, graphs.Options{Capacity: min(model.MaxPositions(), n+m+1)})
+	sess, err := graphs.NewSession(model, graphs.Options{Capacity: min(model.MaxPositions(), n+m+1), Fast: fast})
 	if err != nil {
 		return res, err
 	}

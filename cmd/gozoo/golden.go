@@ -19,8 +19,10 @@ func init() {
 func runGolden(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("golden", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fast := fs.Bool("fast", false, "check fast mode (llama.cpp's arithmetic) against llama.cpp's own logits and greedy ids (GGUF cases)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gozoo golden DIR...\n\nEach DIR is a golden case (config.json, model.safetensors, golden.safetensors,\ngolden.json). Prints PASS or FAIL per case; exits 1 if any case fails.")
+		fmt.Fprintln(stderr, "usage: gozoo golden DIR...\n\nEach DIR is a golden case (config.json, model.safetensors, golden.safetensors,\ngolden.json). Prints PASS or FAIL per case; exits 1 if any case fails.\n\nWith --fast, each DIR is a GGUF case (../shared/gguf) checked in fast mode\nagainst llama.cpp's llama_logits and llama_greedy_ids.")
+		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -31,7 +33,11 @@ func runGolden(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	status := 0
 	for _, dir := range fs.Args() {
-		r := golden.Run(dir)
+		run := golden.Run
+		if *fast {
+			run = golden.RunFast
+		}
+		r := run(dir)
 		fmt.Fprintln(stdout, r)
 		if !r.Pass {
 			status = 1

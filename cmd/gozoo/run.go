@@ -46,6 +46,7 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	minP := fs.Float64("min-p", 0, "drop tokens below min-p times the best one's probability")
 	repPenalty := fs.Float64("repetition-penalty", 0, "penalty for tokens already in the context (1: off)")
 	seed := fs.Uint64("seed", 0, "sampling seed (default: random)")
+	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights), faster on GGUF files, not exact")
 	var stops, imagePaths stringList
 	fs.Var(&stops, "stop", "stop when the text contains this string (repeatable)")
 	fs.Var(&imagePaths, "image", "an image for a vision-language model (repeatable; the prompt's <image> tokens, or one per image in front)")
@@ -53,7 +54,7 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *prompt == "" {
-		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] --prompt TEXT [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]")
+		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] --prompt TEXT [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--fast]")
 		return 2
 	}
 	set := map[string]bool{}
@@ -104,6 +105,7 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		s.Seed = uint64(time.Now().UnixNano())
 	}
 	opts.Stop = stops
+	g.SessionOptions.Fast = *fast
 
 	var input graphs.Input
 	if len(imagePaths) > 0 {

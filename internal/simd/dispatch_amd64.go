@@ -228,3 +228,55 @@ var q5Shifts = func() (s [32]uint32) {
 	}
 	return s
 }()
+
+// asmQuantizeActs quantizes one row of activations for fast mode with the
+// active kernels; false when there is none for the format.
+func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, sums []int16) bool {
+	return false
+}
+
+// asmDotActs computes y[i] = w_(r0+i) · acts for rows weight rows (rb
+// bytes each) with the active integer kernels; false when there is none
+// for the format.
+func asmDotActs(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16, y []float32) bool {
+	if active == nil || rows == 0 {
+		return false
+	}
+	wp, blocks := &w.Bytes[r0*rb], len(q)/quant.ActBlock(w.Format)
+	switch w.Format {
+	case quant.Q8_0:
+		fastQ8_0AVX2(wp, rb, rows, blocks, &q[0], &d[0], &y[0])
+	case quant.Q4_0:
+		fastQ4_0AVX2(wp, rb, rows, blocks, &q[0], &d[0], &y[0])
+	case quant.Q5_0:
+		fastQ5_0AVX2(wp, rb, rows, blocks, &q[0], &d[0], &y[0])
+	case quant.Q4_K:
+		fastQ4_KAVX2(wp, rb, rows, blocks, &q[0], &d[0], &sums[0], &y[0])
+	case quant.Q6_K:
+		fastQ6_KAVX2(wp, rb, rows, blocks, &q[0], &d[0], &sums[0], &y[0])
+	default:
+		return false
+	}
+	return true
+}
+
+// asmDotActs4 is asmDotActs for four rows of activations at once (row
+// stride in values; scales and outputs likewise), for the formats with a
+// four-row kernel; false otherwise.
+func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, in int, y []float32, ldy int) bool {
+	if active == nil || rows == 0 {
+		return false
+	}
+	wp, blocks := &w.Bytes[r0*rb], in/32
+	switch w.Format {
+	case quant.Q8_0:
+		fastQ8_0x4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
+	case quant.Q4_0:
+		fastQ4_0x4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
+	case quant.Q5_0:
+		fastQ5_0x4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
+	default:
+		return false
+	}
+	return true
+}

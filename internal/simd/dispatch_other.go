@@ -2,6 +2,8 @@
 
 package simd
 
+import "github.com/gozoo/gozoo/internal/quant"
+
 // detect finds no kernels: plain Go everywhere else.
 func detect() *isa { return nil }
 
@@ -30,3 +32,15 @@ func asmWeigh(width int, p, v *float32, ldv, rows int, out *float32) {
 func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) bool { return false }
 
 func supported() []*isa { return nil }
+
+func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, sums []int16) bool {
+	return false
+}
+
+func asmDotActs(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16, y []float32) bool {
+	return false
+}
+
+func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, in int, y []float32, ldy int) bool {
+	return false
+}

@@ -183,3 +183,43 @@ func dequantQ5_0AVX512(w *byte, ldw int, blocks int, rows int, shifts *uint32, d
 //
 //go:noescape
 func gemvQ5_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, shifts *uint32, y *float32)
+
+// fastQ8_0AVX2 computes y[r] = w_r · x for rows Q8_0 rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd.
+//
+//go:noescape
+func fastQ8_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+
+// fastQ8_0x4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q8_0 rows of blocks blocks (stride ldw bytes) and four rows of Q8_0 activations (stride ldx values).
+//
+//go:noescape
+func fastQ8_0x4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+
+// fastQ4_0AVX2 computes y[r] = w_r · x for rows Q4_0 rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd.
+//
+//go:noescape
+func fastQ4_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+
+// fastQ4_0x4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q4_0 rows of blocks blocks (stride ldw bytes) and four rows of Q8_0 activations (stride ldx values).
+//
+//go:noescape
+func fastQ4_0x4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+
+// fastQ5_0AVX2 computes y[r] = w_r · x for rows Q5_0 rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd.
+//
+//go:noescape
+func fastQ5_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+
+// fastQ5_0x4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q5_0 rows of blocks blocks (stride ldw bytes) and four rows of Q8_0 activations (stride ldx values).
+//
+//go:noescape
+func fastQ5_0x4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+
+// fastQ4_KAVX2 computes y[r] = w_r · x for rows Q4_K rows of blocks super-blocks (stride ldw bytes) and Q8_K activations xq, xd, xs.
+//
+//go:noescape
+func fastQ4_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+
+// fastQ6_KAVX2 computes y[r] = w_r · x for rows Q6_K rows of blocks super-blocks (stride ldw bytes) and Q8_K activations xq, xd, xs.
+//
+//go:noescape
+func fastQ6_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)

@@ -3696,3 +3696,1245 @@ gemvQ5_0AVX512_rowdone:
 gemvQ5_0AVX512_end:
 	VZEROUPPER
 	RET
+
+DATA fastq4kshuf<>+0(SB)/1, $0x00
+DATA fastq4kshuf<>+1(SB)/1, $0x01
+DATA fastq4kshuf<>+2(SB)/1, $0x00
+DATA fastq4kshuf<>+3(SB)/1, $0x01
+DATA fastq4kshuf<>+4(SB)/1, $0x00
+DATA fastq4kshuf<>+5(SB)/1, $0x01
+DATA fastq4kshuf<>+6(SB)/1, $0x00
+DATA fastq4kshuf<>+7(SB)/1, $0x01
+DATA fastq4kshuf<>+8(SB)/1, $0x00
+DATA fastq4kshuf<>+9(SB)/1, $0x01
+DATA fastq4kshuf<>+10(SB)/1, $0x00
+DATA fastq4kshuf<>+11(SB)/1, $0x01
+DATA fastq4kshuf<>+12(SB)/1, $0x00
+DATA fastq4kshuf<>+13(SB)/1, $0x01
+DATA fastq4kshuf<>+14(SB)/1, $0x00
+DATA fastq4kshuf<>+15(SB)/1, $0x01
+DATA fastq4kshuf<>+16(SB)/1, $0x00
+DATA fastq4kshuf<>+17(SB)/1, $0x01
+DATA fastq4kshuf<>+18(SB)/1, $0x00
+DATA fastq4kshuf<>+19(SB)/1, $0x01
+DATA fastq4kshuf<>+20(SB)/1, $0x00
+DATA fastq4kshuf<>+21(SB)/1, $0x01
+DATA fastq4kshuf<>+22(SB)/1, $0x00
+DATA fastq4kshuf<>+23(SB)/1, $0x01
+DATA fastq4kshuf<>+24(SB)/1, $0x00
+DATA fastq4kshuf<>+25(SB)/1, $0x01
+DATA fastq4kshuf<>+26(SB)/1, $0x00
+DATA fastq4kshuf<>+27(SB)/1, $0x01
+DATA fastq4kshuf<>+28(SB)/1, $0x00
+DATA fastq4kshuf<>+29(SB)/1, $0x01
+DATA fastq4kshuf<>+30(SB)/1, $0x00
+DATA fastq4kshuf<>+31(SB)/1, $0x01
+DATA fastq4kshuf<>+32(SB)/1, $0x02
+DATA fastq4kshuf<>+33(SB)/1, $0x03
+DATA fastq4kshuf<>+34(SB)/1, $0x02
+DATA fastq4kshuf<>+35(SB)/1, $0x03
+DATA fastq4kshuf<>+36(SB)/1, $0x02
+DATA fastq4kshuf<>+37(SB)/1, $0x03
+DATA fastq4kshuf<>+38(SB)/1, $0x02
+DATA fastq4kshuf<>+39(SB)/1, $0x03
+DATA fastq4kshuf<>+40(SB)/1, $0x02
+DATA fastq4kshuf<>+41(SB)/1, $0x03
+DATA fastq4kshuf<>+42(SB)/1, $0x02
+DATA fastq4kshuf<>+43(SB)/1, $0x03
+DATA fastq4kshuf<>+44(SB)/1, $0x02
+DATA fastq4kshuf<>+45(SB)/1, $0x03
+DATA fastq4kshuf<>+46(SB)/1, $0x02
+DATA fastq4kshuf<>+47(SB)/1, $0x03
+DATA fastq4kshuf<>+48(SB)/1, $0x02
+DATA fastq4kshuf<>+49(SB)/1, $0x03
+DATA fastq4kshuf<>+50(SB)/1, $0x02
+DATA fastq4kshuf<>+51(SB)/1, $0x03
+DATA fastq4kshuf<>+52(SB)/1, $0x02
+DATA fastq4kshuf<>+53(SB)/1, $0x03
+DATA fastq4kshuf<>+54(SB)/1, $0x02
+DATA fastq4kshuf<>+55(SB)/1, $0x03
+DATA fastq4kshuf<>+56(SB)/1, $0x02
+DATA fastq4kshuf<>+57(SB)/1, $0x03
+DATA fastq4kshuf<>+58(SB)/1, $0x02
+DATA fastq4kshuf<>+59(SB)/1, $0x03
+DATA fastq4kshuf<>+60(SB)/1, $0x02
+DATA fastq4kshuf<>+61(SB)/1, $0x03
+DATA fastq4kshuf<>+62(SB)/1, $0x02
+DATA fastq4kshuf<>+63(SB)/1, $0x03
+DATA fastq4kshuf<>+64(SB)/1, $0x04
+DATA fastq4kshuf<>+65(SB)/1, $0x05
+DATA fastq4kshuf<>+66(SB)/1, $0x04
+DATA fastq4kshuf<>+67(SB)/1, $0x05
+DATA fastq4kshuf<>+68(SB)/1, $0x04
+DATA fastq4kshuf<>+69(SB)/1, $0x05
+DATA fastq4kshuf<>+70(SB)/1, $0x04
+DATA fastq4kshuf<>+71(SB)/1, $0x05
+DATA fastq4kshuf<>+72(SB)/1, $0x04
+DATA fastq4kshuf<>+73(SB)/1, $0x05
+DATA fastq4kshuf<>+74(SB)/1, $0x04
+DATA fastq4kshuf<>+75(SB)/1, $0x05
+DATA fastq4kshuf<>+76(SB)/1, $0x04
+DATA fastq4kshuf<>+77(SB)/1, $0x05
+DATA fastq4kshuf<>+78(SB)/1, $0x04
+DATA fastq4kshuf<>+79(SB)/1, $0x05
+DATA fastq4kshuf<>+80(SB)/1, $0x04
+DATA fastq4kshuf<>+81(SB)/1, $0x05
+DATA fastq4kshuf<>+82(SB)/1, $0x04
+DATA fastq4kshuf<>+83(SB)/1, $0x05
+DATA fastq4kshuf<>+84(SB)/1, $0x04
+DATA fastq4kshuf<>+85(SB)/1, $0x05
+DATA fastq4kshuf<>+86(SB)/1, $0x04
+DATA fastq4kshuf<>+87(SB)/1, $0x05
+DATA fastq4kshuf<>+88(SB)/1, $0x04
+DATA fastq4kshuf<>+89(SB)/1, $0x05
+DATA fastq4kshuf<>+90(SB)/1, $0x04
+DATA fastq4kshuf<>+91(SB)/1, $0x05
+DATA fastq4kshuf<>+92(SB)/1, $0x04
+DATA fastq4kshuf<>+93(SB)/1, $0x05
+DATA fastq4kshuf<>+94(SB)/1, $0x04
+DATA fastq4kshuf<>+95(SB)/1, $0x05
+DATA fastq4kshuf<>+96(SB)/1, $0x06
+DATA fastq4kshuf<>+97(SB)/1, $0x07
+DATA fastq4kshuf<>+98(SB)/1, $0x06
+DATA fastq4kshuf<>+99(SB)/1, $0x07
+DATA fastq4kshuf<>+100(SB)/1, $0x06
+DATA fastq4kshuf<>+101(SB)/1, $0x07
+DATA fastq4kshuf<>+102(SB)/1, $0x06
+DATA fastq4kshuf<>+103(SB)/1, $0x07
+DATA fastq4kshuf<>+104(SB)/1, $0x06
+DATA fastq4kshuf<>+105(SB)/1, $0x07
+DATA fastq4kshuf<>+106(SB)/1, $0x06
+DATA fastq4kshuf<>+107(SB)/1, $0x07
+DATA fastq4kshuf<>+108(SB)/1, $0x06
+DATA fastq4kshuf<>+109(SB)/1, $0x07
+DATA fastq4kshuf<>+110(SB)/1, $0x06
+DATA fastq4kshuf<>+111(SB)/1, $0x07
+DATA fastq4kshuf<>+112(SB)/1, $0x06
+DATA fastq4kshuf<>+113(SB)/1, $0x07
+DATA fastq4kshuf<>+114(SB)/1, $0x06
+DATA fastq4kshuf<>+115(SB)/1, $0x07
+DATA fastq4kshuf<>+116(SB)/1, $0x06
+DATA fastq4kshuf<>+117(SB)/1, $0x07
+DATA fastq4kshuf<>+118(SB)/1, $0x06
+DATA fastq4kshuf<>+119(SB)/1, $0x07
+DATA fastq4kshuf<>+120(SB)/1, $0x06
+DATA fastq4kshuf<>+121(SB)/1, $0x07
+DATA fastq4kshuf<>+122(SB)/1, $0x06
+DATA fastq4kshuf<>+123(SB)/1, $0x07
+DATA fastq4kshuf<>+124(SB)/1, $0x06
+DATA fastq4kshuf<>+125(SB)/1, $0x07
+DATA fastq4kshuf<>+126(SB)/1, $0x06
+DATA fastq4kshuf<>+127(SB)/1, $0x07
+DATA fastq4kshuf<>+128(SB)/1, $0x08
+DATA fastq4kshuf<>+129(SB)/1, $0x09
+DATA fastq4kshuf<>+130(SB)/1, $0x08
+DATA fastq4kshuf<>+131(SB)/1, $0x09
+DATA fastq4kshuf<>+132(SB)/1, $0x08
+DATA fastq4kshuf<>+133(SB)/1, $0x09
+DATA fastq4kshuf<>+134(SB)/1, $0x08
+DATA fastq4kshuf<>+135(SB)/1, $0x09
+DATA fastq4kshuf<>+136(SB)/1, $0x08
+DATA fastq4kshuf<>+137(SB)/1, $0x09
+DATA fastq4kshuf<>+138(SB)/1, $0x08
+DATA fastq4kshuf<>+139(SB)/1, $0x09
+DATA fastq4kshuf<>+140(SB)/1, $0x08
+DATA fastq4kshuf<>+141(SB)/1, $0x09
+DATA fastq4kshuf<>+142(SB)/1, $0x08
+DATA fastq4kshuf<>+143(SB)/1, $0x09
+DATA fastq4kshuf<>+144(SB)/1, $0x08
+DATA fastq4kshuf<>+145(SB)/1, $0x09
+DATA fastq4kshuf<>+146(SB)/1, $0x08
+DATA fastq4kshuf<>+147(SB)/1, $0x09
+DATA fastq4kshuf<>+148(SB)/1, $0x08
+DATA fastq4kshuf<>+149(SB)/1, $0x09
+DATA fastq4kshuf<>+150(SB)/1, $0x08
+DATA fastq4kshuf<>+151(SB)/1, $0x09
+DATA fastq4kshuf<>+152(SB)/1, $0x08
+DATA fastq4kshuf<>+153(SB)/1, $0x09
+DATA fastq4kshuf<>+154(SB)/1, $0x08
+DATA fastq4kshuf<>+155(SB)/1, $0x09
+DATA fastq4kshuf<>+156(SB)/1, $0x08
+DATA fastq4kshuf<>+157(SB)/1, $0x09
+DATA fastq4kshuf<>+158(SB)/1, $0x08
+DATA fastq4kshuf<>+159(SB)/1, $0x09
+DATA fastq4kshuf<>+160(SB)/1, $0x0a
+DATA fastq4kshuf<>+161(SB)/1, $0x0b
+DATA fastq4kshuf<>+162(SB)/1, $0x0a
+DATA fastq4kshuf<>+163(SB)/1, $0x0b
+DATA fastq4kshuf<>+164(SB)/1, $0x0a
+DATA fastq4kshuf<>+165(SB)/1, $0x0b
+DATA fastq4kshuf<>+166(SB)/1, $0x0a
+DATA fastq4kshuf<>+167(SB)/1, $0x0b
+DATA fastq4kshuf<>+168(SB)/1, $0x0a
+DATA fastq4kshuf<>+169(SB)/1, $0x0b
+DATA fastq4kshuf<>+170(SB)/1, $0x0a
+DATA fastq4kshuf<>+171(SB)/1, $0x0b
+DATA fastq4kshuf<>+172(SB)/1, $0x0a
+DATA fastq4kshuf<>+173(SB)/1, $0x0b
+DATA fastq4kshuf<>+174(SB)/1, $0x0a
+DATA fastq4kshuf<>+175(SB)/1, $0x0b
+DATA fastq4kshuf<>+176(SB)/1, $0x0a
+DATA fastq4kshuf<>+177(SB)/1, $0x0b
+DATA fastq4kshuf<>+178(SB)/1, $0x0a
+DATA fastq4kshuf<>+179(SB)/1, $0x0b
+DATA fastq4kshuf<>+180(SB)/1, $0x0a
+DATA fastq4kshuf<>+181(SB)/1, $0x0b
+DATA fastq4kshuf<>+182(SB)/1, $0x0a
+DATA fastq4kshuf<>+183(SB)/1, $0x0b
+DATA fastq4kshuf<>+184(SB)/1, $0x0a
+DATA fastq4kshuf<>+185(SB)/1, $0x0b
+DATA fastq4kshuf<>+186(SB)/1, $0x0a
+DATA fastq4kshuf<>+187(SB)/1, $0x0b
+DATA fastq4kshuf<>+188(SB)/1, $0x0a
+DATA fastq4kshuf<>+189(SB)/1, $0x0b
+DATA fastq4kshuf<>+190(SB)/1, $0x0a
+DATA fastq4kshuf<>+191(SB)/1, $0x0b
+DATA fastq4kshuf<>+192(SB)/1, $0x0c
+DATA fastq4kshuf<>+193(SB)/1, $0x0d
+DATA fastq4kshuf<>+194(SB)/1, $0x0c
+DATA fastq4kshuf<>+195(SB)/1, $0x0d
+DATA fastq4kshuf<>+196(SB)/1, $0x0c
+DATA fastq4kshuf<>+197(SB)/1, $0x0d
+DATA fastq4kshuf<>+198(SB)/1, $0x0c
+DATA fastq4kshuf<>+199(SB)/1, $0x0d
+DATA fastq4kshuf<>+200(SB)/1, $0x0c
+DATA fastq4kshuf<>+201(SB)/1, $0x0d
+DATA fastq4kshuf<>+202(SB)/1, $0x0c
+DATA fastq4kshuf<>+203(SB)/1, $0x0d
+DATA fastq4kshuf<>+204(SB)/1, $0x0c
+DATA fastq4kshuf<>+205(SB)/1, $0x0d
+DATA fastq4kshuf<>+206(SB)/1, $0x0c
+DATA fastq4kshuf<>+207(SB)/1, $0x0d
+DATA fastq4kshuf<>+208(SB)/1, $0x0c
+DATA fastq4kshuf<>+209(SB)/1, $0x0d
+DATA fastq4kshuf<>+210(SB)/1, $0x0c
+DATA fastq4kshuf<>+211(SB)/1, $0x0d
+DATA fastq4kshuf<>+212(SB)/1, $0x0c
+DATA fastq4kshuf<>+213(SB)/1, $0x0d
+DATA fastq4kshuf<>+214(SB)/1, $0x0c
+DATA fastq4kshuf<>+215(SB)/1, $0x0d
+DATA fastq4kshuf<>+216(SB)/1, $0x0c
+DATA fastq4kshuf<>+217(SB)/1, $0x0d
+DATA fastq4kshuf<>+218(SB)/1, $0x0c
+DATA fastq4kshuf<>+219(SB)/1, $0x0d
+DATA fastq4kshuf<>+220(SB)/1, $0x0c
+DATA fastq4kshuf<>+221(SB)/1, $0x0d
+DATA fastq4kshuf<>+222(SB)/1, $0x0c
+DATA fastq4kshuf<>+223(SB)/1, $0x0d
+DATA fastq4kshuf<>+224(SB)/1, $0x0e
+DATA fastq4kshuf<>+225(SB)/1, $0x0f
+DATA fastq4kshuf<>+226(SB)/1, $0x0e
+DATA fastq4kshuf<>+227(SB)/1, $0x0f
+DATA fastq4kshuf<>+228(SB)/1, $0x0e
+DATA fastq4kshuf<>+229(SB)/1, $0x0f
+DATA fastq4kshuf<>+230(SB)/1, $0x0e
+DATA fastq4kshuf<>+231(SB)/1, $0x0f
+DATA fastq4kshuf<>+232(SB)/1, $0x0e
+DATA fastq4kshuf<>+233(SB)/1, $0x0f
+DATA fastq4kshuf<>+234(SB)/1, $0x0e
+DATA fastq4kshuf<>+235(SB)/1, $0x0f
+DATA fastq4kshuf<>+236(SB)/1, $0x0e
+DATA fastq4kshuf<>+237(SB)/1, $0x0f
+DATA fastq4kshuf<>+238(SB)/1, $0x0e
+DATA fastq4kshuf<>+239(SB)/1, $0x0f
+DATA fastq4kshuf<>+240(SB)/1, $0x0e
+DATA fastq4kshuf<>+241(SB)/1, $0x0f
+DATA fastq4kshuf<>+242(SB)/1, $0x0e
+DATA fastq4kshuf<>+243(SB)/1, $0x0f
+DATA fastq4kshuf<>+244(SB)/1, $0x0e
+DATA fastq4kshuf<>+245(SB)/1, $0x0f
+DATA fastq4kshuf<>+246(SB)/1, $0x0e
+DATA fastq4kshuf<>+247(SB)/1, $0x0f
+DATA fastq4kshuf<>+248(SB)/1, $0x0e
+DATA fastq4kshuf<>+249(SB)/1, $0x0f
+DATA fastq4kshuf<>+250(SB)/1, $0x0e
+DATA fastq4kshuf<>+251(SB)/1, $0x0f
+DATA fastq4kshuf<>+252(SB)/1, $0x0e
+DATA fastq4kshuf<>+253(SB)/1, $0x0f
+DATA fastq4kshuf<>+254(SB)/1, $0x0e
+DATA fastq4kshuf<>+255(SB)/1, $0x0f
+GLOBL fastq4kshuf<>(SB), RODATA|NOPTR, $256
+
+DATA fastq6kidx<>+0(SB)/4, $0x00000000
+DATA fastq6kidx<>+4(SB)/4, $0x00000000
+DATA fastq6kidx<>+8(SB)/4, $0x00000000
+DATA fastq6kidx<>+12(SB)/4, $0x00000000
+DATA fastq6kidx<>+16(SB)/4, $0x00000001
+DATA fastq6kidx<>+20(SB)/4, $0x00000001
+DATA fastq6kidx<>+24(SB)/4, $0x00000001
+DATA fastq6kidx<>+28(SB)/4, $0x00000001
+DATA fastq6kidx<>+32(SB)/4, $0x00000002
+DATA fastq6kidx<>+36(SB)/4, $0x00000002
+DATA fastq6kidx<>+40(SB)/4, $0x00000002
+DATA fastq6kidx<>+44(SB)/4, $0x00000002
+DATA fastq6kidx<>+48(SB)/4, $0x00000003
+DATA fastq6kidx<>+52(SB)/4, $0x00000003
+DATA fastq6kidx<>+56(SB)/4, $0x00000003
+DATA fastq6kidx<>+60(SB)/4, $0x00000003
+DATA fastq6kidx<>+64(SB)/4, $0x00000004
+DATA fastq6kidx<>+68(SB)/4, $0x00000004
+DATA fastq6kidx<>+72(SB)/4, $0x00000004
+DATA fastq6kidx<>+76(SB)/4, $0x00000004
+DATA fastq6kidx<>+80(SB)/4, $0x00000005
+DATA fastq6kidx<>+84(SB)/4, $0x00000005
+DATA fastq6kidx<>+88(SB)/4, $0x00000005
+DATA fastq6kidx<>+92(SB)/4, $0x00000005
+DATA fastq6kidx<>+96(SB)/4, $0x00000006
+DATA fastq6kidx<>+100(SB)/4, $0x00000006
+DATA fastq6kidx<>+104(SB)/4, $0x00000006
+DATA fastq6kidx<>+108(SB)/4, $0x00000006
+DATA fastq6kidx<>+112(SB)/4, $0x00000007
+DATA fastq6kidx<>+116(SB)/4, $0x00000007
+DATA fastq6kidx<>+120(SB)/4, $0x00000007
+DATA fastq6kidx<>+124(SB)/4, $0x00000007
+GLOBL fastq6kidx<>(SB), RODATA|NOPTR, $128
+
+DATA fastq5shuf<>+0(SB)/1, $0x00
+DATA fastq5shuf<>+1(SB)/1, $0x00
+DATA fastq5shuf<>+2(SB)/1, $0x00
+DATA fastq5shuf<>+3(SB)/1, $0x00
+DATA fastq5shuf<>+4(SB)/1, $0x00
+DATA fastq5shuf<>+5(SB)/1, $0x00
+DATA fastq5shuf<>+6(SB)/1, $0x00
+DATA fastq5shuf<>+7(SB)/1, $0x00
+DATA fastq5shuf<>+8(SB)/1, $0x01
+DATA fastq5shuf<>+9(SB)/1, $0x01
+DATA fastq5shuf<>+10(SB)/1, $0x01
+DATA fastq5shuf<>+11(SB)/1, $0x01
+DATA fastq5shuf<>+12(SB)/1, $0x01
+DATA fastq5shuf<>+13(SB)/1, $0x01
+DATA fastq5shuf<>+14(SB)/1, $0x01
+DATA fastq5shuf<>+15(SB)/1, $0x01
+DATA fastq5shuf<>+16(SB)/1, $0x02
+DATA fastq5shuf<>+17(SB)/1, $0x02
+DATA fastq5shuf<>+18(SB)/1, $0x02
+DATA fastq5shuf<>+19(SB)/1, $0x02
+DATA fastq5shuf<>+20(SB)/1, $0x02
+DATA fastq5shuf<>+21(SB)/1, $0x02
+DATA fastq5shuf<>+22(SB)/1, $0x02
+DATA fastq5shuf<>+23(SB)/1, $0x02
+DATA fastq5shuf<>+24(SB)/1, $0x03
+DATA fastq5shuf<>+25(SB)/1, $0x03
+DATA fastq5shuf<>+26(SB)/1, $0x03
+DATA fastq5shuf<>+27(SB)/1, $0x03
+DATA fastq5shuf<>+28(SB)/1, $0x03
+DATA fastq5shuf<>+29(SB)/1, $0x03
+DATA fastq5shuf<>+30(SB)/1, $0x03
+DATA fastq5shuf<>+31(SB)/1, $0x03
+GLOBL fastq5shuf<>(SB), RODATA|NOPTR, $32
+
+DATA fastq5bits<>+0(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA fastq5bits<>+8(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA fastq5bits<>+16(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA fastq5bits<>+24(SB)/8, $0x7fbfdfeff7fbfdfe
+GLOBL fastq5bits<>(SB), RODATA|NOPTR, $32
+
+// func fastQ8_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·fastQ8_0AVX2(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         rows+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         xq+32(FP), SI
+	MOVQ         xd+40(FP), DI
+	MOVQ         y+48(FP), R8
+	MOVL         $0x00010001, R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y0
+
+fastQ8_0AVX2_row:
+	TESTQ  DX, DX
+	JZ     fastQ8_0AVX2_end
+	VXORPS Y1, Y1, Y1
+	MOVQ   AX, R9
+	MOVQ   SI, R10
+	MOVQ   DI, R11
+	MOVQ   BX, R12
+
+fastQ8_0AVX2_block:
+	TESTQ        R12, R12
+	JZ           fastQ8_0AVX2_rowdone
+	VMOVDQU      2(R9), Y2
+	VMOVDQU      (R10), Y4
+	VPSIGNB      Y2, Y2, Y3
+	VPSIGNB      Y2, Y4, Y4
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X2
+	VCVTPH2PS    X2, X2
+	VMULSS       (R11), X2, X2
+	VBROADCASTSS X2, Y2
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x00000022, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JMP          fastQ8_0AVX2_block
+
+fastQ8_0AVX2_rowdone:
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSS       X1, (R8)
+	ADDQ         $0x04, R8
+	ADDQ         CX, AX
+	DECQ         DX
+	JMP          fastQ8_0AVX2_row
+
+fastQ8_0AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastQ8_0x4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·fastQ8_0x4AVX2(SB), NOSPLIT, $0-72
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVQ         ldx+48(FP), BX
+	MOVQ         BX, SI
+	SHRQ         $0x03, SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+
+fastQ8_0x4AVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ8_0x4AVX2_end
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   AX, DI
+	MOVQ   xq+32(FP), R8
+	LEAQ   (R8)(BX*2), R9
+	MOVQ   xd+40(FP), R10
+	LEAQ   (R10)(SI*2), R11
+	MOVQ   blocks+24(FP), R12
+
+fastQ8_0x4AVX2_block:
+	TESTQ        R12, R12
+	JZ           fastQ8_0x4AVX2_rowdone
+	VMOVDQU      2(DI), Y5
+	VPSIGNB      Y5, Y5, Y6
+	MOVWLZX      (DI), R13
+	VMOVD        R13, X7
+	VCVTPH2PS    X7, X7
+	VBROADCASTSS X7, Y7
+	VMOVDQU      (R8), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (R10), Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  Y8, Y9, Y1
+	VMOVDQU      (R8)(BX*1), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (R10)(SI*1), Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VMOVDQU      (R9), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (R11), Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  Y8, Y9, Y3
+	VMOVDQU      (R9)(BX*1), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (R11)(SI*1), Y5
+	VMULPS       Y7, Y5, Y5
+	VFMADD231PS  Y8, Y5, Y4
+	ADDQ         $0x00000022, DI
+	ADDQ         $0x20, R8
+	ADDQ         $0x20, R9
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JMP          fastQ8_0x4AVX2_block
+
+fastQ8_0x4AVX2_rowdone:
+	MOVQ         ldy+64(FP), R12
+	SHLQ         $0x02, R12
+	MOVQ         DX, R8
+	VEXTRACTF128 $0x01, Y1, X5
+	VADDPS       X5, X1, X1
+	VPERMILPS    $0x4e, X1, X5
+	VADDPS       X5, X1, X1
+	VPERMILPS    $0xb1, X1, X5
+	VADDPS       X5, X1, X1
+	VMOVSS       X1, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSS       X1, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X1, X3, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSS       X1, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y4, X1
+	VADDPS       X1, X4, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSS       X1, (R8)
+	ADDQ         R12, R8
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R12
+	ADDQ         R12, AX
+	DECQ         CX
+	JMP          fastQ8_0x4AVX2_row
+
+fastQ8_0x4AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastQ4_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·fastQ4_0AVX2(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         rows+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         xq+32(FP), SI
+	MOVQ         xd+40(FP), DI
+	MOVQ         y+48(FP), R8
+	MOVL         $0x00010001, R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x08080808, R9
+	VMOVD        R9, X2
+	VPBROADCASTD X2, Y2
+
+fastQ4_0AVX2_row:
+	TESTQ  DX, DX
+	JZ     fastQ4_0AVX2_end
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, R9
+	MOVQ   SI, R10
+	MOVQ   DI, R11
+	MOVQ   BX, R12
+
+fastQ4_0AVX2_block:
+	TESTQ        R12, R12
+	JZ           fastQ4_0AVX2_rowdone
+	VMOVDQU      2(R9), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPSUBB       Y2, Y4, Y4
+	VMOVDQU      (R10), Y6
+	VPSIGNB      Y4, Y4, Y5
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R11), X4, X4
+	VBROADCASTSS X4, Y6
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         $0x00000012, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JMP          fastQ4_0AVX2_block
+
+fastQ4_0AVX2_rowdone:
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         $0x04, R8
+	ADDQ         CX, AX
+	DECQ         DX
+	JMP          fastQ4_0AVX2_row
+
+fastQ4_0AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastQ4_0x4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·fastQ4_0x4AVX2(SB), NOSPLIT, $0-72
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVQ         ldx+48(FP), BX
+	MOVQ         BX, SI
+	SHRQ         $0x03, SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x08080808, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+
+fastQ4_0x4AVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ4_0x4AVX2_end
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	MOVQ   AX, DI
+	MOVQ   xq+32(FP), R8
+	LEAQ   (R8)(BX*2), R9
+	MOVQ   xd+40(FP), R10
+	LEAQ   (R10)(SI*2), R11
+	MOVQ   blocks+24(FP), R12
+
+fastQ4_0x4AVX2_block:
+	TESTQ        R12, R12
+	JZ           fastQ4_0x4AVX2_rowdone
+	VMOVDQU      2(DI), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSUBB       Y2, Y7, Y7
+	VPSIGNB      Y7, Y7, Y8
+	MOVWLZX      (DI), R13
+	VMOVD        R13, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, Y9
+	VMOVDQU      (R8), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R10), Y11
+	VMULPS       Y9, Y11, Y11
+	VFMADD231PS  Y10, Y11, Y3
+	VMOVDQU      (R8)(BX*1), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R10)(SI*1), Y11
+	VMULPS       Y9, Y11, Y11
+	VFMADD231PS  Y10, Y11, Y4
+	VMOVDQU      (R9), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R11), Y11
+	VMULPS       Y9, Y11, Y11
+	VFMADD231PS  Y10, Y11, Y5
+	VMOVDQU      (R9)(BX*1), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R11)(SI*1), Y8
+	VMULPS       Y9, Y8, Y8
+	VFMADD231PS  Y10, Y8, Y6
+	ADDQ         $0x00000012, DI
+	ADDQ         $0x20, R8
+	ADDQ         $0x20, R9
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JMP          fastQ4_0x4AVX2_block
+
+fastQ4_0x4AVX2_rowdone:
+	MOVQ         ldy+64(FP), R12
+	SHLQ         $0x02, R12
+	MOVQ         DX, R8
+	VEXTRACTF128 $0x01, Y3, X7
+	VADDPS       X7, X3, X3
+	VPERMILPS    $0x4e, X3, X7
+	VADDPS       X7, X3, X3
+	VPERMILPS    $0xb1, X3, X7
+	VADDPS       X7, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y4, X3
+	VADDPS       X3, X4, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y5, X3
+	VADDPS       X3, X5, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y6, X3
+	VADDPS       X3, X6, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         R12, R8
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R12
+	ADDQ         R12, AX
+	DECQ         CX
+	JMP          fastQ4_0x4AVX2_row
+
+fastQ4_0x4AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastQ5_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·fastQ5_0AVX2(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         rows+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         xq+32(FP), SI
+	MOVQ         xd+40(FP), DI
+	MOVQ         y+48(FP), R8
+	MOVL         $0x00010001, R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0xf0f0f0f0, R9
+	VMOVD        R9, X2
+	VPBROADCASTD X2, Y2
+
+fastQ5_0AVX2_row:
+	TESTQ  DX, DX
+	JZ     fastQ5_0AVX2_end
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, R9
+	MOVQ   SI, R10
+	MOVQ   DI, R11
+	MOVQ   BX, R12
+
+fastQ5_0AVX2_block:
+	TESTQ        R12, R12
+	JZ           fastQ5_0AVX2_rowdone
+	VMOVDQU      6(R9), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	MOVL         2(R9), R13
+	VMOVD        R13, X5
+	VPBROADCASTD X5, Y5
+	VPSHUFB      fastq5shuf<>+0(SB), Y5, Y5
+	VPOR         fastq5bits<>+0(SB), Y5, Y5
+	VPCMPEQB     Y6, Y6, Y6
+	VPCMPEQB     Y6, Y5, Y5
+	VPANDN       Y2, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      (R10), Y6
+	VPSIGNB      Y4, Y4, Y5
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y5, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R11), X4, X4
+	VBROADCASTSS X4, Y6
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         $0x00000016, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JMP          fastQ5_0AVX2_block
+
+fastQ5_0AVX2_rowdone:
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         $0x04, R8
+	ADDQ         CX, AX
+	DECQ         DX
+	JMP          fastQ5_0AVX2_row
+
+fastQ5_0AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastQ5_0x4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·fastQ5_0x4AVX2(SB), NOSPLIT, $0-72
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVQ         ldx+48(FP), BX
+	MOVQ         BX, SI
+	SHRQ         $0x03, SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0xf0f0f0f0, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+
+fastQ5_0x4AVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ5_0x4AVX2_end
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	MOVQ   AX, DI
+	MOVQ   xq+32(FP), R8
+	LEAQ   (R8)(BX*2), R9
+	MOVQ   xd+40(FP), R10
+	LEAQ   (R10)(SI*2), R11
+	MOVQ   blocks+24(FP), R12
+
+fastQ5_0x4AVX2_block:
+	TESTQ        R12, R12
+	JZ           fastQ5_0x4AVX2_rowdone
+	VMOVDQU      6(DI), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	MOVL         2(DI), R13
+	VMOVD        R13, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      fastq5shuf<>+0(SB), Y8, Y8
+	VPOR         fastq5bits<>+0(SB), Y8, Y8
+	VPCMPEQB     Y9, Y9, Y9
+	VPCMPEQB     Y9, Y8, Y8
+	VPANDN       Y2, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSIGNB      Y7, Y7, Y8
+	MOVWLZX      (DI), R13
+	VMOVD        R13, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, Y9
+	VMOVDQU      (R8), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R10), Y11
+	VMULPS       Y9, Y11, Y11
+	VFMADD231PS  Y10, Y11, Y3
+	VMOVDQU      (R8)(BX*1), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R10)(SI*1), Y11
+	VMULPS       Y9, Y11, Y11
+	VFMADD231PS  Y10, Y11, Y4
+	VMOVDQU      (R9), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R11), Y11
+	VMULPS       Y9, Y11, Y11
+	VFMADD231PS  Y10, Y11, Y5
+	VMOVDQU      (R9)(BX*1), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R11)(SI*1), Y8
+	VMULPS       Y9, Y8, Y8
+	VFMADD231PS  Y10, Y8, Y6
+	ADDQ         $0x00000016, DI
+	ADDQ         $0x20, R8
+	ADDQ         $0x20, R9
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JMP          fastQ5_0x4AVX2_block
+
+fastQ5_0x4AVX2_rowdone:
+	MOVQ         ldy+64(FP), R12
+	SHLQ         $0x02, R12
+	MOVQ         DX, R8
+	VEXTRACTF128 $0x01, Y3, X7
+	VADDPS       X7, X3, X3
+	VPERMILPS    $0x4e, X3, X7
+	VADDPS       X7, X3, X3
+	VPERMILPS    $0xb1, X3, X7
+	VADDPS       X7, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y4, X3
+	VADDPS       X3, X4, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y5, X3
+	VADDPS       X3, X5, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y6, X3
+	VADDPS       X3, X6, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         R12, R8
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R12
+	ADDQ         R12, AX
+	DECQ         CX
+	JMP          fastQ5_0x4AVX2_row
+
+fastQ5_0x4AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastQ4_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·fastQ4_KAVX2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVL         $0x0f0f0f0f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+
+fastQ4_KAVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ4_KAVX2_end
+	VXORPS Y1, Y1, Y1
+	MOVQ   AX, BX
+	MOVQ   xq+32(FP), SI
+	MOVQ   xd+40(FP), DI
+	MOVQ   xs+48(FP), R8
+	MOVQ   blocks+24(FP), R9
+
+fastQ4_KAVX2_block:
+	TESTQ        R9, R9
+	JZ           fastQ4_KAVX2_rowdone
+	MOVL         4(BX), R10
+	MOVL         8(BX), R11
+	MOVL         12(BX), R12
+	MOVL         R10, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ANDL         $0x3f3f3f3f, R10
+	MOVL         R12, R13
+	ANDL         $0x0f0f0f0f, R13
+	ORL          R14, R13
+	MOVL         R11, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ANDL         $0x3f3f3f3f, R11
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	ORL          R14, R12
+	VMOVD        R10, X2
+	VPINSRD      $0x01, R13, X2, X2
+	VPMOVZXBW    X2, X2
+	VINSERTI128  $0x01, X2, Y2, Y2
+	VMOVD        R11, X3
+	VPINSRD      $0x01, R12, X3, X3
+	VPMOVZXBW    X3, X3
+	VPUNPCKHWD   X3, X3, X4
+	VPUNPCKLWD   X3, X3, X3
+	VINSERTI128  $0x01, X4, Y3, Y3
+	VPMADDWD     (R8), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      16(BX), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   (SI), Y5, Y5
+	VPSHUFB      fastq4kshuf<>+0(SB), Y2, Y7
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   32(SI), Y6, Y6
+	VPSHUFB      fastq4kshuf<>+32(SB), Y2, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      48(BX), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   64(SI), Y5, Y5
+	VPSHUFB      fastq4kshuf<>+64(SB), Y2, Y7
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   96(SI), Y6, Y6
+	VPSHUFB      fastq4kshuf<>+96(SB), Y2, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      80(BX), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   128(SI), Y5, Y5
+	VPSHUFB      fastq4kshuf<>+128(SB), Y2, Y7
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   160(SI), Y6, Y6
+	VPSHUFB      fastq4kshuf<>+160(SB), Y2, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      112(BX), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y0, Y5, Y5
+	VPAND        Y0, Y6, Y6
+	VPMADDUBSW   192(SI), Y5, Y5
+	VPSHUFB      fastq4kshuf<>+192(SB), Y2, Y7
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDUBSW   224(SI), Y6, Y6
+	VPSHUFB      fastq4kshuf<>+224(SB), Y2, Y7
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y3, Y3
+	MOVWLZX      (BX), R10
+	VMOVD        R10, X2
+	VCVTPH2PS    X2, X2
+	VMULSS       (DI), X2, X2
+	VBROADCASTSS X2, Y5
+	VFMADD231PS  Y4, Y5, Y1
+	MOVWLZX      2(BX), R10
+	VMOVD        R10, X2
+	VCVTPH2PS    X2, X2
+	VMULSS       (DI), X2, X2
+	VBROADCASTSS X2, Y4
+	VFNMADD231PS Y3, Y4, Y1
+	ADDQ         $0x00000090, BX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x04, DI
+	ADDQ         $0x20, R8
+	DECQ         R9
+	JMP          fastQ4_KAVX2_block
+
+fastQ4_KAVX2_rowdone:
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R9
+	ADDQ         R9, AX
+	DECQ         CX
+	JMP          fastQ4_KAVX2_row
+
+fastQ4_KAVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastQ6_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·fastQ6_KAVX2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVL         $0x0f0f0f0f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x30303030, BX
+	VMOVD        BX, X2
+	VPBROADCASTD X2, Y2
+
+fastQ6_KAVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ6_KAVX2_end
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, BX
+	MOVQ   xq+32(FP), SI
+	MOVQ   xd+40(FP), DI
+	MOVQ   xs+48(FP), R8
+	MOVQ   blocks+24(FP), R9
+
+fastQ6_KAVX2_block:
+	TESTQ        R9, R9
+	JZ           fastQ6_KAVX2_rowdone
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      128(BX), Y5
+	VMOVDQU      (BX), Y6
+	VMOVDQU      32(BX), Y7
+	VPMOVSXBD    192(BX), Y8
+	VPAND        Y0, Y6, Y9
+	VPSLLW       $0x04, Y5, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   (SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      fastq6kidx<>+0(SB), Y10
+	VPERMD       Y8, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPAND        Y0, Y7, Y9
+	VPSLLW       $0x02, Y5, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   32(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      fastq6kidx<>+32(SB), Y10
+	VPERMD       Y8, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQA      Y5, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPMADDUBSW   64(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VMOVDQU      fastq6kidx<>+64(SB), Y9
+	VPERMD       Y8, Y9, Y9
+	VPMULLD      Y9, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSRLW       $0x04, Y7, Y6
+	VPAND        Y0, Y6, Y6
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VPOR         Y5, Y6, Y6
+	VPMADDUBSW   96(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VMOVDQU      fastq6kidx<>+96(SB), Y5
+	VPERMD       Y8, Y5, Y5
+	VPMULLD      Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      160(BX), Y5
+	VMOVDQU      64(BX), Y6
+	VMOVDQU      96(BX), Y7
+	VPMOVSXBD    200(BX), Y8
+	VPAND        Y0, Y6, Y9
+	VPSLLW       $0x04, Y5, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   128(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      fastq6kidx<>+0(SB), Y10
+	VPERMD       Y8, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPAND        Y0, Y7, Y9
+	VPSLLW       $0x02, Y5, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   160(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      fastq6kidx<>+32(SB), Y10
+	VPERMD       Y8, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMOVDQA      Y5, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPMADDUBSW   192(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VMOVDQU      fastq6kidx<>+64(SB), Y9
+	VPERMD       Y8, Y9, Y9
+	VPMULLD      Y9, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSRLW       $0x04, Y7, Y6
+	VPAND        Y0, Y6, Y6
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VPOR         Y5, Y6, Y6
+	VPMADDUBSW   224(SI), Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VMOVDQU      fastq6kidx<>+96(SB), Y5
+	VPERMD       Y8, Y5, Y5
+	VPMULLD      Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPMOVSXBW    192(BX), Y5
+	VPMADDWD     (R8), Y5, Y5
+	VPSLLD       $0x05, Y5, Y5
+	VPSUBD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	MOVWLZX      208(BX), R10
+	VMOVD        R10, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (DI), X5, X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x000000d2, BX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x04, DI
+	ADDQ         $0x20, R8
+	DECQ         R9
+	JMP          fastQ6_KAVX2_block
+
+fastQ6_KAVX2_rowdone:
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (DX)
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R9
+	ADDQ         R9, AX
+	DECQ         CX
+	JMP          fastQ6_KAVX2_row
+
+fastQ6_KAVX2_end:
+	VZEROUPPER
+	RET

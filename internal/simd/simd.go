@@ -96,14 +96,19 @@ func Force(on bool) {
 }
 
 // MulT computes y [T, out] = x [T, in] · wᵀ for w [out, in].
-func MulT(y, x []float32, T int, w Weight, out, in int) {
+func MulT(y, x []float32, T int, w Weight, out, in int) { runRows(y, x, T, w, out, in, nil) }
+
+// runRows splits the weight rows of a product over the caller and the
+// team: with acts set, the product of w with activations already
+// quantized (fast mode), else with x.
+func runRows(y, x []float32, T int, w Weight, out, in int, a *acts) {
 	n := min(len(team)+1, runtime.GOMAXPROCS(0), max(1, out/64))
 	if T == 1 && w.bytes(out*in) < splitBytes {
 		n = 1
 	}
 	// One caller at a time has the team; any other works alone.
 	if n <= 1 || !teamBusy.CompareAndSwap(false, true) {
-		mulRows(y, x, T, w, out, in, 0, out)
+		mulRowsAny(y, x, T, w, out, in, 0, out, a)
 		return
 	}
 	defer teamBusy.Store(false)
@@ -116,14 +121,22 @@ func MulT(y, x []float32, T int, w Weight, out, in int) {
 			continue
 		}
 		done.Add(1)
-		team[i-1].post(job{y: y, x: x, T: T, w: w, out: out, in: in, r0: r0, r1: r1, done: done})
+		team[i-1].post(job{y: y, x: x, T: T, w: w, out: out, in: in, r0: r0, r1: r1, acts: a, done: done})
 	}
-	mulRows(y, x, T, w, out, in, 0, min(out, per))
+	mulRowsAny(y, x, T, w, out, in, 0, min(out, per), a)
 	for spin := 0; done.Load() != 0; spin++ {
 		if spin&1023 == 1023 {
 			runtime.Gosched()
 		}
 	}
+}
+
+func mulRowsAny(y, x []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
+	if a != nil {
+		mulRowsFast(y, T, w, out, in, r0, r1, a)
+		return
+	}
+	mulRows(y, x, T, w, out, in, r0, r1)
 }
 
 // splitBytes is the weight size from which a decode product is shared
@@ -139,6 +152,7 @@ type job struct {
 	y, x       []float32
 	T, out, in int
 	w          Weight
+	acts       *acts
 	task       Task
 	r0, r1     int
 	done       *atomic.Int32
@@ -244,7 +258,7 @@ func (w *worker) loop() {
 				j.task.Part(i)
 			}
 		} else {
-			mulRows(j.y, j.x, j.T, j.w, j.out, j.in, j.r0, j.r1)
+			mulRowsAny(j.y, j.x, j.T, j.w, j.out, j.in, j.r0, j.r1, j.acts)
 		}
 		j.done.Add(-1)
 	}

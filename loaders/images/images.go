@@ -60,6 +60,7 @@ package images
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"image"
@@ -123,12 +124,21 @@ func (m *RGB) Image() *image.RGBA {
 
 // Open reads the image file at path with [Decode].
 func Open(path string, maxPixels int64) (*RGB, error) {
+	return OpenContext(context.Background(), path, maxPixels)
+}
+
+// OpenContext is [Open] that stops when ctx is done, as [DecodeContext]
+// does.
+func OpenContext(ctx context.Context, path string, maxPixels int64) (*RGB, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("image %s: %w", path, err)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", path, err)
 	}
 	defer f.Close()
-	return Decode(f, path, maxPixels)
+	return DecodeContext(ctx, f, path, maxPixels)
 }
 
 // Decode reads an image (PNG, JPEG, GIF, BMP, WebP or TIFF; the first frame
@@ -137,14 +147,47 @@ func Open(path string, maxPixels int64) (*RGB, error) {
 // in error messages. maxPixels bounds width*height: 0 means
 // [DefaultMaxPixels], a negative value means no limit.
 func Decode(r io.Reader, name string, maxPixels int64) (*RGB, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("image %s: reading: %w", name, err)
-	}
-	return decodeBytes(data, name, maxPixels)
+	return DecodeContext(context.Background(), r, name, maxPixels)
 }
 
-func decodeBytes(data []byte, name string, maxPixels int64) (*RGB, error) {
+// DecodeContext is [Decode] that stops when ctx is done: while reading r,
+// inside the format's decoder (its reads of the file's bytes fail), and
+// between decoding, conversion and orientation. The error wraps ctx.Err()
+// and names the image.
+func DecodeContext(ctx context.Context, r io.Reader, name string, maxPixels int64) (*RGB, error) {
+	data, err := io.ReadAll(contextReader(ctx, r))
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("image %s: reading stopped: %w", name, cerr)
+		}
+		return nil, fmt.Errorf("image %s: reading: %w", name, err)
+	}
+	return decodeBytes(ctx, data, name, maxPixels)
+}
+
+// ctxReader fails its reads once its context is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// contextReader is r, failing its reads once ctx is done; r itself when
+// ctx can never be (the decoders then see the reader they always saw).
+func contextReader(ctx context.Context, r io.Reader) io.Reader {
+	if ctx.Done() == nil {
+		return r
+	}
+	return ctxReader{ctx, r}
+}
+
+func decodeBytes(ctx context.Context, data []byte, name string, maxPixels int64) (*RGB, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("image %s: empty file (0 bytes)", name)
 	}
@@ -165,7 +208,10 @@ func decodeBytes(data []byte, name string, maxPixels int64) (*RGB, error) {
 		return nil, fmt.Errorf("image %s: %dx%d = %d pixels exceeds the limit of %d pixels (a decompression bomb? raise maxPixels to read it)",
 			name, cfg.Width, cfg.Height, int64(cfg.Width)*int64(cfg.Height), maxPixels)
 	}
-	m, format2, err := image.Decode(bytes.NewReader(data))
+	m, format2, err := image.Decode(contextReader(ctx, bytes.NewReader(data)))
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, fmt.Errorf("image %s: decoding %s stopped: %w", name, format, cerr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("image %s: decoding %s: %w", name, format, err)
 	}
@@ -187,6 +233,9 @@ func decodeBytes(data []byte, name string, maxPixels int64) (*RGB, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("image %s: converting %s to RGB: %w", name, format, err)
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, fmt.Errorf("image %s: stopped after converting %s to RGB: %w", name, format, cerr)
 	}
 	if o := Orientation(data, format); o > 1 {
 		out = Transpose(out, o)

@@ -1,6 +1,7 @@
 package images
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"runtime"
@@ -136,6 +137,13 @@ func ResizeLanczos(src *RGB, w, h int) *RGB {
 // Resize is [ResizeLanczos] with another of Pillow's convolution filters
 // (BILINEAR, BICUBIC, BOX, HAMMING and LANCZOS; not NEAREST).
 func Resize(src *RGB, w, h int, f Filter) (*RGB, error) {
+	return ResizeContext(context.Background(), src, w, h, f)
+}
+
+// ResizeContext is [Resize] that stops when ctx is done: each pass checks
+// it between blocks of rows (about a millisecond of work each), and the
+// error wraps ctx.Err(). The result does not depend on ctx otherwise.
+func ResizeContext(ctx context.Context, src *RGB, w, h int, f Filter) (*RGB, error) {
 	fd, ok := filters[f]
 	if !ok {
 		return nil, fmt.Errorf("resampling filter %v is not supported (LANCZOS, BILINEAR, BICUBIC, BOX and HAMMING are)", f)
@@ -158,7 +166,9 @@ func Resize(src *RGB, w, h int, f Filter) (*RGB, error) {
 		last := vb[2*(h-1)] + vb[2*(h-1)+1]
 		hb, hk, hks := coeffs(src.W, w, fd)
 		tmp := NewRGB(w, last-first)
-		horizontal(tmp, src, first, hb, hk, hks)
+		if err := horizontal(ctx, tmp, src, first, hb, hk, hks); err != nil {
+			return nil, fmt.Errorf("resize %dx%d to %dx%d: %w", src.W, src.H, w, h, err)
+		}
 		for i := 0; i < h; i++ {
 			vb[2*i] -= first
 		}
@@ -168,7 +178,9 @@ func Resize(src *RGB, w, h int, f Filter) (*RGB, error) {
 		return cur, nil
 	}
 	out := NewRGB(cur.W, h)
-	vertical(out, cur, vb, vk, vks)
+	if err := vertical(ctx, out, cur, vb, vk, vks); err != nil {
+		return nil, fmt.Errorf("resize %dx%d to %dx%d: %w", src.W, src.H, w, h, err)
+	}
 	return out, nil
 }
 
@@ -241,8 +253,8 @@ func clip8(ss int32) uint8 {
 
 // horizontal is ImagingResampleHorizontal_8bpc for 3 bands: output row yy
 // reads source row yy+offset.
-func horizontal(out, in *RGB, offset int, bounds []int, kk []int32, ksize int) {
-	parallelRows(out.H, out.W*3*ksize, func(lo, hi int) { horizontalRows(out, in, offset, bounds, kk, ksize, lo, hi) })
+func horizontal(ctx context.Context, out, in *RGB, offset int, bounds []int, kk []int32, ksize int) error {
+	return parallelRows(ctx, out.H, out.W*3*ksize, func(lo, hi int) { horizontalRows(out, in, offset, bounds, kk, ksize, lo, hi) })
 }
 
 func horizontalRows(out, in *RGB, offset int, bounds []int, kk []int32, ksize, lo, hi int) {
@@ -266,8 +278,8 @@ func horizontalRows(out, in *RGB, offset int, bounds []int, kk []int32, ksize, l
 }
 
 // vertical is ImagingResampleVertical_8bpc for 3 bands.
-func vertical(out, in *RGB, bounds []int, kk []int32, ksize int) {
-	parallelRows(out.H, out.W*3*ksize, func(lo, hi int) { verticalRows(out, in, bounds, kk, ksize, lo, hi) })
+func vertical(ctx context.Context, out, in *RGB, bounds []int, kk []int32, ksize int) error {
+	return parallelRows(ctx, out.H, out.W*3*ksize, func(lo, hi int) { verticalRows(out, in, bounds, kk, ksize, lo, hi) })
 }
 
 func verticalRows(out, in *RGB, bounds []int, kk []int32, ksize, lo, hi int) {
@@ -299,20 +311,48 @@ func verticalRows(out, in *RGB, bounds []int, kk []int32, ksize, lo, hi int) {
 // GOMAXPROCS goroutines when the pass is big enough to pay for them
 // (perRow is a rough count of multiply-adds per row). Rows are independent,
 // so the result does not depend on the split.
-func parallelRows(n, perRow int, f func(lo, hi int)) {
+//
+// When ctx can be cancelled, each range runs in blocks of about
+// cancelBlock multiply-adds with ctx checked before each; once it is
+// done the goroutines stop at their next check, all have returned when
+// parallelRows does, and the error wraps ctx.Err().
+func parallelRows(ctx context.Context, n, perRow int, f func(lo, hi int)) error {
+	if ctx.Done() != nil {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("stopped before row 0 of %d: %w", n, err)
+		}
+		block := max(1, cancelBlock/max(1, perRow))
+		whole := f
+		f = func(lo, hi int) {
+			for b := lo; b < hi; b += block {
+				if ctx.Err() != nil {
+					return
+				}
+				whole(b, min(hi, b+block))
+			}
+		}
+	}
 	workers := min(runtime.GOMAXPROCS(0), n)
 	if workers <= 1 || n*perRow < 1<<20 {
 		f(0, n)
-		return
+	} else {
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			lo, hi := n*w/workers, n*(w+1)/workers
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f(lo, hi)
+			}()
+		}
+		wg.Wait()
 	}
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		lo, hi := n*w/workers, n*(w+1)/workers
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(lo, hi)
-		}()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("stopped within %d rows: %w", n, err)
 	}
-	wg.Wait()
+	return nil
 }
+
+// cancelBlock is how many multiply-adds a cancellable resize pass does
+// between two checks of its context: about a millisecond.
+const cancelBlock = 1 << 20

@@ -61,6 +61,30 @@ type Runner interface {
 	Reset()
 }
 
+// ContextRunner is a Runner whose appends stop when a context is done,
+// with an error wrapping ctx.Err(): inside a long step rather than only
+// between steps. *graphs.Session is one (it checks between decoder
+// layers). Generation uses it when the Runner has it.
+type ContextRunner interface {
+	Runner
+	AppendInputContext(ctx context.Context, in graphs.Input) ([]float32, error)
+}
+
+// appendInput runs in on r, through its context variant when it has one.
+func appendInput(ctx context.Context, r Runner, in graphs.Input) ([]float32, error) {
+	if cr, ok := r.(ContextRunner); ok {
+		return cr.AppendInputContext(ctx, in)
+	}
+	return r.AppendInput(in)
+}
+
+// cancelled reports whether err is the stream's context ending (checked
+// after a runner failed: a runner stopped by the context says so).
+func (s *Stream) cancelled(err error) bool {
+	cerr := s.ctx.Err()
+	return cerr != nil && errors.Is(err, cerr)
+}
+
 // preparer is a Runner that can build what a prompt of n tokens will need
 // ahead of time, so that the prefill timing measures running it.
 type preparer interface{ Prepare(n int) error }
@@ -201,7 +225,11 @@ func (g *Generator) Generate(ctx context.Context, prompt []int, opts Options) (R
 
 // Stream prepares a generation; range over Tokens() to run it, then read
 // Result(). It runs in the caller's goroutine, starts none, and stops
-// within one token of ctx being cancelled or the loop being left.
+// within one token of ctx being cancelled or the loop being left; during
+// the prompt, between chunks and, with a ContextRunner such as the
+// default graphs.Session, between decoder layers. A cancelled generation
+// is not an error: its Result has StopReason StopCancelled and the tokens
+// made before it.
 func (g *Generator) Stream(ctx context.Context, prompt []int, opts Options) *Stream {
 	return g.StreamInput(ctx, graphs.Input{IDs: prompt}, opts)
 }
@@ -271,6 +299,10 @@ func (s *Stream) run(yield func(Token) bool) error {
 		}
 	}
 	s.res.SetupTime = time.Since(t0)
+	if s.ctx.Err() != nil { // building graphs can take a while
+		s.res.StopReason = StopCancelled
+		return nil
+	}
 	t0 = time.Now()
 	var logits []float32
 	for done := 0; done < n; {
@@ -279,7 +311,11 @@ func (s *Stream) run(yield func(Token) bool) error {
 			return nil
 		}
 		end := min(n, done+prefillChunk)
-		if logits, err = sess.AppendInput(s.prompt.Slice(done, end, g.Model.HiddenSize())); err != nil {
+		if logits, err = appendInput(s.ctx, sess, s.prompt.Slice(done, end, g.Model.HiddenSize())); err != nil {
+			if s.cancelled(err) {
+				s.res.StopReason = StopCancelled
+				return nil
+			}
 			if n > prefillChunk {
 				return fmt.Errorf("prompt rows %d..%d: %w", done, end-1, err)
 			}
@@ -331,7 +367,11 @@ func (s *Stream) run(yield func(Token) bool) error {
 			s.res.StopReason = StopContextFull
 			break
 		}
-		if logits, err = sess.AppendInput(graphs.Input{IDs: []int{id}}); err != nil {
+		if logits, err = appendInput(s.ctx, sess, graphs.Input{IDs: []int{id}}); err != nil {
+			if s.cancelled(err) {
+				s.res.StopReason = StopCancelled
+				break
+			}
 			return err
 		}
 		s.res.DecodeSteps++

@@ -1,6 +1,7 @@
 package generate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -16,11 +17,31 @@ import (
 // one, and generation_config.json for sampling defaults and extra EOS ids.
 // progress (may be nil) reports weight loading.
 func Load(dir string, progress func(done, total int64)) (*Generator, error) {
+	return LoadContext(context.Background(), dir, progress)
+}
+
+// LoadContext is Load that stops when ctx is done: between reading the
+// folder, building the tokenizer and loading each tensor (see
+// zoo.LoadContext), with an error that wraps ctx.Err() and names the
+// checkpoint.
+func LoadContext(ctx context.Context, dir string, progress func(done, total int64)) (*Generator, error) {
 	if path, ok := zoo.GGUFPath(dir); ok {
-		return LoadGGUF(path, progress)
+		return LoadGGUFContext(ctx, path, progress)
+	}
+	stopped := func() error {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%s: loading stopped: %w", dir, err)
+		}
+		return nil
+	}
+	if err := stopped(); err != nil {
+		return nil, err
 	}
 	folder, err := loaders.OpenFolder(dir)
 	if err != nil {
+		return nil, err
+	}
+	if err := stopped(); err != nil {
 		return nil, err
 	}
 	tok, err := tokenizer.FromFolder(folder)
@@ -31,7 +52,7 @@ func Load(dir string, progress func(done, total int64)) (*Generator, error) {
 	if err != nil {
 		return nil, err
 	}
-	model, err := zoo.LoadConfig(dir, folder.Config, progress)
+	model, err := zoo.LoadConfigContext(ctx, dir, folder.Config, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -50,6 +71,13 @@ func Load(dir string, progress func(done, total int64)) (*Generator, error) {
 // tokenizes the result as transformers' apply_chat_template does (no
 // special tokens added beyond what the template writes).
 func (g *Generator) ChatIDs(messages []chat.Message, opts chat.RenderOptions) ([]int, error) {
+	return g.ChatIDsContext(context.Background(), messages, opts)
+}
+
+// ChatIDsContext is ChatIDs that stops when ctx is done: the template
+// renders under ctx (chat.Template.RenderContext, within its limits) and
+// the error wraps ctx.Err().
+func (g *Generator) ChatIDsContext(ctx context.Context, messages []chat.Message, opts chat.RenderOptions) ([]int, error) {
 	if g.Template == nil {
 		if g.templateErr != nil {
 			return nil, g.templateErr
@@ -59,9 +87,12 @@ func (g *Generator) ChatIDs(messages []chat.Message, opts chat.RenderOptions) ([
 	if g.Tokenizer == nil {
 		return nil, errors.New("generator has no tokenizer")
 	}
-	text, err := g.Template.Render(messages, opts)
+	text, err := g.Template.RenderContext(ctx, messages, opts)
 	if err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("chat prompt rendered, not tokenized: %w", err)
 	}
 	return g.Tokenizer.Encode(text, false)
 }
@@ -70,6 +101,15 @@ func (g *Generator) ChatIDs(messages []chat.Message, opts chat.RenderOptions) ([
 // the model, the tokenizer built from its tokenizer.ggml.* metadata (as
 // llama.cpp builds it) and the chat template of tokenizer.chat_template.
 func LoadGGUF(path string, progress func(done, total int64)) (*Generator, error) {
+	return LoadGGUFContext(context.Background(), path, progress)
+}
+
+// LoadGGUFContext is LoadGGUF that stops when ctx is done, as
+// zoo.LoadGGUFContext does; the error wraps ctx.Err() and names the file.
+func LoadGGUFContext(ctx context.Context, path string, progress func(done, total int64)) (*Generator, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: loading stopped: %w", path, err)
+	}
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
@@ -91,7 +131,7 @@ func LoadGGUF(path string, progress func(done, total int64)) (*Generator, error)
 		tmplErr = fmt.Errorf("%s has no tokenizer.chat_template", path)
 	}
 	f.Close()
-	model, err := zoo.LoadGGUF(path, progress)
+	model, err := zoo.LoadGGUFContext(ctx, path, progress)
 	if err != nil {
 		return nil, err
 	}

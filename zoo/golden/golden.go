@@ -35,6 +35,11 @@ type Result struct {
 	// first difference, of GreedyTotal.
 	GreedyMatched, GreedyTotal int
 	Tolerance                  float64
+	// GradsChecked says the case's grads.safetensors was checked;
+	// GradsMaxRel is the largest max|g - ref| / max(max|ref|, floor)
+	// over its tensors, the figure its rtol bounds.
+	GradsChecked bool
+	GradsMaxRel  float64
 	// Detail replaces the figures above in the report of a case that
 	// checks something else (an image processor, a vision tower).
 	Detail string
@@ -48,7 +53,11 @@ func (r Result) String() string {
 	if r.Detail != "" {
 		return fmt.Sprintf("PASS %s %s", r.Case, r.Detail)
 	}
-	return fmt.Sprintf("PASS %s logits_max_abs=%.3g hidden_max_abs=%.3g greedy=%d/%d", r.Case, r.LogitsMaxAbs, r.HiddenMaxAbs, r.GreedyMatched, r.GreedyTotal)
+	s := fmt.Sprintf("PASS %s logits_max_abs=%.3g hidden_max_abs=%.3g greedy=%d/%d", r.Case, r.LogitsMaxAbs, r.HiddenMaxAbs, r.GreedyMatched, r.GreedyTotal)
+	if r.GradsChecked {
+		s += fmt.Sprintf(" grads_max_rel=%.3g", r.GradsMaxRel)
+	}
+	return s
 }
 
 type meta struct {
@@ -164,6 +173,10 @@ func run(dir string, r *Result) error {
 	}
 	if r.LogitsMaxAbs > r.Tolerance {
 		return fmt.Errorf("greedy-step logits differ by %.3g > %g", r.LogitsMaxAbs, r.Tolerance)
+	}
+	// 3. The loss's gradients, where the case has them.
+	if err := checkGrads(dir, model, ids, r); err != nil {
+		return err
 	}
 	r.Pass = true
 	return nil

@@ -1,6 +1,7 @@
 package idefics3
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -85,6 +86,9 @@ func (v *vision) forward(s *graphs.Step, pixels, positions *G.Node) *G.Node {
 	h := layers.Add(v.patch.Forward(s, pixels), v.positions.Forward(s, positions))
 	s.Tap(fmt.Sprintf("%s.0", graphs.HiddenStates), h)
 	for i, l := range v.layers {
+		if i > 0 { // EncodeImagesContext stops here when cancelled
+			h = s.Checkpoint(fmt.Sprintf("vision layer %d", i), h)
+		}
 		h = layers.Add(h, l.attn.Forward(s, l.norm1.Forward(s, h), P))
 		h = layers.Add(h, l.mlp.Forward(s, l.norm2.Forward(s, h)))
 		s.Tap(fmt.Sprintf("%s.%d", graphs.HiddenStates, i+1), h)
@@ -151,6 +155,13 @@ type ImageFeatures struct {
 // drops them. capture names taps of the tower to keep (path.Match
 // patterns; see LastHiddenState).
 func (m *Model) EncodeImages(pixels []float32, tiles int, capture ...string) (*ImageFeatures, error) {
+	return m.EncodeImagesContext(context.Background(), pixels, tiles, capture...)
+}
+
+// EncodeImagesContext is EncodeImages that stops when ctx is done: before
+// the tower runs and between its encoder layers, with an error that wraps
+// ctx.Err().
+func (m *Model) EncodeImagesContext(ctx context.Context, pixels []float32, tiles int, capture ...string) (*ImageFeatures, error) {
 	v := m.Config.VisionConfig
 	per := v.NumChannels * v.ImageSize * v.ImageSize
 	if tiles <= 0 || len(pixels) != tiles*per {
@@ -176,7 +187,7 @@ func (m *Model) EncodeImages(pixels []float32, tiles int, capture ...string) (*I
 	if err != nil {
 		return nil, err
 	}
-	return m.run(p, map[string]any{"pixel_values": kept, "position_ids": m.positionIDs(n)}, n, capture)
+	return m.run(ctx, p, map[string]any{"pixel_values": kept, "position_ids": m.positionIDs(n)}, n, capture)
 }
 
 // Connect runs the connector alone on vision features [N·P, D] of n
@@ -189,15 +200,15 @@ func (m *Model) Connect(features []float32, tiles int, capture ...string) (*Imag
 	if err != nil {
 		return nil, err
 	}
-	return m.run(p, map[string]any{"image_features": features}, tiles, capture)
+	return m.run(context.Background(), p, map[string]any{"image_features": features}, tiles, capture)
 }
 
 // run runs a tower or connector program and collects its captures.
-func (m *Model) run(p *graphs.Program, feeds map[string]any, tiles int, capture []string) (*ImageFeatures, error) {
+func (m *Model) run(ctx context.Context, p *graphs.Program, feeds map[string]any, tiles int, capture []string) (*ImageFeatures, error) {
 	if len(capture) > 0 {
 		defer p.Close()
 	}
-	out, err := p.Run(feeds)
+	out, err := p.RunContext(ctx, feeds)
 	if err != nil {
 		return nil, fmt.Errorf("vision tower: %w", err)
 	}

@@ -28,7 +28,13 @@ type Pipeline struct {
 // safetensors, tokenizer.json, the chat template, generation_config.json
 // and the processor configs. progress (may be nil) reports weight loading.
 func LoadPipeline(dir string, progress func(done, total int64)) (*Pipeline, error) {
-	g, err := generate.Load(dir, progress)
+	return LoadPipelineContext(context.Background(), dir, progress)
+}
+
+// LoadPipelineContext is LoadPipeline that stops when ctx is done (see
+// generate.LoadContext); the error wraps ctx.Err().
+func LoadPipelineContext(ctx context.Context, dir string, progress func(done, total int64)) (*Pipeline, error) {
+	g, err := generate.LoadContext(ctx, dir, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -65,11 +71,21 @@ func NewPipeline(g *generate.Generator, dir string) (*Pipeline, error) {
 // the pixel limit and EXIF orientation, see images.Open), image.Image
 // values, and *images.RGB as they are.
 func (p *Pipeline) Images(srcs ...any) ([]*images.RGB, error) {
+	return p.ImagesContext(context.Background(), srcs...)
+}
+
+// ImagesContext is Images that stops when ctx is done: between images and
+// inside decoding (images.OpenContext), with an error that wraps
+// ctx.Err().
+func (p *Pipeline) ImagesContext(ctx context.Context, srcs ...any) ([]*images.RGB, error) {
 	out := make([]*images.RGB, 0, len(srcs))
 	for i, src := range srcs {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("image %d of %d: %w", i, len(srcs), err)
+		}
 		switch v := src.(type) {
 		case string:
-			img, err := images.Open(v, p.MaxPixels)
+			img, err := images.OpenContext(ctx, v, p.MaxPixels)
 			if err != nil {
 				return nil, err
 			}
@@ -103,10 +119,17 @@ type Prepared struct {
 // with the tokenizer's special tokens and encodes the images. A prompt
 // without any <image> gets one per image in front.
 func (p *Pipeline) Prepare(prompt string, imgs []*images.RGB) (*Prepared, error) {
+	return p.PrepareContext(context.Background(), prompt, imgs)
+}
+
+// PrepareContext is Prepare that stops when ctx is done: inside the
+// image preprocessing (PreprocessContext) and between it, tokenizing and
+// the vision tower, with an error that wraps ctx.Err().
+func (p *Pipeline) PrepareContext(ctx context.Context, prompt string, imgs []*images.RGB) (*Prepared, error) {
 	if !strings.Contains(prompt, ImageToken) {
 		prompt = strings.Repeat(ImageToken, len(imgs)) + prompt
 	}
-	return p.prepare(prompt, imgs, true)
+	return p.prepare(ctx, prompt, imgs, true)
 }
 
 // PrepareChat renders messages with the checkpoint's chat template (image
@@ -114,14 +137,21 @@ func (p *Pipeline) Prepare(prompt string, imgs []*images.RGB) (*Prepared, error)
 // as transformers takes them) with the assistant's turn opened, and
 // prepares the result with imgs, one per image part in order.
 func (p *Pipeline) PrepareChat(messages []chat.Message, imgs []*images.RGB) (*Prepared, error) {
+	return p.PrepareChatContext(context.Background(), messages, imgs)
+}
+
+// PrepareChatContext is PrepareChat that stops when ctx is done: the
+// template renders under ctx (chat.Template.RenderContext) and the
+// images are prepared as PrepareContext does.
+func (p *Pipeline) PrepareChatContext(ctx context.Context, messages []chat.Message, imgs []*images.RGB) (*Prepared, error) {
 	if p.Template == nil {
 		return nil, errors.New("the checkpoint has no chat template")
 	}
-	text, err := p.Template.Render(messages, chat.RenderOptions{AddGenerationPrompt: true})
+	text, err := p.Template.RenderContext(ctx, messages, chat.RenderOptions{AddGenerationPrompt: true})
 	if err != nil {
 		return nil, err
 	}
-	return p.prepare(text, imgs, false)
+	return p.prepare(ctx, text, imgs, false)
 }
 
 // UserMessage is a user turn of images followed by text, in the content
@@ -135,13 +165,19 @@ func UserMessage(numImages int, text string) chat.Message {
 	return chat.Message{Role: "user", Content: parts}
 }
 
-func (p *Pipeline) prepare(prompt string, imgs []*images.RGB, addSpecial bool) (*Prepared, error) {
+func (p *Pipeline) prepare(ctx context.Context, prompt string, imgs []*images.RGB, addSpecial bool) (*Prepared, error) {
 	if n := strings.Count(prompt, ImageToken); n != len(imgs) {
 		return nil, fmt.Errorf("the prompt has %d %s tokens but %d images were given", n, ImageToken, len(imgs))
 	}
+	stopped := func(what string) error {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("preparing the prompt stopped %s: %w", what, err)
+		}
+		return nil
+	}
 	pr := &Prepared{Text: prompt}
 	if len(imgs) > 0 {
-		b, err := Preprocess(p.Processor, imgs)
+		b, err := PreprocessContext(ctx, p.Processor, imgs)
 		if err != nil {
 			return nil, err
 		}
@@ -153,6 +189,9 @@ func (p *Pipeline) prepare(prompt string, imgs []*images.RGB, addSpecial bool) (
 	if p.Tokenizer == nil {
 		return nil, errors.New("the checkpoint has no tokenizer")
 	}
+	if err := stopped("before tokenizing"); err != nil {
+		return nil, err
+	}
 	ids, err := p.Tokenizer.Encode(pr.Text, addSpecial)
 	if err != nil {
 		return nil, err
@@ -161,7 +200,13 @@ func (p *Pipeline) prepare(prompt string, imgs []*images.RGB, addSpecial bool) (
 		return nil, fmt.Errorf("the prompt is %d tokens after expanding %d images, which leaves no room in the model's %d positions (max_position_embeddings)", len(ids), len(imgs), max)
 	}
 	if pr.Batch != nil {
-		if pr.Features, err = p.Model.EncodeImages(pr.Batch.PixelValues, pr.Batch.NumTiles); err != nil {
+		if err := stopped("before the vision tower"); err != nil {
+			return nil, err
+		}
+		if pr.Features, err = p.Model.EncodeImagesContext(ctx, pr.Batch.PixelValues, pr.Batch.NumTiles); err != nil {
+			return nil, err
+		}
+		if err := stopped("after the vision tower"); err != nil {
 			return nil, err
 		}
 	}

@@ -10,6 +10,7 @@
 package idefics3
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -391,8 +392,8 @@ func encoderSize(h, w, m int) (int, int) {
 	return h, w
 }
 
-func resize(img *images.RGB, h, w int, f images.Filter, what string) (*images.RGB, error) {
-	out, err := images.Resize(img, w, h, f)
+func resize(ctx context.Context, img *images.RGB, h, w int, f images.Filter, what string) (*images.RGB, error) {
+	out, err := images.ResizeContext(ctx, img, w, h, f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -422,6 +423,13 @@ func resize(img *images.RGB, h, w int, f images.Filter, what string) (*images.RG
 // Tiles are padded (zeros, mask 0) to the largest tile when do_pad is set;
 // all tiles are M x M in practice, so the mask is all ones.
 func Preprocess(cfg ProcessorConfig, imgs []*images.RGB) (*Batch, error) {
+	return PreprocessContext(context.Background(), cfg, imgs)
+}
+
+// PreprocessContext is [Preprocess] that stops when ctx is done: between
+// images and tiles, and inside each resize (images.ResizeContext), with
+// an error that wraps ctx.Err() and names the image or tile.
+func PreprocessContext(ctx context.Context, cfg ProcessorConfig, imgs []*images.RGB) (*Batch, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -429,6 +437,9 @@ func Preprocess(cfg ProcessorConfig, imgs []*images.RGB) (*Batch, error) {
 	b := &Batch{}
 	var tiles []*images.RGB
 	for i, img := range imgs {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("preprocessing stopped before image %d of %d: %w", i, len(imgs), err)
+		}
 		if img == nil || img.W <= 0 || img.H <= 0 || len(img.Pix) != 3*img.W*img.H {
 			return nil, fmt.Errorf("image %d: not a valid RGB image", i)
 		}
@@ -439,13 +450,13 @@ func Preprocess(cfg ProcessorConfig, imgs []*images.RGB) (*Batch, error) {
 			if cfg.Size.LongestEdge > 0 {
 				h, w = resizeOutputSize(img.H, img.W, cfg.Size.LongestEdge)
 			}
-			if r.Resized, err = resize(img, h, w, cfg.Resample, fmt.Sprintf("image %d: resize (size)", i)); err != nil {
+			if r.Resized, err = resize(ctx, img, h, w, cfg.Resample, fmt.Sprintf("image %d: resize (size)", i)); err != nil {
 				return nil, err
 			}
 		}
 		if cfg.DoImageSplitting {
 			h, w := encoderSize(r.Resized.H, r.Resized.W, M)
-			if r.ResizedForEncoder, err = resize(r.Resized, h, w, cfg.Resample, fmt.Sprintf("image %d: resize_for_vision_encoder", i)); err != nil {
+			if r.ResizedForEncoder, err = resize(ctx, r.Resized, h, w, cfg.Resample, fmt.Sprintf("image %d: resize_for_vision_encoder", i)); err != nil {
 				return nil, err
 			}
 			enc := r.ResizedForEncoder
@@ -459,14 +470,14 @@ func Preprocess(cfg ProcessorConfig, imgs []*images.RGB) (*Batch, error) {
 						r.Tiles = append(r.Tiles, enc.Crop(col*tw, row*th, tw, th))
 					}
 				}
-				if r.Global, err = resize(enc, M, M, cfg.Resample, fmt.Sprintf("image %d: global image", i)); err != nil {
+				if r.Global, err = resize(ctx, enc, M, M, cfg.Resample, fmt.Sprintf("image %d: global image", i)); err != nil {
 					return nil, err
 				}
 			} else {
 				r.Global = enc
 			}
 		} else {
-			if r.Global, err = resize(r.Resized, M, M, cfg.Resample, fmt.Sprintf("image %d: resize to max_image_size", i)); err != nil {
+			if r.Global, err = resize(ctx, r.Resized, M, M, cfg.Resample, fmt.Sprintf("image %d: resize to max_image_size", i)); err != nil {
 				return nil, err
 			}
 		}
@@ -492,6 +503,9 @@ func Preprocess(cfg ProcessorConfig, imgs []*images.RGB) (*Batch, error) {
 		b.PixelAttentionMask = make([]int64, b.NumTiles*plane)
 	}
 	for n, t := range tiles {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("preprocessing stopped before tile %d of %d: %w", n, len(tiles), err)
+		}
 		pv := b.PixelValues[n*3*plane : (n+1)*3*plane]
 		for y := 0; y < t.H; y++ {
 			for x := 0; x < t.W; x++ {
@@ -560,9 +574,15 @@ type PaddedBatch struct {
 // the vision tower). It needs do_pad unless every sample has the same
 // number of equally sized tiles.
 func PreprocessBatch(cfg ProcessorConfig, samples [][]*images.RGB) (*PaddedBatch, error) {
+	return PreprocessBatchContext(context.Background(), cfg, samples)
+}
+
+// PreprocessBatchContext is [PreprocessBatch] that stops when ctx is done,
+// as [PreprocessContext] does.
+func PreprocessBatchContext(ctx context.Context, cfg ProcessorConfig, samples [][]*images.RGB) (*PaddedBatch, error) {
 	pb := &PaddedBatch{BatchSize: len(samples)}
 	for i, imgs := range samples {
-		b, err := Preprocess(cfg, imgs)
+		b, err := PreprocessContext(ctx, cfg, imgs)
 		if err != nil {
 			return nil, fmt.Errorf("sample %d: %w", i, err)
 		}

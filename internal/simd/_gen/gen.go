@@ -89,6 +89,13 @@ func main() {
 	}
 	q5Rows(false)
 	q5Rows(true)
+	fastConsts()
+	for _, q := range []string{"Q8_0", "Q4_0", "Q5_0"} {
+		fastQ8(q)
+		fastQ8x4(q)
+	}
+	fastK("Q4_K")
+	fastK("Q6_K")
 	Generate()
 }
 

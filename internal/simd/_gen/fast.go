@@ -1,0 +1,431 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Fast mode's kernels: integer dot products of quantized weight rows with
+// activations quantized to 8 bits (Q8_0 blocks of 32 for Q8_0, Q4_0 and
+// Q5_0 weights; Q8_K super-blocks of 256 with their 16-value sums for Q4_K
+// and Q6_K), as llama.cpp's ggml_vec_dot_*_q8_* compute them: an exact
+// integer sum per block (VPMADDUBSW into 16-bit pairs, VPMADDWD into 32-bit
+// lanes), converted to float32 and scaled by the weight block's scale
+// times the activation block's, accumulated in eight float32 lanes. The
+// kernels are AVX2 (VEX-encoded, ymm), which every machine with the
+// AVX-512 kernels also runs.
+
+var avx2 = isa{"AVX2", 8, YMM, 2}
+
+// fastConsts are the data tables of the K-quant kernels: for Q4_K, a
+// VPSHUFB pattern per sub-block j that spreads 16-bit word j of a lane to
+// all eight; for Q6_K, a VPERMD index per group k that repeats scale 2k
+// four times and 2k+1 four times; and Q5_0's bytes_from_bits tables.
+var q4kShuf, q6kIdx, q5Shuf, q5Bits Mem
+
+func fastConsts() {
+	q4kShuf = GLOBL("fastq4kshuf", RODATA|NOPTR)
+	for j := 0; j < 8; j++ {
+		for i := 0; i < 16; i++ {
+			DATA(32*j+2*i, U8(2*j))
+			DATA(32*j+2*i+1, U8(2*j+1))
+		}
+	}
+	q6kIdx = GLOBL("fastq6kidx", RODATA|NOPTR)
+	for k := 0; k < 4; k++ {
+		for i := 0; i < 8; i++ {
+			DATA(32*k+4*i, U32(2*k+i/4))
+		}
+	}
+	// bytes_from_bits_32: byte i takes byte i/8 of the 32 bits, then ORs a
+	// mask that leaves all ones only where bit i%8 was set.
+	q5Shuf = GLOBL("fastq5shuf", RODATA|NOPTR)
+	for i := 0; i < 32; i++ {
+		DATA(i, U8(i/8))
+	}
+	q5Bits = GLOBL("fastq5bits", RODATA|NOPTR)
+	for i := 0; i < 4; i++ {
+		DATA(8*i, U64(0x7fbfdfeff7fbfdfe))
+	}
+}
+
+// bcast8 puts the byte v in every byte of a new ymm register.
+func bcast8(v uint8) VecVirtual {
+	return broadcast(avx2, uint32(v)*0x01010101)
+}
+
+// scaleOf computes the float32 block scale half(h) * xd and broadcasts it.
+func scaleOf(h Mem, xd Mem) VecVirtual {
+	f := halfToScalar(h)
+	VMULSS(xd, f, f)
+	d := YMM()
+	VBROADCASTSS(f, d)
+	return d
+}
+
+// fastQ8 writes the kernel for Q8_0, Q4_0 or Q5_0 weights against Q8_0
+// activations: y[r] = w_r · x for rows rows of blocks blocks (stride ldw
+// bytes).
+func fastQ8(q string) {
+	name := "fast" + q + "AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes y[r] = w_r · x for rows %s rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd.", name, q))
+	w, ldw, rows, blocks, xq, xd := params("w", "ldw", "rows", "blocks", "xq", "xd")
+	y := GP64()
+	Load(Param("y"), y)
+	bsize := map[string]int{"Q8_0": 34, "Q4_0": 18, "Q5_0": 22}[q]
+	ones := broadcast(avx2, 0x00010001)
+	var mask, eight, f0 VecVirtual
+	if q != "Q8_0" {
+		mask = bcast8(0x0f)
+	}
+	if q == "Q4_0" {
+		eight = bcast8(8)
+	}
+	if q == "Q5_0" {
+		f0 = bcast8(0xf0)
+	}
+	wp, xp, dp, b := GP64(), GP64(), GP64(), GP64()
+	acc := YMM()
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	VXORPS(acc, acc, acc)
+	MOVQ(w, wp)
+	MOVQ(xq, xp)
+	MOVQ(xd, dp)
+	MOVQ(blocks, b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_rowdone"))
+	wv := loadQ8Weights(q, wp, mask, eight, f0)
+	// |w| times x with w's signs: unsigned × signed for VPMADDUBSW.
+	ax, sx := YMM(), YMM()
+	VMOVDQU(Mem{Base: xp}, sx)
+	VPSIGNB(wv, wv, ax)
+	VPSIGNB(wv, sx, sx)
+	VPMADDUBSW(sx, ax, ax)
+	VPMADDWD(ones, ax, ax)
+	VCVTDQ2PS(ax, ax)
+	d := scaleOf(Mem{Base: wp}, Mem{Base: dp})
+	VFMADD231PS(ax, d, acc)
+	ADDQ(U32(bsize), wp)
+	ADDQ(U8(32), xp)
+	ADDQ(U8(4), dp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_rowdone")
+	reduce(avx2, acc, Mem{Base: y})
+	ADDQ(U8(4), y)
+	ADDQ(ldw, w)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// fastK writes the kernel for Q4_K or Q6_K weights against Q8_K
+// activations (xq, float32 scales xd, int16 sums of every 16 values xs).
+func fastK(q string) {
+	name := "fast" + q + "AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes y[r] = w_r · x for rows %s rows of blocks super-blocks (stride ldw bytes) and Q8_K activations xq, xd, xs.", name, q))
+	// Fourteen general registers are not enough to keep every argument:
+	// the row's pointers are reloaded from the arguments at each row.
+	w, rows, y := GP64(), GP64(), GP64()
+	Load(Param("w"), w)
+	Load(Param("rows"), rows)
+	Load(Param("y"), y)
+	mask := bcast8(0x0f)
+	ones := broadcast(avx2, 0x00010001)
+	var m30 VecVirtual
+	if q == "Q6_K" {
+		m30 = bcast8(0x30)
+	}
+	wp, xp, dp, sp, b := GP64(), GP64(), GP64(), GP64(), GP64()
+	acc := YMM()
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	VXORPS(acc, acc, acc)
+	MOVQ(w, wp)
+	Load(Param("xq"), xp)
+	Load(Param("xd"), dp)
+	Load(Param("xs"), sp)
+	Load(Param("blocks"), b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_rowdone"))
+	sumi := YMM()
+	if q == "Q4_K" {
+		q4kBlock(wp, xp, sp, dp, acc, sumi, mask)
+	} else {
+		q6kBlock(wp, xp, sp, dp, acc, sumi, mask, m30, ones)
+	}
+	ADDQ(U32(map[string]int{"Q4_K": 144, "Q6_K": 210}[q]), wp)
+	ADDQ(U32(256), xp)
+	ADDQ(U8(4), dp)
+	ADDQ(U8(32), sp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_rowdone")
+	reduce(avx2, acc, Mem{Base: y})
+	ADDQ(U8(4), y)
+	Load(Param("ldw"), b)
+	ADDQ(b, w)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// q4kBlock accumulates one Q4_K super-block: d·Σ_j sc_j·(q·x)_j -
+// dmin·Σ_j m_j·(sums of sub-block j), with the 6-bit scales and mins
+// unpacked in general registers as ggml's utmp trick does.
+func q4kBlock(wp, xp, sp, dp GPVirtual, acc, sumi, mask VecVirtual) {
+	a0, a1, a2 := GP32(), GP32(), GP32()
+	MOVL(Mem{Base: wp, Disp: 4}, a0)
+	MOVL(Mem{Base: wp, Disp: 8}, a1)
+	MOVL(Mem{Base: wp, Disp: 12}, a2)
+	// u0 = a0 & 0x3f3f3f3f (sc0..3), u1 = (a2 & 0x0f0f0f0f) | ((a0>>6)&0x03030303)<<4 (sc4..7),
+	// u2 = a1 & 0x3f3f3f3f (m0..3), u3 = ((a2>>4) & 0x0f0f0f0f) | ((a1>>6)&0x03030303)<<4 (m4..7).
+	u1, t := GP32(), GP32()
+	MOVL(a0, t)
+	SHRL(U8(6), t)
+	ANDL(U32(0x03030303), t)
+	SHLL(U8(4), t)
+	ANDL(U32(0x3f3f3f3f), a0) // u0
+	MOVL(a2, u1)
+	ANDL(U32(0x0f0f0f0f), u1)
+	ORL(t, u1)
+	MOVL(a1, t)
+	SHRL(U8(6), t)
+	ANDL(U32(0x03030303), t)
+	SHLL(U8(4), t)
+	ANDL(U32(0x3f3f3f3f), a1) // u2
+	SHRL(U8(4), a2)
+	ANDL(U32(0x0f0f0f0f), a2)
+	ORL(t, a2) // u3
+	u0, u2, u3 := a0, a1, a2
+	// The scales as eight 16-bit words, in both 128-bit lanes.
+	sc, mn := YMM(), YMM()
+	VMOVD(u0, sc.AsX())
+	VPINSRD(U8(1), u1, sc.AsX(), sc.AsX())
+	VPMOVZXBW(sc.AsX(), sc.AsX())
+	VINSERTI128(U8(1), sc.AsX(), sc, sc)
+	// The mins, each twice, against the 16-value sums: VPMADDWD gives
+	// m_j·(s_2j + s_2j+1) per 32-bit lane.
+	VMOVD(u2, mn.AsX())
+	VPINSRD(U8(1), u3, mn.AsX(), mn.AsX())
+	VPMOVZXBW(mn.AsX(), mn.AsX())
+	mhi := XMM()
+	VPUNPCKHWD(mn.AsX(), mn.AsX(), mhi)
+	VPUNPCKLWD(mn.AsX(), mn.AsX(), mn.AsX())
+	VINSERTI128(U8(1), mhi, mn, mn)
+	VPMADDWD(Mem{Base: sp}, mn, mn)
+	VPXOR(sumi, sumi, sumi)
+	for c := 0; c < 4; c++ {
+		qv, hi, s := YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: wp, Disp: 16 + 32*c}, qv)
+		VPSRLW(U8(4), qv, hi)
+		VPAND(mask, qv, qv)
+		VPAND(mask, hi, hi)
+		VPMADDUBSW(Mem{Base: xp, Disp: 64 * c}, qv, qv)
+		VPSHUFB(q4kShuf.Offset(32*(2*c)), sc, s)
+		VPMADDWD(s, qv, qv)
+		VPADDD(qv, sumi, sumi)
+		VPMADDUBSW(Mem{Base: xp, Disp: 64*c + 32}, hi, hi)
+		VPSHUFB(q4kShuf.Offset(32*(2*c+1)), sc, s)
+		VPMADDWD(s, hi, hi)
+		VPADDD(hi, sumi, sumi)
+	}
+	VCVTDQ2PS(sumi, sumi)
+	VCVTDQ2PS(mn, mn)
+	d := scaleOf(Mem{Base: wp}, Mem{Base: dp})
+	VFMADD231PS(sumi, d, acc)
+	dmin := scaleOf(Mem{Base: wp, Disp: 2}, Mem{Base: dp})
+	VFNMADD231PS(mn, dmin, acc)
+}
+
+// q6kBlock accumulates one Q6_K super-block: d·Σ_g sc_g·Σ (q-32)·x, as
+// Σ_g sc_g·(q·x)_g - 32·Σ_g sc_g·(sum of group g).
+func q6kBlock(wp, xp, sp, dp GPVirtual, acc, sumi, mask, m30, ones VecVirtual) {
+	VPXOR(sumi, sumi, sumi)
+	for h := 0; h < 2; h++ {
+		qh, l0, l1 := YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: wp, Disp: 128 + 32*h}, qh)
+		VMOVDQU(Mem{Base: wp, Disp: 64 * h}, l0)
+		VMOVDQU(Mem{Base: wp, Disp: 64*h + 32}, l1)
+		sc := YMM()
+		VPMOVSXBD(Mem{Base: wp, Disp: 192 + 8*h}, sc)
+		for k := 0; k < 4; k++ {
+			qv, hb := YMM(), YMM()
+			switch k {
+			case 0: // (l0 & 15) | (qh & 3) << 4
+				VPAND(mask, l0, qv)
+				VPSLLW(U8(4), qh, hb)
+			case 1: // (l1 & 15) | ((qh >> 2) & 3) << 4
+				VPAND(mask, l1, qv)
+				VPSLLW(U8(2), qh, hb)
+			case 2: // (l0 >> 4) | ((qh >> 4) & 3) << 4
+				VPSRLW(U8(4), l0, qv)
+				VPAND(mask, qv, qv)
+				VMOVDQA(qh, hb)
+			case 3: // (l1 >> 4) | ((qh >> 6) & 3) << 4
+				VPSRLW(U8(4), l1, qv)
+				VPAND(mask, qv, qv)
+				VPSRLW(U8(2), qh, hb)
+			}
+			VPAND(m30, hb, hb)
+			VPOR(hb, qv, qv)
+			VPMADDUBSW(Mem{Base: xp, Disp: 128*h + 32*k}, qv, qv)
+			VPMADDWD(ones, qv, qv)
+			s := YMM()
+			VMOVDQU(q6kIdx.Offset(32*k), s)
+			VPERMD(sc, s, s)
+			VPMULLD(s, qv, qv)
+			VPADDD(qv, sumi, sumi)
+		}
+	}
+	// The -32 offset: 32·Σ_g sc_g·sums_g.
+	sc16 := YMM()
+	VPMOVSXBW(Mem{Base: wp, Disp: 192}, sc16)
+	VPMADDWD(Mem{Base: sp}, sc16, sc16)
+	VPSLLD(U8(5), sc16, sc16)
+	VPSUBD(sc16, sumi, sumi)
+	VCVTDQ2PS(sumi, sumi)
+	d := scaleOf(Mem{Base: wp, Disp: 208}, Mem{Base: dp})
+	VFMADD231PS(sumi, d, acc)
+}
+
+// loadQ8Weights loads the 32 values of the block at wp as signed bytes.
+func loadQ8Weights(q string, wp GPVirtual, mask, eight, f0 VecVirtual) VecVirtual {
+	wv := YMM()
+	switch q {
+	case "Q8_0":
+		VMOVDQU(Mem{Base: wp, Disp: 2}, wv)
+	case "Q4_0", "Q5_0":
+		off := 2
+		if q == "Q5_0" {
+			off = 6
+		}
+		hi := XMM()
+		VMOVDQU(Mem{Base: wp, Disp: off}, wv.AsX())
+		VPSRLW(U8(4), wv.AsX(), hi)
+		VINSERTI128(U8(1), hi, wv, wv)
+		VPAND(mask, wv, wv)
+		if q == "Q4_0" {
+			VPSUBB(eight, wv, wv)
+		} else {
+			// The fifth bits: 0xff bytes where set; a clear bit makes
+			// the value nibble - 16, i.e. nibble | 0xf0 as int8.
+			bits := YMM()
+			t := GP32()
+			MOVL(Mem{Base: wp, Disp: 2}, t)
+			VMOVD(t, bits.AsX())
+			VPBROADCASTD(bits.AsX(), bits)
+			VPSHUFB(q5Shuf, bits, bits)
+			VPOR(q5Bits, bits, bits)
+			allOnes := YMM()
+			VPCMPEQB(allOnes, allOnes, allOnes)
+			VPCMPEQB(allOnes, bits, bits)
+			VPANDN(f0, bits, bits)
+			VPOR(bits, wv, wv)
+		}
+	}
+	return wv
+}
+
+// fastQ8x4 writes the prefill kernel: fastQ8 for four rows of activations
+// at once (stride ldx values), so each weight block is decoded once for
+// four independent accumulators; y[i*ldy + r].
+func fastQ8x4(q string) {
+	name := "fast" + q + "x4AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes y[i*ldy+r] = w_r · x_i for rows %s rows of blocks blocks (stride ldw bytes) and four rows of Q8_0 activations (stride ldx values).", name, q))
+	w, rows, y, ldx, ldd := GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("w"), w)
+	Load(Param("rows"), rows)
+	Load(Param("y"), y)
+	Load(Param("ldx"), ldx)
+	MOVQ(ldx, ldd)
+	SHRQ(U8(3), ldd) // bytes of scales per row: ldx/32 float32s
+	bsize := map[string]int{"Q8_0": 34, "Q4_0": 18, "Q5_0": 22}[q]
+	ones := broadcast(avx2, 0x00010001)
+	var mask, eight, f0 VecVirtual
+	if q != "Q8_0" {
+		mask = bcast8(0x0f)
+	}
+	if q == "Q4_0" {
+		eight = bcast8(8)
+	}
+	if q == "Q5_0" {
+		f0 = bcast8(0xf0)
+	}
+	wp, xp, xp2, dp, dp2, b := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	acc := []VecVirtual{YMM(), YMM(), YMM(), YMM()}
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	for _, a := range acc {
+		VXORPS(a, a, a)
+	}
+	MOVQ(w, wp)
+	Load(Param("xq"), xp)
+	LEAQ(Mem{Base: xp, Index: ldx, Scale: 2}, xp2)
+	Load(Param("xd"), dp)
+	LEAQ(Mem{Base: dp, Index: ldd, Scale: 2}, dp2)
+	Load(Param("blocks"), b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_rowdone"))
+	wv := loadQ8Weights(q, wp, mask, eight, f0)
+	ax := YMM()
+	VPSIGNB(wv, wv, ax)
+	dw := YMM()
+	VBROADCASTSS(halfToScalar(Mem{Base: wp}), dw)
+	for i, a := range acc {
+		xm := []Mem{{Base: xp}, {Base: xp, Index: ldx, Scale: 1}, {Base: xp2}, {Base: xp2, Index: ldx, Scale: 1}}[i]
+		dm := []Mem{{Base: dp}, {Base: dp, Index: ldd, Scale: 1}, {Base: dp2}, {Base: dp2, Index: ldd, Scale: 1}}[i]
+		sx, d := YMM(), YMM()
+		VMOVDQU(xm, sx)
+		VPSIGNB(wv, sx, sx)
+		VPMADDUBSW(sx, ax, sx)
+		VPMADDWD(ones, sx, sx)
+		VCVTDQ2PS(sx, sx)
+		VBROADCASTSS(dm, d)
+		VMULPS(dw, d, d)
+		VFMADD231PS(sx, d, a)
+	}
+	ADDQ(U32(bsize), wp)
+	ADDQ(U8(32), xp)
+	ADDQ(U8(32), xp2)
+	ADDQ(U8(4), dp)
+	ADDQ(U8(4), dp2)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_rowdone")
+	Load(Param("ldy"), b)
+	SHLQ(U8(2), b)
+	MOVQ(y, xp)
+	for _, a := range acc {
+		reduce(avx2, a, Mem{Base: xp})
+		ADDQ(b, xp)
+	}
+	ADDQ(U8(4), y)
+	Load(Param("ldw"), b)
+	ADDQ(b, w)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}

@@ -1,0 +1,171 @@
+package simd
+
+import (
+	"math"
+	"sync"
+
+	"github.com/x448/float16"
+
+	"github.com/gozoo/gozoo/internal/quant"
+)
+
+// MulTFast is MulT as llama.cpp's CPU backend computes it, the zoo's fast
+// mode: activations are quantized to 8 bits (Q8_0 or Q8_K blocks, see
+// quant.QuantizeActs) for products with block-quantized weights, which
+// then run as integer dot products; they are rounded to F16 or BF16 for
+// products with 16-bit weights; F32 weights are multiplied exactly as
+// MulT does. Results follow llama.cpp's to float32 rounding, not
+// transformers' float32 forward.
+func MulTFast(y, x []float32, T int, w Weight, out, in int) {
+	switch w.Kind {
+	case F32:
+		MulT(y, x, T, w, out, in)
+		return
+	case BF16, F16:
+		bp := rowBuf.Get().(*[]float32)
+		if cap(*bp) < T*in {
+			*bp = make([]float32, T*in)
+		}
+		r := (*bp)[:T*in]
+		RoundActs(w.Kind, r, x[:T*in])
+		MulT(y, r, T, w, out, in)
+		rowBuf.Put(bp)
+		return
+	}
+	a := actsPool.Get().(*acts)
+	a.quantize(w.Format, x, T, in)
+	runRows(y, nil, T, w, out, in, a)
+	actsPool.Put(a)
+}
+
+// RoundActs rounds x to the 16-bit kind's precision (to nearest, ties to
+// even), as llama.cpp converts activations for F16 and BF16 weights.
+func RoundActs(k Kind, dst, x []float32) {
+	if k == F16 {
+		for i, v := range x {
+			dst[i] = float16.Fromfloat32(v).Float32()
+		}
+		return
+	}
+	for i, v := range x {
+		u := math.Float32bits(v)
+		if u&0x7fffffff > 0x7f800000 { // NaN: keep it quiet
+			dst[i] = math.Float32frombits((u | 0x00400000) &^ 0xffff)
+			continue
+		}
+		u = (u + 0x7fff + (u >> 16 & 1)) &^ 0xffff
+		dst[i] = math.Float32frombits(u)
+	}
+}
+
+// acts is the quantized activations of one product: per row of x, the
+// 8-bit values, one scale per block and (Q8_K) the sums of every 16.
+type acts struct {
+	f    quant.Format // the weight format they are quantized for
+	in   int
+	q    []int8
+	d    []float32
+	sums []int16
+}
+
+var actsPool = sync.Pool{New: func() any { return new(acts) }}
+
+func (a *acts) quantize(f quant.Format, x []float32, T, in int) {
+	bs := quant.ActBlock(f)
+	a.f, a.in = f, in
+	a.q = grow(a.q, T*in)
+	a.d = grow(a.d, T*in/bs)
+	if quant.KQuant(f) {
+		a.sums = grow(a.sums, T*in/16)
+	}
+	for t := 0; t < T; t++ {
+		q, d, s := a.row(t)
+		if !asmQuantizeActs(f, x[t*in:(t+1)*in], q, d, s) {
+			quant.QuantizeActs(f, x[t*in:(t+1)*in], q, d, s)
+		}
+	}
+}
+
+// row returns row t's values, scales and sums.
+func (a *acts) row(t int) ([]int8, []float32, []int16) {
+	in, nb := a.in, a.in/quant.ActBlock(a.f)
+	q, d := a.q[t*in:(t+1)*in], a.d[t*nb:(t+1)*nb]
+	if !quant.KQuant(a.f) {
+		return q, d, nil
+	}
+	return q, d, a.sums[t*in/16 : (t+1)*in/16]
+}
+
+func grow[E any](s []E, n int) []E {
+	if cap(s) < n {
+		return make([]E, n)
+	}
+	return s[:n]
+}
+
+// fastGroup is how many weight rows a prefill product takes at a time:
+// their blocks stay in L1 while every row of activations passes.
+const fastGroup = 8
+
+// mulRowsFast computes the columns [r0, r1) of y from the quantized
+// activations: integer dot products block by block.
+func mulRowsFast(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
+	rb := w.bytes(in)
+	step := r1 - r0
+	if T > 1 {
+		step = fastGroup
+	}
+	for j0 := r0; j0 < r1; j0 += step {
+		j1 := min(r1, j0+step)
+		t := 0
+		if !quant.KQuant(w.Format) {
+			// Four rows of activations at a time share each weight block.
+			for ; t+4 <= T; t += 4 {
+				q, d, _ := a.row(t)
+				if !asmDotActs4(w, j0, j1-j0, rb, q, d, in, y[t*out+j0:], out) {
+					break
+				}
+			}
+		}
+		for ; t < T; t++ {
+			q, d, s := a.row(t)
+			yt := y[t*out : (t+1)*out]
+			if asmDotActs(w, j0, j1-j0, rb, q, d, s, yt[j0:j1]) {
+				continue
+			}
+			for j := j0; j < j1; j++ {
+				yt[j] = quant.DotActs(w.Format, w.Bytes[j*rb:(j+1)*rb], q, d, s)
+			}
+		}
+	}
+}
+
+// GELUTable is GELU (tanh form) as llama.cpp's CPU backend computes it:
+// the input rounded to F16 and looked up in a table of F16 results, 0 below
+// -10 and x above 10.
+func GELUTable(x float32) float32 {
+	switch {
+	case x <= -10:
+		return 0
+	case x >= 10:
+		return x
+	}
+	geluOnce.Do(fillGELU)
+	return geluTable[float16.Fromfloat32(x)]
+}
+
+var (
+	geluOnce  sync.Once
+	geluTable []float32
+)
+
+func fillGELU() {
+	geluTable = make([]float32, 1<<16)
+	for i := range geluTable {
+		x := float16.Frombits(uint16(i)).Float32()
+		// ggml_gelu_f32 in float32: 0.5x(1 + tanh(√(2/π)·x·(1 + 0.044715x²))).
+		u := float32(math.Sqrt(2/math.Pi)) * x * (1 + 0.044715*x*x)
+		g := 0.5 * x * (1 + float32(math.Tanh(float64(u))))
+		geluTable[i] = float16.Fromfloat32(g).Float32()
+	}
+}

@@ -1,0 +1,182 @@
+package simd
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gozoo/gozoo/internal/quant"
+)
+
+// TestFastKernels checks the integer kernels of fast mode against the
+// plain-Go reference (quant.DotActs) on random rows of every format: the
+// integer sums are exact, so the results differ only by float32
+// summation order.
+func TestFastKernels(t *testing.T) {
+	if len(supported()) == 0 {
+		t.Skip("no SIMD kernels on this CPU: the plain-Go path is the reference itself")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q6_K} {
+		for _, in := range []int{256, 512, 1024} {
+			const rows = 7
+			rb, err := f.RowBytes(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := make([]byte, rows*rb)
+			src := make([]float32, in)
+			for j := 0; j < rows; j++ {
+				for i := range src {
+					src[i] = float32(r.NormFloat64())
+				}
+				quant.QuantizeRow(f, src, w[j*rb:(j+1)*rb])
+			}
+			x := make([]float32, in)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * 3)
+			}
+			x[5] = 40 // one large value sets its block's scale
+			q, d, sums := make([]int8, in), make([]float32, in/quant.ActBlock(f)), make([]int16, in/16)
+			quant.QuantizeActs(f, x, q, d, sums)
+			want := make([]float32, rows)
+			var mag float64
+			for j := range want {
+				want[j] = quant.DotActs(f, w[j*rb:(j+1)*rb], q, d, sums)
+				mag = max(mag, math.Abs(float64(want[j])))
+			}
+			got := make([]float32, rows)
+			if !asmDotActs(Weight{Kind: Quant, Format: f, Bytes: w}, 0, rows, rb, q, d, sums, got) {
+				t.Fatalf("%s: no kernel", f)
+			}
+			for j := range got {
+				if diff := math.Abs(float64(got[j] - want[j])); diff > 1e-5*(mag+1) {
+					t.Errorf("%s in=%d row %d: kernel %g, reference %g", f, in, j, got[j], want[j])
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkMulTFast times fast mode's products at Qwen3-0.6B's MLP shape
+// (1024 -> 3072), decode (T=1) and a prefill chunk (T=64), against exact
+// mode on the same weights.
+func BenchmarkMulTFast(b *testing.B) {
+	const in, out = 1024, 3072
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+		rb, _ := f.RowBytes(in)
+		w := make([]byte, out*rb)
+		src := make([]float32, in)
+		for j := 0; j < out; j++ {
+			for i := range src {
+				src[i] = float32(r.NormFloat64())
+			}
+			quant.QuantizeRow(f, src, w[j*rb:(j+1)*rb])
+		}
+		wt := Weight{Kind: Quant, Format: f, Bytes: w}
+		for _, T := range []int{1, 64} {
+			x := make([]float32, T*in)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			y := make([]float32, T*out)
+			for _, mode := range []string{"exact", "fast"} {
+				b.Run(fmt.Sprintf("%s/T=%d/%s", f, T, mode), func(b *testing.B) {
+					b.SetBytes(int64(len(w)))
+					for b.Loop() {
+						if mode == "fast" {
+							MulTFast(y, x, T, wt, out, in)
+						} else {
+							MulT(y, x, T, wt, out, in)
+						}
+					}
+					b.ReportMetric(float64(2*T*in*out)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
+
+// TestRoundActs checks the 16-bit rounding of fast mode's activations:
+// to nearest, ties to even, as ggml's FP32_TO_BF16 and FP32_TO_FP16 do.
+func TestRoundActs(t *testing.T) {
+	cases := []struct {
+		k       Kind
+		in, out float32
+	}{
+		{BF16, 1 + 1.0/256, 1},                  // a tie: down to the even 1
+		{BF16, 1 + 3.0/256, 1 + 4.0/256},        // a tie: up to the even mantissa
+		{BF16, 1 + 1.0/256 + 1e-6, 1 + 2.0/256}, // past the tie
+		{BF16, -2.5, -2.5},
+		{F16, 1 + 1.0/2048, 1},            // a tie: down to even
+		{F16, 1 + 3.0/2048, 1 + 4.0/2048}, // a tie: up to even
+		{F16, 70000, float32(math.Inf(1))},
+		{F16, 1e-8, 0},
+	}
+	for _, c := range cases {
+		got := make([]float32, 1)
+		RoundActs(c.k, got, []float32{c.in})
+		if got[0] != c.out {
+			t.Errorf("kind %d: %g rounds to %g, want %g", c.k, c.in, got[0], c.out)
+		}
+	}
+	nan := make([]float32, 1)
+	RoundActs(BF16, nan, []float32{float32(math.NaN())})
+	if !math.IsNaN(float64(nan[0])) {
+		t.Errorf("BF16 rounding of NaN gave %g", nan[0])
+	}
+}
+
+// TestGELUTable checks llama.cpp's F16 GELU table against the tanh GELU
+// in float64: within F16 rounding of input and output, with the cutoffs.
+func TestGELUTable(t *testing.T) {
+	gelu := func(x float64) float64 { return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x))) }
+	for _, x := range []float32{-12, -10, -3.7, -1, -0.01, 0, 0.3, 1, 2.25, 9.99, 10, 50} {
+		got := float64(GELUTable(x))
+		switch {
+		case x <= -10 && got != 0, x >= 10 && got != float64(x):
+			t.Errorf("GELUTable(%g) = %g past the cutoff", x, got)
+		case x > -10 && x < 10 && math.Abs(got-gelu(float64(x))) > 2e-3*(math.Abs(float64(x))+1):
+			t.Errorf("GELUTable(%g) = %g, GELU %g", x, got, gelu(float64(x)))
+		}
+	}
+}
+
+// TestMulTFast checks whole fast-mode products (the row split, the
+// four-row prefill kernels and their tails) against the plain-Go
+// reference, for decode and prefill shapes.
+func TestMulTFast(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const in, out = 512, 37
+	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q6_K} {
+		rb, _ := f.RowBytes(in)
+		w := make([]byte, out*rb)
+		src := make([]float32, in)
+		for j := 0; j < out; j++ {
+			for i := range src {
+				src[i] = float32(r.NormFloat64())
+			}
+			quant.QuantizeRow(f, src, w[j*rb:(j+1)*rb])
+		}
+		for _, T := range []int{1, 4, 7} {
+			x := make([]float32, T*in)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			got := make([]float32, T*out)
+			MulTFast(got, x, T, Weight{Kind: Quant, Format: f, Bytes: w}, out, in)
+			q, d, sums := make([]int8, in), make([]float32, in/quant.ActBlock(f)), make([]int16, in/16)
+			for tt := 0; tt < T; tt++ {
+				quant.QuantizeActs(f, x[tt*in:(tt+1)*in], q, d, sums)
+				for j := 0; j < out; j++ {
+					want := quant.DotActs(f, w[j*rb:(j+1)*rb], q, d, sums)
+					if diff := math.Abs(float64(got[tt*out+j] - want)); diff > 1e-5*(math.Abs(float64(want))+1) {
+						t.Fatalf("%s T=%d row %d col %d: %g, reference %g", f, T, tt, j, got[tt*out+j], want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,283 @@
+package train_test
+
+import (
+	"math"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"gorgonia.org/tensor"
+
+	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/layers"
+	"github.com/gozoo/gozoo/train"
+	"github.com/gozoo/gozoo/zoo"
+	_ "github.com/gozoo/gozoo/zoo/all"
+	"github.com/gozoo/gozoo/zoo/zootest"
+)
+
+// The gradients themselves are checked against transformers' in the
+// golden cases (zoo/golden, run by every family's TestGolden) and per op
+// against finite differences (layers/grad_test.go). These tests check
+// the training forward and the API around them.
+
+func testdata(parts ...string) string {
+	return filepath.Join(append([]string{"..", "testdata"}, parts...)...)
+}
+
+// sequence is a fixed token sequence of T ids below vocab.
+func sequence(T, vocab int) []int {
+	ids := make([]int, T)
+	for i := range ids {
+		ids[i] = (i*7919 + 13) % vocab
+	}
+	return ids
+}
+
+// sessionLoss is the next-token loss of ids from an inference session's
+// logits of every row, in float64.
+func sessionLoss(t *testing.T, m zoo.Model, ids []int) float64 {
+	t.Helper()
+	s, err := graphs.NewSession(m, graphs.Options{Capacity: min(64, m.MaxPositions())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rows, err := s.AppendAll(graphs.IDs(ids...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for i, row := range rows[:len(ids)-1] {
+		m := math.Inf(-1)
+		for _, v := range row {
+			m = max(m, float64(v))
+		}
+		var z float64
+		for _, v := range row {
+			z += math.Exp(float64(v) - m)
+		}
+		sum += m + math.Log(z) - float64(row[ids[i+1]])
+	}
+	return sum / float64(len(ids)-1)
+}
+
+// TestTrainingForwardIsInferenceForward checks that the cache-free
+// training forward computes inference's logits on every family, with
+// sequences longer than the sliding windows, BF16 weights, GPT-2's fused
+// attention and learned positions, and quantized GGUF weights.
+func TestTrainingForwardIsInferenceForward(t *testing.T) {
+	for _, dir := range []string{
+		testdata("golden", "qwen3_gqa_tied"), testdata("golden", "qwen3_moe_normtopk"),
+		testdata("golden", "llama_smollm2_gqa_bf16"), testdata("golden", "smollm3_nope"),
+		testdata("golden", "gemma3_sliding_mqa"), testdata("golden", "gemma3_pattern_softcap"),
+		testdata("golden", "gpt2_prefixed"), testdata("golden", "gpt2_original_bf16"),
+		testdata("gguf", "qwen3_q8_0"), testdata("gguf", "gemma3_q4_k_m"), testdata("gguf", "qwen3moe_q8_0"),
+		testdata("gguf", "llama_q4_0"), testdata("gguf", "gpt2_q4_0"), testdata("gguf", "qwen3_f16"),
+	} {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			m := zootest.Load(t, dir)
+			ids := sequence(min(19, m.MaxPositions()), m.VocabSize())
+			g, err := train.LossAndGradients(m, ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := sessionLoss(t, m, ids)
+			if d := math.Abs(g.Loss - want); !(d <= 1e-5) {
+				t.Errorf("training loss %.9g, inference logits give %.9g (diff %.3g)", g.Loss, want, d)
+			}
+			last := g.InputsEmbeds.Data().([]float32)[(len(ids)-1)*m.HiddenSize():]
+			for _, v := range last {
+				if v != 0 {
+					t.Fatalf("the last row's embedding gradient is %g, want exactly 0: nothing depends on it", v)
+				}
+			}
+		})
+	}
+}
+
+// TestGradientsNamedLikeTheCheckpoint checks the names, shapes and order
+// of the weight gradients, and that the lookup part of an untied
+// embedding's gradient is the index-added InputsEmbeds.
+func TestGradientsNamedLikeTheCheckpoint(t *testing.T) {
+	m := zootest.Load(t, testdata("golden", "llama_mha_untied"))
+	ids := sequence(12, m.VocabSize())
+	g, err := train.LossAndGradients(m, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range m.Params().All() {
+		names = append(names, p.Name)
+		got, ok := g.Weights[p.Name]
+		if !ok {
+			t.Errorf("no gradient for %s", p.Name)
+			continue
+		}
+		if !slices.Equal([]int(got.Shape()), p.Shape) || got.Dtype() != tensor.Float32 {
+			t.Errorf("%s: gradient %v %v, want float32 %v", p.Name, got.Dtype(), got.Shape(), p.Shape)
+		}
+	}
+	if !slices.Equal(g.Names, names) || len(g.Weights) != len(names) {
+		t.Errorf("gradient names %v, want the declared %v", g.Names, names)
+	}
+	lookup := make([]float32, m.VocabSize()*m.HiddenSize())
+	if err := layers.IndexAdd(lookup, g.InputsEmbeds.Data().([]float32), ids, m.HiddenSize()); err != nil {
+		t.Fatal(err)
+	}
+	if d := zootest.MaxDiff(lookup, g.Weights["model.embed_tokens.weight"].Data().([]float32)); d != 0 {
+		t.Errorf("untied embedding gradient differs from the index-added inputs_embeds gradient by %g", d)
+	}
+}
+
+// TestQuantizedWeightsPassGradients checks that block-quantized weights
+// take no gradient but pass it on: the input embeddings' gradient of a
+// Q8_0 model equals that of the same model with its weights dequantized
+// to float32, which also has gradients for those weights.
+func TestQuantizedWeightsPassGradients(t *testing.T) {
+	dir := testdata("gguf", "qwen3_q8_0")
+	q := zootest.Load(t, dir)
+	f := zootest.Load(t, dir)
+	quantized := 0
+	for _, p := range f.Params().All() {
+		if _, ok := p.DType.Quant(); ok {
+			quantized++
+			v := p.Float32s()
+			if err := p.Set(graphs.F32, tensor.New(tensor.WithShape(p.Shape...), tensor.WithBacking(v))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if quantized == 0 {
+		t.Fatal("the case has no quantized weights")
+	}
+	ids := sequence(10, q.VocabSize())
+	gq, err := train.LossAndGradients(q, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gf, err := train.LossAndGradients(f, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range q.Params().All() {
+		_, isQuant := p.DType.Quant()
+		if _, has := gq.Weights[p.Name]; has == isQuant {
+			t.Errorf("%s (%s): has a gradient = %v", p.Name, p.DType, has)
+		}
+		if _, has := gf.Weights[p.Name]; !has {
+			t.Errorf("%s dequantized: no gradient", p.Name)
+		}
+	}
+	a, b := gq.InputsEmbeds.Data().([]float32), gf.InputsEmbeds.Data().([]float32)
+	var scale float64
+	for _, v := range b {
+		scale = max(scale, math.Abs(float64(v)))
+	}
+	if d := zootest.MaxDiff(a, b); scale == 0 || d > 1e-4*scale {
+		t.Errorf("inputs_embeds gradient: quantized and dequantized differ by %g (max %g)", d, scale)
+	}
+	if d := math.Abs(gq.Loss - gf.Loss); d > 1e-5 {
+		t.Errorf("losses differ by %g", d)
+	}
+}
+
+// TestGraphReuse runs one compiled graph on several sequences and after
+// an in-place weight update: every run must match a fresh graph's.
+func TestGraphReuse(t *testing.T) {
+	cfg := zootest.ParseConfig(t, testdata("golden", "gemma3_sliding_mqa"))
+	m, err := zoo.NewRandom(cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const T = 9
+	gr, err := train.NewGraph(m, T)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gr.Close()
+	a, b := sequence(T, m.VocabSize()), sequence(T+3, m.VocabSize())[3:]
+	same := func(what string, x, y *train.Gradients) {
+		t.Helper()
+		if x.Loss != y.Loss {
+			t.Errorf("%s: loss %g vs %g", what, x.Loss, y.Loss)
+		}
+		for _, n := range x.Names {
+			if d := zootest.MaxDiff(x.Weights[n].Data().([]float32), y.Weights[n].Data().([]float32)); d != 0 {
+				t.Errorf("%s: gradient of %s differs by %g", what, n, d)
+			}
+		}
+		if d := zootest.MaxDiff(x.InputsEmbeds.Data().([]float32), y.InputsEmbeds.Data().([]float32)); d != 0 {
+			t.Errorf("%s: inputs_embeds gradient differs by %g", what, d)
+		}
+	}
+	first, err := gr.Run(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gr.Run(b); err != nil {
+		t.Fatal(err)
+	}
+	again, err := gr.Run(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("rerun", first, again)
+
+	p, _ := m.Params().Get("model.layers.0.mlp.up_proj.weight")
+	w := p.Data.Data().([]float32)
+	for i := range w {
+		w[i] *= 1.5
+	}
+	updated, err := gr.Run(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := train.LossAndGradients(m, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("after an in-place update", fresh, updated)
+	if updated.Loss == first.Loss {
+		t.Error("an in-place weight update did not change the loss")
+	}
+	if _, err := gr.Run(a[:T-1]); err == nil {
+		t.Error("a sequence of the wrong length was accepted")
+	}
+	if _, err := train.NewGraph(m, 1); err == nil {
+		t.Error("a one-token training graph was accepted")
+	}
+}
+
+// TestConcurrentGraphs differentiates one model from two goroutines at
+// once (each with its own graph), as sessions run side by side: the
+// results must equal a lone run's (go test -race checks the sharing).
+func TestConcurrentGraphs(t *testing.T) {
+	m := zootest.Load(t, testdata("golden", "qwen3_moe_step2_nonorm"))
+	ids := sequence(11, m.VocabSize())
+	want, err := train.LossAndGradients(m, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]*train.Gradients, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() { got[i], errs[i] = train.LossAndGradients(m, ids) })
+	}
+	wg.Wait()
+	for i, g := range got {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if g.Loss != want.Loss {
+			t.Errorf("goroutine %d: loss %g, alone %g", i, g.Loss, want.Loss)
+		}
+		for _, n := range want.Names {
+			if d := zootest.MaxDiff(g.Weights[n].Data().([]float32), want.Weights[n].Data().([]float32)); d != 0 {
+				t.Errorf("goroutine %d: gradient of %s differs by %g", i, n, d)
+			}
+		}
+	}
+}

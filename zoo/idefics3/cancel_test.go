@@ -1,0 +1,141 @@
+package idefics3
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gozoo/gozoo/internal/canceltest"
+	"github.com/gozoo/gozoo/internal/leaktest"
+	"github.com/gozoo/gozoo/loaders/images"
+	"github.com/gozoo/gozoo/zoo"
+)
+
+// TestMain fails the package's run if a test leaves a goroutine behind.
+func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
+
+func noiseImage(w, h int, seed uint64) *images.RGB {
+	m := images.NewRGB(w, h)
+	s := seed
+	for i := range m.Pix {
+		s = s*6364136223846793005 + 1442695040888963407
+		m.Pix[i] = uint8(s >> 56)
+	}
+	return m
+}
+
+// TestPreprocessContext cancels SmolVLM's preprocessing of two images
+// (one split into tiles) at every poll of its context in turn: between
+// images, inside each of the resizes and between tiles. Each stops with
+// an error wrapping context.Canceled, no resize worker is left running,
+// and an uncancelled run equals Preprocess's.
+func TestPreprocessContext(t *testing.T) {
+	cfg := DefaultProcessorConfig()
+	cfg.Size.LongestEdge, cfg.MaxImageSize = 256, 96
+	imgs := []*images.RGB{noiseImage(300, 210, 1), noiseImage(45, 60, 2)}
+	want, err := Preprocess(cfg, imgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stages := map[string]bool{}
+	for n := 0; ; n++ {
+		got, err := PreprocessContext(canceltest.After(n), cfg, imgs)
+		if err == nil {
+			if got.NumTiles != want.NumTiles || !slices.Equal(got.PixelValues, want.PixelValues) {
+				t.Fatal("a cancellable preprocessing differs from Preprocess")
+			}
+			t.Logf("%d polls", n)
+			break
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled at poll %d: %v does not wrap context.Canceled", n+1, err)
+		}
+		for _, s := range []string{"before image 1", "resize (size)", "resize_for_vision_encoder", "global image", "before tile"} {
+			if strings.Contains(err.Error(), s) {
+				stages[s] = true
+			}
+		}
+		if n > 100000 {
+			t.Fatal("the preprocessing never ran to its end")
+		}
+	}
+	for _, s := range []string{"before image 1", "resize (size)", "resize_for_vision_encoder", "global image", "before tile"} {
+		if !stages[s] {
+			t.Errorf("no cancellation stopped at %q (%v)", s, stages)
+		}
+	}
+	// A batch stops too, naming the sample.
+	if _, err := PreprocessBatchContext(canceltest.After(0), cfg, [][]*images.RGB{imgs}); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "sample 0") {
+		t.Fatalf("cancelled batch: %v", err)
+	}
+	leaktest.VerifyNone(t)
+}
+
+// TestPipelineContext: a pipeline asked to open or prepare images under
+// a cancelled context stops before any work, with an error wrapping
+// context.Canceled.
+func TestPipelineContext(t *testing.T) {
+	cfg := DefaultProcessorConfig()
+	cfg.Size.LongestEdge, cfg.MaxImageSize = 64, 32
+	p := &Pipeline{Processor: cfg}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.ImagesContext(ctx, "no/such/image.png"); !errors.Is(err, context.Canceled) {
+		t.Errorf("ImagesContext: %v", err)
+	}
+	if _, err := p.PrepareContext(ctx, "describe", []*images.RGB{noiseImage(40, 30, 3)}); !errors.Is(err, context.Canceled) {
+		t.Errorf("PrepareContext: %v", err)
+	}
+	if _, err := p.PrepareContext(canceltest.After(1), "describe", []*images.RGB{noiseImage(40, 30, 3)}); !errors.Is(err, context.Canceled) {
+		t.Errorf("PrepareContext cancelled midway: %v", err)
+	}
+}
+
+// TestEncodeImagesContext cancels the vision tower at every poll of its
+// context in turn: it stops before the run or between encoder layers,
+// with an error wrapping context.Canceled that names the layer, and the
+// cached tower then encodes as before.
+func TestEncodeImagesContext(t *testing.T) {
+	mm, err := zoo.Load("../../testdata/golden/smolvlm-full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mm.(*Model)
+	v := m.Config.VisionConfig
+	pixels := make([]float32, 2*v.NumChannels*v.ImageSize*v.ImageSize)
+	for i := range pixels {
+		pixels[i] = float32(i%89)/44.5 - 1
+	}
+	want, err := m.EncodeImages(pixels, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layersHit := map[string]bool{}
+	for n := 0; ; n++ {
+		got, err := m.EncodeImagesContext(canceltest.After(n), pixels, 2)
+		if err == nil {
+			if !slices.Equal(got.Rows, want.Rows) {
+				t.Fatal("a cancellable encoding differs from EncodeImages")
+			}
+			break
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled at poll %d: %v does not wrap context.Canceled", n+1, err)
+		}
+		if i := strings.Index(err.Error(), "vision layer "); i >= 0 {
+			layersHit[err.Error()[i:]] = true
+		}
+		if n > 100 {
+			t.Fatal("the tower never ran to its end")
+		}
+	}
+	if len(layersHit) != v.NumHiddenLayers-1 {
+		t.Errorf("stopped between %d pairs of encoder layers, want all %d: %v", len(layersHit), v.NumHiddenLayers-1, layersHit)
+	}
+	again, err := m.EncodeImages(pixels, 2)
+	if err != nil || !slices.Equal(again.Rows, want.Rows) {
+		t.Fatalf("after the cancellations: %v", err)
+	}
+}
