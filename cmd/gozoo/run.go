@@ -67,8 +67,11 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 
+	// Ctrl-C stops loading, prefill and generation alike.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
 	bar := newProgressBar(stderr, "loading "+*model)
-	g, err := generate.Load(*model, bar.update)
+	g, err := generate.LoadContext(ctx, *model, bar.update)
 	bar.done()
 	if err != nil {
 		fmt.Fprintln(stderr, "gozoo run:", err)
@@ -124,8 +127,6 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	// A long prompt shows its prefill the way loading shows: a bar once it
 	// takes more than a moment.
 	prefill := newProgressBar(stderr, "prefill")

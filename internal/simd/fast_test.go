@@ -17,6 +17,10 @@ func TestFastKernels(t *testing.T) {
 	if len(supported()) == 0 {
 		t.Skip("no SIMD kernels on this CPU: the plain-Go path is the reference itself")
 	}
+	// The kernels are checked even when GOZOO_SIMD=off picked plain Go.
+	was := active
+	Force(true)
+	defer func() { active = was }()
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q6_K} {
 		for _, in := range []int{256, 512, 1024} {

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gozoo/gozoo/zoo"
+)
+
+// TestTrainCommand trains a tiny model from scratch for a few steps on a
+// text with the Mistral tokenizer, continues it, and loads the result.
+func TestTrainCommand(t *testing.T) {
+	dir := t.TempDir()
+	var cfg map[string]any
+	data, err := os.ReadFile("../../testdata/golden/qwen3_gqa_tied/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["vocab_size"], cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"], cfg["head_dim"] = 32000, 16, 32, 1, 8
+	data, _ = json.Marshal(cfg)
+	config := filepath.Join(dir, "config.json")
+	text := filepath.Join(dir, "a.txt")
+	if err := os.WriteFile(config, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(text, []byte(strings.Repeat("In the beginning was the word, and the word was Go.\n", 40)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	tok := "../../testdata/tokenizers/mistral"
+	args := []string{"train", "--config", config, "--data", text, text, "--tokenizer", tok, "--steps", "4",
+		"--seq-len", "8", "--batch", "2", "--lr", "1e-2", "--log-every", "2", "--seed", "3", "--out", out}
+	stdout, errb, status := gozoo(t, "", args...)
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, errb)
+	}
+	for _, want := range []string{"2 files", "step 1/4 loss", "step 2/4 loss", "step 4/4 loss", "tok/s", "model.safetensors", "tokenizer.json"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	again, _, _ := gozoo(t, "", args...)
+	if stripTimes(again) != stripTimes(stdout) {
+		t.Errorf("the same seed printed other losses:\n%s\n%s", stdout, again)
+	}
+	if _, err := zoo.Load(out); err != nil {
+		t.Fatal(err)
+	}
+	// Continue from the checkpoint, writing over it.
+	stdout, errb, status = gozoo(t, "", "train", "--model", out, "--data", text, "--steps", "2", "--seq-len", "8", "--out", out)
+	if status != 0 || !strings.Contains(stdout, "step 2/2 loss") {
+		t.Fatalf("continuing: status %d: %s%s", status, stdout, errb)
+	}
+	if _, err := zoo.Load(out); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, status := gozoo(t, "", "train", "--config", config, "--data", text, "--steps", "2", "--out", out); status != 2 {
+		t.Errorf("no tokenizer: status %d", status)
+	}
+	if _, errb, status := gozoo(t, "", "train", "--config", config, "--data", filepath.Join(dir, "missing.txt"), "--tokenizer", tok, "--steps", "2", "--out", out); status != 1 || !strings.Contains(errb, "missing.txt") {
+		t.Errorf("missing data file: status %d, %q", status, errb)
+	}
+}
+
+// stripTimes drops the timing fields of the loss lines.
+func stripTimes(s string) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if i := strings.Index(l, " tok/s"); i >= 0 {
+			l = l[:i]
+		}
+		lines = append(lines, l)
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,115 @@
+package zoo
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/nlpodyssey/safetensors"
+
+	"github.com/gozoo/gozoo/graphs"
+)
+
+// WriteCheckpoint writes a model's weights as an HF-format checkpoint into
+// dir: config.json (configJSON as given) and model.safetensors with every
+// tensor the config declares, taken from ps by name and stored as F32
+// under its checkpoint name and layout (GPT-2's Conv1D weights
+// transposed), so that Load and transformers read it back. 16-bit and
+// quantized weights are widened to float32. model.safetensors is written
+// to a temporary file and renamed into place, so a checkpoint being
+// overwritten (one the model was loaded from and still maps) is never
+// seen half written.
+func WriteCheckpoint(dir string, configJSON []byte, ps *graphs.Params) error {
+	cfg, err := ParseConfig(configJSON)
+	if err != nil {
+		return err
+	}
+	params, err := Tensors(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model.safetensors.index.json")); err == nil {
+		return fmt.Errorf("%s holds a sharded checkpoint (model.safetensors.index.json), which a single model.safetensors would not replace", dir)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	views := map[string]*paramView{}
+	none := func(string) bool { return false }
+	for _, decl := range params {
+		p, ok := ps.Get(decl.Name)
+		if !ok || p.Data == nil {
+			return fmt.Errorf("writing %s: the model has no tensor %q", dir, decl.Name)
+		}
+		if !slices.Equal(p.Shape, decl.Shape) {
+			return fmt.Errorf("writing %s: tensor %q has shape %v, config.json declares %v", dir, decl.Name, p.Shape, decl.Shape)
+		}
+		name, transposed := stored(cfg, decl.Name, none)
+		views[name] = &paramView{param: p, transposed: transposed}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), configJSON, 0o644); err != nil {
+		return err
+	}
+	path := filepath.Join(dir, "model.safetensors")
+	f, err := os.CreateTemp(dir, ".model.safetensors.*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if err := safetensors.SerializeToWriter(views, map[string]string{"format": "pt"}, f); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// paramView writes a parameter's values as F32 when the writer asks for
+// its bytes.
+type paramView struct {
+	param      *graphs.Param
+	transposed bool // stored [in, out] (see Layout)
+}
+
+func (v *paramView) DType() safetensors.DType { return safetensors.F32 }
+func (v *paramView) Shape() []uint64 {
+	s := make([]uint64, len(v.param.Shape))
+	for i, d := range v.param.Shape {
+		s[i] = uint64(d)
+	}
+	if v.transposed {
+		s[0], s[1] = s[1], s[0]
+	}
+	return s
+}
+func (v *paramView) DataLen() uint64 { return 4 * uint64(v.param.Numel()) }
+func (v *paramView) Data() []byte {
+	vals := v.param.Float32s()
+	if v.transposed {
+		vals = transpose(vals, v.param.Shape[0], v.param.Shape[1])
+	}
+	out := make([]byte, 4*len(vals))
+	for i, x := range vals {
+		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
+	}
+	return out
+}
