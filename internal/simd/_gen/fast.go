@@ -66,6 +66,23 @@ func scaleOf(h Mem, xd Mem) VecVirtual {
 	return d
 }
 
+// q8Consts makes the constants of the Q8_0-family kernels: 16-bit ones for
+// VPMADDWD, and the nibble mask, Q4_0's offset 8 and Q5_0's 0xf0 where the
+// format needs them.
+func q8Consts(q string) (ones, mask, eight, f0 VecVirtual) {
+	ones = broadcast(avx2, 0x00010001)
+	if q != "Q8_0" {
+		mask = bcast8(0x0f)
+	}
+	if q == "Q4_0" {
+		eight = bcast8(8)
+	}
+	if q == "Q5_0" {
+		f0 = bcast8(0xf0)
+	}
+	return ones, mask, eight, f0
+}
+
 // fastQ8 writes the kernel for Q8_0, Q4_0 or Q5_0 weights against Q8_0
 // activations: y[r] = w_r · x for rows rows of blocks blocks (stride ldw
 // bytes).
@@ -78,17 +95,7 @@ func fastQ8(q string) {
 	y := GP64()
 	Load(Param("y"), y)
 	bsize := map[string]int{"Q8_0": 34, "Q4_0": 18, "Q5_0": 22}[q]
-	ones := broadcast(avx2, 0x00010001)
-	var mask, eight, f0 VecVirtual
-	if q != "Q8_0" {
-		mask = bcast8(0x0f)
-	}
-	if q == "Q4_0" {
-		eight = bcast8(8)
-	}
-	if q == "Q5_0" {
-		f0 = bcast8(0xf0)
-	}
+	ones, mask, eight, f0 := q8Consts(q)
 	wp, xp, dp, b := GP64(), GP64(), GP64(), GP64()
 	acc := YMM()
 	Label(name + "_row")
@@ -359,17 +366,7 @@ func fastQ8x4(q string) {
 	MOVQ(ldx, ldd)
 	SHRQ(U8(3), ldd) // bytes of scales per row: ldx/32 float32s
 	bsize := map[string]int{"Q8_0": 34, "Q4_0": 18, "Q5_0": 22}[q]
-	ones := broadcast(avx2, 0x00010001)
-	var mask, eight, f0 VecVirtual
-	if q != "Q8_0" {
-		mask = bcast8(0x0f)
-	}
-	if q == "Q4_0" {
-		eight = bcast8(8)
-	}
-	if q == "Q5_0" {
-		f0 = bcast8(0xf0)
-	}
+	ones, mask, eight, f0 := q8Consts(q)
 	wp, xp, xp2, dp, dp2, b := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
 	acc := []VecVirtual{YMM(), YMM(), YMM(), YMM()}
 	Label(name + "_row")
