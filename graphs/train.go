@@ -3,11 +3,8 @@ package graphs
 import (
 	"fmt"
 
-	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
-
-	"github.com/gozoo/gozoo/ops"
 )
 
 // trainState is what a training step adds to a Step: the zero shift added
@@ -52,7 +49,13 @@ func (s *Step) InputEmbeds(e *G.Node) *G.Node {
 	shape := e.Shape().Clone()
 	zero := tensor.New(tensor.WithShape(shape...), tensor.Of(tensor.Float32))
 	s.train.shift = G.NewTensor(s.G, tensor.Float32, len(shape), G.WithShape(shape...), G.WithName("inputs_embeds_shift"), G.WithValue(zero))
-	return ops.Apply(shiftAdd{dims: len(shape)}, e, s.train.shift)
+	// Gorgonia's own Add: differentiable, and a training graph recycles no
+	// buffers, so no op of ours is needed.
+	sum, err := G.Add(e, s.train.shift)
+	if err != nil {
+		panic(fmt.Errorf("marking the input embeddings: %w", err))
+	}
+	return sum
 }
 
 // EmbedsShift is the zero input InputEmbeds added to the input embeddings
@@ -72,33 +75,4 @@ func (s *Step) Bound() map[*Param]*G.Node {
 		out[p] = n
 	}
 	return out
-}
-
-// shiftAdd is e + shift; its gradient passes through to both.
-type shiftAdd struct{ dims int }
-
-func (k shiftAdd) Name() string   { return "embeddings shift" }
-func (k shiftAdd) String() string { return fmt.Sprintf("ShiftAdd{dims=%d}", k.dims) }
-func (k shiftAdd) Signature() []hm.Type {
-	return []hm.Type{ops.T(k.dims, nil), ops.T(k.dims, nil), ops.T(k.dims, nil)}
-}
-func (k shiftAdd) Shape(in []tensor.Shape) (tensor.Shape, error) {
-	if !in[0].Eq(in[1]) {
-		return nil, fmt.Errorf("%v and %v differ", in[0], in[1])
-	}
-	return in[0].Clone(), nil
-}
-func (k shiftAdd) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
-	a, b, err := ops.Float32Pair(in)
-	if err != nil {
-		return nil, err
-	}
-	out := o.Float32s(len(a))
-	for i, v := range a {
-		out[i] = v + b[i]
-	}
-	return o.Tensor(out, in[0].Shape()...), nil
-}
-func (k shiftAdd) Grad(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
-	return G.Nodes{grad, grad}, nil
 }

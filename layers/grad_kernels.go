@@ -416,22 +416,6 @@ func (k layerNormGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	return o.Tensor(dx, in[0].Shape()...), nil
 }
 
-// rowStats are a row's mean and 1/sqrt(biased variance + eps), as
-// layerNormRows computes them.
-func rowStats(row []float32, eps float64) (mean, inv float64) {
-	var sum float64
-	for _, v := range row {
-		sum += float64(v)
-	}
-	mean = sum / float64(len(row))
-	var ss float64
-	for _, v := range row {
-		e := float64(v) - mean
-		ss += e * e
-	}
-	return mean, 1 / math.Sqrt(ss/float64(len(row))+eps)
-}
-
 // layerNormWeightGrad is Σ over rows of g·x̂.
 type layerNormWeightGrad struct {
 	eps  float64

@@ -49,21 +49,27 @@ func (k layerNorm) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	return o.Tensor(out, in[0].Shape()...), nil
 }
 
+// rowStats is a row's mean and 1/sqrt(variance + eps), in float64: what
+// LayerNorm's forward and its gradients normalise by.
+func rowStats(row []float32, eps float64) (mean, inv float64) {
+	var sum float64
+	for _, v := range row {
+		sum += float64(v)
+	}
+	mean = sum / float64(len(row))
+	var ss float64
+	for _, v := range row {
+		e := float64(v) - mean
+		ss += e * e
+	}
+	return mean, 1 / math.Sqrt(ss/float64(len(row))+eps)
+}
+
 func layerNormRows(out, x, w, b []float32, eps float64) {
 	d := len(w)
 	for r := 0; r+d <= len(x); r += d {
 		row := x[r : r+d]
-		var sum float64
-		for _, v := range row {
-			sum += float64(v)
-		}
-		mean := sum / float64(d)
-		var ss float64
-		for _, v := range row {
-			e := float64(v) - mean
-			ss += e * e
-		}
-		inv := 1 / math.Sqrt(ss/float64(d)+eps)
+		mean, inv := rowStats(row, eps)
 		o := out[r : r+d]
 		for j, v := range row {
 			o[j] = float32((float64(v)-mean)*inv)*w[j] + b[j]
