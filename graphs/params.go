@@ -105,20 +105,24 @@ func (d DType) Storage() tensor.Dtype {
 }
 
 // StoredShape is the shape of the tensor that carries a weight of logical
-// shape: the same, or [rows, bytes per row] for a quantized type.
+// shape: the same, or the shape with its last axis in bytes per row for a
+// quantized type ([rows, bytes per row]; [experts, rows, bytes per row]
+// for stacked experts, which are whole rows back to back).
 func (d DType) StoredShape(shape []int) ([]int, error) {
 	f, ok := d.Quant()
 	if !ok {
 		return shape, nil
 	}
-	if len(shape) != 2 {
-		return nil, fmt.Errorf("a %s weight must be 2-D, not %v", d, shape)
+	if len(shape) < 2 {
+		return nil, fmt.Errorf("a %s weight must be rows of blocks (2-D or more), not %v", d, shape)
 	}
-	rb, err := f.RowBytes(shape[1])
+	rb, err := f.RowBytes(shape[len(shape)-1])
 	if err != nil {
 		return nil, err
 	}
-	return []int{shape[0], rb}, nil
+	out := slices.Clone(shape)
+	out[len(out)-1] = rb
+	return out, nil
 }
 
 // Role says what a parameter is in the network. It decides how a loader may
@@ -154,6 +158,12 @@ type Param struct {
 	Role  Role
 	DType DType
 	Data  *tensor.Dense
+	// Parts, when set, names the slices along the first axis as the
+	// checkpoint stores them, one tensor each: a stacked expert weight
+	// [E, out, in] that transformers 4.x keeps as E tensors [out, in].
+	// What names weights for users (gradients, saved checkpoints) uses
+	// these names and shapes; nil means the tensor is stored whole.
+	Parts []string
 
 	// owner keeps the declaring set, and through it what the data points
 	// into (a memory mapping unmapped once the set is unreachable), alive
@@ -185,6 +195,36 @@ func (p *Param) Set(dtype DType, data *tensor.Dense) error {
 	}
 	p.DType, p.Data = dtype, data
 	return nil
+}
+
+// Part is a view of slice i along the first axis, named name (see
+// Parts): its shape is Shape[1:] and its data, when p has data, shares
+// p's backing, in p's storage type.
+func (p *Param) Part(i int, name string) *Param {
+	if len(p.Shape) < 2 || i < 0 || i >= p.Shape[0] {
+		panic(fmt.Sprintf("tensor %q of shape %v has no slice %d", p.Name, p.Shape, i))
+	}
+	q := &Param{Name: name, Shape: slices.Clone(p.Shape[1:]), Role: p.Role, DType: p.DType, owner: p.owner}
+	if p.Data == nil {
+		return q
+	}
+	// Every slice is the same number of whole rows, so slice i is the
+	// i-th equal share of the backing, whatever the storage.
+	stored := p.Data.Shape()[1:].Clone()
+	n := stored.TotalSize()
+	var backing any
+	switch v := p.Data.Data().(type) {
+	case []float32:
+		backing = v[i*n : (i+1)*n]
+	case []uint16:
+		backing = v[i*n : (i+1)*n]
+	case []byte:
+		backing = v[i*n : (i+1)*n]
+	default:
+		panic(fmt.Sprintf("tensor %q: %T data", p.Name, v))
+	}
+	q.Data = tensor.New(tensor.WithShape(stored...), tensor.WithBacking(backing))
+	return q
 }
 
 // Float32s returns the parameter's values widened to float32 (a copy for

@@ -105,11 +105,9 @@ func BenchmarkMoE(b *testing.B) {
 	for _, T := range seqLens {
 		b.Run(fmt.Sprintf("T=%d", T), func(b *testing.B) {
 			g := newGraphB()
-			in := []*G.Node{g.input("x", randVals(r, T*qD, 1), T, qD), g.input("router", randVals(r, E*qD, 0.02), E, qD)}
-			for e := 0; e < E; e++ {
-				in = append(in, g.input(fmtName("g", e), randVals(r, Fe*qD, 0.02), Fe, qD),
-					g.input(fmtName("u", e), randVals(r, Fe*qD, 0.02), Fe, qD), g.input(fmtName("d", e), randVals(r, qD*Fe, 0.02), qD, Fe))
-			}
+			in := []*G.Node{g.input("x", randVals(r, T*qD, 1), T, qD), g.input("router", randVals(r, E*qD, 0.02), E, qD),
+				g.input("gate", randVals(r, E*Fe*qD, 0.02), E, Fe, qD), g.input("up", randVals(r, E*Fe*qD, 0.02), E, Fe, qD),
+				g.input("down", randVals(r, E*qD*Fe, 0.02), E, qD, Fe)}
 			y := ops.Apply(sparseMoE{name: "moe", experts: E, topK: K, normTopK: true, act: "silu"}, in...)
 			active := float64(min(E, T*K)) * 3 * Fe * qD * 4
 			g.bench(b, y, active, float64(2*3*T*K*Fe*qD))

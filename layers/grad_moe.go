@@ -16,8 +16,9 @@ import (
 // Qwen3MoeSparseMoeBlock: through each selected expert and through the
 // routing weights of the selected experts (their renormalisation when
 // normTopK, the softmax over all experts, the router), none through the
-// top-k choice itself, which is piecewise constant. An expert no token
-// selected gets a zero gradient.
+// top-k choice itself, which is piecewise constant. A stacked expert
+// weight's gradient is stacked too, [E, out, in]; the slice of an expert
+// no token selected is zero.
 
 func (k sparseMoE) Grad(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	bk := sparseMoEGrad{k: k}
@@ -31,10 +32,10 @@ func (k sparseMoE) Grad(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 		if !bk.diff(i) {
 			continue
 		}
-		s := n.Shape()
+		s := n.Shape().Clone()
 		if i >= 1 {
 			// A weight's gradient has its logical (float32) shape.
-			s = tensor.Shape{s[0], logicalCols(k.inputType(i), s[1])}
+			s[len(s)-1] = logicalCols(k.inputType(i), s[len(s)-1])
 		}
 		what := fmt.Sprintf("input %d of %s", i, k.name)
 		if res[i], err = node(unpack{from: off, shape: []int(s.Clone()), what: what}, packed); err != nil {
@@ -51,14 +52,14 @@ func (k sparseMoE) inputType(i int) graphs.DType {
 	case i == 1:
 		return k.routerType
 	case i >= 2:
-		return k.expertTypes[(i-2)%3]
+		return k.expertTypes[i-2]
 	}
 	return graphs.F32
 }
 
 // sparseMoEGrad computes every gradient of sparseMoE at once, packed in
-// the order of the MoE's inputs (x, router, then gate, up, down of each
-// expert), skipping quantized weights, which take none. Inputs: the
+// the order of the MoE's inputs (x, router, then the stacked gate, up and
+// down), skipping quantized weights, which take none. Inputs: the
 // output's gradient, then the MoE's inputs.
 type sparseMoEGrad struct{ k sparseMoE }
 
@@ -85,7 +86,7 @@ func (b sparseMoEGrad) Shape(in []tensor.Shape) (tensor.Shape, error) {
 		if !b.diff(i) {
 			continue
 		}
-		n += s[0] * logicalCols(b.k.inputType(i), s[1])
+		n += s[:len(s)-1].TotalSize() * logicalCols(b.k.inputType(i), s[len(s)-1])
 	}
 	return tensor.Shape{n}, nil
 }
@@ -101,8 +102,12 @@ func (b sparseMoEGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		return nil, err
 	}
 	T, D := in[1].Shape()[0], in[1].Shape()[1]
-	E, F := k.experts, in[3].Shape()[0]
+	E, F := k.experts, in[3].Shape()[1]
 	router, err := weightData(in[2], k.routerType)
+	if err != nil {
+		return nil, err
+	}
+	stacked, err := k.stackedExperts(in[3:6])
 	if err != nil {
 		return nil, err
 	}
@@ -139,15 +144,16 @@ func (b sparseMoEGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 
 	dx := make([]float32, T*D)
 	dWeight := make([]float64, T*E) // dLoss/d(routing weight), selected experts only
-	expertGrads := make([][3][]float32, E)
+	// The stacked gradients [E, F, D], [E, F, D] and [E, D, F]: expert e
+	// writes its slice; unselected experts' slices stay zero.
+	stackedGrads := [3][]float32{make([]float32, E*F*D), make([]float32, E*F*D), make([]float32, E*D*F)}
 	for e := 0; e < E; e++ {
 		var w [3]weight
+		var expertGrads [3][]float32
 		for j := range w {
-			if w[j], err = weightData(in[3+3*e+j], k.expertTypes[j]); err != nil {
-				return nil, fmt.Errorf("expert %d: %w", e, err)
-			}
+			w[j] = stacked[j].expert(e, E)
+			expertGrads[j] = stackedGrads[j][e*F*D : (e+1)*F*D]
 		}
-		expertGrads[e] = [3][]float32{make([]float32, F*D), make([]float32, F*D), make([]float32, D*F)}
 		r := rows[e]
 		n := len(r)
 		if n == 0 {
@@ -176,15 +182,15 @@ func (b sparseMoEGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 			dWeight[t*E+e] = dp
 		}
 		// y = h·Wdᵀ; h = act(gp)·up; gp = xe·Wgᵀ; up = xe·Wuᵀ.
-		weightGrad(expertGrads[e][2], dy, h, n, D, F)
+		weightGrad(expertGrads[2], dy, h, n, D, F)
 		dh := matmulInput(dy, n, w[2], D, F)
 		dgp, dup := make([]float32, n*F), make([]float32, n*F)
 		for i := range dh {
 			dgp[i] = float32(float64(dh[i]) * float64(up[i]) * dact(float64(gp[i])))
 			dup[i] = dh[i] * act(gp[i])
 		}
-		weightGrad(expertGrads[e][0], dgp, xe, n, F, D)
-		weightGrad(expertGrads[e][1], dup, xe, n, F, D)
+		weightGrad(expertGrads[0], dgp, xe, n, F, D)
+		weightGrad(expertGrads[1], dup, xe, n, F, D)
 		dxg, dxu := matmulInput(dgp, n, w[0], F, D), matmulInput(dup, n, w[1], F, D)
 		for i, t := range r {
 			for j := 0; j < D; j++ {
@@ -247,10 +253,8 @@ func (b sparseMoEGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	}
 	add(0, dx)
 	add(1, dRouter)
-	for e := 0; e < E; e++ {
-		for j := 0; j < 3; j++ {
-			add(2+3*e+j, expertGrads[e][j])
-		}
+	for j, g := range stackedGrads {
+		add(2+j, g)
 	}
 	return o.Tensor(out, len(out)), nil
 }

@@ -68,19 +68,23 @@ func runFD(t *testing.T, c fdCase) {
 			c.in[i].vals = widened
 			v, dt = tensor.New(tensor.WithShape(in.shape...), tensor.WithBacking(data)), tensor.Uint16
 		default:
+			// Rows of the last axis, whatever the rank (a stack of
+			// experts is [E, rows, cols]).
 			f, _ := in.dtype.Quant()
-			rb, err := f.RowBytes(in.shape[1])
+			storedShape, err := in.dtype.StoredShape(in.shape)
 			if err != nil {
 				t.Fatal(err)
 			}
-			data := make([]byte, in.shape[0]*rb)
+			cols, rb := in.shape[len(in.shape)-1], storedShape[len(storedShape)-1]
+			rows := len(in.vals) / cols
+			data := make([]byte, rows*rb)
 			widened := make([]float32, len(in.vals))
-			for r := 0; r < in.shape[0]; r++ {
-				quant.QuantizeRow(f, in.vals[r*in.shape[1]:(r+1)*in.shape[1]], data[r*rb:(r+1)*rb])
-				quant.DequantizeRow(f, data[r*rb:(r+1)*rb], widened[r*in.shape[1]:(r+1)*in.shape[1]])
+			for r := 0; r < rows; r++ {
+				quant.QuantizeRow(f, in.vals[r*cols:(r+1)*cols], data[r*rb:(r+1)*rb])
+				quant.DequantizeRow(f, data[r*rb:(r+1)*rb], widened[r*cols:(r+1)*cols])
 			}
 			c.in[i].vals = widened
-			v, dt = tensor.New(tensor.WithShape(in.shape[0], rb), tensor.WithBacking(data)), tensor.Uint8
+			v, dt = tensor.New(tensor.WithShape(storedShape...), tensor.WithBacking(data)), tensor.Uint8
 		}
 		n := G.NewTensor(g, dt, v.Dims(), G.WithShape(v.Shape().Clone()...), G.WithName(in.name), G.WithValue(v))
 		nodesIn = append(nodesIn, n)
@@ -380,6 +384,19 @@ func refSeqAttention(q, k, v []float64, T, hq, hkv, dk, dv int, scale float64, w
 
 // refMoE is Qwen3MoeSparseMoeBlock in float64, routing chosen on the
 // float64 probabilities (the cases keep clear margins between experts).
+// unstack splits the stacked gate, up and down values of E experts into
+// each expert's three matrices.
+func unstack(stacked [][]float64, E int) [][3][]float64 {
+	ex := make([][3][]float64, E)
+	for e := range ex {
+		for j, v := range stacked {
+			n := len(v) / E
+			ex[e][j] = v[e*n : (e+1)*n]
+		}
+	}
+	return ex
+}
+
 func refMoE(x, router []float64, experts [][3][]float64, T, D, F, topK int, norm bool, act string) []float64 {
 	E := len(experts)
 	out := make([]float64, T*D)
@@ -653,24 +670,17 @@ func TestGradientsMatchFiniteDifferences(t *testing.T) {
 	for _, norm := range []bool{true, false} {
 		const T, D, F, E, K = 4, 4, 3, 4, 2
 		ins := []fdInput{{name: "x", shape: []int{T, D}, vals: f32(r, T*D, 1), dtype: graphs.F32},
-			{name: "router", shape: []int{E, D}, vals: f32(r, E*D, 1), dtype: graphs.F32}}
-		for e := 0; e < E; e++ {
-			ins = append(ins,
-				fdInput{name: fmt.Sprintf("gate%d", e), shape: []int{F, D}, vals: f32(r, F*D, 0.7), dtype: graphs.F32},
-				fdInput{name: fmt.Sprintf("up%d", e), shape: []int{F, D}, vals: f32(r, F*D, 0.7), dtype: graphs.F32},
-				fdInput{name: fmt.Sprintf("down%d", e), shape: []int{D, F}, vals: f32(r, D*F, 0.7), dtype: graphs.F32})
-		}
+			{name: "router", shape: []int{E, D}, vals: f32(r, E*D, 1), dtype: graphs.F32},
+			{name: "gate", shape: []int{E, F, D}, vals: f32(r, E*F*D, 0.7), dtype: graphs.F32},
+			{name: "up", shape: []int{E, F, D}, vals: f32(r, E*F*D, 0.7), dtype: graphs.F32},
+			{name: "down", shape: []int{E, D, F}, vals: f32(r, E*D*F, 0.7), dtype: graphs.F32}}
 		cases = append(cases, fdCase{
 			name: fmt.Sprintf("moe norm=%v", norm), tol: 1e-5, in: ins,
 			op: func(n []*G.Node) *G.Node {
 				return ops.Apply(sparseMoE{name: "moe", experts: E, topK: K, normTopK: norm, act: "silu", routerType: graphs.F32, expertTypes: [3]graphs.DType{}}, n...)
 			},
 			ref: func(v [][]float64, _ [][]int) []float64 {
-				ex := make([][3][]float64, E)
-				for e := range ex {
-					ex[e] = [3][]float64{v[2+3*e], v[3+3*e], v[4+3*e]}
-				}
-				return refMoE(v[0], v[1], ex, T, D, F, K, norm, "silu")
+				return refMoE(v[0], v[1], unstack(v[2:5], E), T, D, F, K, norm, "silu")
 			},
 		})
 	}
@@ -680,13 +690,10 @@ func TestGradientsMatchFiniteDifferences(t *testing.T) {
 	{
 		const T, D, F, E, K = 3, 32, 3, 3, 2
 		ins := []fdInput{{name: "x", shape: []int{T, D}, vals: f32(r, T*D, 1), dtype: graphs.F32},
-			{name: "router", shape: []int{E, D}, vals: f32(r, E*D, 1), dtype: graphs.F32}}
-		for e := 0; e < E; e++ {
-			ins = append(ins,
-				fdInput{name: fmt.Sprintf("gate%d", e), shape: []int{F, D}, vals: f32(r, F*D, 0.3), dtype: graphs.Q8_0},
-				fdInput{name: fmt.Sprintf("up%d", e), shape: []int{F, D}, vals: f32(r, F*D, 0.3), dtype: graphs.BF16},
-				fdInput{name: fmt.Sprintf("down%d", e), shape: []int{D, F}, vals: f32(r, D*F, 0.3), dtype: graphs.F16})
-		}
+			{name: "router", shape: []int{E, D}, vals: f32(r, E*D, 1), dtype: graphs.F32},
+			{name: "gate", shape: []int{E, F, D}, vals: f32(r, E*F*D, 0.3), dtype: graphs.Q8_0},
+			{name: "up", shape: []int{E, F, D}, vals: f32(r, E*F*D, 0.3), dtype: graphs.BF16},
+			{name: "down", shape: []int{E, D, F}, vals: f32(r, E*D*F, 0.3), dtype: graphs.F16}}
 		cases = append(cases, fdCase{
 			name: "moe Q8_0, BF16 and F16 experts", tol: 1e-5, in: ins,
 			op: func(n []*G.Node) *G.Node {
@@ -694,11 +701,7 @@ func TestGradientsMatchFiniteDifferences(t *testing.T) {
 					expertTypes: [3]graphs.DType{graphs.Q8_0, graphs.BF16, graphs.F16}}, n...)
 			},
 			ref: func(v [][]float64, _ [][]int) []float64 {
-				ex := make([][3][]float64, E)
-				for e := range ex {
-					ex[e] = [3][]float64{v[2+3*e], v[3+3*e], v[4+3*e]}
-				}
-				return refMoE(v[0], v[1], ex, T, D, F, K, true, "silu")
+				return refMoE(v[0], v[1], unstack(v[2:5], E), T, D, F, K, true, "silu")
 			},
 		})
 	}

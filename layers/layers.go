@@ -192,38 +192,50 @@ func (m *GatedMLP) Forward(s *graphs.Step, x *G.Node) *G.Node {
 }
 
 // MoE is a routed mixture of gated-MLP experts (Qwen3-MoE's sparse block).
+// Each projection of the experts is one stacked tensor, expert e's
+// [out, in] matrix being slice e: one input per projection whatever the
+// number of experts, as llama.cpp's ffn_{gate,up,down}_exps and
+// transformers v5's 3-D expert parameters store them.
 type MoE struct {
-	Router   Linear
-	Experts  []*GatedMLP
-	TopK     int
-	NormTopK bool
-	name     string
+	Router Linear
+	// Gate and Up are [experts, inter, hidden], Down [experts, hidden,
+	// inter], each expert's matrix in PyTorch's [out, in] layout.
+	Gate, Up, Down *graphs.Param
+	Experts        int
+	TopK           int
+	NormTopK       bool
+	Act            string
+	name           string
 }
 
-// NewMoE declares p.gate (the router, [experts, hidden]) and
-// p.experts.<e>.{gate,up,down}_proj, one tensor each as checkpoints store
-// them.
+// NewMoE declares p.gate (the router, [experts, hidden]) and the stacked
+// p.experts.gate_proj, p.experts.up_proj and p.experts.down_proj. A
+// checkpoint that stores one tensor per expert
+// (p.experts.<e>.gate_proj.weight, ...) is stacked into them when it is
+// loaded (see zoo).
 func NewMoE(p graphs.Scope, hidden, inter, experts, topK int, normTopK bool, act string) *MoE {
 	if topK < 1 || topK > experts {
 		panic(fmt.Errorf("%s: top-k %d with %d experts", p.Prefix(), topK, experts))
 	}
-	m := &MoE{Router: NewLinear(p.Sub("gate"), hidden, experts, false), TopK: topK, NormTopK: normTopK, name: p.Prefix()}
-	for e := 0; e < experts; e++ {
-		m.Experts = append(m.Experts, NewGatedMLP(p.Sub("experts", e), hidden, inter, act, false))
+	if _, err := activation(act); err != nil {
+		panic(err)
 	}
-	return m
+	ex := p.Sub("experts")
+	return &MoE{
+		Router:  NewLinear(p.Sub("gate"), hidden, experts, false),
+		Gate:    ex.Param("gate_proj", graphs.Matrix, experts, inter, hidden),
+		Up:      ex.Param("up_proj", graphs.Matrix, experts, inter, hidden),
+		Down:    ex.Param("down_proj", graphs.Matrix, experts, hidden, inter),
+		Experts: experts, TopK: topK, NormTopK: normTopK, Act: act, name: p.Prefix(),
+	}
 }
 
 // Forward maps x [T, D] to [T, D].
 func (m *MoE) Forward(s *graphs.Step, x *G.Node) *G.Node {
-	in := []*G.Node{x, s.Bind(m.Router.Weight)}
-	for _, e := range m.Experts {
-		in = append(in, s.Bind(e.Gate.Weight), s.Bind(e.Up.Weight), s.Bind(e.Down.Weight))
-	}
 	return ops.Apply(sparseMoE{
-		name: m.name, experts: len(m.Experts), topK: m.TopK, normTopK: m.NormTopK, act: m.Experts[0].Act,
+		name: m.name, experts: m.Experts, topK: m.TopK, normTopK: m.NormTopK, act: m.Act,
 		routerType:  m.Router.Weight.DType,
 		fast:        s.Fast,
-		expertTypes: [3]graphs.DType{m.Experts[0].Gate.Weight.DType, m.Experts[0].Up.Weight.DType, m.Experts[0].Down.Weight.DType},
-	}, in...)
+		expertTypes: [3]graphs.DType{m.Gate.DType, m.Up.DType, m.Down.DType},
+	}, x, s.Bind(m.Router.Weight), s.Bind(m.Gate), s.Bind(m.Up), s.Bind(m.Down))
 }

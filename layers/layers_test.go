@@ -399,13 +399,15 @@ func TestSparseMoE(t *testing.T) {
 	x, router := randVals(r, T*D, 1), randVals(r, E*D, 1)
 	for _, norm := range []bool{false, true} {
 		g := newGraph(t)
-		in := []*G.Node{g.input("x", x, T, D), g.input("router", router, E, D)}
 		var raw [][3][]float32
+		var gs, us, ds []float32 // the experts stacked, as the op binds them
 		for e := 0; e < E; e++ {
 			gw, uw, dw := randVals(r, F*D, 0.5), randVals(r, F*D, 0.5), randVals(r, D*F, 0.5)
 			raw = append(raw, [3][]float32{gw, uw, dw})
-			in = append(in, g.input(fmtName("g", e), gw, F, D), g.input(fmtName("u", e), uw, F, D), g.input(fmtName("d", e), dw, D, F))
+			gs, us, ds = append(gs, gw...), append(us, uw...), append(ds, dw...)
 		}
+		in := []*G.Node{g.input("x", x, T, D), g.input("router", router, E, D),
+			g.input("gate", gs, E, F, D), g.input("up", us, E, F, D), g.input("down", ds, E, D, F)}
 		out := g.run(ops.Apply(sparseMoE{name: "moe", experts: E, topK: K, normTopK: norm, act: "silu"}, in...))[0]
 
 		// Reference: every row, softmax over all experts, top K, weighted sum.
@@ -447,8 +449,6 @@ func TestSparseMoE(t *testing.T) {
 		assertClose(t, "moe", out, want, 1e-5)
 	}
 }
-
-func fmtName(p string, e int) string { return p + string(rune('0'+e)) }
 
 func TestScaleAndSoftcap(t *testing.T) {
 	x := []float32{-40, -1, 0, 0.5, 3, 100}

@@ -21,8 +21,10 @@ import (
 //
 // Routing is data-dependent, which a static Gorgonia graph cannot express
 // with stock ops, so it lives in one op. Inputs: x, the router [E, D], then
-// gate [F, D], up [F, D] and down [D, F] of each expert, all in PyTorch's
-// [out, in] layout and in their stored types.
+// the experts' stacked gate [E, F, D], up [E, F, D] and down [E, D, F],
+// expert e's matrix being slice e, all in PyTorch's [out, in] layout and
+// in their stored types (a quantized stack is E matrices of whole rows
+// back to back).
 type sparseMoE struct {
 	name          string
 	experts, topK int
@@ -37,21 +39,59 @@ type sparseMoE struct {
 
 func (k sparseMoE) Name() string { return "moe " + k.name }
 func (k sparseMoE) String() string {
-	return fmt.Sprintf("SparseMoE{%s,experts=%d,top%d,norm=%v,%s,%s,%s,fast=%v}", k.name, k.experts, k.topK, k.normTopK, k.act, k.routerType, k.expertTypes, k.fast)
+	// expertTypes takes %v: %s prints an array of uint8 types as raw bytes.
+	return fmt.Sprintf("SparseMoE{%s,experts=%d,top%d,norm=%v,%s,%s,%v,fast=%v}", k.name, k.experts, k.topK, k.normTopK, k.act, k.routerType, k.expertTypes, k.fast)
 }
 func (k sparseMoE) Signature() []hm.Type {
 	sig := []hm.Type{ops.T(2, nil), ops.T(2, k.routerType.Storage())}
-	for i := 0; i < 3*k.experts; i++ {
-		sig = append(sig, ops.T(2, k.expertTypes[i%3].Storage()))
+	for _, t := range k.expertTypes {
+		sig = append(sig, ops.T(3, t.Storage()))
 	}
 	return append(sig, ops.T(2, nil))
 }
 func (k sparseMoE) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	x, r := in[0], in[1]
-	if len(x) != 2 || len(r) != 2 || r[1] != x[1] || r[0] != k.experts {
+	if len(x) != 2 || len(r) != 2 || logicalCols(k.routerType, r[1]) != x[1] || r[0] != k.experts {
 		return nil, fmt.Errorf("x %v and router %v do not fit %d experts", x, r, k.experts)
 	}
+	g, u, d := in[2], in[3], in[4]
+	if len(g) != 3 || len(u) != 3 || len(d) != 3 {
+		return nil, fmt.Errorf("stacked experts gate %v, up %v and down %v: want [experts, out, in] each", g, u, d)
+	}
+	F, D := g[1], x[1]
+	if g[0] != k.experts || u[0] != k.experts || d[0] != k.experts || logicalCols(k.expertTypes[0], g[2]) != D ||
+		u[1] != F || logicalCols(k.expertTypes[1], u[2]) != D || d[1] != D || logicalCols(k.expertTypes[2], d[2]) != F {
+		return nil, fmt.Errorf("stacked experts gate %v, up %v and down %v do not fit %d experts of x %v", g, u, d, k.experts, x)
+	}
 	return x.Clone(), nil
+}
+
+// stackedExperts reads the stacked gate, up and down inputs of sparseMoE.
+func (k sparseMoE) stackedExperts(in []G.Value) (w [3]weight, err error) {
+	for j := range w {
+		if w[j], err = weightData(in[j], k.expertTypes[j]); err != nil {
+			return w, fmt.Errorf("%s: stacked %s: %w", k.name, [...]string{"gate", "up", "down"}[j], err)
+		}
+	}
+	return w, nil
+}
+
+// expert is expert e's matrix of a stacked weight of E experts: the e-th
+// of E equal shares of its storage (whole rows, whole blocks), not copied.
+func (w weight) expert(e, E int) weight {
+	out := weight{dtype: w.dtype}
+	switch w.dtype.Storage() {
+	case tensor.Float32:
+		n := len(w.f32) / E
+		out.f32 = w.f32[e*n : (e+1)*n]
+	case tensor.Uint16:
+		n := len(w.u16) / E
+		out.u16 = w.u16[e*n : (e+1)*n]
+	default:
+		n := len(w.u8) / E
+		out.u8 = w.u8[e*n : (e+1)*n]
+	}
+	return out
 }
 
 func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
@@ -60,8 +100,12 @@ func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		return nil, err
 	}
 	T, D := in[0].Shape()[0], in[0].Shape()[1]
-	E, F := k.experts, in[2].Shape()[0]
+	E, F := k.experts, in[2].Shape()[1]
 	router, err := weightData(in[1], k.routerType)
+	if err != nil {
+		return nil, err
+	}
+	stacked, err := k.stackedExperts(in[2:5])
 	if err != nil {
 		return nil, err
 	}
@@ -81,9 +125,7 @@ func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		}
 		var w [3]weight
 		for j := range w {
-			if w[j], err = weightData(in[2+3*e+j], k.expertTypes[j]); err != nil {
-				return nil, fmt.Errorf("expert %d: %w", e, err)
-			}
+			w[j] = stacked[j].expert(e, E)
 		}
 		n := len(r)
 		xe := make([]float32, n*D)

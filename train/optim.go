@@ -48,13 +48,22 @@ type AdamW struct {
 	cfg    AdamWConfig
 	params []*graphs.Param
 	m, v   map[string][]float32
-	t      int
+	// parts finds the stacked weight a part's gradient updates (see
+	// graphs.Param.Parts): Gradients names a MoE's experts so.
+	parts map[string]weightPart
+	t     int
+}
+
+// weightPart is slice i of a stacked weight.
+type weightPart struct {
+	p *graphs.Param
+	i int
 }
 
 // NewAdamW makes an AdamW optimizer for params, each of which must hold
 // F32 data.
 func NewAdamW(params []*graphs.Param, cfg AdamWConfig) (*AdamW, error) {
-	o := &AdamW{cfg: cfg.withDefaults(), m: map[string][]float32{}, v: map[string][]float32{}}
+	o := &AdamW{cfg: cfg.withDefaults(), m: map[string][]float32{}, v: map[string][]float32{}, parts: map[string]weightPart{}}
 	for _, p := range params {
 		if p.DType != graphs.F32 || p.Data == nil {
 			return nil, fmt.Errorf("AdamW: weight %q is %s, not writable float32 (see train.Trainable)", p.Name, p.DType)
@@ -63,6 +72,9 @@ func NewAdamW(params []*graphs.Param, cfg AdamWConfig) (*AdamW, error) {
 		o.params = append(o.params, p)
 		o.m[p.Name] = make([]float32, n)
 		o.v[p.Name] = make([]float32, n)
+		for i, part := range p.Parts {
+			o.parts[part] = weightPart{p, i}
+		}
 	}
 	return o, nil
 }
@@ -71,15 +83,24 @@ func NewAdamW(params []*graphs.Param, cfg AdamWConfig) (*AdamW, error) {
 func (o *AdamW) Steps() int { return o.t }
 
 // Step updates every weight that has a gradient in grads (keyed by weight
-// name, shaped as the weight) with learning rate lr. A weight without a
-// gradient is left as it is, moments included.
+// name, shaped as the weight, or for a stacked weight by the names of its
+// parts, as Gradients keys them) with learning rate lr. A weight without
+// a gradient is left as it is, moments included.
 func (o *AdamW) Step(grads map[string]*tensor.Dense, lr float64) error {
 	for name, g := range grads {
-		if _, ok := o.m[name]; !ok {
+		var want int
+		if m, ok := o.m[name]; ok {
+			want = len(m)
+		} else if pt, ok := o.parts[name]; ok {
+			if _, whole := grads[pt.p.Name]; whole {
+				return fmt.Errorf("AdamW step %d: gradients for both %q and its part %q", o.t+1, pt.p.Name, name)
+			}
+			want = len(o.m[pt.p.Name]) / len(pt.p.Parts)
+		} else {
 			return fmt.Errorf("AdamW step %d: a gradient for %q, which the optimizer does not hold", o.t+1, name)
 		}
-		if gd, ok := g.Data().([]float32); !ok || len(gd) != len(o.m[name]) {
-			return fmt.Errorf("AdamW step %d: the gradient of %q is %v %v, want %d float32s", o.t+1, name, g.Dtype(), g.Shape(), len(o.m[name]))
+		if gd, ok := g.Data().([]float32); !ok || len(gd) != want {
+			return fmt.Errorf("AdamW step %d: the gradient of %q is %v %v, want %d float32s", o.t+1, name, g.Dtype(), g.Shape(), want)
 		}
 	}
 	o.t++
@@ -88,23 +109,31 @@ func (o *AdamW) Step(grads map[string]*tensor.Dense, lr float64) error {
 	bc2 := math.Sqrt(1 - math.Pow(c.Beta2, float64(o.t)))
 	step := lr / bc1
 	for _, p := range o.params {
-		g, ok := grads[p.Name]
-		if !ok {
-			continue
-		}
-		gd := g.Data().([]float32)
 		w := p.Data.Data().([]float32)
 		m, v := o.m[p.Name], o.v[p.Name]
 		decay := 1.0
 		if p.Role == graphs.Matrix {
 			decay = 1 - lr*c.WeightDecay
 		}
-		for i, gi := range gd {
-			gi := float64(gi)
-			mi := c.Beta1*float64(m[i]) + (1-c.Beta1)*gi
-			vi := c.Beta2*float64(v[i]) + (1-c.Beta2)*gi*gi
-			m[i], v[i] = float32(mi), float32(vi)
-			w[i] = float32(float64(w[i])*decay - step*mi/(math.Sqrt(vi)/bc2+c.Eps))
+		// update applies gradient gd to the elements from off on.
+		update := func(gd []float32, off int) {
+			w, m, v := w[off:], m[off:], v[off:]
+			for i, gi := range gd {
+				gi := float64(gi)
+				mi := c.Beta1*float64(m[i]) + (1-c.Beta1)*gi
+				vi := c.Beta2*float64(v[i]) + (1-c.Beta2)*gi*gi
+				m[i], v[i] = float32(mi), float32(vi)
+				w[i] = float32(float64(w[i])*decay - step*mi/(math.Sqrt(vi)/bc2+c.Eps))
+			}
+		}
+		if g, ok := grads[p.Name]; ok {
+			update(g.Data().([]float32), 0)
+			continue
+		}
+		for i, part := range p.Parts {
+			if g, ok := grads[part]; ok {
+				update(g.Data().([]float32), i*len(w)/len(p.Parts))
+			}
 		}
 	}
 	return nil

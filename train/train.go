@@ -36,7 +36,10 @@ type Gradients struct {
 	// Hugging Face name) to dLoss/dW, float32, in the weight's declared
 	// (PyTorch) shape. A weight used twice (an embedding tied to the
 	// head) gets the sum of both uses. Block-quantized weights take no
-	// gradient and are absent.
+	// gradient and are absent. A stacked weight whose checkpoint stores
+	// it in parts (graphs.Param.Parts: a MoE's experts, one tensor each)
+	// has one gradient per part, under the part's name and shape, as the
+	// checkpoint names them.
 	Weights map[string]*tensor.Dense
 	// Names lists the keys of Weights in declaration order.
 	Names []string
@@ -62,11 +65,16 @@ type Graph struct {
 	ids, targets   *G.Node
 	idsV, targetsV *tensor.Dense
 	loss           *float64
-	names          []string
-	shapes         map[string][]int
-	grads          map[string]*[]float32
-	embeds         *[]float32
-	hidden         int
+	// params are the weights differentiated, in declaration order, and
+	// grads their gradients as the run computes them, by weight name.
+	params []*graphs.Param
+	grads  map[string]*[]float32
+	// names and shapes are the gradients as Run returns them: a stacked
+	// weight's split into its parts.
+	names  []string
+	shapes map[string][]int
+	embeds *[]float32
+	hidden int
 }
 
 // NewGraph builds and compiles m's training graph for T tokens (T >= 2:
@@ -110,12 +118,20 @@ func NewGraph(m graphs.Model, T int) (gr *Graph, err error) {
 	var wrt []*G.Node
 	for _, p := range m.Params().All() {
 		n, ok := bound[p]
-		if !ok || !ops.Differentiable(G.TensorType{Dims: 2, Of: p.DType.Storage()}) {
+		if !ok || !ops.Differentiable(G.TensorType{Dims: len(p.Shape), Of: p.DType.Storage()}) {
 			continue
 		}
 		wrt = append(wrt, n)
-		gr.names = append(gr.names, p.Name)
-		gr.shapes[p.Name] = slices.Clone(p.Shape)
+		gr.params = append(gr.params, p)
+		if len(p.Parts) == 0 {
+			gr.names = append(gr.names, p.Name)
+			gr.shapes[p.Name] = slices.Clone(p.Shape)
+			continue
+		}
+		for _, part := range p.Parts {
+			gr.names = append(gr.names, part)
+			gr.shapes[part] = slices.Clone(p.Shape[1:])
+		}
 	}
 	shift := s.EmbedsShift()
 	if shift == nil {
@@ -130,10 +146,10 @@ func NewGraph(m graphs.Model, T int) (gr *Graph, err error) {
 	// reuse a node's memory for another value.
 	gr.loss = new(float64)
 	ops.Apply(keep{name: "loss", scalar: gr.loss}, loss)
-	for i, name := range gr.names {
+	for i, p := range gr.params {
 		buf := new([]float32)
-		gr.grads[name] = buf
-		ops.Apply(keep{name: name, dims: grads[i].Dims(), into: buf}, grads[i])
+		gr.grads[p.Name] = buf
+		ops.Apply(keep{name: p.Name, dims: grads[i].Dims(), into: buf}, grads[i])
 	}
 	gr.embeds = new([]float32)
 	ops.Apply(keep{name: "inputs_embeds", dims: 2, into: gr.embeds}, grads[len(grads)-1])
@@ -156,9 +172,17 @@ func (gr *Graph) Run(ids []int) (*Gradients, error) {
 	}
 	runtime.KeepAlive(gr.model)
 	out := &Gradients{Loss: *gr.loss, Weights: make(map[string]*tensor.Dense, len(gr.names)), Names: slices.Clone(gr.names)}
-	for _, name := range gr.names {
-		v := *gr.grads[name]
-		out.Weights[name] = tensor.New(tensor.WithShape(gr.shapes[name]...), tensor.WithBacking(slices.Clone(v)))
+	for _, p := range gr.params {
+		v := *gr.grads[p.Name]
+		if len(p.Parts) == 0 {
+			out.Weights[p.Name] = tensor.New(tensor.WithShape(gr.shapes[p.Name]...), tensor.WithBacking(slices.Clone(v)))
+			continue
+		}
+		// A stacked gradient [E, ...] splits into E equal slices.
+		n := len(v) / len(p.Parts)
+		for i, part := range p.Parts {
+			out.Weights[part] = tensor.New(tensor.WithShape(gr.shapes[part]...), tensor.WithBacking(slices.Clone(v[i*n:(i+1)*n])))
+		}
 	}
 	out.InputsEmbeds = tensor.New(tensor.WithShape(gr.T, gr.hidden), tensor.WithBacking(slices.Clone(*gr.embeds)))
 	return out, nil

@@ -23,17 +23,17 @@ import (
 // folder: its metadata becomes the family's config.json, and each tensor
 // the model declares is found under its llama.cpp name. One table per
 // architecture maps the names, and the few layout differences (llama's
-// permuted Q/K rows, Gemma's stored 1 + w norms, stacked experts) are
-// undone here; the families' model code is the same for both formats.
+// permuted Q/K rows, Gemma's stored 1 + w norms) are undone here; the
+// families' model code is the same for both formats. Stacked experts are
+// no difference: a MoE declares them stacked, as ffn_*_exps store them.
 
 // ggufArch is what the zoo knows of one llama.cpp architecture.
 type ggufArch struct {
 	modelType string
 	// config writes the family's config.json fields from the metadata.
 	config func(m ggufMeta, c map[string]any) error
-	// tensor maps a declared (Hugging Face) name to the GGUF tensor and,
-	// for a stacked expert weight, the expert's index (else -1).
-	tensor func(hf string) (name string, expert int, ok bool)
+	// tensor maps a declared (Hugging Face) name to the GGUF tensor.
+	tensor func(hf string) (name string, ok bool)
 }
 
 var ggufArchs = map[string]ggufArch{
@@ -274,8 +274,10 @@ func ggufConfig(f *gguf.File) (ggufArch, []byte, error) {
 
 // decoderTensor maps the Llama-style names (model.embed_tokens,
 // model.layers.<i>.self_attn.q_proj, ...) to llama.cpp's (token_embd,
-// blk.<i>.attn_q, ...); norms renames a family's layer norms.
-func decoderTensor(norms map[string]string) func(string) (string, int, bool) {
+// blk.<i>.attn_q, ...); norms renames a family's layer norms. A MoE's
+// stacked experts (mlp.experts.gate_proj, ...) are llama.cpp's
+// ffn_{gate,up,down}_exps, [experts, out, in] in PyTorch order.
+func decoderTensor(norms map[string]string) func(string) (string, bool) {
 	layer := map[string]string{
 		"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
 		"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
@@ -285,62 +287,61 @@ func decoderTensor(norms map[string]string) func(string) (string, int, bool) {
 	for k, v := range norms {
 		layer[k] = v
 	}
-	return func(hf string) (string, int, bool) {
+	return func(hf string) (string, bool) {
 		switch hf {
 		case "model.embed_tokens.weight":
-			return "token_embd.weight", -1, true
+			return "token_embd.weight", true
 		case "model.norm.weight":
-			return "output_norm.weight", -1, true
+			return "output_norm.weight", true
 		case "lm_head.weight":
-			return "output.weight", -1, true
+			return "output.weight", true
 		}
 		i, rest, ok := indexed(hf, "model.layers.")
 		if !ok {
-			return "", 0, false
+			return "", false
+		}
+		if proj, ok := strings.CutPrefix(rest, "mlp.experts."); ok {
+			if g, ok := map[string]string{"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps"}[proj]; ok {
+				return fmt.Sprintf("blk.%d.%s.weight", i, g), true
+			}
+			return "", false
 		}
 		base, suffix, ok := cutLast(rest)
 		if !ok {
-			return "", 0, false
-		}
-		if e, proj, ok := indexed(base, "mlp.experts."); ok {
-			// Experts are stacked in one tensor each; expert e is slice e.
-			if g, ok := map[string]string{"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps"}[proj]; ok {
-				return fmt.Sprintf("blk.%d.%s.%s", i, g, suffix), e, true
-			}
-			return "", 0, false
+			return "", false
 		}
 		g, ok := layer[base]
 		if !ok {
-			return "", 0, false
+			return "", false
 		}
-		return fmt.Sprintf("blk.%d.%s.%s", i, g, suffix), -1, true
+		return fmt.Sprintf("blk.%d.%s.%s", i, g, suffix), true
 	}
 }
 
 // gpt2Tensor maps GPT-2's names (wte, h.<i>.attn.c_attn, ...) to
 // llama.cpp's. llama.cpp stores the Conv1D weights in Linear layout,
 // which is what the model declares: nothing is transposed.
-func gpt2Tensor(hf string) (string, int, bool) {
+func gpt2Tensor(hf string) (string, bool) {
 	top := map[string]string{
 		"wte.weight": "token_embd.weight", "wpe.weight": "position_embd.weight",
 		"ln_f.weight": "output_norm.weight", "ln_f.bias": "output_norm.bias", "lm_head.weight": "output.weight",
 	}
 	if g, ok := top[hf]; ok {
-		return g, -1, true
+		return g, true
 	}
 	i, rest, ok := indexed(hf, "h.")
 	if !ok {
-		return "", 0, false
+		return "", false
 	}
 	base, suffix, ok := cutLast(rest)
 	if !ok {
-		return "", 0, false
+		return "", false
 	}
 	g, ok := map[string]string{"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm", "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}[base]
 	if !ok {
-		return "", 0, false
+		return "", false
 	}
-	return fmt.Sprintf("blk.%d.%s.%s", i, g, suffix), -1, true
+	return fmt.Sprintf("blk.%d.%s.%s", i, g, suffix), true
 }
 
 // indexed splits "<prefix><i>.<rest>".
@@ -447,11 +448,11 @@ func loadGGUF(ctx context.Context, f *gguf.File, progress func(done, total int64
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("%s: loading stopped after %d of %d tensors: %w", f.Path, i, len(ps.All()), err)
 		}
-		name, expert, ok := arch.tensor(p.Name)
+		name, ok := arch.tensor(p.Name)
 		if !ok {
 			return nil, fmt.Errorf("%s: no GGUF name for tensor %q of a %s model", f.Path, p.Name, archName)
 		}
-		if err := loadGGUFParam(f, archName, dims.HeadDim, p, name, expert); err != nil {
+		if err := loadGGUFParam(f, archName, dims.HeadDim, p, name); err != nil {
 			return nil, err
 		}
 		if done += p.Numel(); progress != nil {
@@ -463,21 +464,15 @@ func loadGGUF(ctx context.Context, f *gguf.File, progress func(done, total int64
 	return m, nil
 }
 
-// loadGGUFParam sets p from GGUF tensor name (slice expert of a stacked
-// tensor when expert >= 0), undoing llama.cpp's layout where it differs.
-func loadGGUFParam(f *gguf.File, arch string, hd int, p *graphs.Param, name string, expert int) error {
+// loadGGUFParam sets p from GGUF tensor name, undoing llama.cpp's layout
+// where it differs. A stacked expert weight is bound whole, in place in
+// the mapping, as any matrix: expert e's rows are slice e.
+func loadGGUFParam(f *gguf.File, arch string, hd int, p *graphs.Param, name string) error {
 	t, ok := f.Tensor(name)
 	if !ok {
 		return fmt.Errorf("%s: missing tensor %q (for %s)", f.Path, name, p.Name)
 	}
 	shape, data := t.Shape(), f.Data(t)
-	if expert >= 0 {
-		if len(shape) != len(p.Shape)+1 || expert >= shape[0] {
-			return fmt.Errorf("%s: tensor %q has shape %v, want [experts, %v] with expert %d", f.Path, name, shape, p.Shape, expert)
-		}
-		per := len(data) / shape[0]
-		data, shape = data[expert*per:(expert+1)*per], shape[1:]
-	}
 	if !slices.Equal(shape, p.Shape) {
 		return fmt.Errorf("%s: tensor %q has shape %v, the metadata implies %v (for %s)", f.Path, name, shape, p.Shape, p.Name)
 	}

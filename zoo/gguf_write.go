@@ -63,66 +63,52 @@ func WriteGGUF(w io.Writer, m Model, configJSON []byte, ftype string, name strin
 		meta = append(meta, gguf.KV{Key: "tokenizer.ggml.bos_token_id", Value: uint32(bos)})
 	}
 
-	// Group the declared tensors by GGUF name: experts stack into one.
-	type group struct {
-		name   string
-		params []*graphs.Param
-	}
-	var groups []*group
-	byName := map[string]*group{}
-	for _, p := range m.Params().All() {
-		gname, expert, ok := arch.tensor(p.Name)
+	// One GGUF tensor per declared one: a MoE's experts are declared
+	// stacked, [experts, out, in], as ffn_*_exps hold them.
+	params := m.Params().All()
+	names := make([]string, len(params))
+	seen := map[string]string{}
+	for i, p := range params {
+		gname, ok := arch.tensor(p.Name)
 		if !ok {
 			return fmt.Errorf("no GGUF name for tensor %q of a %s model", p.Name, archName)
 		}
-		g := byName[gname]
-		if g == nil {
-			g = &group{name: gname}
-			byName[gname] = g
-			groups = append(groups, g)
+		if other, dup := seen[gname]; dup {
+			return fmt.Errorf("tensors %q and %q both map to GGUF tensor %q", other, p.Name, gname)
 		}
-		if expert >= 0 && expert != len(g.params) {
-			return fmt.Errorf("tensor %q: expert %d out of order", p.Name, expert)
-		}
-		g.params = append(g.params, p)
+		seen[gname], names[i] = p.Name, gname
 	}
 	layers := m.NumLayers()
-	_, untied := byName["output.weight"]
+	_, untied := seen["output.weight"]
 	hd := intOf(cfg, "head_dim", 0)
 	if hd == 0 && intOf(cfg, "num_attention_heads", 0) > 0 {
 		hd = intOf(cfg, "hidden_size", 0) / intOf(cfg, "num_attention_heads", 1)
 	}
 	var tensors []gguf.WriteTensor
-	for _, g := range groups {
-		p := g.params[0]
-		var vals []float32
-		for _, q := range g.params {
-			v := q.Float32s()
-			if archName == "llama" && (strings.HasSuffix(g.name, ".attn_q.weight") || strings.HasSuffix(g.name, ".attn_k.weight")) {
-				v = permuteRows(v, q.Shape[0], q.Shape[1], hd)
-			}
-			if archName == "gemma3" && q.Role == graphs.OffsetNorm {
-				w := make([]float32, len(v))
-				for i, x := range v {
-					w[i] = x + 1 // llama.cpp stores Gemma's norms as 1 + w
-				}
-				v = w
-			}
-			vals = append(vals, v...)
+	for i, p := range params {
+		gname := names[i]
+		vals := p.Float32s()
+		if archName == "llama" && (strings.HasSuffix(gname, ".attn_q.weight") || strings.HasSuffix(gname, ".attn_k.weight")) {
+			vals = permuteRows(vals, p.Shape[0], p.Shape[1], hd)
 		}
-		dims := make([]uint64, 0, len(p.Shape)+1)
+		if archName == "gemma3" && p.Role == graphs.OffsetNorm {
+			w := make([]float32, len(vals))
+			for i, x := range vals {
+				w[i] = x + 1 // llama.cpp stores Gemma's norms as 1 + w
+			}
+			vals = w
+		}
+		// GGUF lists dimensions innermost first.
+		dims := make([]uint64, 0, len(p.Shape))
 		for i := len(p.Shape) - 1; i >= 0; i-- {
 			dims = append(dims, uint64(p.Shape[i]))
 		}
-		if len(g.params) > 1 {
-			dims = append(dims, uint64(len(g.params)))
-		}
-		typ := ggufTypeFor(ftype, g.name, p, layers, !untied)
+		typ := ggufTypeFor(ftype, gname, p, layers, !untied)
 		data, err := encodeTensor(typ, vals)
 		if err != nil {
-			return fmt.Errorf("tensor %q: %w", g.name, err)
+			return fmt.Errorf("tensor %q: %w", gname, err)
 		}
-		tensors = append(tensors, gguf.WriteTensor{Name: g.name, Dims: dims, Type: typ, Data: data})
+		tensors = append(tensors, gguf.WriteTensor{Name: gname, Dims: dims, Type: typ, Data: data})
 	}
 	return gguf.Write(w, meta, tensors)
 }

@@ -30,6 +30,15 @@ func RandomTensor(p *graphs.Param, std float64, seed uint64) []float32 {
 		}
 	case graphs.OffsetNorm, graphs.Bias:
 	default:
+		if len(p.Parts) > 0 {
+			// A stacked weight draws each slice as the tensor its part
+			// names: the values a per-expert checkpoint gets.
+			n := len(out) / len(p.Parts)
+			for i, name := range p.Parts {
+				copy(out[i*n:(i+1)*n], RandomTensor(p.Part(i, name), std, seed))
+			}
+			break
+		}
 		h := fnv.New64a()
 		h.Write([]byte(p.Name))
 		r := rand.New(rand.NewPCG(seed, h.Sum64()))
@@ -102,11 +111,13 @@ func WriteRandomCheckpoint(configJSON []byte, dir, dtype string, seed uint64) er
 	if avail, ok := loaders.AvailableMemory(); ok && largest*16 > avail {
 		return fmt.Errorf("the largest tensor (%d values) needs %d MiB to write, more than the %d MiB of memory available", largest, largest*16>>20, avail>>20)
 	}
+	tensors, err := writtenTensors(cfg, params, func(decl *graphs.Param) (*graphs.Param, error) { return decl, nil })
+	if err != nil {
+		return err
+	}
 	views := map[string]*lazyView{}
-	none := func(string) bool { return false }
-	for _, p := range params {
-		name, transposed := stored(cfg, p.Name, none)
-		views[name] = &lazyView{param: p, dtype: dt, std: cfg.InitializerRange(), seed: seed, transposed: transposed}
+	for _, t := range tensors {
+		views[t.name] = &lazyView{param: t.param, dtype: dt, std: cfg.InitializerRange(), seed: seed, transposed: t.transposed}
 	}
 	path := filepath.Join(dir, "model.safetensors")
 	f, err := os.Create(path)

@@ -19,12 +19,23 @@ import (
 // dir: config.json (configJSON as given) and model.safetensors with every
 // tensor the config declares, taken from ps by name and stored as F32
 // under its checkpoint name and layout (GPT-2's Conv1D weights
-// transposed), so that Load and transformers read it back. 16-bit and
-// quantized weights are widened to float32. model.safetensors is written
-// to a temporary file and renamed into place, so a checkpoint being
-// overwritten (one the model was loaded from and still maps) is never
-// seen half written.
+// transposed, a MoE's stacked experts as one tensor per expert), so that
+// Load and transformers read it back. 16-bit and quantized weights are
+// widened to float32. model.safetensors is written to a temporary file
+// and renamed into place, so a checkpoint being overwritten (one the
+// model was loaded from and still maps) is never seen half written.
 func WriteCheckpoint(dir string, configJSON []byte, ps *graphs.Params) error {
+	return WriteCheckpointAs(dir, configJSON, ps, safetensors.F32)
+}
+
+// WriteCheckpointAs is WriteCheckpoint with the tensors stored as dtype:
+// F32, or BF16 (rounded to nearest even, as torch's .to(torch.bfloat16)
+// does), which halves the file of a model meant to be shipped rather than
+// trained on.
+func WriteCheckpointAs(dir string, configJSON []byte, ps *graphs.Params, dtype safetensors.DType) error {
+	if dtype != safetensors.F32 && dtype != safetensors.BF16 {
+		return fmt.Errorf("writing %s: tensors are stored as F32 or BF16, not %s", dir, dtype)
+	}
 	cfg, err := ParseConfig(configJSON)
 	if err != nil {
 		return err
@@ -38,18 +49,23 @@ func WriteCheckpoint(dir string, configJSON []byte, ps *graphs.Params) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	views := map[string]*paramView{}
-	none := func(string) bool { return false }
-	for _, decl := range params {
+	// Stacked experts are written one tensor per expert (writtenTensors).
+	tensors, err := writtenTensors(cfg, params, func(decl *graphs.Param) (*graphs.Param, error) {
 		p, ok := ps.Get(decl.Name)
 		if !ok || p.Data == nil {
-			return fmt.Errorf("writing %s: the model has no tensor %q", dir, decl.Name)
+			return nil, fmt.Errorf("writing %s: the model has no tensor %q", dir, decl.Name)
 		}
 		if !slices.Equal(p.Shape, decl.Shape) {
-			return fmt.Errorf("writing %s: tensor %q has shape %v, config.json declares %v", dir, decl.Name, p.Shape, decl.Shape)
+			return nil, fmt.Errorf("writing %s: tensor %q has shape %v, config.json declares %v", dir, decl.Name, p.Shape, decl.Shape)
 		}
-		name, transposed := stored(cfg, decl.Name, none)
-		views[name] = &paramView{param: p, transposed: transposed}
+		return p, nil
+	})
+	if err != nil {
+		return err
+	}
+	views := map[string]*paramView{}
+	for _, t := range tensors {
+		views[t.name] = &paramView{param: t.param, transposed: t.transposed, dtype: dtype}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -83,14 +99,15 @@ func WriteCheckpoint(dir string, configJSON []byte, ps *graphs.Params) error {
 	return nil
 }
 
-// paramView writes a parameter's values as F32 when the writer asks for
-// its bytes.
+// paramView writes a parameter's values as F32 or BF16 when the writer
+// asks for its bytes.
 type paramView struct {
 	param      *graphs.Param
 	transposed bool // stored [in, out] (see Layout)
+	dtype      safetensors.DType
 }
 
-func (v *paramView) DType() safetensors.DType { return safetensors.F32 }
+func (v *paramView) DType() safetensors.DType { return v.dtype }
 func (v *paramView) Shape() []uint64 {
 	s := make([]uint64, len(v.param.Shape))
 	for i, d := range v.param.Shape {
@@ -101,11 +118,18 @@ func (v *paramView) Shape() []uint64 {
 	}
 	return s
 }
-func (v *paramView) DataLen() uint64 { return 4 * uint64(v.param.Numel()) }
+func (v *paramView) DataLen() uint64 { return uint64(v.dtype.Size()) * uint64(v.param.Numel()) }
 func (v *paramView) Data() []byte {
 	vals := v.param.Float32s()
 	if v.transposed {
 		vals = transpose(vals, v.param.Shape[0], v.param.Shape[1])
+	}
+	if v.dtype == safetensors.BF16 {
+		out := make([]byte, 2*len(vals))
+		for i, x := range vals {
+			binary.LittleEndian.PutUint16(out[2*i:], bf16(x))
+		}
+		return out
 	}
 	out := make([]byte, 4*len(vals))
 	for i, x := range vals {

@@ -69,7 +69,9 @@ func stored(cfg Config, declared string, has func(string) bool) (string, bool) {
 }
 
 // Tensors lists every tensor a config's checkpoint must hold, in
-// declaration order: what its model declares.
+// declaration order: what its model declares. A stacked expert weight
+// may be held as one tensor per expert instead, the names its Parts
+// list (see zoo/experts.go).
 func Tensors(cfg Config) ([]*graphs.Param, error) {
 	_, ps, err := declare(cfg)
 	if err != nil {
@@ -98,6 +100,7 @@ func declare(cfg Config) (m Model, ps *graphs.Params, err error) {
 	if err := checkDeclared(ps.All()); err != nil {
 		return nil, ps, err
 	}
+	nameExpertParts(ps.All())
 	return m, ps, nil
 }
 
@@ -218,7 +221,8 @@ func LoadConfigContext(ctx context.Context, dir string, configJSON []byte, progr
 
 // LoadWeights loads cfg's tensors from the safetensors in dir. Matrices
 // keep their stored type (F32, BF16, F16) and are used in place in the
-// file's memory mapping (copied once only where the file misaligns them);
+// file's memory mapping (copied once only where the file misaligns them,
+// or where a MoE's experts, stored one tensor each, are stacked into one);
 // norm and bias vectors are widened to float32. The mapping lives as long
 // as the model's parameters. progress may be nil.
 //
@@ -260,8 +264,13 @@ func LoadWeightsContext(ctx context.Context, dir string, cfg Config, progress fu
 			ckpt.Close()
 			return nil, fmt.Errorf("%s: loading stopped after %d of %d tensors: %w", dir, i, len(ps.All()), err)
 		}
-		name, transposed := stored(cfg, p.Name, ckpt.Has)
-		if err := loadParam(ckpt, p, name, transposed); err != nil {
+		if len(p.Parts) > 0 {
+			err = loadExperts(ckpt, cfg, p)
+		} else {
+			name, transposed := stored(cfg, p.Name, ckpt.Has)
+			err = loadParam(ckpt, p, name, transposed)
+		}
+		if err != nil {
 			ckpt.Close()
 			return nil, err
 		}
@@ -280,6 +289,22 @@ func LoadWeightsContext(ctx context.Context, dir string, cfg Config, progress fu
 func checkCheckpoint(ckpt *loaders.Checkpoint, cfg Config, m Model, params []*graphs.Param) error {
 	var heap int64
 	for _, p := range params {
+		if len(p.Parts) > 0 {
+			// A stacked expert weight: stored whole, it is checked below
+			// as any tensor; else its experts are, and stacked at load.
+			src, err := findExperts(ckpt, cfg, p)
+			if err != nil {
+				return err
+			}
+			if src.whole == "" {
+				size, err := checkExperts(ckpt, p, src)
+				if err != nil {
+					return err
+				}
+				heap += size
+				continue
+			}
+		}
 		name, transposed := stored(cfg, p.Name, ckpt.Has)
 		want := p.Shape
 		if transposed {
@@ -435,6 +460,7 @@ func Rebind(cfg Config, from *graphs.Params) (Model, error) {
 		if err := p.Set(src.DType, src.Data); err != nil {
 			return nil, err
 		}
+		p.Parts = src.Parts // named as the checkpoint it came from names it
 	}
 	ps.Keep(from)
 	return m, nil

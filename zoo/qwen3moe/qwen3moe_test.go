@@ -57,8 +57,8 @@ func TestEveryWeightMatters(t *testing.T) {
 	}
 	zootest.EveryWeightMatters(t, m, []int{5, 17, 3, 99, 250, 7, 64, 300},
 		"model.layers.0.mlp.gate.weight",
-		"model.layers.0.mlp.experts.3.gate_proj.weight", "model.layers.0.mlp.experts.3.up_proj.weight",
-		"model.layers.0.mlp.experts.3.down_proj.weight",
+		"model.layers.0.mlp.experts.gate_proj", "model.layers.0.mlp.experts.up_proj",
+		"model.layers.0.mlp.experts.down_proj",
 		"model.layers.1.mlp.down_proj.weight", "model.layers.2.self_attn.q_norm.weight")
 }
 
