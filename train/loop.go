@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
+	"github.com/nlpodyssey/safetensors"
 	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
@@ -44,6 +48,10 @@ type Options struct {
 	Seed uint64
 	// Progress, when set, is called after every optimizer step.
 	Progress func(Progress)
+	// SaveOptimizer makes Save also write AdamW's state beside the
+	// weights (optimizer.safetensors, twice the F32 weights' size), for
+	// training to be continued later (LoadOptimizer).
+	SaveOptimizer bool
 }
 
 // Progress reports one optimizer step.
@@ -246,14 +254,46 @@ func (tr *Trainer) Model() graphs.Model { return tr.model }
 // checkpoint that zoo.Load and transformers load: configJSON (the
 // config.json the model was built from) and model.safetensors in F32.
 func (tr *Trainer) Save(dir string, configJSON []byte) error {
+	return tr.SaveAs(dir, configJSON, safetensors.F32)
+}
+
+// SaveAs is Save with the weights stored as dtype (F32 or BF16; see
+// zoo.WriteCheckpointAs). With Options.SaveOptimizer it also writes
+// AdamW's state into dir/optimizer.safetensors (see LoadOptimizer).
+func (tr *Trainer) SaveAs(dir string, configJSON []byte, dtype safetensors.DType) error {
 	if len(configJSON) == 0 {
 		return errors.New("train: saving a checkpoint needs the model's config.json")
 	}
-	if err := zoo.WriteCheckpoint(dir, configJSON, tr.model.Params()); err != nil {
+	if err := zoo.WriteCheckpointAs(dir, configJSON, tr.model.Params(), dtype); err != nil {
 		return fmt.Errorf("train: saving the checkpoint after step %d: %w", tr.step, err)
+	}
+	if tr.opt.SaveOptimizer {
+		if err := tr.adam.SaveState(filepath.Join(dir, OptimizerFile)); err != nil {
+			return fmt.Errorf("train: saving the optimizer after step %d: %w", tr.step, err)
+		}
 	}
 	return nil
 }
+
+// LoadOptimizer restores AdamW's moments and update count from
+// dir/optimizer.safetensors, as a checkpoint saved with
+// Options.SaveOptimizer holds them, so that continued training does not
+// restart Adam cold. It reports whether the file was there; the learning
+// rate schedule is this Trainer's own.
+func (tr *Trainer) LoadOptimizer(dir string) (bool, error) {
+	path := filepath.Join(dir, OptimizerFile)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err := tr.adam.LoadState(path); err != nil {
+		return false, fmt.Errorf("train: %w", err)
+	}
+	return true, nil
+}
+
+// OptimizerSteps is the number of AdamW updates its state has seen,
+// restored ones included.
+func (tr *Trainer) OptimizerSteps() int { return tr.adam.Steps() }
 
 // Close releases the training graph.
 func (tr *Trainer) Close() error { return tr.graph.Close() }

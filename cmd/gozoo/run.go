@@ -23,9 +23,10 @@ func init() {
 	})
 }
 
-// bundledModel is the tiny random-weight Qwen3 shipped in testdata, used
-// when --model is not given, so the command works on a fresh clone.
-const bundledModel = "testdata/models/qwen3-tiny"
+// bundledModel is the small Llama that gozoo train made from the King
+// James Bible (testdata/models/kjv-tiny/README.md), used when --model is
+// not given, so the command prints English on a fresh clone.
+const bundledModel = "testdata/models/kjv-tiny"
 
 type stringList []string
 
@@ -35,7 +36,7 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	model := fs.String("model", "", "model folder: config.json, safetensors, tokenizer.json (default: the bundled tiny Qwen3 in "+bundledModel+")")
+	model := fs.String("model", "", "model folder: config.json, safetensors, tokenizer.json (default: the bundled KJV-trained model in "+bundledModel+")")
 	prompt := fs.String("prompt", "", "the prompt (required)")
 	useChat := fs.Bool("chat", false, "wrap the prompt in the checkpoint's chat template")
 	system := fs.String("system", "", "system message (with --chat)")

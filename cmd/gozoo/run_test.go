@@ -41,7 +41,7 @@ func TestRunErrors(t *testing.T) {
 
 func TestRunChat(t *testing.T) {
 	t.Chdir("../..")
-	_, errb, status := gozoo(t, "", "run", "--chat", "--system", "Be brief.", "--prompt", "What is Go?", "--max-tokens", "3", "--seed", "5")
+	_, errb, status := gozoo(t, "", "run", "--model", "testdata/models/qwen3-tiny", "--chat", "--system", "Be brief.", "--prompt", "What is Go?", "--max-tokens", "3", "--seed", "5")
 	// <|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is Go?<|im_end|>\n<|im_start|>assistant\n
 	if status != 0 || !strings.Contains(errb, "[20 prompt tokens, 3 generated") {
 		t.Fatalf("status %d: %q", status, errb)

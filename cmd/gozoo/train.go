@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/nlpodyssey/safetensors"
 	"io"
 	"io/fs"
 	"os"
@@ -55,6 +56,9 @@ func runTrain(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 0, "seed of the initial weights and of the data order")
 	logEvery := fs.Int("log-every", 10, "print a loss line every this many steps")
 	saveEvery := fs.Int("save-every", 0, "also save the checkpoint every this many steps (0: only at the end)")
+	stopAt := fs.Int("stop-at", 0, "stop and save after this step, with the schedule still spanning --steps (0: run all the steps); a shorter run that follows the full run's curve")
+	saveOptimizer := fs.Bool("save-optimizer", true, "also save AdamW's state (optimizer.safetensors, twice the F32 weights) so that --model DIR continues with it")
+	saveDType := fs.String("save-dtype", "f32", "dtype of the saved weights: f32, or bf16 for a model to ship (half the file; training goes on in float32)")
 	// The flag package stops at the first non-flag argument: take the
 	// files listed after --data and go on parsing.
 	for {
@@ -80,6 +84,16 @@ func runTrain(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	if *tokDir == "" {
 		fmt.Fprintln(stderr, "gozoo train: --tokenizer DIR is needed to train a new model")
+		return 2
+	}
+	var dtype safetensors.DType
+	switch strings.ToLower(*saveDType) {
+	case "f32", "float32":
+		dtype = safetensors.F32
+	case "bf16", "bfloat16":
+		dtype = safetensors.BF16
+	default:
+		fmt.Fprintf(stderr, "gozoo train: --save-dtype %q: want f32 or bf16\n", *saveDType)
 		return 2
 	}
 	if *minLR < 0 {
@@ -112,17 +126,30 @@ func runTrain(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	tr, err := train.NewTrainer(m, ids, train.Options{
 		SeqLen: *seqLen, Batch: *batch, Accum: *accum, Steps: *steps,
 		LR: *lr, MinLR: *minLR, Warmup: *warmup, ClipNorm: *clip, Seed: *seed,
-		AdamW: train.AdamWConfig{WeightDecay: *wd},
+		AdamW: train.AdamWConfig{WeightDecay: *wd}, SaveOptimizer: *saveOptimizer,
 	})
 	if err != nil {
 		return fail(err)
 	}
 	defer tr.Close()
+	if *model != "" {
+		ok, err := tr.LoadOptimizer(*model)
+		if err != nil {
+			return fail(err)
+		}
+		if ok {
+			fmt.Fprintf(stdout, "continuing AdamW from %s/%s (%d updates)\n", *model, train.OptimizerFile, tr.OptimizerSteps())
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	var avg float64 // mean loss since the last line
 	var n int
-	for tr.Steps() < *steps {
+	last := *steps
+	if *stopAt > 0 && *stopAt < last {
+		last = *stopAt
+	}
+	for tr.Steps() < last {
 		if ctx.Err() != nil {
 			fmt.Fprintf(stderr, "gozoo train: interrupted after step %d; saving\n", tr.Steps())
 			break
@@ -132,25 +159,25 @@ func runTrain(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 		avg, n = avg+p.Loss, n+1
-		if p.Step%max(*logEvery, 1) == 0 || p.Step == *steps || p.Step == 1 {
+		if p.Step%max(*logEvery, 1) == 0 || p.Step == last || p.Step == 1 {
 			fmt.Fprintf(stdout, "step %d/%d loss %.4f lr %.3g grad_norm %.3g tok/s %.0f elapsed %s\n",
 				p.Step, p.Steps, avg/float64(n), p.LR, p.GradNorm, p.TokensPerSec, p.Elapsed.Round(1e8))
 			avg, n = 0, 0
 		}
-		if *saveEvery > 0 && p.Step%*saveEvery == 0 && p.Step < *steps {
-			if err := tr.Save(*out, configJSON); err != nil {
+		if *saveEvery > 0 && p.Step%*saveEvery == 0 && p.Step < last {
+			if err := tr.SaveAs(*out, configJSON, dtype); err != nil {
 				return fail(err)
 			}
 		}
 	}
-	if err := tr.Save(*out, configJSON); err != nil {
+	if err := tr.SaveAs(*out, configJSON, dtype); err != nil {
 		return fail(err)
 	}
 	copied, err := copyTokenizer(*tokDir, *out)
 	if err != nil {
 		return fail(err)
 	}
-	fmt.Fprintf(stdout, "wrote %s/config.json and %s/model.safetensors (F32, step %d)%s\n", *out, *out, tr.Steps(), copied)
+	fmt.Fprintf(stdout, "wrote %s/config.json and %s/model.safetensors (%s, step %d)%s\n", *out, *out, dtype, tr.Steps(), copied)
 	if ctx.Err() != nil {
 		return 1
 	}

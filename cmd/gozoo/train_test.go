@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/zoo"
 )
 
@@ -52,10 +54,39 @@ func TestTrainCommand(t *testing.T) {
 	if _, err := zoo.Load(out); err != nil {
 		t.Fatal(err)
 	}
+	// --stop-at ends the run early on the full run's schedule and curve;
+	// --save-dtype bf16 halves the file.
+	short := filepath.Join(dir, "short")
+	stopped, errb, status := gozoo(t, "", append(slices.Clone(args[:len(args)-1]), short, "--stop-at", "2", "--save-dtype", "bf16")...)
+	if status != 0 {
+		t.Fatalf("--stop-at: status %d: %s", status, errb)
+	}
+	if line := lineWith(stripTimes(stopped), "step 2/4 loss"); line == "" || line != lineWith(stripTimes(stdout), "step 2/4 loss") || strings.Contains(stopped, "step 4/4") {
+		t.Errorf("--stop-at 2 of 4 steps printed\n%s\nwant the full run's step-2 line\n%s", stopped, stdout)
+	}
+	if !strings.Contains(stopped, "(BF16, step 2)") {
+		t.Errorf("--save-dtype bf16: %s", stopped)
+	}
+	m, err := zoo.Load(short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range m.Params().All() {
+		// Vectors (norm weights) are widened to float32 on load.
+		if len(p.Shape) == 2 && p.DType != graphs.BF16 {
+			t.Fatalf("%s loaded as %s from a --save-dtype bf16 checkpoint", p.Name, p.DType)
+		}
+	}
+	if _, errb, status := gozoo(t, "", append(slices.Clone(args), "--save-dtype", "f8")...); status != 2 || !strings.Contains(errb, "f8") {
+		t.Errorf("--save-dtype f8: status %d, %q", status, errb)
+	}
 	// Continue from the checkpoint, writing over it.
 	stdout, errb, status = gozoo(t, "", "train", "--model", out, "--data", text, "--steps", "2", "--seq-len", "8", "--out", out)
 	if status != 0 || !strings.Contains(stdout, "step 2/2 loss") {
 		t.Fatalf("continuing: status %d: %s%s", status, stdout, errb)
+	}
+	if !strings.Contains(stdout, "continuing AdamW from "+out+"/optimizer.safetensors (4 updates)") {
+		t.Errorf("continuing did not restore AdamW's state saved with the checkpoint:\n%s", stdout)
 	}
 	if _, err := zoo.Load(out); err != nil {
 		t.Fatal(err)
@@ -66,6 +97,16 @@ func TestTrainCommand(t *testing.T) {
 	if _, errb, status := gozoo(t, "", "train", "--config", config, "--data", filepath.Join(dir, "missing.txt"), "--tokenizer", tok, "--steps", "2", "--out", out); status != 1 || !strings.Contains(errb, "missing.txt") {
 		t.Errorf("missing data file: status %d, %q", status, errb)
 	}
+}
+
+// lineWith is the first line of s holding sub, or "".
+func lineWith(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
 }
 
 // stripTimes drops the timing fields of the loss lines.
