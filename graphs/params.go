@@ -164,6 +164,11 @@ type Param struct {
 	// What names weights for users (gradients, saved checkpoints) uses
 	// these names and shapes; nil means the tensor is stored whole.
 	Parts []string
+	// Transposed says the checkpoint stores this 2-D weight [in, out], the
+	// transpose of its declared layout (GPT-2's Conv1D). What hands
+	// weights to users in the checkpoint's layout (gradients) transposes
+	// it; model code always sees the declared layout.
+	Transposed bool
 
 	// owner keeps the declaring set, and through it what the data points
 	// into (a memory mapping unmapped once the set is unreachable), alive

@@ -187,7 +187,7 @@ func (tr *Trainer) Step() (Progress, error) {
 	n := tr.opt.Batch * tr.opt.Accum
 	var loss float64
 	for i := 0; i < n; i++ {
-		g, err := tr.graph.Run(tr.window())
+		g, err := tr.graph.run(tr.window())
 		if err != nil {
 			return Progress{}, fmt.Errorf("train step %d, sequence %d: %w", tr.step+1, i+1, err)
 		}

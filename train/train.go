@@ -39,7 +39,9 @@ type Gradients struct {
 	// gradient and are absent. A stacked weight whose checkpoint stores
 	// it in parts (graphs.Param.Parts: a MoE's experts, one tensor each)
 	// has one gradient per part, under the part's name and shape, as the
-	// checkpoint names them.
+	// checkpoint names them. A weight the checkpoint stores transposed
+	// (graphs.Param.Transposed: GPT-2's Conv1D, [in, out]) has its
+	// gradient in that layout, as torch gives it.
 	Weights map[string]*tensor.Dense
 	// Names lists the keys of Weights in declaration order.
 	Names []string
@@ -157,8 +159,32 @@ func NewGraph(m graphs.Model, T int) (gr *Graph, err error) {
 	return gr, nil
 }
 
-// Run computes the loss of ids (T token ids) and its gradients.
+// Run computes the loss of ids (T token ids) and its gradients, in the
+// checkpoint's layout (see Gradients.Weights).
 func (gr *Graph) Run(ids []int) (*Gradients, error) {
+	g, err := gr.run(ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range gr.params {
+		if !p.Transposed || len(p.Parts) > 0 || len(p.Shape) != 2 {
+			continue
+		}
+		out, in := p.Shape[0], p.Shape[1]
+		src := g.Weights[p.Name].Data().([]float32)
+		dst := make([]float32, len(src))
+		for i := range out {
+			for j := range in {
+				dst[j*out+i] = src[i*in+j]
+			}
+		}
+		g.Weights[p.Name] = tensor.New(tensor.WithShape(in, out), tensor.WithBacking(dst))
+	}
+	return g, nil
+}
+
+// run is Run in the declared layout, the one the optimizer updates.
+func (gr *Graph) run(ids []int) (*Gradients, error) {
 	if len(ids) != gr.T {
 		return nil, fmt.Errorf("%d token ids for a training graph of %d", len(ids), gr.T)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/layers"
+	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/train"
 	"github.com/gozoo/gozoo/zoo"
 	_ "github.com/gozoo/gozoo/zoo/all"
@@ -279,5 +280,63 @@ func TestConcurrentGraphs(t *testing.T) {
 				t.Errorf("goroutine %d: gradient of %s differs by %g", i, n, d)
 			}
 		}
+	}
+}
+
+// TestGPT2GradientsInConv1DLayout: GPT-2 checkpoints store the Conv1D
+// weights [in, out]; their gradients come in that layout (as torch gives
+// them), every gradient has its checkpoint tensor's shape, and a central
+// difference on one weight confirms which element is which.
+func TestGPT2GradientsInConv1DLayout(t *testing.T) {
+	dir := testdata("golden", "gpt2_original_bf16")
+	m := zootest.Load(t, dir)
+	if err := train.Trainable(m); err != nil {
+		t.Fatal(err)
+	}
+	ids := sequence(10, m.VocabSize())
+	g, err := train.LossAndGradients(m, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := loaders.OpenSafetensors(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, name := range g.Names {
+		_, shape, err := f.Info(name)
+		if err != nil {
+			t.Fatalf("gradient %s names no checkpoint tensor: %v", name, err)
+		}
+		if got := g.Weights[name].Shape(); !slices.Equal([]int(got), shape) {
+			t.Errorf("%s: gradient shape %v, checkpoint %v", name, got, shape)
+		}
+	}
+	const name = "h.0.mlp.c_fc.weight" // declared [out, in], stored [in, out]
+	p, _ := m.Params().Get(name)
+	out, in := p.Shape[0], p.Shape[1]
+	grad := g.Weights[name].Data().([]float32) // [in, out]
+	best := 0
+	for k, v := range grad {
+		if math.Abs(float64(v)) > math.Abs(float64(grad[best])) {
+			best = k
+		}
+	}
+	j, i := best/out, best%out // row j of the stored [in, out] is input j
+	w := p.Data.Data().([]float32)
+	at := i*in + j
+	orig, eps := w[at], float32(1e-2)
+	loss := func(v float32) float64 {
+		w[at] = v
+		defer func() { w[at] = orig }()
+		gv, err := train.LossAndGradients(m, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gv.Loss
+	}
+	fd := (loss(orig+eps) - loss(orig-eps)) / (2 * float64(eps))
+	if d := math.Abs(fd - float64(grad[best])); d > 0.05*math.Abs(fd)+1e-4 {
+		t.Errorf("stored [%d, %d] (declared [%d, %d]): gradient %g, central difference %g", j, i, i, j, grad[best], fd)
 	}
 }

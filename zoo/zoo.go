@@ -101,6 +101,10 @@ func declare(cfg Config) (m Model, ps *graphs.Params, err error) {
 		return nil, ps, err
 	}
 	nameExpertParts(ps.All())
+	none := func(string) bool { return false }
+	for _, p := range ps.All() {
+		_, p.Transposed = stored(cfg, p.Name, none)
+	}
 	return m, ps, nil
 }
 
