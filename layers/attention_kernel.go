@@ -99,7 +99,7 @@ func (k cachedAttention) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		probs = make([]float32, d.T*d.Hq*(d.p0+d.n))
 	}
 	if d.n > 0 {
-		k.attend(ops.Stash(o, func() *attnTask { return new(attnTask) }), out, probs, f[0], f[1], f[2], f[3], f[4], d)
+		k.attend(ops.Shared(o, func() *attnTask { return new(attnTask) }), out, probs, f[0], f[1], f[2], f[3], f[4], d)
 		writeCache(f[3], f[1], d, d.Dk)
 		writeCache(f[4], f[2], d, d.Dv)
 	}
@@ -157,9 +157,9 @@ func (k cachedAttention) attend(t *attnTask, out, probs, q, kNew, vNew, kc, vc [
 // heads are shared with the team.
 const attnSplitWork = 1 << 16
 
-// attnTask is one attention step's work, a part per query head. It lives
-// in the node's kernel state, with each head's scratch (scores, Vᵀ),
-// reused from step to step.
+// attnTask is one attention step's work, a part per query head. One
+// lives in the session's shared kernel state (ops.Shared), with each
+// head's scratch (scores, Vᵀ), reused by every layer and step.
 type attnTask struct {
 	k                                 cachedAttention
 	out, probs, q, kNew, vNew, kc, vc []float32
