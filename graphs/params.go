@@ -169,6 +169,14 @@ type Param struct {
 	// weights to users in the checkpoint's layout (gradients) transposes
 	// it; model code always sees the declared layout.
 	Transposed bool
+	// PermutedHeads, when not 0, is the head size hd of a 2-D weight whose
+	// rows Data holds in llama.cpp's order for a llama checkpoint's Q and
+	// K projections (convert_hf_to_gguf.py's permute): within each head,
+	// stored row 2i is declared row i and stored row 2i+1 is declared row
+	// hd/2+i. Keeping them so spares a copy of the weight (layers.Linear
+	// puts its output columns back in order); Float32s returns the
+	// declared order, and Set, given data in the declared order, clears it.
+	PermutedHeads int
 
 	// owner keeps the declaring set, and through it what the data points
 	// into (a memory mapping unmapped once the set is unreachable), alive
@@ -198,7 +206,7 @@ func (p *Param) Set(dtype DType, data *tensor.Dense) error {
 	if data.Dtype() != dtype.Storage() {
 		return fmt.Errorf("tensor %q: %s data carried as %s, want %s", p.Name, dtype, data.Dtype(), dtype.Storage())
 	}
-	p.DType, p.Data = dtype, data
+	p.DType, p.Data, p.PermutedHeads = dtype, data, 0
 	return nil
 }
 
@@ -239,6 +247,29 @@ func (p *Param) Float32s() []float32 {
 	if p.Data == nil {
 		return nil
 	}
+	v := p.storedFloat32s()
+	if hd := p.PermutedHeads; hd > 0 {
+		v = UnpermuteHeadRows(v, p.Shape[0], p.Shape[1], hd)
+	}
+	return v
+}
+
+// UnpermuteHeadRows puts rows (of width values each, any element type)
+// that are in llama.cpp's order within each head of hd rows back in
+// Hugging Face's (see Param.PermutedHeads), into a new slice.
+func UnpermuteHeadRows[T any](v []T, rows, width, hd int) []T {
+	out := make([]T, len(v))
+	for h := 0; h < rows/hd; h++ {
+		for i := 0; i < hd/2; i++ {
+			copy(out[(h*hd+i)*width:][:width], v[(h*hd+2*i)*width:][:width])
+			copy(out[(h*hd+hd/2+i)*width:][:width], v[(h*hd+2*i+1)*width:][:width])
+		}
+	}
+	return out
+}
+
+// storedFloat32s is Float32s in the order Data holds.
+func (p *Param) storedFloat32s() []float32 {
 	switch p.DType {
 	case F32:
 		return p.Data.Data().([]float32)

@@ -704,3 +704,10 @@ func transposed(a []float32, rows, cols int) []float32 {
 	}
 	return out
 }
+
+// Grad of a reordering is the inverse reordering of the gradient.
+func (k headRows) Grad(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
+	return nodes(func() (*G.Node, error) {
+		return node(headRows{hd: k.hd, dims: k.dims, inverse: !k.inverse}, grad)
+	})
+}

@@ -645,6 +645,20 @@ func TestGradientsMatchFiniteDifferences(t *testing.T) {
 				return o
 			},
 		},
+		fdCase{
+			// GGUF llama Q/K rows back in HF's order: within each head of
+			// 4 columns, [x0 x1 x2 x3] becomes [x0 x2 x1 x3].
+			name: "head rows", tol: 1e-6,
+			in: []fdInput{{name: "x", shape: []int{T, 8}, vals: f32(r, T*8, 1), dtype: graphs.F32}},
+			op: func(n []*G.Node) *G.Node { return ops.Apply(headRows{hd: 4, dims: 2}, n[0]) },
+			ref: func(v [][]float64, _ [][]int) []float64 {
+				o := make([]float64, len(v[0]))
+				for g := 0; g < len(o); g += 4 {
+					o[g], o[g+1], o[g+2], o[g+3] = v[0][g], v[0][g+2], v[0][g+1], v[0][g+3]
+				}
+				return o
+			},
+		},
 	)
 
 	// Attention over a whole sequence: MHA, GQA, MQA, sliding windows.

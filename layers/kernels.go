@@ -366,3 +366,44 @@ func (k headRange) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	}
 	return o.Tensor(out, T, k.count, Dh), nil
 }
+
+// headRows reorders the last axis of x, in groups of hd values (one
+// head), from llama.cpp's order of a llama checkpoint's Q and K rows to
+// Hugging Face's: out[i] = x[2i] and out[hd/2+i] = x[2i+1] for i < hd/2
+// (graphs.Param.PermutedHeads); inverse goes back.
+type headRows struct {
+	hd, dims int
+	inverse  bool
+}
+
+func (k headRows) Name() string { return "head rows" }
+func (k headRows) String() string {
+	return fmt.Sprintf("HeadRows{hd=%d,dims=%d,inverse=%v}", k.hd, k.dims, k.inverse)
+}
+func (k headRows) Signature() []hm.Type { return []hm.Type{ops.T(k.dims, nil), ops.T(k.dims, nil)} }
+func (k headRows) Shape(in []tensor.Shape) (tensor.Shape, error) {
+	x := in[0]
+	if k.hd < 2 || k.hd%2 != 0 || len(x) == 0 || x[len(x)-1]%k.hd != 0 {
+		return nil, fmt.Errorf("%v in heads of %d", x, k.hd)
+	}
+	return x.Clone(), nil
+}
+func (k headRows) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
+	x, err := ops.Float32s(in[0])
+	if err != nil {
+		return nil, err
+	}
+	out := o.Float32s(len(x))
+	half := k.hd / 2
+	for g := 0; g+k.hd <= len(x); g += k.hd {
+		src, dst := x[g:g+k.hd], out[g:g+k.hd]
+		for i := 0; i < half; i++ {
+			if k.inverse {
+				dst[2*i], dst[2*i+1] = src[i], src[half+i]
+			} else {
+				dst[i], dst[half+i] = src[2*i], src[2*i+1]
+			}
+		}
+	}
+	return o.Tensor(out, in[0].Shape()...), nil
+}

@@ -54,7 +54,20 @@ func (l Linear) forward(s *graphs.Step, x *G.Node, heads int) *G.Node {
 	if l.Bias != nil {
 		in = append(in, s.Bind(l.Bias))
 	}
-	return ops.Apply(matmulT{dtype: l.Weight.DType, bias: l.Bias != nil, name: l.Weight.Name, heads: heads, fast: s.Fast}, in...)
+	y := ops.Apply(matmulT{dtype: l.Weight.DType, bias: l.Bias != nil, name: l.Weight.Name, heads: heads, fast: s.Fast}, in...)
+	if hd := l.Weight.PermutedHeads; hd > 0 {
+		// The weight's rows are in llama.cpp's order (a GGUF's Q and K
+		// projections): put the output's columns in the declared order.
+		if l.Bias != nil {
+			panic(fmt.Errorf("%s: a weight with permuted rows and a bias", l.Weight.Name))
+		}
+		dims := 2
+		if heads > 0 {
+			dims = 3
+		}
+		y = ops.Apply(headRows{hd: hd, dims: dims}, y)
+	}
+	return y
 }
 
 // Embedding is a lookup table [V, D].

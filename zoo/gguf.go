@@ -494,14 +494,23 @@ func loadGGUFParam(f *gguf.File, arch string, hd int, p *graphs.Param, name stri
 			}
 		}
 		if permuted {
-			v = unpermuteRows(v, p.Shape[0], p.Shape[1], hd)
+			v = graphs.UnpermuteHeadRows(v, p.Shape[0], p.Shape[1], hd)
 		}
 		return p.Set(graphs.F32, tensor.New(tensor.WithShape(p.Shape...), tensor.WithBacking(v)))
 	}
-	// Matrices stay in their stored type, in place in the mapping; a
-	// permuted one is copied, whole rows (whole blocks) at a time.
+	// Matrices stay in their stored type, in place in the mapping. A
+	// permuted one stays permuted too (graphs.Param.PermutedHeads: the
+	// Linear reorders its output, a few values per token, instead of the
+	// load copying the weight), unless it has a bias, which the Linear
+	// adds in the declared order: that one is copied, whole rows (whole
+	// blocks) at a time.
+	keepPermuted := false
 	if permuted {
-		data = unpermuteRows(data, p.Shape[0], len(data)/p.Shape[0], hd)
+		if _, biased := f.Tensor(strings.TrimSuffix(name, ".weight") + ".bias"); biased {
+			data = graphs.UnpermuteHeadRows(data, p.Shape[0], len(data)/p.Shape[0], hd)
+		} else {
+			keepPermuted = true
+		}
 	}
 	stored, err := dt.StoredShape(p.Shape)
 	if err != nil {
@@ -530,7 +539,13 @@ func loadGGUFParam(f *gguf.File, arch string, hd int, p *graphs.Param, name stri
 	default:
 		backing = data
 	}
-	return p.Set(dt, tensor.New(tensor.WithShape(stored...), tensor.WithBacking(backing)))
+	if err := p.Set(dt, tensor.New(tensor.WithShape(stored...), tensor.WithBacking(backing))); err != nil {
+		return err
+	}
+	if keepPermuted {
+		p.PermutedHeads = hd
+	}
+	return nil
 }
 
 // ggufDType is the zoo's storage type for a GGUF tensor type.
@@ -547,19 +562,4 @@ func ggufDType(t gguf.Type) (graphs.DType, bool) {
 		return graphs.QuantDType(f), true
 	}
 	return 0, false
-}
-
-// unpermuteRows undoes convert_hf_to_gguf.py's permutation of llama's Q
-// and K rows (whole rows of width values, any element type): within each
-// head of hd rows, GGUF row 2i is HF row i and GGUF row 2i+1 is HF row
-// hd/2 + i.
-func unpermuteRows[T any](v []T, rows, width, hd int) []T {
-	out := make([]T, len(v))
-	for h := 0; h < rows/hd; h++ {
-		for i := 0; i < hd/2; i++ {
-			copy(out[(h*hd+i)*width:][:width], v[(h*hd+2*i)*width:][:width])
-			copy(out[(h*hd+hd/2+i)*width:][:width], v[(h*hd+2*i+1)*width:][:width])
-		}
-	}
-	return out
 }

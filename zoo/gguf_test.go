@@ -3,10 +3,12 @@ package zoo_test
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -213,4 +215,79 @@ func TestGGUFBadModels(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGGUFLlamaQKStayPermuted: a llama GGUF's Q and K weights stay in
+// llama.cpp's row order in the mapping (no copy); Float32s gives them in
+// Hugging Face's order, and a checkpoint written from the model (in that
+// order) runs to the same logits, so nothing downstream sees the
+// permutation.
+func TestGGUFLlamaQKStayPermuted(t *testing.T) {
+	path := filepath.Join(ggufDir("llama_q4_0"), "model.gguf")
+	m, err := zoo.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, ok := m.Params().Get("model.layers.0.self_attn.q_proj.weight")
+	if !ok {
+		t.Fatal("no q_proj")
+	}
+	cfg, err := zoo.GGUFConfigJSON(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dims struct {
+		Hidden int `json:"hidden_size"`
+		Heads  int `json:"num_attention_heads"`
+	}
+	if err := json.Unmarshal(cfg, &dims); err != nil || dims.Heads == 0 {
+		t.Fatalf("config %s: %v", cfg, err)
+	}
+	hd := dims.Hidden / dims.Heads
+	if q.PermutedHeads != hd {
+		t.Fatalf("q_proj PermutedHeads %d, want the head size %d", q.PermutedHeads, hd)
+	}
+	// Row 1 in HF's order is stored row 2: compare against a fresh
+	// dequantization of the stored rows.
+	src, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	tq, _ := src.Tensor("blk.0.attn_q.weight")
+	stored := make([]float32, q.Numel())
+	if err := gguf.Dequantize(tq.Type, src.Data(tq), stored); err != nil {
+		t.Fatal(err)
+	}
+	in := q.Shape[1]
+	got := q.Float32s()
+	for _, r := range [][2]int{{0, 0}, {1, 2}, {hd / 2, 1}, {hd/2 + 1, 3}, {hd + 1, hd + 2}} {
+		if g, w := got[r[0]*in:(r[0]+1)*in], stored[r[1]*in:(r[1]+1)*in]; !slices.Equal(g, w) {
+			t.Errorf("HF row %d is not stored row %d", r[0], r[1])
+		}
+	}
+	ids := []int{3, 17, 5, 99, 42, 7}
+	want := lastLogits(t, m, ids)
+	dir := t.TempDir()
+	if err := zoo.WriteCheckpoint(dir, cfg, m.Params()); err != nil {
+		t.Fatal(err)
+	}
+	back, err := zoo.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := back.Params().Get(q.Name); p.PermutedHeads != 0 {
+		t.Errorf("a safetensors checkpoint loaded with permuted rows")
+	}
+	if d := maxAbsDiff(lastLogits(t, back, ids), want); d > 1e-4 {
+		t.Errorf("the checkpoint written from the GGUF model gives logits off by %g", d)
+	}
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	var d float64
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i]-b[i])))
+	}
+	return d
 }

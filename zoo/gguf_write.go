@@ -169,7 +169,7 @@ func encodeTensor(t gguf.Type, v []float32) ([]byte, error) {
 }
 
 // permuteRows applies convert_hf_to_gguf.py's permutation of llama's Q and
-// K rows (the inverse of unpermuteRows).
+// K rows (the inverse of graphs.UnpermuteHeadRows).
 func permuteRows(v []float32, rows, width, hd int) []float32 {
 	out := make([]float32, len(v))
 	for h := 0; h < rows/hd; h++ {
