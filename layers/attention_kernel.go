@@ -275,13 +275,7 @@ func softmaxRange(row []float32, lo, hi int) {
 	for _, x := range row[lo:hi] {
 		m = max(m, x)
 	}
-	var sum float64
-	for j := lo; j < hi; j++ {
-		e := exp32(row[j] - m)
-		row[j] = e
-		sum += float64(e)
-	}
-	inv := 1 / sum
+	inv := 1 / simd.ExpShift(row[lo:hi], m)
 	for j := range row {
 		if j < lo || j >= hi {
 			row[j] = 0

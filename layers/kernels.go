@@ -236,39 +236,8 @@ func geluTanh(x float32) float32 {
 	return 0.5 * x * (2 - 2/(exp32(2*u)+1))
 }
 
-// exp32 is e^x in float32 (Cephes' expf: n·ln2 split off, a degree-6
-// polynomial on the rest, within 2 ulp), three times faster than going
-// through float64 math.Exp, which the gated MLPs call for every unit.
-func exp32(x float32) float32 {
-	switch {
-	case x > 88.72283:
-		return float32(math.Inf(1))
-	case x < -87.33654:
-		return 0
-	case x != x:
-		return x
-	}
-	n := float32(int32(x*1.442695041 + copysign32(0.5, x)))
-	r := x - n*0.693359375 + n*2.12194440e-4
-	p := float32(1.9875691500e-4)
-	p = p*r + 1.3981999507e-3
-	p = p*r + 8.3334519073e-3
-	p = p*r + 4.1665795894e-2
-	p = p*r + 1.6666665459e-1
-	p = p*r + 5.0000001201e-1
-	y := p*r*r + r + 1
-	if n > 127 { // 2^128 is not a float32: scale in two steps
-		return 2 * y * math.Float32frombits(uint32(int32(n)+126)<<23)
-	}
-	return y * math.Float32frombits(uint32(int32(n)+127)<<23)
-}
-
-func copysign32(a, sign float32) float32 {
-	if sign < 0 {
-		return -a
-	}
-	return a
-}
+// exp32 is simd.Exp32, the float32 exp every kernel here uses.
+func exp32(x float32) float32 { return simd.Exp32(x) }
 
 // pointwise is a one-parameter elementwise map: "scale" multiplies by p
 // (Gemma's sqrt(hidden_size) embedding scale; an op rather than a graph

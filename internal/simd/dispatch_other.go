@@ -44,3 +44,9 @@ func asmDotActs(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16,
 func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, in int, y []float32, ldy int) bool {
 	return false
 }
+
+func haveExpShift() bool { return false }
+
+func asmExpShift(x *float32, n int, m float32) float64 {
+	panic("simd: no assembly kernels in this build")
+}

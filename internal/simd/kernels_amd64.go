@@ -223,3 +223,8 @@ func fastQ4_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32,
 //
 //go:noescape
 func fastQ6_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+
+// expShiftAVX512 sets row[i] = exp(row[i] - m) for i < n (a multiple of 16) and returns their sum, for row[i] <= m and m finite.
+//
+//go:noescape
+func expShiftAVX512(row *float32, n int, m float32) float64

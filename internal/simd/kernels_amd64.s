@@ -4938,3 +4938,98 @@ fastQ6_KAVX2_rowdone:
 fastQ6_KAVX2_end:
 	VZEROUPPER
 	RET
+
+// func expShiftAVX512(row *float32, n int, m float32) float64
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE, SSE2
+TEXT ·expShiftAVX512(SB), NOSPLIT, $0-32
+	MOVQ         row+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVSS        m+16(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x3fb8aa3b, DX
+	VPBROADCASTD DX, Z1
+	MOVL         $0x3f000000, DX
+	VPBROADCASTD DX, Z2
+	MOVL         $0x80000000, DX
+	VPBROADCASTD DX, Z3
+	MOVL         $0x3f318000, DX
+	VPBROADCASTD DX, Z4
+	MOVL         $0x395e8083, DX
+	VPBROADCASTD DX, Z5
+	MOVL         $0x39506967, DX
+	VPBROADCASTD DX, Z6
+	MOVL         $0x3ab743ce, DX
+	VPBROADCASTD DX, Z7
+	MOVL         $0x3c088908, DX
+	VPBROADCASTD DX, Z8
+	MOVL         $0x3d2aa9c1, DX
+	VPBROADCASTD DX, Z9
+	MOVL         $0x3e2aaaaa, DX
+	VPBROADCASTD DX, Z10
+	MOVL         $0x3f000000, DX
+	VPBROADCASTD DX, Z11
+	MOVL         $0x3f800000, DX
+	VPBROADCASTD DX, Z12
+	MOVL         $0xc2aeac4f, DX
+	VPBROADCASTD DX, Z13
+	MOVL         $0x0000007f, DX
+	VPBROADCASTD DX, Z14
+	VXORPD       Z15, Z15, Z15
+	VXORPD       Z16, Z16, Z16
+
+expShiftAVX512_loop:
+	TESTQ         CX, CX
+	JZ            expShiftAVX512_done
+	VMOVUPS       (AX), Z17
+	VSUBPS        Z0, Z17, Z17
+	VMULPS        Z1, Z17, Z18
+	VANDPS        Z3, Z17, Z19
+	VORPS         Z2, Z19, Z19
+	VADDPS        Z19, Z18, Z18
+	VCVTTPS2DQ    Z18, Z19
+	VCVTDQ2PS     Z19, Z20
+	VMULPS        Z4, Z20, Z18
+	VSUBPS        Z18, Z17, Z21
+	VMULPS        Z5, Z20, Z18
+	VADDPS        Z18, Z21, Z21
+	VMOVAPS       Z6, Z18
+	VMULPS        Z21, Z18, Z18
+	VADDPS        Z7, Z18, Z18
+	VMULPS        Z21, Z18, Z18
+	VADDPS        Z8, Z18, Z18
+	VMULPS        Z21, Z18, Z18
+	VADDPS        Z9, Z18, Z18
+	VMULPS        Z21, Z18, Z18
+	VADDPS        Z10, Z18, Z18
+	VMULPS        Z21, Z18, Z18
+	VADDPS        Z11, Z18, Z18
+	VMULPS        Z21, Z18, Z18
+	VMULPS        Z21, Z18, Z18
+	VADDPS        Z21, Z18, Z18
+	VADDPS        Z12, Z18, Z18
+	VPADDD        Z14, Z19, Z19
+	VPSLLD        $0x17, Z19, Z19
+	VMULPS        Z19, Z18, Z18
+	VCMPPS        $0x0d, Z13, Z17, K1
+	VMOVAPS.Z     Z18, K1, Z18
+	VMOVUPS       Z18, (AX)
+	VCVTPS2PD     Y18, Z17
+	VEXTRACTF32X8 $0x01, Z18, Y18
+	VCVTPS2PD     Y18, Z18
+	VADDPD        Z17, Z15, Z15
+	VADDPD        Z18, Z16, Z16
+	ADDQ          $0x40, AX
+	SUBQ          $0x10, CX
+	JMP           expShiftAVX512_loop
+
+expShiftAVX512_done:
+	VADDPD        Z16, Z15, Z15
+	VEXTRACTF64X4 $0x01, Z15, Y0
+	VADDPD        Y0, Y15, Y0
+	VEXTRACTF64X2 $0x01, Y0, X1
+	VADDPD        X1, X0, X0
+	VPERMILPD     $0x01, X0, X1
+	VADDSD        X1, X0, X0
+	MOVSD         X0, ret+24(FP)
+	VZEROUPPER
+	RET

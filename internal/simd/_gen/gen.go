@@ -96,6 +96,7 @@ func main() {
 	}
 	fastK("Q4_K")
 	fastK("Q6_K")
+	expShift()
 	Generate()
 }
 

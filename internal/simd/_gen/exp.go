@@ -1,0 +1,106 @@
+package main
+
+import (
+	"math"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// f32 broadcasts the float32 constant v to a new ZMM register.
+func f32(v float32) VecVirtual { return broadcast(avx512, math.Float32bits(v)) }
+
+// expShift writes expShiftAVX512: row[i] = exp(row[i] - m) for i < n (a
+// multiple of 16), returning the sum of the results in float64: the
+// numerator and denominator of a softmax shifted by its maximum m. Each
+// lane computes exactly what simd.Exp32 computes (Cephes' expf, every
+// product and sum rounded on its own, no fused multiply-add), for
+// arguments x = row[i] - m <= 0 with m finite: 0 below -87.33654, where
+// float32's exp underflows.
+func expShift() {
+	name := "expShiftAVX512"
+	TEXT(name, NOSPLIT, "func(row *float32, n int, m float32) float64")
+	Pragma("noescape")
+	Doc(name + " sets row[i] = exp(row[i] - m) for i < n (a multiple of 16) and returns their sum, for row[i] <= m and m finite.")
+	row, n := GP64(), GP64()
+	Load(Param("row"), row)
+	Load(Param("n"), n)
+	mx := XMM()
+	Load(Param("m"), mx)
+	mv := ZMM()
+	VBROADCASTSS(mx, mv)
+	log2e, half, sign := f32(1.442695041), f32(0.5), broadcast(avx512, 0x80000000)
+	c1, c2 := f32(0.693359375), f32(2.12194440e-4)
+	poly := []VecVirtual{f32(1.9875691500e-4), f32(1.3981999507e-3), f32(8.3334519073e-3), f32(4.1665795894e-2), f32(1.6666665459e-1), f32(5.0000001201e-1)}
+	one, lim, bias := f32(1), f32(-87.33654), broadcast(avx512, 127)
+	sumLo, sumHi := ZMM(), ZMM()
+	VXORPD(sumLo, sumLo, sumLo)
+	VXORPD(sumHi, sumHi, sumHi)
+	Label(name + "_loop")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	x := ZMM()
+	VMOVUPS(Mem{Base: row}, x)
+	VSUBPS(mv, x, x) // x - m
+	// n = trunc(x·log2e + copysign(0.5, x))
+	t, s := ZMM(), ZMM()
+	VMULPS(log2e, x, t)
+	VANDPS(sign, x, s)
+	VORPS(half, s, s)
+	VADDPS(s, t, t)
+	ni, nf := ZMM(), ZMM()
+	VCVTTPS2DQ(t, ni)
+	VCVTDQ2PS(ni, nf)
+	// r = (x - n·c1) + n·c2
+	r := ZMM()
+	VMULPS(c1, nf, t)
+	VSUBPS(t, x, r)
+	VMULPS(c2, nf, t)
+	VADDPS(t, r, r)
+	// p = ((((p0·r + p1)·r + p2)·r + p3)·r + p4)·r + p5
+	p := ZMM()
+	VMOVAPS(poly[0], p)
+	for _, c := range poly[1:] {
+		VMULPS(r, p, p)
+		VADDPS(c, p, p)
+	}
+	// y = ((p·r)·r + r) + 1, times 2^n
+	VMULPS(r, p, p)
+	VMULPS(r, p, p)
+	VADDPS(r, p, p)
+	VADDPS(one, p, p)
+	VPADDD(bias, ni, ni)
+	VPSLLD(U8(23), ni, ni)
+	VMULPS(ni, p, p)
+	// 0 where x < -87.33654 (predicate 13: greater or equal, ordered).
+	keep := K()
+	VCMPPS(U8(13), lim, x, keep)
+	VMOVAPS_Z(p, keep, p)
+	VMOVUPS(p, Mem{Base: row})
+	lo, hi := ZMM(), ZMM()
+	VCVTPS2PD(p.(Vec).AsY(), lo)
+	VEXTRACTF32X8(U8(1), p, hi.(Vec).AsY())
+	VCVTPS2PD(hi.(Vec).AsY(), hi)
+	VADDPD(lo, sumLo, sumLo)
+	VADDPD(hi, sumHi, sumHi)
+	ADDQ(U8(64), row)
+	SUBQ(U8(16), n)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VADDPD(sumHi, sumLo, sumLo)
+	h := YMM()
+	VEXTRACTF64X4(U8(1), sumLo, h)
+	a := YMM()
+	VADDPD(h, sumLo.(Vec).AsY(), a)
+	hx := XMM()
+	VEXTRACTF64X2(U8(1), a, hx)
+	b := XMM()
+	VADDPD(hx, a.(Vec).AsX(), b)
+	c := XMM()
+	VPERMILPD(U8(1), b, c)
+	VADDSD(c, b, b)
+	Store(b, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}

@@ -1,0 +1,81 @@
+package simd
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestExpShift: every value ExpShift writes is Exp32's (the AVX-512
+// kernel computes the same roundings lane by lane), the sum is theirs up
+// to order, and arguments below float32's range give 0.
+func TestExpShift(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 15, 16, 17, 33, 64, 100, 257} {
+		for _, scale := range []float32{1, 10, 60} {
+			x := make([]float32, n)
+			m := float32(-3)
+			for i := range x {
+				x[i] = float32(r.NormFloat64()) * scale
+				m = max(m, x[i])
+			}
+			if n > 5 {
+				x[3] = m - 200 // exp underflows to exactly 0
+				x[4] = m       // exp(0) = 1
+			}
+			want := make([]float32, n)
+			var wantSum float64
+			for i, v := range x {
+				want[i] = Exp32(v - m)
+				wantSum += float64(want[i])
+			}
+			got := append([]float32(nil), x...)
+			sum := ExpShift(got, m)
+			for i := range got {
+				if ulps(got[i], want[i]) > 1 {
+					t.Fatalf("n=%d scale=%g: exp(%g - %g) = %g, Exp32 gives %g", n, scale, x[i], m, got[i], want[i])
+				}
+			}
+			if math.Abs(sum-wantSum) > 1e-12*math.Max(1, wantSum) {
+				t.Errorf("n=%d scale=%g: sum %.17g, want %.17g", n, scale, sum, wantSum)
+			}
+			if n > 5 && (got[3] != 0 || got[4] != 1) {
+				t.Errorf("n=%d: exp(-200) = %g and exp(0) = %g, want 0 and 1", n, got[3], got[4])
+			}
+		}
+	}
+}
+
+// TestExp32 checks Exp32 against math.Exp over float32's range.
+func TestExp32(t *testing.T) {
+	for x := float32(-87); x < 88.5; x += 0.0371 {
+		want := float32(math.Exp(float64(x)))
+		if u := ulps(Exp32(x), want); u > 2 {
+			t.Fatalf("Exp32(%g) = %g, math.Exp gives %g (%d ulps)", x, Exp32(x), want, u)
+		}
+	}
+	if Exp32(-100) != 0 || !math.IsInf(float64(Exp32(100)), 1) || Exp32(float32(math.NaN())) == Exp32(float32(math.NaN())) {
+		t.Error("Exp32 out of range or of NaN")
+	}
+}
+
+func ulps(a, b float32) int64 {
+	d := int64(math.Float32bits(a)) - int64(math.Float32bits(b))
+	if d < 0 {
+		d = -d
+	}
+	return d
+}
+
+func BenchmarkExpShift(b *testing.B) {
+	x := make([]float32, 256)
+	for i := range x {
+		x[i] = -float32(i) / 16
+	}
+	buf := make([]float32, len(x))
+	b.SetBytes(4 * int64(len(x)))
+	for b.Loop() {
+		copy(buf, x)
+		ExpShift(buf, 0)
+	}
+}
