@@ -97,20 +97,11 @@ func (b sparseMoEGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	x, err := ops.Float32s(in[1])
+	m, err := k.inputs(in[1:])
 	if err != nil {
 		return nil, err
 	}
-	T, D := in[1].Shape()[0], in[1].Shape()[1]
-	E, F := k.experts, in[3].Shape()[1]
-	router, err := weightData(in[2], k.routerType)
-	if err != nil {
-		return nil, err
-	}
-	stacked, err := k.stackedExperts(in[3:6])
-	if err != nil {
-		return nil, err
-	}
+	x, T, D, E, F, router, stacked := m.x, m.T, m.D, m.E, m.F, m.router, m.stacked
 	act, err := activation(k.act)
 	if err != nil {
 		return nil, err

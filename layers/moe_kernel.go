@@ -94,21 +94,34 @@ func (w weight) expert(e, E int) weight {
 	return out
 }
 
+// moeInputs are the op's inputs (x, router, the three stacked expert
+// weights) as the forward and its gradient read them.
+type moeInputs struct {
+	x          []float32
+	T, D, E, F int
+	router     weight
+	stacked    [3]weight
+}
+
+func (k sparseMoE) inputs(in []G.Value) (m moeInputs, err error) {
+	if m.x, err = ops.Float32s(in[0]); err != nil {
+		return m, err
+	}
+	m.T, m.D = in[0].Shape()[0], in[0].Shape()[1]
+	m.E, m.F = k.experts, in[2].Shape()[1]
+	if m.router, err = weightData(in[1], k.routerType); err != nil {
+		return m, err
+	}
+	m.stacked, err = k.stackedExperts(in[2:5])
+	return m, err
+}
+
 func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
-	x, err := ops.Float32s(in[0])
+	m, err := k.inputs(in)
 	if err != nil {
 		return nil, err
 	}
-	T, D := in[0].Shape()[0], in[0].Shape()[1]
-	E, F := k.experts, in[2].Shape()[1]
-	router, err := weightData(in[1], k.routerType)
-	if err != nil {
-		return nil, err
-	}
-	stacked, err := k.stackedExperts(in[2:5])
-	if err != nil {
-		return nil, err
-	}
+	x, T, D, E, F, router, stacked := m.x, m.T, m.D, m.E, m.F, m.router, m.stacked
 	logits := make([]float32, T*E)
 	mulTMode(k.fast, logits, x, T, router, E, D)
 	rows, weights := route(logits, T, E, k.topK, k.normTopK)
