@@ -27,6 +27,26 @@ func init() {
 	})
 }
 
+// parseWithFiles parses args, taking the arguments that are not flags
+// into files: the flag package stops at the first of them, so
+// "--data a.txt b.txt --steps 9" would otherwise lose --steps.
+func parseWithFiles(fs *flag.FlagSet, args []string, files *fileList) error {
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		i := 0
+		for i < len(rest) && !strings.HasPrefix(rest[i], "-") {
+			i++
+		}
+		*files = append(*files, rest[:i]...)
+		if args = rest[i:]; len(args) == 0 {
+			return nil
+		}
+	}
+}
+
 // fileList is a flag that may be repeated.
 type fileList []string
 
@@ -59,21 +79,8 @@ func runTrain(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	stopAt := fs.Int("stop-at", 0, "stop and save after this step, with the schedule still spanning --steps (0: run all the steps); a shorter run that follows the full run's curve")
 	saveOptimizer := fs.Bool("save-optimizer", true, "also save AdamW's state (optimizer.safetensors, twice the F32 weights) so that --model DIR continues with it")
 	saveDType := fs.String("save-dtype", "f32", "dtype of the saved weights: f32, or bf16 for a model to ship (half the file; training goes on in float32)")
-	// The flag package stops at the first non-flag argument: take the
-	// files listed after --data and go on parsing.
-	for {
-		if err := fs.Parse(args); err != nil {
-			return 2
-		}
-		rest := fs.Args()
-		i := 0
-		for i < len(rest) && !strings.HasPrefix(rest[i], "-") {
-			i++
-		}
-		data = append(data, rest[:i]...)
-		if args = rest[i:]; len(args) == 0 {
-			break
-		}
+	if err := parseWithFiles(fs, args, &data); err != nil {
+		return 2
 	}
 	if (*config == "" && *model == "") || len(data) == 0 || *out == "" || *steps <= 0 {
 		fmt.Fprintln(stderr, trainUsage)

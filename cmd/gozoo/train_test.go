@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/loaders/tokenizer"
 	"github.com/gozoo/gozoo/zoo"
 )
 
@@ -119,4 +120,41 @@ func stripTimes(s string) string {
 		lines = append(lines, l)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestTrainTokenizerCommand learns a small BPE from two files listed
+// after --data, with flags after them, and loads the result.
+func TestTrainTokenizerCommand(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")
+	for _, f := range []string{a, b} {
+		if err := os.WriteFile(f, []byte(strings.Repeat("In the beginning God created the heaven and the earth.\n", 30)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "tok")
+	stdout, errb, status := gozoo(t, "", "train-tokenizer", "--data", a, b, "--vocab", "300", "--out", out)
+	if status != 0 || !strings.Contains(stdout, "tokenizer.json") {
+		t.Fatalf("status %d: %s%s", status, stdout, errb)
+	}
+	tok, err := tokenizer.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A short text runs out of pairs seen twice before 300 ids.
+	if n := tok.VocabSize(); n <= 257 || n > 300 {
+		t.Errorf("vocabulary of %d ids, want merges and at most 300", n)
+	}
+	if eos, ok := tok.EOS(); !ok || eos != 0 {
+		t.Errorf("EOS %d (%v), want <|endoftext|> at id 0", eos, ok)
+	}
+	if ids, _ := tok.Encode(" the", false); len(ids) != 1 {
+		t.Errorf(`" the" is %d tokens after training on a text full of it`, len(ids))
+	}
+	if _, _, status := gozoo(t, "", "train-tokenizer", "--data", a); status != 2 {
+		t.Errorf("no --out: status %d", status)
+	}
+	if _, errb, status := gozoo(t, "", "train-tokenizer", "--data", a, "--vocab", "10", "--out", out); status != 1 || !strings.Contains(errb, "vocab size 10") {
+		t.Errorf("--vocab 10: status %d, %q", status, errb)
+	}
 }

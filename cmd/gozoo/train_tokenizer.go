@@ -30,19 +30,8 @@ func runTrainTokenizer(args []string, _ io.Reader, stdout, stderr io.Writer) int
 	vocab := fs.Int("vocab", 4096, "ids in all: special tokens, 256 bytes and the merges")
 	minFreq := fs.Int("min-frequency", 2, "do not merge a pair seen fewer times")
 	out := fs.String("out", "", "folder to write tokenizer.json and tokenizer_config.json into (required)")
-	for {
-		if err := fs.Parse(args); err != nil {
-			return 2
-		}
-		rest := fs.Args()
-		i := 0
-		for i < len(rest) && (len(rest[i]) == 0 || rest[i][0] != '-') {
-			i++
-		}
-		data = append(data, rest[:i]...)
-		if args = rest[i:]; len(args) == 0 {
-			break
-		}
+	if err := parseWithFiles(fs, args, &data); err != nil {
+		return 2
 	}
 	if len(data) == 0 || *out == "" {
 		fmt.Fprintln(stderr, trainTokenizerUsage)
