@@ -99,7 +99,7 @@ func (k rmsNorm) Grad(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 		func() (*G.Node, error) {
 			return node(rmsNormGrad{eps: k.eps, offset: k.offset, dims: k.dims}, in[0], in[1], grad)
 		},
-		func() (*G.Node, error) { return node(rmsNormWeightGrad{eps: k.eps, dims: k.dims}, in[0], grad) },
+		func() (*G.Node, error) { return node(normWeightGrad{eps: float64(k.eps), dims: k.dims}, in[0], grad) },
 	)
 }
 
@@ -145,24 +145,26 @@ func (k rmsNormGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	return o.Tensor(dx, in[0].Shape()...), nil
 }
 
-// rmsNormWeightGrad is the gradient of RMSNorm with respect to its weight
-// (the stored w, for both w and 1 + w): Σ over rows of g·x·r.
-type rmsNormWeightGrad struct {
-	eps  float32
-	dims int
+// normWeightGrad is the gradient of RMSNorm or LayerNorm with respect to
+// its weight (the stored w, for both w and 1 + w): Σ over rows of g·x̂,
+// with x̂ = x·r for RMSNorm and (x - mean)·r for LayerNorm (centered).
+type normWeightGrad struct {
+	eps      float64
+	dims     int
+	centered bool
 }
 
-func (k rmsNormWeightGrad) Name() string { return "rms norm weight gradient" }
-func (k rmsNormWeightGrad) String() string {
-	return fmt.Sprintf("RMSNormWeightGrad{eps=%g,dims=%d}", k.eps, k.dims)
+func (k normWeightGrad) Name() string { return "norm weight gradient" }
+func (k normWeightGrad) String() string {
+	return fmt.Sprintf("NormWeightGrad{eps=%g,dims=%d,centered=%v}", k.eps, k.dims, k.centered)
 }
-func (k rmsNormWeightGrad) Signature() []hm.Type {
+func (k normWeightGrad) Signature() []hm.Type {
 	return []hm.Type{ops.T(k.dims, nil), ops.T(k.dims, nil), ops.T(1, nil)}
 }
-func (k rmsNormWeightGrad) Shape(in []tensor.Shape) (tensor.Shape, error) {
+func (k normWeightGrad) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	return tensor.Shape{in[0][len(in[0])-1]}, nil
 }
-func (k rmsNormWeightGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
+func (k normWeightGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	x, g, err := ops.Float32Pair(in)
 	if err != nil {
 		return nil, err
@@ -172,13 +174,18 @@ func (k rmsNormWeightGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	acc := make([]float64, d)
 	for r := 0; r+d <= len(x); r += d {
 		row := x[r : r+d]
-		var ss float64
-		for _, v := range row {
-			ss += float64(v) * float64(v)
+		var mean, inv float64
+		if k.centered {
+			mean, inv = rowStats(row, k.eps)
+		} else {
+			var ss float64
+			for _, v := range row {
+				ss += float64(v) * float64(v)
+			}
+			inv = 1 / math.Sqrt(ss/float64(d)+k.eps)
 		}
-		inv := 1 / math.Sqrt(ss/float64(d)+float64(k.eps))
 		for j, v := range row {
-			acc[j] += float64(g[r+j]) * float64(v) * inv
+			acc[j] += float64(g[r+j]) * (float64(v) - mean) * inv
 		}
 	}
 	return o.Tensor(narrow(o.Float32s(d), acc), d), nil
@@ -365,7 +372,9 @@ func (k activateGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 func (k layerNorm) Grad(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	return nodes(
 		func() (*G.Node, error) { return node(layerNormGrad{eps: k.eps, dims: k.dims}, in[0], in[1], grad) },
-		func() (*G.Node, error) { return node(layerNormWeightGrad{eps: k.eps, dims: k.dims}, in[0], grad) },
+		func() (*G.Node, error) {
+			return node(normWeightGrad{eps: k.eps, dims: k.dims, centered: true}, in[0], grad)
+		},
 		func() (*G.Node, error) {
 			return node(columnSum{dims: k.dims, width: in[0].Shape()[len(in[0].Shape())-1]}, grad)
 		},
@@ -414,39 +423,6 @@ func (k layerNormGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		}
 	}
 	return o.Tensor(dx, in[0].Shape()...), nil
-}
-
-// layerNormWeightGrad is Σ over rows of g·x̂.
-type layerNormWeightGrad struct {
-	eps  float64
-	dims int
-}
-
-func (k layerNormWeightGrad) Name() string { return "layer norm weight gradient" }
-func (k layerNormWeightGrad) String() string {
-	return fmt.Sprintf("LayerNormWeightGrad{eps=%g,dims=%d}", k.eps, k.dims)
-}
-func (k layerNormWeightGrad) Signature() []hm.Type {
-	return []hm.Type{ops.T(k.dims, nil), ops.T(k.dims, nil), ops.T(1, nil)}
-}
-func (k layerNormWeightGrad) Shape(in []tensor.Shape) (tensor.Shape, error) {
-	return tensor.Shape{in[0][len(in[0])-1]}, nil
-}
-func (k layerNormWeightGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
-	x, g, err := ops.Float32Pair(in)
-	if err != nil {
-		return nil, err
-	}
-	s := in[0].Shape()
-	d := s[len(s)-1]
-	acc := make([]float64, d)
-	for r := 0; r+d <= len(x); r += d {
-		mean, inv := rowStats(x[r:r+d], k.eps)
-		for j := 0; j < d; j++ {
-			acc[j] += float64(g[r+j]) * (float64(x[r+j]) - mean) * inv
-		}
-	}
-	return o.Tensor(narrow(o.Float32s(d), acc), d), nil
 }
 
 // columnSum sums the rows of width values of g: the gradient of a bias
