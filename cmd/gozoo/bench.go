@@ -7,7 +7,9 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -54,6 +56,7 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	seed := fs.Uint64("seed", 1, "seed for the random prompt")
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed decode steps to `FILE` (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -61,7 +64,7 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: gozoo bench --model DIR|FILE.gguf [--prompt-tokens N] [--gen-tokens M] [--fast] [--json]")
 		return 2
 	}
-	res, err := bench(*model, *promptTokens, *genTokens, *seed, *fast)
+	res, err := bench(*model, *promptTokens, *genTokens, *seed, *fast, *cpuProfile)
 	if err != nil {
 		fmt.Fprintln(stderr, "gozoo bench:", err)
 		return 1
@@ -80,7 +83,7 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func bench(dir string, n, m int, seed uint64, fast bool) (benchResult, error) {
+func bench(dir string, n, m int, seed uint64, fast bool, cpuProfile string) (benchResult, error) {
 	res := benchResult{Kernels: simd.Name()}
 	procstat.ResetPeak()
 	t0 := time.Now()
@@ -115,6 +118,16 @@ func bench(dir string, n, m int, seed uint64, fast bool) (benchResult, error) {
 		return res, err
 	}
 	res.PrefillTokS = float64(n) / time.Since(t0).Seconds()
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, fmt.Errorf("profiling to %s: %w", cpuProfile, err)
+		}
+	}
 	t0 = time.Now()
 	for i := 0; i < m; i++ {
 		if logits, err = sess.Append([]int{generate.Argmax(logits)}); err != nil {
@@ -122,6 +135,9 @@ func bench(dir string, n, m int, seed uint64, fast bool) (benchResult, error) {
 		}
 	}
 	res.DecodeTokS = float64(m) / time.Since(t0).Seconds()
+	if cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	res.PeakRSSMB = peakRSSMB()
 	stepBytes, stepWeights, headWeights := weightTraffic(model)
 	res.DecodeGBs = float64(stepBytes) * res.DecodeTokS / 1e9

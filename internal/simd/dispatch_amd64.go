@@ -284,3 +284,7 @@ func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, in int, y []
 func haveExpShift() bool { return active == avx512 }
 
 func asmExpShift(x *float32, n int, m float32) float64 { return expShiftAVX512(x, n, m) }
+
+func canPrefetch() bool { return active != nil }
+
+func prefetch(p uintptr, lines int) { prefetchLines(p, lines) }

@@ -50,3 +50,7 @@ func haveExpShift() bool { return false }
 func asmExpShift(x *float32, n int, m float32) float64 {
 	panic("simd: no assembly kernels in this build")
 }
+
+func canPrefetch() bool { return false }
+
+func prefetch(p uintptr, lines int) {}

@@ -228,3 +228,6 @@ func fastQ6_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32,
 //
 //go:noescape
 func expShiftAVX512(row *float32, n int, m float32) float64
+
+// prefetchLines hints the n 64-byte lines from address p into the caches; it never faults.
+func prefetchLines(p uintptr, n int)

@@ -5033,3 +5033,20 @@ expShiftAVX512_done:
 	MOVSD         X0, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// func prefetchLines(p uintptr, n int)
+// Requires: MMX+
+TEXT ·prefetchLines(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), AX
+	MOVQ n+8(FP), CX
+
+prefetch_loop:
+	TESTQ      CX, CX
+	JLE        prefetch_end
+	PREFETCHT0 (AX)
+	ADDQ       $0x40, AX
+	DECQ       CX
+	JMP        prefetch_loop
+
+prefetch_end:
+	RET

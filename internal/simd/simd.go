@@ -106,12 +106,21 @@ func runRows(y, x []float32, T int, w Weight, out, in int, a *acts) {
 	if T == 1 && w.bytes(out*in) < splitBytes {
 		n = 1
 	}
-	// One caller at a time has the team; any other works alone.
-	if n <= 1 || !teamBusy.CompareAndSwap(false, true) {
+	// One caller at a time has the team; any other works alone. Decode
+	// takes it even for a product it does alone, to log the product in
+	// the decode order that the team prefetches from.
+	if len(team) == 0 || (n <= 1 && T > 1) || !teamBusy.CompareAndSwap(false, true) {
 		mulRowsAny(y, x, T, w, out, in, 0, out, a)
 		return
 	}
 	defer teamBusy.Store(false)
+	if T == 1 {
+		order.ran(spanOf(w, out*in))
+	}
+	if n <= 1 {
+		mulRowsAny(y, x, T, w, out, in, 0, out, a)
+		return
+	}
 	// The rows go in chunks that every thread, the caller included, takes
 	// from a shared counter until none is left: a static split leaves the
 	// caller waiting whenever the other core runs slower (memory, a late
@@ -250,9 +259,15 @@ func (w *worker) post(j job) {
 
 func (w *worker) loop() {
 	var seen uint64
+	var pf prefetcher
+	first := w == team[0]
 	for {
 		start := time.Now()
 		for spin := 0; w.seq.Load() == seen; spin++ {
+			if first && pf.step() {
+				start = time.Now()
+				continue
+			}
 			if spin&1023 != 1023 {
 				continue
 			}

@@ -97,6 +97,7 @@ func main() {
 	fastK("Q4_K")
 	fastK("Q6_K")
 	expShift()
+	prefetchLines()
 	Generate()
 }
 
