@@ -103,11 +103,10 @@ func (k activate) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	}
 	out := o.Float32s(len(x))
 	if len(x) >= parallelMin {
-		simd.Parallel(chunks(len(x)), &mapTask{out: out, x: x, act: act})
+		simd.Parallel(chunks(len(x)), &mapTask{out: out, x: x, act: act, silu: k.act == "silu"})
 	} else {
-		for i, v := range x {
-			out[i] = act(v)
-		}
+		t := mapTask{out: out, x: x, act: act, silu: k.act == "silu"}
+		t.apply(0, len(x))
 	}
 	return o.Tensor(out, in[0].Shape()...), nil
 }

@@ -288,3 +288,11 @@ func asmExpShift(x *float32, n int, m float32) float64 { return expShiftAVX512(x
 func canPrefetch() bool { return active != nil }
 
 func prefetch(p uintptr, lines int) { prefetchLines(p, lines) }
+
+func asmSiLU(x, u, out *float32, n int) {
+	if u == nil {
+		siluAVX512(x, out, n)
+	} else {
+		siluMulAVX512(x, u, out, n)
+	}
+}

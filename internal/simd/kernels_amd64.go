@@ -231,3 +231,13 @@ func expShiftAVX512(row *float32, n int, m float32) float64
 
 // prefetchLines hints the n 64-byte lines from address p into the caches; it never faults.
 func prefetchLines(p uintptr, n int)
+
+// siluAVX512 sets out[i] = x[i] / (1 + Exp32(-x[i])) (times u[i] for siluMul) for i < n, a multiple of 16.
+//
+//go:noescape
+func siluAVX512(x *float32, out *float32, n int)
+
+// siluMulAVX512 sets out[i] = x[i] / (1 + Exp32(-x[i])) (times u[i] for siluMul) for i < n, a multiple of 16.
+//
+//go:noescape
+func siluMulAVX512(x *float32, u *float32, out *float32, n int)

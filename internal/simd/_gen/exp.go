@@ -104,3 +104,83 @@ func expShift() {
 	VZEROUPPER()
 	RET()
 }
+
+// silu writes siluAVX512 (mul false: out[i] = silu(x[i])) or
+// siluMulAVX512 (mul true: out[i] = silu(x[i])·u[i]) for n (a multiple of
+// 16) values, with silu(x) = x / (1 + exp(-x)) and exp computed exactly
+// as simd.Exp32 computes it, over its whole range: +Inf above 88.72283, 0
+// below -87.33654, and 2^n applied by VSCALEFPS, which rounds once as
+// Exp32's multiply by a power of two does (even for n = 128, which Exp32
+// splits in two exact steps). So every lane equals the scalar SiLU.
+func silu(mul bool) {
+	name := "siluAVX512"
+	sig := "func(x *float32, out *float32, n int)"
+	if mul {
+		name = "siluMulAVX512"
+		sig = "func(x *float32, u *float32, out *float32, n int)"
+	}
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	Doc(name + " sets out[i] = x[i] / (1 + Exp32(-x[i])) (times u[i] for siluMul) for i < n, a multiple of 16.")
+	xp, up, out, n := GP64(), GP64(), GP64(), GP64()
+	Load(Param("x"), xp)
+	if mul {
+		Load(Param("u"), up)
+	}
+	Load(Param("out"), out)
+	Load(Param("n"), n)
+	log2e, half, sign := f32(1.442695041), f32(0.5), broadcast(avx512, 0x80000000)
+	c1, c2 := f32(0.693359375), f32(2.12194440e-4)
+	poly := []VecVirtual{f32(1.9875691500e-4), f32(1.3981999507e-3), f32(8.3334519073e-3), f32(4.1665795894e-2), f32(1.6666665459e-1), f32(5.0000001201e-1)}
+	one, lo, hi, inf := f32(1), f32(-87.33654), f32(88.72283), broadcast(avx512, 0x7f800000)
+	Label(name + "_loop")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	g, x := ZMM(), ZMM()
+	VMOVUPS(Mem{Base: xp}, g)
+	VPXORD(sign, g, x) // x = -g
+	t, s := ZMM(), ZMM()
+	VMULPS(log2e, x, t)
+	VANDPS(sign, x, s)
+	VORPS(half, s, s)
+	VADDPS(s, t, t)
+	ni, nf := ZMM(), ZMM()
+	VCVTTPS2DQ(t, ni)
+	VCVTDQ2PS(ni, nf)
+	r := ZMM()
+	VMULPS(c1, nf, t)
+	VSUBPS(t, x, r)
+	VMULPS(c2, nf, t)
+	VADDPS(t, r, r)
+	p := ZMM()
+	VMOVAPS(poly[0], p)
+	for _, c := range poly[1:] {
+		VMULPS(r, p, p)
+		VADDPS(c, p, p)
+	}
+	VMULPS(r, p, p)
+	VMULPS(r, p, p)
+	VADDPS(r, p, p)
+	VADDPS(one, p, p)
+	VSCALEFPS(nf, p, p)
+	keep, over := K(), K()
+	VCMPPS(U8(13), lo, x, keep) // x >= -87.33654 (ordered)
+	VMOVAPS_Z(p, keep, p)
+	VCMPPS(U8(30), hi, x, over) // x > 88.72283 (ordered)
+	VMOVAPS(inf, over, p)
+	// g / (1 + e), times u
+	VADDPS(one, p, p)
+	VDIVPS(p, g, g)
+	if mul {
+		VMULPS(Mem{Base: up}, g, g)
+		ADDQ(U8(64), up)
+	}
+	VMOVUPS(g, Mem{Base: out})
+	ADDQ(U8(64), xp)
+	ADDQ(U8(64), out)
+	SUBQ(U8(16), n)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}

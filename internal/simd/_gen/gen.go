@@ -98,6 +98,8 @@ func main() {
 	fastK("Q6_K")
 	expShift()
 	prefetchLines()
+	silu(false)
+	silu(true)
 	Generate()
 }
 
