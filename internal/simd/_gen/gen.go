@@ -67,6 +67,7 @@ func nextBlock(name string, wp, nb, xp, out GPVirtual, bsize, floats int, dot bo
 
 func main() {
 	ConstraintExpr("!purego")
+	tableConsts()
 	isas := []isa{avx512, {"AVX2", 8, YMM, 2}}
 	dtypes := []dtype{{"F32", "*float32", 4}, {"BF16", "*uint16", 2}, {"F16", "*uint16", 2}}
 	for _, is := range isas {
@@ -79,7 +80,11 @@ func main() {
 			weighRows(is, nacc)
 		}
 		for _, q := range []string{"Q8_0", "Q4_0"} {
-			quantRows(is, q, true)
+			if q == "Q4_0" && is.lanes == 16 {
+				gemvQ4_0Table()
+			} else {
+				quantRows(is, q, true)
+			}
 			quantRows(is, q, false)
 		}
 	}
@@ -513,6 +518,11 @@ func kquantRows(q string, dot bool) {
 	Load(Param("w"), w)
 	Load(Param("blocks"), blocks)
 	m15 := broadcast(avx512, 15)
+	var q4kIota VecVirtual
+	if q == "Q4_K" && dot {
+		q4kIota = ZMM()
+		VMOVUPS(iota16, q4kIota)
+	}
 	var m3, k32 VecVirtual
 	if q == "Q6_K" {
 		m3, k32 = broadcast(avx512, 3), broadcast(avx512, 32)
@@ -607,7 +617,37 @@ func kquantRows(q string, dot bool) {
 			ORL(b, m)
 			return sc, m
 		}
-		for ch := 0; ch < 4; ch++ {
+		if dot {
+			// By table (table.go): the 16 values (d·sc)·q - dmin·m of
+			// each sub-block of 32, looked up by nibble; the low and high
+			// nibbles of 32 bytes are sub-blocks 2ch and 2ch+1.
+			for ch := 0; ch < 4; ch++ {
+				var tables [2]VecVirtual
+				for sub := 0; sub < 2; sub++ {
+					sc, m := scaleMin(2*ch + sub)
+					dsc, dm := XMM(), XMM()
+					VCVTSI2SSL(sc, dsc, dsc)
+					VMULSS(d, dsc, dsc)
+					VCVTSI2SSL(m, dm, dm)
+					VMULSS(dmin, dm, dm)
+					tables[sub] = ZMM()
+					VMULPS(bcastScalar(dsc), q4kIota, tables[sub]) // exact: d·sc·q needs 21 bits
+					VSUBPS(bcastScalar(dm), tables[sub], tables[sub])
+				}
+				for l0 := 0; l0 < 32; l0 += 16 {
+					idx := ZMM()
+					VPMOVZXBD(Mem{Base: wp, Disp: 16 + 32*ch + l0}, idx)
+					lo := ZMM()
+					VPERMPS(tables[0], idx, lo)
+					emit(lo, 64*ch+l0)
+					VPSRLD(U8(4), idx, idx)
+					hi := ZMM()
+					VPERMPS(tables[1], idx, hi)
+					emit(hi, 64*ch+32+l0)
+				}
+			}
+		}
+		for ch := 0; ch < 4 && !dot; ch++ {
 			for sub := 0; sub < 2; sub++ {
 				sc, m := scaleMin(2*ch + sub)
 				dsc, dm := XMM(), XMM()
