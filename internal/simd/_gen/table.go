@@ -81,4 +81,3 @@ func gemvQ4_0Table() {
 	VZEROUPPER()
 	RET()
 }
-
