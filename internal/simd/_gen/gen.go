@@ -90,7 +90,11 @@ func main() {
 	}
 	for _, q := range []string{"Q6_K", "Q4_K"} {
 		kquantRows(q, false)
-		kquantRows(q, true)
+		if q == "Q6_K" {
+			gemvQ6_K()
+		} else {
+			kquantRows(q, true)
+		}
 	}
 	q5Rows(false)
 	q5Rows(true)

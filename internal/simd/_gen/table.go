@@ -81,3 +81,102 @@ func gemvQ4_0Table() {
 	VZEROUPPER()
 	RET()
 }
+
+// gemvQ6_K writes gemvQ6_KAVX512: y[r] = x · w_r for rows Q6_K rows of
+// blocks super-blocks (stride ldw bytes), the weights (d·sc)·(q-32) in
+// float32 as ggml's dequantize_row_q6_K computes them. The 6-bit values
+// are assembled 32 at a time with byte operations (low nibbles from ql,
+// two high bits from qh), 32 subtracted, and parked on the stack; each 16
+// are then widened, converted and scaled, with the super-block's 16
+// scales d·sc converted once.
+func gemvQ6_K() {
+	name := "gemvQ6_KAVX512"
+	TEXT(name, NOSPLIT, "func(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = x · w_r for rows Q6_K rows of blocks super-blocks (stride ldw bytes).")
+	x, w, ldw, blocks, rows, y := params("x", "w", "ldw", "blocks", "rows", "y")
+	buf := AllocLocal(128)
+	scales := AllocLocal(64)
+	m0f, m30, k32 := bcast8(0x0f), bcast8(0x30), bcast8(32)
+	acc := []VecVirtual{ZMM(), ZMM()}
+	xp, wp, nb := GP64(), GP64(), GP64()
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	VXORPS(acc[0], acc[0], acc[0])
+	VXORPS(acc[1], acc[1], acc[1])
+	MOVQ(x, xp)
+	MOVQ(w, wp)
+	MOVQ(blocks, nb)
+	Label(name + "_block")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_rowdone"))
+	// The 16 scales d·sc, each exact (a half times an int8).
+	sv := ZMM()
+	VPMOVSXBD(Mem{Base: wp, Disp: 192}, sv)
+	VCVTDQ2PS(sv, sv)
+	d := halfToScalar(Mem{Base: wp, Disp: 208})
+	VMULPS(bcastScalar(d), sv, sv)
+	VMOVUPS(sv, scales)
+	n := 0
+	for h := 0; h < 2; h++ {
+		a, b, hb := YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: wp, Disp: 64 * h}, a)       // ql[l]
+		VMOVDQU(Mem{Base: wp, Disp: 64*h + 32}, b)    // ql[l+32]
+		VMOVDQU(Mem{Base: wp, Disp: 128 + 32*h}, hb) // qh[l]
+		// q_k = (nibble | ((qh >> 2k) & 3) << 4) - 32 for values
+		// l + 32k: low nibbles of a, of b, high nibbles of a, of b.
+		for k := 0; k < 4; k++ {
+			t, u := YMM(), YMM()
+			src := a
+			if k%2 == 1 {
+				src = b
+			}
+			if k < 2 {
+				VPAND(m0f, src, t)
+			} else {
+				VPSRLW(U8(4), src, t)
+				VPAND(m0f, t, t)
+			}
+			switch k {
+			case 0:
+				VPSLLW(U8(4), hb, u)
+			case 1:
+				VPSLLW(U8(2), hb, u)
+			case 2:
+				VMOVDQU(hb, u)
+			case 3:
+				VPSRLW(U8(2), hb, u)
+			}
+			VPAND(m30, u, u)
+			VPOR(u, t, t)
+			VPSUBB(k32, t, t)
+			VMOVDQU(t, buf.Offset(32*k))
+		}
+		for k := 0; k < 4; k++ {
+			for is := 0; is < 2; is++ {
+				v, s := ZMM(), ZMM()
+				VPMOVSXBD(buf.Offset(32*k+16*is), v)
+				VCVTDQ2PS(v, v)
+				VBROADCASTSS(scales.Offset(4*(8*h+is+2*k)), s)
+				VMULPS(s, v, v)
+				VFMADD231PS(Mem{Base: xp, Disp: 4 * (128*h + 32*k + 16*is)}, v, acc[n%2])
+				n++
+			}
+		}
+	}
+	ADDQ(U32(210), wp)
+	ADDQ(U32(1024), xp)
+	DECQ(nb)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_rowdone")
+	VADDPS(acc[1], acc[0], acc[0])
+	reduce(avx512, acc[0], Mem{Base: y})
+	ADDQ(U8(4), y)
+	ADDQ(ldw, w)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
