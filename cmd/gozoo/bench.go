@@ -56,7 +56,7 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	seed := fs.Uint64("seed", 1, "seed for the random prompt")
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed decode steps to `FILE` (go tool pprof)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed prefill and decode to `FILE` (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -112,12 +112,6 @@ func bench(dir string, n, m int, seed uint64, fast bool, cpuProfile string) (ben
 	}
 	sess.Reset()
 
-	t0 = time.Now()
-	logits, err := sess.Append(prompt)
-	if err != nil {
-		return res, err
-	}
-	res.PrefillTokS = float64(n) / time.Since(t0).Seconds()
 	if cpuProfile != "" {
 		f, err := os.Create(cpuProfile)
 		if err != nil {
@@ -128,6 +122,12 @@ func bench(dir string, n, m int, seed uint64, fast bool, cpuProfile string) (ben
 			return res, fmt.Errorf("profiling to %s: %w", cpuProfile, err)
 		}
 	}
+	t0 = time.Now()
+	logits, err := sess.Append(prompt)
+	if err != nil {
+		return res, err
+	}
+	res.PrefillTokS = float64(n) / time.Since(t0).Seconds()
 	t0 = time.Now()
 	for i := 0; i < m; i++ {
 		if logits, err = sess.Append([]int{generate.Argmax(logits)}); err != nil {

@@ -231,8 +231,20 @@ var q5Shifts = func() (s [32]uint32) {
 
 // asmQuantizeActs quantizes one row of activations for fast mode with the
 // active kernels; false when there is none for the format.
-func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, sums []int16) bool {
-	return false
+// asmQuantizeActs quantizes x to Q8_0 blocks for the Q8_0-family
+// formats (see quant.QuantizeActs), and with corr non-empty stores offset
+// times each block's sum there; false for the K-quants, which quantize in
+// Go.
+func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, corr []int32, offset int32) bool {
+	if active != avx512 || quant.KQuant(f) || len(x) < 32 {
+		return false
+	}
+	var cp *int32
+	if len(corr) > 0 {
+		cp = &corr[0]
+	}
+	quantQ8_0ActsAVX512(&x[0], len(x)/32, &q[0], &d[0], cp, offset)
+	return true
 }
 
 // asmDotActs computes y[i] = w_(r0+i) · acts for rows weight rows (rb
@@ -294,5 +306,23 @@ func asmSiLU(x, u, out *float32, n int) {
 		siluAVX512(x, out, n)
 	} else {
 		siluMulAVX512(x, u, out, n)
+	}
+}
+
+// fastGemmOK says whether fast mode's prefill runs on the VNNI kernels
+// (fastGemm8): AVX-512 with VNNI on 256-bit vectors.
+func fastGemmOK() bool {
+	return active == avx512 && cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VL
+}
+
+// asmFastGemm8 computes y[t*ldy + c], c < 8, for T rows of activations
+// against the eight weight rows packed in p.
+func asmFastGemm8(p *packed8, blocks int, q []int8, in int, d []float32, corr []int32, T int, y []float32, ldy int) {
+	t4 := T &^ 3
+	if t4 > 0 {
+		fastGemm8x4VNNI(&p.b[0], &p.dw[0], blocks, &q[0], in, &d[0], &corr[0], t4, &y[0], ldy)
+	}
+	if T > t4 {
+		fastGemm8x1VNNI(&p.b[0], &p.dw[0], blocks, &q[t4*in], in, &d[t4*blocks], &corr[t4*blocks], T-t4, &y[t4*ldy], ldy)
 	}
 }

@@ -33,7 +33,7 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 
 func supported() []*isa { return nil }
 
-func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, sums []int16) bool {
+func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, corr []int32, offset int32) bool {
 	return false
 }
 
@@ -56,5 +56,11 @@ func canPrefetch() bool { return false }
 func prefetch(p uintptr, lines int) {}
 
 func asmSiLU(x, u, out *float32, n int) {
+	panic("simd: no assembly kernels in this build")
+}
+
+func fastGemmOK() bool { return false }
+
+func asmFastGemm8(p *packed8, blocks int, q []int8, in int, d []float32, corr []int32, T int, y []float32, ldy int) {
 	panic("simd: no assembly kernels in this build")
 }

@@ -184,3 +184,94 @@ func TestMulTFast(t *testing.T) {
 		}
 	}
 }
+
+// TestFastGemm checks fast mode's prefill products (the VNNI kernels on
+// repacked weights where the CPU has them) against the plain-Go reference
+// row by row: every row count that leaves remainders of the four-row
+// kernel and weight groups that are not whole eights.
+func TestFastGemm(t *testing.T) {
+	was := active
+	Force(true)
+	defer func() { active = was }()
+	t.Logf("kernels %s, VNNI prefill %v", Name(), fastGemmOK())
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0} {
+		for _, shape := range [][2]int{{64, 8}, {96, 13}, {256, 35}} {
+			in, out := shape[0], shape[1]
+			rb, _ := f.RowBytes(in)
+			w := make([]byte, out*rb)
+			src := make([]float32, in)
+			for j := 0; j < out; j++ {
+				for i := range src {
+					src[i] = float32(r.NormFloat64())
+				}
+				quant.QuantizeRow(f, src, w[j*rb:(j+1)*rb])
+			}
+			for _, T := range []int{2, 3, 4, 5, 9} {
+				x := make([]float32, T*in)
+				for i := range x {
+					x[i] = float32(r.NormFloat64() * 2)
+				}
+				y := make([]float32, T*out)
+				MulTFast(y, x, T, Weight{Kind: Quant, Format: f, Bytes: w}, out, in)
+				q, d := make([]int8, in), make([]float32, in/32)
+				for tt := 0; tt < T; tt++ {
+					quant.QuantizeActs(f, x[tt*in:(tt+1)*in], q, d, nil)
+					for j := 0; j < out; j++ {
+						want := quant.DotActs(f, w[j*rb:(j+1)*rb], q, d, nil)
+						if got := y[tt*out+j]; math.Abs(float64(got-want)) > 1e-5*(math.Abs(float64(want))+1) {
+							t.Fatalf("%s in=%d out=%d T=%d: y[%d,%d] = %g, reference %g", f, in, out, T, tt, j, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestQuantizeActsKernel: the AVX-512 Q8_0 activation quantizer gives
+// quant.QuantizeActs's values and scales exactly, ties and all-zero blocks
+// included, and the block sums times the offset.
+func TestQuantizeActsKernel(t *testing.T) {
+	was := active
+	Force(true)
+	defer func() { active = was }()
+	r := rand.New(rand.NewPCG(7, 8))
+	const in = 32 * 40
+	x := make([]float32, in)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * math.Pow(10, float64(i/32%7-3)))
+	}
+	for i := 32; i < 64; i++ {
+		x[i] = 0 // an all-zero block
+	}
+	for i := 64; i < 96; i++ {
+		x[i] = float32(i-80) * 0.5 // halves: x·127/8 hits ties
+	}
+	x[96] = 127 // amax 127: the values are their own roundings
+	for i := 97; i < 128; i++ {
+		x[i] = float32(i-112) + 0.5
+	}
+	q, d := make([]int8, in), make([]float32, in/32)
+	corr := make([]int32, in/32)
+	if !asmQuantizeActs(quant.Q8_0, x, q, d, corr, 8) {
+		t.Skip("no AVX-512 quantizer on this CPU")
+	}
+	wq, wd := make([]int8, in), make([]float32, in/32)
+	quant.QuantizeActs(quant.Q8_0, x, wq, wd, nil)
+	for b := range wd {
+		if math.Float32bits(d[b]) != math.Float32bits(wd[b]) {
+			t.Fatalf("block %d: scale %g, want %g", b, d[b], wd[b])
+		}
+		var s int32
+		for i := 32 * b; i < 32*b+32; i++ {
+			if q[i] != wq[i] {
+				t.Fatalf("value %d (%g): %d, want %d", i, x[i], q[i], wq[i])
+			}
+			s += int32(wq[i])
+		}
+		if corr[b] != 8*s {
+			t.Fatalf("block %d: sum term %d, want %d", b, corr[b], 8*s)
+		}
+	}
+}

@@ -241,3 +241,18 @@ func siluAVX512(x *float32, out *float32, n int)
 //
 //go:noescape
 func siluMulAVX512(x *float32, u *float32, out *float32, n int)
+
+// fastGemm8x4VNNI computes eight columns of y for rows rows of activations (a multiple of 4) against eight repacked weight rows.
+//
+//go:noescape
+func fastGemm8x4VNNI(packed *byte, dw *float32, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+
+// fastGemm8x1VNNI computes eight columns of y for rows rows of activations (a multiple of 1) against eight repacked weight rows.
+//
+//go:noescape
+func fastGemm8x1VNNI(packed *byte, dw *float32, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+
+// quantQ8_0ActsAVX512 quantizes blocks blocks of 32 activations to Q8_0 as quant.QuantizeActs does, and with sums non-nil stores offset times each block's sum.
+//
+//go:noescape
+func quantQ8_0ActsAVX512(x *float32, blocks int, q *int8, d *float32, sums *int32, offset int32)

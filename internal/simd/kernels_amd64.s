@@ -5117,3 +5117,281 @@ siluMulAVX512_loop:
 siluMulAVX512_done:
 	VZEROUPPER
 	RET
+
+// func fastGemm8x4VNNI(packed *byte, dw *float32, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, FMA3
+TEXT ·fastGemm8x4VNNI(SB), NOSPLIT, $8-80
+	MOVQ xq+24(FP), AX
+	MOVQ ldx+32(FP), CX
+	MOVQ xd+40(FP), DX
+	MOVQ corr+48(FP), BX
+	MOVQ rows+56(FP), SI
+	MOVQ y+64(FP), DI
+	MOVQ blocks+16(FP), R8
+	SHLQ $0x02, R8
+	LEAQ (CX)(CX*2), R9
+	LEAQ (R8)(R8*2), R10
+
+fastGemm8x4VNNI_rows:
+	TESTQ  SI, SI
+	JZ     fastGemm8x4VNNI_end
+	MOVQ   packed+0(FP), R11
+	MOVQ   dw+8(FP), R12
+	MOVQ   blocks+16(FP), R13
+	MOVQ   AX, R14
+	MOVQ   DX, R15
+	MOVQ   BX, BP
+	VPXORD Y0, Y0, Y0
+	VPXORD Y3, Y3, Y3
+	VPXORD Y6, Y6, Y6
+	VPXORD Y9, Y9, Y9
+
+fastGemm8x4VNNI_block:
+	VPXORD        Y1, Y1, Y1
+	VPXORD        Y2, Y2, Y2
+	VPXORD        Y4, Y4, Y4
+	VPXORD        Y5, Y5, Y5
+	VPXORD        Y7, Y7, Y7
+	VPXORD        Y8, Y8, Y8
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VMOVDQU32     (R11), Y12
+	VPDPBUSD.BCST (R14), Y12, Y1
+	VPDPBUSD.BCST (R14)(CX*1), Y12, Y4
+	VPDPBUSD.BCST (R14)(CX*2), Y12, Y7
+	VPDPBUSD.BCST (R14)(R9*1), Y12, Y10
+	VMOVDQU32     32(R11), Y12
+	VPDPBUSD.BCST 4(R14), Y12, Y2
+	VPDPBUSD.BCST 4(R14)(CX*1), Y12, Y5
+	VPDPBUSD.BCST 4(R14)(CX*2), Y12, Y8
+	VPDPBUSD.BCST 4(R14)(R9*1), Y12, Y11
+	VMOVDQU32     64(R11), Y12
+	VPDPBUSD.BCST 8(R14), Y12, Y1
+	VPDPBUSD.BCST 8(R14)(CX*1), Y12, Y4
+	VPDPBUSD.BCST 8(R14)(CX*2), Y12, Y7
+	VPDPBUSD.BCST 8(R14)(R9*1), Y12, Y10
+	VMOVDQU32     96(R11), Y12
+	VPDPBUSD.BCST 12(R14), Y12, Y2
+	VPDPBUSD.BCST 12(R14)(CX*1), Y12, Y5
+	VPDPBUSD.BCST 12(R14)(CX*2), Y12, Y8
+	VPDPBUSD.BCST 12(R14)(R9*1), Y12, Y11
+	VMOVDQU32     128(R11), Y12
+	VPDPBUSD.BCST 16(R14), Y12, Y1
+	VPDPBUSD.BCST 16(R14)(CX*1), Y12, Y4
+	VPDPBUSD.BCST 16(R14)(CX*2), Y12, Y7
+	VPDPBUSD.BCST 16(R14)(R9*1), Y12, Y10
+	VMOVDQU32     160(R11), Y12
+	VPDPBUSD.BCST 20(R14), Y12, Y2
+	VPDPBUSD.BCST 20(R14)(CX*1), Y12, Y5
+	VPDPBUSD.BCST 20(R14)(CX*2), Y12, Y8
+	VPDPBUSD.BCST 20(R14)(R9*1), Y12, Y11
+	VMOVDQU32     192(R11), Y12
+	VPDPBUSD.BCST 24(R14), Y12, Y1
+	VPDPBUSD.BCST 24(R14)(CX*1), Y12, Y4
+	VPDPBUSD.BCST 24(R14)(CX*2), Y12, Y7
+	VPDPBUSD.BCST 24(R14)(R9*1), Y12, Y10
+	VMOVDQU32     224(R11), Y12
+	VPDPBUSD.BCST 28(R14), Y12, Y2
+	VPDPBUSD.BCST 28(R14)(CX*1), Y12, Y5
+	VPDPBUSD.BCST 28(R14)(CX*2), Y12, Y8
+	VPDPBUSD.BCST 28(R14)(R9*1), Y12, Y11
+	VMOVUPS       (R12), Y12
+	VPADDD        Y2, Y1, Y1
+	VPSUBD.BCST   (BP), Y1, Y1
+	VCVTDQ2PS     Y1, Y1
+	VMULPS.BCST   (R15), Y12, Y13
+	VFMADD231PS   Y13, Y1, Y0
+	VPADDD        Y5, Y4, Y4
+	VPSUBD.BCST   (BP)(R8*1), Y4, Y4
+	VCVTDQ2PS     Y4, Y4
+	VMULPS.BCST   (R15)(R8*1), Y12, Y13
+	VFMADD231PS   Y13, Y4, Y3
+	VPADDD        Y8, Y7, Y7
+	VPSUBD.BCST   (BP)(R8*2), Y7, Y7
+	VCVTDQ2PS     Y7, Y7
+	VMULPS.BCST   (R15)(R8*2), Y12, Y13
+	VFMADD231PS   Y13, Y7, Y6
+	VPADDD        Y11, Y10, Y10
+	VPSUBD.BCST   (BP)(R10*1), Y10, Y10
+	VCVTDQ2PS     Y10, Y10
+	VMULPS.BCST   (R15)(R10*1), Y12, Y12
+	VFMADD231PS   Y12, Y10, Y9
+	ADDQ          $0x00000100, R11
+	ADDQ          $0x20, R12
+	ADDQ          $0x20, R14
+	ADDQ          $0x04, R15
+	ADDQ          $0x04, BP
+	DECQ          R13
+	JNZ           fastGemm8x4VNNI_block
+	MOVQ          ldy+72(FP), R11
+	SHLQ          $0x02, R11
+	VMOVUPS       Y0, (DI)
+	ADDQ          R11, DI
+	VMOVUPS       Y3, (DI)
+	ADDQ          R11, DI
+	VMOVUPS       Y6, (DI)
+	ADDQ          R11, DI
+	VMOVUPS       Y9, (DI)
+	ADDQ          R11, DI
+	ADDQ          CX, AX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	ADDQ          CX, AX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	ADDQ          CX, AX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	ADDQ          CX, AX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	SUBQ          $0x04, SI
+	JMP           fastGemm8x4VNNI_rows
+
+fastGemm8x4VNNI_end:
+	VZEROUPPER
+	RET
+
+// func fastGemm8x1VNNI(packed *byte, dw *float32, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, FMA3
+TEXT ·fastGemm8x1VNNI(SB), NOSPLIT, $0-80
+	MOVQ xq+24(FP), AX
+	MOVQ ldx+32(FP), CX
+	MOVQ xd+40(FP), DX
+	MOVQ corr+48(FP), BX
+	MOVQ rows+56(FP), SI
+	MOVQ y+64(FP), DI
+	MOVQ blocks+16(FP), R8
+	SHLQ $0x02, R8
+
+fastGemm8x1VNNI_rows:
+	TESTQ  SI, SI
+	JZ     fastGemm8x1VNNI_end
+	MOVQ   packed+0(FP), R9
+	MOVQ   dw+8(FP), R10
+	MOVQ   blocks+16(FP), R11
+	MOVQ   AX, R12
+	MOVQ   DX, R13
+	MOVQ   BX, R14
+	VPXORD Y0, Y0, Y0
+
+fastGemm8x1VNNI_block:
+	VPXORD        Y1, Y1, Y1
+	VPXORD        Y2, Y2, Y2
+	VMOVDQU32     (R9), Y3
+	VPDPBUSD.BCST (R12), Y3, Y1
+	VMOVDQU32     32(R9), Y3
+	VPDPBUSD.BCST 4(R12), Y3, Y2
+	VMOVDQU32     64(R9), Y3
+	VPDPBUSD.BCST 8(R12), Y3, Y1
+	VMOVDQU32     96(R9), Y3
+	VPDPBUSD.BCST 12(R12), Y3, Y2
+	VMOVDQU32     128(R9), Y3
+	VPDPBUSD.BCST 16(R12), Y3, Y1
+	VMOVDQU32     160(R9), Y3
+	VPDPBUSD.BCST 20(R12), Y3, Y2
+	VMOVDQU32     192(R9), Y3
+	VPDPBUSD.BCST 24(R12), Y3, Y1
+	VMOVDQU32     224(R9), Y3
+	VPDPBUSD.BCST 28(R12), Y3, Y2
+	VMOVUPS       (R10), Y3
+	VPADDD        Y2, Y1, Y1
+	VPSUBD.BCST   (R14), Y1, Y1
+	VCVTDQ2PS     Y1, Y1
+	VMULPS.BCST   (R13), Y3, Y3
+	VFMADD231PS   Y3, Y1, Y0
+	ADDQ          $0x00000100, R9
+	ADDQ          $0x20, R10
+	ADDQ          $0x20, R12
+	ADDQ          $0x04, R13
+	ADDQ          $0x04, R14
+	DECQ          R11
+	JNZ           fastGemm8x1VNNI_block
+	MOVQ          ldy+72(FP), R9
+	SHLQ          $0x02, R9
+	VMOVUPS       Y0, (DI)
+	ADDQ          R9, DI
+	ADDQ          CX, AX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	SUBQ          $0x01, SI
+	JMP           fastGemm8x1VNNI_rows
+
+fastGemm8x1VNNI_end:
+	VZEROUPPER
+	RET
+
+// func quantQ8_0ActsAVX512(x *float32, blocks int, q *int8, d *float32, sums *int32, offset int32)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, F16C
+TEXT ·quantQ8_0ActsAVX512(SB), NOSPLIT, $0-44
+	MOVQ         x+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         q+16(FP), DX
+	MOVQ         d+24(FP), BX
+	MOVQ         sums+32(FP), SI
+	MOVL         offset+40(FP), DI
+	MOVL         $0x7fffffff, R8
+	VPBROADCASTD R8, Z0
+	MOVL         $0x42fe0000, R8
+	VMOVD        R8, X1
+
+quantQ8_0ActsAVX512_block:
+	TESTQ         CX, CX
+	JZ            quantQ8_0ActsAVX512_end
+	VMOVUPS       (AX), Z2
+	VMOVUPS       64(AX), Z3
+	VANDPS        Z0, Z2, Z4
+	VANDPS        Z0, Z3, Z5
+	VMAXPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y5
+	VMAXPS        Y5, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X5
+	VMAXPS        X5, X4, X4
+	VPERMILPS     $0x4e, X4, X5
+	VMAXPS        X5, X4, X4
+	VPERMILPS     $0xb1, X4, X5
+	VMAXPS        X5, X4, X4
+	VDIVSS        X1, X4, X5
+	VCVTPS2PH     $0x00, X5, X5
+	VCVTPH2PS     X5, X5
+	VMOVSS        X5, (BX)
+	VXORPS        X5, X5, X5
+	VXORPS        X6, X6, X6
+	VUCOMISS      X6, X4
+	JE            quantQ8_0ActsAVX512_zero
+	VDIVSS        X4, X1, X5
+
+quantQ8_0ActsAVX512_zero:
+	VBROADCASTSS  X5, Z4
+	VMULPS        Z4, Z2, Z2
+	VMULPS        Z4, Z3, Z3
+	VCVTPS2DQ     Z2, Z2
+	VCVTPS2DQ     Z3, Z3
+	VPMOVSDB      Z2, (DX)
+	VPMOVSDB      Z3, 16(DX)
+	TESTQ         SI, SI
+	JZ            quantQ8_0ActsAVX512_next
+	VPADDD        Z3, Z2, Z2
+	VEXTRACTI64X4 $0x01, Z2, Y3
+	VPADDD        Y3, Y2, Y2
+	VEXTRACTI32X4 $0x01, Y2, X3
+	VPADDD        X3, X2, X2
+	VPSHUFD       $0x4e, X2, X3
+	VPADDD        X3, X2, X2
+	VPSHUFD       $0xb1, X2, X3
+	VPADDD        X3, X2, X2
+	VMOVD         X2, R8
+	IMULL         DI, R8
+	MOVL          R8, (SI)
+	ADDQ          $0x04, SI
+
+quantQ8_0ActsAVX512_next:
+	ADDQ $0x80, AX
+	ADDQ $0x20, DX
+	ADDQ $0x04, BX
+	DECQ CX
+	JMP  quantQ8_0ActsAVX512_block
+
+quantQ8_0ActsAVX512_end:
+	VZEROUPPER
+	RET

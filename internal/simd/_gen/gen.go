@@ -109,6 +109,9 @@ func main() {
 	prefetchLines()
 	silu(false)
 	silu(true)
+	fastGemm8(4)
+	fastGemm8(1)
+	quantQ8Acts()
 	Generate()
 }
 

@@ -121,8 +121,8 @@ func gemvQ6_K() {
 	n := 0
 	for h := 0; h < 2; h++ {
 		a, b, hb := YMM(), YMM(), YMM()
-		VMOVDQU(Mem{Base: wp, Disp: 64 * h}, a)       // ql[l]
-		VMOVDQU(Mem{Base: wp, Disp: 64*h + 32}, b)    // ql[l+32]
+		VMOVDQU(Mem{Base: wp, Disp: 64 * h}, a)      // ql[l]
+		VMOVDQU(Mem{Base: wp, Disp: 64*h + 32}, b)   // ql[l+32]
 		VMOVDQU(Mem{Base: wp, Disp: 128 + 32*h}, hb) // qh[l]
 		// q_k = (nibble | ((qh >> 2k) & 3) << 4) - 32 for values
 		// l + 32k: low nibbles of a, of b, high nibbles of a, of b.

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// fastGemm8 writes fastGemm8x{R}VNNI, fast mode's prefill kernel for
+// weights whose 32-value blocks pair with Q8_0 activations (Q8_0, Q4_0):
+// eight weight rows, repacked so that each 32-byte vector holds four
+// unsigned weight bytes of each of the eight rows (see simd.packGroup8),
+// against R rows of activations at a time. VPDPBUSD multiplies a vector
+// by four activation bytes broadcast, so a lane sums one weight row's
+// products and the eight lanes are the eight output columns: a block's
+// exact integer dot products for eight columns take eight VPDPBUSD, and
+// the float work (conversion, scale, accumulation) is shared by the eight
+// columns instead of done per column. The weights' offset to unsigned
+// (8 for Q4_0, 128 for Q8_0) is taken off with the activation block's
+// sum times it (corr). Per row t and column c:
+//
+//	y[t·ldy + c] = Σ_b float32(Σ_i w_cbi·x_tbi) · (dw[b·8+c] · xd[t·blocks+b])
+//
+// AVX-512 VNNI on 256-bit vectors (EVEX: all 32 registers).
+func fastGemm8(R int) {
+	name := fmt.Sprintf("fastGemm8x%dVNNI", R)
+	TEXT(name, NOSPLIT, "func(packed *byte, dw *float32, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes eight columns of y for rows rows of activations (a multiple of %d) against eight repacked weight rows.", name, R))
+	xrow, ldx, srow, crow, rows, yrow := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("xq"), xrow)
+	Load(Param("ldx"), ldx)
+	Load(Param("xd"), srow)
+	Load(Param("corr"), crow)
+	Load(Param("rows"), rows)
+	Load(Param("y"), yrow)
+	// Row strides: activations ldx bytes, scales and sums 4·blocks bytes.
+	lds := GP64()
+	Load(Param("blocks"), lds)
+	SHLQ(U8(2), lds)
+	var ldx3, lds3 GPVirtual
+	if R == 4 {
+		ldx3, lds3 = GP64(), GP64()
+		LEAQ(Mem{Base: ldx, Index: ldx, Scale: 2}, ldx3)
+		LEAQ(Mem{Base: lds, Index: lds, Scale: 2}, lds3)
+	}
+	// row r of a [rows, ·] array at base p, stride ld (ld3 = 3·ld).
+	at := func(p, ld, ld3 GPVirtual, r, disp int) Mem {
+		switch r {
+		case 0:
+			return Mem{Base: p, Disp: disp}
+		case 1:
+			return Mem{Base: p, Index: ld, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: p, Index: ld, Scale: 2, Disp: disp}
+		}
+		return Mem{Base: p, Index: ld3, Scale: 1, Disp: disp}
+	}
+	facc := make([]VecVirtual, R)
+	ia := make([][2]VecVirtual, R)
+	for r := range facc {
+		facc[r] = YMM()
+		ia[r] = [2]VecVirtual{YMM(), YMM()}
+	}
+	pp, dp, nb, xp, sp, cp := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	Label(name + "_rows")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	Load(Param("packed"), pp)
+	Load(Param("dw"), dp)
+	Load(Param("blocks"), nb)
+	MOVQ(xrow, xp)
+	MOVQ(srow, sp)
+	MOVQ(crow, cp)
+	for r := range facc {
+		VPXORD(facc[r], facc[r], facc[r])
+	}
+	Label(name + "_block")
+	for r := range ia {
+		VPXORD(ia[r][0], ia[r][0], ia[r][0])
+		VPXORD(ia[r][1], ia[r][1], ia[r][1])
+	}
+	for j := 0; j < 8; j++ {
+		wv := YMM()
+		VMOVDQU32(Mem{Base: pp, Disp: 32 * j}, wv)
+		for r := range ia {
+			VPDPBUSD_BCST(at(xp, ldx, ldx3, r, 4*j), wv, ia[r][j%2])
+		}
+	}
+	dwv := YMM()
+	VMOVUPS(Mem{Base: dp}, dwv)
+	for r := range ia {
+		VPADDD(ia[r][1], ia[r][0], ia[r][0])
+		VPSUBD_BCST(at(cp, lds, lds3, r, 0), ia[r][0], ia[r][0])
+		VCVTDQ2PS(ia[r][0], ia[r][0])
+		s := YMM()
+		VMULPS_BCST(at(sp, lds, lds3, r, 0), dwv, s)
+		VFMADD231PS(s, ia[r][0], facc[r])
+	}
+	ADDQ(U32(256), pp)
+	ADDQ(U8(32), dp)
+	ADDQ(U8(32), xp)
+	ADDQ(U8(4), sp)
+	ADDQ(U8(4), cp)
+	DECQ(nb)
+	JNZ(LabelRef(name + "_block"))
+	// Store the R rows of eight columns; advance R rows.
+	yp, ldy := GP64(), GP64()
+	Load(Param("ldy"), ldy)
+	SHLQ(U8(2), ldy)
+	MOVQ(yrow, yp)
+	for r := range facc {
+		VMOVUPS(facc[r], Mem{Base: yp})
+		ADDQ(ldy, yp)
+	}
+	MOVQ(yp, yrow)
+	for r := 0; r < R; r++ {
+		ADDQ(ldx, xrow)
+		ADDQ(lds, srow)
+		ADDQ(lds, crow)
+	}
+	SUBQ(U8(R), rows)
+	JMP(LabelRef(name + "_rows"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// quantQ8Acts writes quantQ8_0ActsAVX512: activations quantized to Q8_0
+// blocks exactly as quant.QuantizeActs does (ggml-cpu's x86
+// quantize_row_q8_0): per block of 32, amax = max |x|, the scale
+// f16(amax/127) (VCVTPS2PH rounds to nearest even, as float16.Fromfloat32
+// does), the values x·(127/amax) (0 for amax 0) rounded half to even. With
+// sums non-nil it also stores offset times each block's sum of values
+// (the fast prefill's corr).
+func quantQ8Acts() {
+	name := "quantQ8_0ActsAVX512"
+	TEXT(name, NOSPLIT, "func(x *float32, blocks int, q *int8, d *float32, sums *int32, offset int32)")
+	Pragma("noescape")
+	Doc(name + " quantizes blocks blocks of 32 activations to Q8_0 as quant.QuantizeActs does, and with sums non-nil stores offset times each block's sum.")
+	x, blocks, q, d, sums := GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("x"), x)
+	Load(Param("blocks"), blocks)
+	Load(Param("q"), q)
+	Load(Param("d"), d)
+	Load(Param("sums"), sums)
+	off := GP32()
+	Load(Param("offset"), off)
+	absMask := broadcast(avx512, 0x7fffffff)
+	c127 := XMM()
+	t := GP32()
+	MOVL(U32(0x42fe0000), t) // 127.0
+	VMOVD(t, c127)
+	Label(name + "_block")
+	TESTQ(blocks, blocks)
+	JZ(LabelRef(name + "_end"))
+	lo, hi := ZMM(), ZMM()
+	VMOVUPS(Mem{Base: x}, lo)
+	VMOVUPS(Mem{Base: x, Disp: 64}, hi)
+	a, b := ZMM(), ZMM()
+	VANDPS(absMask, lo, a)
+	VANDPS(absMask, hi, b)
+	VMAXPS(b, a, a)
+	// Horizontal max into the low lane.
+	hy := YMM()
+	VEXTRACTF64X4(U8(1), a, hy)
+	my := YMM()
+	VMAXPS(hy, a.(Vec).AsY(), my)
+	hx := XMM()
+	VEXTRACTF32X4(U8(1), my, hx)
+	mx := XMM()
+	VMAXPS(hx, my.(Vec).AsX(), mx)
+	sx := XMM()
+	VPERMILPS(U8(0x4e), mx, sx)
+	VMAXPS(sx, mx, mx)
+	VPERMILPS(U8(0xb1), mx, sx)
+	VMAXPS(sx, mx, mx)
+	// d = f16(amax/127) as float32.
+	dv := XMM()
+	VDIVSS(c127, mx, dv)
+	VCVTPS2PH(U8(0), dv, dv)
+	VCVTPH2PS(dv, dv)
+	VMOVSS(dv, Mem{Base: d})
+	// id = 127/amax, or 0.
+	id := XMM()
+	VXORPS(id, id, id)
+	zero := XMM()
+	VXORPS(zero, zero, zero)
+	VUCOMISS(zero, mx)
+	JE(LabelRef(name + "_zero"))
+	VDIVSS(mx, c127, id)
+	Label(name + "_zero")
+	idz := ZMM()
+	VBROADCASTSS(id, idz)
+	VMULPS(idz, lo, lo)
+	VMULPS(idz, hi, hi)
+	VCVTPS2DQ(lo, lo) // MXCSR's rounding: nearest, ties to even
+	VCVTPS2DQ(hi, hi)
+	VPMOVSDB(lo, Mem{Base: q})
+	VPMOVSDB(hi, Mem{Base: q, Disp: 16})
+	TESTQ(sums, sums)
+	JZ(LabelRef(name + "_next"))
+	VPADDD(hi, lo, lo)
+	sy := YMM()
+	VEXTRACTI64X4(U8(1), lo, sy)
+	s2 := YMM()
+	VPADDD(sy, lo.(Vec).AsY(), s2)
+	s3 := XMM()
+	VEXTRACTI32X4(U8(1), s2, s3)
+	s4 := XMM()
+	VPADDD(s3, s2.(Vec).AsX(), s4)
+	VPSHUFD(U8(0x4e), s4, s3)
+	VPADDD(s3, s4, s4)
+	VPSHUFD(U8(0xb1), s4, s3)
+	VPADDD(s3, s4, s4)
+	sum := GP32()
+	VMOVD(s4, sum)
+	IMULL(off, sum)
+	MOVL(sum, Mem{Base: sums})
+	ADDQ(U8(4), sums)
+	Label(name + "_next")
+	ADDQ(U8(128), x)
+	ADDQ(U8(32), q)
+	ADDQ(U8(4), d)
+	DECQ(blocks)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
