@@ -162,3 +162,7 @@ func scaleMinK4(j int, q []byte) (sc, m uint8) {
 	}
 	return q[j+4]&15 | (q[j-4]>>6)<<4, q[j+4]>>4 | (q[j]>>6)<<4
 }
+
+// ScaleMinK4 is Q4_K's 6-bit scale and min of sub-block j (0..7) from a
+// super-block's 12 packed bytes.
+func ScaleMinK4(j int, scales []byte) (sc, m uint8) { return scaleMinK4(j, scales) }

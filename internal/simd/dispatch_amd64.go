@@ -326,3 +326,19 @@ func asmFastGemm8(p *packed8, blocks int, q []int8, in int, d []float32, corr []
 		fastGemm8x1VNNI(&p.b[0], &p.dw[0], blocks, &q[t4*in], in, &d[t4*blocks], &corr[t4*blocks], T-t4, &y[t4*ldy], ldy)
 	}
 }
+
+// asmFastGemmK is asmFastGemm8 for K-quant weights (packK) against Q8_K
+// activations.
+func asmFastGemmK(f quant.Format, p *packed8, blocks int, q []int8, in int, d []float32, sums []int16, T int, y []float32, ldy int) {
+	t2 := T &^ 1
+	k2, k1 := fastGemmQ4_Kx2VNNI, fastGemmQ4_Kx1VNNI
+	if f == quant.Q6_K {
+		k2, k1 = fastGemmQ6_Kx2VNNI, fastGemmQ6_Kx1VNNI
+	}
+	if t2 > 0 {
+		k2(&p.b[0], blocks, &q[0], in, &d[0], &sums[0], t2, &y[0], ldy)
+	}
+	if T > t2 {
+		k1(&p.b[0], blocks, &q[t2*in], in, &d[t2*blocks], &sums[t2*blocks*16], 1, &y[t2*ldy], ldy)
+	}
+}

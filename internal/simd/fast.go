@@ -70,6 +70,7 @@ type acts struct {
 	// the repacked weights' offset (see gemmFast); empty otherwise.
 	corr   []int32
 	offset int32
+	gemm   bool // a prefill for the repacked kernels (fastgemm.go)
 	x      []float32 // the rows being quantized
 }
 
@@ -84,9 +85,13 @@ func (a *acts) quantize(f quant.Format, x []float32, T, in int) {
 		a.sums = grow(a.sums, T*in/16)
 	}
 	a.corr = a.corr[:0]
+	a.gemm = false
 	if off, ok := fastGemmFormat(f); ok && T > 1 && fastGemmOK() {
-		a.corr = grow(a.corr, T*in/32)
-		a.offset = off
+		a.gemm = true
+		if !quant.KQuant(f) {
+			a.corr = grow(a.corr, T*in/32)
+			a.offset = off
+		}
 	}
 	a.x = x
 	if T > 1 {
@@ -141,7 +146,7 @@ const fastGroup = 8
 // mulRowsFast computes the columns [r0, r1) of y from the quantized
 // activations: integer dot products block by block.
 func mulRowsFast(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
-	if T > 1 && len(a.corr) == T*in/32 && a.f == w.Format {
+	if T > 1 && a.gemm && a.f == w.Format {
 		gemmFast(y, T, w, out, in, r0, r1, a)
 		return
 	}

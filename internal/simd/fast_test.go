@@ -195,8 +195,8 @@ func TestFastGemm(t *testing.T) {
 	defer func() { active = was }()
 	t.Logf("kernels %s, VNNI prefill %v", Name(), fastGemmOK())
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0} {
-		for _, shape := range [][2]int{{64, 8}, {96, 13}, {256, 35}} {
+	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q6_K} {
+		for _, shape := range [][2]int{{256, 8}, {512, 13}, {768, 35}} {
 			in, out := shape[0], shape[1]
 			rb, _ := f.RowBytes(in)
 			w := make([]byte, out*rb)
@@ -214,11 +214,11 @@ func TestFastGemm(t *testing.T) {
 				}
 				y := make([]float32, T*out)
 				MulTFast(y, x, T, Weight{Kind: Quant, Format: f, Bytes: w}, out, in)
-				q, d := make([]int8, in), make([]float32, in/32)
+				q, d, sums := make([]int8, in), make([]float32, in/quant.ActBlock(f)), make([]int16, in/16)
 				for tt := 0; tt < T; tt++ {
-					quant.QuantizeActs(f, x[tt*in:(tt+1)*in], q, d, nil)
+					quant.QuantizeActs(f, x[tt*in:(tt+1)*in], q, d, sums)
 					for j := 0; j < out; j++ {
-						want := quant.DotActs(f, w[j*rb:(j+1)*rb], q, d, nil)
+						want := quant.DotActs(f, w[j*rb:(j+1)*rb], q, d, sums)
 						if got := y[tt*out+j]; math.Abs(float64(got-want)) > 1e-5*(math.Abs(float64(want))+1) {
 							t.Fatalf("%s in=%d out=%d T=%d: y[%d,%d] = %g, reference %g", f, in, out, T, tt, j, got, want)
 						}

@@ -1,6 +1,7 @@
 package simd
 
 import (
+	"math"
 	"sync"
 	"unsafe"
 
@@ -18,7 +19,8 @@ import (
 
 // packed8 is eight weight rows of Q8_0-family blocks repacked: per block,
 // eight 32-byte vectors whose lane c holds four consecutive weights of
-// row c as unsigned bytes (Q4_0: the nibble q; Q8_0: the value + 128),
+// row c as unsigned bytes (Q4_0: the nibble q; Q5_0: the 5-bit q; Q8_0:
+// the value + 128),
 // and the eight rows' block scales as float32.
 type packed8 struct {
 	b   []byte
@@ -28,16 +30,88 @@ type packed8 struct {
 
 var packedPool = sync.Pool{New: func() any { return new(packed8) }}
 
-// fastGemmFormat says whether f has a fastGemm8 path, and the offset its
-// repacked weights carry.
+// fastGemmFormat says whether f has a repacked prefill kernel, and the
+// offset its repacked weights carry when the activation block sums must
+// take it off (the Q8_0 family; the K-quants' kernels use the Q8_K sums).
 func fastGemmFormat(f quant.Format) (offset int32, ok bool) {
 	switch f {
 	case quant.Q8_0:
 		return 128, true
 	case quant.Q4_0:
 		return 8, true
+	case quant.Q5_0:
+		return 16, true
+	case quant.Q4_K, quant.Q6_K:
+		return 0, true
 	}
 	return 0, false
+}
+
+// packKBytes is the size of one repacked super-block of eight rows.
+func packKBytes(f quant.Format) int {
+	if f == quant.Q4_K {
+		return 2624
+	}
+	return 2848
+}
+
+// packK repacks rows (at most 8) K-quant weight rows of blocks
+// super-blocks for fastGemmQ4_K / fastGemmQ6_K. Per super-block, in
+// 32-bit words with lane c for row c:
+//
+//	Q4_K: words 0-511   sub-block j's nibbles, 4 values a word, as bytes
+//	      words 512-575 sc_j (int32), 576-639 m_j twice (int16 pair),
+//	      640-647 d, 648-655 dmin (float32)
+//	Q6_K: words 0-511   group g's 6-bit values (16 a group), as bytes
+//	      words 512-639 sc_g (int32), 640-703 (sc_2i, sc_2i+1) (int16
+//	      pairs), 704-711 d (float32)
+func (p *packed8) packK(f quant.Format, w []byte, rb, rows, blocks int) {
+	size := packKBytes(f)
+	p.b = grow(p.b, blocks*size)
+	if rows < 8 {
+		clear(p.b)
+	}
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(&p.b[0])), blocks*size/4)
+	u32 := func(b []byte) uint32 { return *(*uint32)(unsafe.Pointer(&b[0])) }
+	half := func(b []byte) uint32 {
+		return math.Float32bits(float16.Frombits(*(*uint16)(unsafe.Pointer(&b[0]))).Float32())
+	}
+	for c := 0; c < rows; c++ {
+		row := w[c*rb : (c+1)*rb]
+		for b := 0; b < blocks; b++ {
+			dst := words[b*size/4 : (b+1)*size/4]
+			if f == quant.Q4_K {
+				blk := row[b*144 : b*144+144]
+				for j := 0; j < 8; j++ {
+					sc, m := quant.ScaleMinK4(j, blk[4:16])
+					dst[512+8*j+c] = uint32(sc)
+					dst[576+8*j+c] = uint32(m) | uint32(m)<<16
+					shift := uint(4 * (j % 2))
+					for k := 0; k < 8; k++ {
+						dst[64*j+8*k+c] = u32(blk[16+32*(j/2)+4*k:]) >> shift & 0x0f0f0f0f
+					}
+				}
+				dst[640+c], dst[648+c] = half(blk[0:]), half(blk[2:])
+				continue
+			}
+			blk := row[b*210 : b*210+210]
+			ql, qh, sc := blk[0:128], blk[128:192], blk[192:208]
+			for g := 0; g < 16; g++ {
+				dst[512+8*g+c] = uint32(int32(int8(sc[g])))
+				for kk := 0; kk < 4; kk++ {
+					v := 16*g + 4*kk
+					h, k, l := v/128, v%128/32, v%32
+					lo := u32(ql[64*h+32*(k%2)+l:]) >> uint(4*(k/2)) & 0x0f0f0f0f
+					hi := u32(qh[32*h+l:]) >> uint(2*k) & 0x03030303
+					dst[32*g+8*kk+c] = lo | hi<<4
+				}
+			}
+			for i := 0; i < 8; i++ {
+				dst[640+8*i+c] = uint32(uint16(int8(sc[2*i]))) | uint32(uint16(int8(sc[2*i+1])))<<16
+			}
+			dst[704+c] = half(blk[208:])
+		}
+	}
 }
 
 // pack repacks rows (at most 8) weight rows of blocks blocks from w (row
@@ -66,6 +140,20 @@ func (p *packed8) pack(f quant.Format, w []byte, rb, rows, blocks int) {
 					dst[8*j+c] = src[j] ^ 0x80808080
 				}
 			}
+		case quant.Q5_0:
+			_ = row[blocks*22-1]
+			for b := 0; b < blocks; b++ {
+				blk := unsafe.Pointer(&row[b*22])
+				p.dw[b*8+c] = float16.Frombits(*(*uint16)(blk)).Float32()
+				qh := *(*uint32)(unsafe.Add(blk, 2))
+				src := (*[4]uint32)(unsafe.Add(blk, 6))
+				dst := (*[64]uint32)(words[b*64:])
+				for j := 0; j < 4; j++ {
+					v := src[j]
+					dst[8*j+c] = v&0x0f0f0f0f | fifthBits[qh>>(4*j)&15]
+					dst[8*(j+4)+c] = v>>4&0x0f0f0f0f | fifthBits[qh>>(16+4*j)&15]
+				}
+			}
 		case quant.Q4_0:
 			_ = row[blocks*18-1]
 			for b := 0; b < blocks; b++ {
@@ -83,6 +171,19 @@ func (p *packed8) pack(f quant.Format, w []byte, rb, rows, blocks int) {
 	}
 }
 
+// fifthBits[n] has 0x10 in byte i where bit i of n is set: Q5_0's fifth
+// bits, four values at a time.
+var fifthBits = func() (t [16]uint32) {
+	for n := range t {
+		for i := 0; i < 4; i++ {
+			if n>>i&1 == 1 {
+				t[n] |= 0x10 << (8 * i)
+			}
+		}
+	}
+	return t
+}()
+
 // blockSums sets corr[i] = offset · (the sum of activation block i), the
 // term the repacked weights' offset adds to every dot product.
 func blockSums(corr []int32, q []int8, offset int32) {
@@ -98,17 +199,30 @@ func blockSums(corr []int32, q []int8, offset int32) {
 // gemmFast computes the columns [r0, r1) of y [T, out] from activations
 // quantized to Q8_0 blocks, eight weight rows at a time.
 func gemmFast(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
-	rb, blocks := w.bytes(in), in/32
+	f, rb := w.Format, w.bytes(in)
+	kq := quant.KQuant(f)
+	blocks := in / quant.ActBlock(f)
 	p := packedPool.Get().(*packed8)
+	gemm := func(y []float32, ldy int) {
+		if kq {
+			asmFastGemmK(f, p, blocks, a.q, in, a.d, a.sums, T, y, ldy)
+		} else {
+			asmFastGemm8(p, blocks, a.q, in, a.d, a.corr, T, y, ldy)
+		}
+	}
 	for j0 := r0; j0 < r1; j0 += 8 {
 		rows := min(8, r1-j0)
-		p.pack(w.Format, w.Bytes[j0*rb:], rb, rows, blocks)
+		if kq {
+			p.packK(f, w.Bytes[j0*rb:], rb, rows, blocks)
+		} else {
+			p.pack(f, w.Bytes[j0*rb:], rb, rows, blocks)
+		}
 		if rows == 8 {
-			asmFastGemm8(p, blocks, a.q, in, a.d, a.corr, T, y[j0:], out)
+			gemm(y[j0:], out)
 			continue
 		}
 		p.tmp = grow(p.tmp, T*8)
-		asmFastGemm8(p, blocks, a.q, in, a.d, a.corr, T, p.tmp, 8)
+		gemm(p.tmp, 8)
 		for t := 0; t < T; t++ {
 			copy(y[t*out+j0:t*out+j0+rows], p.tmp[t*8:])
 		}

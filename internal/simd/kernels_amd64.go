@@ -256,3 +256,23 @@ func fastGemm8x1VNNI(packed *byte, dw *float32, blocks int, xq *int8, ldx int, x
 //
 //go:noescape
 func quantQ8_0ActsAVX512(x *float32, blocks int, q *int8, d *float32, sums *int32, offset int32)
+
+// fastGemmQ4_Kx2VNNI computes eight columns of y for rows rows of Q8_K activations (a multiple of 2) against eight repacked Q4_K weight rows.
+//
+//go:noescape
+func fastGemmQ4_Kx2VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
+
+// fastGemmQ4_Kx1VNNI computes eight columns of y for rows rows of Q8_K activations (a multiple of 1) against eight repacked Q4_K weight rows.
+//
+//go:noescape
+func fastGemmQ4_Kx1VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
+
+// fastGemmQ6_Kx2VNNI computes eight columns of y for rows rows of Q8_K activations (a multiple of 2) against eight repacked Q6_K weight rows.
+//
+//go:noescape
+func fastGemmQ6_Kx2VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
+
+// fastGemmQ6_Kx1VNNI computes eight columns of y for rows rows of Q8_K activations (a multiple of 1) against eight repacked Q6_K weight rows.
+//
+//go:noescape
+func fastGemmQ6_Kx1VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)

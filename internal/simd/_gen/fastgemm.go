@@ -230,3 +230,170 @@ func quantQ8Acts() {
 	VZEROUPPER()
 	RET()
 }
+
+// fastGemmK writes fastGemm{Q4_K,Q6_K}x{R}VNNI, fast mode's prefill for
+// K-quant weights against Q8_K activations (256 values per super-block,
+// a float32 scale each and int16 sums of every 16): eight weight rows
+// repacked by simd.packK (6-bit or 4-bit values as unsigned bytes, four of
+// a row per lane as in fastGemm8, then the sub-block scales as int32
+// lanes, the pairs the sums multiply as int16 pairs, and the row scales
+// as float32), R rows of activations at a time. Per super-block and
+// column, as ggml's vec_dot_q4_K_q8_K and vec_dot_q6_K_q8_K:
+//
+//	Q4_K: dx·d·Σ_j sc_j·(Σ q·x) - dx·dmin·Σ_j m_j·(sum of sub-block j's x)
+//	Q6_K: dx·d·(Σ_g sc_g·(Σ q·x) - 32·Σ_g sc_g·(sum of group g's x))
+//
+// with q unsigned (Q6_K's stored 6-bit value, 32 above the weight), the
+// integer sums exact. Activation rows have strides ldx bytes (values),
+// 4·blocks (scales) and 32·blocks (sums).
+func fastGemmK(q string, R int) {
+	name := fmt.Sprintf("fastGemm%sx%dVNNI", q, R)
+	TEXT(name, NOSPLIT, "func(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes eight columns of y for rows rows of Q8_K activations (a multiple of %d) against eight repacked %s weight rows.", name, R, q))
+	xrow, ldx, drow, srow, rows, yrow, lds := GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("xq"), xrow)
+	Load(Param("ldx"), ldx)
+	Load(Param("xd"), drow)
+	Load(Param("sums"), srow)
+	Load(Param("rows"), rows)
+	Load(Param("y"), yrow)
+	Load(Param("blocks"), lds)
+	SHLQ(U8(2), lds)
+	// row r's operand: values at xp, scales at dp, sums at sp.
+	xAt := func(xp GPVirtual, r, disp int) Mem {
+		if r == 0 {
+			return Mem{Base: xp, Disp: disp}
+		}
+		return Mem{Base: xp, Index: ldx, Scale: 1, Disp: disp}
+	}
+	dAt := func(dp GPVirtual, r int) Mem {
+		if r == 0 {
+			return Mem{Base: dp}
+		}
+		return Mem{Base: dp, Index: lds, Scale: 1}
+	}
+	sAt := func(sp GPVirtual, r, disp int) Mem {
+		if r == 0 {
+			return Mem{Base: sp, Disp: disp}
+		}
+		return Mem{Base: sp, Index: lds, Scale: 8, Disp: disp}
+	}
+	size := map[string]int{"Q4_K": 2624, "Q6_K": 2848}[q]
+	acc, isum, msum := make([]VecVirtual, R), make([]VecVirtual, R), make([]VecVirtual, R)
+	dacc := make([][2]VecVirtual, R)
+	for r := 0; r < R; r++ {
+		acc[r], isum[r], msum[r] = YMM(), YMM(), YMM()
+		dacc[r] = [2]VecVirtual{YMM(), YMM()}
+	}
+	pp, nb, xp, dp, sp := GP64(), GP64(), GP64(), GP64(), GP64()
+	Label(name + "_rows")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	Load(Param("packed"), pp)
+	Load(Param("blocks"), nb)
+	MOVQ(xrow, xp)
+	MOVQ(drow, dp)
+	MOVQ(srow, sp)
+	for r := 0; r < R; r++ {
+		VPXORD(acc[r], acc[r], acc[r])
+	}
+	Label(name + "_block")
+	for r := 0; r < R; r++ {
+		VPXORD(isum[r], isum[r], isum[r])
+		VPXORD(msum[r], msum[r], msum[r])
+	}
+	// groups: Q4_K's 8 sub-blocks of 32 values, Q6_K's 16 of 16.
+	groups, per := 8, 8
+	if q == "Q6_K" {
+		groups, per = 16, 4
+	}
+	for g := 0; g < groups; g++ {
+		for r := 0; r < R; r++ {
+			VPXORD(dacc[r][0], dacc[r][0], dacc[r][0])
+			VPXORD(dacc[r][1], dacc[r][1], dacc[r][1])
+		}
+		for k := 0; k < per; k++ {
+			wv := YMM()
+			VMOVDQU32(Mem{Base: pp, Disp: 32 * (per*g + k)}, wv)
+			for r := 0; r < R; r++ {
+				VPDPBUSD_BCST(xAt(xp, r, 4*(per*g+k)), wv, dacc[r][k%2])
+			}
+		}
+		scv := YMM()
+		VMOVDQU32(Mem{Base: pp, Disp: 2048 + 32*g}, scv)
+		var mv VecVirtual
+		if q == "Q4_K" {
+			mv = YMM()
+			VMOVDQU32(Mem{Base: pp, Disp: 2304 + 32*g}, mv)
+		}
+		for r := 0; r < R; r++ {
+			VPADDD(dacc[r][1], dacc[r][0], dacc[r][0])
+			VPMULLD(scv, dacc[r][0], dacc[r][0])
+			VPADDD(dacc[r][0], isum[r], isum[r])
+			if q == "Q4_K" {
+				// m_j times sub-block j's sums of 16 (a pair of int16).
+				VPDPWSSD_BCST(sAt(sp, r, 4*g), mv, msum[r])
+			}
+		}
+	}
+	if q == "Q6_K" {
+		for i := 0; i < 8; i++ {
+			pv := YMM()
+			VMOVDQU32(Mem{Base: pp, Disp: 2560 + 32*i}, pv)
+			for r := 0; r < R; r++ {
+				VPDPWSSD_BCST(sAt(sp, r, 4*i), pv, msum[r])
+			}
+		}
+	}
+	dv := YMM()
+	dOff := map[string]int{"Q4_K": 2560, "Q6_K": 2816}[q]
+	VMOVUPS(Mem{Base: pp, Disp: dOff}, dv)
+	var dmv VecVirtual
+	if q == "Q4_K" {
+		dmv = YMM()
+		VMOVUPS(Mem{Base: pp, Disp: 2592}, dmv)
+	}
+	for r := 0; r < R; r++ {
+		if q == "Q6_K" {
+			VPSLLD(U8(5), msum[r], msum[r])
+			VPSUBD(msum[r], isum[r], isum[r])
+		}
+		VCVTDQ2PS(isum[r], isum[r])
+		s := YMM()
+		VMULPS_BCST(dAt(dp, r), dv, s)
+		VFMADD231PS(s, isum[r], acc[r])
+		if q == "Q4_K" {
+			VCVTDQ2PS(msum[r], msum[r])
+			VMULPS_BCST(dAt(dp, r), dmv, s)
+			VFNMADD231PS(s, msum[r], acc[r])
+		}
+	}
+	ADDQ(U32(size), pp)
+	ADDQ(U32(256), xp)
+	ADDQ(U8(4), dp)
+	ADDQ(U8(32), sp)
+	DECQ(nb)
+	JNZ(LabelRef(name + "_block"))
+	yp, ldy := GP64(), GP64()
+	Load(Param("ldy"), ldy)
+	SHLQ(U8(2), ldy)
+	MOVQ(yrow, yp)
+	for r := 0; r < R; r++ {
+		VMOVUPS(acc[r], Mem{Base: yp})
+		ADDQ(ldy, yp)
+	}
+	MOVQ(yp, yrow)
+	for r := 0; r < R; r++ {
+		ADDQ(ldx, xrow)
+		ADDQ(lds, drow)
+		for i := 0; i < 8; i++ {
+			ADDQ(lds, srow)
+		}
+	}
+	SUBQ(U8(R), rows)
+	JMP(LabelRef(name + "_rows"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
