@@ -70,7 +70,7 @@ type acts struct {
 	// the repacked weights' offset (see gemmFast); empty otherwise.
 	corr   []int32
 	offset int32
-	gemm   bool // a prefill for the repacked kernels (fastgemm.go)
+	gemm   bool      // a prefill for the repacked kernels (fastgemm.go)
 	x      []float32 // the rows being quantized
 }
 
