@@ -232,29 +232,37 @@ var q5Shifts = func() (s [32]uint32) {
 // asmQuantizeActs quantizes one row of activations for fast mode with the
 // active kernels; false when there is none for the format.
 // asmQuantizeActs quantizes x to Q8_0 blocks for the Q8_0-family
-// formats (see quant.QuantizeActs), and with corr non-empty stores offset
-// times each block's sum there; false for the K-quants, which quantize in
-// Go.
-func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, corr []int32, offset int32) bool {
+// formats (see quant.QuantizeActs); with corr non-empty it stores offset
+// times each block's sum there, with lanes non-empty -offset times the sum
+// of every four values. False for the K-quants, which quantize in Go.
+func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, corr, lanes []int32, offset int32) bool {
 	if active != avx512 || quant.KQuant(f) || len(x) < 32 {
 		return false
 	}
-	var cp *int32
+	var cp, lp *int32
 	if len(corr) > 0 {
 		cp = &corr[0]
 	}
-	quantQ8_0ActsAVX512(&x[0], len(x)/32, &q[0], &d[0], cp, offset)
+	if len(lanes) > 0 {
+		lp = &lanes[0]
+	}
+	quantQ8_0ActsAVX512(&x[0], len(x)/32, &q[0], &d[0], cp, lp, offset)
 	return true
 }
 
 // asmDotActs computes y[i] = w_(r0+i) · acts for rows weight rows (rb
 // bytes each) with the active integer kernels; false when there is none
 // for the format.
-func asmDotActs(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16, y []float32) bool {
+func asmDotActs(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16, lanes []int32, y []float32) bool {
 	if active == nil || rows == 0 {
 		return false
 	}
 	wp, blocks := &w.Bytes[r0*rb], len(q)/quant.ActBlock(w.Format)
+	switch {
+	case w.Format == quant.Q4_0 && len(lanes) == len(q)/4 && fastGemmOK():
+		fastQ4_0VNNI(wp, rb, rows, blocks, &q[0], &d[0], &lanes[0], &y[0])
+		return true
+	}
 	switch w.Format {
 	case quant.Q8_0:
 		fastQ8_0AVX2(wp, rb, rows, blocks, &q[0], &d[0], &y[0])

@@ -33,11 +33,11 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 
 func supported() []*isa { return nil }
 
-func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, corr []int32, offset int32) bool {
+func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, corr, lanes []int32, offset int32) bool {
 	return false
 }
 
-func asmDotActs(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16, y []float32) bool {
+func asmDotActs(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16, lanes []int32, y []float32) bool {
 	return false
 }
 

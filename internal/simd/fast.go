@@ -71,6 +71,7 @@ type acts struct {
 	corr   []int32
 	offset int32
 	gemm   bool      // a prefill for the repacked kernels (fastgemm.go)
+	lanes  []int32   // a decode's -offset·(sum of every 4 values), for fastQ4_0VNNI
 	x      []float32 // the rows being quantized
 }
 
@@ -84,13 +85,19 @@ func (a *acts) quantize(f quant.Format, x []float32, T, in int) {
 	if quant.KQuant(f) {
 		a.sums = grow(a.sums, T*in/16)
 	}
-	a.corr = a.corr[:0]
+	a.corr, a.lanes = a.corr[:0], a.lanes[:0]
 	a.gemm = false
-	if off, ok := fastGemmFormat(f); ok && T > 1 && fastGemmOK() {
-		a.gemm = true
-		if !quant.KQuant(f) {
-			a.corr = grow(a.corr, T*in/32)
-			a.offset = off
+	if off, ok := fastGemmFormat(f); ok && fastGemmOK() {
+		a.offset = off
+		switch {
+		case T > 1:
+			a.gemm = true
+			if !quant.KQuant(f) {
+				a.corr = grow(a.corr, T*in/32)
+			}
+		case f == quant.Q4_0:
+			// Decode's VNNI kernel (fastQ4_0VNNI) starts its lanes here.
+			a.lanes = grow(a.lanes, in/4)
 		}
 	}
 	a.x = x
@@ -113,7 +120,7 @@ func (a *acts) Part(t int) {
 	if len(a.corr) > 0 {
 		corr = a.corr[t*in/32 : (t+1)*in/32]
 	}
-	if asmQuantizeActs(a.f, a.x[t*in:(t+1)*in], q, d, corr, a.offset) {
+	if asmQuantizeActs(a.f, a.x[t*in:(t+1)*in], q, d, corr, a.lanes, a.offset) {
 		return
 	}
 	quant.QuantizeActs(a.f, a.x[t*in:(t+1)*in], q, d, s)
@@ -170,7 +177,11 @@ func mulRowsFast(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
 		for ; t < T; t++ {
 			q, d, s := a.row(t)
 			yt := y[t*out : (t+1)*out]
-			if asmDotActs(w, j0, j1-j0, rb, q, d, s, yt[j0:j1]) {
+			var lanes []int32
+			if T == 1 {
+				lanes = a.lanes
+			}
+			if asmDotActs(w, j0, j1-j0, rb, q, d, s, lanes, yt[j0:j1]) {
 				continue
 			}
 			for j := j0; j < j1; j++ {

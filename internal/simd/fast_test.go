@@ -51,7 +51,15 @@ func TestFastKernels(t *testing.T) {
 				mag = max(mag, math.Abs(float64(want[j])))
 			}
 			got := make([]float32, rows)
-			if !asmDotActs(Weight{Kind: Quant, Format: f, Bytes: w}, 0, rows, rb, q, d, sums, got) {
+			var lanes []int32
+			if f == quant.Q4_0 && fastGemmOK() {
+				// The VNNI decode kernel, with its lanes from the quantizer.
+				lanes = make([]int32, in/4)
+				if !asmQuantizeActs(f, x, q, d, nil, lanes, 8) {
+					t.Fatal("no quantizer")
+				}
+			}
+			if !asmDotActs(Weight{Kind: Quant, Format: f, Bytes: w}, 0, rows, rb, q, d, sums, lanes, got) {
 				t.Fatalf("%s: no kernel", f)
 			}
 			for j := range got {
@@ -254,7 +262,8 @@ func TestQuantizeActsKernel(t *testing.T) {
 	}
 	q, d := make([]int8, in), make([]float32, in/32)
 	corr := make([]int32, in/32)
-	if !asmQuantizeActs(quant.Q8_0, x, q, d, corr, 8) {
+	lanes := make([]int32, in/4)
+	if !asmQuantizeActs(quant.Q8_0, x, q, d, corr, lanes, 8) {
 		t.Skip("no AVX-512 quantizer on this CPU")
 	}
 	wq, wd := make([]int8, in), make([]float32, in/32)
@@ -272,6 +281,12 @@ func TestQuantizeActsKernel(t *testing.T) {
 		}
 		if corr[b] != 8*s {
 			t.Fatalf("block %d: sum term %d, want %d", b, corr[b], 8*s)
+		}
+		for l := 8 * b; l < 8*b+8; l++ {
+			ls := int32(wq[4*l]) + int32(wq[4*l+1]) + int32(wq[4*l+2]) + int32(wq[4*l+3])
+			if lanes[l] != -8*ls {
+				t.Fatalf("lane %d: %d, want %d", l, lanes[l], -8*ls)
+			}
 		}
 	}
 }

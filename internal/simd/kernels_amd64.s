@@ -5321,68 +5321,83 @@ fastGemm8x1VNNI_end:
 	VZEROUPPER
 	RET
 
-// func quantQ8_0ActsAVX512(x *float32, blocks int, q *int8, d *float32, sums *int32, offset int32)
-// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, F16C
-TEXT ·quantQ8_0ActsAVX512(SB), NOSPLIT, $0-44
+// func quantQ8_0ActsAVX512(x *float32, blocks int, q *int8, d *float32, sums *int32, lanes *int32, offset int32)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, AVX512VNNI, F16C
+TEXT ·quantQ8_0ActsAVX512(SB), NOSPLIT, $0-52
 	MOVQ         x+0(FP), AX
 	MOVQ         blocks+8(FP), CX
 	MOVQ         q+16(FP), DX
 	MOVQ         d+24(FP), BX
 	MOVQ         sums+32(FP), SI
-	MOVL         offset+40(FP), DI
-	MOVL         $0x7fffffff, R8
-	VPBROADCASTD R8, Z0
-	MOVL         $0x42fe0000, R8
-	VMOVD        R8, X1
+	MOVQ         lanes+40(FP), DI
+	MOVL         offset+48(FP), R8
+	MOVL         R8, R9
+	NEGL         R9
+	VPBROADCASTD R9, Y0
+	MOVL         $0x01010101, R9
+	VPBROADCASTD R9, Y1
+	MOVL         $0x7fffffff, R9
+	VPBROADCASTD R9, Z2
+	MOVL         $0x42fe0000, R9
+	VMOVD        R9, X3
 
 quantQ8_0ActsAVX512_block:
 	TESTQ         CX, CX
 	JZ            quantQ8_0ActsAVX512_end
-	VMOVUPS       (AX), Z2
-	VMOVUPS       64(AX), Z3
-	VANDPS        Z0, Z2, Z4
-	VANDPS        Z0, Z3, Z5
-	VMAXPS        Z5, Z4, Z4
-	VEXTRACTF64X4 $0x01, Z4, Y5
-	VMAXPS        Y5, Y4, Y4
-	VEXTRACTF32X4 $0x01, Y4, X5
-	VMAXPS        X5, X4, X4
-	VPERMILPS     $0x4e, X4, X5
-	VMAXPS        X5, X4, X4
-	VPERMILPS     $0xb1, X4, X5
-	VMAXPS        X5, X4, X4
-	VDIVSS        X1, X4, X5
-	VCVTPS2PH     $0x00, X5, X5
-	VCVTPH2PS     X5, X5
-	VMOVSS        X5, (BX)
-	VXORPS        X5, X5, X5
-	VXORPS        X6, X6, X6
-	VUCOMISS      X6, X4
+	VMOVUPS       (AX), Z4
+	VMOVUPS       64(AX), Z5
+	VANDPS        Z2, Z4, Z6
+	VANDPS        Z2, Z5, Z7
+	VMAXPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y7
+	VMAXPS        Y7, Y6, Y6
+	VEXTRACTF32X4 $0x01, Y6, X7
+	VMAXPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VMAXPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VMAXPS        X7, X6, X6
+	VDIVSS        X3, X6, X7
+	VCVTPS2PH     $0x00, X7, X7
+	VCVTPH2PS     X7, X7
+	VMOVSS        X7, (BX)
+	VXORPS        X7, X7, X7
+	VXORPS        X9, X9, X9
+	VUCOMISS      X9, X6
 	JE            quantQ8_0ActsAVX512_zero
-	VDIVSS        X4, X1, X5
+	VDIVSS        X6, X3, X7
 
 quantQ8_0ActsAVX512_zero:
-	VBROADCASTSS  X5, Z4
-	VMULPS        Z4, Z2, Z2
-	VMULPS        Z4, Z3, Z3
-	VCVTPS2DQ     Z2, Z2
-	VCVTPS2DQ     Z3, Z3
-	VPMOVSDB      Z2, (DX)
-	VPMOVSDB      Z3, 16(DX)
+	VBROADCASTSS X7, Z6
+	VMULPS       Z6, Z4, Z4
+	VMULPS       Z6, Z5, Z5
+	VCVTPS2DQ    Z4, Z4
+	VCVTPS2DQ    Z5, Z5
+	VPMOVSDB     Z4, (DX)
+	VPMOVSDB     Z5, 16(DX)
+	TESTQ        DI, DI
+	JZ           quantQ8_0ActsAVX512_nolanes
+	VPXORD       Y8, Y8, Y8
+	VPDPBUSD     (DX), Y1, Y8
+	VPMULLD      Y0, Y8, Y8
+	VMOVDQU32    Y8, (DI)
+	ADDQ         $0x20, DI
+
+quantQ8_0ActsAVX512_nolanes:
 	TESTQ         SI, SI
 	JZ            quantQ8_0ActsAVX512_next
-	VPADDD        Z3, Z2, Z2
-	VEXTRACTI64X4 $0x01, Z2, Y3
-	VPADDD        Y3, Y2, Y2
-	VEXTRACTI32X4 $0x01, Y2, X3
-	VPADDD        X3, X2, X2
-	VPSHUFD       $0x4e, X2, X3
-	VPADDD        X3, X2, X2
-	VPSHUFD       $0xb1, X2, X3
-	VPADDD        X3, X2, X2
-	VMOVD         X2, R8
-	IMULL         DI, R8
-	MOVL          R8, (SI)
+	VPADDD        Z5, Z4, Z4
+	VEXTRACTI64X4 $0x01, Z4, Y5
+	VPADDD        Y5, Y4, Y4
+	VEXTRACTI32X4 $0x01, Y4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VMOVD         X4, R9
+	IMULL         R8, R9
+	MOVL          R9, (SI)
 	ADDQ          $0x04, SI
 
 quantQ8_0ActsAVX512_next:
@@ -5393,6 +5408,68 @@ quantQ8_0ActsAVX512_next:
 	JMP  quantQ8_0ActsAVX512_block
 
 quantQ8_0ActsAVX512_end:
+	VZEROUPPER
+	RET
+
+// func fastQ4_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·fastQ4_0VNNI(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         rows+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         xq+32(FP), SI
+	MOVQ         xd+40(FP), DI
+	MOVQ         lanes+48(FP), R8
+	MOVQ         y+56(FP), R9
+	MOVL         $0x0f0f0f0f, R10
+	VPBROADCASTD R10, Y0
+
+fastQ4_0VNNI_row:
+	TESTQ  DX, DX
+	JZ     fastQ4_0VNNI_end
+	VPXORD Y1, Y1, Y1
+	MOVQ   AX, R10
+	MOVQ   SI, R11
+	MOVQ   DI, R12
+	MOVQ   R8, R13
+	MOVQ   BX, R14
+
+fastQ4_0VNNI_block:
+	TESTQ        R14, R14
+	JZ           fastQ4_0VNNI_rowdone
+	VMOVDQU32    2(R10), X2
+	VPSRLW       $0x04, X2, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	VPANDD       Y0, Y3, Y3
+	VMOVDQU32    (R13), Y4
+	VPDPBUSD     (R11), Y3, Y4
+	VCVTDQ2PS    Y4, Y4
+	VPBROADCASTW (R10), X2
+	VCVTPH2PS    X2, Y3
+	VMULPS.BCST  (R12), Y3, Y3
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         $0x12, R10
+	ADDQ         $0x20, R11
+	ADDQ         $0x04, R12
+	ADDQ         $0x20, R13
+	DECQ         R14
+	JMP          fastQ4_0VNNI_block
+
+fastQ4_0VNNI_rowdone:
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSS       X2, (R9)
+	ADDQ         $0x04, R9
+	ADDQ         CX, AX
+	DECQ         DX
+	JMP          fastQ4_0VNNI_row
+
+fastQ4_0VNNI_end:
 	VZEROUPPER
 	RET
 

@@ -112,6 +112,7 @@ func main() {
 	fastGemm8(4)
 	fastGemm8(1)
 	quantQ8Acts()
+	fastQ4_0VNNI()
 	for _, q := range []string{"Q4_K", "Q6_K"} {
 		fastGemmK(q, 2)
 		fastGemmK(q, 1)
