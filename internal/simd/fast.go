@@ -71,7 +71,7 @@ type acts struct {
 	corr   []int32
 	offset int32
 	gemm   bool      // a prefill for the repacked kernels (fastgemm.go)
-	lanes  []int32   // a decode's -offset·(sum of every 4 values), for fastQ4_0VNNI
+	lanes  []int32   // a decode's -offset·(sum of every 4 values), for fastQ4VNNI
 	x      []float32 // the rows being quantized
 }
 
@@ -95,8 +95,8 @@ func (a *acts) quantize(f quant.Format, x []float32, T, in int) {
 			if !quant.KQuant(f) {
 				a.corr = grow(a.corr, T*in/32)
 			}
-		case f == quant.Q4_0:
-			// Decode's VNNI kernel (fastQ4_0VNNI) starts its lanes here.
+		case f == quant.Q4_0 || f == quant.Q5_0:
+			// Decode's VNNI kernels (fastQ4VNNI) start their lanes here.
 			a.lanes = grow(a.lanes, in/4)
 		}
 	}

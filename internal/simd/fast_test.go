@@ -52,10 +52,10 @@ func TestFastKernels(t *testing.T) {
 			}
 			got := make([]float32, rows)
 			var lanes []int32
-			if f == quant.Q4_0 && fastGemmOK() {
-				// The VNNI decode kernel, with its lanes from the quantizer.
+			if off, _ := fastGemmFormat(f); (f == quant.Q4_0 || f == quant.Q5_0) && fastGemmOK() {
+				// The VNNI decode kernels, with their lanes from the quantizer.
 				lanes = make([]int32, in/4)
-				if !asmQuantizeActs(f, x, q, d, nil, lanes, 8) {
+				if !asmQuantizeActs(f, x, q, d, nil, lanes, off) {
 					t.Fatal("no quantizer")
 				}
 			}

@@ -5411,6 +5411,12 @@ quantQ8_0ActsAVX512_end:
 	VZEROUPPER
 	RET
 
+DATA q5bitsel<>+0(SB)/8, $0x8040201008040201
+DATA q5bitsel<>+8(SB)/8, $0x8040201008040201
+DATA q5bitsel<>+16(SB)/8, $0x8040201008040201
+DATA q5bitsel<>+24(SB)/8, $0x8040201008040201
+GLOBL q5bitsel<>(SB), RODATA|NOPTR, $32
+
 // func fastQ4_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·fastQ4_0VNNI(SB), NOSPLIT, $0-64
@@ -5470,6 +5476,75 @@ fastQ4_0VNNI_rowdone:
 	JMP          fastQ4_0VNNI_row
 
 fastQ4_0VNNI_end:
+	VZEROUPPER
+	RET
+
+// func fastQ5_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·fastQ5_0VNNI(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         rows+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         xq+32(FP), SI
+	MOVQ         xd+40(FP), DI
+	MOVQ         lanes+48(FP), R8
+	MOVQ         y+56(FP), R9
+	MOVL         $0x0f0f0f0f, R10
+	VPBROADCASTD R10, Y0
+	VMOVDQU32    q5bitsel<>+0(SB), Y1
+	MOVL         $0x10101010, R10
+	VPBROADCASTD R10, Y2
+
+fastQ5_0VNNI_row:
+	TESTQ  DX, DX
+	JZ     fastQ5_0VNNI_end
+	VPXORD Y3, Y3, Y3
+	MOVQ   AX, R10
+	MOVQ   SI, R11
+	MOVQ   DI, R12
+	MOVQ   R8, R13
+	MOVQ   BX, R14
+
+fastQ5_0VNNI_block:
+	TESTQ        R14, R14
+	JZ           fastQ5_0VNNI_rowdone
+	VMOVDQU32    6(R10), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI32X4 $0x01, X5, Y4, Y5
+	VPANDD       Y0, Y5, Y5
+	VPBROADCASTD 2(R10), Y6
+	VPSHUFB      fastq5shuf<>+0(SB), Y6, Y6
+	VPTESTMB     Y1, Y6, K1
+	VPADDB       Y2, Y5, K1, Y5
+	VMOVDQU32    (R13), Y6
+	VPDPBUSD     (R11), Y5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VPBROADCASTW (R10), X4
+	VCVTPH2PS    X4, Y5
+	VMULPS.BCST  (R12), Y5, Y5
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         $0x16, R10
+	ADDQ         $0x20, R11
+	ADDQ         $0x04, R12
+	ADDQ         $0x20, R13
+	DECQ         R14
+	JMP          fastQ5_0VNNI_block
+
+fastQ5_0VNNI_rowdone:
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X4
+	VPERMILPS    $0x4e, X4, X5
+	VADDPS       X5, X4, X4
+	VPERMILPS    $0xb1, X4, X5
+	VADDPS       X5, X4, X4
+	VMOVSS       X4, (R9)
+	ADDQ         $0x04, R9
+	ADDQ         CX, AX
+	DECQ         DX
+	JMP          fastQ5_0VNNI_row
+
+fastQ5_0VNNI_end:
 	VZEROUPPER
 	RET
 

@@ -426,11 +426,19 @@ func fastGemmK(q string, R int) {
 // lane ends with exactly the integer llama.cpp's kernel has there, Σ
 // (q-8)·x over four values; the float steps are llama.cpp's, in its order
 // (one accumulator, d = dw·dx per block), so results are unchanged.
-func fastQ4_0VNNI() {
-	name := "fastQ4_0VNNI"
+//
+// Q5_0 (q = nibble | fifth bit << 4, weight q-16) is the same with lanes
+// from -16 times the sums, the fifth bits spread to their bytes by
+// VPSHUFB and VPTESTMB and added as 16 under that mask.
+func fastQ4VNNI(q string) {
+	name := "fast" + q + "VNNI"
 	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)")
 	Pragma("noescape")
-	Doc(name + " computes y[r] = w_r · x for rows Q4_0 rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd with lanes -8·(sums of 4).")
+	Doc(name + " computes y[r] = w_r · x for rows " + q + " rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd with lanes -offset·(sums of 4).")
+	bsize, qoff := 18, 2
+	if q == "Q5_0" {
+		bsize, qoff = 22, 6
+	}
 	w, ldw, rows, blocks, xq, xd := params("w", "ldw", "rows", "blocks", "xq", "xd")
 	lanes, y := GP64(), GP64()
 	Load(Param("lanes"), lanes)
@@ -439,6 +447,13 @@ func fastQ4_0VNNI() {
 	t := GP32()
 	MOVL(U32(0x0f0f0f0f), t)
 	VPBROADCASTD(t, m0f)
+	var bitSel, c16 VecVirtual
+	if q == "Q5_0" {
+		bitSel, c16 = YMM(), YMM()
+		VMOVDQU32(q5BitSel, bitSel)
+		MOVL(U32(0x10101010), t)
+		VPBROADCASTD(t, c16)
+	}
 	wp, xp, dp, lp, b := GP64(), GP64(), GP64(), GP64(), GP64()
 	acc := YMM()
 	Label(name + "_row")
@@ -454,11 +469,19 @@ func fastQ4_0VNNI() {
 	TESTQ(b, b)
 	JZ(LabelRef(name + "_rowdone"))
 	lo, hi := XMM(), XMM()
-	VMOVDQU32(Mem{Base: wp, Disp: 2}, lo)
+	VMOVDQU32(Mem{Base: wp, Disp: qoff}, lo)
 	VPSRLW(U8(4), lo, hi)
 	nib := YMM()
 	VINSERTI32X4(U8(1), hi, lo.AsY(), nib)
 	VPANDD(m0f, nib, nib)
+	if q == "Q5_0" {
+		bits := YMM()
+		VPBROADCASTD(Mem{Base: wp, Disp: 2}, bits)
+		VPSHUFB(q5Shuf, bits, bits) // byte i: byte i/8 of qh
+		set := K()
+		VPTESTMB(bitSel, bits, set) // bit i%8 of it
+		VPADDB(c16, nib, set, nib)
+	}
 	isum := YMM()
 	VMOVDQU32(Mem{Base: lp}, isum)
 	VPDPBUSD(Mem{Base: xp}, nib, isum)
@@ -469,7 +492,7 @@ func fastQ4_0VNNI() {
 	VCVTPH2PS(h, d)
 	VMULPS_BCST(Mem{Base: dp}, d, d)
 	VFMADD231PS(isum, d, acc)
-	ADDQ(U8(18), wp)
+	ADDQ(U8(bsize), wp)
 	ADDQ(U8(32), xp)
 	ADDQ(U8(4), dp)
 	ADDQ(U8(32), lp)
@@ -484,4 +507,15 @@ func fastQ4_0VNNI() {
 	Label(name + "_end")
 	VZEROUPPER()
 	RET()
+}
+
+// q5BitSel is 1 << (i%8) in byte i: the bit of its qh byte that byte i
+// tests.
+var q5BitSel Mem
+
+func fastVNNIConsts() {
+	q5BitSel = GLOBL("q5bitsel", RODATA|NOPTR)
+	for i := 0; i < 4; i++ {
+		DATA(8*i, U64(0x8040201008040201))
+	}
 }

@@ -112,7 +112,9 @@ func main() {
 	fastGemm8(4)
 	fastGemm8(1)
 	quantQ8Acts()
-	fastQ4_0VNNI()
+	fastVNNIConsts()
+	fastQ4VNNI("Q4_0")
+	fastQ4VNNI("Q5_0")
 	for _, q := range []string{"Q4_K", "Q6_K"} {
 		fastGemmK(q, 2)
 		fastGemmK(q, 1)
