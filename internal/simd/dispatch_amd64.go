@@ -231,13 +231,18 @@ var q5Shifts = func() (s [32]uint32) {
 
 // asmQuantizeActs quantizes one row of activations for fast mode with the
 // active kernels; false when there is none for the format.
-// asmQuantizeActs quantizes x to Q8_0 blocks for the Q8_0-family
-// formats (see quant.QuantizeActs); with corr non-empty it stores offset
-// times each block's sum there, with lanes non-empty -offset times the sum
-// of every four values. False for the K-quants, which quantize in Go.
-func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, corr, lanes []int32, offset int32) bool {
-	if active != avx512 || quant.KQuant(f) || len(x) < 32 {
+// asmQuantizeActs quantizes x as quant.QuantizeActs does: Q8_K
+// super-blocks (with their sums of 16) for the K-quants, Q8_0 blocks for
+// the Q8_0 family, then with corr non-empty offset times each block's sum
+// there and with lanes non-empty -offset times the sum of every four
+// values.
+func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, sums []int16, corr, lanes []int32, offset int32) bool {
+	if active != avx512 || len(x) < quant.ActBlock(f) {
 		return false
+	}
+	if quant.KQuant(f) {
+		quantQ8_KActsAVX512(&x[0], len(x)/256, &q[0], &d[0], &sums[0])
+		return true
 	}
 	var cp, lp *int32
 	if len(corr) > 0 {

@@ -33,7 +33,7 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 
 func supported() []*isa { return nil }
 
-func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, corr, lanes []int32, offset int32) bool {
+func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, sums []int16, corr, lanes []int32, offset int32) bool {
 	return false
 }
 

@@ -120,7 +120,7 @@ func (a *acts) Part(t int) {
 	if len(a.corr) > 0 {
 		corr = a.corr[t*in/32 : (t+1)*in/32]
 	}
-	if asmQuantizeActs(a.f, a.x[t*in:(t+1)*in], q, d, corr, a.lanes, a.offset) {
+	if asmQuantizeActs(a.f, a.x[t*in:(t+1)*in], q, d, s, corr, a.lanes, a.offset) {
 		return
 	}
 	quant.QuantizeActs(a.f, a.x[t*in:(t+1)*in], q, d, s)

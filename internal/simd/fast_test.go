@@ -55,7 +55,7 @@ func TestFastKernels(t *testing.T) {
 			if off, _ := fastGemmFormat(f); (f == quant.Q4_0 || f == quant.Q5_0) && fastGemmOK() {
 				// The VNNI decode kernels, with their lanes from the quantizer.
 				lanes = make([]int32, in/4)
-				if !asmQuantizeActs(f, x, q, d, nil, lanes, off) {
+				if !asmQuantizeActs(f, x, q, d, nil, nil, lanes, off) {
 					t.Fatal("no quantizer")
 				}
 			}
@@ -263,7 +263,7 @@ func TestQuantizeActsKernel(t *testing.T) {
 	q, d := make([]int8, in), make([]float32, in/32)
 	corr := make([]int32, in/32)
 	lanes := make([]int32, in/4)
-	if !asmQuantizeActs(quant.Q8_0, x, q, d, corr, lanes, 8) {
+	if !asmQuantizeActs(quant.Q8_0, x, q, d, nil, corr, lanes, 8) {
 		t.Skip("no AVX-512 quantizer on this CPU")
 	}
 	wq, wd := make([]int8, in), make([]float32, in/32)
@@ -287,6 +287,50 @@ func TestQuantizeActsKernel(t *testing.T) {
 			if lanes[l] != -8*ls {
 				t.Fatalf("lane %d: %d, want %d", l, lanes[l], -8*ls)
 			}
+		}
+	}
+}
+
+// TestQuantizeQ8KKernel: the AVX-512 Q8_K quantizer gives
+// quant.QuantizeActs's values, scales and sums of 16 exactly: the first
+// value of largest magnitude sets the scale (a tie of x and -x included),
+// halves round to even, and a block of zeros stays zero.
+func TestQuantizeQ8KKernel(t *testing.T) {
+	was := active
+	Force(true)
+	defer func() { active = was }()
+	r := rand.New(rand.NewPCG(9, 10))
+	const in = 256 * 6
+	x := make([]float32, in)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * math.Pow(10, float64(i/256%4-2)))
+	}
+	for i := 256; i < 512; i++ {
+		x[i] = 0
+	}
+	x[600], x[700] = -9, 9 // equal magnitudes: the first (negative) one wins
+	for i := 768; i < 1024; i++ {
+		x[i] = float32(i-896) * 0.5
+	}
+	q, d, sums := make([]int8, in), make([]float32, in/256), make([]int16, in/16)
+	if !asmQuantizeActs(quant.Q4_K, x, q, d, sums, nil, nil, 0) {
+		t.Skip("no AVX-512 quantizer on this CPU")
+	}
+	wq, wd, ws := make([]int8, in), make([]float32, in/256), make([]int16, in/16)
+	quant.QuantizeActs(quant.Q4_K, x, wq, wd, ws)
+	for b := range wd {
+		if math.Float32bits(d[b]) != math.Float32bits(wd[b]) {
+			t.Fatalf("block %d: scale %g, want %g", b, d[b], wd[b])
+		}
+	}
+	for i := range wq {
+		if q[i] != wq[i] {
+			t.Fatalf("value %d (%g): %d, want %d", i, x[i], q[i], wq[i])
+		}
+	}
+	for g := range ws {
+		if sums[g] != ws[g] {
+			t.Fatalf("sum %d: %d, want %d", g, sums[g], ws[g])
 		}
 	}
 }

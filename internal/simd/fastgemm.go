@@ -72,44 +72,59 @@ func (p *packed8) packK(f quant.Format, w []byte, rb, rows, blocks int) {
 		clear(p.b)
 	}
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(&p.b[0])), blocks*size/4)
-	u32 := func(b []byte) uint32 { return *(*uint32)(unsafe.Pointer(&b[0])) }
-	half := func(b []byte) uint32 {
-		return math.Float32bits(float16.Frombits(*(*uint16)(unsafe.Pointer(&b[0]))).Float32())
+	half := func(b unsafe.Pointer) uint32 {
+		return math.Float32bits(float16.Frombits(*(*uint16)(b)).Float32())
 	}
+	// Whole words through array pointers: no bounds check per word.
 	for c := 0; c < rows; c++ {
 		row := w[c*rb : (c+1)*rb]
 		for b := 0; b < blocks; b++ {
-			dst := words[b*size/4 : (b+1)*size/4]
 			if f == quant.Q4_K {
 				blk := row[b*144 : b*144+144]
+				dst := (*[656]uint32)(words[b*656:])
 				for j := 0; j < 8; j++ {
 					sc, m := quant.ScaleMinK4(j, blk[4:16])
 					dst[512+8*j+c] = uint32(sc)
 					dst[576+8*j+c] = uint32(m) | uint32(m)<<16
-					shift := uint(4 * (j % 2))
+				}
+				qs := (*[32]uint32)(unsafe.Pointer(&blk[16]))
+				for ch := 0; ch < 4; ch++ {
+					lo, hi := dst[128*ch:], dst[128*ch+64:]
 					for k := 0; k < 8; k++ {
-						dst[64*j+8*k+c] = u32(blk[16+32*(j/2)+4*k:]) >> shift & 0x0f0f0f0f
+						v := qs[8*ch+k]
+						lo[8*k+c] = v & 0x0f0f0f0f
+						hi[8*k+c] = v >> 4 & 0x0f0f0f0f
 					}
 				}
-				dst[640+c], dst[648+c] = half(blk[0:]), half(blk[2:])
+				dst[640+c], dst[648+c] = half(unsafe.Pointer(&blk[0])), half(unsafe.Pointer(&blk[2]))
 				continue
 			}
 			blk := row[b*210 : b*210+210]
-			ql, qh, sc := blk[0:128], blk[128:192], blk[192:208]
+			dst := (*[712]uint32)(words[b*712:])
+			ql := (*[32]uint32)(unsafe.Pointer(&blk[0]))
+			qh := (*[16]uint32)(unsafe.Pointer(&blk[128]))
+			sc := blk[192:208]
 			for g := 0; g < 16; g++ {
 				dst[512+8*g+c] = uint32(int32(int8(sc[g])))
-				for kk := 0; kk < 4; kk++ {
-					v := 16*g + 4*kk
-					h, k, l := v/128, v%128/32, v%32
-					lo := u32(ql[64*h+32*(k%2)+l:]) >> uint(4*(k/2)) & 0x0f0f0f0f
-					hi := u32(qh[32*h+l:]) >> uint(2*k) & 0x03030303
-					dst[32*g+8*kk+c] = lo | hi<<4
-				}
 			}
 			for i := 0; i < 8; i++ {
 				dst[640+8*i+c] = uint32(uint16(int8(sc[2*i]))) | uint32(uint16(int8(sc[2*i+1])))<<16
 			}
-			dst[704+c] = half(blk[208:])
+			// Values 128h + 32k + l, l = 4i..4i+3: low (k < 2) or high
+			// nibbles of ql[64h + 32(k%2) + l], bits 2k, 2k+1 of qh[32h + l];
+			// group (32k + l)/16 + 8h, word (l%16)/4 of it.
+			for h := 0; h < 2; h++ {
+				for i := 0; i < 8; i++ {
+					hw := qh[8*h+i]
+					for k := 0; k < 4; k++ {
+						lo := ql[16*h+8*(k%2)+i] >> uint(4*(k/2)) & 0x0f0f0f0f
+						v := lo | (hw>>uint(2*k)&0x03030303)<<4
+						g := 8*h + 2*k + i/4
+						dst[32*g+8*(i%4)+c] = v
+					}
+				}
+			}
+			dst[704+c] = half(unsafe.Pointer(&blk[208]))
 		}
 	}
 }

@@ -257,6 +257,11 @@ func fastGemm8x1VNNI(packed *byte, dw *float32, blocks int, xq *int8, ldx int, x
 //go:noescape
 func quantQ8_0ActsAVX512(x *float32, blocks int, q *int8, d *float32, sums *int32, lanes *int32, offset int32)
 
+// quantQ8_KActsAVX512 quantizes blocks super-blocks of 256 activations to Q8_K as quant.QuantizeActs does.
+//
+//go:noescape
+func quantQ8_KActsAVX512(x *float32, blocks int, q *int8, d *float32, sums *int16)
+
 // fastQ4_0VNNI computes y[r] = w_r · x for rows Q4_0 rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd with lanes -offset·(sums of 4).
 //
 //go:noescape

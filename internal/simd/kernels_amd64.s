@@ -5417,6 +5417,319 @@ DATA q5bitsel<>+16(SB)/8, $0x8040201008040201
 DATA q5bitsel<>+24(SB)/8, $0x8040201008040201
 GLOBL q5bitsel<>(SB), RODATA|NOPTR, $32
 
+// func quantQ8_KActsAVX512(x *float32, blocks int, q *int8, d *float32, sums *int16)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, BMI
+TEXT ·quantQ8_KActsAVX512(SB), NOSPLIT, $0-40
+	MOVQ         x+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         q+16(FP), DX
+	MOVQ         d+24(FP), BX
+	MOVQ         sums+32(FP), SI
+	MOVL         $0x7fffffff, DI
+	VPBROADCASTD DI, Z0
+	MOVL         $0x0000007f, DI
+	VPBROADCASTD DI, Z1
+
+quantQ8_KActsAVX512_block:
+	TESTQ         CX, CX
+	JZ            quantQ8_KActsAVX512_end
+	VANDPS        (AX), Z0, Z2
+	VANDPS        64(AX), Z0, Z3
+	VMAXPS        Z3, Z2, Z2
+	VANDPS        128(AX), Z0, Z3
+	VMAXPS        Z3, Z2, Z2
+	VANDPS        192(AX), Z0, Z3
+	VMAXPS        Z3, Z2, Z2
+	VANDPS        256(AX), Z0, Z3
+	VMAXPS        Z3, Z2, Z2
+	VANDPS        320(AX), Z0, Z3
+	VMAXPS        Z3, Z2, Z2
+	VANDPS        384(AX), Z0, Z3
+	VMAXPS        Z3, Z2, Z2
+	VANDPS        448(AX), Z0, Z3
+	VMAXPS        Z3, Z2, Z2
+	VANDPS        512(AX), Z0, Z3
+	VMAXPS        Z3, Z2, Z2
+	VANDPS        576(AX), Z0, Z3
+	VMAXPS        Z3, Z2, Z2
+	VANDPS        640(AX), Z0, Z3
+	VMAXPS        Z3, Z2, Z2
+	VANDPS        704(AX), Z0, Z3
+	VMAXPS        Z3, Z2, Z2
+	VANDPS        768(AX), Z0, Z3
+	VMAXPS        Z3, Z2, Z2
+	VANDPS        832(AX), Z0, Z3
+	VMAXPS        Z3, Z2, Z2
+	VANDPS        896(AX), Z0, Z3
+	VMAXPS        Z3, Z2, Z2
+	VANDPS        960(AX), Z0, Z3
+	VMAXPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y3
+	VMAXPS        Y3, Y2, Y2
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VMAXPS        X3, X2, X2
+	VPERMILPS     $0x4e, X2, X3
+	VMAXPS        X3, X2, X2
+	VPERMILPS     $0xb1, X2, X3
+	VMAXPS        X3, X2, X2
+	VXORPS        X3, X3, X3
+	VUCOMISS      X3, X2
+	JE            quantQ8_KActsAVX512_zeros
+	VBROADCASTSS  X2, Z2
+	XORQ          R8, R8
+
+quantQ8_KActsAVX512_find:
+	VANDPS (AX)(R8*1), Z0, Z3
+	VCMPPS $0x00, Z2, Z3, K1
+	KMOVW  K1, DI
+	TESTL  DI, DI
+	JNZ    quantQ8_KActsAVX512_found
+	ADDQ   $0x40, R8
+	JMP    quantQ8_KActsAVX512_find
+
+quantQ8_KActsAVX512_found:
+	TZCNTL        DI, DI
+	LEAQ          (R8)(DI*4), DI
+	VMOVSS        (AX)(DI*1), X2
+	MOVL          $0xc2fe0000, DI
+	VMOVD         DI, X3
+	VDIVSS        X2, X3, X3
+	MOVL          $0x3f800000, DI
+	VMOVD         DI, X2
+	VDIVSS        X3, X2, X2
+	VMOVSS        X2, (BX)
+	VBROADCASTSS  X3, Z2
+	VMULPS        (AX), Z2, Z3
+	VCVTPS2DQ     Z3, Z3
+	VPMINSD       Z1, Z3, Z3
+	VPMOVSDB      Z3, (DX)
+	VEXTRACTI64X4 $0x01, Z3, Y5
+	VPADDD        Y5, Y3, Y3
+	VEXTRACTI32X4 $0x01, Y3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0x4e, X3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0xb1, X3, X5
+	VPADDD        X5, X3, X3
+	VPEXTRW       $0x00, X3, (SI)
+	VMULPS        64(AX), Z2, Z3
+	VCVTPS2DQ     Z3, Z3
+	VPMINSD       Z1, Z3, Z3
+	VPMOVSDB      Z3, 16(DX)
+	VEXTRACTI64X4 $0x01, Z3, Y5
+	VPADDD        Y5, Y3, Y3
+	VEXTRACTI32X4 $0x01, Y3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0x4e, X3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0xb1, X3, X5
+	VPADDD        X5, X3, X3
+	VPEXTRW       $0x00, X3, 2(SI)
+	VMULPS        128(AX), Z2, Z3
+	VCVTPS2DQ     Z3, Z3
+	VPMINSD       Z1, Z3, Z3
+	VPMOVSDB      Z3, 32(DX)
+	VEXTRACTI64X4 $0x01, Z3, Y5
+	VPADDD        Y5, Y3, Y3
+	VEXTRACTI32X4 $0x01, Y3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0x4e, X3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0xb1, X3, X5
+	VPADDD        X5, X3, X3
+	VPEXTRW       $0x00, X3, 4(SI)
+	VMULPS        192(AX), Z2, Z3
+	VCVTPS2DQ     Z3, Z3
+	VPMINSD       Z1, Z3, Z3
+	VPMOVSDB      Z3, 48(DX)
+	VEXTRACTI64X4 $0x01, Z3, Y5
+	VPADDD        Y5, Y3, Y3
+	VEXTRACTI32X4 $0x01, Y3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0x4e, X3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0xb1, X3, X5
+	VPADDD        X5, X3, X3
+	VPEXTRW       $0x00, X3, 6(SI)
+	VMULPS        256(AX), Z2, Z3
+	VCVTPS2DQ     Z3, Z3
+	VPMINSD       Z1, Z3, Z3
+	VPMOVSDB      Z3, 64(DX)
+	VEXTRACTI64X4 $0x01, Z3, Y5
+	VPADDD        Y5, Y3, Y3
+	VEXTRACTI32X4 $0x01, Y3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0x4e, X3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0xb1, X3, X5
+	VPADDD        X5, X3, X3
+	VPEXTRW       $0x00, X3, 8(SI)
+	VMULPS        320(AX), Z2, Z3
+	VCVTPS2DQ     Z3, Z3
+	VPMINSD       Z1, Z3, Z3
+	VPMOVSDB      Z3, 80(DX)
+	VEXTRACTI64X4 $0x01, Z3, Y5
+	VPADDD        Y5, Y3, Y3
+	VEXTRACTI32X4 $0x01, Y3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0x4e, X3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0xb1, X3, X5
+	VPADDD        X5, X3, X3
+	VPEXTRW       $0x00, X3, 10(SI)
+	VMULPS        384(AX), Z2, Z3
+	VCVTPS2DQ     Z3, Z3
+	VPMINSD       Z1, Z3, Z3
+	VPMOVSDB      Z3, 96(DX)
+	VEXTRACTI64X4 $0x01, Z3, Y5
+	VPADDD        Y5, Y3, Y3
+	VEXTRACTI32X4 $0x01, Y3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0x4e, X3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0xb1, X3, X5
+	VPADDD        X5, X3, X3
+	VPEXTRW       $0x00, X3, 12(SI)
+	VMULPS        448(AX), Z2, Z3
+	VCVTPS2DQ     Z3, Z3
+	VPMINSD       Z1, Z3, Z3
+	VPMOVSDB      Z3, 112(DX)
+	VEXTRACTI64X4 $0x01, Z3, Y5
+	VPADDD        Y5, Y3, Y3
+	VEXTRACTI32X4 $0x01, Y3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0x4e, X3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0xb1, X3, X5
+	VPADDD        X5, X3, X3
+	VPEXTRW       $0x00, X3, 14(SI)
+	VMULPS        512(AX), Z2, Z3
+	VCVTPS2DQ     Z3, Z3
+	VPMINSD       Z1, Z3, Z3
+	VPMOVSDB      Z3, 128(DX)
+	VEXTRACTI64X4 $0x01, Z3, Y5
+	VPADDD        Y5, Y3, Y3
+	VEXTRACTI32X4 $0x01, Y3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0x4e, X3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0xb1, X3, X5
+	VPADDD        X5, X3, X3
+	VPEXTRW       $0x00, X3, 16(SI)
+	VMULPS        576(AX), Z2, Z3
+	VCVTPS2DQ     Z3, Z3
+	VPMINSD       Z1, Z3, Z3
+	VPMOVSDB      Z3, 144(DX)
+	VEXTRACTI64X4 $0x01, Z3, Y5
+	VPADDD        Y5, Y3, Y3
+	VEXTRACTI32X4 $0x01, Y3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0x4e, X3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0xb1, X3, X5
+	VPADDD        X5, X3, X3
+	VPEXTRW       $0x00, X3, 18(SI)
+	VMULPS        640(AX), Z2, Z3
+	VCVTPS2DQ     Z3, Z3
+	VPMINSD       Z1, Z3, Z3
+	VPMOVSDB      Z3, 160(DX)
+	VEXTRACTI64X4 $0x01, Z3, Y5
+	VPADDD        Y5, Y3, Y3
+	VEXTRACTI32X4 $0x01, Y3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0x4e, X3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0xb1, X3, X5
+	VPADDD        X5, X3, X3
+	VPEXTRW       $0x00, X3, 20(SI)
+	VMULPS        704(AX), Z2, Z3
+	VCVTPS2DQ     Z3, Z3
+	VPMINSD       Z1, Z3, Z3
+	VPMOVSDB      Z3, 176(DX)
+	VEXTRACTI64X4 $0x01, Z3, Y5
+	VPADDD        Y5, Y3, Y3
+	VEXTRACTI32X4 $0x01, Y3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0x4e, X3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0xb1, X3, X5
+	VPADDD        X5, X3, X3
+	VPEXTRW       $0x00, X3, 22(SI)
+	VMULPS        768(AX), Z2, Z3
+	VCVTPS2DQ     Z3, Z3
+	VPMINSD       Z1, Z3, Z3
+	VPMOVSDB      Z3, 192(DX)
+	VEXTRACTI64X4 $0x01, Z3, Y5
+	VPADDD        Y5, Y3, Y3
+	VEXTRACTI32X4 $0x01, Y3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0x4e, X3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0xb1, X3, X5
+	VPADDD        X5, X3, X3
+	VPEXTRW       $0x00, X3, 24(SI)
+	VMULPS        832(AX), Z2, Z3
+	VCVTPS2DQ     Z3, Z3
+	VPMINSD       Z1, Z3, Z3
+	VPMOVSDB      Z3, 208(DX)
+	VEXTRACTI64X4 $0x01, Z3, Y5
+	VPADDD        Y5, Y3, Y3
+	VEXTRACTI32X4 $0x01, Y3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0x4e, X3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0xb1, X3, X5
+	VPADDD        X5, X3, X3
+	VPEXTRW       $0x00, X3, 26(SI)
+	VMULPS        896(AX), Z2, Z3
+	VCVTPS2DQ     Z3, Z3
+	VPMINSD       Z1, Z3, Z3
+	VPMOVSDB      Z3, 224(DX)
+	VEXTRACTI64X4 $0x01, Z3, Y5
+	VPADDD        Y5, Y3, Y3
+	VEXTRACTI32X4 $0x01, Y3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0x4e, X3, X5
+	VPADDD        X5, X3, X3
+	VPSHUFD       $0xb1, X3, X5
+	VPADDD        X5, X3, X3
+	VPEXTRW       $0x00, X3, 28(SI)
+	VMULPS        960(AX), Z2, Z2
+	VCVTPS2DQ     Z2, Z2
+	VPMINSD       Z1, Z2, Z2
+	VPMOVSDB      Z2, 240(DX)
+	VEXTRACTI64X4 $0x01, Z2, Y3
+	VPADDD        Y3, Y2, Y2
+	VEXTRACTI32X4 $0x01, Y2, X3
+	VPADDD        X3, X2, X2
+	VPSHUFD       $0x4e, X2, X3
+	VPADDD        X3, X2, X2
+	VPSHUFD       $0xb1, X2, X3
+	VPADDD        X3, X2, X2
+	VPEXTRW       $0x00, X2, 30(SI)
+	JMP           quantQ8_KActsAVX512_next
+
+quantQ8_KActsAVX512_zeros:
+	VMOVSS    X3, (BX)
+	VPXORD    Z4, Z4, Z4
+	VMOVDQU32 Z4, (DX)
+	VMOVDQU32 Z4, 64(DX)
+	VMOVDQU32 Z4, 128(DX)
+	VMOVDQU32 Z4, 192(DX)
+	VMOVDQU32 Y4, (SI)
+
+quantQ8_KActsAVX512_next:
+	ADDQ $0x00000400, AX
+	ADDQ $0x00000100, DX
+	ADDQ $0x04, BX
+	ADDQ $0x20, SI
+	DECQ CX
+	JMP  quantQ8_KActsAVX512_block
+
+quantQ8_KActsAVX512_end:
+	VZEROUPPER
+	RET
+
 // func fastQ4_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·fastQ4_0VNNI(SB), NOSPLIT, $0-64

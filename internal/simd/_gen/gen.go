@@ -113,6 +113,7 @@ func main() {
 	fastGemm8(1)
 	quantQ8Acts()
 	fastVNNIConsts()
+	quantQ8KActs()
 	fastQ4VNNI("Q4_0")
 	fastQ4VNNI("Q5_0")
 	for _, q := range []string{"Q4_K", "Q6_K"} {
