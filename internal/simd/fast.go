@@ -95,8 +95,9 @@ func (a *acts) quantize(f quant.Format, x []float32, T, in int) {
 			if !quant.KQuant(f) {
 				a.corr = grow(a.corr, T*in/32)
 			}
-		case f == quant.Q4_0 || f == quant.Q5_0:
-			// Decode's VNNI kernels (fastQ4VNNI) start their lanes here.
+		case f == quant.Q4_0 || f == quant.Q5_0 || f == quant.Q6_K:
+			// Decode's VNNI kernels (fastQ4VNNI, fastQ6KVNNI) start their
+			// lanes here.
 			a.lanes = grow(a.lanes, in/4)
 		}
 	}
@@ -111,6 +112,13 @@ func (a *acts) quantize(f quant.Format, x []float32, T, in int) {
 	a.x = nil
 }
 
+// laneSums sets lanes[i] = scale · (q[4i] + … + q[4i+3]).
+func laneSums(lanes []int32, q []int8, scale int32) {
+	for i := range lanes {
+		lanes[i] = scale * (int32(q[4*i]) + int32(q[4*i+1]) + int32(q[4*i+2]) + int32(q[4*i+3]))
+	}
+}
+
 // Part quantizes row t of the activations in a.x (and, for the VNNI
 // prefill, sums its blocks).
 func (a *acts) Part(t int) {
@@ -121,6 +129,10 @@ func (a *acts) Part(t int) {
 		corr = a.corr[t*in/32 : (t+1)*in/32]
 	}
 	if asmQuantizeActs(a.f, a.x[t*in:(t+1)*in], q, d, s, corr, a.lanes, a.offset) {
+		if a.f == quant.Q6_K && len(a.lanes) > 0 {
+			// The Q8_K quantizer leaves these to Go: Q6_K's offset 32.
+			laneSums(a.lanes, q, -32)
+		}
 		return
 	}
 	quant.QuantizeActs(a.f, a.x[t*in:(t+1)*in], q, d, s)

@@ -11,17 +11,17 @@ import (
 )
 
 // Fast mode's prefill on CPUs with AVX-512 VNNI: each thread repacks
-// eight weight rows at a time into packed8, the layout of fastGemm8 (see
-// _gen/fastgemm.go), and runs every row of activations past them. The
-// repacking costs one pass over the weights per product, small beside
-// the product itself once a prompt has a few rows, and needs no second
-// copy of the model.
+// eight weight rows at a time into packed8, the layout of the fastGemm
+// kernels (see _gen/fastgemm.go), and runs every row of activations past
+// them. The repacking costs one pass over the weights per product, small
+// beside the product itself once a prompt has a few rows, and needs no
+// second copy of the model.
 
-// packed8 is eight weight rows of Q8_0-family blocks repacked: per block,
-// eight 32-byte vectors whose lane c holds four consecutive weights of
-// row c as unsigned bytes (Q4_0: the nibble q; Q5_0: the 5-bit q; Q8_0:
-// the value + 128),
-// and the eight rows' block scales as float32.
+// packed8 is eight weight rows repacked. For the Q8_0 family (pack), per
+// block: eight 32-byte vectors whose lane c holds four consecutive
+// weights of row c as unsigned bytes (Q4_0: the nibble q; Q5_0: the 5-bit
+// q; Q8_0: the value + 128), and in dw the eight rows' block scales as
+// float32. For the K-quants, see packK.
 type packed8 struct {
 	b   []byte
 	dw  []float32
@@ -41,8 +41,10 @@ func fastGemmFormat(f quant.Format) (offset int32, ok bool) {
 		return 8, true
 	case quant.Q5_0:
 		return 16, true
-	case quant.Q4_K, quant.Q6_K:
+	case quant.Q4_K:
 		return 0, true
+	case quant.Q6_K:
+		return 32, true // decode's lanes only (fastQ6KVNNI)
 	}
 	return 0, false
 }
@@ -72,9 +74,7 @@ func (p *packed8) packK(f quant.Format, w []byte, rb, rows, blocks int) {
 		clear(p.b)
 	}
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(&p.b[0])), blocks*size/4)
-	half := func(b unsafe.Pointer) uint32 {
-		return math.Float32bits(float16.Frombits(*(*uint16)(b)).Float32())
-	}
+	half := func(b unsafe.Pointer) uint32 { return math.Float32bits(halfAt(b)) }
 	// Whole words through array pointers: no bounds check per word.
 	for c := 0; c < rows; c++ {
 		row := w[c*rb : (c+1)*rb]
@@ -148,7 +148,7 @@ func (p *packed8) pack(f quant.Format, w []byte, rb, rows, blocks int) {
 			_ = row[blocks*34-1]
 			for b := 0; b < blocks; b++ {
 				blk := unsafe.Pointer(&row[b*34])
-				p.dw[b*8+c] = float16.Frombits(*(*uint16)(blk)).Float32()
+				p.dw[b*8+c] = halfAt(blk)
 				src := (*[8]uint32)(unsafe.Add(blk, 2))
 				dst := (*[64]uint32)(words[b*64:])
 				for j := 0; j < 8; j++ {
@@ -159,7 +159,7 @@ func (p *packed8) pack(f quant.Format, w []byte, rb, rows, blocks int) {
 			_ = row[blocks*22-1]
 			for b := 0; b < blocks; b++ {
 				blk := unsafe.Pointer(&row[b*22])
-				p.dw[b*8+c] = float16.Frombits(*(*uint16)(blk)).Float32()
+				p.dw[b*8+c] = halfAt(blk)
 				qh := *(*uint32)(unsafe.Add(blk, 2))
 				src := (*[4]uint32)(unsafe.Add(blk, 6))
 				dst := (*[64]uint32)(words[b*64:])
@@ -173,7 +173,7 @@ func (p *packed8) pack(f quant.Format, w []byte, rb, rows, blocks int) {
 			_ = row[blocks*18-1]
 			for b := 0; b < blocks; b++ {
 				blk := unsafe.Pointer(&row[b*18])
-				p.dw[b*8+c] = float16.Frombits(*(*uint16)(blk)).Float32()
+				p.dw[b*8+c] = halfAt(blk)
 				src := (*[4]uint32)(unsafe.Add(blk, 2))
 				dst := (*[64]uint32)(words[b*64:])
 				for j := 0; j < 4; j++ {
@@ -185,6 +185,9 @@ func (p *packed8) pack(f quant.Format, w []byte, rb, rows, blocks int) {
 		}
 	}
 }
+
+// halfAt is the IEEE half at p as a float32.
+func halfAt(p unsafe.Pointer) float32 { return float16.Frombits(*(*uint16)(p)).Float32() }
 
 // fifthBits[n] has 0x10 in byte i where bit i of n is set: Q5_0's fifth
 // bits, four values at a time.

@@ -262,6 +262,11 @@ func quantQ8_0ActsAVX512(x *float32, blocks int, q *int8, d *float32, sums *int3
 //go:noescape
 func quantQ8_KActsAVX512(x *float32, blocks int, q *int8, d *float32, sums *int16)
 
+// fastQ6_KVNNI computes y[r] = w_r · x for rows Q6_K rows of blocks super-blocks (stride ldw bytes) and Q8_K activations xq, xd with lanes -32·(sums of 4).
+//
+//go:noescape
+func fastQ6_KVNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)
+
 // fastQ4_0VNNI computes y[r] = w_r · x for rows Q4_0 rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd with lanes -offset·(sums of 4).
 //
 //go:noescape

@@ -5730,6 +5730,288 @@ quantQ8_KActsAVX512_end:
 	VZEROUPPER
 	RET
 
+DATA q6kscaleidx<>+0(SB)/2, $0x0000
+DATA q6kscaleidx<>+2(SB)/2, $0x0000
+DATA q6kscaleidx<>+4(SB)/2, $0x0000
+DATA q6kscaleidx<>+6(SB)/2, $0x0000
+DATA q6kscaleidx<>+8(SB)/2, $0x0000
+DATA q6kscaleidx<>+10(SB)/2, $0x0000
+DATA q6kscaleidx<>+12(SB)/2, $0x0000
+DATA q6kscaleidx<>+14(SB)/2, $0x0000
+DATA q6kscaleidx<>+16(SB)/2, $0x0001
+DATA q6kscaleidx<>+18(SB)/2, $0x0001
+DATA q6kscaleidx<>+20(SB)/2, $0x0001
+DATA q6kscaleidx<>+22(SB)/2, $0x0001
+DATA q6kscaleidx<>+24(SB)/2, $0x0001
+DATA q6kscaleidx<>+26(SB)/2, $0x0001
+DATA q6kscaleidx<>+28(SB)/2, $0x0001
+DATA q6kscaleidx<>+30(SB)/2, $0x0001
+DATA q6kscaleidx<>+32(SB)/2, $0x0002
+DATA q6kscaleidx<>+34(SB)/2, $0x0002
+DATA q6kscaleidx<>+36(SB)/2, $0x0002
+DATA q6kscaleidx<>+38(SB)/2, $0x0002
+DATA q6kscaleidx<>+40(SB)/2, $0x0002
+DATA q6kscaleidx<>+42(SB)/2, $0x0002
+DATA q6kscaleidx<>+44(SB)/2, $0x0002
+DATA q6kscaleidx<>+46(SB)/2, $0x0002
+DATA q6kscaleidx<>+48(SB)/2, $0x0003
+DATA q6kscaleidx<>+50(SB)/2, $0x0003
+DATA q6kscaleidx<>+52(SB)/2, $0x0003
+DATA q6kscaleidx<>+54(SB)/2, $0x0003
+DATA q6kscaleidx<>+56(SB)/2, $0x0003
+DATA q6kscaleidx<>+58(SB)/2, $0x0003
+DATA q6kscaleidx<>+60(SB)/2, $0x0003
+DATA q6kscaleidx<>+62(SB)/2, $0x0003
+DATA q6kscaleidx<>+64(SB)/2, $0x0004
+DATA q6kscaleidx<>+66(SB)/2, $0x0004
+DATA q6kscaleidx<>+68(SB)/2, $0x0004
+DATA q6kscaleidx<>+70(SB)/2, $0x0004
+DATA q6kscaleidx<>+72(SB)/2, $0x0004
+DATA q6kscaleidx<>+74(SB)/2, $0x0004
+DATA q6kscaleidx<>+76(SB)/2, $0x0004
+DATA q6kscaleidx<>+78(SB)/2, $0x0004
+DATA q6kscaleidx<>+80(SB)/2, $0x0005
+DATA q6kscaleidx<>+82(SB)/2, $0x0005
+DATA q6kscaleidx<>+84(SB)/2, $0x0005
+DATA q6kscaleidx<>+86(SB)/2, $0x0005
+DATA q6kscaleidx<>+88(SB)/2, $0x0005
+DATA q6kscaleidx<>+90(SB)/2, $0x0005
+DATA q6kscaleidx<>+92(SB)/2, $0x0005
+DATA q6kscaleidx<>+94(SB)/2, $0x0005
+DATA q6kscaleidx<>+96(SB)/2, $0x0006
+DATA q6kscaleidx<>+98(SB)/2, $0x0006
+DATA q6kscaleidx<>+100(SB)/2, $0x0006
+DATA q6kscaleidx<>+102(SB)/2, $0x0006
+DATA q6kscaleidx<>+104(SB)/2, $0x0006
+DATA q6kscaleidx<>+106(SB)/2, $0x0006
+DATA q6kscaleidx<>+108(SB)/2, $0x0006
+DATA q6kscaleidx<>+110(SB)/2, $0x0006
+DATA q6kscaleidx<>+112(SB)/2, $0x0007
+DATA q6kscaleidx<>+114(SB)/2, $0x0007
+DATA q6kscaleidx<>+116(SB)/2, $0x0007
+DATA q6kscaleidx<>+118(SB)/2, $0x0007
+DATA q6kscaleidx<>+120(SB)/2, $0x0007
+DATA q6kscaleidx<>+122(SB)/2, $0x0007
+DATA q6kscaleidx<>+124(SB)/2, $0x0007
+DATA q6kscaleidx<>+126(SB)/2, $0x0007
+DATA q6kscaleidx<>+128(SB)/2, $0x0008
+DATA q6kscaleidx<>+130(SB)/2, $0x0008
+DATA q6kscaleidx<>+132(SB)/2, $0x0008
+DATA q6kscaleidx<>+134(SB)/2, $0x0008
+DATA q6kscaleidx<>+136(SB)/2, $0x0008
+DATA q6kscaleidx<>+138(SB)/2, $0x0008
+DATA q6kscaleidx<>+140(SB)/2, $0x0008
+DATA q6kscaleidx<>+142(SB)/2, $0x0008
+DATA q6kscaleidx<>+144(SB)/2, $0x0009
+DATA q6kscaleidx<>+146(SB)/2, $0x0009
+DATA q6kscaleidx<>+148(SB)/2, $0x0009
+DATA q6kscaleidx<>+150(SB)/2, $0x0009
+DATA q6kscaleidx<>+152(SB)/2, $0x0009
+DATA q6kscaleidx<>+154(SB)/2, $0x0009
+DATA q6kscaleidx<>+156(SB)/2, $0x0009
+DATA q6kscaleidx<>+158(SB)/2, $0x0009
+DATA q6kscaleidx<>+160(SB)/2, $0x000a
+DATA q6kscaleidx<>+162(SB)/2, $0x000a
+DATA q6kscaleidx<>+164(SB)/2, $0x000a
+DATA q6kscaleidx<>+166(SB)/2, $0x000a
+DATA q6kscaleidx<>+168(SB)/2, $0x000a
+DATA q6kscaleidx<>+170(SB)/2, $0x000a
+DATA q6kscaleidx<>+172(SB)/2, $0x000a
+DATA q6kscaleidx<>+174(SB)/2, $0x000a
+DATA q6kscaleidx<>+176(SB)/2, $0x000b
+DATA q6kscaleidx<>+178(SB)/2, $0x000b
+DATA q6kscaleidx<>+180(SB)/2, $0x000b
+DATA q6kscaleidx<>+182(SB)/2, $0x000b
+DATA q6kscaleidx<>+184(SB)/2, $0x000b
+DATA q6kscaleidx<>+186(SB)/2, $0x000b
+DATA q6kscaleidx<>+188(SB)/2, $0x000b
+DATA q6kscaleidx<>+190(SB)/2, $0x000b
+DATA q6kscaleidx<>+192(SB)/2, $0x000c
+DATA q6kscaleidx<>+194(SB)/2, $0x000c
+DATA q6kscaleidx<>+196(SB)/2, $0x000c
+DATA q6kscaleidx<>+198(SB)/2, $0x000c
+DATA q6kscaleidx<>+200(SB)/2, $0x000c
+DATA q6kscaleidx<>+202(SB)/2, $0x000c
+DATA q6kscaleidx<>+204(SB)/2, $0x000c
+DATA q6kscaleidx<>+206(SB)/2, $0x000c
+DATA q6kscaleidx<>+208(SB)/2, $0x000d
+DATA q6kscaleidx<>+210(SB)/2, $0x000d
+DATA q6kscaleidx<>+212(SB)/2, $0x000d
+DATA q6kscaleidx<>+214(SB)/2, $0x000d
+DATA q6kscaleidx<>+216(SB)/2, $0x000d
+DATA q6kscaleidx<>+218(SB)/2, $0x000d
+DATA q6kscaleidx<>+220(SB)/2, $0x000d
+DATA q6kscaleidx<>+222(SB)/2, $0x000d
+DATA q6kscaleidx<>+224(SB)/2, $0x000e
+DATA q6kscaleidx<>+226(SB)/2, $0x000e
+DATA q6kscaleidx<>+228(SB)/2, $0x000e
+DATA q6kscaleidx<>+230(SB)/2, $0x000e
+DATA q6kscaleidx<>+232(SB)/2, $0x000e
+DATA q6kscaleidx<>+234(SB)/2, $0x000e
+DATA q6kscaleidx<>+236(SB)/2, $0x000e
+DATA q6kscaleidx<>+238(SB)/2, $0x000e
+DATA q6kscaleidx<>+240(SB)/2, $0x000f
+DATA q6kscaleidx<>+242(SB)/2, $0x000f
+DATA q6kscaleidx<>+244(SB)/2, $0x000f
+DATA q6kscaleidx<>+246(SB)/2, $0x000f
+DATA q6kscaleidx<>+248(SB)/2, $0x000f
+DATA q6kscaleidx<>+250(SB)/2, $0x000f
+DATA q6kscaleidx<>+252(SB)/2, $0x000f
+DATA q6kscaleidx<>+254(SB)/2, $0x000f
+GLOBL q6kscaleidx<>(SB), RODATA|NOPTR, $256
+
+// func fastQ6_KVNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+TEXT ·fastQ6_KVNNI(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         rows+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         xq+32(FP), SI
+	MOVQ         xd+40(FP), DI
+	MOVQ         lanes+48(FP), R8
+	MOVQ         y+56(FP), R9
+	MOVL         $0x0f0f0f0f, R10
+	VPBROADCASTD R10, Y0
+	MOVL         $0x30303030, R10
+	VPBROADCASTD R10, Y1
+	VMOVDQU32    q6kscaleidx<>+0(SB), Y2
+	VMOVDQU32    q6kscaleidx<>+32(SB), Y3
+	VMOVDQU32    q6kscaleidx<>+64(SB), Y4
+	VMOVDQU32    q6kscaleidx<>+96(SB), Y5
+	VMOVDQU32    q6kscaleidx<>+128(SB), Y6
+	VMOVDQU32    q6kscaleidx<>+160(SB), Y7
+	VMOVDQU32    q6kscaleidx<>+192(SB), Y8
+	VMOVDQU32    q6kscaleidx<>+224(SB), Y9
+	MOVL         $0x00005555, R10
+	KMOVW        R10, K1
+
+fastQ6_KVNNI_row:
+	TESTQ  DX, DX
+	JZ     fastQ6_KVNNI_end
+	VPXORD Y10, Y10, Y10
+	MOVQ   AX, R10
+	MOVQ   SI, R11
+	MOVQ   DI, R12
+	MOVQ   R8, R13
+	MOVQ   BX, R14
+
+fastQ6_KVNNI_block:
+	TESTQ        R14, R14
+	JZ           fastQ6_KVNNI_rowdone
+	VPMOVSXBW    192(R10), Y11
+	VPXORD       Y12, Y12, Y12
+	VMOVDQU32    (R10), Y13
+	VMOVDQU32    32(R10), Y14
+	VMOVDQU32    128(R10), Y15
+	VPANDD       Y0, Y13, Y16
+	VPSLLW       $0x04, Y15, Y17
+	VPANDD       Y1, Y17, Y17
+	VPORD        Y17, Y16, Y16
+	VMOVDQU32    (R13), Y17
+	VPDPBUSD     (R11), Y16, Y17
+	VPERMW.Z     Y11, Y2, K1, Y16
+	VPMADDWD     Y16, Y17, Y17
+	VPADDD       Y17, Y12, Y12
+	VPANDD       Y0, Y14, Y16
+	VPSLLW       $0x02, Y15, Y17
+	VPANDD       Y1, Y17, Y17
+	VPORD        Y17, Y16, Y16
+	VMOVDQU32    32(R13), Y17
+	VPDPBUSD     32(R11), Y16, Y17
+	VPERMW.Z     Y11, Y3, K1, Y16
+	VPMADDWD     Y16, Y17, Y17
+	VPADDD       Y17, Y12, Y12
+	VPSRLW       $0x04, Y13, Y13
+	VPANDD       Y0, Y13, Y13
+	VMOVDQU32    Y15, Y16
+	VPANDD       Y1, Y16, Y16
+	VPORD        Y16, Y13, Y13
+	VMOVDQU32    64(R13), Y16
+	VPDPBUSD     64(R11), Y13, Y16
+	VPERMW.Z     Y11, Y4, K1, Y13
+	VPMADDWD     Y13, Y16, Y16
+	VPADDD       Y16, Y12, Y12
+	VPSRLW       $0x04, Y14, Y13
+	VPANDD       Y0, Y13, Y13
+	VPSRLW       $0x02, Y15, Y14
+	VPANDD       Y1, Y14, Y14
+	VPORD        Y14, Y13, Y13
+	VMOVDQU32    96(R13), Y14
+	VPDPBUSD     96(R11), Y13, Y14
+	VPERMW.Z     Y11, Y5, K1, Y13
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y12, Y12
+	VMOVDQU32    64(R10), Y13
+	VMOVDQU32    96(R10), Y14
+	VMOVDQU32    160(R10), Y15
+	VPANDD       Y0, Y13, Y16
+	VPSLLW       $0x04, Y15, Y17
+	VPANDD       Y1, Y17, Y17
+	VPORD        Y17, Y16, Y16
+	VMOVDQU32    128(R13), Y17
+	VPDPBUSD     128(R11), Y16, Y17
+	VPERMW.Z     Y11, Y6, K1, Y16
+	VPMADDWD     Y16, Y17, Y17
+	VPADDD       Y17, Y12, Y12
+	VPANDD       Y0, Y14, Y16
+	VPSLLW       $0x02, Y15, Y17
+	VPANDD       Y1, Y17, Y17
+	VPORD        Y17, Y16, Y16
+	VMOVDQU32    160(R13), Y17
+	VPDPBUSD     160(R11), Y16, Y17
+	VPERMW.Z     Y11, Y7, K1, Y16
+	VPMADDWD     Y16, Y17, Y17
+	VPADDD       Y17, Y12, Y12
+	VPSRLW       $0x04, Y13, Y13
+	VPANDD       Y0, Y13, Y13
+	VMOVDQU32    Y15, Y16
+	VPANDD       Y1, Y16, Y16
+	VPORD        Y16, Y13, Y13
+	VMOVDQU32    192(R13), Y16
+	VPDPBUSD     192(R11), Y13, Y16
+	VPERMW.Z     Y11, Y8, K1, Y13
+	VPMADDWD     Y13, Y16, Y16
+	VPADDD       Y16, Y12, Y12
+	VPSRLW       $0x04, Y14, Y13
+	VPANDD       Y0, Y13, Y13
+	VPSRLW       $0x02, Y15, Y14
+	VPANDD       Y1, Y14, Y14
+	VPORD        Y14, Y13, Y13
+	VMOVDQU32    224(R13), Y14
+	VPDPBUSD     224(R11), Y13, Y14
+	VPERMW.Z     Y11, Y9, K1, Y11
+	VPMADDWD     Y11, Y14, Y14
+	VPADDD       Y14, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VPBROADCASTW 208(R10), X11
+	VCVTPH2PS    X11, Y11
+	VMULPS.BCST  (R12), Y11, Y11
+	VFMADD231PS  Y12, Y11, Y10
+	ADDQ         $0x000000d2, R10
+	ADDQ         $0x00000100, R11
+	ADDQ         $0x04, R12
+	ADDQ         $0x00000100, R13
+	DECQ         R14
+	JMP          fastQ6_KVNNI_block
+
+fastQ6_KVNNI_rowdone:
+	VEXTRACTF128 $0x01, Y10, X11
+	VADDPS       X11, X10, X11
+	VPERMILPS    $0x4e, X11, X13
+	VADDPS       X13, X11, X11
+	VPERMILPS    $0xb1, X11, X13
+	VADDPS       X13, X11, X11
+	VMOVSS       X11, (R9)
+	ADDQ         $0x04, R9
+	ADDQ         CX, AX
+	DECQ         DX
+	JMP          fastQ6_KVNNI_row
+
+fastQ6_KVNNI_end:
+	VZEROUPPER
+	RET
+
 // func fastQ4_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
 TEXT ·fastQ4_0VNNI(SB), NOSPLIT, $0-64

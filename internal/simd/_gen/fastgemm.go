@@ -643,3 +643,134 @@ func quantQ8KActs() {
 	VZEROUPPER()
 	RET()
 }
+
+// fastQ6KVNNI writes fastQ6_KVNNI, fast mode's decode product for Q6_K
+// rows against Q8_K activations (y[r] = w_r · x, rows rows of blocks
+// super-blocks, stride ldw bytes). The 6-bit values are assembled 32 at a
+// time with byte operations and go to VPDPBUSD unsigned; each lane starts
+// from -32 times the sum of its four activations (lanes), so it ends with
+// Σ (q-32)·x over four values, which VPMULLD scales by the group's int8
+// scale: exactly the integers in the lanes of llama.cpp's AVX2
+// vec_dot_q6_K_q8_K, and then its float steps (d = dx·dw, one
+// accumulator), so results are unchanged.
+func fastQ6KVNNI() {
+	name := "fastQ6_KVNNI"
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = w_r · x for rows Q6_K rows of blocks super-blocks (stride ldw bytes) and Q8_K activations xq, xd with lanes -32·(sums of 4).")
+	w, ldw, rows, blocks, xq, xd := params("w", "ldw", "rows", "blocks", "xq", "xd")
+	lanes, y := GP64(), GP64()
+	Load(Param("lanes"), lanes)
+	Load(Param("y"), y)
+	t := GP32()
+	m0f, m30 := YMM(), YMM()
+	MOVL(U32(0x0f0f0f0f), t)
+	VPBROADCASTD(t, m0f)
+	MOVL(U32(0x30303030), t)
+	VPBROADCASTD(t, m30)
+	idx := make([]VecVirtual, 8)
+	for v := range idx {
+		idx[v] = YMM()
+		VMOVDQU32(q6kScaleIdx.Offset(32*v), idx[v])
+	}
+	evenWords := K()
+	MOVL(U32(0x5555), t)
+	KMOVW(t, evenWords)
+	wp, xp, dp, lp, b := GP64(), GP64(), GP64(), GP64(), GP64()
+	acc := YMM()
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	VPXORD(acc, acc, acc)
+	MOVQ(w, wp)
+	MOVQ(xq, xp)
+	MOVQ(xd, dp)
+	MOVQ(lanes, lp)
+	MOVQ(blocks, b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_rowdone"))
+	scw := YMM()
+	VPMOVSXBW(Mem{Base: wp, Disp: 192}, scw) // the 16 scales as int16
+	sumi := YMM()
+	VPXORD(sumi, sumi, sumi)
+	for h := 0; h < 2; h++ {
+		a, bq, hb := YMM(), YMM(), YMM()
+		VMOVDQU32(Mem{Base: wp, Disp: 64 * h}, a)
+		VMOVDQU32(Mem{Base: wp, Disp: 64*h + 32}, bq)
+		VMOVDQU32(Mem{Base: wp, Disp: 128 + 32*h}, hb)
+		for k := 0; k < 4; k++ {
+			q, u := YMM(), YMM()
+			src := a
+			if k%2 == 1 {
+				src = bq
+			}
+			if k < 2 {
+				VPANDD(m0f, src, q)
+			} else {
+				VPSRLW(U8(4), src, q)
+				VPANDD(m0f, q, q)
+			}
+			switch k {
+			case 0:
+				VPSLLW(U8(4), hb, u)
+			case 1:
+				VPSLLW(U8(2), hb, u)
+			case 2:
+				VMOVDQU32(hb, u)
+			case 3:
+				VPSRLW(U8(2), hb, u)
+			}
+			VPANDD(m30, u, u)
+			VPORD(u, q, q)
+			d := YMM()
+			VMOVDQU32(Mem{Base: lp, Disp: 128*h + 32*k}, d)
+			VPDPBUSD(Mem{Base: xp, Disp: 128*h + 32*k}, q, d)
+			// Scales 8h+2k (values l < 16) and 8h+2k+1 (l >= 16) in the
+			// low words of the lanes, zero in the high: VPMADDWD then
+			// multiplies each lane's sum, which fits 16 bits (|Σ| <=
+			// 4·32·127), by its scale.
+			sc := YMM()
+			VPERMW_Z(scw, idx[4*h+k], evenWords, sc)
+			VPMADDWD(sc, d, d)
+			VPADDD(d, sumi, sumi)
+		}
+	}
+	VCVTDQ2PS(sumi, sumi)
+	hx := XMM()
+	VPBROADCASTW(Mem{Base: wp, Disp: 208}, hx)
+	dv := YMM()
+	VCVTPH2PS(hx, dv)
+	VMULPS_BCST(Mem{Base: dp}, dv, dv)
+	VFMADD231PS(sumi, dv, acc)
+	ADDQ(U32(210), wp)
+	ADDQ(U32(256), xp)
+	ADDQ(U8(4), dp)
+	ADDQ(U32(256), lp) // 64 lanes
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_rowdone")
+	reduce(avx2, acc, Mem{Base: y})
+	ADDQ(U8(4), y)
+	ADDQ(ldw, w)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// q6kScaleIdx holds, for vector 4h+k of a Q6_K super-block, the VPERMW
+// word indices that put scale 8h+2k in the low words of lanes 0-3 and
+// 8h+2k+1 in those of lanes 4-7 (the high words are zeroed by the mask).
+var q6kScaleIdx Mem
+
+func q6kConsts() {
+	q6kScaleIdx = GLOBL("q6kscaleidx", RODATA|NOPTR)
+	for v := 0; v < 8; v++ {
+		h, k := v/4, v%4
+		for wd := 0; wd < 16; wd++ {
+			DATA(32*v+2*wd, U16(8*h+2*k+wd/8))
+		}
+	}
+}

@@ -114,6 +114,8 @@ func main() {
 	quantQ8Acts()
 	fastVNNIConsts()
 	quantQ8KActs()
+	q6kConsts()
+	fastQ6KVNNI()
 	fastQ4VNNI("Q4_0")
 	fastQ4VNNI("Q5_0")
 	for _, q := range []string{"Q4_K", "Q6_K"} {
