@@ -1228,10 +1228,7 @@ gemvQ8_0AVX512_row:
 gemvQ8_0AVX512_block:
 	TESTQ        R10, R10
 	JZ           gemvQ8_0AVX512_rowdone
-	MOVWLZX      (R9), R11
-	VMOVD        R11, X2
-	VPBROADCASTW X2, X3
-	VPBROADCASTW X2, Y2
+	VPBROADCASTW (R9), Y2
 	VCVTPH2PS    Y2, Z2
 	VPMOVSXBD    2(R9), Z3
 	VCVTDQ2PS    Z3, Z3
@@ -1284,10 +1281,7 @@ dequantQ8_0AVX512_row:
 dequantQ8_0AVX512_block:
 	TESTQ        R8, R8
 	JZ           dequantQ8_0AVX512_rowdone
-	MOVWLZX      (DI), R9
-	VMOVD        R9, X0
-	VPBROADCASTW X0, X1
-	VPBROADCASTW X0, Y0
+	VPBROADCASTW (DI), Y0
 	VCVTPH2PS    Y0, Z0
 	VPMOVSXBD    2(DI), Z1
 	VCVTDQ2PS    Z1, Z1
@@ -1393,10 +1387,7 @@ dequantQ4_0AVX512_row:
 dequantQ4_0AVX512_block:
 	TESTQ        R8, R8
 	JZ           dequantQ4_0AVX512_rowdone
-	MOVWLZX      (DI), R9
-	VMOVD        R9, X2
-	VPBROADCASTW X2, X3
-	VPBROADCASTW X2, Y2
+	VPBROADCASTW (DI), Y2
 	VCVTPH2PS    Y2, Z2
 	VPMOVZXBD    2(DI), Z3
 	VPANDD       Z1, Z3, Z3
@@ -2272,9 +2263,7 @@ gemvQ8_0AVX2_row:
 gemvQ8_0AVX2_block:
 	TESTQ        R10, R10
 	JZ           gemvQ8_0AVX2_rowdone
-	MOVWLZX      (R9), R11
-	VMOVD        R11, X4
-	VPBROADCASTW X4, X4
+	VPBROADCASTW (R9), X4
 	VCVTPH2PS    X4, Y4
 	VPMOVSXBD    2(R9), Y5
 	VCVTDQ2PS    Y5, Y5
@@ -2335,9 +2324,7 @@ dequantQ8_0AVX2_row:
 dequantQ8_0AVX2_block:
 	TESTQ        R8, R8
 	JZ           dequantQ8_0AVX2_rowdone
-	MOVWLZX      (DI), R9
-	VMOVD        R9, X0
-	VPBROADCASTW X0, X0
+	VPBROADCASTW (DI), X0
 	VCVTPH2PS    X0, Y0
 	VPMOVSXBD    2(DI), Y1
 	VCVTDQ2PS    Y1, Y1
@@ -2399,9 +2386,7 @@ gemvQ4_0AVX2_row:
 gemvQ4_0AVX2_block:
 	TESTQ        R10, R10
 	JZ           gemvQ4_0AVX2_rowdone
-	MOVWLZX      (R9), R11
-	VMOVD        R11, X6
-	VPBROADCASTW X6, X6
+	VPBROADCASTW (R9), X6
 	VCVTPH2PS    X6, Y6
 	VPMOVZXBD    2(R9), Y7
 	VPAND        Y5, Y7, Y7
@@ -2476,9 +2461,7 @@ dequantQ4_0AVX2_row:
 dequantQ4_0AVX2_block:
 	TESTQ        R8, R8
 	JZ           dequantQ4_0AVX2_rowdone
-	MOVWLZX      (DI), R9
-	VMOVD        R9, X2
-	VPBROADCASTW X2, X2
+	VPBROADCASTW (DI), X2
 	VCVTPH2PS    X2, Y2
 	VPMOVZXBD    2(DI), Y3
 	VPAND        Y1, Y3, Y3

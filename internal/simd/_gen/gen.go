@@ -420,18 +420,14 @@ func quantRows(is isa, q string, dot bool) {
 	TESTQ(b, b)
 	JZ(LabelRef(name + "_rowdone"))
 	// d, broadcast as float32 lanes.
-	h := GP32()
-	MOVWLZX(Mem{Base: wp}, h)
-	hx := XMM()
-	VMOVD(h, hx)
-	hb := XMM()
-	VPBROADCASTW(hx, hb)
 	d := is.vec()
 	if is.lanes == 16 {
 		hy := YMM()
-		VPBROADCASTW(hx, hy)
+		VPBROADCASTW(Mem{Base: wp}, hy)
 		VCVTPH2PS(hy, d)
 	} else {
+		hb := XMM()
+		VPBROADCASTW(Mem{Base: wp}, hb)
 		VCVTPH2PS(hb, d)
 	}
 	for v := 0; v < per; v++ {
