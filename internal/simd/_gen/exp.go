@@ -30,10 +30,8 @@ func expShift() {
 	Load(Param("m"), mx)
 	mv := ZMM()
 	VBROADCASTSS(mx, mv)
-	log2e, half, sign := f32(1.442695041), f32(0.5), broadcast(avx512, 0x80000000)
-	c1, c2 := f32(0.693359375), f32(2.12194440e-4)
-	poly := []VecVirtual{f32(1.9875691500e-4), f32(1.3981999507e-3), f32(8.3334519073e-3), f32(4.1665795894e-2), f32(1.6666665459e-1), f32(5.0000001201e-1)}
-	one, lim, bias := f32(1), f32(-87.33654), broadcast(avx512, 127)
+	ec := newExpConsts()
+	lim, bias := f32(-87.33654), broadcast(avx512, 127)
 	sumLo, sumHi := ZMM(), ZMM()
 	VXORPD(sumLo, sumLo, sumLo)
 	VXORPD(sumHi, sumHi, sumHi)
@@ -43,33 +41,8 @@ func expShift() {
 	x := ZMM()
 	VMOVUPS(Mem{Base: row}, x)
 	VSUBPS(mv, x, x) // x - m
-	// n = trunc(x·log2e + copysign(0.5, x))
-	t, s := ZMM(), ZMM()
-	VMULPS(log2e, x, t)
-	VANDPS(sign, x, s)
-	VORPS(half, s, s)
-	VADDPS(s, t, t)
-	ni, nf := ZMM(), ZMM()
-	VCVTTPS2DQ(t, ni)
-	VCVTDQ2PS(ni, nf)
-	// r = (x - n·c1) + n·c2
-	r := ZMM()
-	VMULPS(c1, nf, t)
-	VSUBPS(t, x, r)
-	VMULPS(c2, nf, t)
-	VADDPS(t, r, r)
-	// p = ((((p0·r + p1)·r + p2)·r + p3)·r + p4)·r + p5
-	p := ZMM()
-	VMOVAPS(poly[0], p)
-	for _, c := range poly[1:] {
-		VMULPS(r, p, p)
-		VADDPS(c, p, p)
-	}
-	// y = ((p·r)·r + r) + 1, times 2^n
-	VMULPS(r, p, p)
-	VMULPS(r, p, p)
-	VADDPS(r, p, p)
-	VADDPS(one, p, p)
+	p, _, ni := ec.core(x)
+	// times 2^n
 	VPADDD(bias, ni, ni)
 	VPSLLD(U8(23), ni, ni)
 	VMULPS(ni, p, p)
@@ -129,39 +102,16 @@ func silu(mul bool) {
 	}
 	Load(Param("out"), out)
 	Load(Param("n"), n)
-	log2e, half, sign := f32(1.442695041), f32(0.5), broadcast(avx512, 0x80000000)
-	c1, c2 := f32(0.693359375), f32(2.12194440e-4)
-	poly := []VecVirtual{f32(1.9875691500e-4), f32(1.3981999507e-3), f32(8.3334519073e-3), f32(4.1665795894e-2), f32(1.6666665459e-1), f32(5.0000001201e-1)}
-	one, lo, hi, inf := f32(1), f32(-87.33654), f32(88.72283), broadcast(avx512, 0x7f800000)
+	ec := newExpConsts()
+	sign, one := ec.sign, ec.one
+	lo, hi, inf := f32(-87.33654), f32(88.72283), broadcast(avx512, 0x7f800000)
 	Label(name + "_loop")
 	TESTQ(n, n)
 	JZ(LabelRef(name + "_done"))
 	g, x := ZMM(), ZMM()
 	VMOVUPS(Mem{Base: xp}, g)
 	VPXORD(sign, g, x) // x = -g
-	t, s := ZMM(), ZMM()
-	VMULPS(log2e, x, t)
-	VANDPS(sign, x, s)
-	VORPS(half, s, s)
-	VADDPS(s, t, t)
-	ni, nf := ZMM(), ZMM()
-	VCVTTPS2DQ(t, ni)
-	VCVTDQ2PS(ni, nf)
-	r := ZMM()
-	VMULPS(c1, nf, t)
-	VSUBPS(t, x, r)
-	VMULPS(c2, nf, t)
-	VADDPS(t, r, r)
-	p := ZMM()
-	VMOVAPS(poly[0], p)
-	for _, c := range poly[1:] {
-		VMULPS(r, p, p)
-		VADDPS(c, p, p)
-	}
-	VMULPS(r, p, p)
-	VMULPS(r, p, p)
-	VADDPS(r, p, p)
-	VADDPS(one, p, p)
+	p, nf, _ := ec.core(x)
 	VSCALEFPS(nf, p, p)
 	keep, over := K(), K()
 	VCMPPS(U8(13), lo, x, keep) // x >= -87.33654 (ordered)
@@ -183,4 +133,53 @@ func silu(mul bool) {
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
+}
+
+// expConsts are Cephes expf's constants, each in every lane of a ZMM.
+type expConsts struct {
+	log2e, half, sign, c1, c2, one VecVirtual
+	poly                           []VecVirtual
+}
+
+func newExpConsts() expConsts {
+	return expConsts{
+		log2e: f32(1.442695041), half: f32(0.5), sign: broadcast(avx512, 0x80000000),
+		c1: f32(0.693359375), c2: f32(2.12194440e-4), one: f32(1),
+		poly: []VecVirtual{f32(1.9875691500e-4), f32(1.3981999507e-3), f32(8.3334519073e-3), f32(4.1665795894e-2), f32(1.6666665459e-1), f32(5.0000001201e-1)},
+	}
+}
+
+// core computes, lane by lane and rounding as simd.Exp32 does, the
+// y = e^r with r = x - n·ln2 and the n (as float and as int) of exp(x) =
+// y·2^n, before the scaling by 2^n and the range limits, which the
+// callers apply their own ways.
+func (c expConsts) core(x VecVirtual) (y, nf, ni VecVirtual) {
+	// n = trunc(x·log2e + copysign(0.5, x))
+	t, s := ZMM(), ZMM()
+	VMULPS(c.log2e, x, t)
+	VANDPS(c.sign, x, s)
+	VORPS(c.half, s, s)
+	VADDPS(s, t, t)
+	ni, nf = ZMM(), ZMM()
+	VCVTTPS2DQ(t, ni)
+	VCVTDQ2PS(ni, nf)
+	// r = (x - n·c1) + n·c2
+	r := ZMM()
+	VMULPS(c.c1, nf, t)
+	VSUBPS(t, x, r)
+	VMULPS(c.c2, nf, t)
+	VADDPS(t, r, r)
+	// p = ((((p0·r + p1)·r + p2)·r + p3)·r + p4)·r + p5
+	y = ZMM()
+	VMOVAPS(c.poly[0], y)
+	for _, k := range c.poly[1:] {
+		VMULPS(r, y, y)
+		VADDPS(k, y, y)
+	}
+	// y = ((p·r)·r + r) + 1
+	VMULPS(r, y, y)
+	VMULPS(r, y, y)
+	VADDPS(r, y, y)
+	VADDPS(c.one, y, y)
+	return y, nf, ni
 }

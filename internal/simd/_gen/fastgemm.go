@@ -695,34 +695,9 @@ func fastQ6KVNNI() {
 	sumi := YMM()
 	VPXORD(sumi, sumi, sumi)
 	for h := 0; h < 2; h++ {
-		a, bq, hb := YMM(), YMM(), YMM()
-		VMOVDQU32(Mem{Base: wp, Disp: 64 * h}, a)
-		VMOVDQU32(Mem{Base: wp, Disp: 64*h + 32}, bq)
-		VMOVDQU32(Mem{Base: wp, Disp: 128 + 32*h}, hb)
+		values := q6Half(wp, h, m0f, m30)
 		for k := 0; k < 4; k++ {
-			q, u := YMM(), YMM()
-			src := a
-			if k%2 == 1 {
-				src = bq
-			}
-			if k < 2 {
-				VPANDD(m0f, src, q)
-			} else {
-				VPSRLW(U8(4), src, q)
-				VPANDD(m0f, q, q)
-			}
-			switch k {
-			case 0:
-				VPSLLW(U8(4), hb, u)
-			case 1:
-				VPSLLW(U8(2), hb, u)
-			case 2:
-				VMOVDQU32(hb, u)
-			case 3:
-				VPSRLW(U8(2), hb, u)
-			}
-			VPANDD(m30, u, u)
-			VPORD(u, q, q)
+			q := values(k)
 			d := YMM()
 			VMOVDQU32(Mem{Base: lp, Disp: 128*h + 32*k}, d)
 			VPDPBUSD(Mem{Base: xp, Disp: 128*h + 32*k}, q, d)

@@ -120,38 +120,11 @@ func gemvQ6_K() {
 	VMOVUPS(sv, scales)
 	n := 0
 	for h := 0; h < 2; h++ {
-		a, b, hb := YMM(), YMM(), YMM()
-		VMOVDQU(Mem{Base: wp, Disp: 64 * h}, a)      // ql[l]
-		VMOVDQU(Mem{Base: wp, Disp: 64*h + 32}, b)   // ql[l+32]
-		VMOVDQU(Mem{Base: wp, Disp: 128 + 32*h}, hb) // qh[l]
-		// q_k = (nibble | ((qh >> 2k) & 3) << 4) - 32 for values
-		// l + 32k: low nibbles of a, of b, high nibbles of a, of b.
+		values := q6Half(wp, h, m0f, m30)
 		for k := 0; k < 4; k++ {
-			t, u := YMM(), YMM()
-			src := a
-			if k%2 == 1 {
-				src = b
-			}
-			if k < 2 {
-				VPAND(m0f, src, t)
-			} else {
-				VPSRLW(U8(4), src, t)
-				VPAND(m0f, t, t)
-			}
-			switch k {
-			case 0:
-				VPSLLW(U8(4), hb, u)
-			case 1:
-				VPSLLW(U8(2), hb, u)
-			case 2:
-				VMOVDQU(hb, u)
-			case 3:
-				VPSRLW(U8(2), hb, u)
-			}
-			VPAND(m30, u, u)
-			VPOR(u, t, t)
+			t := values(k)
 			VPSUBB(k32, t, t)
-			VMOVDQU(t, buf.Offset(32*k))
+			VMOVDQU32(t, buf.Offset(32*k))
 		}
 		for k := 0; k < 4; k++ {
 			for is := 0; is < 2; is++ {
@@ -179,4 +152,42 @@ func gemvQ6_K() {
 	Label(name + "_end")
 	VZEROUPPER()
 	RET()
+}
+
+// q6Half loads half h of the Q6_K super-block at wp (ql, qh) and returns
+// its vector k, the values 128h+32k+l for l < 32, as unsigned 6-bit bytes
+// q = (nibble | ((qh >> 2k) & 3) << 4): low nibbles of ql[l] (k = 0) and
+// ql[l+32] (k = 1), then their high nibbles (k = 2, 3). EVEX forms only,
+// so the allocator may use any register.
+func q6Half(wp GPVirtual, h int, m0f, m30 VecVirtual) func(k int) VecVirtual {
+	a, b, hb := YMM(), YMM(), YMM()
+	VMOVDQU32(Mem{Base: wp, Disp: 64 * h}, a)      // ql[l]
+	VMOVDQU32(Mem{Base: wp, Disp: 64*h + 32}, b)   // ql[l+32]
+	VMOVDQU32(Mem{Base: wp, Disp: 128 + 32*h}, hb) // qh[l]
+	return func(k int) VecVirtual {
+		q, u := YMM(), YMM()
+		src := a
+		if k%2 == 1 {
+			src = b
+		}
+		if k < 2 {
+			VPANDD(m0f, src, q)
+		} else {
+			VPSRLW(U8(4), src, q)
+			VPANDD(m0f, q, q)
+		}
+		switch k {
+		case 0:
+			VPSLLW(U8(4), hb, u)
+		case 1:
+			VPSLLW(U8(2), hb, u)
+		case 2:
+			VMOVDQU32(hb, u)
+		case 3:
+			VPSRLW(U8(2), hb, u)
+		}
+		VPANDD(m30, u, u)
+		VPORD(u, q, q)
+		return q
+	}
 }
