@@ -329,26 +329,14 @@ func asmSiLU(x, u, out *float32, n int) {
 }
 
 // fastGemmOK says whether fast mode's prefill runs on the VNNI kernels
-// (fastGemm8): AVX-512 with VNNI on 256-bit vectors.
+// (fastgemm.go): AVX-512 with VNNI on 256- and 512-bit vectors.
 func fastGemmOK() bool {
 	return active == avx512 && cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VL
 }
 
-// asmFastGemm8 computes y[t*ldy + c], c < 8, for T rows of activations
-// against the eight weight rows packed in p.
-func asmFastGemm8(p *packed8, blocks int, q []int8, in int, d []float32, corr []int32, T int, y []float32, ldy int) {
-	t4 := T &^ 3
-	if t4 > 0 {
-		fastGemm8x4VNNI(&p.b[0], &p.dw[0], blocks, &q[0], in, &d[0], &corr[0], t4, &y[0], ldy)
-	}
-	if T > t4 {
-		fastGemm8x1VNNI(&p.b[0], &p.dw[0], blocks, &q[t4*in], in, &d[t4*blocks], &corr[t4*blocks], T-t4, &y[t4*ldy], ldy)
-	}
-}
-
-// asmFastGemmK is asmFastGemm8 for K-quant weights (packK) against Q8_K
+// asmFastGemmK is asmFastGemm16 for eight K-quant weight rows (packK) against Q8_K
 // activations.
-func asmFastGemmK(f quant.Format, p *packed8, blocks int, q []int8, in int, d []float32, sums []int16, T int, y []float32, ldy int) {
+func asmFastGemmK(f quant.Format, p *packedRows, blocks int, q []int8, in int, d []float32, sums []int16, T int, y []float32, ldy int) {
 	t2 := T &^ 1
 	k2, k1 := fastGemmQ4_Kx2VNNI, fastGemmQ4_Kx1VNNI
 	if f == quant.Q6_K {
@@ -359,5 +347,17 @@ func asmFastGemmK(f quant.Format, p *packed8, blocks int, q []int8, in int, d []
 	}
 	if T > t2 {
 		k1(&p.b[0], blocks, &q[t2*in], in, &d[t2*blocks], &sums[t2*blocks*16], 1, &y[t2*ldy], ldy)
+	}
+}
+
+// asmFastGemm16 computes y[t*ldy + c], c < 16, for T rows of activations
+// against the sixteen weight rows packed in p.
+func asmFastGemm16(p *packedRows, blocks int, q []int8, in int, d []float32, corr []int32, T int, y []float32, ldy int) {
+	t4 := T &^ 3
+	if t4 > 0 {
+		fastGemm16x4VNNI(&p.b[0], &p.dw[0], blocks, &q[0], in, &d[0], &corr[0], t4, &y[0], ldy)
+	}
+	if T > t4 {
+		fastGemm16x1VNNI(&p.b[0], &p.dw[0], blocks, &q[t4*in], in, &d[t4*blocks], &corr[t4*blocks], T-t4, &y[t4*ldy], ldy)
 	}
 }

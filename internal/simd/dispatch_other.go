@@ -61,10 +61,10 @@ func asmSiLU(x, u, out *float32, n int) {
 
 func fastGemmOK() bool { return false }
 
-func asmFastGemm8(p *packed8, blocks int, q []int8, in int, d []float32, corr []int32, T int, y []float32, ldy int) {
+func asmFastGemmK(f quant.Format, p *packedRows, blocks int, q []int8, in int, d []float32, sums []int16, T int, y []float32, ldy int) {
 	panic("simd: no assembly kernels in this build")
 }
 
-func asmFastGemmK(f quant.Format, p *packed8, blocks int, q []int8, in int, d []float32, sums []int16, T int, y []float32, ldy int) {
+func asmFastGemm16(p *packedRows, blocks int, q []int8, in int, d []float32, corr []int32, T int, y []float32, ldy int) {
 	panic("simd: no assembly kernels in this build")
 }

@@ -11,24 +11,25 @@ import (
 )
 
 // Fast mode's prefill on CPUs with AVX-512 VNNI: each thread repacks
-// eight weight rows at a time into packed8, the layout of the fastGemm
-// kernels (see _gen/fastgemm.go), and runs every row of activations past
-// them. The repacking costs one pass over the weights per product, small
-// beside the product itself once a prompt has a few rows, and needs no
-// second copy of the model.
+// weight rows, sixteen at a time for the Q8_0 family and eight for the
+// K-quants, into packedRows, the layout of the fastGemm kernels (see
+// _gen/fastgemm.go), and runs every row of activations past them. The
+// repacking costs one pass over the weights per product, small beside
+// the product itself once a prompt has a few rows, and needs no second
+// copy of the model.
 
-// packed8 is eight weight rows repacked. For the Q8_0 family (pack), per
-// block: eight 32-byte vectors whose lane c holds four consecutive
-// weights of row c as unsigned bytes (Q4_0: the nibble q; Q5_0: the 5-bit
-// q; Q8_0: the value + 128), and in dw the eight rows' block scales as
-// float32. For the K-quants, see packK.
-type packed8 struct {
+// packedRows is weight rows repacked. For the Q8_0 family (pack, width
+// rows), per block: eight vectors of width words whose word c holds four
+// consecutive weights of row c as unsigned bytes (Q4_0: the nibble q;
+// Q5_0: the 5-bit q; Q8_0: the value + 128), and in dw the rows' block
+// scales as float32. For the K-quants, see packK.
+type packedRows struct {
 	b   []byte
 	dw  []float32
 	tmp []float32 // outputs of a group with fewer than eight rows
 }
 
-var packedPool = sync.Pool{New: func() any { return new(packed8) }}
+var packedPool = sync.Pool{New: func() any { return new(packedRows) }}
 
 // fastGemmFormat says whether f has a repacked prefill kernel, and the
 // offset its repacked weights carry when the activation block sums must
@@ -67,7 +68,7 @@ func packKBytes(f quant.Format) int {
 //	Q6_K: words 0-511   group g's 6-bit values (16 a group), as bytes
 //	      words 512-639 sc_g (int32), 640-703 (sc_2i, sc_2i+1) (int16
 //	      pairs), 704-711 d (float32)
-func (p *packed8) packK(f quant.Format, w []byte, rb, rows, blocks int) {
+func (p *packedRows) packK(f quant.Format, w []byte, rb, rows, blocks int) {
 	size := packKBytes(f)
 	p.b = grow(p.b, blocks*size)
 	if rows < 8 {
@@ -129,18 +130,20 @@ func (p *packed8) packK(f quant.Format, w []byte, rb, rows, blocks int) {
 	}
 }
 
-// pack repacks rows (at most 8) weight rows of blocks blocks from w (row
-// stride rb bytes); missing rows are zero.
-func (p *packed8) pack(f quant.Format, w []byte, rb, rows, blocks int) {
-	p.b = grow(p.b, blocks*256)
-	p.dw = grow(p.dw, blocks*8)
-	if rows < 8 {
+// pack repacks rows (at most width) weight rows of blocks blocks from w
+// (row stride rb bytes); missing rows are zero.
+func (p *packedRows) pack(f quant.Format, w []byte, rb, rows, blocks, width int) {
+	p.b = grow(p.b, blocks*32*width)
+	p.dw = grow(p.dw, blocks*width)
+	if rows < width {
 		clear(p.b)
 		clear(p.dw)
 	}
 	// Whole words at a time, unaligned loads (amd64 and arm64 allow
 	// them); a bounds check per word made this an eighth of a prefill.
-	words := unsafe.Slice((*uint32)(unsafe.Pointer(&p.b[0])), blocks*64)
+	// Word width·j + c of a block is row c's weights 4j..4j+3.
+	n := 8 * width // words per block
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(&p.b[0])), blocks*n)
 	for c := 0; c < rows; c++ {
 		row := w[c*rb : (c+1)*rb]
 		switch f {
@@ -148,38 +151,38 @@ func (p *packed8) pack(f quant.Format, w []byte, rb, rows, blocks int) {
 			_ = row[blocks*34-1]
 			for b := 0; b < blocks; b++ {
 				blk := unsafe.Pointer(&row[b*34])
-				p.dw[b*8+c] = halfAt(blk)
+				p.dw[b*width+c] = halfAt(blk)
 				src := (*[8]uint32)(unsafe.Add(blk, 2))
-				dst := (*[64]uint32)(words[b*64:])
+				dst := words[b*n : (b+1)*n]
 				for j := 0; j < 8; j++ {
-					dst[8*j+c] = src[j] ^ 0x80808080
+					dst[width*j+c] = src[j] ^ 0x80808080
 				}
 			}
 		case quant.Q5_0:
 			_ = row[blocks*22-1]
 			for b := 0; b < blocks; b++ {
 				blk := unsafe.Pointer(&row[b*22])
-				p.dw[b*8+c] = halfAt(blk)
+				p.dw[b*width+c] = halfAt(blk)
 				qh := *(*uint32)(unsafe.Add(blk, 2))
 				src := (*[4]uint32)(unsafe.Add(blk, 6))
-				dst := (*[64]uint32)(words[b*64:])
+				dst := words[b*n : (b+1)*n]
 				for j := 0; j < 4; j++ {
 					v := src[j]
-					dst[8*j+c] = v&0x0f0f0f0f | fifthBits[qh>>(4*j)&15]
-					dst[8*(j+4)+c] = v>>4&0x0f0f0f0f | fifthBits[qh>>(16+4*j)&15]
+					dst[width*j+c] = v&0x0f0f0f0f | fifthBits[qh>>(4*j)&15]
+					dst[width*(j+4)+c] = v>>4&0x0f0f0f0f | fifthBits[qh>>(16+4*j)&15]
 				}
 			}
 		case quant.Q4_0:
 			_ = row[blocks*18-1]
 			for b := 0; b < blocks; b++ {
 				blk := unsafe.Pointer(&row[b*18])
-				p.dw[b*8+c] = halfAt(blk)
+				p.dw[b*width+c] = halfAt(blk)
 				src := (*[4]uint32)(unsafe.Add(blk, 2))
-				dst := (*[64]uint32)(words[b*64:])
+				dst := words[b*n : (b+1)*n]
 				for j := 0; j < 4; j++ {
 					v := src[j]
-					dst[8*j+c] = v & 0x0f0f0f0f
-					dst[8*(j+4)+c] = v >> 4 & 0x0f0f0f0f
+					dst[width*j+c] = v & 0x0f0f0f0f
+					dst[width*(j+4)+c] = v >> 4 & 0x0f0f0f0f
 				}
 			}
 		}
@@ -220,29 +223,36 @@ func gemmFast(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
 	f, rb := w.Format, w.bytes(in)
 	kq := quant.KQuant(f)
 	blocks := in / quant.ActBlock(f)
-	p := packedPool.Get().(*packed8)
+	// The Q8_0 family runs sixteen weight rows at a time on 512-bit
+	// vectors, the K-quants eight on 256-bit ones.
+	width := 16
+	if kq {
+		width = 8
+	}
+	p := packedPool.Get().(*packedRows)
 	gemm := func(y []float32, ldy int) {
-		if kq {
+		switch {
+		case kq:
 			asmFastGemmK(f, p, blocks, a.q, in, a.d, a.sums, T, y, ldy)
-		} else {
-			asmFastGemm8(p, blocks, a.q, in, a.d, a.corr, T, y, ldy)
+		default:
+			asmFastGemm16(p, blocks, a.q, in, a.d, a.corr, T, y, ldy)
 		}
 	}
-	for j0 := r0; j0 < r1; j0 += 8 {
-		rows := min(8, r1-j0)
+	for j0 := r0; j0 < r1; j0 += width {
+		rows := min(width, r1-j0)
 		if kq {
 			p.packK(f, w.Bytes[j0*rb:], rb, rows, blocks)
 		} else {
-			p.pack(f, w.Bytes[j0*rb:], rb, rows, blocks)
+			p.pack(f, w.Bytes[j0*rb:], rb, rows, blocks, width)
 		}
-		if rows == 8 {
+		if rows == width {
 			gemm(y[j0:], out)
 			continue
 		}
-		p.tmp = grow(p.tmp, T*8)
-		gemm(p.tmp, 8)
+		p.tmp = grow(p.tmp, T*width)
+		gemm(p.tmp, width)
 		for t := 0; t < T; t++ {
-			copy(y[t*out+j0:t*out+j0+rows], p.tmp[t*8:])
+			copy(y[t*out+j0:t*out+j0+rows], p.tmp[t*width:])
 		}
 	}
 	packedPool.Put(p)

@@ -242,15 +242,15 @@ func siluAVX512(x *float32, out *float32, n int)
 //go:noescape
 func siluMulAVX512(x *float32, u *float32, out *float32, n int)
 
-// fastGemm8x4VNNI computes eight columns of y for rows rows of activations (a multiple of 4) against eight repacked weight rows.
+// fastGemm16x4VNNI computes sixteen columns of y for rows rows of activations (a multiple of 4) against sixteen repacked weight rows.
 //
 //go:noescape
-func fastGemm8x4VNNI(packed *byte, dw *float32, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+func fastGemm16x4VNNI(packed *byte, dw *float32, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
 
-// fastGemm8x1VNNI computes eight columns of y for rows rows of activations (a multiple of 1) against eight repacked weight rows.
+// fastGemm16x1VNNI computes sixteen columns of y for rows rows of activations (a multiple of 1) against sixteen repacked weight rows.
 //
 //go:noescape
-func fastGemm8x1VNNI(packed *byte, dw *float32, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+func fastGemm16x1VNNI(packed *byte, dw *float32, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
 
 // quantQ8_0ActsAVX512 quantizes blocks blocks of 32 activations to Q8_0 as quant.QuantizeActs does; with sums non-nil it stores offset times each block's sum, with lanes non-nil -offset times the sum of every 4 values.
 //
