@@ -194,7 +194,10 @@ func (p *Param) Numel() int64 {
 }
 
 // Set gives the parameter its data, checking dtype and shape against the
-// declaration.
+// declaration. The data is used in place, not copied: data taken from
+// another model's parameters lives in that model's file mapping, which is
+// released once those parameters are unreachable, so tie them to these
+// (Params.Keep).
 func (p *Param) Set(dtype DType, data *tensor.Dense) error {
 	want, err := dtype.StoredShape(p.Shape)
 	if err != nil {
