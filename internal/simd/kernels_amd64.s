@@ -1306,7 +1306,7 @@ dequantQ8_0AVX512_end:
 	RET
 
 // func gemvQ4_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
-// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL
+// Requires: AVX, AVX2, AVX512F, AVX512VL
 TEXT ·gemvQ4_0AVX512(SB), NOSPLIT, $0-48
 	MOVQ         x+0(FP), AX
 	MOVQ         w+8(FP), CX
@@ -1322,8 +1322,8 @@ TEXT ·gemvQ4_0AVX512(SB), NOSPLIT, $0-48
 gemvQ4_0AVX512_row:
 	TESTQ  SI, SI
 	JZ     gemvQ4_0AVX512_end
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
 	MOVQ   AX, R8
 	MOVQ   CX, R9
 	MOVQ   BX, R10
@@ -1331,30 +1331,30 @@ gemvQ4_0AVX512_row:
 gemvQ4_0AVX512_block:
 	TESTQ        R10, R10
 	JZ           gemvQ4_0AVX512_rowdone
-	VPBROADCASTW (R9), Y3
-	VCVTPH2PS    Y3, Z3
-	VMULPS       Z3, Z0, Z3
+	VPBROADCASTW (R9), Y1
+	VCVTPH2PS    Y1, Z1
+	VMULPS       Z1, Z0, Z1
 	VPMOVZXBD    2(R9), Z4
-	VPERMPS      Z3, Z4, Z5
-	VFMADD231PS  (R8), Z5, Z1
+	VPERMPS      Z1, Z4, Z5
+	VFMADD231PS  (R8), Z5, Z2
 	VPSRLD       $0x04, Z4, Z4
-	VPERMPS      Z3, Z4, Z3
-	VFMADD231PS  64(R8), Z3, Z2
+	VPERMPS      Z1, Z4, Z1
+	VFMADD231PS  64(R8), Z1, Z3
 	ADDQ         $0x12, R9
 	ADDQ         $0x80, R8
 	DECQ         R10
 	JMP          gemvQ4_0AVX512_block
 
 gemvQ4_0AVX512_rowdone:
-	VADDPS        Z2, Z1, Z1
-	VEXTRACTF64X4 $0x01, Z1, Y2
-	VADDPS        Y2, Y1, Y1
-	VEXTRACTF32X4 $0x01, Y1, X2
-	VADDPS        X2, X1, X1
-	VPERMILPS     $0x4e, X1, X2
-	VADDPS        X2, X1, X1
-	VPERMILPS     $0xb1, X1, X2
-	VADDPS        X2, X1, X1
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0x4e, X1, X4
+	VADDPS        X4, X1, X1
+	VPERMILPS     $0xb1, X1, X4
+	VADDPS        X4, X1, X1
 	VMOVSS        X1, (DI)
 	ADDQ          $0x04, DI
 	ADDQ          DX, CX
@@ -2759,7 +2759,7 @@ dequantQ6_KAVX512_blocksdone:
 	RET
 
 // func gemvQ6_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
-// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
 TEXT ·gemvQ6_KAVX512(SB), NOSPLIT, $192-48
 	MOVQ         x+0(FP), AX
 	MOVQ         w+8(FP), CX
@@ -2780,8 +2780,8 @@ TEXT ·gemvQ6_KAVX512(SB), NOSPLIT, $192-48
 gemvQ6_KAVX512_row:
 	TESTQ  SI, SI
 	JZ     gemvQ6_KAVX512_end
-	VXORPS Z3, Z3, Z3
-	VXORPS Z4, Z4, Z4
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
 	MOVQ   AX, R8
 	MOVQ   CX, R9
 	MOVQ   BX, R10
@@ -2942,15 +2942,15 @@ gemvQ6_KAVX512_block:
 
 gemvQ6_KAVX512_rowdone:
 	VADDPS        Z4, Z3, Z3
-	VEXTRACTF64X4 $0x01, Z3, Y4
-	VADDPS        Y4, Y3, Y3
-	VEXTRACTF32X4 $0x01, Y3, X4
-	VADDPS        X4, X3, X3
-	VPERMILPS     $0x4e, X3, X4
-	VADDPS        X4, X3, X3
-	VPERMILPS     $0xb1, X3, X4
-	VADDPS        X4, X3, X3
-	VMOVSS        X3, (DI)
+	VEXTRACTF64X4 $0x01, Z3, Y5
+	VADDPS        Y5, Y3, Y5
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VADDPS        X6, X5, X5
+	VMOVSS        X5, (DI)
 	ADDQ          $0x04, DI
 	ADDQ          DX, CX
 	DECQ          SI

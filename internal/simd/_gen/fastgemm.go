@@ -458,57 +458,42 @@ func fastQ4VNNI(q string) {
 	}
 	wp, xp, dp, lp, b := GP64(), GP64(), GP64(), GP64(), GP64()
 	acc := YMM()
-	Label(name + "_row")
-	TESTQ(rows, rows)
-	JZ(LabelRef(name + "_end"))
-	VPXORD(acc, acc, acc)
-	MOVQ(w, wp)
-	MOVQ(xq, xp)
-	MOVQ(xd, dp)
-	MOVQ(lanes, lp)
-	MOVQ(blocks, b)
-	Label(name + "_block")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_rowdone"))
-	lo, hi := XMM(), XMM()
-	VMOVDQU32(Mem{Base: wp, Disp: qoff}, lo)
-	VPSRLW(U8(4), lo, hi)
-	nib := YMM()
-	VINSERTI32X4(U8(1), hi, lo.AsY(), nib)
-	VPANDD(m0f, nib, nib)
-	if q == "Q5_0" {
-		bits := YMM()
-		VPBROADCASTD(Mem{Base: wp, Disp: 2}, bits)
-		VPSHUFB(q5Shuf, bits, bits) // byte i: byte i/8 of qh
-		set := K()
-		VPTESTMB(bitSel, bits, set) // bit i%8 of it
-		VPADDB(c16, nib, set, nib)
-	}
-	isum := YMM()
-	VMOVDQU32(Mem{Base: lp}, isum)
-	VPDPBUSD(Mem{Base: xp}, nib, isum)
-	VCVTDQ2PS(isum, isum)
-	h := XMM()
-	VPBROADCASTW(Mem{Base: wp}, h)
-	d := YMM()
-	VCVTPH2PS(h, d)
-	VMULPS_BCST(Mem{Base: dp}, d, d)
-	VFMADD231PS(isum, d, acc)
-	ADDQ(U8(bsize), wp)
-	ADDQ(U8(32), xp)
-	ADDQ(U8(4), dp)
-	ADDQ(U8(32), lp)
-	DECQ(b)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_rowdone")
-	reduce(avx2, acc, Mem{Base: y})
-	ADDQ(U8(4), y)
-	ADDQ(ldw, w)
-	DECQ(rows)
-	JMP(LabelRef(name + "_row"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+	rowLoop(name, avx2, rows, w, ldw, y, b, []VecVirtual{acc}, func() {
+		MOVQ(w, wp)
+		MOVQ(xq, xp)
+		MOVQ(xd, dp)
+		MOVQ(lanes, lp)
+		MOVQ(blocks, b)
+	}, func() {
+		lo, hi := XMM(), XMM()
+		VMOVDQU32(Mem{Base: wp, Disp: qoff}, lo)
+		VPSRLW(U8(4), lo, hi)
+		nib := YMM()
+		VINSERTI32X4(U8(1), hi, lo.AsY(), nib)
+		VPANDD(m0f, nib, nib)
+		if q == "Q5_0" {
+			bits := YMM()
+			VPBROADCASTD(Mem{Base: wp, Disp: 2}, bits)
+			VPSHUFB(q5Shuf, bits, bits) // byte i: byte i/8 of qh
+			set := K()
+			VPTESTMB(bitSel, bits, set) // bit i%8 of it
+			VPADDB(c16, nib, set, nib)
+		}
+		isum := YMM()
+		VMOVDQU32(Mem{Base: lp}, isum)
+		VPDPBUSD(Mem{Base: xp}, nib, isum)
+		VCVTDQ2PS(isum, isum)
+		h := XMM()
+		VPBROADCASTW(Mem{Base: wp}, h)
+		d := YMM()
+		VCVTPH2PS(h, d)
+		VMULPS_BCST(Mem{Base: dp}, d, d)
+		VFMADD231PS(isum, d, acc)
+		ADDQ(U8(bsize), wp)
+		ADDQ(U8(32), xp)
+		ADDQ(U8(4), dp)
+		ADDQ(U8(32), lp)
+	})
 }
 
 // q5BitSel is 1 << (i%8) in byte i: the bit of its qh byte that byte i
@@ -680,61 +665,46 @@ func fastQ6KVNNI() {
 	KMOVW(t, evenWords)
 	wp, xp, dp, lp, b := GP64(), GP64(), GP64(), GP64(), GP64()
 	acc := YMM()
-	Label(name + "_row")
-	TESTQ(rows, rows)
-	JZ(LabelRef(name + "_end"))
-	VPXORD(acc, acc, acc)
-	MOVQ(w, wp)
-	MOVQ(xq, xp)
-	MOVQ(xd, dp)
-	MOVQ(lanes, lp)
-	MOVQ(blocks, b)
-	Label(name + "_block")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_rowdone"))
-	scw := YMM()
-	VPMOVSXBW(Mem{Base: wp, Disp: 192}, scw) // the 16 scales as int16
-	sumi := YMM()
-	VPXORD(sumi, sumi, sumi)
-	for h := 0; h < 2; h++ {
-		values := q6Half(wp, h, m0f, m30)
-		for k := 0; k < 4; k++ {
-			q := values(k)
-			d := YMM()
-			VMOVDQU32(Mem{Base: lp, Disp: 128*h + 32*k}, d)
-			VPDPBUSD(Mem{Base: xp, Disp: 128*h + 32*k}, q, d)
-			// Scales 8h+2k (values l < 16) and 8h+2k+1 (l >= 16) in the
-			// low words of the lanes, zero in the high: VPMADDWD then
-			// multiplies each lane's sum, which fits 16 bits (|Σ| <=
-			// 4·32·127), by its scale.
-			sc := YMM()
-			VPERMW_Z(scw, idx[4*h+k], evenWords, sc)
-			VPMADDWD(sc, d, d)
-			VPADDD(d, sumi, sumi)
+	rowLoop(name, avx2, rows, w, ldw, y, b, []VecVirtual{acc}, func() {
+		MOVQ(w, wp)
+		MOVQ(xq, xp)
+		MOVQ(xd, dp)
+		MOVQ(lanes, lp)
+		MOVQ(blocks, b)
+	}, func() {
+		scw := YMM()
+		VPMOVSXBW(Mem{Base: wp, Disp: 192}, scw) // the 16 scales as int16
+		sumi := YMM()
+		VPXORD(sumi, sumi, sumi)
+		for h := 0; h < 2; h++ {
+			values := q6Half(wp, h, m0f, m30)
+			for k := 0; k < 4; k++ {
+				q := values(k)
+				d := YMM()
+				VMOVDQU32(Mem{Base: lp, Disp: 128*h + 32*k}, d)
+				VPDPBUSD(Mem{Base: xp, Disp: 128*h + 32*k}, q, d)
+				// Scales 8h+2k (values l < 16) and 8h+2k+1 (l >= 16) in the
+				// low words of the lanes, zero in the high: VPMADDWD then
+				// multiplies each lane's sum, which fits 16 bits (|Σ| <=
+				// 4·32·127), by its scale.
+				sc := YMM()
+				VPERMW_Z(scw, idx[4*h+k], evenWords, sc)
+				VPMADDWD(sc, d, d)
+				VPADDD(d, sumi, sumi)
+			}
 		}
-	}
-	VCVTDQ2PS(sumi, sumi)
-	hx := XMM()
-	VPBROADCASTW(Mem{Base: wp, Disp: 208}, hx)
-	dv := YMM()
-	VCVTPH2PS(hx, dv)
-	VMULPS_BCST(Mem{Base: dp}, dv, dv)
-	VFMADD231PS(sumi, dv, acc)
-	ADDQ(U32(210), wp)
-	ADDQ(U32(256), xp)
-	ADDQ(U8(4), dp)
-	ADDQ(U32(256), lp) // 64 lanes
-	DECQ(b)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_rowdone")
-	reduce(avx2, acc, Mem{Base: y})
-	ADDQ(U8(4), y)
-	ADDQ(ldw, w)
-	DECQ(rows)
-	JMP(LabelRef(name + "_row"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+		VCVTDQ2PS(sumi, sumi)
+		hx := XMM()
+		VPBROADCASTW(Mem{Base: wp, Disp: 208}, hx)
+		dv := YMM()
+		VCVTPH2PS(hx, dv)
+		VMULPS_BCST(Mem{Base: dp}, dv, dv)
+		VFMADD231PS(sumi, dv, acc)
+		ADDQ(U32(210), wp)
+		ADDQ(U32(256), xp)
+		ADDQ(U8(4), dp)
+		ADDQ(U32(256), lp) // 64 lanes
+	})
 }
 
 // q6kScaleIdx holds, for vector 4h+k of a Q6_K super-block, the VPERMW

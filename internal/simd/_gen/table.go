@@ -41,45 +41,28 @@ func gemvQ4_0Table() {
 	VSUBPS(f32(8), offsets, offsets)
 	acc := []VecVirtual{ZMM(), ZMM()}
 	xp, wp, b := GP64(), GP64(), GP64()
-	Label(name + "_row")
-	TESTQ(rows, rows)
-	JZ(LabelRef(name + "_end"))
-	VXORPS(acc[0], acc[0], acc[0])
-	VXORPS(acc[1], acc[1], acc[1])
-	MOVQ(x, xp)
-	MOVQ(w, wp)
-	MOVQ(blocks, b)
-	Label(name + "_block")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_rowdone"))
-	hy, d := YMM(), ZMM()
-	VPBROADCASTW(Mem{Base: wp}, hy)
-	VCVTPH2PS(hy, d)
-	table := ZMM()
-	VMULPS(d, offsets, table) // d·(q-8), exact: a half times a 4-bit integer
-	idx := ZMM()
-	VPMOVZXBD(Mem{Base: wp, Disp: 2}, idx)
-	lo := ZMM()
-	VPERMPS(table, idx, lo) // low nibbles: values 0-15
-	VFMADD231PS(Mem{Base: xp}, lo, acc[0])
-	VPSRLD(U8(4), idx, idx)
-	hi := ZMM()
-	VPERMPS(table, idx, hi) // high nibbles: values 16-31
-	VFMADD231PS(Mem{Base: xp, Disp: 64}, hi, acc[1])
-	ADDQ(U8(18), wp)
-	ADDQ(U8(128), xp)
-	DECQ(b)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_rowdone")
-	VADDPS(acc[1], acc[0], acc[0])
-	reduce(avx512, acc[0], Mem{Base: y})
-	ADDQ(U8(4), y)
-	ADDQ(ldw, w)
-	DECQ(rows)
-	JMP(LabelRef(name + "_row"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+	rowLoop(name, avx512, rows, w, ldw, y, b, acc, func() {
+		MOVQ(x, xp)
+		MOVQ(w, wp)
+		MOVQ(blocks, b)
+	}, func() {
+		hy, d := YMM(), ZMM()
+		VPBROADCASTW(Mem{Base: wp}, hy)
+		VCVTPH2PS(hy, d)
+		table := ZMM()
+		VMULPS(d, offsets, table) // d·(q-8), exact: a half times a 4-bit integer
+		idx := ZMM()
+		VPMOVZXBD(Mem{Base: wp, Disp: 2}, idx)
+		lo := ZMM()
+		VPERMPS(table, idx, lo) // low nibbles: values 0-15
+		VFMADD231PS(Mem{Base: xp}, lo, acc[0])
+		VPSRLD(U8(4), idx, idx)
+		hi := ZMM()
+		VPERMPS(table, idx, hi) // high nibbles: values 16-31
+		VFMADD231PS(Mem{Base: xp, Disp: 64}, hi, acc[1])
+		ADDQ(U8(18), wp)
+		ADDQ(U8(128), xp)
+	})
 }
 
 // gemvQ6_K writes gemvQ6_KAVX512: y[r] = x · w_r for rows Q6_K rows of
@@ -100,58 +83,41 @@ func gemvQ6_K() {
 	m0f, m30, k32 := bcast8(0x0f), bcast8(0x30), bcast8(32)
 	acc := []VecVirtual{ZMM(), ZMM()}
 	xp, wp, nb := GP64(), GP64(), GP64()
-	Label(name + "_row")
-	TESTQ(rows, rows)
-	JZ(LabelRef(name + "_end"))
-	VXORPS(acc[0], acc[0], acc[0])
-	VXORPS(acc[1], acc[1], acc[1])
-	MOVQ(x, xp)
-	MOVQ(w, wp)
-	MOVQ(blocks, nb)
-	Label(name + "_block")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_rowdone"))
-	// The 16 scales d·sc, each exact (a half times an int8).
-	sv := ZMM()
-	VPMOVSXBD(Mem{Base: wp, Disp: 192}, sv)
-	VCVTDQ2PS(sv, sv)
-	d := halfToScalar(Mem{Base: wp, Disp: 208})
-	VMULPS(bcastScalar(d), sv, sv)
-	VMOVUPS(sv, scales)
-	n := 0
-	for h := 0; h < 2; h++ {
-		values := q6Half(wp, h, m0f, m30)
-		for k := 0; k < 4; k++ {
-			t := values(k)
-			VPSUBB(k32, t, t)
-			VMOVDQU32(t, buf.Offset(32*k))
-		}
-		for k := 0; k < 4; k++ {
-			for is := 0; is < 2; is++ {
-				v, s := ZMM(), ZMM()
-				VPMOVSXBD(buf.Offset(32*k+16*is), v)
-				VCVTDQ2PS(v, v)
-				VBROADCASTSS(scales.Offset(4*(8*h+is+2*k)), s)
-				VMULPS(s, v, v)
-				VFMADD231PS(Mem{Base: xp, Disp: 4 * (128*h + 32*k + 16*is)}, v, acc[n%2])
-				n++
+	rowLoop(name, avx512, rows, w, ldw, y, nb, acc, func() {
+		MOVQ(x, xp)
+		MOVQ(w, wp)
+		MOVQ(blocks, nb)
+	}, func() {
+		// The 16 scales d·sc, each exact (a half times an int8).
+		sv := ZMM()
+		VPMOVSXBD(Mem{Base: wp, Disp: 192}, sv)
+		VCVTDQ2PS(sv, sv)
+		d := halfToScalar(Mem{Base: wp, Disp: 208})
+		VMULPS(bcastScalar(d), sv, sv)
+		VMOVUPS(sv, scales)
+		n := 0
+		for h := 0; h < 2; h++ {
+			values := q6Half(wp, h, m0f, m30)
+			for k := 0; k < 4; k++ {
+				t := values(k)
+				VPSUBB(k32, t, t)
+				VMOVDQU32(t, buf.Offset(32*k))
+			}
+			for k := 0; k < 4; k++ {
+				for is := 0; is < 2; is++ {
+					v, s := ZMM(), ZMM()
+					VPMOVSXBD(buf.Offset(32*k+16*is), v)
+					VCVTDQ2PS(v, v)
+					VBROADCASTSS(scales.Offset(4*(8*h+is+2*k)), s)
+					VMULPS(s, v, v)
+					VFMADD231PS(Mem{Base: xp, Disp: 4 * (128*h + 32*k + 16*is)}, v, acc[n%2])
+					n++
+				}
 			}
 		}
-	}
-	ADDQ(U32(210), wp)
-	ADDQ(U32(1024), xp)
-	DECQ(nb)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_rowdone")
-	VADDPS(acc[1], acc[0], acc[0])
-	reduce(avx512, acc[0], Mem{Base: y})
-	ADDQ(U8(4), y)
-	ADDQ(ldw, w)
-	DECQ(rows)
-	JMP(LabelRef(name + "_row"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+		ADDQ(U32(210), wp)
+		ADDQ(U32(1024), xp)
+	})
 }
 
 // q6Half loads half h of the Q6_K super-block at wp (ql, qh) and returns
@@ -190,4 +156,37 @@ func q6Half(wp GPVirtual, h int, m0f, m30 VecVirtual) func(k int) VecVirtual {
 		VPORD(u, q, q)
 		return q
 	}
+}
+
+// rowLoop emits the frame every per-row product kernel here shares: for
+// each of rows weight rows (w advancing ldw bytes a row), the
+// accumulators are zeroed and start sets the row's pointers and the block
+// count b; block runs (advancing its own pointers) while b counts down;
+// then the accumulators are summed into y[r] and y moves on.
+func rowLoop(name string, is isa, rows, w, ldw, y, b GPVirtual, acc []VecVirtual, start, block func()) {
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	for _, a := range acc {
+		VPXORD(a, a, a)
+	}
+	start()
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_rowdone"))
+	block()
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_rowdone")
+	for _, a := range acc[1:] {
+		VADDPS(a, acc[0], acc[0])
+	}
+	reduce(is, acc[0], Mem{Base: y})
+	ADDQ(U8(4), y)
+	ADDQ(ldw, w)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
 }
