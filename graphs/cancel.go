@@ -92,22 +92,20 @@ func positionsAfter(rc *runContext, base *G.Node, i int, h *G.Node) *G.Node {
 // sliding-window layer, so the session must be Reset before its next
 // append (which otherwise fails, naming the interrupted run).
 func (s *Session) AppendInputContext(ctx context.Context, in Input) ([]float32, error) {
-	rows, err := s.appendContext(ctx, in, false)
-	if err != nil {
-		return nil, err
-	}
-	return rows[len(rows)-1], nil
+	last, _, err := s.appendContext(ctx, in, false)
+	return last, err
 }
 
 // AppendAllContext is AppendAll that stops when ctx is done, as
 // AppendInputContext does.
 func (s *Session) AppendAllContext(ctx context.Context, in Input) ([][]float32, error) {
-	return s.appendContext(ctx, in, true)
+	_, rows, err := s.appendContext(ctx, in, true)
+	return rows, err
 }
 
-func (s *Session) appendContext(ctx context.Context, in Input, all bool) ([][]float32, error) {
+func (s *Session) appendContext(ctx context.Context, in Input, all bool) ([]float32, [][]float32, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("append at position %d: %w", s.pos, err)
+		return nil, nil, fmt.Errorf("append at position %d: %w", s.pos, err)
 	}
 	s.rc.ctx, s.rc.stopped = ctx, nil
 	defer func() { s.rc.ctx, s.rc.stopped = nil, nil }()

@@ -35,6 +35,13 @@ type Options struct {
 	// comes from an F16 table. It is faster on quantized weights, and its
 	// results follow llama.cpp's logits rather than transformers'.
 	Fast bool
+	// ReuseLogits makes Append and AppendInput return the logits in a
+	// buffer of the session that the next append overwrites, instead of
+	// a fresh slice each time: a decode loop that is done with a step's
+	// logits before the next step then leaves the garbage collector
+	// nothing of its own (a vocabulary of 151936 is 608 KB a token, and
+	// every collection takes a share of the cores the kernels run on).
+	ReuseLogits bool
 }
 
 // DefaultCapacity caps the context of a session whose options name none.
@@ -60,6 +67,8 @@ type Session struct {
 	// rc is the context of the append in progress, read by the
 	// cancellation checks between layers (see AppendInputContext).
 	rc *runContext
+	// logits holds the last row's logits under Options.ReuseLogits.
+	logits []float32
 	// interrupted is set when a graph stopped midway on a session whose
 	// sliding-window rings it may have overwritten: only Reset clears it.
 	interrupted error
@@ -183,51 +192,67 @@ func (s *Session) check(in Input) (int, error) {
 
 // Append runs token ids at the current position, stores their keys and
 // values, and returns the logits of the last one (a fresh slice of
-// VocabSize). It is AppendInput(IDs(ids...)).
+// VocabSize, or with Options.ReuseLogits the session's buffer). It is
+// AppendInput(IDs(ids...)).
 func (s *Session) Append(ids []int) ([]float32, error) { return s.AppendInput(Input{IDs: ids}) }
 
 // AppendInput runs an input (ids, embeddings, or ids with rows replaced by
 // embeddings) at the current position and returns the logits of its last
 // row.
 func (s *Session) AppendInput(in Input) ([]float32, error) {
-	rows, err := s.append(in, false)
-	if err != nil {
-		return nil, err
-	}
-	return rows[len(rows)-1], nil
+	last, _, err := s.append(in, false)
+	return last, err
 }
 
 // AppendAll is AppendInput returning the logits of every row,
 // [rows][VocabSize]. After Reset it is the full forward Hugging Face
 // computes for a sequence.
-func (s *Session) AppendAll(in Input) ([][]float32, error) { return s.append(in, true) }
+func (s *Session) AppendAll(in Input) ([][]float32, error) {
+	_, rows, err := s.append(in, true)
+	return rows, err
+}
 
-func (s *Session) append(in Input, all bool) ([][]float32, error) {
+// append runs in and returns the logits of its last row, and with all
+// those of every row.
+func (s *Session) append(in Input, all bool) ([]float32, [][]float32, error) {
 	n, err := s.check(in)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	clear(s.capture)
 	var out [][]float32
+	var last []float32
 	for done := 0; done < n; {
 		if err := s.rc.err(); err != nil {
-			return nil, fmt.Errorf("stopped after %d of %d rows, at position %d: %w", done, n, s.pos, err)
+			return nil, nil, fmt.Errorf("stopped after %d of %d rows, at position %d: %w", done, n, s.pos, err)
 		}
 		take, T := s.chunk(n - done)
 		if all && T == 1 {
 			T = s.opts.Buckets[0] // the decode graph yields one row only
 		}
-		rows, err := s.run(in.Slice(done, done+take, s.hidden), T, all)
+		logits, err := s.run(in.Slice(done, done+take, s.hidden), T, all)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(out, rows...)
+		// logits is the graph's own output, which its next run
+		// overwrites: the rows returned are copies.
+		rows := len(logits) / s.vocab
+		if all {
+			for r := 0; r < rows; r++ {
+				out = append(out, slices.Clone(logits[r*s.vocab:(r+1)*s.vocab]))
+			}
+		}
+		last = logits[(rows-1)*s.vocab:]
 		done += take
 	}
-	if !all {
-		out = out[len(out)-1:]
+	if all {
+		return out[len(out)-1], out, nil
 	}
-	return out, nil
+	if s.opts.ReuseLogits {
+		s.logits = append(s.logits[:0], last...)
+		return s.logits, nil, nil
+	}
+	return slices.Clone(last), nil, nil
 }
 
 // Prepare builds and compiles every graph that Append of n ids and the
@@ -273,8 +298,9 @@ func (s *Session) chunk(n int) (take, T int) {
 
 // run feeds one chunk (at most T rows) through the T-row graph at the
 // current position and advances it. It returns the logits of every real
-// row when all is set, else of the last one.
-func (s *Session) run(in Input, T int, all bool) ([][]float32, error) {
+// row when all is set, else of the last one, [rows, vocab], in the
+// graph's own output, which its next run overwrites.
+func (s *Session) run(in Input, T int, all bool) ([]float32, error) {
 	p, err := s.compiled(programKey{T, in.kind(), all})
 	if err != nil {
 		return nil, err
@@ -347,13 +373,9 @@ func (s *Session) run(in Input, T int, all bool) ([][]float32, error) {
 	if all {
 		R = n
 	}
-	out := make([][]float32, R)
-	for r := range out {
-		out[r] = slices.Clone(data[r*s.vocab : (r+1)*s.vocab])
-	}
 	s.collect(p.graph, T, n)
 	s.pos += n
-	return out, nil
+	return data[:R*s.vocab], nil
 }
 
 func (s *Session) compiled(key programKey) (*program, error) {

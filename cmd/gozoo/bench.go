@@ -92,7 +92,7 @@ func bench(dir string, n, m int, seed uint64, fast bool, cpuProfile string) (ben
 		return res, err
 	}
 	res.LoadS = time.Since(t0).Seconds()
-	sess, err := graphs.NewSession(model, graphs.Options{Capacity: min(model.MaxPositions(), n+m+1), Fast: fast})
+	sess, err := graphs.NewSession(model, graphs.Options{Capacity: min(model.MaxPositions(), n+m+1), Fast: fast, ReuseLogits: true})
 	if err != nil {
 		return res, err
 	}

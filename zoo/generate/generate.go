@@ -183,7 +183,11 @@ func (g *Generator) runner() (Runner, error) {
 	if g.NewRunner != nil {
 		return g.NewRunner()
 	}
-	return graphs.NewSession(g.Model, g.SessionOptions)
+	// A generation samples each step's logits before the next step, so
+	// its sessions may hand them out in one reused buffer.
+	opts := g.SessionOptions
+	opts.ReuseLogits = true
+	return graphs.NewSession(g.Model, opts)
 }
 
 func (g *Generator) release(s Runner) {

@@ -237,6 +237,34 @@ func Run(t *testing.T, dir string) {
 		t.Fatal(err)
 	})
 
+	t.Run("reused logits buffer", func(t *testing.T) {
+		// Options.ReuseLogits: the same logits as fresh slices, in one
+		// buffer that every step overwrites.
+		s := newSession(t, graphs.Options{ReuseLogits: true})
+		got, err := s.Append(ids[:11])
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := got
+		for i := 11; i <= len(ids); i++ {
+			if d := MaxDiff(got, want[i-1]); d > tol {
+				t.Fatalf("position %d: reused logits differ from the full forward by %g", i-1, d)
+			}
+			if &got[0] != &first[0] {
+				t.Fatalf("position %d: the logits came in a new slice", i-1)
+			}
+			if i == len(ids) {
+				break
+			}
+			if got, err = s.Append(ids[i : i+1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if MaxDiff(first, want[len(ids)-1]) > tol {
+			t.Fatal("the first step's slice was not overwritten by the last step's logits")
+		}
+	})
+
 	t.Run("chunked prefill", func(t *testing.T) {
 		// Buckets of 2, 3 and 5 cut the prompt in many places, across
 		// every sliding window of the tiny configs.
