@@ -7,12 +7,16 @@ import (
 	"github.com/gozoo/gozoo/internal/quant"
 )
 
+// smolLM2Layer is the [in, out] of SmolLM2-135M's products in a decoder
+// layer: q, k, v, o, gate, up, down.
+var smolLM2Layer = [][2]int{{576, 576}, {576, 192}, {576, 192}, {576, 576}, {576, 1536}, {576, 1536}, {1536, 576}}
+
 // BenchmarkDecodeLayers runs the matrix-vector products of one decode step
 // of a model's 30 layers (SmolLM2-135M shapes) over distinct, touched
 // weights, so every step streams them from memory as a real step does:
 // read as GB/s of weights.
 func BenchmarkDecodeLayers(b *testing.B) {
-	shapes := [][2]int{{576, 576}, {576, 192}, {576, 192}, {576, 576}, {576, 1536}, {576, 1536}, {1536, 576}}
+	shapes := smolLM2Layer
 	for _, kind := range []Kind{F32, BF16} {
 		var ws []Weight
 		var bytes int
@@ -53,7 +57,7 @@ func BenchmarkDecodeLayersQuant(b *testing.B) {
 		head   quant.Format
 		vocab  int
 	}{
-		{"SmolLM2", 30, [][2]int{{576, 576}, {576, 192}, {576, 192}, {576, 576}, {576, 1536}, {576, 1536}, {1536, 576}}, quant.Q8_0, 49152},
+		{"SmolLM2", 30, smolLM2Layer, quant.Q8_0, 49152},
 		{"Qwen3", 28, [][2]int{{1024, 2048}, {1024, 1024}, {1024, 1024}, {2048, 1024}, {1024, 3072}, {1024, 3072}, {3072, 1024}}, quant.Q6_K, 151936},
 	}
 	type product struct {
