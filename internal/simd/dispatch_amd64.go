@@ -136,16 +136,31 @@ func weighWidths() []int {
 	return []int{64, 32}
 }
 
-func asmWeigh(width int, p, v *float32, ldv, rows int, out *float32) {
+func asmWeigh(width int, p *float32, v Weight, off, ldv, rows int, out *float32) {
+	if v.Kind == F16 {
+		vp := &v.U16s[off]
+		switch {
+		case active == avx512 && width == 128:
+			weighRows128F16AVX512(p, vp, ldv, rows, out)
+		case active == avx512:
+			weighRows64F16AVX512(p, vp, ldv, rows, out)
+		case width == 64:
+			weighRows64F16AVX2(p, vp, ldv, rows, out)
+		default:
+			weighRows32F16AVX2(p, vp, ldv, rows, out)
+		}
+		return
+	}
+	vp := &v.F32s[off]
 	switch {
 	case active == avx512 && width == 128:
-		weighRows128AVX512(p, v, ldv, rows, out)
+		weighRows128AVX512(p, vp, ldv, rows, out)
 	case active == avx512:
-		weighRows64AVX512(p, v, ldv, rows, out)
+		weighRows64AVX512(p, vp, ldv, rows, out)
 	case width == 64:
-		weighRows64AVX2(p, v, ldv, rows, out)
+		weighRows64AVX2(p, vp, ldv, rows, out)
 	default:
-		weighRows32AVX2(p, v, ldv, rows, out)
+		weighRows32AVX2(p, vp, ldv, rows, out)
 	}
 }
 

@@ -25,7 +25,7 @@ func asmGemvK(x *float32, w Weight, w0, ldw, k, rows int, y *float32) {
 
 func weighWidths() []int { return nil }
 
-func asmWeigh(width int, p, v *float32, ldv, rows int, out *float32) {
+func asmWeigh(width int, p *float32, v Weight, off, ldv, rows int, out *float32) {
 	panic("simd: no assembly kernels in this build")
 }
 

@@ -5,7 +5,16 @@ package simd
 // query-key scores of attention, whose rows are strided views of q and of
 // the KV cache. It runs on the calling goroutine.
 func DotsT(y []float32, ldy int, x []float32, ldx, n int, w []float32, ldw, m, k int, scale float32) {
-	wt := Weight{Kind: F32, F32s: w}
+	dotsT(y, ldy, x, ldx, n, Weight{Kind: F32, F32s: w}, ldw, m, k, scale)
+}
+
+// DotsTF16 is DotsT with the rows of w stored as F16 (a KV cache kept in
+// half precision), widened exactly in registers.
+func DotsTF16(y []float32, ldy int, x []float32, ldx, n int, w []uint16, ldw, m, k int, scale float32) {
+	dotsT(y, ldy, x, ldx, n, Weight{Kind: F16, U16s: w}, ldw, m, k, scale)
+}
+
+func dotsT(y []float32, ldy int, x []float32, ldx, n int, wt Weight, ldw, m, k int, scale float32) {
 	kv := k
 	if active != nil {
 		kv = k - k%active.lanes
@@ -70,10 +79,23 @@ func dotsLD(tile *[16]float32, x []float32, ldx, i0, R int, w Weight, ldw, j0, C
 	if kv == k {
 		return
 	}
-	for i := 0; i < R; i++ {
-		xr := x[(i0+i)*ldx+kv : (i0+i)*ldx+k]
-		for j := 0; j < C; j++ {
-			tile[i*C+j] += dot(xr, w.F32s[(j0+j)*ldw+kv:(j0+j)*ldw+k])
+	var buf [256]float32
+	wr := buf[:0]
+	if w.Kind != F32 {
+		if k-kv > len(buf) {
+			wr = make([]float32, k-kv)
+		} else {
+			wr = buf[:k-kv]
+		}
+	}
+	for j := 0; j < C; j++ {
+		if w.Kind == F32 {
+			wr = w.F32s[(j0+j)*ldw+kv : (j0+j)*ldw+k]
+		} else {
+			w.widen(wr, (j0+j)*ldw+kv)
+		}
+		for i := 0; i < R; i++ {
+			tile[i*C+j] += dot(x[(i0+i)*ldx+kv:(i0+i)*ldx+k], wr)
 		}
 	}
 }
@@ -82,6 +104,15 @@ func dotsLD(tile *[16]float32, x []float32, ldx, i0, R int, w Weight, ldw, j0, C
 // c < len(out): one query's weighted sum of value rows, with the output
 // columns held in registers while the rows stream past.
 func WeighRows(out, p, v []float32, ldv, rows int, add bool) {
+	weighRows(out, p, Weight{Kind: F32, F32s: v}, ldv, rows, add)
+}
+
+// WeighRowsF16 is WeighRows with the value rows stored as F16.
+func WeighRowsF16(out, p []float32, v []uint16, ldv, rows int, add bool) {
+	weighRows(out, p, Weight{Kind: F16, U16s: v}, ldv, rows, add)
+}
+
+func weighRows(out, p []float32, v Weight, ldv, rows int, add bool) {
 	dv := len(out)
 	var buf [256]float32
 	dst := out
@@ -96,16 +127,34 @@ func WeighRows(out, p, v []float32, ldv, rows int, add bool) {
 	if active != nil && rows > 0 {
 		for _, w := range weighWidths() {
 			for ; c+w <= dv; c += w {
-				asmWeigh(w, &p[0], &v[c], ldv, rows, &dst[c])
+				asmWeigh(w, &p[0], v, c, ldv, rows, &dst[c])
 			}
 		}
 	}
-	for ; c < dv; c++ {
-		var s float32
-		for r := 0; r < rows; r++ {
-			s += p[r] * v[r*ldv+c]
+	if c < dv {
+		// The columns left, a row at a time (F16 rows widened first).
+		rest := dst[c:]
+		clear(rest)
+		var buf [256]float32
+		wide := buf[:0]
+		if v.Kind != F32 {
+			if len(rest) > len(buf) {
+				wide = make([]float32, len(rest))
+			} else {
+				wide = buf[:len(rest)]
+			}
 		}
-		dst[c] = s
+		for r := 0; r < rows; r++ {
+			vr := wide
+			if v.Kind == F32 {
+				vr = v.F32s[r*ldv+c : r*ldv+dv]
+			} else {
+				v.widen(vr, r*ldv+c)
+			}
+			for i, x := range vr {
+				rest[i] += p[r] * x
+			}
+		}
 	}
 	if add {
 		for i, x := range dst {

@@ -49,15 +49,25 @@ func tile1x4F16AVX512(x *float32, ldx int, w *uint16, ldw int, k int, out *float
 //go:noescape
 func gemvF16AVX512(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
 
-// weighRows64AVX512 computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first 64 columns.
+// weighRows64AVX512 computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first 64 columns of F32 rows.
 //
 //go:noescape
 func weighRows64AVX512(p *float32, v *float32, ldv int, rows int, out *float32)
 
-// weighRows128AVX512 computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first 128 columns.
+// weighRows64F16AVX512 computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first 64 columns of F16 rows.
+//
+//go:noescape
+func weighRows64F16AVX512(p *float32, v *uint16, ldv int, rows int, out *float32)
+
+// weighRows128AVX512 computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first 128 columns of F32 rows.
 //
 //go:noescape
 func weighRows128AVX512(p *float32, v *float32, ldv int, rows int, out *float32)
+
+// weighRows128F16AVX512 computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first 128 columns of F16 rows.
+//
+//go:noescape
+func weighRows128F16AVX512(p *float32, v *uint16, ldv int, rows int, out *float32)
 
 // gemvQ8_0AVX512 computes y[r] = x · w_r for rows Q8_0 rows of blocks blocks (stride ldw bytes).
 //
@@ -124,15 +134,25 @@ func tile1x4F16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float32
 //go:noescape
 func gemvF16AVX2(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
 
-// weighRows32AVX2 computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first 32 columns.
+// weighRows32AVX2 computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first 32 columns of F32 rows.
 //
 //go:noescape
 func weighRows32AVX2(p *float32, v *float32, ldv int, rows int, out *float32)
 
-// weighRows64AVX2 computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first 64 columns.
+// weighRows32F16AVX2 computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first 32 columns of F16 rows.
+//
+//go:noescape
+func weighRows32F16AVX2(p *float32, v *uint16, ldv int, rows int, out *float32)
+
+// weighRows64AVX2 computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first 64 columns of F32 rows.
 //
 //go:noescape
 func weighRows64AVX2(p *float32, v *float32, ldv int, rows int, out *float32)
+
+// weighRows64F16AVX2 computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first 64 columns of F16 rows.
+//
+//go:noescape
+func weighRows64F16AVX2(p *float32, v *uint16, ldv int, rows int, out *float32)
 
 // gemvQ8_0AVX2 computes y[r] = x · w_r for rows Q8_0 rows of blocks blocks (stride ldw bytes).
 //

@@ -1159,6 +1159,45 @@ weighRows64AVX512_done:
 	VZEROUPPER
 	RET
 
+// func weighRows64F16AVX512(p *float32, v *uint16, ldv int, rows int, out *float32)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·weighRows64F16AVX512(SB), NOSPLIT, $0-40
+	MOVQ   p+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   ldv+16(FP), DX
+	MOVQ   rows+24(FP), BX
+	MOVQ   out+32(FP), SI
+	SHLQ   $0x01, DX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+
+weighRows64F16AVX512_row:
+	TESTQ        BX, BX
+	JZ           weighRows64F16AVX512_done
+	VBROADCASTSS (AX), Z4
+	VCVTPH2PS    (CX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VCVTPH2PS    32(CX), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VCVTPH2PS    64(CX), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VCVTPH2PS    96(CX), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          weighRows64F16AVX512_row
+
+weighRows64F16AVX512_done:
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VZEROUPPER
+	RET
+
 // func weighRows128AVX512(p *float32, v *float32, ldv int, rows int, out *float32)
 // Requires: AVX, AVX512DQ, AVX512F
 TEXT ·weighRows128AVX512(SB), NOSPLIT, $0-40
@@ -1195,6 +1234,61 @@ weighRows128AVX512_row:
 	JMP          weighRows128AVX512_row
 
 weighRows128AVX512_done:
+	VMOVUPS Z0, (SI)
+	VMOVUPS Z1, 64(SI)
+	VMOVUPS Z2, 128(SI)
+	VMOVUPS Z3, 192(SI)
+	VMOVUPS Z4, 256(SI)
+	VMOVUPS Z5, 320(SI)
+	VMOVUPS Z6, 384(SI)
+	VMOVUPS Z7, 448(SI)
+	VZEROUPPER
+	RET
+
+// func weighRows128F16AVX512(p *float32, v *uint16, ldv int, rows int, out *float32)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·weighRows128F16AVX512(SB), NOSPLIT, $0-40
+	MOVQ   p+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   ldv+16(FP), DX
+	MOVQ   rows+24(FP), BX
+	MOVQ   out+32(FP), SI
+	SHLQ   $0x01, DX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+
+weighRows128F16AVX512_row:
+	TESTQ        BX, BX
+	JZ           weighRows128F16AVX512_done
+	VBROADCASTSS (AX), Z8
+	VCVTPH2PS    (CX), Z9
+	VFMADD231PS  Z9, Z8, Z0
+	VCVTPH2PS    32(CX), Z9
+	VFMADD231PS  Z9, Z8, Z1
+	VCVTPH2PS    64(CX), Z9
+	VFMADD231PS  Z9, Z8, Z2
+	VCVTPH2PS    96(CX), Z9
+	VFMADD231PS  Z9, Z8, Z3
+	VCVTPH2PS    128(CX), Z9
+	VFMADD231PS  Z9, Z8, Z4
+	VCVTPH2PS    160(CX), Z9
+	VFMADD231PS  Z9, Z8, Z5
+	VCVTPH2PS    192(CX), Z9
+	VFMADD231PS  Z9, Z8, Z6
+	VCVTPH2PS    224(CX), Z9
+	VFMADD231PS  Z9, Z8, Z7
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          weighRows128F16AVX512_row
+
+weighRows128F16AVX512_done:
 	VMOVUPS Z0, (SI)
 	VMOVUPS Z1, 64(SI)
 	VMOVUPS Z2, 128(SI)
@@ -2192,6 +2286,45 @@ weighRows32AVX2_done:
 	VZEROUPPER
 	RET
 
+// func weighRows32F16AVX2(p *float32, v *uint16, ldv int, rows int, out *float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·weighRows32F16AVX2(SB), NOSPLIT, $0-40
+	MOVQ   p+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   ldv+16(FP), DX
+	MOVQ   rows+24(FP), BX
+	MOVQ   out+32(FP), SI
+	SHLQ   $0x01, DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+weighRows32F16AVX2_row:
+	TESTQ        BX, BX
+	JZ           weighRows32F16AVX2_done
+	VBROADCASTSS (AX), Y4
+	VCVTPH2PS    (CX), Y5
+	VFMADD231PS  Y5, Y4, Y0
+	VCVTPH2PS    16(CX), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VCVTPH2PS    32(CX), Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VCVTPH2PS    48(CX), Y5
+	VFMADD231PS  Y5, Y4, Y3
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          weighRows32F16AVX2_row
+
+weighRows32F16AVX2_done:
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, 32(SI)
+	VMOVUPS Y2, 64(SI)
+	VMOVUPS Y3, 96(SI)
+	VZEROUPPER
+	RET
+
 // func weighRows64AVX2(p *float32, v *float32, ldv int, rows int, out *float32)
 // Requires: AVX, FMA3
 TEXT ·weighRows64AVX2(SB), NOSPLIT, $0-40
@@ -2228,6 +2361,61 @@ weighRows64AVX2_row:
 	JMP          weighRows64AVX2_row
 
 weighRows64AVX2_done:
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, 32(SI)
+	VMOVUPS Y2, 64(SI)
+	VMOVUPS Y3, 96(SI)
+	VMOVUPS Y4, 128(SI)
+	VMOVUPS Y5, 160(SI)
+	VMOVUPS Y6, 192(SI)
+	VMOVUPS Y7, 224(SI)
+	VZEROUPPER
+	RET
+
+// func weighRows64F16AVX2(p *float32, v *uint16, ldv int, rows int, out *float32)
+// Requires: AVX, F16C, FMA3
+TEXT ·weighRows64F16AVX2(SB), NOSPLIT, $0-40
+	MOVQ   p+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   ldv+16(FP), DX
+	MOVQ   rows+24(FP), BX
+	MOVQ   out+32(FP), SI
+	SHLQ   $0x01, DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+weighRows64F16AVX2_row:
+	TESTQ        BX, BX
+	JZ           weighRows64F16AVX2_done
+	VBROADCASTSS (AX), Y8
+	VCVTPH2PS    (CX), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VCVTPH2PS    16(CX), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VCVTPH2PS    32(CX), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VCVTPH2PS    48(CX), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VCVTPH2PS    64(CX), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VCVTPH2PS    80(CX), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VCVTPH2PS    96(CX), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VCVTPH2PS    112(CX), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         BX
+	JMP          weighRows64F16AVX2_row
+
+weighRows64F16AVX2_done:
 	VMOVUPS Y0, (SI)
 	VMOVUPS Y1, 32(SI)
 	VMOVUPS Y2, 64(SI)

@@ -197,3 +197,59 @@ func TestWeighRows(t *testing.T) {
 		}
 	}
 }
+
+// TestF16Rows checks DotsTF16 and WeighRowsF16, the KV cache's half
+// precision rows: widening F16 is exact, so on either path they must give
+// bit for bit what DotsT and WeighRows give on the widened values.
+func TestF16Rows(t *testing.T) {
+	defer Force(true)
+	r := rand.New(rand.NewPCG(9, 10))
+	half := func(n int) ([]uint16, []float32) {
+		h, f := make([]uint16, n), make([]float32, n)
+		for i := range h {
+			h[i] = float16.Fromfloat32(float32(r.NormFloat64())).Bits()
+			f[i] = float16.Frombits(h[i]).Float32()
+		}
+		return h, f
+	}
+	for _, path := range []bool{true, false} {
+		Force(path)
+		for _, c := range [][6]int{{1, 7, 32, 128, 128, 10}, {5, 9, 16, 48, 16, 9}, {1, 33, 64, 80, 64, 40}, {1, 3, 20, 20, 20, 3}} {
+			n, m, k, ldx, ldw, ldy := c[0], c[1], c[2], c[3], c[4], c[5]
+			x := make([]float32, n*ldx)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			wh, wf := half(m * ldw)
+			got, want := make([]float32, n*ldy), make([]float32, n*ldy)
+			DotsTF16(got, ldy, x, ldx, n, wh, ldw, m, k, 0.5)
+			DotsT(want, ldy, x, ldx, n, wf, ldw, m, k, 0.5)
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%s DotsTF16 %v: y[%d] = %g, DotsT on the widened rows %g", Name(), c, i, got[i], want[i])
+				}
+			}
+		}
+		for _, c := range [][3]int{{5, 64, 64}, {9, 128, 256}, {3, 200, 200}, {0, 64, 64}, {7, 40, 48}} {
+			rows, dv, ldv := c[0], c[1], c[2]
+			p := make([]float32, rows+1)
+			for i := range p {
+				p[i] = float32(r.Float64())
+			}
+			vh, vf := half((rows + 1) * ldv)
+			for _, add := range []bool{false, true} {
+				got, want := make([]float32, dv), make([]float32, dv)
+				for i := range got {
+					got[i], want[i] = 1, 1
+				}
+				WeighRowsF16(got, p, vh, ldv, rows, add)
+				WeighRows(want, p, vf, ldv, rows, add)
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("%s WeighRowsF16 rows=%d dv=%d add=%v: out[%d] = %g, WeighRows on the widened rows %g", Name(), rows, dv, add, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

@@ -77,7 +77,8 @@ func main() {
 			gemv(is, dt)
 		}
 		for _, nacc := range []int{4, 8} {
-			weighRows(is, nacc)
+			weighRows(is, dtypes[0], nacc)
+			weighRows(is, dtypes[2], nacc)
 		}
 		for _, q := range []string{"Q8_0", "Q4_0"} {
 			if q == "Q4_0" && is.lanes == 16 {
@@ -314,18 +315,25 @@ func loadWidened(dt dtype, src Mem, v VecVirtual) {
 // weighRows computes out[c] = Σ_r p[r] · v[r][c] for nacc vectors of
 // columns of rows rows of v (stride ldv): attention's weighted sum of
 // values for one query, with the columns held in registers across rows.
-func weighRows(is isa, nacc int) {
+func weighRows(is isa, dt dtype, nacc int) {
 	name := fmt.Sprintf("weighRows%d%s", nacc*is.lanes, is.name)
-	TEXT(name, NOSPLIT, "func(p *float32, v *float32, ldv int, rows int, out *float32)")
+	if dt.name != "F32" {
+		name = fmt.Sprintf("weighRows%d%s%s", nacc*is.lanes, dt.name, is.name)
+	}
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(p *float32, v %s, ldv int, rows int, out *float32)", dt.gotyp))
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first %d columns.", name, nacc*is.lanes))
+	Doc(fmt.Sprintf("%s computes out[c] = Σ_r p[r]·v[r*ldv+c] for the first %d columns of %s rows.", name, nacc*is.lanes, dt.name))
 	p, v, ldv, rows, out := GP64(), GP64(), GP64(), GP64(), GP64()
 	Load(Param("p"), p)
 	Load(Param("v"), v)
 	Load(Param("ldv"), ldv)
 	Load(Param("rows"), rows)
 	Load(Param("out"), out)
-	SHLQ(U8(2), ldv)
+	if dt.size == 4 {
+		SHLQ(U8(2), ldv)
+	} else {
+		SHLQ(U8(1), ldv)
+	}
 	acc := make([]VecVirtual, nacc)
 	for i := range acc {
 		acc[i] = is.vec()
@@ -337,7 +345,14 @@ func weighRows(is isa, nacc int) {
 	b := is.vec()
 	VBROADCASTSS(Mem{Base: p}, b)
 	for i := range acc {
-		VFMADD231PS(Mem{Base: v, Disp: 4 * i * is.lanes}, b, acc[i])
+		src := Mem{Base: v, Disp: dt.size * i * is.lanes}
+		if dt.size == 4 {
+			VFMADD231PS(src, b, acc[i])
+			continue
+		}
+		wv := is.vec()
+		loadWidened(dt, src, wv)
+		VFMADD231PS(wv, b, acc[i])
 	}
 	ADDQ(U8(4), p)
 	ADDQ(ldv, v)
