@@ -112,7 +112,8 @@ func (s *Step) Bind(p *Param) *G.Node {
 }
 
 // Cache returns the input nodes bound to layer i's key and value caches,
-// [KVHeads, slots, KeyDim] and [KVHeads, slots, ValueDim].
+// [KVHeads, slots, KeyDim] and [KVHeads, slots, ValueDim], float32 or
+// (Options.KVCacheF16) F16 bits.
 func (s *Step) Cache(layer int) (k, v *G.Node) {
 	if s.cache == nil || layer < 0 || layer >= len(s.cache.K) {
 		n := 0
@@ -123,8 +124,8 @@ func (s *Step) Cache(layer int) (k, v *G.Node) {
 	}
 	name := fmt.Sprintf("kvcache.%d.", layer)
 	kt, vt := s.cache.K[layer], s.cache.V[layer]
-	k = G.NewTensor(s.G, tensor.Float32, 3, G.WithShape(kt.Shape().Clone()...), G.WithName(name+"k"), G.WithValue(kt))
-	v = G.NewTensor(s.G, tensor.Float32, 3, G.WithShape(vt.Shape().Clone()...), G.WithName(name+"v"), G.WithValue(vt))
+	k = G.NewTensor(s.G, kt.Dtype(), 3, G.WithShape(kt.Shape().Clone()...), G.WithName(name+"k"), G.WithValue(kt))
+	v = G.NewTensor(s.G, vt.Dtype(), 3, G.WithShape(vt.Shape().Clone()...), G.WithName(name+"v"), G.WithValue(vt))
 	return k, v
 }
 
@@ -176,33 +177,47 @@ func matchAny(patterns []string, name string) bool {
 // KVCache holds a session's keys and values: per layer [KVHeads, slots,
 // dim], where slots is the capacity for a full-attention layer and the
 // window for a sliding one (a ring: position p lives in slot p % slots).
-// Go leaves untouched pages of a large allocation to the kernel, so a big
-// capacity costs memory only as it fills.
+// They are float32, or F16 bits in uint16 with F16 set. Go leaves
+// untouched pages of a large allocation to the kernel, so a big capacity
+// costs memory only as it fills.
 type KVCache struct {
 	K, V     []*tensor.Dense
 	Capacity int
+	F16      bool
 }
 
 // NewKVCache allocates caches for the layers with room for capacity
-// positions.
-func NewKVCache(layers []LayerCache, capacity int) *KVCache {
-	c := &KVCache{Capacity: capacity}
+// positions, in F16 when f16 is set.
+func NewKVCache(layers []LayerCache, capacity int, f16 bool) *KVCache {
+	c := &KVCache{Capacity: capacity, F16: f16}
+	dt := tensor.Float32
+	if f16 {
+		dt = tensor.Uint16
+	}
 	for _, l := range layers {
 		slots := capacity
 		if l.Window > 0 && l.Window < capacity {
 			slots = l.Window
 		}
-		c.K = append(c.K, tensor.New(tensor.WithShape(l.KVHeads, slots, l.KeyDim), tensor.Of(tensor.Float32)))
-		c.V = append(c.V, tensor.New(tensor.WithShape(l.KVHeads, slots, l.ValueDim), tensor.Of(tensor.Float32)))
+		c.K = append(c.K, tensor.New(tensor.WithShape(l.KVHeads, slots, l.KeyDim), tensor.Of(dt)))
+		c.V = append(c.V, tensor.New(tensor.WithShape(l.KVHeads, slots, l.ValueDim), tensor.Of(dt)))
 	}
 	return c
+}
+
+// kvBytes is the size of a cached key or value.
+func kvBytes(f16 bool) int {
+	if f16 {
+		return 2
+	}
+	return 4
 }
 
 // Bytes is the memory the cache holds.
 func (c *KVCache) Bytes() int64 {
 	var n int64
 	for i := range c.K {
-		n += int64(c.K[i].Shape().TotalSize()+c.V[i].Shape().TotalSize()) * 4
+		n += int64(c.K[i].Shape().TotalSize()+c.V[i].Shape().TotalSize()) * int64(kvBytes(c.F16))
 	}
 	return n
 }

@@ -42,6 +42,12 @@ type Options struct {
 	// nothing of its own (a vocabulary of 151936 is 608 KB a token, and
 	// every collection takes a share of the cores the kernels run on).
 	ReuseLogits bool
+	// KVCacheF16 keeps the KV cache in F16, as llama.cpp does by default:
+	// half the memory, and half the bytes each decode step's attention
+	// reads. Keys and values are rounded to F16 (to nearest, ties to
+	// even) as they are stored and widened exactly as they are read, so
+	// results differ from transformers' float32 forward by that rounding.
+	KVCacheF16 bool
 }
 
 // DefaultCapacity caps the context of a session whose options name none.
@@ -140,7 +146,7 @@ func NewSession(m Model, opts Options) (*Session, error) {
 		}
 		hs, ok1 := mul(uint64(l.KVHeads), uint64(slots))
 		vals, ok2 := mul(hs, uint64(l.KeyDim)+uint64(l.ValueDim))
-		b, ok3 := mul(vals, 4)
+		b, ok3 := mul(vals, uint64(kvBytes(opts.KVCacheF16)))
 		sum, carry := bits.Add64(kv, b, 0)
 		if !ok1 || !ok2 || !ok3 || carry != 0 || sum > math.MaxInt64 {
 			return nil, fmt.Errorf("context capacity %d: the KV cache's size overflows (%d layers)", opts.Capacity, len(caches))
@@ -148,13 +154,13 @@ func NewSession(m Model, opts Options) (*Session, error) {
 		kv = sum
 	}
 	if avail, ok := loaders.AvailableMemory(); ok && kv > uint64(avail) {
-		return nil, fmt.Errorf("context capacity %d needs %d MiB of KV cache (%d layers, float32 keys and values), more than the %d MiB of memory available; ask for a smaller Capacity",
-			opts.Capacity, kv>>20, len(caches), avail>>20)
+		return nil, fmt.Errorf("context capacity %d needs %d MiB of KV cache (%d layers, %d-byte keys and values), more than the %d MiB of memory available; ask for a smaller Capacity",
+			opts.Capacity, kv>>20, len(caches), kvBytes(opts.KVCacheF16), avail>>20)
 	}
 	return &Session{
 		model:   m,
 		opts:    opts,
-		cache:   NewKVCache(caches, opts.Capacity),
+		cache:   NewKVCache(caches, opts.Capacity, opts.KVCacheF16),
 		vocab:   m.VocabSize(),
 		hidden:  m.HiddenSize(),
 		program: map[programKey]*program{},

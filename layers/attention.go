@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/ops"
@@ -98,7 +99,7 @@ func (a *Attention) Forward(s *graphs.Step, x *G.Node) *G.Node {
 	}
 	kc, vc := s.Cache(c.Layer)
 	name := fmt.Sprintf("%s.%d", graphs.Attentions, c.Layer)
-	o := ops.Apply(cachedAttention{name: fmt.Sprintf("layers.%d", c.Layer), scale: float32(c.Scale), window: c.Window, sink: s.Sink(name)},
+	o := ops.Apply(cachedAttention{name: fmt.Sprintf("layers.%d", c.Layer), scale: float32(c.Scale), window: c.Window, kv16: kc.Dtype() == tensor.Uint16, sink: s.Sink(name)},
 		q, k, v, kc, vc, s.Positions)
 	return a.O.Forward(s, o)
 }

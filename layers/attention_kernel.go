@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/chewxy/hm"
+	"github.com/x448/float16"
 	"gonum.org/v1/gonum/blas/blas32"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -43,16 +44,21 @@ import (
 type cachedAttention struct {
 	name   string
 	scale  float32
-	window int // 0: full causal attention
+	window int  // 0: full causal attention
+	kv16   bool // caches of F16 bits (graphs.Options.KVCacheF16)
 	sink   *graphs.Sink
 }
 
 func (k cachedAttention) Name() string { return "attention " + k.name }
 func (k cachedAttention) String() string {
-	return fmt.Sprintf("Attention{%s,scale=%g,window=%d,capture=%v}", k.name, k.scale, k.window, k.sink != nil)
+	return fmt.Sprintf("Attention{%s,scale=%g,window=%d,kv16=%v,capture=%v}", k.name, k.scale, k.window, k.kv16, k.sink != nil)
 }
 func (k cachedAttention) Signature() []hm.Type {
-	return []hm.Type{ops.T(3, nil), ops.T(3, nil), ops.T(3, nil), ops.T(3, nil), ops.T(3, nil), ops.T(1, tensor.Int), ops.T(2, nil)}
+	cache := ops.T(3, nil)
+	if k.kv16 {
+		cache = ops.T(3, tensor.Uint16)
+	}
+	return []hm.Type{ops.T(3, nil), ops.T(3, nil), ops.T(3, nil), cache, cache, ops.T(1, tensor.Int), ops.T(2, nil)}
 }
 func (k cachedAttention) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	q, kk, v, kc, vc, pos := in[0], in[1], in[2], in[3], in[4], in[5]
@@ -73,10 +79,22 @@ func (k cachedAttention) Shape(in []tensor.Shape) (tensor.Shape, error) {
 type attnDims struct{ T, Hq, Hkv, Dk, Dv, S, p0, n int }
 
 func (k cachedAttention) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
-	var f [5][]float32
+	var f [3][]float32
 	for i := range f {
 		var err error
 		if f[i], err = ops.Float32s(in[i]); err != nil {
+			return nil, err
+		}
+	}
+	var kc, vc cacheRows
+	for i, c := range []*cacheRows{&kc, &vc} {
+		var err error
+		if k.kv16 {
+			c.f16, err = ops.Uint16s(in[3+i])
+		} else {
+			c.f32, err = ops.Float32s(in[3+i])
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -99,9 +117,19 @@ func (k cachedAttention) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		probs = make([]float32, d.T*d.Hq*(d.p0+d.n))
 	}
 	if d.n > 0 {
-		k.attend(ops.Shared(o, func() *attnTask { return new(attnTask) }), out, probs, f[0], f[1], f[2], f[3], f[4], d)
-		writeCache(f[3], f[1], d, d.Dk)
-		writeCache(f[4], f[2], d, d.Dv)
+		t := ops.Shared(o, func() *attnTask { return new(attnTask) })
+		kNew, vNew := f[1], f[2]
+		if k.kv16 {
+			// This step's keys and values are read as the cache will
+			// hold them, so that a sequence gives the same results
+			// however it is cut into steps (and as llama.cpp, which
+			// attends from its F16 cache, computes).
+			t.k16, t.v16 = roundF16(t.k16, kNew), roundF16(t.v16, vNew)
+			kNew, vNew = t.k16, t.v16
+		}
+		k.attend(t, out, probs, f[0], kNew, vNew, kc, vc, d)
+		writeCache(kc, f[1], d, d.Dk)
+		writeCache(vc, f[2], d, d.Dv)
 	}
 	if k.sink != nil {
 		k.sink.Store(ops.NewF32(probs, d.T, d.Hq, d.p0+d.n))
@@ -120,7 +148,7 @@ func (k cachedAttention) lo(p int) int {
 	return 0
 }
 
-func (k cachedAttention) attend(t *attnTask, out, probs, q, kNew, vNew, kc, vc []float32, d attnDims) {
+func (k cachedAttention) attend(t *attnTask, out, probs, q, kNew, vNew []float32, kc, vc cacheRows, d attnDims) {
 	t.k, t.out, t.probs, t.q, t.kNew, t.vNew, t.kc, t.vc, t.d = k, out, probs, q, kNew, vNew, kc, vc, d
 	t.nsegs = 0
 	// Keys in view: positions a..p0+n-1; those before p0 are cached.
@@ -161,13 +189,15 @@ const attnSplitWork = 1 << 16
 // lives in the session's shared kernel state (ops.Shared), with each
 // head's scratch (scores, Vᵀ), reused by every layer and step.
 type attnTask struct {
-	k                                 cachedAttention
-	out, probs, q, kNew, vNew, kc, vc []float32
-	d                                 attnDims
-	segs                              [2]segment // at most two runs: a ring wraps once
-	nsegs                             int
-	a, width, cur                     int
-	scores, vt                        [][]float32 // per head
+	k                         cachedAttention
+	out, probs, q, kNew, vNew []float32
+	kc, vc                    cacheRows
+	k16, v16                  []float32 // this step's keys and values rounded to F16 (kv16)
+	d                         attnDims
+	segs                      [2]segment // at most two runs: a ring wraps once
+	nsegs                     int
+	a, width, cur             int
+	scores, vt                [][]float32 // per head
 }
 
 // buffers returns head h's score block and, for a prefill, its Vᵀ.
@@ -197,8 +227,7 @@ func (t *attnTask) Part(h int) {
 	S := blas32.General{Rows: d.n, Cols: width, Stride: width, Data: scores}
 	Q := blas32.General{Rows: d.n, Cols: d.Dk, Stride: qStride, Data: t.q[h*d.Dk:]}
 	for _, sg := range past {
-		K := blas32.General{Rows: sg.len, Cols: d.Dk, Stride: d.Dk, Data: t.kc[(g*d.S+sg.slot)*d.Dk:]}
-		scoreBlock(S, sg.pos-a, Q, K, k.scale)
+		t.kc.dotsT(S, Q, sg.pos-a, (g*d.S+sg.slot)*d.Dk, sg.len, k.scale)
 	}
 	K := blas32.General{Rows: d.n, Cols: d.Dk, Stride: d.Hkv * d.Dk, Data: t.kNew[g*d.Dk:]}
 	scoreBlock(S, cur, Q, K, k.scale)
@@ -223,7 +252,7 @@ func (t *attnTask) Part(h int) {
 	o := t.out[h*d.Dv : (h+1)*d.Dv]
 	add := false
 	for _, sg := range past {
-		simd.WeighRows(o, scores[sg.pos-a:], t.vc[(g*d.S+sg.slot)*d.Dv:], d.Dv, sg.len, add)
+		t.vc.weigh(o, scores[sg.pos-a:], (g*d.S+sg.slot)*d.Dv, d.Dv, sg.len, add)
 		add = true
 	}
 	simd.WeighRows(o, scores[cur:], t.vNew[g*d.Dv:], d.Hkv*d.Dv, 1, add)
@@ -232,10 +261,17 @@ func (t *attnTask) Part(h int) {
 // transposeV writes the values of kv head g for key columns 0..width-1
 // (cached segments, then this step's rows from column cur) as Vᵀ
 // [Dv, width].
-func transposeV(vt, vc, vNew []float32, past []segment, cur, a, width, g int, d attnDims) {
+func transposeV(vt []float32, vc cacheRows, vNew []float32, past []segment, cur, a, width, g int, d attnDims) {
+	var buf [256]float32
+	row := buf[:0]
+	if d.Dv > len(buf) {
+		row = make([]float32, d.Dv)
+	} else {
+		row = buf[:d.Dv]
+	}
 	for _, sg := range past {
 		for r := 0; r < sg.len; r++ {
-			src := vc[(g*d.S+sg.slot+r)*d.Dv:][:d.Dv]
+			src := vc.row(row, (g*d.S+sg.slot+r)*d.Dv)
 			col := sg.pos - a + r
 			for c, v := range src {
 				vt[c*width+col] = v
@@ -259,13 +295,73 @@ func scoreBlock(S blas32.General, c0 int, Q, K blas32.General, scale float32) {
 // writeCache stores the step's real rows x [T, Hkv, dim] into cache
 // [Hkv, S, dim] at slot p % S. Of a chunk longer than a ring only its last
 // S rows survive, so only those are written.
-func writeCache(cache, x []float32, d attnDims, dim int) {
+func writeCache(cache cacheRows, x []float32, d attnDims, dim int) {
 	for t := max(0, d.n-d.S); t < d.n; t++ {
 		slot := (d.p0 + t) % d.S
 		for g := 0; g < d.Hkv; g++ {
-			copy(cache[(g*d.S+slot)*dim:][:dim], x[(t*d.Hkv+g)*dim:][:dim])
+			cache.store((g*d.S+slot)*dim, x[(t*d.Hkv+g)*dim:][:dim])
 		}
 	}
+}
+
+// cacheRows is a layer's key or value cache: float32, or F16 bits
+// (graphs.Options.KVCacheF16), rounded to nearest (ties to even) as they
+// are stored and widened exactly as they are read.
+type cacheRows struct {
+	f32 []float32
+	f16 []uint16
+}
+
+// dotsT writes scale · Q·Kᵀ into the columns c0.. of S for the rows keys
+// from element off of the cache, with the SIMD dot-product tiles (one query
+// row: a matrix-vector product).
+func (c cacheRows) dotsT(S, Q blas32.General, c0, off, rows int, scale float32) {
+	if c.f16 != nil {
+		simd.DotsTF16(S.Data[c0:], S.Stride, Q.Data, Q.Stride, Q.Rows, c.f16[off:], Q.Cols, rows, Q.Cols, scale)
+		return
+	}
+	simd.DotsT(S.Data[c0:], S.Stride, Q.Data, Q.Stride, Q.Rows, c.f32[off:], Q.Cols, rows, Q.Cols, scale)
+}
+
+// weigh is simd.WeighRows over rows value rows from element off.
+func (c cacheRows) weigh(out, p []float32, off, ldv, rows int, add bool) {
+	if c.f16 != nil {
+		simd.WeighRowsF16(out, p, c.f16[off:], ldv, rows, add)
+		return
+	}
+	simd.WeighRows(out, p, c.f32[off:], ldv, rows, add)
+}
+
+// row returns the len(buf) values from element off, widened into buf when
+// the cache is F16.
+func (c cacheRows) row(buf []float32, off int) []float32 {
+	if c.f16 == nil {
+		return c.f32[off : off+len(buf)]
+	}
+	for i, h := range c.f16[off : off+len(buf)] {
+		buf[i] = float16.Frombits(h).Float32()
+	}
+	return buf
+}
+
+// roundF16 returns x rounded to F16 precision (to nearest, ties to even)
+// in dst, grown as needed.
+func roundF16(dst, x []float32) []float32 {
+	if cap(dst) < len(x) {
+		dst = make([]float32, len(x))
+	}
+	dst = dst[:len(x)]
+	simd.RoundActs(simd.F16, dst, x)
+	return dst
+}
+
+// store writes x at element off.
+func (c cacheRows) store(off int, x []float32) {
+	if c.f16 == nil {
+		copy(c.f32[off:], x)
+		return
+	}
+	simd.ToF16(c.f16[off:], x)
 }
 
 // softmaxRange replaces row[lo:hi] by its softmax and zeroes the rest, which

@@ -154,7 +154,7 @@ func BenchmarkKVCacheWrite(b *testing.B) {
 			cache, x := make([]float32, qHkv*C*qDh), make([]float32, T*qHkv*qDh)
 			d := attnDims{T: T, Hkv: qHkv, S: C, p0: 100, n: T}
 			for i := 0; i < b.N; i++ {
-				writeCache(cache, x, d, qDh)
+				writeCache(cacheRows{f32: cache}, x, d, qDh)
 			}
 			b.ReportMetric(float64(2*T*qHkv*qDh*4)/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GB/s")
 		})

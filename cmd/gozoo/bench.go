@@ -56,15 +56,16 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	seed := fs.Uint64("seed", 1, "seed for the random prompt")
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights)")
+	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16, as llama.cpp does by default (half its memory; keys and values rounded)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed prefill and decode to `FILE` (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *model == "" || *promptTokens < 1 || *genTokens < 1 {
-		fmt.Fprintln(stderr, "usage: gozoo bench --model DIR|FILE.gguf [--prompt-tokens N] [--gen-tokens M] [--fast] [--json]")
+		fmt.Fprintln(stderr, "usage: gozoo bench --model DIR|FILE.gguf [--prompt-tokens N] [--gen-tokens M] [--fast] [--kv-f16] [--json]")
 		return 2
 	}
-	res, err := bench(*model, *promptTokens, *genTokens, *seed, *fast, *cpuProfile)
+	res, err := bench(*model, *promptTokens, *genTokens, *seed, graphs.Options{Fast: *fast, KVCacheF16: *kvF16}, *cpuProfile)
 	if err != nil {
 		fmt.Fprintln(stderr, "gozoo bench:", err)
 		return 1
@@ -83,7 +84,9 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func bench(dir string, n, m int, seed uint64, fast bool, cpuProfile string) (benchResult, error) {
+// bench times a prompt of n random ids and m greedy steps on a session
+// with opts (its capacity set to fit them).
+func bench(dir string, n, m int, seed uint64, opts graphs.Options, cpuProfile string) (benchResult, error) {
 	res := benchResult{Kernels: simd.Name()}
 	procstat.ResetPeak()
 	t0 := time.Now()
@@ -92,7 +95,8 @@ func bench(dir string, n, m int, seed uint64, fast bool, cpuProfile string) (ben
 		return res, err
 	}
 	res.LoadS = time.Since(t0).Seconds()
-	sess, err := graphs.NewSession(model, graphs.Options{Capacity: min(model.MaxPositions(), n+m+1), Fast: fast, ReuseLogits: true})
+	opts.Capacity, opts.ReuseLogits = min(model.MaxPositions(), n+m+1), true
+	sess, err := graphs.NewSession(model, opts)
 	if err != nil {
 		return res, err
 	}

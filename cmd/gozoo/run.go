@@ -48,6 +48,7 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	repPenalty := fs.Float64("repetition-penalty", 0, "penalty for tokens already in the context (1: off)")
 	seed := fs.Uint64("seed", 0, "sampling seed (default: random)")
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights), faster on GGUF files, not exact")
+	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16, as llama.cpp does by default: half its memory, keys and values rounded, not exact")
 	var stops, imagePaths stringList
 	fs.Var(&stops, "stop", "stop when the text contains this string (repeatable)")
 	fs.Var(&imagePaths, "image", "an image for a vision-language model (repeatable; the prompt's <image> tokens, or one per image in front)")
@@ -55,7 +56,7 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *prompt == "" {
-		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] --prompt TEXT [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--fast]")
+		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] --prompt TEXT [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--fast] [--kv-f16]")
 		return 2
 	}
 	set := map[string]bool{}
@@ -110,6 +111,7 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	opts.Stop = stops
 	g.SessionOptions.Fast = *fast
+	g.SessionOptions.KVCacheF16 = *kvF16
 
 	var input graphs.Input
 	if len(imagePaths) > 0 {

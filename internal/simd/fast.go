@@ -38,12 +38,22 @@ func MulTFast(y, x []float32, T int, w Weight, out, in int) {
 	actsPool.Put(a)
 }
 
+// ToF16 writes x as F16 bits into dst (to nearest, ties to even).
+func ToF16(dst []uint16, x []float32) {
+	dst = dst[:len(x)]
+	done := asmF16(x, dst, nil)
+	for i, v := range x[done:] {
+		dst[done+i] = float16.Fromfloat32(v).Bits()
+	}
+}
+
 // RoundActs rounds x to the 16-bit kind's precision (to nearest, ties to
 // even), as llama.cpp converts activations for F16 and BF16 weights.
 func RoundActs(k Kind, dst, x []float32) {
 	if k == F16 {
-		for i, v := range x {
-			dst[i] = float16.Fromfloat32(v).Float32()
+		done := asmF16(x, nil, dst)
+		for i, v := range x[done:] {
+			dst[done+i] = float16.Fromfloat32(v).Float32()
 		}
 		return
 	}

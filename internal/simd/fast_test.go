@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+
+	"github.com/x448/float16"
 	"testing"
 
 	"github.com/gozoo/gozoo/internal/quant"
@@ -329,6 +331,43 @@ func TestQuantizeQ8KKernel(t *testing.T) {
 	for g := range ws {
 		if sums[g] != ws[g] {
 			t.Fatalf("sum %d: %d, want %d", g, sums[g], ws[g])
+		}
+	}
+}
+
+// TestF16Kernel checks ToF16 and RoundActs(F16) on vectors long enough
+// for the kernel against float16.Fromfloat32, bit for bit (NaN stays
+// NaN): ties both ways, overflow to infinity, F16 subnormals and
+// underflow, signed zeros and random values at many scales.
+func TestF16Kernel(t *testing.T) {
+	defer Force(true)
+	x := []float32{1 + 1.0/2048, 1 + 3.0/2048, -(1 + 1.0/2048), 65504, 65520, 65519.99, 70000, -70000,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0, float32(math.Copysign(0, -1)),
+		5.960464477539063e-08, 2.9802322387695312e-08, 2.98023259e-08, 1e-10, 6.1035156e-05, 6.1e-05, 3.0517578e-05}
+	r := rand.New(rand.NewPCG(11, 12))
+	for len(x) < 16*9+7 {
+		x = append(x, float32(r.NormFloat64()*math.Pow(10, float64(r.IntN(12)-7))))
+	}
+	for _, path := range []bool{true, false} {
+		Force(path)
+		bits := make([]uint16, len(x))
+		round := make([]float32, len(x))
+		ToF16(bits, x)
+		RoundActs(F16, round, x)
+		for i, v := range x {
+			want := float16.Fromfloat32(v)
+			if math.IsNaN(float64(v)) {
+				if !want.IsNaN() || !float16.Frombits(bits[i]).IsNaN() || !math.IsNaN(float64(round[i])) {
+					t.Fatalf("%s: NaN at %d became %#04x and %g", Name(), i, bits[i], round[i])
+				}
+				continue
+			}
+			if bits[i] != want.Bits() {
+				t.Fatalf("%s: ToF16(%g) = %#04x, want %#04x", Name(), v, bits[i], want.Bits())
+			}
+			if math.Float32bits(round[i]) != math.Float32bits(want.Float32()) {
+				t.Fatalf("%s: RoundActs(F16, %g) = %g, want %g", Name(), v, round[i], want.Float32())
+			}
 		}
 	}
 }

@@ -262,6 +262,16 @@ func siluAVX512(x *float32, out *float32, n int)
 //go:noescape
 func siluMulAVX512(x *float32, u *float32, out *float32, n int)
 
+// toF16AVX512 converts n float32s (a multiple of 16) to F16, to nearest with ties to even.
+//
+//go:noescape
+func toF16AVX512(x *float32, dst *uint16, n int)
+
+// roundF16AVX512 converts n float32s (a multiple of 16) to F16, to nearest with ties to even, and widens them back.
+//
+//go:noescape
+func roundF16AVX512(x *float32, dst *float32, n int)
+
 // fastGemm16x4VNNI computes sixteen columns of y for rows rows of activations (a multiple of 4) against sixteen repacked weight rows.
 //
 //go:noescape

@@ -5289,6 +5289,51 @@ siluMulAVX512_done:
 	VZEROUPPER
 	RET
 
+// func toF16AVX512(x *float32, dst *uint16, n int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·toF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), AX
+	MOVQ dst+8(FP), CX
+	MOVQ n+16(FP), DX
+
+toF16AVX512_loop:
+	TESTQ     DX, DX
+	JZ        toF16AVX512_done
+	VMOVUPS   (AX), Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VMOVDQU16 Y0, (CX)
+	ADDQ      $0x20, CX
+	ADDQ      $0x40, AX
+	SUBQ      $0x10, DX
+	JMP       toF16AVX512_loop
+
+toF16AVX512_done:
+	VZEROUPPER
+	RET
+
+// func roundF16AVX512(x *float32, dst *float32, n int)
+// Requires: AVX, AVX512F
+TEXT ·roundF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), AX
+	MOVQ dst+8(FP), CX
+	MOVQ n+16(FP), DX
+
+roundF16AVX512_loop:
+	TESTQ     DX, DX
+	JZ        roundF16AVX512_done
+	VMOVUPS   (AX), Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VCVTPH2PS Y0, Z0
+	VMOVUPS   Z0, (CX)
+	ADDQ      $0x40, CX
+	ADDQ      $0x40, AX
+	SUBQ      $0x10, DX
+	JMP       roundF16AVX512_loop
+
+roundF16AVX512_done:
+	VZEROUPPER
+	RET
+
 // func fastGemm16x4VNNI(packed *byte, dw *float32, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
 // Requires: AVX, AVX512F, AVX512VNNI
 TEXT ·fastGemm16x4VNNI(SB), NOSPLIT, $8-80

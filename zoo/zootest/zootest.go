@@ -265,6 +265,53 @@ func Run(t *testing.T, dir string) {
 		}
 	})
 
+	t.Run("F16 KV cache", func(t *testing.T) {
+		// Options.KVCacheF16: half the cache's bytes; keys and values
+		// rounded to F16, which moves the logits a little (and must
+		// move them: the rounding happens), stepped or whole. Stepped
+		// and whole differ by more than float32 noise: a key that two
+		// graphs compute an ulp apart can round to neighbouring F16
+		// values, as llama.cpp's own F16 cache does.
+		s := newSession(t, graphs.Options{KVCacheF16: true})
+		if f32 := newSession(t, graphs.Options{}); 2*s.Cache().Bytes() != f32.Cache().Bytes() {
+			t.Fatalf("F16 cache holds %d bytes, float32 %d", s.Cache().Bytes(), f32.Cache().Bytes())
+		}
+		whole, err := newSession(t, graphs.Options{KVCacheF16: true}).AppendAll(graphs.IDs(ids...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		near := func(got, ref []float32) (float64, bool) {
+			scale := 0.0
+			for _, v := range ref {
+				scale = max(scale, math.Abs(float64(v)))
+			}
+			d := MaxDiff(got, ref)
+			return d, d <= 1e-2*scale+tol
+		}
+		got, err := s.Append(ids[:11])
+		moved := 0.0
+		for i := 11; err == nil; i++ {
+			if d, ok := near(got, want[i-1]); !ok {
+				t.Fatalf("position %d: F16-cache logits differ from float32's by %g", i-1, d)
+			} else {
+				moved = max(moved, d)
+			}
+			if d, ok := near(got, whole[i-1]); !ok {
+				t.Fatalf("position %d: stepped F16-cache logits differ from the whole sequence's by %g", i-1, d)
+			}
+			if i == len(ids) {
+				break
+			}
+			got, err = s.Append(ids[i : i+1])
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if moved == 0 {
+			t.Fatal("the F16 cache gave exactly the float32 logits: nothing was rounded")
+		}
+	})
+
 	t.Run("chunked prefill", func(t *testing.T) {
 		// Buckets of 2, 3 and 5 cut the prompt in many places, across
 		// every sliding window of the tiny configs.

@@ -183,3 +183,44 @@ func (c expConsts) core(x VecVirtual) (y, nf, ni VecVirtual) {
 	VADDPS(c.one, y, y)
 	return y, nf, ni
 }
+
+// toF16 writes toF16AVX512, the conversion of float32s to F16 bits (to
+// nearest, ties to even: VCVTPS2PH's immediate 0), and with widen
+// roundF16AVX512, which widens them back: x rounded to F16 precision.
+func toF16(widen bool) {
+	name, sig := "toF16AVX512", "func(x *float32, dst *uint16, n int)"
+	if widen {
+		name, sig = "roundF16AVX512", "func(x *float32, dst *float32, n int)"
+	}
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	doc := name + " converts n float32s (a multiple of 16) to F16, to nearest with ties to even"
+	if widen {
+		doc += ", and widens them back"
+	}
+	Doc(doc + ".")
+	xp, dst, n := GP64(), GP64(), GP64()
+	Load(Param("x"), xp)
+	Load(Param("dst"), dst)
+	Load(Param("n"), n)
+	Label(name + "_loop")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	x, h := ZMM(), YMM()
+	VMOVUPS(Mem{Base: xp}, x)
+	VCVTPS2PH(U8(0), x, h)
+	if widen {
+		VCVTPH2PS(h, x)
+		VMOVUPS(x, Mem{Base: dst})
+		ADDQ(U8(64), dst)
+	} else {
+		VMOVDQU16(h, Mem{Base: dst})
+		ADDQ(U8(32), dst)
+	}
+	ADDQ(U8(64), xp)
+	SUBQ(U8(16), n)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}

@@ -110,6 +110,8 @@ func main() {
 	prefetchLines()
 	silu(false)
 	silu(true)
+	toF16(false)
+	toF16(true)
 	fastGemm16(4)
 	fastGemm16(1)
 	quantQ8Acts()
