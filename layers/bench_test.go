@@ -8,6 +8,7 @@ import (
 	G "gorgonia.org/gorgonia"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/simd"
 	"github.com/gozoo/gozoo/ops"
 )
 
@@ -116,14 +117,16 @@ func BenchmarkMoE(b *testing.B) {
 }
 
 // BenchmarkAttention: prefill is T rows from position 0; decode is one row
-// after 512 positions of context.
+// after 512 positions of context, over a float32 cache and an F16 one
+// (graphs.Options.KVCacheF16).
 func BenchmarkAttention(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 5))
 	const C = 1024
 	for _, c := range []struct {
 		name   string
 		T, pos int
-	}{{"prefill/T=32", 32, 0}, {"prefill/T=128", 128, 0}, {"decode/ctx=512", 1, 512}} {
+		kv16   bool
+	}{{"prefill/T=32", 32, 0, false}, {"prefill/T=128", 128, 0, false}, {"decode/ctx=512", 1, 512, false}, {"decode/ctx=512/kv=f16", 1, 512, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			pos := make([]int, c.T)
 			for i := range pos {
@@ -134,12 +137,24 @@ func BenchmarkAttention(b *testing.B) {
 			if c.T > 1 {
 				flops /= 2 // causal: half the matrix
 			}
-			bytes := 2 * keys * qHkv * qDh * 4
-			benchKernel(b, cachedAttention{name: "a", scale: 0.088}, bytes, flops, func(g *graphT) []*G.Node {
+			size := 4
+			if c.kv16 {
+				size = 2
+			}
+			bytes := 2 * keys * qHkv * qDh * float64(size)
+			cache := func(g *graphT, name string) *G.Node {
+				vals := randVals(r, qHkv*C*qDh, 1)
+				if !c.kv16 {
+					return g.input(name, vals, qHkv, C, qDh)
+				}
+				bits := make([]uint16, len(vals))
+				simd.ToF16(bits, vals)
+				return g.input(name, bits, qHkv, C, qDh)
+			}
+			benchKernel(b, cachedAttention{name: "a", scale: 0.088, kv16: c.kv16}, bytes, flops, func(g *graphT) []*G.Node {
 				return []*G.Node{g.input("q", randVals(r, c.T*qHq*qDh, 1), c.T, qHq, qDh),
 					g.input("k", randVals(r, c.T*qHkv*qDh, 1), c.T, qHkv, qDh), g.input("v", randVals(r, c.T*qHkv*qDh, 1), c.T, qHkv, qDh),
-					g.input("kc", randVals(r, qHkv*C*qDh, 1), qHkv, C, qDh), g.input("vc", randVals(r, qHkv*C*qDh, 1), qHkv, C, qDh),
-					g.input("p", pos, c.T)}
+					cache(g, "kc"), cache(g, "vc"), g.input("p", pos, c.T)}
 			})
 		})
 	}
