@@ -130,8 +130,8 @@ func benchMul(b *testing.B, kind Kind, T, in, out int) {
 func TestDotsT(t *testing.T) {
 	defer Force(true)
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, path := range []bool{true, false} {
-		Force(path)
+	for _, is := range append(supported(), nil) { // every kernel set, then plain Go
+		active = is
 		for _, c := range [][6]int{{1, 7, 32, 128, 128, 10}, {5, 9, 16, 48, 16, 9}, {17, 33, 64, 80, 64, 40}, {1, 3, 20, 20, 20, 3}} {
 			n, m, k, ldx, ldw, ldy := c[0], c[1], c[2], c[3], c[4], c[5]
 			x := make([]float32, n*ldx)
@@ -163,8 +163,8 @@ func TestDotsT(t *testing.T) {
 func TestWeighRows(t *testing.T) {
 	defer Force(true)
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, path := range []bool{true, false} {
-		Force(path)
+	for _, is := range append(supported(), nil) { // every kernel set, then plain Go
+		active = is
 		for _, c := range [][3]int{{5, 64, 64}, {9, 128, 256}, {3, 200, 200}, {0, 64, 64}, {7, 40, 48}} {
 			rows, dv, ldv := c[0], c[1], c[2]
 			p := make([]float32, rows+1)
@@ -212,8 +212,8 @@ func TestF16Rows(t *testing.T) {
 		}
 		return h, f
 	}
-	for _, path := range []bool{true, false} {
-		Force(path)
+	for _, is := range append(supported(), nil) { // every kernel set, then plain Go
+		active = is
 		for _, c := range [][6]int{{1, 7, 32, 128, 128, 10}, {5, 9, 16, 48, 16, 9}, {1, 33, 64, 80, 64, 40}, {1, 3, 20, 20, 20, 3}} {
 			n, m, k, ldx, ldw, ldy := c[0], c[1], c[2], c[3], c[4], c[5]
 			x := make([]float32, n*ldx)
