@@ -86,17 +86,13 @@ func (k cachedAttention) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 			return nil, err
 		}
 	}
-	var kc, vc cacheRows
-	for i, c := range []*cacheRows{&kc, &vc} {
-		var err error
-		if k.kv16 {
-			c.f16, err = ops.Uint16s(in[3+i])
-		} else {
-			c.f32, err = ops.Float32s(in[3+i])
-		}
-		if err != nil {
-			return nil, err
-		}
+	kc, err := k.cache(in[3])
+	if err != nil {
+		return nil, err
+	}
+	vc, err := k.cache(in[4])
+	if err != nil {
+		return nil, err
 	}
 	positions, err := ops.Ints(in[5])
 	if err != nil {
@@ -302,6 +298,16 @@ func writeCache(cache cacheRows, x []float32, d attnDims, dim int) {
 			cache.store((g*d.S+slot)*dim, x[(t*d.Hkv+g)*dim:][:dim])
 		}
 	}
+}
+
+// cache reads a key or value cache input.
+func (k cachedAttention) cache(v G.Value) (c cacheRows, err error) {
+	if k.kv16 {
+		c.f16, err = ops.Uint16s(v)
+	} else {
+		c.f32, err = ops.Float32s(v)
+	}
+	return c, err
 }
 
 // cacheRows is a layer's key or value cache: float32, or F16 bits

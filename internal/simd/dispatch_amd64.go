@@ -137,28 +137,35 @@ func weighWidths() []int {
 }
 
 func asmWeigh(width int, p *float32, v Weight, off, ldv, rows int, out *float32) {
-	// The kernels by instruction set and by width, narrow then wide (the
-	// widths weighWidths lists).
-	set, wide := 0, 0
-	if active == avx512 {
-		set = 1
-	}
-	if width == weighWidths()[0] {
-		wide = 1
-	}
+	// Direct calls, not a table of functions: through a function value
+	// the compiler cannot see that the kernels keep no pointer, and the
+	// callers' stack buffers would move to the heap.
 	if v.Kind == F16 {
-		weighF16[set][wide](p, &v.U16s[off], ldv, rows, out)
+		vp := &v.U16s[off]
+		switch {
+		case active == avx512 && width == 128:
+			weighRows128F16AVX512(p, vp, ldv, rows, out)
+		case active == avx512:
+			weighRows64F16AVX512(p, vp, ldv, rows, out)
+		case width == 64:
+			weighRows64F16AVX2(p, vp, ldv, rows, out)
+		default:
+			weighRows32F16AVX2(p, vp, ldv, rows, out)
+		}
 		return
 	}
-	weighF32[set][wide](p, &v.F32s[off], ldv, rows, out)
+	vp := &v.F32s[off]
+	switch {
+	case active == avx512 && width == 128:
+		weighRows128AVX512(p, vp, ldv, rows, out)
+	case active == avx512:
+		weighRows64AVX512(p, vp, ldv, rows, out)
+	case width == 64:
+		weighRows64AVX2(p, vp, ldv, rows, out)
+	default:
+		weighRows32AVX2(p, vp, ldv, rows, out)
+	}
 }
-
-var (
-	weighF32 = [2][2]func(p, v *float32, ldv, rows int, out *float32){
-		{weighRows32AVX2, weighRows64AVX2}, {weighRows64AVX512, weighRows128AVX512}}
-	weighF16 = [2][2]func(p *float32, v *uint16, ldv, rows int, out *float32){
-		{weighRows32F16AVX2, weighRows64F16AVX2}, {weighRows64F16AVX512, weighRows128F16AVX512}}
-)
 
 // asmQuant runs the active kernel for rows of a Q8_0 or Q4_0 weight from
 // row r0 (rb bytes a row, in values): a matrix-vector product into y when
