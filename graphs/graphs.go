@@ -293,7 +293,7 @@ func build(m Model, T int, kind inputKind, all bool, cache *KVCache, capture []s
 	if !all {
 		R = 1
 		gr.rows = G.NewVector(g, tensor.Int, G.WithShape(1), G.WithName("logit_rows"))
-		h = mustNode(G.ByIndices(h, gr.rows, 0))
+		h = ops.Apply(pickRow{}, h, gr.rows)
 	}
 	gr.logits = m.Head(s, h)
 	if got := gr.logits.Shape(); len(got) != 2 || got[0] != R || got[1] != m.VocabSize() {

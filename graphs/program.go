@@ -17,7 +17,7 @@ import (
 type Program struct {
 	rc     *runContext
 	step   *Step
-	vm     G.VM
+	tape   *tape
 	out    *G.Node
 	arena  *ops.Arena
 	inputs map[string]*G.Node
@@ -43,7 +43,9 @@ func NewProgram(name string, build func(s *Step) *G.Node, capture []string) (p *
 	out := build(s)
 	p = &Program{rc: rc, step: s, out: out, arena: ops.NewArena(), inputs: s.inputs}
 	ops.Plan(g, p.arena)
-	p.vm = G.NewTapeMachine(g)
+	if p.tape, err = newTape(g); err != nil {
+		return nil, fmt.Errorf("building %s: %w", name, err)
+	}
 	return p, nil
 }
 
@@ -92,17 +94,16 @@ func (p *Program) Run(feeds map[string]any) (*tensor.Dense, error) {
 			return nil, fmt.Errorf("the program has no input %q", name)
 		}
 	}
-	defer p.vm.Reset()
 	p.arena.Reset()
-	if err := p.vm.RunAll(); err != nil {
+	if err := p.tape.run(); err != nil {
 		if p.rc.stopped != nil { // a Checkpoint, not a failure
 			return nil, p.rc.stopped
 		}
 		return nil, err
 	}
-	v, ok := p.out.Value().(*tensor.Dense)
+	v, ok := p.tape.value(p.out).(*tensor.Dense)
 	if !ok {
-		return nil, fmt.Errorf("output node holds %T, want *tensor.Dense", p.out.Value())
+		return nil, fmt.Errorf("output node holds %T, want *tensor.Dense", p.tape.value(p.out))
 	}
 	if v.IsView() {
 		v = v.Materialize().(*tensor.Dense)
@@ -127,8 +128,9 @@ func (p *Program) Captured(name string) (*tensor.Dense, bool) {
 // Graph is the program's Gorgonia graph, for inspection or export.
 func (p *Program) Graph() *G.ExprGraph { return p.step.G }
 
-// Close releases the program's machine.
-func (p *Program) Close() error { return p.vm.Close() }
+// Close releases the program. Its tape holds nothing outside the Go heap,
+// so it cannot fail; it returns an error for the io.Closer contract.
+func (p *Program) Close() error { return nil }
 
 // CaptureNames lists the taps the program captures, sorted.
 func (p *Program) CaptureNames() []string {

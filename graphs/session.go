@@ -1,7 +1,6 @@
 package graphs
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -90,7 +89,7 @@ type programKey struct {
 // is fed: allocated once, refilled and bound again on every run.
 type program struct {
 	*graph
-	vm                   G.VM
+	tape                 *tape
 	positions, ids, mask []int
 	rows                 []int
 	embeds               []float32
@@ -351,10 +350,8 @@ func (s *Session) run(in Input, T int, all bool) ([]float32, error) {
 	if err2 != nil {
 		return nil, err2
 	}
-	// Without Reset the next RunAll silently returns stale values.
-	defer p.vm.Reset()
 	s.arena.Reset()
-	if err := p.vm.RunAll(); err != nil {
+	if err := p.tape.run(); err != nil {
 		if s.rc.stopped != nil { // a cancellation check, not a failure
 			err = s.rc.stopped
 		}
@@ -367,14 +364,10 @@ func (s *Session) run(in Input, T int, all bool) ([]float32, error) {
 		}
 		return nil, err
 	}
-	v, ok := p.logits.Value().(*tensor.Dense)
-	if !ok {
-		return nil, fmt.Errorf("logits node holds %T, want *tensor.Dense", p.logits.Value())
+	data, err := ops.Float32s(p.tape.value(p.logits))
+	if err != nil {
+		return nil, fmt.Errorf("logits: %w", err)
 	}
-	if v.IsView() {
-		v = v.Materialize().(*tensor.Dense)
-	}
-	data := v.Data().([]float32)
 	R := 1
 	if all {
 		R = n
@@ -393,7 +386,11 @@ func (s *Session) compiled(key programKey) (*program, error) {
 		return nil, err
 	}
 	ops.Plan(gr.step.G, s.arena)
-	p := &program{graph: gr, vm: G.NewTapeMachine(gr.step.G), positions: make([]int, key.T), inputs: map[*G.Node]*tensor.Dense{}}
+	t, err := newTape(gr.step.G)
+	if err != nil {
+		return nil, fmt.Errorf("ordering the %d-row graph: %w", key.T, err)
+	}
+	p := &program{graph: gr, tape: t, positions: make([]int, key.T), inputs: map[*G.Node]*tensor.Dense{}}
 	if gr.ids != nil {
 		p.ids = make([]int, key.T)
 	}
@@ -432,12 +429,10 @@ func (s *Session) CaptureNames(T int) ([]string, error) {
 	return p.captureNames(), nil
 }
 
-// Close releases the session's machines.
+// Close releases the session's graphs. Their tapes hold nothing outside
+// the Go heap, so it cannot fail; it returns an error for the io.Closer
+// contract.
 func (s *Session) Close() error {
-	var errs []error
-	for _, p := range s.program {
-		errs = append(errs, p.vm.Close())
-	}
 	s.program = map[programKey]*program{}
-	return errors.Join(errs...)
+	return nil
 }

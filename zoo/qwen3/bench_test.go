@@ -77,7 +77,7 @@ func BenchmarkPrefill128(b *testing.B) {
 // BenchmarkDecode measures one-token steps (tokens/s) after a 128-token prompt.
 func BenchmarkDecode(b *testing.B) {
 	m := benchModel(b)
-	s, err := graphs.NewSession(m, graphs.Options{Capacity: 128 + 64})
+	s, err := graphs.NewSession(m, graphs.Options{Capacity: 128 + 64, ReuseLogits: true})
 	if err != nil {
 		b.Fatal(err)
 	}
