@@ -1,5 +1,8 @@
-// Package graphs builds, compiles and runs model graphs on Gorgonia's
-// TapeMachine.
+// Package graphs builds model graphs with Gorgonia and runs them on its
+// own tape (exec.go): each op in Gorgonia's execution order, without
+// Gorgonia's machine, which costs a goroutine and a locked OS thread a
+// run. Training (package train) runs on Gorgonia's TapeMachine, for its
+// gradients.
 //
 // A model describes its network once, in four parts (Model): the embedding
 // of token ids, one decoder layer, the final norm and the head. graphs owns
@@ -10,8 +13,8 @@
 // and a one-row decode graph, compiles each once and runs them many times.
 //
 // Weights are declared by the model through a Scope and bound by pointer
-// into every graph (never copied); every Session owns its graphs, machines
-// and KV cache, so several sessions run at once on one loaded model.
+// into every graph (never copied); every Session owns its graphs, their
+// tapes and KV cache, so several sessions run at once on one loaded model.
 package graphs
 
 import (
