@@ -511,6 +511,63 @@ func halfToScalar(m Mem) VecVirtual {
 	return f
 }
 
+// q4kScaleMins writes a Q4_K super-block's 6-bit scales and mins as
+// float32 d·sc[0..7] then dmin·m[0..7] at buf+16: the twelve packed bytes are unpacked with 32-bit
+// operations as ggml's vec_dot_q4_K does (bytes 0-7 the scales, 8-15 the
+// mins), then widened, converted and scaled together.
+func q4kScaleMins(wp GPVirtual, d, dmin VecVirtual, buf Mem) {
+	u0, u1, u2, u3, aux, t := GP32(), GP32(), GP32(), GP32(), GP32(), GP32()
+	MOVL(Mem{Base: wp, Disp: 4}, u0)
+	MOVL(Mem{Base: wp, Disp: 8}, u1)
+	MOVL(Mem{Base: wp, Disp: 12}, u2)
+	high2 := func(src GPVirtual) { // ((src >> 6) & 0x03030303) << 4 into t
+		MOVL(src, t)
+		SHRL(U8(6), t)
+		ANDL(U32(0x03030303), t)
+		SHLL(U8(4), t)
+	}
+	// mins 4-7: high nibbles of bytes 8-11 and the top bits of 4-7
+	MOVL(u2, u3)
+	SHRL(U8(4), u3)
+	ANDL(U32(0x0f0f0f0f), u3)
+	high2(u1)
+	ORL(t, u3)
+	// mins 0-3: the low 6 bits of bytes 4-7
+	MOVL(u1, aux)
+	ANDL(U32(0x3f3f3f3f), aux)
+	// scales 4-7: low nibbles of bytes 8-11 and the top bits of 0-3
+	MOVL(u2, u1)
+	ANDL(U32(0x0f0f0f0f), u1)
+	high2(u0)
+	ORL(t, u1)
+	// scales 0-3: the low 6 bits of bytes 0-3
+	ANDL(U32(0x3f3f3f3f), u0)
+	// The 16 bytes go to a register, not through memory: four 4-byte
+	// stores read back as one 16-byte load cannot be forwarded.
+	lo, hi := GP64(), GP64()
+	MOVL(u0, lo.As32())
+	MOVL(u1, t)
+	SHLQ(U8(32), t.As64())
+	ORQ(t.As64(), lo)
+	MOVL(aux, hi.As32())
+	MOVL(u3, t)
+	SHLQ(U8(32), t.As64())
+	ORQ(t.As64(), hi)
+	b := XMM()
+	VMOVQ(lo, b)
+	VPINSRQ(U8(1), hi, b, b)
+	v := ZMM()
+	VPMOVZXBD(b, v)
+	VCVTDQ2PS(v, v)
+	dd, dm := YMM(), YMM()
+	VBROADCASTSS(d, dd)
+	VBROADCASTSS(dmin, dm)
+	f := ZMM()
+	VINSERTF64X4(U8(1), dm, dd.AsZ(), f)
+	VMULPS(f, v, v)
+	VMOVUPS(v, buf.Offset(16))
+}
+
 // kquantRows dequantizes K-quant super-blocks (Q6_K: ql[128], qh[64],
 // int8 scales[16], f16 d; Q4_K: f16 d, f16 dmin, 12 bytes of 6-bit
 // scales and mins, qs[128]) in registers exactly as ggml's
@@ -549,9 +606,11 @@ func kquantRows(q string, dot bool) {
 	Load(Param("blocks"), blocks)
 	m15 := broadcast(avx512, 15)
 	var q4kIota VecVirtual
+	var q4kScales Mem
 	if q == "Q4_K" && dot {
 		q4kIota = ZMM()
 		VMOVUPS(iota16, q4kIota)
+		q4kScales = AllocLocal(80) // 16 bytes of 6-bit values, then d·sc[8], dmin·m[8]
 	}
 	var m3, k32 VecVirtual
 	if q == "Q6_K" {
@@ -650,19 +709,18 @@ func kquantRows(q string, dot bool) {
 		if dot {
 			// By table (table.go): the 16 values (d·sc)·q - dmin·m of
 			// each sub-block of 32, looked up by nibble; the low and high
-			// nibbles of 32 bytes are sub-blocks 2ch and 2ch+1.
+			// nibbles of 32 bytes are sub-blocks 2ch and 2ch+1. The
+			// super-block's eight d·sc and dmin·m are computed at once
+			// (the same float32 products as one at a time) and each table
+			// takes them from the stack by broadcast.
+			q4kScaleMins(wp, d, dmin, q4kScales)
 			for ch := 0; ch < 4; ch++ {
 				var tables [2]VecVirtual
 				for sub := 0; sub < 2; sub++ {
-					sc, m := scaleMin(2*ch + sub)
-					dsc, dm := XMM(), XMM()
-					VCVTSI2SSL(sc, dsc, dsc)
-					VMULSS(d, dsc, dsc)
-					VCVTSI2SSL(m, dm, dm)
-					VMULSS(dmin, dm, dm)
+					j := 2*ch + sub
 					tables[sub] = ZMM()
-					VMULPS(bcastScalar(dsc), q4kIota, tables[sub]) // exact: d·sc·q needs 21 bits
-					VSUBPS(bcastScalar(dm), tables[sub], tables[sub])
+					VMULPS_BCST(q4kScales.Offset(16+4*j), q4kIota, tables[sub]) // exact: d·sc·q needs 21 bits
+					VSUBPS_BCST(q4kScales.Offset(48+4*j), tables[sub], tables[sub])
 				}
 				for l0 := 0; l0 < 32; l0 += 16 {
 					idx := ZMM()
