@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/chewxy/hm"
-	"github.com/x448/float16"
 	"gonum.org/v1/gonum/blas/blas32"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -344,9 +343,7 @@ func (c cacheRows) row(buf []float32, off int) []float32 {
 	if c.f16 == nil {
 		return c.f32[off : off+len(buf)]
 	}
-	for i, h := range c.f16[off : off+len(buf)] {
-		buf[i] = float16.Frombits(h).Float32()
-	}
+	simd.FromF16(buf, c.f16[off:])
 	return buf
 }
 

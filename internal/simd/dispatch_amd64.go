@@ -334,19 +334,24 @@ func haveExpShift() bool { return active == avx512 }
 
 func asmExpShift(x *float32, n int, m float32) float64 { return expShiftAVX512(x, n, m) }
 
-// asmF16 converts x to F16 bits in dst, or with dst nil rounds x to F16
-// precision in round, with the active kernels: the leading multiple of 16
-// values; it returns how many it did.
-func asmF16(x []float32, dst []uint16, round []float32) int {
+// asmToF16 converts the leading multiple of 16 values of x to F16 bits
+// in dst with the active kernel, and asmRoundF16 rounds them to F16
+// precision in dst; each returns how many it did.
+func asmToF16(x []float32, dst []uint16) int {
 	n := len(x) &^ 15
 	if active != avx512 || n == 0 {
 		return 0
 	}
-	if dst != nil {
-		toF16AVX512(&x[0], &dst[0], n)
-	} else {
-		roundF16AVX512(&x[0], &round[0], n)
+	toF16AVX512(&x[0], &dst[0], n)
+	return n
+}
+
+func asmRoundF16(x, dst []float32) int {
+	n := len(x) &^ 15
+	if active != avx512 || n == 0 {
+		return 0
 	}
+	roundF16AVX512(&x[0], &dst[0], n)
 	return n
 }
 

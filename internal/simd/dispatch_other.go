@@ -51,7 +51,9 @@ func asmExpShift(x *float32, n int, m float32) float64 {
 	panic("simd: no assembly kernels in this build")
 }
 
-func asmF16(x []float32, dst []uint16, round []float32) int { return 0 }
+func asmToF16(x []float32, dst []uint16) int { return 0 }
+
+func asmRoundF16(x, dst []float32) int { return 0 }
 
 func canPrefetch() bool { return false }
 

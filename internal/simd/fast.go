@@ -41,7 +41,7 @@ func MulTFast(y, x []float32, T int, w Weight, out, in int) {
 // ToF16 writes x as F16 bits into dst (to nearest, ties to even).
 func ToF16(dst []uint16, x []float32) {
 	dst = dst[:len(x)]
-	done := asmF16(x, dst, nil)
+	done := asmToF16(x, dst)
 	for i, v := range x[done:] {
 		dst[done+i] = float16.Fromfloat32(v).Bits()
 	}
@@ -51,7 +51,7 @@ func ToF16(dst []uint16, x []float32) {
 // even), as llama.cpp converts activations for F16 and BF16 weights.
 func RoundActs(k Kind, dst, x []float32) {
 	if k == F16 {
-		done := asmF16(x, nil, dst)
+		done := asmRoundF16(x, dst)
 		for i, v := range x[done:] {
 			dst[done+i] = float16.Fromfloat32(v).Float32()
 		}

@@ -444,9 +444,14 @@ func (w Weight) widen(dst []float32, off int) {
 			dst[i] = math.Float32frombits(uint32(b) << 16)
 		}
 	case F16:
-		for i, h := range w.U16s[off : off+len(dst)] {
-			dst[i] = float16.Frombits(h).Float32()
-		}
+		FromF16(dst, w.U16s[off:off+len(dst)])
+	}
+}
+
+// FromF16 widens the F16 bits in src into dst (exact).
+func FromF16(dst []float32, src []uint16) {
+	for i, h := range src[:len(dst)] {
+		dst[i] = float16.Frombits(h).Float32()
 	}
 }
 
