@@ -3,6 +3,7 @@
 package simd
 
 import (
+	"github.com/x448/float16"
 	"golang.org/x/sys/cpu"
 
 	"github.com/gozoo/gozoo/internal/quant"
@@ -187,7 +188,7 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 	}
 	if active == avx512 && w.Format == quant.Q5_0 {
 		if x != nil {
-			gemvQ5_0AVX512(&x[0], wp, rb, blocks, rows, &q5Shifts[0], &y[0])
+			gemvQ5_0AVX512(&x[0], wp, rb, blocks, rows, &halfTable[0], &y[0])
 		} else {
 			dequantQ5_0AVX512(wp, rb, blocks, rows, &q5Shifts[0], &dst[0])
 		}
@@ -208,7 +209,7 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 	case w.Format == quant.Q8_0 && active == avx512:
 		dequantQ8_0AVX512(wp, rb, blocks, rows, &dst[0])
 	case w.Format == quant.Q4_0 && active == avx512 && x != nil:
-		gemvQ4_0AVX512(&x[0], wp, rb, blocks, rows, &y[0])
+		gemvQ4_0AVX512(&x[0], wp, rb, blocks, rows, &halfTable[0], &y[0])
 	case w.Format == quant.Q4_0 && active == avx512:
 		dequantQ4_0AVX512(wp, rb, blocks, rows, &dst[0])
 	case w.Format == quant.Q8_0 && x != nil:
@@ -237,6 +238,18 @@ func supported() []*isa {
 	}
 	return out
 }
+
+// halfTable holds every IEEE half as a float32, as VCVTPH2PS converts
+// it: the exact kernels read a block's scale from it by the broadcast
+// operand of a multiply, which spends no vector instruction on the
+// conversion (256 KB; a model's scales touch few of its lines).
+var halfTable = func() *[65536]float32 {
+	var t [65536]float32
+	for i := range t {
+		t[i] = float16.Frombits(uint16(i)).Float32()
+	}
+	return &t
+}()
 
 // q5Shifts are the per-lane shifts that bring each Q5_0 value's fifth bit
 // down from the block's 32-bit qh.

@@ -79,10 +79,10 @@ func gemvQ8_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float
 //go:noescape
 func dequantQ8_0AVX512(w *byte, ldw int, blocks int, rows int, dst *float32)
 
-// gemvQ4_0AVX512 computes y[r] = x · w_r for rows Q4_0 rows of blocks blocks (stride ldw bytes).
+// gemvQ4_0AVX512 computes y[r] = x · w_r for rows Q4_0 rows of blocks blocks (stride ldw bytes); halves is halfTable.
 //
 //go:noescape
-func gemvQ4_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+func gemvQ4_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)
 
 // dequantQ4_0AVX512 dequantizes rows Q4_0 rows of blocks blocks (stride ldw bytes) into dst, row after row.
 //
@@ -194,15 +194,15 @@ func dequantQ4_KAVX512(w *byte, blocks int, dst *float32)
 //go:noescape
 func gemvQ4_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
 
-// dequantQ5_0AVX512 handles rows rows of blocks Q5_0 blocks (stride ldw bytes): y[r] = x · w_r, or the values into dst.
+// dequantQ5_0AVX512 dequantizes rows rows of blocks Q5_0 blocks (stride ldw bytes) into dst, row after row.
 //
 //go:noescape
 func dequantQ5_0AVX512(w *byte, ldw int, blocks int, rows int, shifts *uint32, dst *float32)
 
-// gemvQ5_0AVX512 handles rows rows of blocks Q5_0 blocks (stride ldw bytes): y[r] = x · w_r, or the values into dst.
+// gemvQ5_0AVX512 computes y[r] = x · w_r for rows Q5_0 rows of blocks blocks (stride ldw bytes); halves is halfTable.
 //
 //go:noescape
-func gemvQ5_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, shifts *uint32, y *float32)
+func gemvQ5_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)
 
 // fastQ8_0AVX2 computes y[r] = w_r · x for rows Q8_0 rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd.
 //

@@ -1399,18 +1399,19 @@ dequantQ8_0AVX512_end:
 	VZEROUPPER
 	RET
 
-// func gemvQ4_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL
-TEXT ·gemvQ4_0AVX512(SB), NOSPLIT, $0-48
+// func gemvQ4_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·gemvQ4_0AVX512(SB), NOSPLIT, $0-56
 	MOVQ         x+0(FP), AX
 	MOVQ         w+8(FP), CX
 	MOVQ         ldw+16(FP), DX
 	MOVQ         blocks+24(FP), BX
 	MOVQ         rows+32(FP), SI
-	MOVQ         y+40(FP), DI
+	MOVQ         y+48(FP), DI
+	MOVQ         halves+40(FP), R8
 	VMOVUPS      iota16<>+0(SB), Z0
-	MOVL         $0x41000000, R8
-	VPBROADCASTD R8, Z1
+	MOVL         $0x41000000, R9
+	VPBROADCASTD R9, Z1
 	VSUBPS       Z1, Z0, Z0
 
 gemvQ4_0AVX512_row:
@@ -1418,26 +1419,25 @@ gemvQ4_0AVX512_row:
 	JZ     gemvQ4_0AVX512_end
 	VPXORD Z2, Z2, Z2
 	VPXORD Z3, Z3, Z3
-	MOVQ   AX, R8
-	MOVQ   CX, R9
-	MOVQ   BX, R10
+	MOVQ   AX, R9
+	MOVQ   CX, R10
+	MOVQ   BX, R11
 
 gemvQ4_0AVX512_block:
-	TESTQ        R10, R10
-	JZ           gemvQ4_0AVX512_rowdone
-	VPBROADCASTW (R9), Y1
-	VCVTPH2PS    Y1, Z1
-	VMULPS       Z1, Z0, Z1
-	VPMOVZXBD    2(R9), Z4
-	VPERMPS      Z1, Z4, Z5
-	VFMADD231PS  (R8), Z5, Z2
-	VPSRLD       $0x04, Z4, Z4
-	VPERMPS      Z1, Z4, Z1
-	VFMADD231PS  64(R8), Z1, Z3
-	ADDQ         $0x12, R9
-	ADDQ         $0x80, R8
-	DECQ         R10
-	JMP          gemvQ4_0AVX512_block
+	TESTQ       R11, R11
+	JZ          gemvQ4_0AVX512_rowdone
+	MOVWQZX     (R10), R12
+	VMULPS.BCST (R8)(R12*4), Z0, Z1
+	VPMOVZXBD   2(R10), Z4
+	VPERMPS     Z1, Z4, Z5
+	VFMADD231PS (R9), Z5, Z2
+	VPSRLD      $0x04, Z4, Z4
+	VPERMPS     Z1, Z4, Z1
+	VFMADD231PS 64(R9), Z1, Z3
+	ADDQ        $0x12, R10
+	ADDQ        $0x80, R9
+	DECQ        R11
+	JMP         gemvQ4_0AVX512_block
 
 gemvQ4_0AVX512_rowdone:
 	VADDPS        Z3, Z2, Z2
@@ -3403,6 +3403,8 @@ gemvQ4_KAVX512_row:
 	JZ     gemvQ4_KAVX512_end
 	VXORPS Z2, Z2, Z2
 	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
 	MOVQ   BX, R9
 	MOVQ   R10, R8
 	MOVQ   CX, AX
@@ -3414,8 +3416,8 @@ gemvQ4_KAVX512_block:
 	VMOVD        R11, X1
 	VCVTPH2PS    X1, X1
 	MOVWLZX      2(R8), R11
-	VMOVD        R11, X4
-	VCVTPH2PS    X4, X4
+	VMOVD        R11, X6
+	VCVTPH2PS    X6, X6
 	MOVL         4(R8), R11
 	MOVL         8(R8), R12
 	MOVL         12(R8), R13
@@ -3444,79 +3446,79 @@ gemvQ4_KAVX512_block:
 	MOVL         R14, BP
 	SHLQ         $0x20, BP
 	ORQ          BP, R12
-	VMOVQ        R11, X5
-	VPINSRQ      $0x01, R12, X5, X5
-	VPMOVZXBD    X5, Z5
-	VCVTDQ2PS    Z5, Z5
+	VMOVQ        R11, X7
+	VPINSRQ      $0x01, R12, X7, X7
+	VPMOVZXBD    X7, Z7
+	VCVTDQ2PS    Z7, Z7
 	VBROADCASTSS X1, Y1
-	VBROADCASTSS X4, Y4
-	VINSERTF64X4 $0x01, Y4, Z1, Z4
-	VMULPS       Z4, Z5, Z5
-	VMOVUPS      Z5, 16(SP)
-	VMULPS.BCST  16(SP), Z0, Z4
-	VSUBPS.BCST  48(SP), Z4, Z4
-	VMULPS.BCST  20(SP), Z0, Z5
-	VSUBPS.BCST  52(SP), Z5, Z5
-	VPMOVZXBD    16(R8), Z6
-	VPERMPS      Z4, Z6, Z7
-	VFMADD231PS  (R9), Z7, Z2
-	VPSRLD       $0x04, Z6, Z6
-	VPERMPS      Z5, Z6, Z6
-	VFMADD231PS  128(R9), Z6, Z3
-	VPMOVZXBD    32(R8), Z6
-	VPERMPS      Z4, Z6, Z4
-	VFMADD231PS  64(R9), Z4, Z2
-	VPSRLD       $0x04, Z6, Z6
-	VPERMPS      Z5, Z6, Z4
-	VFMADD231PS  192(R9), Z4, Z3
-	VMULPS.BCST  24(SP), Z0, Z4
-	VSUBPS.BCST  56(SP), Z4, Z4
-	VMULPS.BCST  28(SP), Z0, Z5
-	VSUBPS.BCST  60(SP), Z5, Z5
-	VPMOVZXBD    48(R8), Z6
-	VPERMPS      Z4, Z6, Z7
-	VFMADD231PS  256(R9), Z7, Z2
-	VPSRLD       $0x04, Z6, Z6
-	VPERMPS      Z5, Z6, Z6
-	VFMADD231PS  384(R9), Z6, Z3
-	VPMOVZXBD    64(R8), Z6
-	VPERMPS      Z4, Z6, Z4
-	VFMADD231PS  320(R9), Z4, Z2
-	VPSRLD       $0x04, Z6, Z6
-	VPERMPS      Z5, Z6, Z4
-	VFMADD231PS  448(R9), Z4, Z3
-	VMULPS.BCST  32(SP), Z0, Z4
-	VSUBPS.BCST  64(SP), Z4, Z4
-	VMULPS.BCST  36(SP), Z0, Z5
-	VSUBPS.BCST  68(SP), Z5, Z5
-	VPMOVZXBD    80(R8), Z6
-	VPERMPS      Z4, Z6, Z7
-	VFMADD231PS  512(R9), Z7, Z2
-	VPSRLD       $0x04, Z6, Z6
-	VPERMPS      Z5, Z6, Z6
-	VFMADD231PS  640(R9), Z6, Z3
-	VPMOVZXBD    96(R8), Z6
-	VPERMPS      Z4, Z6, Z4
-	VFMADD231PS  576(R9), Z4, Z2
-	VPSRLD       $0x04, Z6, Z6
-	VPERMPS      Z5, Z6, Z4
-	VFMADD231PS  704(R9), Z4, Z3
-	VMULPS.BCST  40(SP), Z0, Z4
-	VSUBPS.BCST  72(SP), Z4, Z4
-	VMULPS.BCST  44(SP), Z0, Z5
-	VSUBPS.BCST  76(SP), Z5, Z5
-	VPMOVZXBD    112(R8), Z6
-	VPERMPS      Z4, Z6, Z7
-	VFMADD231PS  768(R9), Z7, Z2
-	VPSRLD       $0x04, Z6, Z6
-	VPERMPS      Z5, Z6, Z6
-	VFMADD231PS  896(R9), Z6, Z3
-	VPMOVZXBD    128(R8), Z6
-	VPERMPS      Z4, Z6, Z4
-	VFMADD231PS  832(R9), Z4, Z2
-	VPSRLD       $0x04, Z6, Z6
-	VPERMPS      Z5, Z6, Z4
-	VFMADD231PS  960(R9), Z4, Z3
+	VBROADCASTSS X6, Y6
+	VINSERTF64X4 $0x01, Y6, Z1, Z6
+	VMULPS       Z6, Z7, Z7
+	VMOVUPS      Z7, 16(SP)
+	VMULPS.BCST  16(SP), Z0, Z6
+	VSUBPS.BCST  48(SP), Z6, Z6
+	VMULPS.BCST  20(SP), Z0, Z7
+	VSUBPS.BCST  52(SP), Z7, Z7
+	VPMOVZXBD    16(R8), Z8
+	VPERMPS      Z6, Z8, Z9
+	VFMADD231PS  (R9), Z9, Z2
+	VPSRLD       $0x04, Z8, Z8
+	VPERMPS      Z7, Z8, Z8
+	VFMADD231PS  128(R9), Z8, Z3
+	VPMOVZXBD    32(R8), Z8
+	VPERMPS      Z6, Z8, Z6
+	VFMADD231PS  64(R9), Z6, Z4
+	VPSRLD       $0x04, Z8, Z8
+	VPERMPS      Z7, Z8, Z6
+	VFMADD231PS  192(R9), Z6, Z5
+	VMULPS.BCST  24(SP), Z0, Z6
+	VSUBPS.BCST  56(SP), Z6, Z6
+	VMULPS.BCST  28(SP), Z0, Z7
+	VSUBPS.BCST  60(SP), Z7, Z7
+	VPMOVZXBD    48(R8), Z8
+	VPERMPS      Z6, Z8, Z9
+	VFMADD231PS  256(R9), Z9, Z2
+	VPSRLD       $0x04, Z8, Z8
+	VPERMPS      Z7, Z8, Z8
+	VFMADD231PS  384(R9), Z8, Z3
+	VPMOVZXBD    64(R8), Z8
+	VPERMPS      Z6, Z8, Z6
+	VFMADD231PS  320(R9), Z6, Z4
+	VPSRLD       $0x04, Z8, Z8
+	VPERMPS      Z7, Z8, Z6
+	VFMADD231PS  448(R9), Z6, Z5
+	VMULPS.BCST  32(SP), Z0, Z6
+	VSUBPS.BCST  64(SP), Z6, Z6
+	VMULPS.BCST  36(SP), Z0, Z7
+	VSUBPS.BCST  68(SP), Z7, Z7
+	VPMOVZXBD    80(R8), Z8
+	VPERMPS      Z6, Z8, Z9
+	VFMADD231PS  512(R9), Z9, Z2
+	VPSRLD       $0x04, Z8, Z8
+	VPERMPS      Z7, Z8, Z8
+	VFMADD231PS  640(R9), Z8, Z3
+	VPMOVZXBD    96(R8), Z8
+	VPERMPS      Z6, Z8, Z6
+	VFMADD231PS  576(R9), Z6, Z4
+	VPSRLD       $0x04, Z8, Z8
+	VPERMPS      Z7, Z8, Z6
+	VFMADD231PS  704(R9), Z6, Z5
+	VMULPS.BCST  40(SP), Z0, Z6
+	VSUBPS.BCST  72(SP), Z6, Z6
+	VMULPS.BCST  44(SP), Z0, Z7
+	VSUBPS.BCST  76(SP), Z7, Z7
+	VPMOVZXBD    112(R8), Z8
+	VPERMPS      Z6, Z8, Z9
+	VFMADD231PS  768(R9), Z9, Z2
+	VPSRLD       $0x04, Z8, Z8
+	VPERMPS      Z7, Z8, Z8
+	VFMADD231PS  896(R9), Z8, Z3
+	VPMOVZXBD    128(R8), Z8
+	VPERMPS      Z6, Z8, Z6
+	VFMADD231PS  832(R9), Z6, Z4
+	VPSRLD       $0x04, Z8, Z8
+	VPERMPS      Z7, Z8, Z6
+	VFMADD231PS  960(R9), Z6, Z5
 	ADDQ         $0x00000090, R8
 	ADDQ         $0x00000400, R9
 	DECQ         AX
@@ -3524,6 +3526,8 @@ gemvQ4_KAVX512_block:
 
 gemvQ4_KAVX512_blocksdone:
 	VADDPS        Z3, Z2, Z2
+	VADDPS        Z5, Z4, Z4
+	VADDPS        Z4, Z2, Z2
 	VEXTRACTF64X4 $0x01, Z2, Y1
 	VADDPS        Y1, Y2, Y1
 	VEXTRACTF32X4 $0x01, Y1, X2
@@ -3608,81 +3612,103 @@ dequantQ5_0AVX512_end:
 	VZEROUPPER
 	RET
 
-// func gemvQ5_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, shifts *uint32, y *float32)
-// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL
+// func gemvQ5_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
 TEXT ·gemvQ5_0AVX512(SB), NOSPLIT, $0-56
 	MOVQ         x+0(FP), AX
-	MOVQ         w+8(FP), DX
-	MOVQ         ldw+16(FP), BX
-	MOVQ         blocks+24(FP), SI
-	MOVQ         rows+32(FP), DI
-	MOVQ         shifts+40(FP), CX
-	MOVQ         y+48(FP), R8
-	MOVL         $0x0000000f, R9
+	MOVQ         w+8(FP), CX
+	MOVQ         ldw+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         rows+32(FP), SI
+	MOVQ         y+48(FP), DI
+	MOVQ         halves+40(FP), R8
+	VMOVUPS      iota16<>+0(SB), Z1
+	MOVL         $0x41800000, R9
 	VPBROADCASTD R9, Z0
-	MOVL         $0x00000001, R9
-	VPBROADCASTD R9, Z1
-	MOVL         $0x00000010, R9
-	VPBROADCASTD R9, Z2
-	VMOVDQU32    (CX), Z3
-	VMOVDQU32    64(CX), Z4
+	VSUBPS       Z0, Z1, Z0
 
 gemvQ5_0AVX512_row:
-	TESTQ  DI, DI
+	TESTQ  SI, SI
 	JZ     gemvQ5_0AVX512_end
-	VXORPS Z5, Z5, Z5
-	VXORPS Z6, Z6, Z6
-	MOVQ   AX, CX
-	MOVQ   DX, R10
-	MOVQ   SI, R9
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	MOVQ   AX, R9
+	MOVQ   CX, R10
+	MOVQ   BX, R11
 
 gemvQ5_0AVX512_block:
-	TESTQ        R9, R9
-	JZ           gemvQ5_0AVX512_rowdone
-	MOVWLZX      (R10), R11
-	VMOVD        R11, X7
-	VPBROADCASTW X7, Y7
-	VCVTPH2PS    Y7, Z7
-	VPBROADCASTD 2(R10), Z8
-	VPMOVZXBD    6(R10), Z9
-	VPANDD       Z0, Z9, Z9
-	VPSRLVD      Z3, Z8, Z10
-	VPANDD       Z1, Z10, Z10
-	VPSLLD       $0x04, Z10, Z10
-	VPORD        Z10, Z9, Z9
-	VPSUBD       Z2, Z9, Z9
-	VCVTDQ2PS    Z9, Z9
-	VMULPS       Z7, Z9, Z9
-	VFMADD231PS  (CX), Z9, Z5
-	VPMOVZXBD    6(R10), Z9
-	VPSRLD       $0x04, Z9, Z9
-	VPSRLVD      Z4, Z8, Z8
-	VPANDD       Z1, Z8, Z8
-	VPSLLD       $0x04, Z8, Z8
-	VPORD        Z8, Z9, Z9
-	VPSUBD       Z2, Z9, Z9
-	VCVTDQ2PS    Z9, Z9
-	VMULPS       Z7, Z9, Z9
-	VFMADD231PS  64(CX), Z9, Z6
-	ADDQ         $0x00000016, R10
-	ADDQ         $0x00000080, CX
-	DECQ         R9
-	JMP          gemvQ5_0AVX512_block
+	CMPQ        R11, $0x02
+	JB          gemvQ5_0AVX512_tail
+	MOVWQZX     (R10), R12
+	VMULPS.BCST (R8)(R12*4), Z0, Z6
+	VMULPS.BCST (R8)(R12*4), Z1, Z7
+	KMOVD       2(R10), K1
+	KSHIFTRD    $0x10, K1, K2
+	VPMOVZXBD   6(R10), Z8
+	VPERMPS     Z6, Z8, Z9
+	VPERMPS     Z7, Z8, K1, Z9
+	VFMADD231PS (R9), Z9, Z2
+	VPSRLD      $0x04, Z8, Z8
+	VPERMPS     Z6, Z8, Z6
+	VPERMPS     Z7, Z8, K2, Z6
+	VFMADD231PS 64(R9), Z6, Z3
+	ADDQ        $0x16, R10
+	ADDQ        $0x80, R9
+	MOVWQZX     (R10), R12
+	VMULPS.BCST (R8)(R12*4), Z0, Z6
+	VMULPS.BCST (R8)(R12*4), Z1, Z7
+	KMOVD       2(R10), K1
+	KSHIFTRD    $0x10, K1, K2
+	VPMOVZXBD   6(R10), Z8
+	VPERMPS     Z6, Z8, Z9
+	VPERMPS     Z7, Z8, K1, Z9
+	VFMADD231PS (R9), Z9, Z4
+	VPSRLD      $0x04, Z8, Z8
+	VPERMPS     Z6, Z8, Z6
+	VPERMPS     Z7, Z8, K2, Z6
+	VFMADD231PS 64(R9), Z6, Z5
+	ADDQ        $0x16, R10
+	ADDQ        $0x80, R9
+	SUBQ        $0x02, R11
+	JMP         gemvQ5_0AVX512_block
+
+gemvQ5_0AVX512_tail:
+	TESTQ       R11, R11
+	JZ          gemvQ5_0AVX512_rowdone
+	MOVWQZX     (R10), R11
+	VMULPS.BCST (R8)(R11*4), Z0, Z6
+	VMULPS.BCST (R8)(R11*4), Z1, Z7
+	KMOVD       2(R10), K1
+	KSHIFTRD    $0x10, K1, K2
+	VPMOVZXBD   6(R10), Z8
+	VPERMPS     Z6, Z8, Z9
+	VPERMPS     Z7, Z8, K1, Z9
+	VFMADD231PS (R9), Z9, Z2
+	VPSRLD      $0x04, Z8, Z8
+	VPERMPS     Z6, Z8, Z6
+	VPERMPS     Z7, Z8, K2, Z6
+	VFMADD231PS 64(R9), Z6, Z3
+	ADDQ        $0x16, R10
+	ADDQ        $0x80, R9
 
 gemvQ5_0AVX512_rowdone:
-	VADDPS        Z6, Z5, Z5
-	VEXTRACTF64X4 $0x01, Z5, Y6
-	VADDPS        Y6, Y5, Y5
-	VEXTRACTF32X4 $0x01, Y5, X6
-	VADDPS        X6, X5, X5
-	VPERMILPS     $0x4e, X5, X6
-	VADDPS        X6, X5, X5
-	VPERMILPS     $0xb1, X5, X6
-	VADDPS        X6, X5, X5
-	VMOVSS        X5, (R8)
-	ADDQ          $0x04, R8
-	ADDQ          BX, DX
-	DECQ          DI
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z4, Z2, Z2
+	VADDPS        Z5, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y6
+	VADDPS        Y6, Y2, Y6
+	VEXTRACTF32X4 $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDPS        X7, X6, X6
+	VMOVSS        X6, (DI)
+	ADDQ          $0x04, DI
+	ADDQ          DX, CX
+	DECQ          SI
 	JMP           gemvQ5_0AVX512_row
 
 gemvQ5_0AVX512_end:

@@ -97,8 +97,8 @@ func main() {
 			kquantRows(q, true)
 		}
 	}
-	q5Rows(false)
-	q5Rows(true)
+	q5Rows()
+	gemvQ5_0Table()
 	fastConsts()
 	for _, q := range []string{"Q8_0", "Q4_0", "Q5_0"} {
 		fastQ8(q)
@@ -616,17 +616,20 @@ func kquantRows(q string, dot bool) {
 	if q == "Q6_K" {
 		m3, k32 = broadcast(avx512, 3), broadcast(avx512, 32)
 	}
-	var acc [2]VecVirtual
+	// Four accumulators: a super-block's FMAs wait on the adds of the
+	// vector before last but three, not on the last's latency.
+	var acc [4]VecVirtual
 	nb, wp := GP64(), GP64()
 	if dot {
 		xp, wrow = GP64(), GP64()
-		acc[0], acc[1] = ZMM(), ZMM()
 		MOVQ(w, wrow)
 		Label(name + "_row")
 		TESTQ(rows, rows)
 		JZ(LabelRef(name + "_end"))
-		VXORPS(acc[0], acc[0], acc[0])
-		VXORPS(acc[1], acc[1], acc[1])
+		for i := range acc {
+			acc[i] = ZMM()
+			VXORPS(acc[i], acc[i], acc[i])
+		}
 		MOVQ(x, xp)
 		MOVQ(wrow, wp)
 	} else {
@@ -640,7 +643,7 @@ func kquantRows(q string, dot bool) {
 	nvec := 0
 	emit := func(v VecVirtual, off int) {
 		if dot {
-			VFMADD231PS(Mem{Base: xp, Disp: 4 * off}, v, acc[nvec%2])
+			VFMADD231PS(Mem{Base: xp, Disp: 4 * off}, v, acc[nvec%len(acc)])
 			nvec++
 		} else {
 			VMOVUPS(v, Mem{Base: out, Disp: 4 * off})
@@ -764,6 +767,8 @@ func kquantRows(q string, dot bool) {
 	Label(name + "_blocksdone")
 	if dot {
 		VADDPS(acc[1], acc[0], acc[0])
+		VADDPS(acc[3], acc[2], acc[2])
+		VADDPS(acc[2], acc[0], acc[0])
 		reduce(avx512, acc[0], Mem{Base: out})
 		ADDQ(U8(4), out)
 		ADDQ(ldw, wrow)
@@ -775,53 +780,33 @@ func kquantRows(q string, dot bool) {
 	RET()
 }
 
-// q5Rows handles rows of Q5_0 blocks (f16 d, u32 qh: bit i is value i's
-// fifth bit, 16 bytes of nibbles: low nibbles values 0-15, high 16-31):
-// each value (nibble | bit << 4) - 16, converted to float32, times d, as
-// ggml's dequantize_row_q5_0. shifts holds 0..31, the per-lane shift that
-// brings each value's bit down. With dot, y[r] = x · w_r; without, the
-// rows are stored into dst. AVX-512.
-func q5Rows(dot bool) {
+// q5Rows writes dequantQ5_0AVX512, which dequantizes rows of Q5_0 blocks
+// (f16 d, u32 qh: bit i is value i's fifth bit, 16 bytes of nibbles: low
+// nibbles values 0-15, high 16-31) into dst, row after row: each value
+// (nibble | bit << 4) - 16, converted to float32, times d, as ggml's
+// dequantize_row_q5_0. shifts holds 0..31, the per-lane shift that
+// brings each value's bit down. (The matrix-vector product is
+// gemvQ5_0Table's.)
+func q5Rows() {
 	name := "dequantQ5_0AVX512"
-	sig := "func(w *byte, ldw int, blocks int, rows int, shifts *uint32, dst *float32)"
-	if dot {
-		name = "gemvQ5_0AVX512"
-		sig = "func(x *float32, w *byte, ldw int, blocks int, rows int, shifts *uint32, y *float32)"
-	}
-	TEXT(name, NOSPLIT, sig)
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, blocks int, rows int, shifts *uint32, dst *float32)")
 	Pragma("noescape")
-	Doc(name + " handles rows rows of blocks Q5_0 blocks (stride ldw bytes): y[r] = x · w_r, or the values into dst.")
-	var x, xp GPVirtual
-	if dot {
-		x, xp = GP64(), GP64()
-		Load(Param("x"), x)
-	}
+	Doc(name + " dequantizes rows rows of blocks Q5_0 blocks (stride ldw bytes) into dst, row after row.")
 	w, ldw, blocks, rows, sh, out := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
 	Load(Param("w"), w)
 	Load(Param("ldw"), ldw)
 	Load(Param("blocks"), blocks)
 	Load(Param("rows"), rows)
 	Load(Param("shifts"), sh)
-	if dot {
-		Load(Param("y"), out)
-	} else {
-		Load(Param("dst"), out)
-	}
+	Load(Param("dst"), out)
 	m15, one, k16 := broadcast(avx512, 15), broadcast(avx512, 1), broadcast(avx512, 16)
 	lo, hi := ZMM(), ZMM()
 	VMOVDQU32(Mem{Base: sh}, lo)
 	VMOVDQU32(Mem{Base: sh, Disp: 64}, hi)
-	var acc [2]VecVirtual
 	nb, wp := GP64(), GP64()
 	Label(name + "_row")
 	TESTQ(rows, rows)
 	JZ(LabelRef(name + "_end"))
-	if dot {
-		acc[0], acc[1] = ZMM(), ZMM()
-		VXORPS(acc[0], acc[0], acc[0])
-		VXORPS(acc[1], acc[1], acc[1])
-		MOVQ(x, xp)
-	}
 	MOVQ(w, wp)
 	MOVQ(blocks, nb)
 	Label(name + "_block")
@@ -857,19 +842,10 @@ func q5Rows(dot bool) {
 		VPSUBD(k16, q, q)
 		VCVTDQ2PS(q, q)
 		VMULPS(d, q, q)
-		if dot {
-			VFMADD231PS(Mem{Base: xp, Disp: 64 * v}, q, acc[v])
-		} else {
-			VMOVUPS(q, Mem{Base: out, Disp: 64 * v})
-		}
+		VMOVUPS(q, Mem{Base: out, Disp: 64 * v})
 	}
-	nextBlock(name, wp, nb, xp, out, 22, 32, dot)
+	nextBlock(name, wp, nb, nil, out, 22, 32, false)
 	Label(name + "_rowdone")
-	if dot {
-		VADDPS(acc[1], acc[0], acc[0])
-		reduce(avx512, acc[0], Mem{Base: out})
-		ADDQ(U8(4), out)
-	}
 	ADDQ(ldw, w)
 	DECQ(rows)
 	JMP(LabelRef(name + "_row"))

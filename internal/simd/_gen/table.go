@@ -29,12 +29,18 @@ func tableConsts() {
 
 // gemvQ4_0Table writes gemvQ4_0AVX512: y[r] = x · w_r for rows Q4_0 rows
 // of blocks blocks (stride ldw bytes), the weights d·(q-8) in float32.
+// A block's d is read as a float32 from halves, the table of all 65536
+// halves (halfTable in Go), by the broadcast operand of the one multiply
+// that scales the table: no broadcast, no conversion, in the vector
+// pipes, which bound this kernel.
 func gemvQ4_0Table() {
 	name := "gemvQ4_0AVX512"
-	TEXT(name, NOSPLIT, "func(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)")
+	TEXT(name, NOSPLIT, "func(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)")
 	Pragma("noescape")
-	Doc(name + " computes y[r] = x · w_r for rows Q4_0 rows of blocks blocks (stride ldw bytes).")
+	Doc(name + " computes y[r] = x · w_r for rows Q4_0 rows of blocks blocks (stride ldw bytes); halves is halfTable.")
 	x, w, ldw, blocks, rows, y := params("x", "w", "ldw", "blocks", "rows", "y")
+	halves := GP64()
+	Load(Param("halves"), halves)
 	// offsets = iota - 8: q - 8 for every nibble value, exact.
 	offsets := ZMM()
 	VMOVUPS(iota16, offsets)
@@ -46,11 +52,10 @@ func gemvQ4_0Table() {
 		MOVQ(w, wp)
 		MOVQ(blocks, b)
 	}, func() {
-		hy, d := YMM(), ZMM()
-		VPBROADCASTW(Mem{Base: wp}, hy)
-		VCVTPH2PS(hy, d)
+		h := GP64()
+		MOVWQZX(Mem{Base: wp}, h)
 		table := ZMM()
-		VMULPS(d, offsets, table) // d·(q-8), exact: a half times a 4-bit integer
+		VMULPS_BCST(Mem{Base: halves, Index: h, Scale: 4}, offsets, table) // d·(q-8), exact: a half times a 4-bit integer
 		idx := ZMM()
 		VPMOVZXBD(Mem{Base: wp, Disp: 2}, idx)
 		lo := ZMM()
@@ -189,4 +194,92 @@ func rowLoop(name string, is isa, rows, w, ldw, y, b GPVirtual, acc []VecVirtual
 	Label(name + "_end")
 	VZEROUPPER()
 	RET()
+}
+
+// rowLoopPairs is rowLoop with two blocks an iteration, each block
+// accumulating into its own pair of acc (four in all): a block's FMAs
+// then wait on the block before last, not on the last, so the adds'
+// latency (4 cycles) no longer bounds a block's time. An odd last block
+// takes the first pair.
+func rowLoopPairs(name string, is isa, rows, w, ldw, y, b GPVirtual, acc []VecVirtual, start func(), block func(acc []VecVirtual)) {
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	for _, a := range acc {
+		VPXORD(a, a, a)
+	}
+	start()
+	Label(name + "_block")
+	CMPQ(b, U8(2))
+	JB(LabelRef(name + "_tail"))
+	block(acc[:2])
+	block(acc[2:])
+	SUBQ(U8(2), b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_tail")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_rowdone"))
+	block(acc[:2])
+	Label(name + "_rowdone")
+	for _, a := range acc[1:] {
+		VADDPS(a, acc[0], acc[0])
+	}
+	reduce(is, acc[0], Mem{Base: y})
+	ADDQ(U8(4), y)
+	ADDQ(ldw, w)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// gemvQ5_0Table writes gemvQ5_0AVX512: y[r] = x · w_r for rows Q5_0 rows
+// of blocks blocks (stride ldw bytes), the weights d·(q-16) in float32,
+// q = nibble | bit << 4 with the bit from the block's 32-bit qh. Two
+// tables of 16 serve a block: d·(nibble-16) where the bit is clear and
+// d·nibble where it is set. Each nibble is looked up in the first, then
+// in the second under qh as a mask (merge masking), so the fifth bit
+// costs no vector instruction of its own.
+func gemvQ5_0Table() {
+	name := "gemvQ5_0AVX512"
+	TEXT(name, NOSPLIT, "func(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = x · w_r for rows Q5_0 rows of blocks blocks (stride ldw bytes); halves is halfTable.")
+	x, w, ldw, blocks, rows, y := params("x", "w", "ldw", "blocks", "rows", "y")
+	halves := GP64()
+	Load(Param("halves"), halves)
+	clear, set := ZMM(), ZMM()
+	VMOVUPS(iota16, set) // nibble - 16 + 16
+	VSUBPS(f32(16), set, clear)
+	acc := []VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
+	xp, wp, b := GP64(), GP64(), GP64()
+	rowLoopPairs(name, avx512, rows, w, ldw, y, b, acc, func() {
+		MOVQ(x, xp)
+		MOVQ(w, wp)
+		MOVQ(blocks, b)
+	}, func(acc []VecVirtual) {
+		h := GP64()
+		MOVWQZX(Mem{Base: wp}, h)
+		d := Mem{Base: halves, Index: h, Scale: 4}
+		t0, t1 := ZMM(), ZMM()
+		VMULPS_BCST(d, clear, t0) // exact: a half times a 5-bit integer
+		VMULPS_BCST(d, set, t1)
+		bits, bitsHi := K(), K()
+		KMOVD(Mem{Base: wp, Disp: 2}, bits)
+		KSHIFTRD(U8(16), bits, bitsHi)
+		idx := ZMM()
+		VPMOVZXBD(Mem{Base: wp, Disp: 6}, idx)
+		lo := ZMM()
+		VPERMPS(t0, idx, lo)
+		VPERMPS(t1, idx, bits, lo) // values 0-15 whose bit is set
+		VFMADD231PS(Mem{Base: xp}, lo, acc[0])
+		VPSRLD(U8(4), idx, idx)
+		hi := ZMM()
+		VPERMPS(t0, idx, hi)
+		VPERMPS(t1, idx, bitsHi, hi) // values 16-31
+		VFMADD231PS(Mem{Base: xp, Disp: 64}, hi, acc[1])
+		ADDQ(U8(22), wp)
+		ADDQ(U8(128), xp)
+	})
 }
