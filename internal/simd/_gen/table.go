@@ -74,19 +74,19 @@ func gemvQ4_0Table() {
 // blocks super-blocks (stride ldw bytes), the weights (d·sc)·(q-32) in
 // float32 as ggml's dequantize_row_q6_K computes them. The 6-bit values
 // are assembled 32 at a time with byte operations (low nibbles from ql,
-// two high bits from qh), 32 subtracted, and parked on the stack; each 16
-// are then widened, converted and scaled, with the super-block's 16
-// scales d·sc converted once.
+// two high bits from qh) and 32 subtracted; each 16 are then widened from
+// the register (no trip through the stack), converted, and scaled by
+// their d·sc through a broadcast operand, with the super-block's 16
+// scales converted once. Four accumulators take the products in turn.
 func gemvQ6_K() {
 	name := "gemvQ6_KAVX512"
 	TEXT(name, NOSPLIT, "func(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)")
 	Pragma("noescape")
 	Doc(name + " computes y[r] = x · w_r for rows Q6_K rows of blocks super-blocks (stride ldw bytes).")
 	x, w, ldw, blocks, rows, y := params("x", "w", "ldw", "blocks", "rows", "y")
-	buf := AllocLocal(128)
 	scales := AllocLocal(64)
 	m0f, m30, k32 := bcast8(0x0f), bcast8(0x30), bcast8(32)
-	acc := []VecVirtual{ZMM(), ZMM()}
+	acc := []VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
 	xp, wp, nb := GP64(), GP64(), GP64()
 	rowLoop(name, avx512, rows, w, ldw, y, nb, acc, func() {
 		MOVQ(x, xp)
@@ -106,16 +106,17 @@ func gemvQ6_K() {
 			for k := 0; k < 4; k++ {
 				t := values(k)
 				VPSUBB(k32, t, t)
-				VMOVDQU32(t, buf.Offset(32*k))
-			}
-			for k := 0; k < 4; k++ {
 				for is := 0; is < 2; is++ {
-					v, s := ZMM(), ZMM()
-					VPMOVSXBD(buf.Offset(32*k+16*is), v)
+					src := t.AsX()
+					if is == 1 {
+						src = XMM()
+						VEXTRACTI32X4(U8(1), t, src)
+					}
+					v := ZMM()
+					VPMOVSXBD(src, v)
 					VCVTDQ2PS(v, v)
-					VBROADCASTSS(scales.Offset(4*(8*h+is+2*k)), s)
-					VMULPS(s, v, v)
-					VFMADD231PS(Mem{Base: xp, Disp: 4 * (128*h + 32*k + 16*is)}, v, acc[n%2])
+					VMULPS_BCST(scales.Offset(4*(8*h+is+2*k)), v, v)
+					VFMADD231PS(Mem{Base: xp, Disp: 4 * (128*h + 32*k + 16*is)}, v, acc[n%len(acc)])
 					n++
 				}
 			}
