@@ -182,7 +182,7 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 		if w.Format == quant.Q6_K {
 			gemvQ6_KAVX512(&x[0], wp, rb, in/256, rows, &y[0])
 		} else {
-			gemvQ4_KAVX512(&x[0], wp, rb, in/256, rows, &y[0])
+			gemvQ4_KAVX512(&x[0], wp, rb, in/256, rows, &halfTable[0], &y[0])
 		}
 		return true
 	}

@@ -192,7 +192,7 @@ func dequantQ4_KAVX512(w *byte, blocks int, dst *float32)
 // gemvQ4_KAVX512 computes y[r] = x · w_r for rows Q4_K rows of blocks super-blocks (stride ldw bytes).
 //
 //go:noescape
-func gemvQ4_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+func gemvQ4_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)
 
 // dequantQ5_0AVX512 dequantizes rows rows of blocks Q5_0 blocks (stride ldw bytes) into dst, row after row.
 //

@@ -3372,74 +3372,69 @@ dequantQ4_KAVX512_blocksdone:
 	VZEROUPPER
 	RET
 
-// func gemvQ4_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
-// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, F16C
-TEXT ·gemvQ4_KAVX512(SB), NOSPLIT, $80-48
-	MOVQ         x+0(FP), BX
-	MOVQ         ldw+16(FP), SI
-	MOVQ         rows+32(FP), DI
-	MOVQ         y+40(FP), DX
+// func gemvQ4_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·gemvQ4_KAVX512(SB), NOSPLIT, $80-56
+	MOVQ         halves+40(FP), SI
+	MOVQ         ldw+16(FP), DX
+	MOVQ         rows+32(FP), BX
+	MOVQ         y+48(FP), CX
 	MOVQ         w+8(FP), AX
-	MOVQ         blocks+24(FP), CX
-	MOVL         $0x0000000f, R8
-	VPBROADCASTD R8, Z0
+	MOVL         $0x0000000f, DI
+	VPBROADCASTD DI, Z0
 	VMOVUPS      iota16<>+0(SB), Z0
-	MOVQ         AX, R10
+	MOVQ         AX, R9
 
 gemvQ4_KAVX512_row:
-	TESTQ  DI, DI
+	TESTQ  BX, BX
 	JZ     gemvQ4_KAVX512_end
 	VXORPS Z2, Z2, Z2
 	VXORPS Z3, Z3, Z3
 	VXORPS Z4, Z4, Z4
 	VXORPS Z5, Z5, Z5
-	MOVQ   BX, R9
-	MOVQ   R10, R8
-	MOVQ   CX, AX
+	MOVQ   x+0(FP), R8
+	MOVQ   R9, DI
+	MOVQ   blocks+24(FP), AX
 
 gemvQ4_KAVX512_block:
 	TESTQ        AX, AX
 	JZ           gemvQ4_KAVX512_blocksdone
-	MOVWLZX      (R8), R11
-	VMOVD        R11, X1
-	VCVTPH2PS    X1, X1
-	MOVWLZX      2(R8), R11
-	VMOVD        R11, X6
-	VCVTPH2PS    X6, X6
-	MOVL         4(R8), R11
-	MOVL         8(R8), R12
-	MOVL         12(R8), R13
-	MOVL         R13, R14
-	SHRL         $0x04, R14
-	ANDL         $0x0f0f0f0f, R14
-	MOVL         R12, BP
-	SHRL         $0x06, BP
-	ANDL         $0x03030303, BP
-	SHLL         $0x04, BP
-	ORL          BP, R14
-	MOVL         R12, R15
-	ANDL         $0x3f3f3f3f, R15
-	MOVL         R13, R12
-	ANDL         $0x0f0f0f0f, R12
-	MOVL         R11, BP
-	SHRL         $0x06, BP
-	ANDL         $0x03030303, BP
-	SHLL         $0x04, BP
-	ORL          BP, R12
-	ANDL         $0x3f3f3f3f, R11
-	MOVL         R12, BP
-	SHLQ         $0x20, BP
-	ORQ          BP, R11
-	MOVL         R15, R12
-	MOVL         R14, BP
-	SHLQ         $0x20, BP
-	ORQ          BP, R12
-	VMOVQ        R11, X7
-	VPINSRQ      $0x01, R12, X7, X7
+	MOVWQZX      (DI), R10
+	MOVWQZX      2(DI), R11
+	VBROADCASTSS (SI)(R10*4), Y1
+	VBROADCASTSS (SI)(R11*4), Y6
+	MOVL         4(DI), R10
+	MOVL         8(DI), R11
+	MOVL         12(DI), R12
+	MOVL         R12, R13
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R11, R15
+	SHRL         $0x06, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R13
+	MOVL         R11, R14
+	ANDL         $0x3f3f3f3f, R14
+	MOVL         R12, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R15
+	SHRL         $0x06, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ORL          R15, R11
+	ANDL         $0x3f3f3f3f, R10
+	MOVL         R11, R15
+	SHLQ         $0x20, R15
+	ORQ          R15, R10
+	MOVL         R14, R11
+	MOVL         R13, R15
+	SHLQ         $0x20, R15
+	ORQ          R15, R11
+	VMOVQ        R10, X7
+	VPINSRQ      $0x01, R11, X7, X7
 	VPMOVZXBD    X7, Z7
 	VCVTDQ2PS    Z7, Z7
-	VBROADCASTSS X1, Y1
-	VBROADCASTSS X6, Y6
 	VINSERTF64X4 $0x01, Y6, Z1, Z6
 	VMULPS       Z6, Z7, Z7
 	VMOVUPS      Z7, 16(SP)
@@ -3447,68 +3442,68 @@ gemvQ4_KAVX512_block:
 	VSUBPS.BCST  48(SP), Z6, Z6
 	VMULPS.BCST  20(SP), Z0, Z7
 	VSUBPS.BCST  52(SP), Z7, Z7
-	VPMOVZXBD    16(R8), Z8
+	VPMOVZXBD    16(DI), Z8
 	VPERMPS      Z6, Z8, Z9
-	VFMADD231PS  (R9), Z9, Z2
+	VFMADD231PS  (R8), Z9, Z2
 	VPSRLD       $0x04, Z8, Z8
 	VPERMPS      Z7, Z8, Z8
-	VFMADD231PS  128(R9), Z8, Z3
-	VPMOVZXBD    32(R8), Z8
+	VFMADD231PS  128(R8), Z8, Z3
+	VPMOVZXBD    32(DI), Z8
 	VPERMPS      Z6, Z8, Z6
-	VFMADD231PS  64(R9), Z6, Z4
+	VFMADD231PS  64(R8), Z6, Z4
 	VPSRLD       $0x04, Z8, Z8
 	VPERMPS      Z7, Z8, Z6
-	VFMADD231PS  192(R9), Z6, Z5
+	VFMADD231PS  192(R8), Z6, Z5
 	VMULPS.BCST  24(SP), Z0, Z6
 	VSUBPS.BCST  56(SP), Z6, Z6
 	VMULPS.BCST  28(SP), Z0, Z7
 	VSUBPS.BCST  60(SP), Z7, Z7
-	VPMOVZXBD    48(R8), Z8
+	VPMOVZXBD    48(DI), Z8
 	VPERMPS      Z6, Z8, Z9
-	VFMADD231PS  256(R9), Z9, Z2
+	VFMADD231PS  256(R8), Z9, Z2
 	VPSRLD       $0x04, Z8, Z8
 	VPERMPS      Z7, Z8, Z8
-	VFMADD231PS  384(R9), Z8, Z3
-	VPMOVZXBD    64(R8), Z8
+	VFMADD231PS  384(R8), Z8, Z3
+	VPMOVZXBD    64(DI), Z8
 	VPERMPS      Z6, Z8, Z6
-	VFMADD231PS  320(R9), Z6, Z4
+	VFMADD231PS  320(R8), Z6, Z4
 	VPSRLD       $0x04, Z8, Z8
 	VPERMPS      Z7, Z8, Z6
-	VFMADD231PS  448(R9), Z6, Z5
+	VFMADD231PS  448(R8), Z6, Z5
 	VMULPS.BCST  32(SP), Z0, Z6
 	VSUBPS.BCST  64(SP), Z6, Z6
 	VMULPS.BCST  36(SP), Z0, Z7
 	VSUBPS.BCST  68(SP), Z7, Z7
-	VPMOVZXBD    80(R8), Z8
+	VPMOVZXBD    80(DI), Z8
 	VPERMPS      Z6, Z8, Z9
-	VFMADD231PS  512(R9), Z9, Z2
+	VFMADD231PS  512(R8), Z9, Z2
 	VPSRLD       $0x04, Z8, Z8
 	VPERMPS      Z7, Z8, Z8
-	VFMADD231PS  640(R9), Z8, Z3
-	VPMOVZXBD    96(R8), Z8
+	VFMADD231PS  640(R8), Z8, Z3
+	VPMOVZXBD    96(DI), Z8
 	VPERMPS      Z6, Z8, Z6
-	VFMADD231PS  576(R9), Z6, Z4
+	VFMADD231PS  576(R8), Z6, Z4
 	VPSRLD       $0x04, Z8, Z8
 	VPERMPS      Z7, Z8, Z6
-	VFMADD231PS  704(R9), Z6, Z5
+	VFMADD231PS  704(R8), Z6, Z5
 	VMULPS.BCST  40(SP), Z0, Z6
 	VSUBPS.BCST  72(SP), Z6, Z6
 	VMULPS.BCST  44(SP), Z0, Z7
 	VSUBPS.BCST  76(SP), Z7, Z7
-	VPMOVZXBD    112(R8), Z8
+	VPMOVZXBD    112(DI), Z8
 	VPERMPS      Z6, Z8, Z9
-	VFMADD231PS  768(R9), Z9, Z2
+	VFMADD231PS  768(R8), Z9, Z2
 	VPSRLD       $0x04, Z8, Z8
 	VPERMPS      Z7, Z8, Z8
-	VFMADD231PS  896(R9), Z8, Z3
-	VPMOVZXBD    128(R8), Z8
+	VFMADD231PS  896(R8), Z8, Z3
+	VPMOVZXBD    128(DI), Z8
 	VPERMPS      Z6, Z8, Z6
-	VFMADD231PS  832(R9), Z6, Z4
+	VFMADD231PS  832(R8), Z6, Z4
 	VPSRLD       $0x04, Z8, Z8
 	VPERMPS      Z7, Z8, Z6
-	VFMADD231PS  960(R9), Z6, Z5
-	ADDQ         $0x00000090, R8
-	ADDQ         $0x00000400, R9
+	VFMADD231PS  960(R8), Z6, Z5
+	ADDQ         $0x00000090, DI
+	ADDQ         $0x00000400, R8
 	DECQ         AX
 	JMP          gemvQ4_KAVX512_block
 
@@ -3524,10 +3519,10 @@ gemvQ4_KAVX512_blocksdone:
 	VADDPS        X2, X1, X1
 	VPERMILPS     $0xb1, X1, X2
 	VADDPS        X2, X1, X1
-	VMOVSS        X1, (DX)
-	ADDQ          $0x04, DX
-	ADDQ          SI, R10
-	DECQ          DI
+	VMOVSS        X1, (CX)
+	ADDQ          $0x04, CX
+	ADDQ          DX, R9
+	DECQ          BX
 	JMP           gemvQ4_KAVX512_row
 
 gemvQ4_KAVX512_end:

@@ -514,8 +514,16 @@ func halfToScalar(m Mem) VecVirtual {
 // q4kScaleMins writes a Q4_K super-block's 6-bit scales and mins as
 // float32 d·sc[0..7] then dmin·m[0..7] at buf+16: the twelve packed bytes are unpacked with 32-bit
 // operations as ggml's vec_dot_q4_K does (bytes 0-7 the scales, 8-15 the
-// mins), then widened, converted and scaled together.
-func q4kScaleMins(wp GPVirtual, d, dmin VecVirtual, buf Mem) {
+// mins), then widened, converted and scaled together; d and dmin come
+// from halfTable (halves).
+func q4kScaleMins(wp, halves GPVirtual, buf Mem) {
+	// d and dmin as float32 from halfTable, broadcast by the load itself.
+	hd, hm := GP64(), GP64() // first, while few registers are live
+	MOVWQZX(Mem{Base: wp}, hd)
+	MOVWQZX(Mem{Base: wp, Disp: 2}, hm)
+	dd, dm := YMM(), YMM()
+	VBROADCASTSS(Mem{Base: halves, Index: hd, Scale: 4}, dd)
+	VBROADCASTSS(Mem{Base: halves, Index: hm, Scale: 4}, dm)
 	u0, u1, u2, u3, aux, t := GP32(), GP32(), GP32(), GP32(), GP32(), GP32()
 	MOVL(Mem{Base: wp, Disp: 4}, u0)
 	MOVL(Mem{Base: wp, Disp: 8}, u1)
@@ -559,9 +567,6 @@ func q4kScaleMins(wp GPVirtual, d, dmin VecVirtual, buf Mem) {
 	v := ZMM()
 	VPMOVZXBD(b, v)
 	VCVTDQ2PS(v, v)
-	dd, dm := YMM(), YMM()
-	VBROADCASTSS(d, dd)
-	VBROADCASTSS(dmin, dm)
 	f := ZMM()
 	VINSERTF64X4(U8(1), dm, dd.AsZ(), f)
 	VMULPS(f, v, v)
@@ -582,6 +587,9 @@ func kquantRows(q string, dot bool) {
 	if dot {
 		kind = "gemv"
 		sig = "func(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)"
+		if q == "Q4_K" {
+			sig = "func(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)"
+		}
 	}
 	name := kind + q + "AVX512"
 	TEXT(name, NOSPLIT, sig)
@@ -591,11 +599,16 @@ func kquantRows(q string, dot bool) {
 	} else {
 		Doc(name + " dequantizes blocks " + q + " super-blocks from w into dst.")
 	}
-	var x, ldw, rows, xp, wrow GPVirtual
+	var ldw, rows, xp, wrow, halves GPVirtual
 	w, blocks, out := GP64(), GP64(), GP64()
 	if dot {
-		x, ldw, rows = GP64(), GP64(), GP64()
-		Load(Param("x"), x)
+		// x and blocks are read from the arguments at each row: the
+		// scales' unpacking needs the registers.
+		ldw, rows = GP64(), GP64()
+		if q == "Q4_K" {
+			halves = GP64()
+			Load(Param("halves"), halves)
+		}
 		Load(Param("ldw"), ldw)
 		Load(Param("rows"), rows)
 		Load(Param("y"), out)
@@ -603,7 +616,9 @@ func kquantRows(q string, dot bool) {
 		Load(Param("dst"), out)
 	}
 	Load(Param("w"), w)
-	Load(Param("blocks"), blocks)
+	if !dot {
+		Load(Param("blocks"), blocks)
+	}
 	m15 := broadcast(avx512, 15)
 	var q4kIota VecVirtual
 	var q4kScales Mem
@@ -630,12 +645,16 @@ func kquantRows(q string, dot bool) {
 			acc[i] = ZMM()
 			VXORPS(acc[i], acc[i], acc[i])
 		}
-		MOVQ(x, xp)
+		Load(Param("x"), xp)
 		MOVQ(wrow, wp)
 	} else {
 		MOVQ(w, wp)
 	}
-	MOVQ(blocks, nb)
+	if dot {
+		Load(Param("blocks"), nb)
+	} else {
+		MOVQ(blocks, nb)
+	}
 	Label(name + "_block")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_blocksdone"))
@@ -683,8 +702,11 @@ func kquantRows(q string, dot bool) {
 			}
 		}
 	} else {
-		d := halfToScalar(Mem{Base: wp})
-		dmin := halfToScalar(Mem{Base: wp, Disp: 2})
+		var d, dmin VecVirtual
+		if !dot {
+			d = halfToScalar(Mem{Base: wp})
+			dmin = halfToScalar(Mem{Base: wp, Disp: 2})
+		}
 		scaleMin := func(j int) (GPVirtual, GPVirtual) {
 			sc, m := GP32(), GP32()
 			if j < 4 {
@@ -716,7 +738,7 @@ func kquantRows(q string, dot bool) {
 			// super-block's eight d·sc and dmin·m are computed at once
 			// (the same float32 products as one at a time) and each table
 			// takes them from the stack by broadcast.
-			q4kScaleMins(wp, d, dmin, q4kScales)
+			q4kScaleMins(wp, halves, q4kScales)
 			for ch := 0; ch < 4; ch++ {
 				var tables [2]VecVirtual
 				for sub := 0; sub < 2; sub++ {
