@@ -170,31 +170,14 @@ func q6Half(wp GPVirtual, h int, m0f, m30 VecVirtual) func(k int) VecVirtual {
 // count b; block runs (advancing its own pointers) while b counts down;
 // then the accumulators are summed into y[r] and y moves on.
 func rowLoop(name string, is isa, rows, w, ldw, y, b GPVirtual, acc []VecVirtual, start, block func()) {
-	Label(name + "_row")
-	TESTQ(rows, rows)
-	JZ(LabelRef(name + "_end"))
-	for _, a := range acc {
-		VPXORD(a, a, a)
-	}
-	start()
-	Label(name + "_block")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_rowdone"))
-	block()
-	DECQ(b)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_rowdone")
-	for _, a := range acc[1:] {
-		VADDPS(a, acc[0], acc[0])
-	}
-	reduce(is, acc[0], Mem{Base: y})
-	ADDQ(U8(4), y)
-	ADDQ(ldw, w)
-	DECQ(rows)
-	JMP(LabelRef(name + "_row"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+	rowsOf(name, is, rows, w, ldw, y, acc, start, func() {
+		Label(name + "_block")
+		TESTQ(b, b)
+		JZ(LabelRef(name + "_rowdone"))
+		block()
+		DECQ(b)
+		JMP(LabelRef(name + "_block"))
+	})
 }
 
 // rowLoopPairs is rowLoop with two blocks an iteration, each block
@@ -203,6 +186,25 @@ func rowLoop(name string, is isa, rows, w, ldw, y, b GPVirtual, acc []VecVirtual
 // latency (4 cycles) no longer bounds a block's time. An odd last block
 // takes the first pair.
 func rowLoopPairs(name string, is isa, rows, w, ldw, y, b GPVirtual, acc []VecVirtual, start func(), block func(acc []VecVirtual)) {
+	rowsOf(name, is, rows, w, ldw, y, acc, start, func() {
+		Label(name + "_block")
+		CMPQ(b, U8(2))
+		JB(LabelRef(name + "_tail"))
+		block(acc[:2])
+		block(acc[2:])
+		SUBQ(U8(2), b)
+		JMP(LabelRef(name + "_block"))
+		Label(name + "_tail")
+		TESTQ(b, b)
+		JZ(LabelRef(name + "_rowdone"))
+		block(acc[:2])
+	})
+}
+
+// rowsOf is the row loop of rowLoop and rowLoopPairs: per row, the
+// accumulators cleared, start, the blocks (which end at _rowdone or fall
+// through to it), then the accumulators summed into y[r].
+func rowsOf(name string, is isa, rows, w, ldw, y GPVirtual, acc []VecVirtual, start, blocks func()) {
 	Label(name + "_row")
 	TESTQ(rows, rows)
 	JZ(LabelRef(name + "_end"))
@@ -210,17 +212,7 @@ func rowLoopPairs(name string, is isa, rows, w, ldw, y, b GPVirtual, acc []VecVi
 		VPXORD(a, a, a)
 	}
 	start()
-	Label(name + "_block")
-	CMPQ(b, U8(2))
-	JB(LabelRef(name + "_tail"))
-	block(acc[:2])
-	block(acc[2:])
-	SUBQ(U8(2), b)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_tail")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_rowdone"))
-	block(acc[:2])
+	blocks()
 	Label(name + "_rowdone")
 	for _, a := range acc[1:] {
 		VADDPS(a, acc[0], acc[0])
