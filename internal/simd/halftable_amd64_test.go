@@ -1,3 +1,5 @@
+//go:build !purego
+
 package simd
 
 import (
