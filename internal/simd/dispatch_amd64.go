@@ -205,7 +205,7 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 	}
 	switch {
 	case w.Format == quant.Q8_0 && active == avx512 && x != nil:
-		gemvQ8_0AVX512(&x[0], wp, rb, blocks, rows, &y[0])
+		gemvQ8_0AVX512(&x[0], wp, rb, blocks, rows, &halfTable[0], &y[0])
 	case w.Format == quant.Q8_0 && active == avx512:
 		dequantQ8_0AVX512(wp, rb, blocks, rows, &dst[0])
 	case w.Format == quant.Q4_0 && active == avx512 && x != nil:

@@ -69,10 +69,10 @@ func weighRows128AVX512(p *float32, v *float32, ldv int, rows int, out *float32)
 //go:noescape
 func weighRows128F16AVX512(p *float32, v *uint16, ldv int, rows int, out *float32)
 
-// gemvQ8_0AVX512 computes y[r] = x · w_r for rows Q8_0 rows of blocks blocks (stride ldw bytes).
+// gemvQ8_0AVX512 computes y[r] = x · w_r for rows Q8_0 rows of blocks blocks (stride ldw bytes); halves is halfTable.
 //
 //go:noescape
-func gemvQ8_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+func gemvQ8_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)
 
 // dequantQ8_0AVX512 dequantizes rows Q8_0 rows of blocks blocks (stride ldw bytes) into dst, row after row.
 //

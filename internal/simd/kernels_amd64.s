@@ -1300,54 +1300,54 @@ weighRows128F16AVX512_done:
 	VZEROUPPER
 	RET
 
-// func gemvQ8_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
-// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL
-TEXT ·gemvQ8_0AVX512(SB), NOSPLIT, $0-48
+// func gemvQ8_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·gemvQ8_0AVX512(SB), NOSPLIT, $0-56
 	MOVQ x+0(FP), AX
 	MOVQ w+8(FP), CX
 	MOVQ ldw+16(FP), DX
 	MOVQ blocks+24(FP), BX
 	MOVQ rows+32(FP), SI
-	MOVQ y+40(FP), DI
+	MOVQ y+48(FP), DI
+	MOVQ halves+40(FP), R8
 
 gemvQ8_0AVX512_row:
 	TESTQ  SI, SI
 	JZ     gemvQ8_0AVX512_end
-	VXORPS Z0, Z0, Z0
-	VXORPS Z1, Z1, Z1
-	MOVQ   AX, R8
-	MOVQ   CX, R9
-	MOVQ   BX, R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	MOVQ   AX, R9
+	MOVQ   CX, R10
+	MOVQ   BX, R11
 
 gemvQ8_0AVX512_block:
-	TESTQ        R10, R10
-	JZ           gemvQ8_0AVX512_rowdone
-	VPBROADCASTW (R9), Y2
-	VCVTPH2PS    Y2, Z2
-	VPMOVSXBD    2(R9), Z3
-	VCVTDQ2PS    Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VFMADD231PS  (R8), Z3, Z0
-	VPMOVSXBD    18(R9), Z3
-	VCVTDQ2PS    Z3, Z3
-	VMULPS       Z2, Z3, Z3
-	VFMADD231PS  64(R8), Z3, Z1
-	ADDQ         $0x00000022, R9
-	ADDQ         $0x00000080, R8
-	DECQ         R10
-	JMP          gemvQ8_0AVX512_block
+	TESTQ       R11, R11
+	JZ          gemvQ8_0AVX512_rowdone
+	MOVWQZX     (R10), R12
+	VPMOVSXBD   2(R10), Z2
+	VCVTDQ2PS   Z2, Z2
+	VMULPS.BCST (R8)(R12*4), Z2, Z2
+	VFMADD231PS (R9), Z2, Z0
+	VPMOVSXBD   18(R10), Z2
+	VCVTDQ2PS   Z2, Z2
+	VMULPS.BCST (R8)(R12*4), Z2, Z2
+	VFMADD231PS 64(R9), Z2, Z1
+	ADDQ        $0x22, R10
+	ADDQ        $0x80, R9
+	DECQ        R11
+	JMP         gemvQ8_0AVX512_block
 
 gemvQ8_0AVX512_rowdone:
 	VADDPS        Z1, Z0, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VPERMILPS     $0x4e, X0, X1
-	VADDPS        X1, X0, X0
-	VPERMILPS     $0xb1, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSS        X0, (DI)
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VADDPS        Y2, Y0, Y2
+	VEXTRACTF32X4 $0x01, Y2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0x4e, X2, X3
+	VADDPS        X3, X2, X2
+	VPERMILPS     $0xb1, X2, X3
+	VADDPS        X3, X2, X2
+	VMOVSS        X2, (DI)
 	ADDQ          $0x04, DI
 	ADDQ          DX, CX
 	DECQ          SI

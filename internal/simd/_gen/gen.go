@@ -81,9 +81,12 @@ func main() {
 			weighRows(is, dtypes[2], nacc)
 		}
 		for _, q := range []string{"Q8_0", "Q4_0"} {
-			if q == "Q4_0" && is.lanes == 16 {
+			switch {
+			case q == "Q4_0" && is.lanes == 16:
 				gemvQ4_0Table()
-			} else {
+			case q == "Q8_0" && is.lanes == 16:
+				gemvQ8_0Halves()
+			default:
 				quantRows(is, q, true)
 			}
 			quantRows(is, q, false)

@@ -70,6 +70,39 @@ func gemvQ4_0Table() {
 	})
 }
 
+// gemvQ8_0Halves writes gemvQ8_0AVX512: y[r] = x · w_r for rows Q8_0 rows
+// of blocks blocks (stride ldw bytes), the weights d·q in float32 as
+// ggml's dequantize_row_q8_0 computes them, with d read from halfTable by
+// the multiply's broadcast operand as gemvQ4_0Table does.
+func gemvQ8_0Halves() {
+	name := "gemvQ8_0AVX512"
+	TEXT(name, NOSPLIT, "func(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = x · w_r for rows Q8_0 rows of blocks blocks (stride ldw bytes); halves is halfTable.")
+	x, w, ldw, blocks, rows, y := params("x", "w", "ldw", "blocks", "rows", "y")
+	halves := GP64()
+	Load(Param("halves"), halves)
+	acc := []VecVirtual{ZMM(), ZMM()}
+	xp, wp, b := GP64(), GP64(), GP64()
+	rowLoop(name, avx512, rows, w, ldw, y, b, acc, func() {
+		MOVQ(x, xp)
+		MOVQ(w, wp)
+		MOVQ(blocks, b)
+	}, func() {
+		h := GP64()
+		MOVWQZX(Mem{Base: wp}, h)
+		for v := 0; v < 2; v++ {
+			q := ZMM()
+			VPMOVSXBD(Mem{Base: wp, Disp: 2 + 16*v}, q)
+			VCVTDQ2PS(q, q)
+			VMULPS_BCST(Mem{Base: halves, Index: h, Scale: 4}, q, q) // d·q, exact: a half times an int8
+			VFMADD231PS(Mem{Base: xp, Disp: 64 * v}, q, acc[v])
+		}
+		ADDQ(U8(34), wp)
+		ADDQ(U8(128), xp)
+	})
+}
+
 // gemvQ6_K writes gemvQ6_KAVX512: y[r] = x · w_r for rows Q6_K rows of
 // blocks super-blocks (stride ldw bytes), the weights (d·sc)·(q-32) in
 // float32 as ggml's dequantize_row_q6_K computes them. The 6-bit values
