@@ -34,28 +34,15 @@ func tableConsts() {
 // that scales the table: no broadcast, no conversion, in the vector
 // pipes, which bound this kernel.
 func gemvQ4_0Table() {
-	name := "gemvQ4_0AVX512"
-	TEXT(name, NOSPLIT, "func(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)")
-	Pragma("noescape")
-	Doc(name + " computes y[r] = x · w_r for rows Q4_0 rows of blocks blocks (stride ldw bytes); halves is halfTable.")
-	x, w, ldw, blocks, rows, y := params("x", "w", "ldw", "blocks", "rows", "y")
-	halves := GP64()
-	Load(Param("halves"), halves)
-	// offsets = iota - 8: q - 8 for every nibble value, exact.
-	offsets := ZMM()
-	VMOVUPS(iota16, offsets)
-	VSUBPS(f32(8), offsets, offsets)
-	acc := []VecVirtual{ZMM(), ZMM()}
-	xp, wp, b := GP64(), GP64(), GP64()
-	rowLoop(name, avx512, rows, w, ldw, y, b, acc, func() {
-		MOVQ(x, xp)
-		MOVQ(w, wp)
-		MOVQ(blocks, b)
-	}, func() {
-		h := GP64()
-		MOVWQZX(Mem{Base: wp}, h)
+	var offsets VecVirtual
+	blockGemv("Q4_0", 18, false, func() {
+		// offsets = iota - 8: q - 8 for every nibble value, exact.
+		offsets = ZMM()
+		VMOVUPS(iota16, offsets)
+		VSUBPS(f32(8), offsets, offsets)
+	}, func(wp, xp GPVirtual, d Mem, acc []VecVirtual) {
 		table := ZMM()
-		VMULPS_BCST(Mem{Base: halves, Index: h, Scale: 4}, offsets, table) // d·(q-8), exact: a half times a 4-bit integer
+		VMULPS_BCST(d, offsets, table) // d·(q-8), exact: a half times a 4-bit integer
 		idx := ZMM()
 		VPMOVZXBD(Mem{Base: wp, Disp: 2}, idx)
 		lo := ZMM()
@@ -65,9 +52,44 @@ func gemvQ4_0Table() {
 		hi := ZMM()
 		VPERMPS(table, idx, hi) // high nibbles: values 16-31
 		VFMADD231PS(Mem{Base: xp, Disp: 64}, hi, acc[1])
-		ADDQ(U8(18), wp)
-		ADDQ(U8(128), xp)
 	})
+}
+
+// blockGemv writes gemv{q}AVX512 for 32-value blocks of bsize bytes whose
+// first two bytes are the half d: y[r] = x · w_r for rows rows of blocks
+// blocks (stride ldw bytes). setup emits the kernel's constants; block
+// emits one block's products into acc (two accumulators; with pairs two
+// blocks an iteration, each into its own pair), given the block at wp,
+// its x at xp and d as a float32 in memory, read from halves (halfTable
+// in Go) for a broadcast operand.
+func blockGemv(q string, bsize int, pairs bool, setup func(), block func(wp, xp GPVirtual, d Mem, acc []VecVirtual)) {
+	name := "gemv" + q + "AVX512"
+	TEXT(name, NOSPLIT, "func(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = x · w_r for rows " + q + " rows of blocks blocks (stride ldw bytes); halves is halfTable.")
+	x, w, ldw, blocks, rows, y := params("x", "w", "ldw", "blocks", "rows", "y")
+	halves := GP64()
+	Load(Param("halves"), halves)
+	setup()
+	xp, wp, b := GP64(), GP64(), GP64()
+	start := func() {
+		MOVQ(x, xp)
+		MOVQ(w, wp)
+		MOVQ(blocks, b)
+	}
+	one := func(acc []VecVirtual) {
+		h := GP64()
+		MOVWQZX(Mem{Base: wp}, h)
+		block(wp, xp, Mem{Base: halves, Index: h, Scale: 4}, acc)
+		ADDQ(U8(bsize), wp)
+		ADDQ(U8(128), xp)
+	}
+	if pairs {
+		rowLoopPairs(name, avx512, rows, w, ldw, y, b, []VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}, start, one)
+		return
+	}
+	acc := []VecVirtual{ZMM(), ZMM()}
+	rowLoop(name, avx512, rows, w, ldw, y, b, acc, start, func() { one(acc) })
 }
 
 // gemvQ8_0Halves writes gemvQ8_0AVX512: y[r] = x · w_r for rows Q8_0 rows
@@ -75,31 +97,14 @@ func gemvQ4_0Table() {
 // ggml's dequantize_row_q8_0 computes them, with d read from halfTable by
 // the multiply's broadcast operand as gemvQ4_0Table does.
 func gemvQ8_0Halves() {
-	name := "gemvQ8_0AVX512"
-	TEXT(name, NOSPLIT, "func(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)")
-	Pragma("noescape")
-	Doc(name + " computes y[r] = x · w_r for rows Q8_0 rows of blocks blocks (stride ldw bytes); halves is halfTable.")
-	x, w, ldw, blocks, rows, y := params("x", "w", "ldw", "blocks", "rows", "y")
-	halves := GP64()
-	Load(Param("halves"), halves)
-	acc := []VecVirtual{ZMM(), ZMM()}
-	xp, wp, b := GP64(), GP64(), GP64()
-	rowLoop(name, avx512, rows, w, ldw, y, b, acc, func() {
-		MOVQ(x, xp)
-		MOVQ(w, wp)
-		MOVQ(blocks, b)
-	}, func() {
-		h := GP64()
-		MOVWQZX(Mem{Base: wp}, h)
+	blockGemv("Q8_0", 34, false, func() {}, func(wp, xp GPVirtual, d Mem, acc []VecVirtual) {
 		for v := 0; v < 2; v++ {
 			q := ZMM()
 			VPMOVSXBD(Mem{Base: wp, Disp: 2 + 16*v}, q)
 			VCVTDQ2PS(q, q)
-			VMULPS_BCST(Mem{Base: halves, Index: h, Scale: 4}, q, q) // d·q, exact: a half times an int8
+			VMULPS_BCST(d, q, q) // d·q, exact: a half times an int8
 			VFMADD231PS(Mem{Base: xp, Disp: 64 * v}, q, acc[v])
 		}
-		ADDQ(U8(34), wp)
-		ADDQ(U8(128), xp)
 	})
 }
 
@@ -268,26 +273,12 @@ func rowsOf(name string, is isa, rows, w, ldw, y GPVirtual, acc []VecVirtual, st
 // in the second under qh as a mask (merge masking), so the fifth bit
 // costs no vector instruction of its own.
 func gemvQ5_0Table() {
-	name := "gemvQ5_0AVX512"
-	TEXT(name, NOSPLIT, "func(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)")
-	Pragma("noescape")
-	Doc(name + " computes y[r] = x · w_r for rows Q5_0 rows of blocks blocks (stride ldw bytes); halves is halfTable.")
-	x, w, ldw, blocks, rows, y := params("x", "w", "ldw", "blocks", "rows", "y")
-	halves := GP64()
-	Load(Param("halves"), halves)
-	clear, set := ZMM(), ZMM()
-	VMOVUPS(iota16, set) // nibble - 16 + 16
-	VSUBPS(f32(16), set, clear)
-	acc := []VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
-	xp, wp, b := GP64(), GP64(), GP64()
-	rowLoopPairs(name, avx512, rows, w, ldw, y, b, acc, func() {
-		MOVQ(x, xp)
-		MOVQ(w, wp)
-		MOVQ(blocks, b)
-	}, func(acc []VecVirtual) {
-		h := GP64()
-		MOVWQZX(Mem{Base: wp}, h)
-		d := Mem{Base: halves, Index: h, Scale: 4}
+	var clear, set VecVirtual
+	blockGemv("Q5_0", 22, true, func() {
+		clear, set = ZMM(), ZMM()
+		VMOVUPS(iota16, set) // nibble - 16 + 16
+		VSUBPS(f32(16), set, clear)
+	}, func(wp, xp GPVirtual, d Mem, acc []VecVirtual) {
 		t0, t1 := ZMM(), ZMM()
 		VMULPS_BCST(d, clear, t0) // exact: a half times a 5-bit integer
 		VMULPS_BCST(d, set, t1)
@@ -305,7 +296,5 @@ func gemvQ5_0Table() {
 		VPERMPS(t0, idx, hi)
 		VPERMPS(t1, idx, bitsHi, hi) // values 16-31
 		VFMADD231PS(Mem{Base: xp, Disp: 64}, hi, acc[1])
-		ADDQ(U8(22), wp)
-		ADDQ(U8(128), xp)
 	})
 }
