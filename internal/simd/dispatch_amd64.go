@@ -296,10 +296,10 @@ func asmDotActs(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16,
 	wp, blocks := &w.Bytes[r0*rb], len(q)/quant.ActBlock(w.Format)
 	switch {
 	case w.Format == quant.Q4_0 && len(lanes) == len(q)/4 && fastGemmOK():
-		fastQ4_0VNNI(wp, rb, rows, blocks, &q[0], &d[0], &lanes[0], &y[0])
+		fastQ4_0VNNI(wp, rb, rows, blocks, &q[0], &d[0], &lanes[0], &halfTable[0], &y[0])
 		return true
 	case w.Format == quant.Q5_0 && len(lanes) == len(q)/4 && fastGemmOK():
-		fastQ5_0VNNI(wp, rb, rows, blocks, &q[0], &d[0], &lanes[0], &y[0])
+		fastQ5_0VNNI(wp, rb, rows, blocks, &q[0], &d[0], &lanes[0], &halfTable[0], &y[0])
 		return true
 	case w.Format == quant.Q6_K && len(lanes) == len(q)/4 && fastGemmOK():
 		fastQ6_KVNNI(wp, rb, rows, blocks, &q[0], &d[0], &lanes[0], &y[0])

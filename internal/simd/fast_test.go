@@ -25,7 +25,10 @@ func TestFastKernels(t *testing.T) {
 	defer func() { active = was }()
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q6_K} {
-		for _, in := range []int{256, 512, 1024} {
+		for _, in := range []int{256, 512, 544, 1024} {
+			if in%f.BlockSize() != 0 {
+				continue // 544: an odd count of 32-value blocks, for the two-block loops' tail
+			}
 			const rows = 7
 			rb, err := f.RowBytes(in)
 			if err != nil {
@@ -52,19 +55,26 @@ func TestFastKernels(t *testing.T) {
 				want[j] = quant.DotActs(f, w[j*rb:(j+1)*rb], q, d, sums)
 				mag = max(mag, math.Abs(float64(want[j])))
 			}
-			got := make([]float32, rows)
-			var lanes []int32
-			if off, _ := fastGemmFormat(f); (f == quant.Q4_0 || f == quant.Q5_0 || f == quant.Q6_K) && fastGemmOK() {
-				// The VNNI decode kernels, with their lanes.
-				lanes = make([]int32, in/4)
-				laneSums(lanes, q, -off)
-			}
-			if !asmDotActs(Weight{Kind: Quant, Format: f, Bytes: w}, 0, rows, rb, q, d, sums, lanes, got) {
-				t.Fatalf("%s: no kernel", f)
-			}
-			for j := range got {
-				if diff := math.Abs(float64(got[j] - want[j])); diff > 1e-5*(mag+1) {
-					t.Errorf("%s in=%d row %d: kernel %g, reference %g", f, in, j, got[j], want[j])
+			// Each format's AVX2-era kernel (no lanes), and the VNNI decode
+			// kernel with its lanes where there is one.
+			for _, vnni := range []bool{false, true} {
+				got := make([]float32, rows)
+				var lanes []int32
+				if vnni {
+					off, _ := fastGemmFormat(f)
+					if !(f == quant.Q4_0 || f == quant.Q5_0 || f == quant.Q6_K) || !fastGemmOK() {
+						continue
+					}
+					lanes = make([]int32, in/4)
+					laneSums(lanes, q, -off)
+				}
+				if !asmDotActs(Weight{Kind: Quant, Format: f, Bytes: w}, 0, rows, rb, q, d, sums, lanes, got) {
+					t.Fatalf("%s: no kernel", f)
+				}
+				for j := range got {
+					if diff := math.Abs(float64(got[j] - want[j])); diff > 1e-5*(mag+1) {
+						t.Errorf("%s in=%d vnni=%v row %d: kernel %g, reference %g", f, in, vnni, j, got[j], want[j])
+					}
 				}
 			}
 		}

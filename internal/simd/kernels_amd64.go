@@ -297,15 +297,15 @@ func quantQ8_KActsAVX512(x *float32, blocks int, q *int8, d *float32, sums *int1
 //go:noescape
 func fastQ6_KVNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)
 
-// fastQ4_0VNNI computes y[r] = w_r · x for rows Q4_0 rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd with lanes -offset·(sums of 4).
+// fastQ4_0VNNI computes y[r] = w_r · x for rows Q4_0 rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd with lanes -offset·(sums of 4); halves is halfTable.
 //
 //go:noescape
-func fastQ4_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)
+func fastQ4_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, halves *float32, y *float32)
 
-// fastQ5_0VNNI computes y[r] = w_r · x for rows Q5_0 rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd with lanes -offset·(sums of 4).
+// fastQ5_0VNNI computes y[r] = w_r · x for rows Q5_0 rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd with lanes -offset·(sums of 4); halves is halfTable.
 //
 //go:noescape
-func fastQ5_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)
+func fastQ5_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, halves *float32, y *float32)
 
 // fastGemmQ4_Kx2VNNI computes eight columns of y for rows rows of Q8_K activations (a multiple of 2) against eight repacked Q4_K weight rows.
 //

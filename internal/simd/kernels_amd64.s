@@ -4031,7 +4031,7 @@ DATA fastq5bits<>+24(SB)/8, $0x7fbfdfeff7fbfdfe
 GLOBL fastq5bits<>(SB), RODATA|NOPTR, $32
 
 // func fastQ8_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3
 TEXT ·fastQ8_0AVX2(SB), NOSPLIT, $0-56
 	MOVQ         w+0(FP), AX
 	MOVQ         ldw+8(FP), CX
@@ -4047,42 +4047,80 @@ TEXT ·fastQ8_0AVX2(SB), NOSPLIT, $0-56
 fastQ8_0AVX2_row:
 	TESTQ  DX, DX
 	JZ     fastQ8_0AVX2_end
-	VXORPS Y1, Y1, Y1
+	VPXORD Y1, Y1, Y1
+	VPXORD Y2, Y2, Y2
 	MOVQ   AX, R9
 	MOVQ   SI, R10
 	MOVQ   DI, R11
 	MOVQ   BX, R12
 
 fastQ8_0AVX2_block:
-	TESTQ        R12, R12
-	JZ           fastQ8_0AVX2_rowdone
-	VMOVDQU      2(R9), Y2
-	VMOVDQU      (R10), Y4
-	VPSIGNB      Y2, Y2, Y3
-	VPSIGNB      Y2, Y4, Y4
-	VPMADDUBSW   Y4, Y3, Y3
-	VPMADDWD     Y0, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
+	CMPQ         R12, $0x02
+	JB           fastQ8_0AVX2_tail
+	VMOVDQU      2(R9), Y3
+	VMOVDQU      (R10), Y5
+	VPSIGNB      Y3, Y3, Y4
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
 	MOVWLZX      (R9), R13
-	VMOVD        R13, X2
-	VCVTPH2PS    X2, X2
-	VMULSS       (R11), X2, X2
-	VBROADCASTSS X2, Y2
-	VFMADD231PS  Y3, Y2, Y1
+	VMOVD        R13, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       (R11), X3, X3
+	VBROADCASTSS X3, Y3
+	VFMADD231PS  Y4, Y3, Y1
 	ADDQ         $0x00000022, R9
 	ADDQ         $0x20, R10
 	ADDQ         $0x04, R11
-	DECQ         R12
+	VMOVDQU      2(R9), Y3
+	VMOVDQU      (R10), Y5
+	VPSIGNB      Y3, Y3, Y4
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       (R11), X3, X3
+	VBROADCASTSS X3, Y3
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         $0x00000022, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+	SUBQ         $0x02, R12
 	JMP          fastQ8_0AVX2_block
 
+fastQ8_0AVX2_tail:
+	TESTQ        R12, R12
+	JZ           fastQ8_0AVX2_rowdone
+	VMOVDQU      2(R9), Y3
+	VMOVDQU      (R10), Y5
+	VPSIGNB      Y3, Y3, Y4
+	VPSIGNB      Y3, Y5, Y5
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	MOVWLZX      (R9), R12
+	VMOVD        R12, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       (R11), X3, X3
+	VBROADCASTSS X3, Y3
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         $0x00000022, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+
 fastQ8_0AVX2_rowdone:
-	VEXTRACTF128 $0x01, Y1, X2
-	VADDPS       X2, X1, X1
-	VPERMILPS    $0x4e, X1, X2
-	VADDPS       X2, X1, X1
-	VPERMILPS    $0xb1, X1, X2
-	VADDPS       X2, X1, X1
-	VMOVSS       X1, (R8)
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
 	ADDQ         $0x04, R8
 	ADDQ         CX, AX
 	DECQ         DX
@@ -4215,7 +4253,7 @@ fastQ8_0x4AVX2_end:
 	RET
 
 // func fastQ4_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3
 TEXT ·fastQ4_0AVX2(SB), NOSPLIT, $0-56
 	MOVQ         w+0(FP), AX
 	MOVQ         ldw+8(FP), CX
@@ -4237,46 +4275,92 @@ TEXT ·fastQ4_0AVX2(SB), NOSPLIT, $0-56
 fastQ4_0AVX2_row:
 	TESTQ  DX, DX
 	JZ     fastQ4_0AVX2_end
-	VXORPS Y3, Y3, Y3
+	VPXORD Y3, Y3, Y3
+	VPXORD Y4, Y4, Y4
 	MOVQ   AX, R9
 	MOVQ   SI, R10
 	MOVQ   DI, R11
 	MOVQ   BX, R12
 
 fastQ4_0AVX2_block:
-	TESTQ        R12, R12
-	JZ           fastQ4_0AVX2_rowdone
-	VMOVDQU      2(R9), X4
-	VPSRLW       $0x04, X4, X5
-	VINSERTI128  $0x01, X5, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VPSUBB       Y2, Y4, Y4
-	VMOVDQU      (R10), Y6
-	VPSIGNB      Y4, Y4, Y5
-	VPSIGNB      Y4, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
+	CMPQ         R12, $0x02
+	JB           fastQ4_0AVX2_tail
+	VMOVDQU      2(R9), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSUBB       Y2, Y5, Y5
+	VMOVDQU      (R10), Y7
+	VPSIGNB      Y5, Y5, Y6
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
 	MOVWLZX      (R9), R13
-	VMOVD        R13, X4
-	VCVTPH2PS    X4, X4
-	VMULSS       (R11), X4, X4
-	VBROADCASTSS X4, Y6
-	VFMADD231PS  Y5, Y6, Y3
+	VMOVD        R13, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (R11), X5, X5
+	VBROADCASTSS X5, Y7
+	VFMADD231PS  Y6, Y7, Y3
 	ADDQ         $0x00000012, R9
 	ADDQ         $0x20, R10
 	ADDQ         $0x04, R11
-	DECQ         R12
+	VMOVDQU      2(R9), X8
+	VPSRLW       $0x04, X8, X5
+	VINSERTI128  $0x01, X5, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSUBB       Y2, Y8, Y8
+	VMOVDQU      (R10), Y7
+	VPSIGNB      Y8, Y8, Y6
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (R11), X5, X5
+	VBROADCASTSS X5, Y7
+	VFMADD231PS  Y6, Y7, Y4
+	ADDQ         $0x00000012, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+	SUBQ         $0x02, R12
 	JMP          fastQ4_0AVX2_block
 
+fastQ4_0AVX2_tail:
+	TESTQ        R12, R12
+	JZ           fastQ4_0AVX2_rowdone
+	VMOVDQU      2(R9), X9
+	VPSRLW       $0x04, X9, X5
+	VINSERTI128  $0x01, X5, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSUBB       Y2, Y9, Y9
+	VMOVDQU      (R10), Y7
+	VPSIGNB      Y9, Y9, Y6
+	VPSIGNB      Y9, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	MOVWLZX      (R9), R12
+	VMOVD        R12, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (R11), X5, X5
+	VBROADCASTSS X5, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000012, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+
 fastQ4_0AVX2_rowdone:
-	VEXTRACTF128 $0x01, Y3, X4
-	VADDPS       X4, X3, X3
-	VPERMILPS    $0x4e, X3, X4
-	VADDPS       X4, X3, X3
-	VPERMILPS    $0xb1, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSS       X3, (R8)
+	VADDPS       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X5
+	VADDPS       X5, X3, X5
+	VPERMILPS    $0x4e, X5, X6
+	VADDPS       X6, X5, X5
+	VPERMILPS    $0xb1, X5, X6
+	VADDPS       X6, X5, X5
+	VMOVSS       X5, (R8)
 	ADDQ         $0x04, R8
 	ADDQ         CX, AX
 	DECQ         DX
@@ -4419,7 +4503,7 @@ fastQ4_0x4AVX2_end:
 	RET
 
 // func fastQ5_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3
 TEXT ·fastQ5_0AVX2(SB), NOSPLIT, $0-56
 	MOVQ         w+0(FP), AX
 	MOVQ         ldw+8(FP), CX
@@ -4441,54 +4525,116 @@ TEXT ·fastQ5_0AVX2(SB), NOSPLIT, $0-56
 fastQ5_0AVX2_row:
 	TESTQ  DX, DX
 	JZ     fastQ5_0AVX2_end
-	VXORPS Y3, Y3, Y3
+	VPXORD Y3, Y3, Y3
+	VPXORD Y4, Y4, Y4
 	MOVQ   AX, R9
 	MOVQ   SI, R10
 	MOVQ   DI, R11
 	MOVQ   BX, R12
 
 fastQ5_0AVX2_block:
-	TESTQ        R12, R12
-	JZ           fastQ5_0AVX2_rowdone
-	VMOVDQU      6(R9), X4
-	VPSRLW       $0x04, X4, X5
-	VINSERTI128  $0x01, X5, Y4, Y4
-	VPAND        Y1, Y4, Y4
+	CMPQ         R12, $0x02
+	JB           fastQ5_0AVX2_tail
+	VMOVDQU      6(R9), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPAND        Y1, Y5, Y5
 	MOVL         2(R9), R13
-	VMOVD        R13, X5
-	VPBROADCASTD X5, Y5
-	VPSHUFB      fastq5shuf<>+0(SB), Y5, Y5
-	VPOR         fastq5bits<>+0(SB), Y5, Y5
-	VPCMPEQB     Y6, Y6, Y6
-	VPCMPEQB     Y6, Y5, Y5
-	VPANDN       Y2, Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      (R10), Y6
-	VPSIGNB      Y4, Y4, Y5
-	VPSIGNB      Y4, Y6, Y6
-	VPMADDUBSW   Y6, Y5, Y5
-	VPMADDWD     Y0, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
+	VMOVD        R13, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      fastq5shuf<>+0(SB), Y6, Y6
+	VPOR         fastq5bits<>+0(SB), Y6, Y6
+	VPCMPEQB     Y7, Y7, Y7
+	VPCMPEQB     Y7, Y6, Y6
+	VPANDN       Y2, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      (R10), Y7
+	VPSIGNB      Y5, Y5, Y6
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
 	MOVWLZX      (R9), R13
-	VMOVD        R13, X4
-	VCVTPH2PS    X4, X4
-	VMULSS       (R11), X4, X4
-	VBROADCASTSS X4, Y6
-	VFMADD231PS  Y5, Y6, Y3
+	VMOVD        R13, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (R11), X5, X5
+	VBROADCASTSS X5, Y7
+	VFMADD231PS  Y6, Y7, Y3
 	ADDQ         $0x00000016, R9
 	ADDQ         $0x20, R10
 	ADDQ         $0x04, R11
-	DECQ         R12
+	VMOVDQU      6(R9), X8
+	VPSRLW       $0x04, X8, X5
+	VINSERTI128  $0x01, X5, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	MOVL         2(R9), R13
+	VMOVD        R13, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      fastq5shuf<>+0(SB), Y6, Y6
+	VPOR         fastq5bits<>+0(SB), Y6, Y6
+	VPCMPEQB     Y7, Y7, Y7
+	VPCMPEQB     Y7, Y6, Y6
+	VPANDN       Y2, Y6, Y6
+	VPOR         Y6, Y8, Y8
+	VMOVDQU      (R10), Y7
+	VPSIGNB      Y8, Y8, Y6
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (R11), X5, X5
+	VBROADCASTSS X5, Y7
+	VFMADD231PS  Y6, Y7, Y4
+	ADDQ         $0x00000016, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+	SUBQ         $0x02, R12
 	JMP          fastQ5_0AVX2_block
 
+fastQ5_0AVX2_tail:
+	TESTQ        R12, R12
+	JZ           fastQ5_0AVX2_rowdone
+	VMOVDQU      6(R9), X9
+	VPSRLW       $0x04, X9, X5
+	VINSERTI128  $0x01, X5, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	MOVL         2(R9), R12
+	VMOVD        R12, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      fastq5shuf<>+0(SB), Y6, Y6
+	VPOR         fastq5bits<>+0(SB), Y6, Y6
+	VPCMPEQB     Y7, Y7, Y7
+	VPCMPEQB     Y7, Y6, Y6
+	VPANDN       Y2, Y6, Y6
+	VPOR         Y6, Y9, Y9
+	VMOVDQU      (R10), Y7
+	VPSIGNB      Y9, Y9, Y6
+	VPSIGNB      Y9, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	MOVWLZX      (R9), R12
+	VMOVD        R12, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (R11), X5, X5
+	VBROADCASTSS X5, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000016, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+
 fastQ5_0AVX2_rowdone:
-	VEXTRACTF128 $0x01, Y3, X4
-	VADDPS       X4, X3, X3
-	VPERMILPS    $0x4e, X3, X4
-	VADDPS       X4, X3, X3
-	VPERMILPS    $0xb1, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSS       X3, (R8)
+	VADDPS       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X5
+	VADDPS       X5, X3, X5
+	VPERMILPS    $0x4e, X5, X6
+	VADDPS       X6, X5, X5
+	VPERMILPS    $0xb1, X5, X6
+	VADDPS       X6, X5, X5
+	VMOVSS       X5, (R8)
 	ADDQ         $0x04, R8
 	ADDQ         CX, AX
 	DECQ         DX
@@ -6162,60 +6308,93 @@ fastQ6_KVNNI_end:
 	VZEROUPPER
 	RET
 
-// func fastQ4_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
-TEXT ·fastQ4_0VNNI(SB), NOSPLIT, $0-64
+// func fastQ4_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, halves *float32, y *float32)
+// Requires: AVX, AVX512F, AVX512VL, AVX512VNNI, FMA3
+TEXT ·fastQ4_0VNNI(SB), NOSPLIT, $0-72
 	MOVQ         w+0(FP), AX
 	MOVQ         ldw+8(FP), CX
 	MOVQ         rows+16(FP), DX
-	MOVQ         blocks+24(FP), BX
-	MOVQ         xq+32(FP), SI
-	MOVQ         xd+40(FP), DI
-	MOVQ         lanes+48(FP), R8
-	MOVQ         y+56(FP), R9
-	MOVL         $0x0f0f0f0f, R10
-	VPBROADCASTD R10, Y0
+	MOVQ         y+64(FP), BX
+	MOVQ         halves+56(FP), SI
+	MOVL         $0x0f0f0f0f, DI
+	VPBROADCASTD DI, Y0
 
 fastQ4_0VNNI_row:
 	TESTQ  DX, DX
 	JZ     fastQ4_0VNNI_end
 	VPXORD Y1, Y1, Y1
-	MOVQ   AX, R10
-	MOVQ   SI, R11
-	MOVQ   DI, R12
-	MOVQ   R8, R13
-	MOVQ   BX, R14
+	VPXORD Y2, Y2, Y2
+	MOVQ   AX, DI
+	MOVQ   xq+32(FP), R8
+	MOVQ   xd+40(FP), R9
+	MOVQ   lanes+48(FP), R10
+	MOVQ   blocks+24(FP), R11
 
 fastQ4_0VNNI_block:
-	TESTQ        R14, R14
-	JZ           fastQ4_0VNNI_rowdone
-	VMOVDQU32    2(R10), X2
-	VPSRLW       $0x04, X2, X3
-	VINSERTI32X4 $0x01, X3, Y2, Y3
-	VPANDD       Y0, Y3, Y3
-	VMOVDQU32    (R13), Y4
-	VPDPBUSD     (R11), Y3, Y4
-	VCVTDQ2PS    Y4, Y4
-	VPBROADCASTW (R10), X2
-	VCVTPH2PS    X2, Y3
-	VMULPS.BCST  (R12), Y3, Y3
-	VFMADD231PS  Y4, Y3, Y1
-	ADDQ         $0x12, R10
-	ADDQ         $0x20, R11
-	ADDQ         $0x04, R12
-	ADDQ         $0x20, R13
-	DECQ         R14
+	CMPQ         R11, $0x02
+	JB           fastQ4_0VNNI_tail
+	VMOVDQU32    2(DI), X3
+	VPSRLW       $0x04, X3, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	VPANDD       Y0, Y4, Y4
+	VMOVDQU32    (R10), Y5
+	VPDPBUSD     (R8), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWQZX      (DI), R12
+	VBROADCASTSS (SI)(R12*4), Y4
+	VMULPS.BCST  (R9), Y4, Y4
+	VFMADD231PS  Y5, Y4, Y1
+	ADDQ         $0x12, DI
+	ADDQ         $0x20, R8
+	ADDQ         $0x04, R9
+	ADDQ         $0x20, R10
+	VMOVDQU32    2(DI), X3
+	VPSRLW       $0x04, X3, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	VPANDD       Y0, Y4, Y4
+	VMOVDQU32    (R10), Y5
+	VPDPBUSD     (R8), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWQZX      (DI), R12
+	VBROADCASTSS (SI)(R12*4), Y4
+	VMULPS.BCST  (R9), Y4, Y4
+	VFMADD231PS  Y5, Y4, Y2
+	ADDQ         $0x12, DI
+	ADDQ         $0x20, R8
+	ADDQ         $0x04, R9
+	ADDQ         $0x20, R10
+	SUBQ         $0x02, R11
 	JMP          fastQ4_0VNNI_block
 
-fastQ4_0VNNI_rowdone:
-	VEXTRACTF128 $0x01, Y1, X2
-	VADDPS       X2, X1, X2
-	VPERMILPS    $0x4e, X2, X3
-	VADDPS       X3, X2, X2
-	VPERMILPS    $0xb1, X2, X3
-	VADDPS       X3, X2, X2
-	VMOVSS       X2, (R9)
+fastQ4_0VNNI_tail:
+	TESTQ        R11, R11
+	JZ           fastQ4_0VNNI_rowdone
+	VMOVDQU32    2(DI), X3
+	VPSRLW       $0x04, X3, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	VPANDD       Y0, Y4, Y4
+	VMOVDQU32    (R10), Y5
+	VPDPBUSD     (R8), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWQZX      (DI), R11
+	VBROADCASTSS (SI)(R11*4), Y4
+	VMULPS.BCST  (R9), Y4, Y4
+	VFMADD231PS  Y5, Y4, Y1
+	ADDQ         $0x12, DI
+	ADDQ         $0x20, R8
 	ADDQ         $0x04, R9
+	ADDQ         $0x20, R10
+
+fastQ4_0VNNI_rowdone:
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (BX)
+	ADDQ         $0x04, BX
 	ADDQ         CX, AX
 	DECQ         DX
 	JMP          fastQ4_0VNNI_row
@@ -6224,67 +6403,108 @@ fastQ4_0VNNI_end:
 	VZEROUPPER
 	RET
 
-// func fastQ5_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
-TEXT ·fastQ5_0VNNI(SB), NOSPLIT, $0-64
+// func fastQ5_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, halves *float32, y *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, FMA3
+TEXT ·fastQ5_0VNNI(SB), NOSPLIT, $0-72
 	MOVQ         w+0(FP), AX
 	MOVQ         ldw+8(FP), CX
 	MOVQ         rows+16(FP), DX
-	MOVQ         blocks+24(FP), BX
-	MOVQ         xq+32(FP), SI
-	MOVQ         xd+40(FP), DI
-	MOVQ         lanes+48(FP), R8
-	MOVQ         y+56(FP), R9
-	MOVL         $0x0f0f0f0f, R10
-	VPBROADCASTD R10, Y0
+	MOVQ         y+64(FP), BX
+	MOVQ         halves+56(FP), SI
+	MOVL         $0x0f0f0f0f, DI
+	VPBROADCASTD DI, Y0
 	VMOVDQU32    q5bitsel<>+0(SB), Y1
-	MOVL         $0x10101010, R10
-	VPBROADCASTD R10, Y2
+	MOVL         $0x10101010, DI
+	VPBROADCASTD DI, Y2
 
 fastQ5_0VNNI_row:
 	TESTQ  DX, DX
 	JZ     fastQ5_0VNNI_end
 	VPXORD Y3, Y3, Y3
-	MOVQ   AX, R10
-	MOVQ   SI, R11
-	MOVQ   DI, R12
-	MOVQ   R8, R13
-	MOVQ   BX, R14
+	VPXORD Y4, Y4, Y4
+	MOVQ   AX, DI
+	MOVQ   xq+32(FP), R8
+	MOVQ   xd+40(FP), R9
+	MOVQ   lanes+48(FP), R10
+	MOVQ   blocks+24(FP), R11
 
 fastQ5_0VNNI_block:
-	TESTQ        R14, R14
-	JZ           fastQ5_0VNNI_rowdone
-	VMOVDQU32    6(R10), X4
-	VPSRLW       $0x04, X4, X5
-	VINSERTI32X4 $0x01, X5, Y4, Y5
-	VPANDD       Y0, Y5, Y5
-	VPBROADCASTD 2(R10), Y6
-	VPSHUFB      fastq5shuf<>+0(SB), Y6, Y6
-	VPTESTMB     Y1, Y6, K1
-	VPADDB       Y2, Y5, K1, Y5
-	VMOVDQU32    (R13), Y6
-	VPDPBUSD     (R11), Y5, Y6
-	VCVTDQ2PS    Y6, Y6
-	VPBROADCASTW (R10), X4
-	VCVTPH2PS    X4, Y5
-	VMULPS.BCST  (R12), Y5, Y5
-	VFMADD231PS  Y6, Y5, Y3
-	ADDQ         $0x16, R10
-	ADDQ         $0x20, R11
-	ADDQ         $0x04, R12
-	ADDQ         $0x20, R13
-	DECQ         R14
+	CMPQ         R11, $0x02
+	JB           fastQ5_0VNNI_tail
+	VMOVDQU32    6(DI), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI32X4 $0x01, X6, Y5, Y6
+	VPANDD       Y0, Y6, Y6
+	VPBROADCASTD 2(DI), Y7
+	VPSHUFB      fastq5shuf<>+0(SB), Y7, Y7
+	VPTESTMB     Y1, Y7, K1
+	VPADDB       Y2, Y6, K1, Y6
+	VMOVDQU32    (R10), Y7
+	VPDPBUSD     (R8), Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	MOVWQZX      (DI), R12
+	VBROADCASTSS (SI)(R12*4), Y6
+	VMULPS.BCST  (R9), Y6, Y6
+	VFMADD231PS  Y7, Y6, Y3
+	ADDQ         $0x16, DI
+	ADDQ         $0x20, R8
+	ADDQ         $0x04, R9
+	ADDQ         $0x20, R10
+	VMOVDQU32    6(DI), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI32X4 $0x01, X6, Y5, Y6
+	VPANDD       Y0, Y6, Y6
+	VPBROADCASTD 2(DI), Y7
+	VPSHUFB      fastq5shuf<>+0(SB), Y7, Y7
+	VPTESTMB     Y1, Y7, K1
+	VPADDB       Y2, Y6, K1, Y6
+	VMOVDQU32    (R10), Y7
+	VPDPBUSD     (R8), Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	MOVWQZX      (DI), R12
+	VBROADCASTSS (SI)(R12*4), Y6
+	VMULPS.BCST  (R9), Y6, Y6
+	VFMADD231PS  Y7, Y6, Y4
+	ADDQ         $0x16, DI
+	ADDQ         $0x20, R8
+	ADDQ         $0x04, R9
+	ADDQ         $0x20, R10
+	SUBQ         $0x02, R11
 	JMP          fastQ5_0VNNI_block
 
-fastQ5_0VNNI_rowdone:
-	VEXTRACTF128 $0x01, Y3, X4
-	VADDPS       X4, X3, X4
-	VPERMILPS    $0x4e, X4, X5
-	VADDPS       X5, X4, X4
-	VPERMILPS    $0xb1, X4, X5
-	VADDPS       X5, X4, X4
-	VMOVSS       X4, (R9)
+fastQ5_0VNNI_tail:
+	TESTQ        R11, R11
+	JZ           fastQ5_0VNNI_rowdone
+	VMOVDQU32    6(DI), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI32X4 $0x01, X6, Y5, Y6
+	VPANDD       Y0, Y6, Y6
+	VPBROADCASTD 2(DI), Y7
+	VPSHUFB      fastq5shuf<>+0(SB), Y7, Y7
+	VPTESTMB     Y1, Y7, K1
+	VPADDB       Y2, Y6, K1, Y6
+	VMOVDQU32    (R10), Y7
+	VPDPBUSD     (R8), Y6, Y7
+	VCVTDQ2PS    Y7, Y7
+	MOVWQZX      (DI), R11
+	VBROADCASTSS (SI)(R11*4), Y6
+	VMULPS.BCST  (R9), Y6, Y6
+	VFMADD231PS  Y7, Y6, Y3
+	ADDQ         $0x16, DI
+	ADDQ         $0x20, R8
 	ADDQ         $0x04, R9
+	ADDQ         $0x20, R10
+
+fastQ5_0VNNI_rowdone:
+	VADDPS       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X5
+	VADDPS       X5, X3, X5
+	VPERMILPS    $0x4e, X5, X6
+	VADDPS       X6, X5, X5
+	VPERMILPS    $0xb1, X5, X6
+	VADDPS       X6, X5, X5
+	VMOVSS       X5, (BX)
+	ADDQ         $0x04, BX
 	ADDQ         CX, AX
 	DECQ         DX
 	JMP          fastQ5_0VNNI_row

@@ -85,7 +85,8 @@ func q8Consts(q string) (ones, mask, eight, f0 VecVirtual) {
 
 // fastQ8 writes the kernel for Q8_0, Q4_0 or Q5_0 weights against Q8_0
 // activations: y[r] = w_r · x for rows rows of blocks blocks (stride ldw
-// bytes).
+// bytes). Even and odd blocks take two accumulators, summed at the row's
+// end, so the multiply-add's latency does not bound a block's time.
 func fastQ8(q string) {
 	name := "fast" + q + "AVX2"
 	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)")
@@ -97,43 +98,27 @@ func fastQ8(q string) {
 	bsize := map[string]int{"Q8_0": 34, "Q4_0": 18, "Q5_0": 22}[q]
 	ones, mask, eight, f0 := q8Consts(q)
 	wp, xp, dp, b := GP64(), GP64(), GP64(), GP64()
-	acc := YMM()
-	Label(name + "_row")
-	TESTQ(rows, rows)
-	JZ(LabelRef(name + "_end"))
-	VXORPS(acc, acc, acc)
-	MOVQ(w, wp)
-	MOVQ(xq, xp)
-	MOVQ(xd, dp)
-	MOVQ(blocks, b)
-	Label(name + "_block")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_rowdone"))
-	wv := loadQ8Weights(q, wp, mask, eight, f0)
-	// |w| times x with w's signs: unsigned × signed for VPMADDUBSW.
-	ax, sx := YMM(), YMM()
-	VMOVDQU(Mem{Base: xp}, sx)
-	VPSIGNB(wv, wv, ax)
-	VPSIGNB(wv, sx, sx)
-	VPMADDUBSW(sx, ax, ax)
-	VPMADDWD(ones, ax, ax)
-	VCVTDQ2PS(ax, ax)
-	d := scaleOf(Mem{Base: wp}, Mem{Base: dp})
-	VFMADD231PS(ax, d, acc)
-	ADDQ(U32(bsize), wp)
-	ADDQ(U8(32), xp)
-	ADDQ(U8(4), dp)
-	DECQ(b)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_rowdone")
-	reduce(avx2, acc, Mem{Base: y})
-	ADDQ(U8(4), y)
-	ADDQ(ldw, w)
-	DECQ(rows)
-	JMP(LabelRef(name + "_row"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+	rowLoopPairs(name, avx2, rows, w, ldw, y, b, []VecVirtual{YMM(), YMM()}, func() {
+		MOVQ(w, wp)
+		MOVQ(xq, xp)
+		MOVQ(xd, dp)
+		MOVQ(blocks, b)
+	}, func(acc []VecVirtual) {
+		wv := loadQ8Weights(q, wp, mask, eight, f0)
+		// |w| times x with w's signs: unsigned × signed for VPMADDUBSW.
+		ax, sx := YMM(), YMM()
+		VMOVDQU(Mem{Base: xp}, sx)
+		VPSIGNB(wv, wv, ax)
+		VPSIGNB(wv, sx, sx)
+		VPMADDUBSW(sx, ax, ax)
+		VPMADDWD(ones, ax, ax)
+		VCVTDQ2PS(ax, ax)
+		d := scaleOf(Mem{Base: wp}, Mem{Base: dp})
+		VFMADD231PS(ax, d, acc[0])
+		ADDQ(U32(bsize), wp)
+		ADDQ(U8(32), xp)
+		ADDQ(U8(4), dp)
+	})
 }
 
 // fastK writes the kernel for Q4_K or Q6_K weights against Q8_K

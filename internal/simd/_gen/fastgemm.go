@@ -426,25 +426,32 @@ func fastGemmK(q string, R int) {
 // unsigned, as they are stored, and the lanes start from -8 times the sum
 // of their four activations (lanes, from quantQ8_0ActsAVX512), so each
 // lane ends with exactly the integer llama.cpp's kernel has there, Σ
-// (q-8)·x over four values; the float steps are llama.cpp's, in its order
-// (one accumulator, d = dw·dx per block), so results are unchanged.
+// (q-8)·x over four values. Each block's float steps are llama.cpp's
+// (d = dw·dx, then a multiply-add), but even and odd blocks go to two
+// accumulators, summed at the row's end: with one, the multiply-add's
+// latency (4 cycles) bounded every block, and the kernel ran at about the
+// memory's speed instead of above it. dw comes from halves (halfTable in
+// Go) as gemvQ4_0Table's d does.
 //
 // Q5_0 (q = nibble | fifth bit << 4, weight q-16) is the same with lanes
 // from -16 times the sums, the fifth bits spread to their bytes by
 // VPSHUFB and VPTESTMB and added as 16 under that mask.
 func fastQ4VNNI(q string) {
 	name := "fast" + q + "VNNI"
-	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)")
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, halves *float32, y *float32)")
 	Pragma("noescape")
-	Doc(name + " computes y[r] = w_r · x for rows " + q + " rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd with lanes -offset·(sums of 4).")
+	Doc(name + " computes y[r] = w_r · x for rows " + q + " rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd with lanes -offset·(sums of 4); halves is halfTable.")
 	bsize, qoff := 18, 2
 	if q == "Q5_0" {
 		bsize, qoff = 22, 6
 	}
-	w, ldw, rows, blocks, xq, xd := params("w", "ldw", "rows", "blocks", "xq", "xd")
-	lanes, y := GP64(), GP64()
-	Load(Param("lanes"), lanes)
+	w, ldw, rows := GP64(), GP64(), GP64()
+	Load(Param("w"), w)
+	Load(Param("ldw"), ldw)
+	Load(Param("rows"), rows)
+	y, halves := GP64(), GP64()
 	Load(Param("y"), y)
+	Load(Param("halves"), halves)
 	m0f := YMM()
 	t := GP32()
 	MOVL(U32(0x0f0f0f0f), t)
@@ -456,15 +463,16 @@ func fastQ4VNNI(q string) {
 		MOVL(U32(0x10101010), t)
 		VPBROADCASTD(t, c16)
 	}
+	// The activations' pointers and the block count are reloaded for
+	// each row, which leaves general registers for the scale's index.
 	wp, xp, dp, lp, b := GP64(), GP64(), GP64(), GP64(), GP64()
-	acc := YMM()
-	rowLoop(name, avx2, rows, w, ldw, y, b, []VecVirtual{acc}, func() {
+	rowLoopPairs(name, avx2, rows, w, ldw, y, b, []VecVirtual{YMM(), YMM()}, func() {
 		MOVQ(w, wp)
-		MOVQ(xq, xp)
-		MOVQ(xd, dp)
-		MOVQ(lanes, lp)
-		MOVQ(blocks, b)
-	}, func() {
+		Load(Param("xq"), xp)
+		Load(Param("xd"), dp)
+		Load(Param("lanes"), lp)
+		Load(Param("blocks"), b)
+	}, func(acc []VecVirtual) {
 		lo, hi := XMM(), XMM()
 		VMOVDQU32(Mem{Base: wp, Disp: qoff}, lo)
 		VPSRLW(U8(4), lo, hi)
@@ -483,12 +491,12 @@ func fastQ4VNNI(q string) {
 		VMOVDQU32(Mem{Base: lp}, isum)
 		VPDPBUSD(Mem{Base: xp}, nib, isum)
 		VCVTDQ2PS(isum, isum)
-		h := XMM()
-		VPBROADCASTW(Mem{Base: wp}, h)
+		h := GP64()
+		MOVWQZX(Mem{Base: wp}, h)
 		d := YMM()
-		VCVTPH2PS(h, d)
+		VBROADCASTSS(Mem{Base: halves, Index: h, Scale: 4}, d)
 		VMULPS_BCST(Mem{Base: dp}, d, d)
-		VFMADD231PS(isum, d, acc)
+		VFMADD231PS(isum, d, acc[0])
 		ADDQ(U8(bsize), wp)
 		ADDQ(U8(32), xp)
 		ADDQ(U8(4), dp)

@@ -219,23 +219,23 @@ func rowLoop(name string, is isa, rows, w, ldw, y, b GPVirtual, acc []VecVirtual
 }
 
 // rowLoopPairs is rowLoop with two blocks an iteration, each block
-// accumulating into its own pair of acc (four in all): a block's FMAs
-// then wait on the block before last, not on the last, so the adds'
-// latency (4 cycles) no longer bounds a block's time. An odd last block
-// takes the first pair.
+// accumulating into its own half of acc: a block's FMAs then wait on the
+// block before last, not on the last, so the adds' latency (4 cycles) no
+// longer bounds a block's time. An odd last block takes the first half.
 func rowLoopPairs(name string, is isa, rows, w, ldw, y, b GPVirtual, acc []VecVirtual, start func(), block func(acc []VecVirtual)) {
 	rowsOf(name, is, rows, w, ldw, y, acc, start, func() {
 		Label(name + "_block")
 		CMPQ(b, U8(2))
 		JB(LabelRef(name + "_tail"))
-		block(acc[:2])
-		block(acc[2:])
+		h := len(acc) / 2
+		block(acc[:h])
+		block(acc[h:])
 		SUBQ(U8(2), b)
 		JMP(LabelRef(name + "_block"))
 		Label(name + "_tail")
 		TESTQ(b, b)
 		JZ(LabelRef(name + "_rowdone"))
-		block(acc[:2])
+		block(acc[:len(acc)/2])
 	})
 }
 
