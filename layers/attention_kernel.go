@@ -2,7 +2,6 @@ package layers
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/chewxy/hm"
 	"gonum.org/v1/gonum/blas/blas32"
@@ -113,18 +112,29 @@ func (k cachedAttention) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	}
 	if d.n > 0 {
 		t := ops.Shared(o, func() *attnTask { return new(attnTask) })
-		kNew, vNew := f[1], f[2]
-		if k.kv16 {
-			// This step's keys and values are read as the cache will
-			// hold them, so that a sequence gives the same results
-			// however it is cut into steps (and as llama.cpp, which
-			// attends from its F16 cache, computes).
-			t.k16, t.v16 = roundF16(t.k16, kNew), roundF16(t.v16, vNew)
-			kNew, vNew = t.k16, t.v16
+		if d.n == 1 {
+			// Decode (one real row, maybe padded): the step's key and
+			// value go into the cache first, so each head reads one run
+			// of keys, the new one included, in one product and one
+			// weighted sum. The slot it takes held a position out of
+			// view (a ring is at least the window).
+			writeCache(kc, f[1], d, d.Dk)
+			writeCache(vc, f[2], d, d.Dv)
+			k.attend(t, out, probs, f[0], nil, nil, kc, vc, d, true)
+		} else {
+			kNew, vNew := f[1], f[2]
+			if k.kv16 {
+				// This step's keys and values are read as the cache will
+				// hold them, so that a sequence gives the same results
+				// however it is cut into steps (and as llama.cpp, which
+				// attends from its F16 cache, computes).
+				t.k16, t.v16 = roundF16(t.k16, kNew), roundF16(t.v16, vNew)
+				kNew, vNew = t.k16, t.v16
+			}
+			k.attend(t, out, probs, f[0], kNew, vNew, kc, vc, d, false)
+			writeCache(kc, f[1], d, d.Dk)
+			writeCache(vc, f[2], d, d.Dv)
 		}
-		k.attend(t, out, probs, f[0], kNew, vNew, kc, vc, d)
-		writeCache(kc, f[1], d, d.Dk)
-		writeCache(vc, f[2], d, d.Dv)
 	}
 	if k.sink != nil {
 		k.sink.Store(ops.NewF32(probs, d.T, d.Hq, d.p0+d.n))
@@ -143,17 +153,25 @@ func (k cachedAttention) lo(p int) int {
 	return 0
 }
 
-func (k cachedAttention) attend(t *attnTask, out, probs, q, kNew, vNew []float32, kc, vc cacheRows, d attnDims) {
+// attend runs the step's heads. With cached, the step's keys and values
+// are in the cache already (a decode step), and kNew, vNew are unused.
+func (k cachedAttention) attend(t *attnTask, out, probs, q, kNew, vNew []float32, kc, vc cacheRows, d attnDims, cached bool) {
 	t.k, t.out, t.probs, t.q, t.kNew, t.vNew, t.kc, t.vc, t.d = k, out, probs, q, kNew, vNew, kc, vc, d
+	t.cached = cached
 	t.nsegs = 0
-	// Keys in view: positions a..p0+n-1; those before p0 are cached.
+	// Keys in view: positions a..p0+n-1; those before end are read from
+	// the cache: before p0, or all of them when cached.
 	t.a = k.lo(d.p0)
-	if t.a < d.p0 {
+	end := d.p0
+	if cached {
+		end += d.n
+	}
+	if t.a < end {
 		start := t.a % d.S
-		first := min(d.p0-t.a, d.S-start)
+		first := min(end-t.a, d.S-start)
 		t.segs[0] = segment{t.a, start, first}
 		t.nsegs = 1
-		if rest := d.p0 - t.a - first; rest > 0 {
+		if rest := end - t.a - first; rest > 0 {
 			t.segs[1] = segment{t.a + first, 0, rest}
 			t.nsegs = 2
 		}
@@ -191,6 +209,7 @@ type attnTask struct {
 	d                         attnDims
 	segs                      [2]segment // at most two runs: a ring wraps once
 	nsegs                     int
+	cached                    bool // the step's keys and values are in segs (decode)
 	a, width, cur             int
 	scores, vt                [][]float32 // per head
 }
@@ -224,8 +243,10 @@ func (t *attnTask) Part(h int) {
 	for _, sg := range past {
 		t.kc.dotsT(S, Q, sg.pos-a, (g*d.S+sg.slot)*d.Dk, sg.len, k.scale)
 	}
-	K := blas32.General{Rows: d.n, Cols: d.Dk, Stride: d.Hkv * d.Dk, Data: t.kNew[g*d.Dk:]}
-	scoreBlock(S, cur, Q, K, k.scale)
+	if !t.cached {
+		K := blas32.General{Rows: d.n, Cols: d.Dk, Stride: d.Hkv * d.Dk, Data: t.kNew[g*d.Dk:]}
+		scoreBlock(S, cur, Q, K, k.scale)
+	}
 	for r := 0; r < d.n; r++ {
 		p := d.p0 + r
 		row := scores[r*width : (r+1)*width]
@@ -242,15 +263,12 @@ func (t *attnTask) Part(h int) {
 		simd.DotsT(t.out[h*d.Dv:], oStride, scores, width, d.n, vt, width, d.Dv, width, 1)
 		return
 	}
-	// Decode: one query's weighted sum of the value rows, past segments
-	// then this step's row.
+	// Decode: one query's weighted sum of the value rows, all in the
+	// cache.
 	o := t.out[h*d.Dv : (h+1)*d.Dv]
-	add := false
-	for _, sg := range past {
-		t.vc.weigh(o, scores[sg.pos-a:], (g*d.S+sg.slot)*d.Dv, d.Dv, sg.len, add)
-		add = true
+	for i, sg := range past {
+		t.vc.weigh(o, scores[sg.pos-a:], (g*d.S+sg.slot)*d.Dv, d.Dv, sg.len, i > 0)
 	}
-	simd.WeighRows(o, scores[cur:], t.vNew[g*d.Dv:], d.Hkv*d.Dv, 1, add)
 }
 
 // transposeV writes the values of kv head g for key columns 0..width-1
@@ -370,16 +388,9 @@ func (c cacheRows) store(off int, x []float32) {
 // softmaxRange replaces row[lo:hi] by its softmax and zeroes the rest, which
 // is what an additive -inf mask outside [lo, hi) gives.
 func softmaxRange(row []float32, lo, hi int) {
-	m := float32(math.Inf(-1))
-	for _, x := range row[lo:hi] {
-		m = max(m, x)
-	}
-	inv := 1 / simd.ExpShift(row[lo:hi], m)
-	for j := range row {
-		if j < lo || j >= hi {
-			row[j] = 0
-		} else {
-			row[j] = float32(float64(row[j]) * inv)
-		}
-	}
+	in := row[lo:hi]
+	inv := 1 / simd.ExpShift(in, simd.Max(in))
+	clear(row[:lo])
+	simd.ScaleF64(in, inv)
+	clear(row[hi:])
 }

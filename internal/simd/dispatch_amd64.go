@@ -347,6 +347,10 @@ func haveExpShift() bool { return active == avx512 }
 
 func asmExpShift(x *float32, n int, m float32) float64 { return expShiftAVX512(x, n, m) }
 
+func asmMax(x *float32, n int) float32 { return maxAVX512(x, n) }
+
+func asmScaleF64(x *float32, n int, s float64) { scaleF64AVX512(x, n, s) }
+
 // asmToF16 converts the leading multiple of 16 values of x to F16 bits
 // in dst with the active kernel, and asmRoundF16 rounds them to F16
 // precision in dst; each returns how many it did.

@@ -51,6 +51,14 @@ func asmExpShift(x *float32, n int, m float32) float64 {
 	panic("simd: no assembly kernels in this build")
 }
 
+func asmMax(x *float32, n int) float32 {
+	panic("simd: no assembly kernels in this build")
+}
+
+func asmScaleF64(x *float32, n int, s float64) {
+	panic("simd: no assembly kernels in this build")
+}
+
 func asmToF16(x []float32, dst []uint16) int { return 0 }
 
 func asmRoundF16(x, dst []float32) int { return 0 }

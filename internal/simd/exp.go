@@ -57,6 +57,34 @@ func ExpShift(x []float32, m float32) float64 {
 	return sum
 }
 
+// Max is the largest of x (not empty); -Inf and NaN as Go's max gives
+// them, except that a NaN may give another element with AVX-512 (a
+// softmax over x is NaN throughout either way).
+func Max(x []float32) float32 {
+	m := x[0]
+	i := 0
+	if n := len(x) &^ 15; n > 0 && haveExpShift() {
+		m, i = asmMax(&x[0], n), n
+	}
+	for _, v := range x[i:] {
+		m = max(m, v)
+	}
+	return m
+}
+
+// ScaleF64 sets x[i] = float32(float64(x[i]) * s): a softmax's
+// normalization, each product rounded once from float64.
+func ScaleF64(x []float32, s float64) {
+	i := 0
+	if n := len(x) &^ 7; n > 0 && haveExpShift() {
+		asmScaleF64(&x[0], n, s)
+		i = n
+	}
+	for j, v := range x[i:] {
+		x[i+j] = float32(float64(v) * s)
+	}
+}
+
 // SiLU is x·sigmoid(x) = x / (1 + e^-x), with Exp32.
 func SiLU(x float32) float32 { return x / (1 + Exp32(-x)) }
 

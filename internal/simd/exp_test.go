@@ -129,3 +129,47 @@ func BenchmarkSiLUMul(b *testing.B) {
 	}
 	Force(true)
 }
+
+// TestMaxScale: Max finds the largest value wherever it sits (in the
+// kernel's runs of 16 or the tail), with -Inf and signed zeros; ScaleF64
+// rounds each float64 product once, bit for bit as the Go expression.
+func TestMaxScale(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{1, 7, 8, 15, 16, 17, 31, 32, 48, 100, 257} {
+		for at := 0; at < n; at += max(1, n/5) {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(r.NormFloat64()*10) - 100
+			}
+			x[at] = 3.5
+			if got := Max(x); got != 3.5 {
+				t.Fatalf("n=%d, largest at %d: Max = %g, want 3.5", n, at, got)
+			}
+		}
+		inf := make([]float32, n)
+		for i := range inf {
+			inf[i] = float32(math.Inf(-1))
+		}
+		if got := Max(inf); !math.IsInf(float64(got), -1) {
+			t.Errorf("n=%d: Max of -Inf = %g", n, got)
+		}
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.Float64())
+		}
+		x[0] = 1e-40 // subnormal
+		for _, s := range []float64{1, 1 / 3.0, 1 / 1e-30, 1.0 / 7} {
+			want := make([]float32, n)
+			for i, v := range x {
+				want[i] = float32(float64(v) * s)
+			}
+			got := append([]float32(nil), x...)
+			ScaleF64(got, s)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("n=%d s=%g: x[%d] = %g scales to %g, want %g", n, s, i, x[i], got[i], want[i])
+				}
+			}
+		}
+	}
+}

@@ -249,6 +249,16 @@ func fastQ6_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32,
 //go:noescape
 func expShiftAVX512(row *float32, n int, m float32) float64
 
+// maxAVX512 returns the largest of x[0..n), n a positive multiple of 16.
+//
+//go:noescape
+func maxAVX512(x *float32, n int) float32
+
+// scaleF64AVX512 sets x[i] = float32(float64(x[i]) * s) for i < n, a multiple of 8.
+//
+//go:noescape
+func scaleF64AVX512(x *float32, n int, s float64)
+
 // prefetchLines hints the n 64-byte lines from address p into the caches; it never faults.
 func prefetchLines(p uintptr, n int)
 

@@ -5181,6 +5181,56 @@ expShiftAVX512_done:
 	VZEROUPPER
 	RET
 
+// func maxAVX512(x *float32, n int) float32
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
+TEXT ·maxAVX512(SB), NOSPLIT, $0-20
+	MOVQ    x+0(FP), AX
+	MOVQ    n+8(FP), CX
+	VMOVUPS (AX), Z0
+
+maxAVX512_loop:
+	ADDQ   $0x40, AX
+	SUBQ   $0x10, CX
+	JZ     maxAVX512_done
+	VMAXPS (AX), Z0, Z0
+	JMP    maxAVX512_loop
+
+maxAVX512_done:
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VMAXPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMAXPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VMAXPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VMAXPS        X1, X0, X0
+	MOVSS         X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func scaleF64AVX512(x *float32, n int, s float64)
+// Requires: AVX, AVX512F, SSE2
+TEXT ·scaleF64AVX512(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVSD        s+16(FP), X0
+	VBROADCASTSD X0, Z0
+
+scaleF64AVX512_loop:
+	TESTQ     CX, CX
+	JZ        scaleF64AVX512_done
+	VCVTPS2PD (AX), Z1
+	VMULPD    Z0, Z1, Z1
+	VCVTPD2PS Z1, Y1
+	VMOVUPS   Y1, (AX)
+	ADDQ      $0x20, AX
+	SUBQ      $0x08, CX
+	JMP       scaleF64AVX512_loop
+
+scaleF64AVX512_done:
+	VZEROUPPER
+	RET
+
 // func prefetchLines(p uintptr, n int)
 // Requires: MMX+
 TEXT ·prefetchLines(SB), NOSPLIT, $0-16

@@ -224,3 +224,73 @@ func toF16(widen bool) {
 	VZEROUPPER()
 	RET()
 }
+
+// maxF32 writes maxAVX512: the largest of x[0..n), n a positive multiple
+// of 16, by VMAXPS. Where Go's max gives NaN for a NaN in x, this gives
+// some other element; a softmax computes NaN throughout either way.
+func maxF32() {
+	name := "maxAVX512"
+	TEXT(name, NOSPLIT, "func(x *float32, n int) float32")
+	Pragma("noescape")
+	Doc(name + " returns the largest of x[0..n), n a positive multiple of 16.")
+	x, n := GP64(), GP64()
+	Load(Param("x"), x)
+	Load(Param("n"), n)
+	m := ZMM()
+	VMOVUPS(Mem{Base: x}, m)
+	Label(name + "_loop")
+	ADDQ(U8(64), x)
+	SUBQ(U8(16), n)
+	JZ(LabelRef(name + "_done"))
+	VMAXPS(Mem{Base: x}, m, m)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	h := YMM()
+	VEXTRACTF32X8(U8(1), m, h)
+	a := YMM()
+	VMAXPS(h, m.(Vec).AsY(), a)
+	hx := XMM()
+	VEXTRACTF32X4(U8(1), a, hx)
+	b := XMM()
+	VMAXPS(hx, a.(Vec).AsX(), b)
+	c := XMM()
+	VPERMILPS(U8(0x4e), b, c)
+	VMAXPS(c, b, b)
+	VPERMILPS(U8(0xb1), b, c)
+	VMAXPS(c, b, b)
+	Store(b, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// scaleF64 writes scaleF64AVX512: x[i] = float32(float64(x[i]) · s) for
+// i < n, a multiple of 8, each product in float64 and rounded to nearest
+// once, as the Go expression does.
+func scaleF64() {
+	name := "scaleF64AVX512"
+	TEXT(name, NOSPLIT, "func(x *float32, n int, s float64)")
+	Pragma("noescape")
+	Doc(name + " sets x[i] = float32(float64(x[i]) * s) for i < n, a multiple of 8.")
+	x, n := GP64(), GP64()
+	Load(Param("x"), x)
+	Load(Param("n"), n)
+	sx := XMM()
+	Load(Param("s"), sx)
+	sv := ZMM()
+	VBROADCASTSD(sx, sv)
+	Label(name + "_loop")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	w := ZMM()
+	VCVTPS2PD(Mem{Base: x}, w)
+	VMULPD(sv, w, w)
+	r := YMM()
+	VCVTPD2PS(w, r)
+	VMOVUPS(r, Mem{Base: x})
+	ADDQ(U8(32), x)
+	SUBQ(U8(8), n)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}

@@ -110,6 +110,8 @@ func main() {
 	fastK("Q4_K")
 	fastK("Q6_K")
 	expShift()
+	maxF32()
+	scaleF64()
 	prefetchLines()
 	silu(false)
 	silu(true)
