@@ -120,7 +120,7 @@ func (k cachedAttention) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 			// view (a ring is at least the window).
 			writeCache(kc, f[1], d, d.Dk)
 			writeCache(vc, f[2], d, d.Dv)
-			k.attend(t, out, probs, f[0], nil, nil, kc, vc, d, true)
+			k.attend(t, out, probs, f[0], nil, nil, kc, vc, d)
 		} else {
 			kNew, vNew := f[1], f[2]
 			if k.kv16 {
@@ -131,7 +131,7 @@ func (k cachedAttention) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 				t.k16, t.v16 = roundF16(t.k16, kNew), roundF16(t.v16, vNew)
 				kNew, vNew = t.k16, t.v16
 			}
-			k.attend(t, out, probs, f[0], kNew, vNew, kc, vc, d, false)
+			k.attend(t, out, probs, f[0], kNew, vNew, kc, vc, d)
 			writeCache(kc, f[1], d, d.Dk)
 			writeCache(vc, f[2], d, d.Dv)
 		}
@@ -153,18 +153,17 @@ func (k cachedAttention) lo(p int) int {
 	return 0
 }
 
-// attend runs the step's heads. With cached, the step's keys and values
-// are in the cache already (a decode step), and kNew, vNew are unused.
-func (k cachedAttention) attend(t *attnTask, out, probs, q, kNew, vNew []float32, kc, vc cacheRows, d attnDims, cached bool) {
+// attend runs the step's heads. A decode step's key and value (one real
+// row) are in the cache already, and kNew, vNew are unused.
+func (k cachedAttention) attend(t *attnTask, out, probs, q, kNew, vNew []float32, kc, vc cacheRows, d attnDims) {
 	t.k, t.out, t.probs, t.q, t.kNew, t.vNew, t.kc, t.vc, t.d = k, out, probs, q, kNew, vNew, kc, vc, d
-	t.cached = cached
 	t.nsegs = 0
 	// Keys in view: positions a..p0+n-1; those before end are read from
-	// the cache: before p0, or all of them when cached.
+	// the cache: before p0, or all of them in a decode step.
 	t.a = k.lo(d.p0)
 	end := d.p0
-	if cached {
-		end += d.n
+	if d.n == 1 {
+		end++
 	}
 	if t.a < end {
 		start := t.a % d.S
@@ -209,7 +208,6 @@ type attnTask struct {
 	d                         attnDims
 	segs                      [2]segment // at most two runs: a ring wraps once
 	nsegs                     int
-	cached                    bool // the step's keys and values are in segs (decode)
 	a, width, cur             int
 	scores, vt                [][]float32 // per head
 }
@@ -243,7 +241,8 @@ func (t *attnTask) Part(h int) {
 	for _, sg := range past {
 		t.kc.dotsT(S, Q, sg.pos-a, (g*d.S+sg.slot)*d.Dk, sg.len, k.scale)
 	}
-	if !t.cached {
+	if d.n > 1 {
+		// Prefill: this step's keys are not in the cache yet.
 		K := blas32.General{Rows: d.n, Cols: d.Dk, Stride: d.Hkv * d.Dk, Data: t.kNew[g*d.Dk:]}
 		scoreBlock(S, cur, Q, K, k.scale)
 	}
