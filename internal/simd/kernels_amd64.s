@@ -5182,7 +5182,7 @@ expShiftAVX512_done:
 	RET
 
 // func maxAVX512(x *float32, n int) float32
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, SSE
+// Requires: AVX, AVX512F, AVX512VL, SSE
 TEXT ·maxAVX512(SB), NOSPLIT, $0-20
 	MOVQ    x+0(FP), AX
 	MOVQ    n+8(FP), CX
@@ -5196,7 +5196,7 @@ maxAVX512_loop:
 	JMP    maxAVX512_loop
 
 maxAVX512_done:
-	VEXTRACTF32X8 $0x01, Z0, Y1
+	VEXTRACTF64X4 $0x01, Z0, Y1
 	VMAXPS        Y1, Y0, Y0
 	VEXTRACTF32X4 $0x01, Y0, X1
 	VMAXPS        X1, X0, X0

@@ -203,29 +203,36 @@ func tile(is isa, dt dtype, R, C int) {
 
 // reduce adds the lanes of a and stores the sum at m.
 func reduce(is isa, a VecVirtual, m Mem) {
+	VMOVSS(fold(a, is.lanes, VADDPS), m)
+}
+
+// fold combines the lanes of a (is.lanes of them: 16 in a ZMM, 8 in a
+// YMM) pairwise by op (VADDPS, VMAXPS) into the low lane of the XMM it
+// returns.
+func fold(a VecVirtual, lanes int, op func(...Op)) VecVirtual {
 	y := a
-	if is.lanes == 16 {
+	if lanes == 16 {
 		hi := YMM()
 		VEXTRACTF64X4(U8(1), a, hi)
 		lo := YMM()
-		VADDPS(hi, a.(Vec).AsY(), lo)
+		op(hi, a.(Vec).AsY(), lo)
 		y = lo
 	}
 	hx := XMM()
-	if is.lanes == 16 {
+	if lanes == 16 {
 		// EVEX forms only: the allocator may pick X16-X31.
 		VEXTRACTF32X4(U8(1), y, hx)
 	} else {
 		VEXTRACTF128(U8(1), y, hx)
 	}
 	s := XMM()
-	VADDPS(hx, y.(Vec).AsX(), s)
+	op(hx, y.(Vec).AsX(), s)
 	t := XMM()
 	VPERMILPS(U8(0x4e), s, t) // swap the 64-bit halves
-	VADDPS(t, s, s)
+	op(t, s, s)
 	VPERMILPS(U8(0xb1), s, t) // swap neighbours
-	VADDPS(t, s, s)
-	VMOVSS(s, m)
+	op(t, s, s)
+	return s
 }
 
 // gemv computes y[r] = x · w_r for rows consecutive rows of w (stride ldw):
