@@ -3374,38 +3374,39 @@ dequantQ4_KAVX512_blocksdone:
 
 // func gemvQ4_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·gemvQ4_KAVX512(SB), NOSPLIT, $80-56
-	MOVQ         halves+40(FP), SI
+TEXT ·gemvQ4_KAVX512(SB), NOSPLIT, $128-56
 	MOVQ         ldw+16(FP), DX
 	MOVQ         rows+32(FP), BX
 	MOVQ         y+48(FP), CX
 	MOVQ         w+8(FP), AX
-	MOVL         $0x0000000f, DI
-	VPBROADCASTD DI, Z0
+	MOVL         $0x0000000f, SI
+	VPBROADCASTD SI, Z0
 	VMOVUPS      iota16<>+0(SB), Z0
-	MOVQ         AX, R9
+	MOVQ         AX, R8
 
 gemvQ4_KAVX512_row:
-	TESTQ  BX, BX
-	JZ     gemvQ4_KAVX512_end
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	VXORPS Z4, Z4, Z4
-	VXORPS Z5, Z5, Z5
-	MOVQ   x+0(FP), R8
-	MOVQ   R9, DI
-	MOVQ   blocks+24(FP), AX
-
-gemvQ4_KAVX512_block:
+	TESTQ        BX, BX
+	JZ           gemvQ4_KAVX512_end
+	VXORPS       Z2, Z2, Z2
+	VXORPS       Z3, Z3, Z3
+	VXORPS       Z4, Z4, Z4
+	VXORPS       Z5, Z5, Z5
+	MOVQ         x+0(FP), DI
+	MOVQ         R8, SI
+	MOVQ         blocks+24(FP), AX
+	MOVQ         AX, R9
+	ANDQ         $0x01, R9
+	SHLQ         $0x06, R9
 	TESTQ        AX, AX
 	JZ           gemvQ4_KAVX512_blocksdone
-	MOVWQZX      (DI), R10
-	MOVWQZX      2(DI), R11
-	VBROADCASTSS (SI)(R10*4), Y1
-	VBROADCASTSS (SI)(R11*4), Y6
-	MOVL         4(DI), R10
-	MOVL         8(DI), R11
-	MOVL         12(DI), R12
+	MOVQ         halves+40(FP), R10
+	MOVWQZX      (SI), R11
+	MOVWQZX      2(SI), R12
+	VBROADCASTSS (R10)(R11*4), Y1
+	VBROADCASTSS (R10)(R12*4), Y6
+	MOVL         4(SI), R10
+	MOVL         8(SI), R11
+	MOVL         12(SI), R12
 	MOVL         R12, R13
 	SHRL         $0x04, R13
 	ANDL         $0x0f0f0f0f, R13
@@ -3437,75 +3438,128 @@ gemvQ4_KAVX512_block:
 	VCVTDQ2PS    Z7, Z7
 	VINSERTF64X4 $0x01, Y6, Z1, Z6
 	VMULPS       Z6, Z7, Z7
-	VMOVUPS      Z7, 16(SP)
-	VMULPS.BCST  16(SP), Z0, Z6
-	VSUBPS.BCST  48(SP), Z6, Z6
-	VMULPS.BCST  20(SP), Z0, Z7
-	VSUBPS.BCST  52(SP), Z7, Z7
-	VPMOVZXBD    16(DI), Z8
-	VPERMPS      Z6, Z8, Z9
-	VFMADD231PS  (R8), Z9, Z2
-	VPSRLD       $0x04, Z8, Z8
-	VPERMPS      Z7, Z8, Z8
-	VFMADD231PS  128(R8), Z8, Z3
-	VPMOVZXBD    32(DI), Z8
-	VPERMPS      Z6, Z8, Z6
-	VFMADD231PS  64(R8), Z6, Z4
-	VPSRLD       $0x04, Z8, Z8
-	VPERMPS      Z7, Z8, Z6
-	VFMADD231PS  192(R8), Z6, Z5
-	VMULPS.BCST  24(SP), Z0, Z6
-	VSUBPS.BCST  56(SP), Z6, Z6
-	VMULPS.BCST  28(SP), Z0, Z7
-	VSUBPS.BCST  60(SP), Z7, Z7
-	VPMOVZXBD    48(DI), Z8
-	VPERMPS      Z6, Z8, Z9
-	VFMADD231PS  256(R8), Z9, Z2
-	VPSRLD       $0x04, Z8, Z8
-	VPERMPS      Z7, Z8, Z8
-	VFMADD231PS  384(R8), Z8, Z3
-	VPMOVZXBD    64(DI), Z8
-	VPERMPS      Z6, Z8, Z6
-	VFMADD231PS  320(R8), Z6, Z4
-	VPSRLD       $0x04, Z8, Z8
-	VPERMPS      Z7, Z8, Z6
-	VFMADD231PS  448(R8), Z6, Z5
-	VMULPS.BCST  32(SP), Z0, Z6
-	VSUBPS.BCST  64(SP), Z6, Z6
-	VMULPS.BCST  36(SP), Z0, Z7
-	VSUBPS.BCST  68(SP), Z7, Z7
-	VPMOVZXBD    80(DI), Z8
-	VPERMPS      Z6, Z8, Z9
-	VFMADD231PS  512(R8), Z9, Z2
-	VPSRLD       $0x04, Z8, Z8
-	VPERMPS      Z7, Z8, Z8
-	VFMADD231PS  640(R8), Z8, Z3
-	VPMOVZXBD    96(DI), Z8
-	VPERMPS      Z6, Z8, Z6
-	VFMADD231PS  576(R8), Z6, Z4
-	VPSRLD       $0x04, Z8, Z8
-	VPERMPS      Z7, Z8, Z6
-	VFMADD231PS  704(R8), Z6, Z5
-	VMULPS.BCST  40(SP), Z0, Z6
-	VSUBPS.BCST  72(SP), Z6, Z6
-	VMULPS.BCST  44(SP), Z0, Z7
-	VSUBPS.BCST  76(SP), Z7, Z7
-	VPMOVZXBD    112(DI), Z8
-	VPERMPS      Z6, Z8, Z9
-	VFMADD231PS  768(R8), Z9, Z2
-	VPSRLD       $0x04, Z8, Z8
-	VPERMPS      Z7, Z8, Z8
-	VFMADD231PS  896(R8), Z8, Z3
-	VPMOVZXBD    128(DI), Z8
-	VPERMPS      Z6, Z8, Z6
-	VFMADD231PS  832(R8), Z6, Z4
-	VPSRLD       $0x04, Z8, Z8
-	VPERMPS      Z7, Z8, Z6
-	VFMADD231PS  960(R8), Z6, Z5
-	ADDQ         $0x00000090, DI
-	ADDQ         $0x00000400, R8
-	DECQ         AX
-	JMP          gemvQ4_KAVX512_block
+	VMOVUPS      Z7, (SP)(R9*1)
+
+gemvQ4_KAVX512_block:
+	TESTQ        AX, AX
+	JZ           gemvQ4_KAVX512_blocksdone
+	MOVQ         AX, R9
+	ANDQ         $0x01, R9
+	SHLQ         $0x06, R9
+	CMPQ         AX, $0x01
+	JE           gemvQ4_KAVX512_last
+	MOVQ         R9, R10
+	XORQ         $0x40, R10
+	MOVQ         halves+40(FP), R11
+	MOVWQZX      144(SI), R12
+	MOVWQZX      146(SI), R13
+	VBROADCASTSS (R11)(R12*4), Y1
+	VBROADCASTSS (R11)(R13*4), Y6
+	MOVL         148(SI), R11
+	MOVL         152(SI), R12
+	MOVL         156(SI), R13
+	MOVL         R13, R14
+	SHRL         $0x04, R14
+	ANDL         $0x0f0f0f0f, R14
+	MOVL         R12, BP
+	SHRL         $0x06, BP
+	ANDL         $0x03030303, BP
+	SHLL         $0x04, BP
+	ORL          BP, R14
+	MOVL         R12, R15
+	ANDL         $0x3f3f3f3f, R15
+	MOVL         R13, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R11, BP
+	SHRL         $0x06, BP
+	ANDL         $0x03030303, BP
+	SHLL         $0x04, BP
+	ORL          BP, R12
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R12, BP
+	SHLQ         $0x20, BP
+	ORQ          BP, R11
+	MOVL         R15, R12
+	MOVL         R14, BP
+	SHLQ         $0x20, BP
+	ORQ          BP, R12
+	VMOVQ        R11, X7
+	VPINSRQ      $0x01, R12, X7, X7
+	VPMOVZXBD    X7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VINSERTF64X4 $0x01, Y6, Z1, Z6
+	VMULPS       Z6, Z7, Z7
+	VMOVUPS      Z7, (SP)(R10*1)
+
+gemvQ4_KAVX512_last:
+	VMULPS.BCST (SP)(R9*1), Z0, Z6
+	VSUBPS.BCST 32(SP)(R9*1), Z6, Z6
+	VMULPS.BCST 4(SP)(R9*1), Z0, Z7
+	VSUBPS.BCST 36(SP)(R9*1), Z7, Z7
+	VPMOVZXBD   16(SI), Z8
+	VPERMPS     Z6, Z8, Z9
+	VFMADD231PS (DI), Z9, Z2
+	VPSRLD      $0x04, Z8, Z8
+	VPERMPS     Z7, Z8, Z8
+	VFMADD231PS 128(DI), Z8, Z3
+	VPMOVZXBD   32(SI), Z8
+	VPERMPS     Z6, Z8, Z6
+	VFMADD231PS 64(DI), Z6, Z4
+	VPSRLD      $0x04, Z8, Z8
+	VPERMPS     Z7, Z8, Z6
+	VFMADD231PS 192(DI), Z6, Z5
+	VMULPS.BCST 8(SP)(R9*1), Z0, Z6
+	VSUBPS.BCST 40(SP)(R9*1), Z6, Z6
+	VMULPS.BCST 12(SP)(R9*1), Z0, Z7
+	VSUBPS.BCST 44(SP)(R9*1), Z7, Z7
+	VPMOVZXBD   48(SI), Z8
+	VPERMPS     Z6, Z8, Z9
+	VFMADD231PS 256(DI), Z9, Z2
+	VPSRLD      $0x04, Z8, Z8
+	VPERMPS     Z7, Z8, Z8
+	VFMADD231PS 384(DI), Z8, Z3
+	VPMOVZXBD   64(SI), Z8
+	VPERMPS     Z6, Z8, Z6
+	VFMADD231PS 320(DI), Z6, Z4
+	VPSRLD      $0x04, Z8, Z8
+	VPERMPS     Z7, Z8, Z6
+	VFMADD231PS 448(DI), Z6, Z5
+	VMULPS.BCST 16(SP)(R9*1), Z0, Z6
+	VSUBPS.BCST 48(SP)(R9*1), Z6, Z6
+	VMULPS.BCST 20(SP)(R9*1), Z0, Z7
+	VSUBPS.BCST 52(SP)(R9*1), Z7, Z7
+	VPMOVZXBD   80(SI), Z8
+	VPERMPS     Z6, Z8, Z9
+	VFMADD231PS 512(DI), Z9, Z2
+	VPSRLD      $0x04, Z8, Z8
+	VPERMPS     Z7, Z8, Z8
+	VFMADD231PS 640(DI), Z8, Z3
+	VPMOVZXBD   96(SI), Z8
+	VPERMPS     Z6, Z8, Z6
+	VFMADD231PS 576(DI), Z6, Z4
+	VPSRLD      $0x04, Z8, Z8
+	VPERMPS     Z7, Z8, Z6
+	VFMADD231PS 704(DI), Z6, Z5
+	VMULPS.BCST 24(SP)(R9*1), Z0, Z6
+	VSUBPS.BCST 56(SP)(R9*1), Z6, Z6
+	VMULPS.BCST 28(SP)(R9*1), Z0, Z7
+	VSUBPS.BCST 60(SP)(R9*1), Z7, Z7
+	VPMOVZXBD   112(SI), Z8
+	VPERMPS     Z6, Z8, Z9
+	VFMADD231PS 768(DI), Z9, Z2
+	VPSRLD      $0x04, Z8, Z8
+	VPERMPS     Z7, Z8, Z8
+	VFMADD231PS 896(DI), Z8, Z3
+	VPMOVZXBD   128(SI), Z8
+	VPERMPS     Z6, Z8, Z6
+	VFMADD231PS 832(DI), Z6, Z4
+	VPSRLD      $0x04, Z8, Z8
+	VPERMPS     Z7, Z8, Z6
+	VFMADD231PS 960(DI), Z6, Z5
+	ADDQ        $0x00000090, SI
+	ADDQ        $0x00000400, DI
+	DECQ        AX
+	JMP         gemvQ4_KAVX512_block
 
 gemvQ4_KAVX512_blocksdone:
 	VADDPS        Z3, Z2, Z2
@@ -3521,7 +3575,7 @@ gemvQ4_KAVX512_blocksdone:
 	VADDPS        X2, X1, X1
 	VMOVSS        X1, (CX)
 	ADDQ          $0x04, CX
-	ADDQ          DX, R9
+	ADDQ          DX, R8
 	DECQ          BX
 	JMP           gemvQ4_KAVX512_row
 

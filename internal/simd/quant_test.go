@@ -46,42 +46,46 @@ func randomBlocks(r *rand.Rand, f quant.Format, rows, cols int) []byte {
 func TestMulTQuant(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 32))
 	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K, quant.Q5_0} {
+		// Odd counts of blocks, so the 32-value formats' two-block loops
+		// meet their last block, and the K-quant kernels (which unpack
+		// the next super-block's scales while using this one's) meet rows
+		// of one super-block and of an odd count.
+		ins := []int{256, 512, 768}
+		if f.BlockSize() == 32 {
+			ins = []int{544}
+		}
 		for _, T := range []int{1, 3, 9} {
 			for _, is := range append(supported(), nil) {
-				t.Run(fmt.Sprintf("%s/T=%d/%s", f, T, isaName(is)), func(t *testing.T) {
-					saved := active
-					active = is
-					defer func() { active = saved }()
-					// An odd count of blocks for the 32-value formats, so
-					// the kernels' two-block loops meet their last block.
-					const out = 130
-					in := 512
-					if f.BlockSize() == 32 {
-						in = 544
-					}
-					q := randomBlocks(r, f, out, in)
-					deq := make([]float32, out*in)
-					quant.DequantizeRow(f, q, deq)
-					x := make([]float32, T*in)
-					for i := range x {
-						x[i] = r.Float32()*2 - 1
-					}
-					got, want := make([]float32, T*out), make([]float32, T*out)
-					MulT(got, x, T, Weight{Kind: Quant, Format: f, Bytes: q}, out, in)
-					MulT(want, x, T, Weight{Kind: F32, F32s: deq}, out, in)
-					for i := range got {
-						// Fused kernels sum in another order: float32 noise,
-						// bounded by the sum of the terms' magnitudes.
-						tt, j := i/out, i%out
-						var mag float64
-						for c := 0; c < in; c++ {
-							mag += math.Abs(float64(deq[j*in+c] * x[tt*in+c]))
+				for _, in := range ins {
+					t.Run(fmt.Sprintf("%s/T=%d/in=%d/%s", f, T, in, isaName(is)), func(t *testing.T) {
+						saved := active
+						active = is
+						defer func() { active = saved }()
+						const out = 130
+						q := randomBlocks(r, f, out, in)
+						deq := make([]float32, out*in)
+						quant.DequantizeRow(f, q, deq)
+						x := make([]float32, T*in)
+						for i := range x {
+							x[i] = r.Float32()*2 - 1
 						}
-						if d := math.Abs(float64(got[i] - want[i])); d > 1e-6*mag {
-							t.Fatalf("y[%d] = %g, the dequantized weight gives %g", i, got[i], want[i])
+						got, want := make([]float32, T*out), make([]float32, T*out)
+						MulT(got, x, T, Weight{Kind: Quant, Format: f, Bytes: q}, out, in)
+						MulT(want, x, T, Weight{Kind: F32, F32s: deq}, out, in)
+						for i := range got {
+							// Fused kernels sum in another order: float32 noise,
+							// bounded by the sum of the terms' magnitudes.
+							tt, j := i/out, i%out
+							var mag float64
+							for c := 0; c < in; c++ {
+								mag += math.Abs(float64(deq[j*in+c] * x[tt*in+c]))
+							}
+							if d := math.Abs(float64(got[i] - want[i])); d > 1e-6*mag {
+								t.Fatalf("y[%d] = %g, the dequantized weight gives %g", i, got[i], want[i])
+							}
 						}
-					}
-				})
+					})
+				}
 			}
 		}
 	}
