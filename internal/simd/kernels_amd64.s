@@ -1301,7 +1301,7 @@ weighRows128F16AVX512_done:
 	RET
 
 // func gemvQ8_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·gemvQ8_0AVX512(SB), NOSPLIT, $0-56
 	MOVQ x+0(FP), AX
 	MOVQ w+8(FP), CX
@@ -1323,6 +1323,7 @@ gemvQ8_0AVX512_row:
 gemvQ8_0AVX512_block:
 	TESTQ       R11, R11
 	JZ          gemvQ8_0AVX512_rowdone
+	PREFETCHT0  2048(R10)
 	MOVWQZX     (R10), R12
 	VPMOVSXBD   2(R10), Z2
 	VCVTDQ2PS   Z2, Z2
@@ -1400,7 +1401,7 @@ dequantQ8_0AVX512_end:
 	RET
 
 // func gemvQ4_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)
-// Requires: AVX, AVX512F, AVX512VL
+// Requires: AVX, AVX512F, AVX512VL, MMX+
 TEXT ·gemvQ4_0AVX512(SB), NOSPLIT, $0-56
 	MOVQ         x+0(FP), AX
 	MOVQ         w+8(FP), CX
@@ -1426,6 +1427,7 @@ gemvQ4_0AVX512_row:
 gemvQ4_0AVX512_block:
 	TESTQ       R11, R11
 	JZ          gemvQ4_0AVX512_rowdone
+	PREFETCHT0  2048(R10)
 	MOVWQZX     (R10), R12
 	VMULPS.BCST (R8)(R12*4), Z0, Z1
 	VPMOVZXBD   2(R10), Z4
@@ -2947,7 +2949,7 @@ dequantQ6_KAVX512_blocksdone:
 	RET
 
 // func gemvQ6_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·gemvQ6_KAVX512(SB), NOSPLIT, $64-48
 	MOVQ         x+0(FP), AX
 	MOVQ         w+8(FP), CX
@@ -2979,6 +2981,10 @@ gemvQ6_KAVX512_row:
 gemvQ6_KAVX512_block:
 	TESTQ         R10, R10
 	JZ            gemvQ6_KAVX512_rowdone
+	PREFETCHT0    2048(R9)
+	PREFETCHT0    2112(R9)
+	PREFETCHT0    2176(R9)
+	PREFETCHT0    2240(R9)
 	VPMOVSXBD     192(R9), Z7
 	VCVTDQ2PS     Z7, Z7
 	MOVWLZX       208(R9), R11
@@ -3373,7 +3379,7 @@ dequantQ4_KAVX512_blocksdone:
 	RET
 
 // func gemvQ4_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+
 TEXT ·gemvQ4_KAVX512(SB), NOSPLIT, $128-56
 	MOVQ         ldw+16(FP), DX
 	MOVQ         rows+32(FP), BX
@@ -3443,6 +3449,9 @@ gemvQ4_KAVX512_row:
 gemvQ4_KAVX512_block:
 	TESTQ        AX, AX
 	JZ           gemvQ4_KAVX512_blocksdone
+	PREFETCHT0   2048(SI)
+	PREFETCHT0   2112(SI)
+	PREFETCHT0   2176(SI)
 	MOVQ         AX, R9
 	ANDQ         $0x01, R9
 	SHLQ         $0x06, R9
@@ -3650,7 +3659,7 @@ dequantQ5_0AVX512_end:
 	RET
 
 // func gemvQ5_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, MMX+
 TEXT ·gemvQ5_0AVX512(SB), NOSPLIT, $0-56
 	MOVQ         x+0(FP), AX
 	MOVQ         w+8(FP), CX
@@ -3678,6 +3687,7 @@ gemvQ5_0AVX512_row:
 gemvQ5_0AVX512_block:
 	CMPQ        R11, $0x02
 	JB          gemvQ5_0AVX512_tail
+	PREFETCHT0  2048(R10)
 	MOVWQZX     (R10), R12
 	VMULPS.BCST (R8)(R12*4), Z0, Z6
 	VMULPS.BCST (R8)(R12*4), Z1, Z7
@@ -3693,6 +3703,7 @@ gemvQ5_0AVX512_block:
 	VFMADD231PS 64(R9), Z6, Z3
 	ADDQ        $0x16, R10
 	ADDQ        $0x80, R9
+	PREFETCHT0  2048(R10)
 	MOVWQZX     (R10), R12
 	VMULPS.BCST (R8)(R12*4), Z0, Z6
 	VMULPS.BCST (R8)(R12*4), Z1, Z7
@@ -3714,6 +3725,7 @@ gemvQ5_0AVX512_block:
 gemvQ5_0AVX512_tail:
 	TESTQ       R11, R11
 	JZ          gemvQ5_0AVX512_rowdone
+	PREFETCHT0  2048(R10)
 	MOVWQZX     (R10), R11
 	VMULPS.BCST (R8)(R11*4), Z0, Z6
 	VMULPS.BCST (R8)(R11*4), Z1, Z7
@@ -4085,7 +4097,7 @@ DATA fastq5bits<>+24(SB)/8, $0x7fbfdfeff7fbfdfe
 GLOBL fastq5bits<>(SB), RODATA|NOPTR, $32
 
 // func fastQ8_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, MMX+
 TEXT ·fastQ8_0AVX2(SB), NOSPLIT, $0-56
 	MOVQ         w+0(FP), AX
 	MOVQ         ldw+8(FP), CX
@@ -4111,6 +4123,7 @@ fastQ8_0AVX2_row:
 fastQ8_0AVX2_block:
 	CMPQ         R12, $0x02
 	JB           fastQ8_0AVX2_tail
+	PREFETCHT0   2048(R9)
 	VMOVDQU      2(R9), Y3
 	VMOVDQU      (R10), Y5
 	VPSIGNB      Y3, Y3, Y4
@@ -4127,6 +4140,7 @@ fastQ8_0AVX2_block:
 	ADDQ         $0x00000022, R9
 	ADDQ         $0x20, R10
 	ADDQ         $0x04, R11
+	PREFETCHT0   2048(R9)
 	VMOVDQU      2(R9), Y3
 	VMOVDQU      (R10), Y5
 	VPSIGNB      Y3, Y3, Y4
@@ -4149,6 +4163,7 @@ fastQ8_0AVX2_block:
 fastQ8_0AVX2_tail:
 	TESTQ        R12, R12
 	JZ           fastQ8_0AVX2_rowdone
+	PREFETCHT0   2048(R9)
 	VMOVDQU      2(R9), Y3
 	VMOVDQU      (R10), Y5
 	VPSIGNB      Y3, Y3, Y4
@@ -4307,7 +4322,7 @@ fastQ8_0x4AVX2_end:
 	RET
 
 // func fastQ4_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, MMX+
 TEXT ·fastQ4_0AVX2(SB), NOSPLIT, $0-56
 	MOVQ         w+0(FP), AX
 	MOVQ         ldw+8(FP), CX
@@ -4339,6 +4354,7 @@ fastQ4_0AVX2_row:
 fastQ4_0AVX2_block:
 	CMPQ         R12, $0x02
 	JB           fastQ4_0AVX2_tail
+	PREFETCHT0   2048(R9)
 	VMOVDQU      2(R9), X5
 	VPSRLW       $0x04, X5, X6
 	VINSERTI128  $0x01, X6, Y5, Y5
@@ -4359,6 +4375,7 @@ fastQ4_0AVX2_block:
 	ADDQ         $0x00000012, R9
 	ADDQ         $0x20, R10
 	ADDQ         $0x04, R11
+	PREFETCHT0   2048(R9)
 	VMOVDQU      2(R9), X8
 	VPSRLW       $0x04, X8, X5
 	VINSERTI128  $0x01, X5, Y8, Y8
@@ -4385,6 +4402,7 @@ fastQ4_0AVX2_block:
 fastQ4_0AVX2_tail:
 	TESTQ        R12, R12
 	JZ           fastQ4_0AVX2_rowdone
+	PREFETCHT0   2048(R9)
 	VMOVDQU      2(R9), X9
 	VPSRLW       $0x04, X9, X5
 	VINSERTI128  $0x01, X5, Y9, Y9
@@ -4557,7 +4575,7 @@ fastQ4_0x4AVX2_end:
 	RET
 
 // func fastQ5_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, MMX+
 TEXT ·fastQ5_0AVX2(SB), NOSPLIT, $0-56
 	MOVQ         w+0(FP), AX
 	MOVQ         ldw+8(FP), CX
@@ -4589,6 +4607,7 @@ fastQ5_0AVX2_row:
 fastQ5_0AVX2_block:
 	CMPQ         R12, $0x02
 	JB           fastQ5_0AVX2_tail
+	PREFETCHT0   2048(R9)
 	VMOVDQU      6(R9), X5
 	VPSRLW       $0x04, X5, X6
 	VINSERTI128  $0x01, X6, Y5, Y5
@@ -4617,6 +4636,7 @@ fastQ5_0AVX2_block:
 	ADDQ         $0x00000016, R9
 	ADDQ         $0x20, R10
 	ADDQ         $0x04, R11
+	PREFETCHT0   2048(R9)
 	VMOVDQU      6(R9), X8
 	VPSRLW       $0x04, X8, X5
 	VINSERTI128  $0x01, X5, Y8, Y8
@@ -4651,6 +4671,7 @@ fastQ5_0AVX2_block:
 fastQ5_0AVX2_tail:
 	TESTQ        R12, R12
 	JZ           fastQ5_0AVX2_rowdone
+	PREFETCHT0   2048(R9)
 	VMOVDQU      6(R9), X9
 	VPSRLW       $0x04, X9, X5
 	VINSERTI128  $0x01, X5, Y9, Y9
@@ -4839,7 +4860,7 @@ fastQ5_0x4AVX2_end:
 	RET
 
 // func fastQ4_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·fastQ4_KAVX2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
@@ -4864,6 +4885,9 @@ fastQ4_KAVX2_row:
 fastQ4_KAVX2_block:
 	TESTQ        R9, R9
 	JZ           fastQ4_KAVX2_rowdone
+	PREFETCHT0   2048(BX)
+	PREFETCHT0   2112(BX)
+	PREFETCHT0   2176(BX)
 	MOVL         4(BX), R10
 	MOVL         8(BX), R11
 	MOVL         12(BX), R12
@@ -4983,7 +5007,7 @@ fastQ4_KAVX2_end:
 	RET
 
 // func fastQ6_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·fastQ6_KAVX2(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         rows+16(FP), CX
@@ -5011,6 +5035,10 @@ fastQ6_KAVX2_row:
 fastQ6_KAVX2_block:
 	TESTQ        R9, R9
 	JZ           fastQ6_KAVX2_rowdone
+	PREFETCHT0   2048(BX)
+	PREFETCHT0   2112(BX)
+	PREFETCHT0   2176(BX)
+	PREFETCHT0   2240(BX)
 	VPXOR        Y4, Y4, Y4
 	VMOVDQU      128(BX), Y5
 	VMOVDQU      (BX), Y6
@@ -6261,7 +6289,7 @@ DATA q6kscaleidx<>+254(SB)/2, $0x000f
 GLOBL q6kscaleidx<>(SB), RODATA|NOPTR, $256
 
 // func fastQ6_KVNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, F16C, FMA3, MMX+
 TEXT ·fastQ6_KVNNI(SB), NOSPLIT, $0-64
 	MOVQ         w+0(FP), AX
 	MOVQ         ldw+8(FP), CX
@@ -6299,6 +6327,10 @@ fastQ6_KVNNI_row:
 fastQ6_KVNNI_block:
 	TESTQ        R14, R14
 	JZ           fastQ6_KVNNI_rowdone
+	PREFETCHT0   2048(R10)
+	PREFETCHT0   2112(R10)
+	PREFETCHT0   2176(R10)
+	PREFETCHT0   2240(R10)
 	VPMOVSXBW    192(R10), Y11
 	VPXORD       Y12, Y12, Y12
 	VMOVDQU32    (R10), Y13
@@ -6413,7 +6445,7 @@ fastQ6_KVNNI_end:
 	RET
 
 // func fastQ4_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, halves *float32, y *float32)
-// Requires: AVX, AVX512F, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX512F, AVX512VL, AVX512VNNI, FMA3, MMX+
 TEXT ·fastQ4_0VNNI(SB), NOSPLIT, $0-72
 	MOVQ         w+0(FP), AX
 	MOVQ         ldw+8(FP), CX
@@ -6437,6 +6469,7 @@ fastQ4_0VNNI_row:
 fastQ4_0VNNI_block:
 	CMPQ         R11, $0x02
 	JB           fastQ4_0VNNI_tail
+	PREFETCHT0   2048(DI)
 	VMOVDQU32    2(DI), X3
 	VPSRLW       $0x04, X3, X4
 	VINSERTI32X4 $0x01, X4, Y3, Y4
@@ -6452,6 +6485,7 @@ fastQ4_0VNNI_block:
 	ADDQ         $0x20, R8
 	ADDQ         $0x04, R9
 	ADDQ         $0x20, R10
+	PREFETCHT0   2048(DI)
 	VMOVDQU32    2(DI), X3
 	VPSRLW       $0x04, X3, X4
 	VINSERTI32X4 $0x01, X4, Y3, Y4
@@ -6473,6 +6507,7 @@ fastQ4_0VNNI_block:
 fastQ4_0VNNI_tail:
 	TESTQ        R11, R11
 	JZ           fastQ4_0VNNI_rowdone
+	PREFETCHT0   2048(DI)
 	VMOVDQU32    2(DI), X3
 	VPSRLW       $0x04, X3, X4
 	VINSERTI32X4 $0x01, X4, Y3, Y4
@@ -6508,7 +6543,7 @@ fastQ4_0VNNI_end:
 	RET
 
 // func fastQ5_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, halves *float32, y *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, FMA3
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, AVX512VNNI, FMA3, MMX+
 TEXT ·fastQ5_0VNNI(SB), NOSPLIT, $0-72
 	MOVQ         w+0(FP), AX
 	MOVQ         ldw+8(FP), CX
@@ -6535,6 +6570,7 @@ fastQ5_0VNNI_row:
 fastQ5_0VNNI_block:
 	CMPQ         R11, $0x02
 	JB           fastQ5_0VNNI_tail
+	PREFETCHT0   2048(DI)
 	VMOVDQU32    6(DI), X5
 	VPSRLW       $0x04, X5, X6
 	VINSERTI32X4 $0x01, X6, Y5, Y6
@@ -6554,6 +6590,7 @@ fastQ5_0VNNI_block:
 	ADDQ         $0x20, R8
 	ADDQ         $0x04, R9
 	ADDQ         $0x20, R10
+	PREFETCHT0   2048(DI)
 	VMOVDQU32    6(DI), X5
 	VPSRLW       $0x04, X5, X6
 	VINSERTI32X4 $0x01, X6, Y5, Y6
@@ -6579,6 +6616,7 @@ fastQ5_0VNNI_block:
 fastQ5_0VNNI_tail:
 	TESTQ        R11, R11
 	JZ           fastQ5_0VNNI_rowdone
+	PREFETCHT0   2048(DI)
 	VMOVDQU32    6(DI), X5
 	VPSRLW       $0x04, X5, X6
 	VINSERTI32X4 $0x01, X6, Y5, Y6

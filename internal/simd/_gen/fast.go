@@ -104,6 +104,7 @@ func fastQ8(q string) {
 		MOVQ(xd, dp)
 		MOVQ(blocks, b)
 	}, func(acc []VecVirtual) {
+		prefetchBlock(wp, bsize)
 		wv := loadQ8Weights(q, wp, mask, eight, f0)
 		// |w| times x with w's signs: unsigned × signed for VPMADDUBSW.
 		ax, sx := YMM(), YMM()
@@ -154,6 +155,7 @@ func fastK(q string) {
 	Label(name + "_block")
 	TESTQ(b, b)
 	JZ(LabelRef(name + "_rowdone"))
+	prefetchBlock(wp, map[string]int{"Q4_K": 144, "Q6_K": 210}[q])
 	sumi := YMM()
 	if q == "Q4_K" {
 		q4kBlock(wp, xp, sp, dp, acc, sumi, mask)

@@ -460,6 +460,7 @@ func fastQ4VNNI(q string) {
 		Load(Param("lanes"), lp)
 		Load(Param("blocks"), b)
 	}, func(acc []VecVirtual) {
+		prefetchBlock(wp, bsize)
 		lo, hi := XMM(), XMM()
 		VMOVDQU32(Mem{Base: wp, Disp: qoff}, lo)
 		VPSRLW(U8(4), lo, hi)
@@ -655,6 +656,7 @@ func fastQ6KVNNI() {
 		MOVQ(lanes, lp)
 		MOVQ(blocks, b)
 	}, func() {
+		prefetchBlock(wp, 210)
 		scw := YMM()
 		VPMOVSXBW(Mem{Base: wp, Disp: 192}, scw) // the 16 scales as int16
 		sumi := YMM()

@@ -78,6 +78,7 @@ func blockGemv(q string, bsize int, pairs bool, setup func(), block func(wp, xp 
 		MOVQ(blocks, b)
 	}
 	one := func(acc []VecVirtual) {
+		prefetchBlock(wp, bsize)
 		h := GP64()
 		MOVWQZX(Mem{Base: wp}, h)
 		block(wp, xp, Mem{Base: halves, Index: h, Scale: 4}, acc)
@@ -131,6 +132,7 @@ func gemvQ6_K() {
 		MOVQ(w, wp)
 		MOVQ(blocks, nb)
 	}, func() {
+		prefetchBlock(wp, 210)
 		// The 16 scales d·sc, each exact (a half times an int8).
 		sv := ZMM()
 		VPMOVSXBD(Mem{Base: wp, Disp: 192}, sv)
