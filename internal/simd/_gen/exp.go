@@ -35,32 +35,28 @@ func expShift() {
 	sumLo, sumHi := ZMM(), ZMM()
 	VXORPD(sumLo, sumLo, sumLo)
 	VXORPD(sumHi, sumHi, sumHi)
-	Label(name + "_loop")
-	TESTQ(n, n)
-	JZ(LabelRef(name + "_done"))
-	x := ZMM()
-	VMOVUPS(Mem{Base: row}, x)
-	VSUBPS(mv, x, x) // x - m
-	p, _, ni := ec.core(x)
-	// times 2^n
-	VPADDD(bias, ni, ni)
-	VPSLLD(U8(23), ni, ni)
-	VMULPS(ni, p, p)
-	// 0 where x < -87.33654 (predicate 13: greater or equal, ordered).
-	keep := K()
-	VCMPPS(U8(13), lim, x, keep)
-	VMOVAPS_Z(p, keep, p)
-	VMOVUPS(p, Mem{Base: row})
-	lo, hi := ZMM(), ZMM()
-	VCVTPS2PD(p.(Vec).AsY(), lo)
-	VEXTRACTF32X8(U8(1), p, hi.(Vec).AsY())
-	VCVTPS2PD(hi.(Vec).AsY(), hi)
-	VADDPD(lo, sumLo, sumLo)
-	VADDPD(hi, sumHi, sumHi)
-	ADDQ(U8(64), row)
-	SUBQ(U8(16), n)
-	JMP(LabelRef(name + "_loop"))
-	Label(name + "_done")
+	countLoop(name, n, 16, func() {
+		x := ZMM()
+		VMOVUPS(Mem{Base: row}, x)
+		VSUBPS(mv, x, x) // x - m
+		p, _, ni := ec.core(x)
+		// times 2^n
+		VPADDD(bias, ni, ni)
+		VPSLLD(U8(23), ni, ni)
+		VMULPS(ni, p, p)
+		// 0 where x < -87.33654 (predicate 13: greater or equal, ordered).
+		keep := K()
+		VCMPPS(U8(13), lim, x, keep)
+		VMOVAPS_Z(p, keep, p)
+		VMOVUPS(p, Mem{Base: row})
+		lo, hi := ZMM(), ZMM()
+		VCVTPS2PD(p.(Vec).AsY(), lo)
+		VEXTRACTF32X8(U8(1), p, hi.(Vec).AsY())
+		VCVTPS2PD(hi.(Vec).AsY(), hi)
+		VADDPD(lo, sumLo, sumLo)
+		VADDPD(hi, sumHi, sumHi)
+		ADDQ(U8(64), row)
+	})
 	VADDPD(sumHi, sumLo, sumLo)
 	h := YMM()
 	VEXTRACTF64X4(U8(1), sumLo, h)
@@ -105,34 +101,43 @@ func silu(mul bool) {
 	ec := newExpConsts()
 	sign, one := ec.sign, ec.one
 	lo, hi, inf := f32(-87.33654), f32(88.72283), broadcast(avx512, 0x7f800000)
+	countLoop(name, n, 16, func() {
+		g, x := ZMM(), ZMM()
+		VMOVUPS(Mem{Base: xp}, g)
+		VPXORD(sign, g, x) // x = -g
+		p, nf, _ := ec.core(x)
+		VSCALEFPS(nf, p, p)
+		keep, over := K(), K()
+		VCMPPS(U8(13), lo, x, keep) // x >= -87.33654 (ordered)
+		VMOVAPS_Z(p, keep, p)
+		VCMPPS(U8(30), hi, x, over) // x > 88.72283 (ordered)
+		VMOVAPS(inf, over, p)
+		// g / (1 + e), times u
+		VADDPS(one, p, p)
+		VDIVPS(p, g, g)
+		if mul {
+			VMULPS(Mem{Base: up}, g, g)
+			ADDQ(U8(64), up)
+		}
+		VMOVUPS(g, Mem{Base: out})
+		ADDQ(U8(64), xp)
+		ADDQ(U8(64), out)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// countLoop emits the loop of the streaming kernels: body runs
+// (advancing its own pointers) while n, which drops by step after each
+// run, is not zero.
+func countLoop(name string, n GPVirtual, step int, body func()) {
 	Label(name + "_loop")
 	TESTQ(n, n)
 	JZ(LabelRef(name + "_done"))
-	g, x := ZMM(), ZMM()
-	VMOVUPS(Mem{Base: xp}, g)
-	VPXORD(sign, g, x) // x = -g
-	p, nf, _ := ec.core(x)
-	VSCALEFPS(nf, p, p)
-	keep, over := K(), K()
-	VCMPPS(U8(13), lo, x, keep) // x >= -87.33654 (ordered)
-	VMOVAPS_Z(p, keep, p)
-	VCMPPS(U8(30), hi, x, over) // x > 88.72283 (ordered)
-	VMOVAPS(inf, over, p)
-	// g / (1 + e), times u
-	VADDPS(one, p, p)
-	VDIVPS(p, g, g)
-	if mul {
-		VMULPS(Mem{Base: up}, g, g)
-		ADDQ(U8(64), up)
-	}
-	VMOVUPS(g, Mem{Base: out})
-	ADDQ(U8(64), xp)
-	ADDQ(U8(64), out)
-	SUBQ(U8(16), n)
+	body()
+	SUBQ(U8(step), n)
 	JMP(LabelRef(name + "_loop"))
 	Label(name + "_done")
-	VZEROUPPER()
-	RET()
 }
 
 // expConsts are Cephes expf's constants, each in every lane of a ZMM.
@@ -203,24 +208,20 @@ func toF16(widen bool) {
 	Load(Param("x"), xp)
 	Load(Param("dst"), dst)
 	Load(Param("n"), n)
-	Label(name + "_loop")
-	TESTQ(n, n)
-	JZ(LabelRef(name + "_done"))
-	x, h := ZMM(), YMM()
-	VMOVUPS(Mem{Base: xp}, x)
-	VCVTPS2PH(U8(0), x, h)
-	if widen {
-		VCVTPH2PS(h, x)
-		VMOVUPS(x, Mem{Base: dst})
-		ADDQ(U8(64), dst)
-	} else {
-		VMOVDQU16(h, Mem{Base: dst})
-		ADDQ(U8(32), dst)
-	}
-	ADDQ(U8(64), xp)
-	SUBQ(U8(16), n)
-	JMP(LabelRef(name + "_loop"))
-	Label(name + "_done")
+	countLoop(name, n, 16, func() {
+		x, h := ZMM(), YMM()
+		VMOVUPS(Mem{Base: xp}, x)
+		VCVTPS2PH(U8(0), x, h)
+		if widen {
+			VCVTPH2PS(h, x)
+			VMOVUPS(x, Mem{Base: dst})
+			ADDQ(U8(64), dst)
+		} else {
+			VMOVDQU16(h, Mem{Base: dst})
+			ADDQ(U8(32), dst)
+		}
+		ADDQ(U8(64), xp)
+	})
 	VZEROUPPER()
 	RET()
 }
@@ -265,19 +266,15 @@ func scaleF64() {
 	Load(Param("s"), sx)
 	sv := ZMM()
 	VBROADCASTSD(sx, sv)
-	Label(name + "_loop")
-	TESTQ(n, n)
-	JZ(LabelRef(name + "_done"))
-	w := ZMM()
-	VCVTPS2PD(Mem{Base: x}, w)
-	VMULPD(sv, w, w)
-	r := YMM()
-	VCVTPD2PS(w, r)
-	VMOVUPS(r, Mem{Base: x})
-	ADDQ(U8(32), x)
-	SUBQ(U8(8), n)
-	JMP(LabelRef(name + "_loop"))
-	Label(name + "_done")
+	countLoop(name, n, 8, func() {
+		w := ZMM()
+		VCVTPS2PD(Mem{Base: x}, w)
+		VMULPD(sv, w, w)
+		r := YMM()
+		VCVTPD2PS(w, r)
+		VMOVUPS(r, Mem{Base: x})
+		ADDQ(U8(32), x)
+	})
 	VZEROUPPER()
 	RET()
 }
