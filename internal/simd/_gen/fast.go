@@ -141,6 +141,7 @@ func fastK(q string) {
 	if q == "Q6_K" {
 		m30 = bcast8(0x30)
 	}
+	bsize := map[string]int{"Q4_K": 144, "Q6_K": 210}[q]
 	wp, xp, dp, sp, b := GP64(), GP64(), GP64(), GP64(), GP64()
 	acc := YMM()
 	Label(name + "_row")
@@ -155,14 +156,14 @@ func fastK(q string) {
 	Label(name + "_block")
 	TESTQ(b, b)
 	JZ(LabelRef(name + "_rowdone"))
-	prefetchBlock(wp, map[string]int{"Q4_K": 144, "Q6_K": 210}[q])
+	prefetchBlock(wp, bsize)
 	sumi := YMM()
 	if q == "Q4_K" {
 		q4kBlock(wp, xp, sp, dp, acc, sumi, mask)
 	} else {
 		q6kBlock(wp, xp, sp, dp, acc, sumi, mask, m30, ones)
 	}
-	ADDQ(U32(map[string]int{"Q4_K": 144, "Q6_K": 210}[q]), wp)
+	ADDQ(U32(bsize), wp)
 	ADDQ(U32(256), xp)
 	ADDQ(U8(4), dp)
 	ADDQ(U8(32), sp)
