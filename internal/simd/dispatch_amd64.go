@@ -16,6 +16,11 @@ var (
 	avx2   = &isa{name: "avx2", lanes: 8, tileR: 2}
 )
 
+// useGFNI picks the exact Q6_K decode kernel that builds its 6-bit values
+// with GFNI's bit moves (AVX-512 machines since Ice Lake, and Zen 4); tests
+// clear it to check the plain AVX-512 kernel too.
+var useGFNI = cpu.X86.HasAVX512GFNI
+
 // detect picks AVX-512 (F for the arithmetic, BW for the 16-bit loads),
 // else AVX2 with FMA and F16C, else nothing.
 func detect() *isa {
@@ -179,9 +184,12 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 	blocks := in / 32
 	wp := &w.Bytes[r0*rb]
 	if x != nil && active == avx512 && (w.Format == quant.Q6_K || w.Format == quant.Q4_K) {
-		if w.Format == quant.Q6_K {
+		switch {
+		case w.Format == quant.Q6_K && useGFNI:
+			gemvQ6_KGFNI(&x[0], wp, rb, in/256, rows, &y[0])
+		case w.Format == quant.Q6_K:
 			gemvQ6_KAVX512(&x[0], wp, rb, in/256, rows, &y[0])
-		} else {
+		default:
 			gemvQ4_KAVX512(&x[0], wp, rb, in/256, rows, &halfTable[0], &y[0])
 		}
 		return true

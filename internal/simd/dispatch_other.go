@@ -4,6 +4,9 @@ package simd
 
 import "github.com/gozoo/gozoo/internal/quant"
 
+// useGFNI has no kernel to pick here.
+var useGFNI = false
+
 // detect finds no kernels: plain Go everywhere else.
 func detect() *isa { return nil }
 

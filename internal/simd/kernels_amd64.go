@@ -184,6 +184,11 @@ func dequantQ6_KAVX512(w *byte, blocks int, dst *float32)
 //go:noescape
 func gemvQ6_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
 
+// gemvQ6_KGFNI computes y[r] = x · w_r for rows Q6_K rows of blocks super-blocks (stride ldw bytes).
+//
+//go:noescape
+func gemvQ6_KGFNI(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
 // dequantQ4_KAVX512 dequantizes blocks Q4_K super-blocks from w into dst.
 //
 //go:noescape

@@ -22,6 +22,13 @@ DATA iota16<>+56(SB)/4, $0x41600000
 DATA iota16<>+60(SB)/4, $0x41700000
 GLOBL iota16<>(SB), RODATA|NOPTR, $64
 
+DATA q6gfni<>+0(SB)/8, $0x0000000001020202
+DATA q6gfni<>+8(SB)/8, $0x0000000004080808
+DATA q6gfni<>+16(SB)/8, $0x0000000010202020
+DATA q6gfni<>+24(SB)/8, $0x0000000040808080
+DATA q6gfni<>+32(SB)/8, $0x1020408000000000
+GLOBL q6gfni<>(SB), RODATA|NOPTR, $40
+
 // func tile4x4F32AVX512(x *float32, ldx int, w *float32, ldw int, k int, out *float32)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL
 TEXT ·tile4x4F32AVX512(SB), NOSPLIT, $0-48
@@ -3139,6 +3146,170 @@ gemvQ6_KAVX512_rowdone:
 	JMP           gemvQ6_KAVX512_row
 
 gemvQ6_KAVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemvQ6_KGFNI(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, GFNI, MMX+
+TEXT ·gemvQ6_KGFNI(SB), NOSPLIT, $64-48
+	MOVQ         x+0(FP), AX
+	MOVQ         w+8(FP), CX
+	MOVQ         ldw+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         rows+32(FP), SI
+	MOVQ         y+40(FP), DI
+	MOVL         $0x0f0f0f0f, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
+
+gemvQ6_KGFNI_row:
+	TESTQ  SI, SI
+	JZ     gemvQ6_KGFNI_end
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	MOVQ   AX, R8
+	MOVQ   CX, R9
+	MOVQ   BX, R10
+
+gemvQ6_KGFNI_block:
+	TESTQ               R10, R10
+	JZ                  gemvQ6_KGFNI_rowdone
+	PREFETCHT0          2048(R9)
+	PREFETCHT0          2112(R9)
+	PREFETCHT0          2176(R9)
+	PREFETCHT0          2240(R9)
+	VPMOVSXBD           192(R9), Z5
+	VCVTDQ2PS           Z5, Z5
+	MOVWLZX             208(R9), R11
+	VMOVD               R11, X6
+	VCVTPH2PS           X6, X6
+	VBROADCASTSS        X6, Z6
+	VMULPS              Z6, Z5, Z5
+	VMOVUPS             Z5, (SP)
+	VMOVDQU32           (R9), Y5
+	VMOVDQU32           32(R9), Y6
+	VMOVDQU32           128(R9), Y7
+	VGF2P8AFFINEQB.BCST $0xe0, q6gfni<>+0(SB), Y7, Y8
+	VPTERNLOGD          $0xf8, Y0, Y5, Y8
+	VPMOVSXBD           X8, Z9
+	VCVTDQ2PS           Z9, Z9
+	VMULPS.BCST         (SP), Z9, Z9
+	VFMADD231PS         (R8), Z9, Z1
+	VEXTRACTI32X4       $0x01, Y8, X8
+	VPMOVSXBD           X8, Z8
+	VCVTDQ2PS           Z8, Z8
+	VMULPS.BCST         4(SP), Z8, Z8
+	VFMADD231PS         64(R8), Z8, Z2
+	VGF2P8AFFINEQB.BCST $0xe0, q6gfni<>+8(SB), Y7, Y8
+	VPTERNLOGD          $0xf8, Y0, Y6, Y8
+	VPMOVSXBD           X8, Z9
+	VCVTDQ2PS           Z9, Z9
+	VMULPS.BCST         8(SP), Z9, Z9
+	VFMADD231PS         128(R8), Z9, Z3
+	VEXTRACTI32X4       $0x01, Y8, X8
+	VPMOVSXBD           X8, Z8
+	VCVTDQ2PS           Z8, Z8
+	VMULPS.BCST         12(SP), Z8, Z8
+	VFMADD231PS         192(R8), Z8, Z4
+	VGF2P8AFFINEQB.BCST $0xe0, q6gfni<>+16(SB), Y7, Y8
+	VGF2P8AFFINEQB.BCST $0x00, q6gfni<>+32(SB), Y5, Y5
+	VPORD               Y5, Y8, Y8
+	VPMOVSXBD           X8, Z5
+	VCVTDQ2PS           Z5, Z5
+	VMULPS.BCST         16(SP), Z5, Z5
+	VFMADD231PS         256(R8), Z5, Z1
+	VEXTRACTI32X4       $0x01, Y8, X5
+	VPMOVSXBD           X5, Z5
+	VCVTDQ2PS           Z5, Z5
+	VMULPS.BCST         20(SP), Z5, Z5
+	VFMADD231PS         320(R8), Z5, Z2
+	VGF2P8AFFINEQB.BCST $0xe0, q6gfni<>+24(SB), Y7, Y5
+	VGF2P8AFFINEQB.BCST $0x00, q6gfni<>+32(SB), Y6, Y6
+	VPORD               Y6, Y5, Y5
+	VPMOVSXBD           X5, Z6
+	VCVTDQ2PS           Z6, Z6
+	VMULPS.BCST         24(SP), Z6, Z6
+	VFMADD231PS         384(R8), Z6, Z3
+	VEXTRACTI32X4       $0x01, Y5, X5
+	VPMOVSXBD           X5, Z5
+	VCVTDQ2PS           Z5, Z5
+	VMULPS.BCST         28(SP), Z5, Z5
+	VFMADD231PS         448(R8), Z5, Z4
+	VMOVDQU32           64(R9), Y5
+	VMOVDQU32           96(R9), Y6
+	VMOVDQU32           160(R9), Y7
+	VGF2P8AFFINEQB.BCST $0xe0, q6gfni<>+0(SB), Y7, Y8
+	VPTERNLOGD          $0xf8, Y0, Y5, Y8
+	VPMOVSXBD           X8, Z9
+	VCVTDQ2PS           Z9, Z9
+	VMULPS.BCST         32(SP), Z9, Z9
+	VFMADD231PS         512(R8), Z9, Z1
+	VEXTRACTI32X4       $0x01, Y8, X8
+	VPMOVSXBD           X8, Z8
+	VCVTDQ2PS           Z8, Z8
+	VMULPS.BCST         36(SP), Z8, Z8
+	VFMADD231PS         576(R8), Z8, Z2
+	VGF2P8AFFINEQB.BCST $0xe0, q6gfni<>+8(SB), Y7, Y8
+	VPTERNLOGD          $0xf8, Y0, Y6, Y8
+	VPMOVSXBD           X8, Z9
+	VCVTDQ2PS           Z9, Z9
+	VMULPS.BCST         40(SP), Z9, Z9
+	VFMADD231PS         640(R8), Z9, Z3
+	VEXTRACTI32X4       $0x01, Y8, X8
+	VPMOVSXBD           X8, Z8
+	VCVTDQ2PS           Z8, Z8
+	VMULPS.BCST         44(SP), Z8, Z8
+	VFMADD231PS         704(R8), Z8, Z4
+	VGF2P8AFFINEQB.BCST $0xe0, q6gfni<>+16(SB), Y7, Y8
+	VGF2P8AFFINEQB.BCST $0x00, q6gfni<>+32(SB), Y5, Y5
+	VPORD               Y5, Y8, Y8
+	VPMOVSXBD           X8, Z5
+	VCVTDQ2PS           Z5, Z5
+	VMULPS.BCST         48(SP), Z5, Z5
+	VFMADD231PS         768(R8), Z5, Z1
+	VEXTRACTI32X4       $0x01, Y8, X5
+	VPMOVSXBD           X5, Z5
+	VCVTDQ2PS           Z5, Z5
+	VMULPS.BCST         52(SP), Z5, Z5
+	VFMADD231PS         832(R8), Z5, Z2
+	VGF2P8AFFINEQB.BCST $0xe0, q6gfni<>+24(SB), Y7, Y5
+	VGF2P8AFFINEQB.BCST $0x00, q6gfni<>+32(SB), Y6, Y6
+	VPORD               Y6, Y5, Y5
+	VPMOVSXBD           X5, Z6
+	VCVTDQ2PS           Z6, Z6
+	VMULPS.BCST         56(SP), Z6, Z6
+	VFMADD231PS         896(R8), Z6, Z3
+	VEXTRACTI32X4       $0x01, Y5, X5
+	VPMOVSXBD           X5, Z5
+	VCVTDQ2PS           Z5, Z5
+	VMULPS.BCST         60(SP), Z5, Z5
+	VFMADD231PS         960(R8), Z5, Z4
+	ADDQ                $0x000000d2, R9
+	ADDQ                $0x00000400, R8
+	DECQ                R10
+	JMP                 gemvQ6_KGFNI_block
+
+gemvQ6_KGFNI_rowdone:
+	VADDPS        Z2, Z1, Z1
+	VADDPS        Z3, Z1, Z1
+	VADDPS        Z4, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y5
+	VADDPS        Y5, Y1, Y5
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VADDPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VADDPS        X6, X5, X5
+	VMOVSS        X5, (DI)
+	ADDQ          $0x04, DI
+	ADDQ          DX, CX
+	DECQ          SI
+	JMP           gemvQ6_KGFNI_row
+
+gemvQ6_KGFNI_end:
 	VZEROUPPER
 	RET
 

@@ -55,12 +55,12 @@ func TestMulTQuant(t *testing.T) {
 			ins = []int{544}
 		}
 		for _, T := range []int{1, 3, 9} {
-			for _, is := range append(supported(), nil) {
+			for _, v := range quantVariants() {
 				for _, in := range ins {
-					t.Run(fmt.Sprintf("%s/T=%d/in=%d/%s", f, T, in, isaName(is)), func(t *testing.T) {
-						saved := active
-						active = is
-						defer func() { active = saved }()
+					t.Run(fmt.Sprintf("%s/T=%d/in=%d/%s", f, T, in, v.name), func(t *testing.T) {
+						saved, savedGFNI := active, useGFNI
+						active, useGFNI = v.is, v.gfni
+						defer func() { active, useGFNI = saved, savedGFNI }()
 						const out = 130
 						q := randomBlocks(r, f, out, in)
 						deq := make([]float32, out*in)
@@ -89,6 +89,26 @@ func TestMulTQuant(t *testing.T) {
 			}
 		}
 	}
+}
+
+// quantVariant is a set of quantized kernels to test: an instruction set,
+// and with AVX-512 whether the GFNI kernels are on.
+type quantVariant struct {
+	name string
+	is   *isa
+	gfni bool
+}
+
+// quantVariants lists every kernel set this CPU runs, then plain Go.
+func quantVariants() []quantVariant {
+	var out []quantVariant
+	for _, is := range supported() {
+		if is.lanes == 16 && useGFNI {
+			out = append(out, quantVariant{isaName(is) + "+gfni", is, true})
+		}
+		out = append(out, quantVariant{isaName(is), is, false})
+	}
+	return append(out, quantVariant{"go", nil, false})
 }
 
 func isaName(is *isa) string {

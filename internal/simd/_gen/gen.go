@@ -68,6 +68,7 @@ func nextBlock(name string, wp, nb, xp, out GPVirtual, bsize, floats int, dot bo
 func main() {
 	ConstraintExpr("!purego")
 	tableConsts()
+	q6GFNIConsts()
 	isas := []isa{avx512, {"AVX2", 8, YMM, 2}}
 	dtypes := []dtype{{"F32", "*float32", 4}, {"BF16", "*uint16", 2}, {"F16", "*uint16", 2}}
 	for _, is := range isas {
@@ -95,7 +96,8 @@ func main() {
 	for _, q := range []string{"Q6_K", "Q4_K"} {
 		kquantRows(q, false)
 		if q == "Q6_K" {
-			gemvQ6_K()
+			gemvQ6_K(false)
+			gemvQ6_K(true)
 		} else {
 			kquantRows(q, true)
 		}

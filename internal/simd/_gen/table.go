@@ -109,22 +109,39 @@ func gemvQ8_0Halves() {
 	})
 }
 
-// gemvQ6_K writes gemvQ6_KAVX512: y[r] = x · w_r for rows Q6_K rows of
-// blocks super-blocks (stride ldw bytes), the weights (d·sc)·(q-32) in
-// float32 as ggml's dequantize_row_q6_K computes them. The 6-bit values
-// are assembled 32 at a time with byte operations (low nibbles from ql,
-// two high bits from qh) and 32 subtracted; each 16 are then widened from
-// the register (no trip through the stack), converted, and scaled by
-// their d·sc through a broadcast operand, with the super-block's 16
-// scales converted once. Four accumulators take the products in turn.
-func gemvQ6_K() {
+// gemvQ6_K writes gemvQ6_KAVX512 (gemvQ6_KGFNI with gfni): y[r] = x · w_r
+// for rows Q6_K rows of blocks super-blocks (stride ldw bytes), the
+// weights (d·sc)·(q-32) in float32 as ggml's dequantize_row_q6_K computes
+// them. The 6-bit values q-32 are assembled 32 at a time as signed bytes
+// (q6Half, or q6HalfGFNI with GFNI's bit moves, which this kernel's vector
+// pipes feel: 54 -> 61 GFLOP/s in cache on Zen 4, BenchmarkMulTFast); each
+// 16 are then widened from the register (no trip through the stack),
+// converted, and scaled by their d·sc through a broadcast operand, with the
+// super-block's 16 scales converted once. Four accumulators take the
+// products in turn.
+func gemvQ6_K(gfni bool) {
 	name := "gemvQ6_KAVX512"
+	if gfni {
+		name = "gemvQ6_KGFNI"
+	}
 	TEXT(name, NOSPLIT, "func(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)")
 	Pragma("noescape")
 	Doc(name + " computes y[r] = x · w_r for rows Q6_K rows of blocks super-blocks (stride ldw bytes).")
 	x, w, ldw, blocks, rows, y := params("x", "w", "ldw", "blocks", "rows", "y")
 	scales := AllocLocal(64)
-	m0f, m30, k32 := bcast8(0x0f), bcast8(0x30), bcast8(32)
+	m0f := bcast8(0x0f)
+	half := func(wp GPVirtual, h int) func(k int) VecVirtual { return q6HalfGFNI(wp, h, m0f) }
+	if !gfni {
+		m30, k32 := bcast8(0x30), bcast8(32)
+		half = func(wp GPVirtual, h int) func(k int) VecVirtual {
+			values := q6Half(wp, h, m0f, m30)
+			return func(k int) VecVirtual {
+				t := values(k)
+				VPSUBB(k32, t, t)
+				return t
+			}
+		}
+	}
 	acc := []VecVirtual{ZMM(), ZMM(), ZMM(), ZMM()}
 	xp, wp, nb := GP64(), GP64(), GP64()
 	rowLoop(name, avx512, rows, w, ldw, y, nb, acc, func() {
@@ -142,10 +159,9 @@ func gemvQ6_K() {
 		VMOVUPS(sv, scales)
 		n := 0
 		for h := 0; h < 2; h++ {
-			values := q6Half(wp, h, m0f, m30)
+			values := half(wp, h)
 			for k := 0; k < 4; k++ {
 				t := values(k)
-				VPSUBB(k32, t, t)
 				for is := 0; is < 2; is++ {
 					src := t.AsX()
 					if is == 1 {
@@ -164,6 +180,52 @@ func gemvQ6_K() {
 		ADDQ(U32(210), wp)
 		ADDQ(U32(1024), xp)
 	})
+}
+
+// q6GFNI holds the GF(2) affine matrices (one 64-bit matrix per byte
+// lane, broadcast by the instruction) that build Q6_K's signed values
+// q-32 from its bits: matrices 0-3 move qh's bits 2k and 2k+1 to bit 4
+// and to bits 5-7 (with the constant 0xE0 flipping the latter, the 6-bit
+// value's sign extension after subtracting 32), matrix 4 moves a byte's
+// high nibble to its low.
+var q6GFNI Mem
+
+func q6GFNIConsts() {
+	q6GFNI = GLOBL("q6gfni", RODATA|NOPTR)
+	for k := 0; k < 4; k++ {
+		// Output bit i is the parity of the input bits in byte 7-i.
+		lo, hi := uint64(1)<<(2*k), uint64(1)<<(2*k+1)
+		m := hi | hi<<8 | hi<<16 | lo<<24
+		DATA(8*k, U64(m))
+	}
+	DATA(32, U64(0x10<<56|0x20<<48|0x40<<40|0x80<<32))
+}
+
+// q6HalfGFNI is q6Half with the values' 32 subtracted, as signed bytes,
+// built with GFNI's bit moves: (ql nibble) | affine_k(qh), two or three
+// byte operations a vector where q6Half and the subtraction take five or
+// six.
+func q6HalfGFNI(wp GPVirtual, h int, m0f VecVirtual) func(k int) VecVirtual {
+	a, b, hb := YMM(), YMM(), YMM()
+	VMOVDQU32(Mem{Base: wp, Disp: 64 * h}, a)      // ql[l]
+	VMOVDQU32(Mem{Base: wp, Disp: 64*h + 32}, b)   // ql[l+32]
+	VMOVDQU32(Mem{Base: wp, Disp: 128 + 32*h}, hb) // qh[l]
+	return func(k int) VecVirtual {
+		src := a
+		if k%2 == 1 {
+			src = b
+		}
+		q := YMM()
+		VGF2P8AFFINEQB_BCST(U8(0xE0), q6GFNI.Offset(8*k), hb, q)
+		if k < 2 {
+			VPTERNLOGD(U8(0xF8), m0f, src, q) // q | (src & 0x0f)
+		} else {
+			lo := YMM()
+			VGF2P8AFFINEQB_BCST(U8(0), q6GFNI.Offset(32), src, lo)
+			VPORD(lo, q, q)
+		}
+		return q
+	}
 }
 
 // q6Half loads half h of the Q6_K super-block at wp (ql, qh) and returns
