@@ -206,10 +206,7 @@ func q6GFNIConsts() {
 // byte operations a vector where q6Half and the subtraction take five or
 // six.
 func q6HalfGFNI(wp GPVirtual, h int, m0f VecVirtual) func(k int) VecVirtual {
-	a, b, hb := YMM(), YMM(), YMM()
-	VMOVDQU32(Mem{Base: wp, Disp: 64 * h}, a)      // ql[l]
-	VMOVDQU32(Mem{Base: wp, Disp: 64*h + 32}, b)   // ql[l+32]
-	VMOVDQU32(Mem{Base: wp, Disp: 128 + 32*h}, hb) // qh[l]
+	a, b, hb := q6Load(wp, h)
 	return func(k int) VecVirtual {
 		src := a
 		if k%2 == 1 {
@@ -228,16 +225,23 @@ func q6HalfGFNI(wp GPVirtual, h int, m0f VecVirtual) func(k int) VecVirtual {
 	}
 }
 
+// q6Load loads the bits of half h of the Q6_K super-block at wp: ql[l],
+// ql[l+32] and qh[l] for l < 32.
+func q6Load(wp GPVirtual, h int) (a, b, hb VecVirtual) {
+	a, b, hb = YMM(), YMM(), YMM()
+	VMOVDQU32(Mem{Base: wp, Disp: 64 * h}, a)
+	VMOVDQU32(Mem{Base: wp, Disp: 64*h + 32}, b)
+	VMOVDQU32(Mem{Base: wp, Disp: 128 + 32*h}, hb)
+	return a, b, hb
+}
+
 // q6Half loads half h of the Q6_K super-block at wp (ql, qh) and returns
 // its vector k, the values 128h+32k+l for l < 32, as unsigned 6-bit bytes
 // q = (nibble | ((qh >> 2k) & 3) << 4): low nibbles of ql[l] (k = 0) and
 // ql[l+32] (k = 1), then their high nibbles (k = 2, 3). EVEX forms only,
 // so the allocator may use any register.
 func q6Half(wp GPVirtual, h int, m0f, m30 VecVirtual) func(k int) VecVirtual {
-	a, b, hb := YMM(), YMM(), YMM()
-	VMOVDQU32(Mem{Base: wp, Disp: 64 * h}, a)      // ql[l]
-	VMOVDQU32(Mem{Base: wp, Disp: 64*h + 32}, b)   // ql[l+32]
-	VMOVDQU32(Mem{Base: wp, Disp: 128 + 32*h}, hb) // qh[l]
+	a, b, hb := q6Load(wp, h)
 	return func(k int) VecVirtual {
 		q, u := YMM(), YMM()
 		src := a
