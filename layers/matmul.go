@@ -147,6 +147,20 @@ func (w weight) row(dst []float32, r, cols int) []float32 {
 	return dst[:cols]
 }
 
+// packForDecode offers a BF16 weight to simd.PackBF16, which keeps a
+// matrix of a file mapping in 12 bits a weight, losslessly: decode, bound
+// by reading every weight a token, reads a quarter fewer bytes. It runs
+// when a graph binds the weight, before any product reads it, so the
+// mapping's pages of it are given back before they all become resident.
+func packForDecode(p *graphs.Param) {
+	if p.DType != graphs.BF16 || p.Data == nil || len(p.Shape) != 2 {
+		return
+	}
+	if u, ok := p.Data.Data().([]uint16); ok {
+		simd.PackBF16(u, p.Shape[0], p.Shape[1])
+	}
+}
+
 // mulT computes y [T, out] = x [T, in] · wᵀ with the SIMD kernels of
 // internal/simd (AVX-512 or AVX2, or plain Go), which widen 16-bit weights
 // in registers and split the rows over a persistent worker pool.

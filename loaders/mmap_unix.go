@@ -5,6 +5,8 @@ package loaders
 import (
 	"os"
 	"syscall"
+
+	"github.com/gozoo/gozoo/internal/simd"
 )
 
 // mapFile maps a whole file read-only. The returned release function unmaps
@@ -19,5 +21,9 @@ func mapFile(f *os.File, size int64) ([]byte, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return b, func() error { return syscall.Munmap(b) }, nil
+	simd.Mapped(b) // its BF16 matrices may be packed for decode
+	return b, func() error {
+		simd.Unmapped(b)
+		return syscall.Munmap(b)
+	}, nil
 }

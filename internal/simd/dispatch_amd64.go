@@ -21,6 +21,31 @@ var (
 // clear it to check the plain AVX-512 kernel too.
 var useGFNI = cpu.X86.HasAVX512GFNI
 
+// canBF12 says whether BF12's kernels run here: AVX-512 with VBMI's byte
+// permute (Ice Lake and later, Zen 4).
+func canBF12() bool { return active == avx512 && cpu.X86.HasAVX512VBMI }
+
+// asmGemvBF12 computes y[r] for rows [r0, r1) of p without its
+// exceptions, if the kernel runs here.
+func asmGemvBF12(p *bf12, x []float32, r0, r1 int, y []float32) bool {
+	if !canBF12() || r0 == r1 {
+		return false
+	}
+	gemvBF12AVX512(&x[0], &p.data[r0*p.stride], p.stride, p.in/32, r1-r0, &y[r0])
+	return true
+}
+
+// asmUnpackBF12 widens rows [r0, r1) of p into dst without its
+// exceptions, if the kernel runs here.
+func asmUnpackBF12(p *bf12, r0, r1 int, dst []float32) bool {
+	if !canBF12() || r0 == r1 {
+		return false
+	}
+	_ = dst[(r1-r0)*p.in-1]
+	unpackBF12AVX512(&p.data[r0*p.stride], p.stride, p.in/32, r1-r0, &dst[0])
+	return true
+}
+
 // detect picks AVX-512 (F for the arithmetic, BW for the 16-bit loads),
 // else AVX2 with FMA and F16C, else nothing.
 func detect() *isa {

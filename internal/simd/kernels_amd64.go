@@ -204,6 +204,16 @@ func gemvQ4_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *
 //go:noescape
 func dequantQ5_0AVX512(w *byte, ldw int, blocks int, rows int, shifts *uint32, dst *float32)
 
+// gemvBF12AVX512 computes y[r] = x · w_r for rows BF12 rows of chunks chunks of 32 (stride ldw bytes).
+//
+//go:noescape
+func gemvBF12AVX512(x *float32, w *byte, ldw int, chunks int, rows int, y *float32)
+
+// unpackBF12AVX512 widens rows BF12 rows of chunks chunks of 32 (stride ldw bytes) into dst.
+//
+//go:noescape
+func unpackBF12AVX512(w *byte, ldw int, chunks int, rows int, dst *float32)
+
 // gemvQ5_0AVX512 computes y[r] = x · w_r for rows Q5_0 rows of blocks blocks (stride ldw bytes); halves is halfTable.
 //
 //go:noescape

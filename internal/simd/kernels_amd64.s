@@ -22,6 +22,138 @@ DATA iota16<>+56(SB)/4, $0x41600000
 DATA iota16<>+60(SB)/4, $0x41700000
 GLOBL iota16<>(SB), RODATA|NOPTR, $64
 
+DATA bf12lo<>+0(SB)/1, $0x00
+DATA bf12lo<>+1(SB)/1, $0x00
+DATA bf12lo<>+2(SB)/1, $0x00
+DATA bf12lo<>+3(SB)/1, $0x00
+DATA bf12lo<>+4(SB)/1, $0x01
+DATA bf12lo<>+5(SB)/1, $0x01
+DATA bf12lo<>+6(SB)/1, $0x01
+DATA bf12lo<>+7(SB)/1, $0x01
+DATA bf12lo<>+8(SB)/1, $0x02
+DATA bf12lo<>+9(SB)/1, $0x02
+DATA bf12lo<>+10(SB)/1, $0x02
+DATA bf12lo<>+11(SB)/1, $0x02
+DATA bf12lo<>+12(SB)/1, $0x03
+DATA bf12lo<>+13(SB)/1, $0x03
+DATA bf12lo<>+14(SB)/1, $0x03
+DATA bf12lo<>+15(SB)/1, $0x03
+DATA bf12lo<>+16(SB)/1, $0x04
+DATA bf12lo<>+17(SB)/1, $0x04
+DATA bf12lo<>+18(SB)/1, $0x04
+DATA bf12lo<>+19(SB)/1, $0x04
+DATA bf12lo<>+20(SB)/1, $0x05
+DATA bf12lo<>+21(SB)/1, $0x05
+DATA bf12lo<>+22(SB)/1, $0x05
+DATA bf12lo<>+23(SB)/1, $0x05
+DATA bf12lo<>+24(SB)/1, $0x06
+DATA bf12lo<>+25(SB)/1, $0x06
+DATA bf12lo<>+26(SB)/1, $0x06
+DATA bf12lo<>+27(SB)/1, $0x06
+DATA bf12lo<>+28(SB)/1, $0x07
+DATA bf12lo<>+29(SB)/1, $0x07
+DATA bf12lo<>+30(SB)/1, $0x07
+DATA bf12lo<>+31(SB)/1, $0x07
+DATA bf12lo<>+32(SB)/1, $0x08
+DATA bf12lo<>+33(SB)/1, $0x08
+DATA bf12lo<>+34(SB)/1, $0x08
+DATA bf12lo<>+35(SB)/1, $0x08
+DATA bf12lo<>+36(SB)/1, $0x09
+DATA bf12lo<>+37(SB)/1, $0x09
+DATA bf12lo<>+38(SB)/1, $0x09
+DATA bf12lo<>+39(SB)/1, $0x09
+DATA bf12lo<>+40(SB)/1, $0x0a
+DATA bf12lo<>+41(SB)/1, $0x0a
+DATA bf12lo<>+42(SB)/1, $0x0a
+DATA bf12lo<>+43(SB)/1, $0x0a
+DATA bf12lo<>+44(SB)/1, $0x0b
+DATA bf12lo<>+45(SB)/1, $0x0b
+DATA bf12lo<>+46(SB)/1, $0x0b
+DATA bf12lo<>+47(SB)/1, $0x0b
+DATA bf12lo<>+48(SB)/1, $0x0c
+DATA bf12lo<>+49(SB)/1, $0x0c
+DATA bf12lo<>+50(SB)/1, $0x0c
+DATA bf12lo<>+51(SB)/1, $0x0c
+DATA bf12lo<>+52(SB)/1, $0x0d
+DATA bf12lo<>+53(SB)/1, $0x0d
+DATA bf12lo<>+54(SB)/1, $0x0d
+DATA bf12lo<>+55(SB)/1, $0x0d
+DATA bf12lo<>+56(SB)/1, $0x0e
+DATA bf12lo<>+57(SB)/1, $0x0e
+DATA bf12lo<>+58(SB)/1, $0x0e
+DATA bf12lo<>+59(SB)/1, $0x0e
+DATA bf12lo<>+60(SB)/1, $0x0f
+DATA bf12lo<>+61(SB)/1, $0x0f
+DATA bf12lo<>+62(SB)/1, $0x0f
+DATA bf12lo<>+63(SB)/1, $0x0f
+GLOBL bf12lo<>(SB), RODATA|NOPTR, $64
+
+DATA bf12hi<>+0(SB)/1, $0x10
+DATA bf12hi<>+1(SB)/1, $0x10
+DATA bf12hi<>+2(SB)/1, $0x10
+DATA bf12hi<>+3(SB)/1, $0x10
+DATA bf12hi<>+4(SB)/1, $0x11
+DATA bf12hi<>+5(SB)/1, $0x11
+DATA bf12hi<>+6(SB)/1, $0x11
+DATA bf12hi<>+7(SB)/1, $0x11
+DATA bf12hi<>+8(SB)/1, $0x12
+DATA bf12hi<>+9(SB)/1, $0x12
+DATA bf12hi<>+10(SB)/1, $0x12
+DATA bf12hi<>+11(SB)/1, $0x12
+DATA bf12hi<>+12(SB)/1, $0x13
+DATA bf12hi<>+13(SB)/1, $0x13
+DATA bf12hi<>+14(SB)/1, $0x13
+DATA bf12hi<>+15(SB)/1, $0x13
+DATA bf12hi<>+16(SB)/1, $0x14
+DATA bf12hi<>+17(SB)/1, $0x14
+DATA bf12hi<>+18(SB)/1, $0x14
+DATA bf12hi<>+19(SB)/1, $0x14
+DATA bf12hi<>+20(SB)/1, $0x15
+DATA bf12hi<>+21(SB)/1, $0x15
+DATA bf12hi<>+22(SB)/1, $0x15
+DATA bf12hi<>+23(SB)/1, $0x15
+DATA bf12hi<>+24(SB)/1, $0x16
+DATA bf12hi<>+25(SB)/1, $0x16
+DATA bf12hi<>+26(SB)/1, $0x16
+DATA bf12hi<>+27(SB)/1, $0x16
+DATA bf12hi<>+28(SB)/1, $0x17
+DATA bf12hi<>+29(SB)/1, $0x17
+DATA bf12hi<>+30(SB)/1, $0x17
+DATA bf12hi<>+31(SB)/1, $0x17
+DATA bf12hi<>+32(SB)/1, $0x18
+DATA bf12hi<>+33(SB)/1, $0x18
+DATA bf12hi<>+34(SB)/1, $0x18
+DATA bf12hi<>+35(SB)/1, $0x18
+DATA bf12hi<>+36(SB)/1, $0x19
+DATA bf12hi<>+37(SB)/1, $0x19
+DATA bf12hi<>+38(SB)/1, $0x19
+DATA bf12hi<>+39(SB)/1, $0x19
+DATA bf12hi<>+40(SB)/1, $0x1a
+DATA bf12hi<>+41(SB)/1, $0x1a
+DATA bf12hi<>+42(SB)/1, $0x1a
+DATA bf12hi<>+43(SB)/1, $0x1a
+DATA bf12hi<>+44(SB)/1, $0x1b
+DATA bf12hi<>+45(SB)/1, $0x1b
+DATA bf12hi<>+46(SB)/1, $0x1b
+DATA bf12hi<>+47(SB)/1, $0x1b
+DATA bf12hi<>+48(SB)/1, $0x1c
+DATA bf12hi<>+49(SB)/1, $0x1c
+DATA bf12hi<>+50(SB)/1, $0x1c
+DATA bf12hi<>+51(SB)/1, $0x1c
+DATA bf12hi<>+52(SB)/1, $0x1d
+DATA bf12hi<>+53(SB)/1, $0x1d
+DATA bf12hi<>+54(SB)/1, $0x1d
+DATA bf12hi<>+55(SB)/1, $0x1d
+DATA bf12hi<>+56(SB)/1, $0x1e
+DATA bf12hi<>+57(SB)/1, $0x1e
+DATA bf12hi<>+58(SB)/1, $0x1e
+DATA bf12hi<>+59(SB)/1, $0x1e
+DATA bf12hi<>+60(SB)/1, $0x1f
+DATA bf12hi<>+61(SB)/1, $0x1f
+DATA bf12hi<>+62(SB)/1, $0x1f
+DATA bf12hi<>+63(SB)/1, $0x1f
+GLOBL bf12hi<>(SB), RODATA|NOPTR, $64
+
 DATA q6gfni<>+0(SB)/8, $0x0000000001020202
 DATA q6gfni<>+8(SB)/8, $0x0000000004080808
 DATA q6gfni<>+16(SB)/8, $0x0000000010202020
@@ -3826,6 +3958,117 @@ dequantQ5_0AVX512_rowdone:
 	JMP  dequantQ5_0AVX512_row
 
 dequantQ5_0AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemvBF12AVX512(x *float32, w *byte, ldw int, chunks int, rows int, y *float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·gemvBF12AVX512(SB), NOSPLIT, $0-48
+	MOVQ      x+0(FP), AX
+	MOVQ      w+8(FP), CX
+	MOVQ      ldw+16(FP), DX
+	MOVQ      chunks+24(FP), BX
+	MOVQ      rows+32(FP), SI
+	MOVQ      y+40(FP), DI
+	VMOVDQU64 bf12lo<>+0(SB), Z0
+	VMOVDQU64 bf12hi<>+0(SB), Z1
+	MOVQ      $0x4444444444444444, R8
+	KMOVQ     R8, K1
+
+gemvBF12AVX512_row:
+	TESTQ     SI, SI
+	JZ        gemvBF12AVX512_end
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	MOVQ      AX, R8
+	MOVQ      CX, R9
+	MOVQ      BX, R10
+	VPMOVZXBD (R9), Z4
+	VPSLLD    $0x18, Z4, Z4
+	ADDQ      $0x10, R9
+
+gemvBF12AVX512_block:
+	TESTQ       R10, R10
+	JZ          gemvBF12AVX512_rowdone
+	VPMOVZXBD   (R9), Z5
+	VMOVDQU     16(R9), Y6
+	VPERMD      Z4, Z5, Z7
+	VPERMB      Z6, Z0, K1, Z7
+	VPSRLD      $0x04, Z5, Z5
+	VPERMD      Z4, Z5, Z5
+	VPERMB      Z6, Z1, K1, Z5
+	VFMADD231PS (R8), Z7, Z2
+	VFMADD231PS 64(R8), Z5, Z3
+	ADDQ        $0x30, R9
+	ADDQ        $0x80, R8
+	DECQ        R10
+	JMP         gemvBF12AVX512_block
+
+gemvBF12AVX512_rowdone:
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y4
+	VADDPS        Y4, Y2, Y4
+	VEXTRACTF32X4 $0x01, Y4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0x4e, X4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0xb1, X4, X5
+	VADDPS        X5, X4, X4
+	VMOVSS        X4, (DI)
+	ADDQ          $0x04, DI
+	ADDQ          DX, CX
+	DECQ          SI
+	JMP           gemvBF12AVX512_row
+
+gemvBF12AVX512_end:
+	VZEROUPPER
+	RET
+
+// func unpackBF12AVX512(w *byte, ldw int, chunks int, rows int, dst *float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI
+TEXT ·unpackBF12AVX512(SB), NOSPLIT, $0-40
+	MOVQ      w+0(FP), AX
+	MOVQ      ldw+8(FP), CX
+	MOVQ      chunks+16(FP), DX
+	MOVQ      rows+24(FP), BX
+	MOVQ      dst+32(FP), SI
+	VMOVDQU64 bf12lo<>+0(SB), Z0
+	VMOVDQU64 bf12hi<>+0(SB), Z1
+	MOVQ      $0x4444444444444444, DI
+	KMOVQ     DI, K1
+
+unpackBF12AVX512_row:
+	TESTQ     BX, BX
+	JZ        unpackBF12AVX512_end
+	MOVQ      AX, DI
+	MOVQ      DX, R8
+	VPMOVZXBD (DI), Z2
+	VPSLLD    $0x18, Z2, Z2
+	ADDQ      $0x10, DI
+
+unpackBF12AVX512_chunk:
+	TESTQ     R8, R8
+	JZ        unpackBF12AVX512_rowdone
+	VPMOVZXBD (DI), Z3
+	VMOVDQU   16(DI), Y4
+	VPERMD    Z2, Z3, Z5
+	VPERMB    Z4, Z0, K1, Z5
+	VPSRLD    $0x04, Z3, Z3
+	VPERMD    Z2, Z3, Z3
+	VPERMB    Z4, Z1, K1, Z3
+	VMOVUPS   Z5, (SI)
+	VMOVUPS   Z3, 64(SI)
+	ADDQ      $0x30, DI
+	ADDQ      $0x80, SI
+	DECQ      R8
+	JMP       unpackBF12AVX512_chunk
+
+unpackBF12AVX512_rowdone:
+	ADDQ CX, AX
+	DECQ BX
+	JMP  unpackBF12AVX512_row
+
+unpackBF12AVX512_end:
 	VZEROUPPER
 	RET
 

@@ -57,6 +57,8 @@ func spanOf(w Weight, n int) span {
 		p = unsafe.Pointer(&w.U16s[0])
 	case w.Kind == Quant && len(w.Bytes) > 0:
 		p = unsafe.Pointer(&w.Bytes[0])
+	case w.Kind == BF12:
+		p = unsafe.Pointer(&w.bf12.data[0])
 	}
 	return span{uintptr(p), w.bytes(n)}
 }

@@ -35,6 +35,9 @@ const (
 	F16
 	// Quant is a block-quantized weight (Format) in Bytes.
 	Quant
+	// BF12 is a BF16 matrix packed in 12 bits a weight (bf12.go), which
+	// MulT puts in place of one that PackBF16 packed.
+	BF12
 )
 
 // bytes is the storage of n values of w.
@@ -44,18 +47,21 @@ func (w Weight) bytes(n int) int {
 		return 4 * n
 	case BF16, F16:
 		return 2 * n
+	case BF12:
+		return n / w.bf12.in * w.bf12.stride
 	}
 	return n / w.Format.BlockSize() * w.Format.BlockBytes()
 }
 
 // Weight is a matrix [rows, cols] in its stored type: F32 in F32s, 16-bit
-// kinds in U16s, quantized blocks in Bytes.
+// kinds in U16s, quantized blocks in Bytes, a packed BF16 matrix in bf12.
 type Weight struct {
 	Kind   Kind
 	F32s   []float32
 	U16s   []uint16
 	Format quant.Format
 	Bytes  []byte
+	bf12   *bf12
 }
 
 // isa is an instruction set with kernels: each computes the R×C dot
@@ -96,7 +102,10 @@ func Force(on bool) {
 }
 
 // MulT computes y [T, out] = x [T, in] · wᵀ for w [out, in].
-func MulT(y, x []float32, T int, w Weight, out, in int) { runRows(y, x, T, w, out, in, nil) }
+func MulT(y, x []float32, T int, w Weight, out, in int) {
+	w, _ = packed(w, out, in)
+	runRows(y, x, T, w, out, in, nil)
+}
 
 // runRows splits the weight rows of a product over the caller and the
 // team: with acts set, the product of w with activations already
@@ -307,6 +316,10 @@ func (w *worker) loop() {
 // r0..r1-1. Rows of x go in blocks that stay in cache while each tile of 4
 // weight rows streams past them.
 func mulRows(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
+	if w.Kind == BF12 {
+		mulRowsBF12(y, x, T, w, out, in, r0, r1)
+		return
+	}
 	if w.Kind == Quant {
 		mulRowsQuant(y, x, T, w, out, in, r0, r1)
 		return

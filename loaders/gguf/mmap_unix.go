@@ -5,6 +5,8 @@ package gguf
 import (
 	"os"
 	"syscall"
+
+	"github.com/gozoo/gozoo/internal/simd"
 )
 
 // mapFile maps the first size bytes of f read-only and returns the mapping
@@ -17,5 +19,9 @@ func mapFile(f *os.File, size int) ([]byte, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return b, func() error { return syscall.Munmap(b) }, nil
+	simd.Mapped(b) // its BF16 matrices may be packed for decode
+	return b, func() error {
+		simd.Unmapped(b)
+		return syscall.Munmap(b)
+	}, nil
 }

@@ -68,6 +68,7 @@ func nextBlock(name string, wp, nb, xp, out GPVirtual, bsize, floats int, dot bo
 func main() {
 	ConstraintExpr("!purego")
 	tableConsts()
+	bf12Consts()
 	q6GFNIConsts()
 	isas := []isa{avx512, {"AVX2", 8, YMM, 2}}
 	dtypes := []dtype{{"F32", "*float32", 4}, {"BF16", "*uint16", 2}, {"F16", "*uint16", 2}}
@@ -103,6 +104,8 @@ func main() {
 		}
 	}
 	q5Rows()
+	gemvBF12()
+	unpackBF12()
 	gemvQ5_0Table()
 	fastConsts()
 	for _, q := range []string{"Q8_0", "Q4_0", "Q5_0"} {

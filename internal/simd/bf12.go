@@ -1,0 +1,313 @@
+package simd
+
+import (
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+	"unsafe"
+)
+
+// BF12 keeps a BF16 weight matrix in 12 bits a weight, losslessly, for
+// decode. Decode reads every weight once a token, so on BF16 weights it
+// runs at the machine's read bandwidth (about 31 GB/s for two cores here,
+// and gemvBF16AVX512 streams at that). A bfloat16 is a high byte (the sign
+// and the exponent's top 7 bits) and a low byte (the exponent's last bit
+// and the 7-bit mantissa); along a row of weights the high byte takes few
+// values (11-15 in rows of N(0, 0.02) draws, which the same-size trained
+// matrices resemble: their exponents span a few octaves). So each row
+// keeps a table of its 15 most frequent high bytes, plus 0x00 as code 15,
+// and each weight a 4-bit code into it beside its low byte. A weight whose
+// high byte is not in its row's table (1e-5 of N(0, 0.02) draws) is stored
+// as +0 and listed among the matrix's exceptions, whose products the
+// product adds after the row's sum. The products are the BF16 weights'
+// own, summed in another order, as any kernel's lanes sum them: nothing is
+// rounded that the BF16 kernel does not round.
+//
+// A row is the table (16 bytes), then chunks of 32 weights: 16 bytes of
+// codes (byte j: weight j's code in its low nibble, weight 16+j's in its
+// high nibble) and the 32 low bytes. gemvBF12AVX512 widens a chunk with
+// two table lookups (VPERMD) and two byte permutes (AVX-512 VBMI's VPERMB)
+// into the float32 bits table[code]<<24 | low<<16.
+//
+// Which matrices: BF16 matrices of a read-only file mapping (Mapped),
+// packed when a model binds them to a Linear (PackBF16), whose pages are
+// then given back to the kernel (later reads, an embedding row, fault them
+// in again from the file). Memory the program can write is never packed,
+// so a packed copy never goes stale.
+
+// bf12 is a packed matrix [out, in].
+type bf12 struct {
+	data    []byte // out rows of stride bytes
+	stride  int
+	out, in int
+	exc     []bf12Exc // by row, then column
+}
+
+// bf12Exc is a weight whose high byte is not in its row's table.
+type bf12Exc struct {
+	row, col int32
+	bits     uint16
+}
+
+// bf12Stride is the bytes of a packed row of in weights (a multiple of 32).
+func bf12Stride(in int) int { return 16 + in/32*48 }
+
+// packBF12 packs w [out, in] (in a multiple of 32), or returns nil when the
+// exceptions would be more than one weight in 1024 (and 64). The rows go in slabs of
+// about 4 MB, split over the CPUs; with release set each slab's source
+// pages are given back once packed, so the matrix is never resident twice.
+func packBF12(w []uint16, out, in int, release func([]byte)) *bf12 {
+	p := &bf12{stride: bf12Stride(in), out: out, in: in}
+	p.data = make([]byte, out*p.stride)
+	maxExc := max(64, out*in/1024)
+	n := runtime.GOMAXPROCS(0)
+	slab := max(n, (2<<20)/in)
+	parts := make([][]bf12Exc, n)
+	for r0 := 0; r0 < out; r0 += slab {
+		r1 := min(out, r0+slab)
+		var wg sync.WaitGroup
+		for i := range n {
+			a, b := r0+(r1-r0)*i/n, r0+(r1-r0)*(i+1)/n
+			wg.Go(func() {
+				parts[i] = parts[i][:0]
+				for r := a; r < b; r++ {
+					parts[i] = p.packRow(r, w[r*in:(r+1)*in], parts[i])
+				}
+			})
+		}
+		wg.Wait()
+		for _, e := range parts {
+			p.exc = append(p.exc, e...)
+		}
+		if len(p.exc) > maxExc {
+			return nil
+		}
+		if release != nil {
+			release(unsafe.Slice((*byte)(unsafe.Pointer(&w[r0*in])), 2*(r1-r0)*in))
+		}
+	}
+	return p
+}
+
+// packRow packs row r from src, appending its exceptions to exc.
+func (p *bf12) packRow(r int, src []uint16, exc []bf12Exc) []bf12Exc {
+	var count [256]int32
+	for _, v := range src {
+		count[v>>8]++
+	}
+	// The table: 0x00 as code 15 (it widens to +0 with a zero low byte,
+	// which stands in for the exceptions), then the 15 most frequent other
+	// high bytes, ties to the lower byte.
+	var seen [255]uint32 // count<<8 | 255-byte: the most frequent sort first
+	n := 0
+	for h := 1; h < 256; h++ {
+		if count[h] > 0 {
+			seen[n] = uint32(count[h])<<8 | uint32(255-h)
+			n++
+		}
+	}
+	top := seen[:n]
+	slices.SortFunc(top, func(a, b uint32) int { return int(b) - int(a) })
+	row := p.data[r*p.stride : (r+1)*p.stride]
+	var code [256]uint8
+	for i := range code {
+		code[i] = 0xff
+	}
+	code[0] = 15
+	for c, t := range top[:min(15, n)] {
+		h := 255 - byte(t)
+		row[c] = h
+		code[h] = uint8(c)
+	}
+	for k := 0; k < len(src)/32; k++ {
+		chunk := row[16+48*k : 16+48*(k+1)]
+		for j := 0; j < 16; j++ {
+			v0, v1 := src[32*k+j], src[32*k+16+j]
+			c0, c1 := code[v0>>8], code[v1>>8]
+			l0, l1 := byte(v0), byte(v1)
+			if c0 == 0xff {
+				exc = append(exc, bf12Exc{int32(r), int32(32*k + j), v0})
+				c0, l0 = 15, 0
+			}
+			if c1 == 0xff {
+				exc = append(exc, bf12Exc{int32(r), int32(32*k + 16 + j), v1})
+				c1, l1 = 15, 0
+			}
+			chunk[j] = c0 | c1<<4
+			chunk[16+j], chunk[32+j] = l0, l1
+		}
+	}
+	return exc
+}
+
+// unpackRows widens rows [r0, r1) into dst (rows of in values), with the
+// exceptions in place.
+func (p *bf12) unpackRows(r0, r1 int, dst []float32) {
+	if !asmUnpackBF12(p, r0, r1, dst) {
+		for r := r0; r < r1; r++ {
+			row := p.data[r*p.stride : (r+1)*p.stride]
+			out := dst[(r-r0)*p.in : (r-r0+1)*p.in]
+			for k := 0; k < p.in/32; k++ {
+				chunk := row[16+48*k:]
+				for i := 0; i < 32; i++ {
+					c := chunk[i%16] >> (4 * (i / 16)) & 15
+					out[32*k+i] = math.Float32frombits(uint32(row[c])<<24 | uint32(chunk[16+i])<<16)
+				}
+			}
+		}
+	}
+	for _, e := range p.excIn(r0, r1) {
+		dst[int(e.row-int32(r0))*p.in+int(e.col)] = math.Float32frombits(uint32(e.bits) << 16)
+	}
+}
+
+// excIn is the exceptions of rows [r0, r1).
+func (p *bf12) excIn(r0, r1 int) []bf12Exc {
+	i := sort.Search(len(p.exc), func(i int) bool { return p.exc[i].row >= int32(r0) })
+	j := i + sort.Search(len(p.exc)-i, func(k int) bool { return p.exc[i+k].row >= int32(r1) })
+	return p.exc[i:j]
+}
+
+// mulRowsBF12 is mulRows for a packed weight.
+func mulRowsBF12(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
+	p := w.bf12
+	if T == 1 && asmGemvBF12(p, x, r0, r1, y) {
+		for _, e := range p.excIn(r0, r1) {
+			y[e.row] += math.Float32frombits(uint32(e.bits)<<16) * x[e.col]
+		}
+		return
+	}
+	// Groups of rows widened to float32, then the float32 kernels, as
+	// mulRowsQuant does.
+	bp := rowBuf.Get().(*[]float32)
+	defer rowBuf.Put(bp)
+	need := quantGroup*in + T*quantGroup
+	if cap(*bp) < need {
+		*bp = make([]float32, need)
+	}
+	buf := (*bp)[:quantGroup*in]
+	ybuf := (*bp)[quantGroup*in : need]
+	for j0 := r0; j0 < r1; j0 += quantGroup {
+		g := min(quantGroup, r1-j0)
+		p.unpackRows(j0, j0+g, buf)
+		rows := Weight{Kind: F32, F32s: buf[:g*in]}
+		if T == 1 {
+			mulRows(y[j0:], x, 1, rows, g, in, 0, g)
+			continue
+		}
+		mulRows(ybuf, x, T, rows, g, in, 0, g)
+		for t := 0; t < T; t++ {
+			copy(y[t*out+j0:t*out+j0+g], ybuf[t*g:(t+1)*g])
+		}
+	}
+}
+
+var (
+	packMu sync.Mutex
+	// mapped is the read-only file mappings (Mapped), whose BF16
+	// matrices may be packed.
+	mapped []span
+	// packs is the packed matrices by the address of their BF16 data.
+	packs sync.Map // uintptr -> *bf12
+	// packMin is the smallest matrix (BF16 bytes) worth packing: the size
+	// from which decode shares a product with the team. GOZOO_BF12=all
+	// packs every one, so CI checks the packing on the golden cases' small
+	// matrices too.
+	packMin = map[bool]int{false: splitBytes, true: 0}[os.Getenv("GOZOO_BF12") == "all"]
+	// packOff is GOZOO_BF12=off: BF16 matrices stay as they are.
+	packOff = os.Getenv("GOZOO_BF12") == "off"
+)
+
+// Mapped records that b is a read-only mapping of a file: BF16 matrices in
+// it may be packed (PackBF16), and their pages given back to the kernel.
+func Mapped(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	packMu.Lock()
+	defer packMu.Unlock()
+	mapped = append(mapped, span{uintptr(unsafe.Pointer(&b[0])), len(b)})
+}
+
+// Unmapped forgets the mapping b, and every packing of a matrix in it,
+// before b is unmapped (another mapping may later take its addresses).
+func Unmapped(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	packMu.Lock()
+	defer packMu.Unlock()
+	s := span{uintptr(unsafe.Pointer(&b[0])), len(b)}
+	for i, m := range mapped {
+		if m == s {
+			mapped = append(mapped[:i], mapped[i+1:]...)
+			break
+		}
+	}
+	packs.Range(func(k, _ any) bool {
+		if a := k.(uintptr); a >= s.p && a < s.p+uintptr(s.n) {
+			packs.Delete(k)
+		}
+		return true
+	})
+}
+
+// PackBF16 packs the BF16 matrix w [out, in] for MulT (see BF12 above)
+// when the kernels can use it (AVX-512 with VBMI), it lies in a file
+// mapping, it is at least packMin bytes, in is a multiple of 32 and its
+// exceptions are few; the pages of w are then given back to the kernel.
+// Packing again is a no-op, and GOZOO_BF12=off turns packing off.
+func PackBF16(w []uint16, out, in int) {
+	if packOff || !canBF12() || in%32 != 0 || out*in < packMin/2 || len(w) < out*in {
+		return
+	}
+	w = w[:out*in]
+	a := uintptr(unsafe.Pointer(&w[0]))
+	if _, ok := packs.Load(a); ok {
+		return
+	}
+	packMu.Lock()
+	defer packMu.Unlock()
+	inFile := false
+	for _, m := range mapped {
+		inFile = inFile || (a >= m.p && a+uintptr(2*len(w)) <= m.p+uintptr(m.n))
+	}
+	if _, ok := packs.Load(a); ok || !inFile {
+		return
+	}
+	if p := packBF12(w, out, in, release); p != nil {
+		packs.Store(a, p)
+	}
+}
+
+// Packed reports the BF16 matrices packed so far: how many, their BF16
+// bytes and the bytes their packings read instead.
+func Packed() (matrices int, bf16Bytes, packedBytes int64) {
+	packs.Range(func(_, v any) bool {
+		p := v.(*bf12)
+		matrices++
+		bf16Bytes += int64(2 * p.out * p.in)
+		packedBytes += int64(len(p.data) + 10*len(p.exc))
+		return true
+	})
+	return matrices, bf16Bytes, packedBytes
+}
+
+// packed is w's packing, if it has one.
+func packed(w Weight, out, in int) (Weight, bool) {
+	if w.Kind != BF16 || len(w.U16s) == 0 {
+		return w, false
+	}
+	v, ok := packs.Load(uintptr(unsafe.Pointer(&w.U16s[0])))
+	if !ok {
+		return w, false
+	}
+	p := v.(*bf12)
+	if p.out != out || p.in != in {
+		return w, false
+	}
+	return Weight{Kind: BF12, bf12: p}, true
+}
