@@ -56,9 +56,10 @@ type bf12Exc struct {
 func bf12Stride(in int) int { return 16 + in/32*48 }
 
 // packBF12 packs w [out, in] (in a multiple of 32), or returns nil when the
-// exceptions would be more than one weight in 1024 (and 64). The rows go in slabs of
-// about 4 MB, split over the CPUs; with release set each slab's source
-// pages are given back once packed, so the matrix is never resident twice.
+// exceptions would be more than 64 and one weight in 1024. The rows go in
+// slabs of 4 MB, split over the CPUs; with release set, each slab's source
+// pages are given back once it is packed, so the matrix is never resident
+// twice.
 func packBF12(w []uint16, out, in int, release func([]byte)) *bf12 {
 	p := &bf12{stride: bf12Stride(in), out: out, in: in}
 	p.data = make([]byte, out*p.stride)
@@ -180,29 +181,7 @@ func mulRowsBF12(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 		}
 		return
 	}
-	// Groups of rows widened to float32, then the float32 kernels, as
-	// mulRowsQuant does.
-	bp := rowBuf.Get().(*[]float32)
-	defer rowBuf.Put(bp)
-	need := quantGroup*in + T*quantGroup
-	if cap(*bp) < need {
-		*bp = make([]float32, need)
-	}
-	buf := (*bp)[:quantGroup*in]
-	ybuf := (*bp)[quantGroup*in : need]
-	for j0 := r0; j0 < r1; j0 += quantGroup {
-		g := min(quantGroup, r1-j0)
-		p.unpackRows(j0, j0+g, buf)
-		rows := Weight{Kind: F32, F32s: buf[:g*in]}
-		if T == 1 {
-			mulRows(y[j0:], x, 1, rows, g, in, 0, g)
-			continue
-		}
-		mulRows(ybuf, x, T, rows, g, in, 0, g)
-		for t := 0; t < T; t++ {
-			copy(y[t*out+j0:t*out+j0+g], ybuf[t*g:(t+1)*g])
-		}
-	}
+	mulRowGroups(y, x, T, w, out, in, r0, r1)
 }
 
 var (
@@ -290,7 +269,7 @@ func Packed() (matrices int, bf16Bytes, packedBytes int64) {
 		p := v.(*bf12)
 		matrices++
 		bf16Bytes += int64(2 * p.out * p.in)
-		packedBytes += int64(len(p.data) + 10*len(p.exc))
+		packedBytes += int64(len(p.data) + int(unsafe.Sizeof(bf12Exc{}))*len(p.exc))
 		return true
 	})
 	return matrices, bf16Bytes, packedBytes

@@ -420,6 +420,13 @@ func mulRowsQuant(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 	if T == 1 && asmQuant(x, w, r0, r1-r0, in, rb, y[r0:r1], nil) {
 		return // the fused kernel: one pass over the blocks
 	}
+	mulRowGroups(y, x, T, w, out, in, r0, r1)
+}
+
+// mulRowGroups computes rows [r0, r1) of a quantized or packed w's product
+// by widening quantGroup weight rows at a time to float32 and running the
+// float32 kernels over them.
+func mulRowGroups(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 	bp := rowBuf.Get().(*[]float32)
 	defer rowBuf.Put(bp)
 	need := quantGroup*in + T*quantGroup
@@ -430,11 +437,7 @@ func mulRowsQuant(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 	ybuf := (*bp)[quantGroup*in : need]
 	for j0 := r0; j0 < r1; j0 += quantGroup {
 		g := min(quantGroup, r1-j0)
-		if !asmQuant(nil, w, j0, g, in, rb, nil, buf) {
-			for r := 0; r < g; r++ {
-				quant.DequantizeRow(w.Format, w.Bytes[(j0+r)*rb:(j0+r+1)*rb], buf[r*in:(r+1)*in])
-			}
-		}
+		w.widenRows(j0, g, in, buf)
 		rows := Weight{Kind: F32, F32s: buf[:g*in]}
 		if T == 1 {
 			mulRows(y[j0:], x, 1, rows, g, in, 0, g)
@@ -443,6 +446,21 @@ func mulRowsQuant(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 		mulRows(ybuf, x, T, rows, g, in, 0, g)
 		for t := 0; t < T; t++ {
 			copy(y[t*out+j0:t*out+j0+g], ybuf[t*g:(t+1)*g])
+		}
+	}
+}
+
+// widenRows writes rows [j0, j0+g) of a quantized or packed w into dst
+// as float32.
+func (w Weight) widenRows(j0, g, in int, dst []float32) {
+	if w.Kind == BF12 {
+		w.bf12.unpackRows(j0, j0+g, dst)
+		return
+	}
+	rb := w.bytes(in)
+	if !asmQuant(nil, w, j0, g, in, rb, nil, dst) {
+		for r := 0; r < g; r++ {
+			quant.DequantizeRow(w.Format, w.Bytes[(j0+r)*rb:(j0+r+1)*rb], dst[r*in:(r+1)*in])
 		}
 	}
 }
