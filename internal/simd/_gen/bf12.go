@@ -103,13 +103,7 @@ func unpackBF12() {
 	TEXT(name, NOSPLIT, "func(w *byte, ldw int, chunks int, rows int, dst *float32)")
 	Pragma("noescape")
 	Doc(name + " widens rows BF12 rows of chunks chunks of 32 (stride ldw bytes) into dst.")
-	w, ldw, chunks, rows, dst := GP64(), GP64(), GP64(), GP64(), GP64()
-	for _, p := range []struct {
-		name string
-		r    GPVirtual
-	}{{"w", w}, {"ldw", ldw}, {"chunks", chunks}, {"rows", rows}, {"dst", dst}} {
-		Load(Param(p.name), p.r)
-	}
+	w, ldw, chunks, rows, dst, _ := params("w", "ldw", "chunks", "rows", "dst")
 	lo, hi, mask := bf12Setup()
 	wp, b := GP64(), GP64()
 	Label(name + "_row")

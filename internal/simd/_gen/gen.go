@@ -329,9 +329,10 @@ func prefetchBlock(wp GPVirtual, size int) {
 	}
 }
 
-// params loads the named int and pointer arguments into registers.
+// params loads the named int and pointer arguments (up to six) into
+// registers; the results past the names are nil.
 func params(names ...string) (r0, r1, r2, r3, r4, r5 GPVirtual) {
-	regs := make([]GPVirtual, len(names))
+	regs := make([]GPVirtual, 6)
 	for i, n := range names {
 		regs[i] = GP64()
 		Load(Param(n), regs[i])
