@@ -207,6 +207,12 @@ func testPackBF16(t *testing.T) {
 			t.Fatalf("row %d: packed %g, BF16 %g", j, got[j], want[j])
 		}
 	}
+	if a := testing.AllocsPerRun(20, func() {
+		pw, _ := packed(Weight{Kind: BF16, U16s: mappedU}, out, in)
+		mulRows(got, x, 1, pw, out, in, 0, out)
+	}); a != 0 {
+		t.Errorf("a decode product on the packing allocates %.0f times", a)
+	}
 	Unmapped(b)
 	if _, ok := packed(Weight{Kind: BF16, U16s: mappedU}, out, in); ok {
 		t.Fatal("the packing outlived its mapping")
