@@ -123,10 +123,5 @@ func unpackBF12() {
 	DECQ(b)
 	JMP(LabelRef(name + "_chunk"))
 	Label(name + "_rowdone")
-	ADDQ(ldw, w)
-	DECQ(rows)
-	JMP(LabelRef(name + "_row"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+	endRows(name, w, ldw, rows)
 }

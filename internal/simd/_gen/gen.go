@@ -329,6 +329,18 @@ func prefetchBlock(wp GPVirtual, size int) {
 	}
 }
 
+// endRows closes a kernel's loop over weight rows: w steps a row (ldw
+// bytes) and the loop goes again while rows are left; then the kernel
+// returns.
+func endRows(name string, w, ldw, rows GPVirtual) {
+	ADDQ(ldw, w)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
 // params loads the named int and pointer arguments (up to six) into
 // registers; the results past the names are nil.
 func params(names ...string) (r0, r1, r2, r3, r4, r5 GPVirtual) {
@@ -524,12 +536,7 @@ func quantRows(is isa, q string, dot bool) {
 		reduce(is, acc[0], Mem{Base: out})
 		ADDQ(U8(4), out)
 	}
-	ADDQ(ldw, w)
-	DECQ(rows)
-	JMP(LabelRef(name + "_row"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+	endRows(name, w, ldw, rows)
 }
 
 // bcastScalar broadcasts the float32 in x's low lane to a ZMM register.
@@ -949,10 +956,5 @@ func q5Rows() {
 	}
 	nextBlock(name, wp, nb, nil, out, 22, 32, false)
 	Label(name + "_rowdone")
-	ADDQ(ldw, w)
-	DECQ(rows)
-	JMP(LabelRef(name + "_row"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+	endRows(name, w, ldw, rows)
 }

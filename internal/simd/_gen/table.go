@@ -325,12 +325,7 @@ func rowsOf(name string, is isa, rows, w, ldw, y GPVirtual, acc []VecVirtual, st
 	}
 	reduce(is, acc[0], Mem{Base: y})
 	ADDQ(U8(4), y)
-	ADDQ(ldw, w)
-	DECQ(rows)
-	JMP(LabelRef(name + "_row"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+	endRows(name, w, ldw, rows)
 }
 
 // gemvQ5_0Table writes gemvQ5_0AVX512: y[r] = x · w_r for rows Q5_0 rows
