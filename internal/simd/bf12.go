@@ -238,7 +238,8 @@ func Unmapped(b []byte) {
 // when the kernels can use it (AVX-512 with VBMI), it lies in a file
 // mapping, it is at least packMin bytes, in is a multiple of 32 and its
 // exceptions are few; the pages of w are then given back to the kernel.
-// Packing again is a no-op, and GOZOO_BF12=off turns packing off.
+// Packing again, or after a refusal, is a no-op, and GOZOO_BF12=off turns
+// packing off.
 func PackBF16(w []uint16, out, in int) {
 	if packOff || !canBF12() || in%32 != 0 || out*in < packMin/2 || len(w) < out*in {
 		return
@@ -257,9 +258,9 @@ func PackBF16(w []uint16, out, in int) {
 	if _, ok := packs.Load(a); ok || !inFile {
 		return
 	}
-	if p := packBF12(w, out, in, release); p != nil {
-		packs.Store(a, p)
-	}
+	// A refusal is kept too (a nil packing), so that the graphs built
+	// later do not try the matrix again.
+	packs.Store(a, packBF12(w, out, in, release))
 }
 
 // Packed reports the BF16 matrices packed so far: how many, their BF16
@@ -267,6 +268,9 @@ func PackBF16(w []uint16, out, in int) {
 func Packed() (matrices int, bf16Bytes, packedBytes int64) {
 	packs.Range(func(_, v any) bool {
 		p := v.(*bf12)
+		if p == nil {
+			return true
+		}
 		matrices++
 		bf16Bytes += int64(2 * p.out * p.in)
 		packedBytes += int64(len(p.data) + int(unsafe.Sizeof(bf12Exc{}))*len(p.exc))
@@ -285,7 +289,7 @@ func packed(w Weight, out, in int) (Weight, bool) {
 		return w, false
 	}
 	p := v.(*bf12)
-	if p.out != out || p.in != in {
+	if p == nil || p.out != out || p.in != in {
 		return w, false
 	}
 	return Weight{Kind: BF12, bf12: p}, true

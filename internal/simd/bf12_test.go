@@ -151,8 +151,14 @@ func testPackBF16(t *testing.T) {
 	for i := range 12 {
 		u[2*in+i] = 0 // no NaN, infinity or overflow in a product
 	}
+	// A second matrix follows, its high bytes spread over all 256 values:
+	// too many exceptions to pack.
+	file := append([]uint16(nil), u...)
+	for range out * in {
+		file = append(file, uint16(r.Uint32()))
+	}
 	path := filepath.Join(t.TempDir(), "w.bin")
-	raw := unsafe.Slice((*byte)(unsafe.Pointer(&u[0])), 2*len(u))
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&file[0])), 2*len(file))
 	if err := os.WriteFile(path, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +173,7 @@ func testPackBF16(t *testing.T) {
 	}
 	defer syscall.Munmap(b)
 	mappedU := unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), len(u))
+	spread := unsafe.Slice((*uint16)(unsafe.Pointer(&b[2*len(u)])), len(u))
 
 	heap := append([]uint16(nil), u...)
 	PackBF16(heap, out, in)
@@ -185,6 +192,13 @@ func testPackBF16(t *testing.T) {
 	}
 	if !canBF12() {
 		return
+	}
+	PackBF16(spread, out, in)
+	if _, ok := packed(Weight{Kind: BF16, U16s: spread}, out, in); ok {
+		t.Fatal("packed a matrix of too many exceptions")
+	}
+	if v, ok := packs.Load(uintptr(unsafe.Pointer(&spread[0]))); !ok || v.(*bf12) != nil {
+		t.Fatal("the refusal was not kept: every graph built would try the matrix again")
 	}
 	if _, ok := packed(Weight{Kind: BF16, U16s: mappedU}, in, out); ok {
 		t.Fatal("the packing served another shape")
