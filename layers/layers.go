@@ -50,7 +50,7 @@ func (l Linear) ForwardHeads(s *graphs.Step, x *G.Node, heads int) *G.Node {
 }
 
 func (l Linear) forward(s *graphs.Step, x *G.Node, heads int) *G.Node {
-	packForDecode(l.Weight)
+	packForDecode(l.Weight, s.Fast)
 	in := []*G.Node{x, s.Bind(l.Weight)}
 	if l.Bias != nil {
 		in = append(in, s.Bind(l.Bias))

@@ -147,17 +147,28 @@ func (w weight) row(dst []float32, r, cols int) []float32 {
 	return dst[:cols]
 }
 
-// packForDecode offers a BF16 weight to simd.PackBF16, which keeps a
-// matrix of a file mapping in 12 bits a weight, losslessly: decode, bound
-// by reading every weight a token, reads a quarter fewer bytes. It runs
-// when a graph binds the weight, before any product reads it, so the
-// mapping's pages of it are given back before they all become resident.
-func packForDecode(p *graphs.Param) {
-	if p.DType != graphs.BF16 || p.Data == nil || len(p.Shape) != 2 {
+// packForDecode offers a weight of a file mapping to simd's packings
+// for decode, when a graph binds it, before any product reads it, so the
+// mapping's pages of it are given back before they all become resident:
+// BF16 to simd.PackBF16, which keeps it in 12 bits a weight, losslessly
+// (decode, bound by reading every weight a token, reads a quarter fewer
+// bytes); in exact mode, Q4_0 and Q8_0 to simd.PackQuant, which regroups
+// their blocks by 16 rows for kernels that spend fewer instructions a
+// weight (exact decode is bound by the vector pipes). Fast mode's kernels
+// read the file's layout, so it packs no quantized weight.
+func packForDecode(p *graphs.Param, fast bool) {
+	if p.Data == nil || len(p.Shape) != 2 {
 		return
 	}
-	if u, ok := p.Data.Data().([]uint16); ok {
-		simd.PackBF16(u, p.Shape[0], p.Shape[1])
+	switch d := p.Data.Data().(type) {
+	case []uint16:
+		if p.DType == graphs.BF16 {
+			simd.PackBF16(d, p.Shape[0], p.Shape[1])
+		}
+	case []byte:
+		if f, ok := p.DType.Quant(); ok && !fast {
+			simd.PackQuant(d, f, p.Shape[0], p.Shape[1])
+		}
 	}
 }
 

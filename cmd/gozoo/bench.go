@@ -41,9 +41,10 @@ type benchResult struct {
 	// weight per token, the head once): against the machine's FMA peak.
 	PrefillGFLOPs float64 `json:"prefill_gflop_s"`
 	Kernels       string  `json:"kernels"`
-	// PackedBF16 is how many BF16 matrices decode reads packed in 12 bits
-	// a weight (simd.PackBF16), and their size before and after.
-	PackedBF16   int     `json:"packed_bf16,omitempty"`
+	// Packed is how many matrices decode reads in a packing: BF16 in 12
+	// bits a weight (simd.PackBF16), Q4_0 and Q8_0 regrouped by 16 rows
+	// (simd.PackQuant); and their size before and after.
+	Packed       int     `json:"packed,omitempty"`
 	PackedFromMB float64 `json:"packed_from_mb,omitempty"`
 	PackedToMB   float64 `json:"packed_to_mb,omitempty"`
 	// VisionTileS is a vision-language model's time for one tile through
@@ -52,8 +53,8 @@ type benchResult struct {
 	VisionGFLOPs float64 `json:"vision_gflop_s,omitempty"`
 }
 
-// packedBF16 is simd.Packed in MB.
-func packedBF16() (n int, fromMB, toMB float64) {
+// packedMB is simd.Packed in MB.
+func packedMB() (n int, fromMB, toMB float64) {
 	n, from, to := simd.Packed()
 	return n, float64(from) / 1e6, float64(to) / 1e6
 }
@@ -88,8 +89,8 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "model      %s\nkernels    %s (GOMAXPROCS %d)\nload       %.2f s\nprefill    %.1f tokens/s (%d tokens), %.1f GFLOP/s\ndecode     %.2f tokens/s (%d tokens), %.1f GB/s of weights\n",
 		*model, res.Kernels, runtime.GOMAXPROCS(0), res.LoadS, res.PrefillTokS, *promptTokens, res.PrefillGFLOPs, res.DecodeTokS, *genTokens, res.DecodeGBs)
-	if res.PackedBF16 > 0 {
-		fmt.Fprintf(stdout, "packed     %d BF16 matrices in 12 bits a weight, losslessly: %.0f -> %.0f MB\n", res.PackedBF16, res.PackedFromMB, res.PackedToMB)
+	if res.Packed > 0 {
+		fmt.Fprintf(stdout, "packed     %d matrices for decode (BF16 in 12 bits a weight; Q4_0, Q8_0 by 16 rows): %.0f -> %.0f MB\n", res.Packed, res.PackedFromMB, res.PackedToMB)
 	}
 	if res.VisionTileS > 0 {
 		fmt.Fprintf(stdout, "vision     %.3f s per tile, %.1f GFLOP/s\n", res.VisionTileS, res.VisionGFLOPs)
@@ -158,8 +159,8 @@ func bench(dir string, n, m int, seed uint64, opts graphs.Options, cpuProfile st
 	}
 	res.PeakRSSMB = peakRSSMB()
 	stepBytes, stepWeights, headWeights := weightTraffic(model)
-	// Packed BF16 matrices (simd.PackBF16) are read in their packing.
-	res.PackedBF16, res.PackedFromMB, res.PackedToMB = packedBF16()
+	// Packed matrices are read in their packing.
+	res.Packed, res.PackedFromMB, res.PackedToMB = packedMB()
 	stepBytes -= int64((res.PackedFromMB - res.PackedToMB) * 1e6)
 	res.DecodeGBs = float64(stepBytes) * res.DecodeTokS / 1e9
 	res.PrefillGFLOPs = 2 * (float64(stepWeights-headWeights)*float64(n) + float64(headWeights)) * res.PrefillTokS / float64(n) / 1e9

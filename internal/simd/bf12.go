@@ -186,22 +186,24 @@ func mulRowsBF12(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 
 var (
 	packMu sync.Mutex
-	// mapped is the read-only file mappings (Mapped), whose BF16
-	// matrices may be packed.
+	// mapped is the read-only file mappings (Mapped), whose matrices may
+	// be packed.
 	mapped []span
-	// packs is the packed matrices by the address of their BF16 data.
-	packs sync.Map // uintptr -> *bf12
-	// packMin is the smallest matrix (BF16 bytes) worth packing: the size
-	// from which decode shares a product with the team. GOZOO_BF12=all
-	// packs every one, so CI checks the packing on the golden cases' small
-	// matrices too.
-	packMin = map[bool]int{false: splitBytes, true: 0}[os.Getenv("GOZOO_BF12") == "all"]
-	// packOff is GOZOO_BF12=off: BF16 matrices stay as they are.
-	packOff = os.Getenv("GOZOO_BF12") == "off"
+	// packs is the packed matrices (*bf12, *x16; nil for a refusal) by
+	// the address of their data in the mapping.
+	packs sync.Map // uintptr -> any
+	// packMin is the smallest matrix (bytes in the file) worth packing:
+	// the size from which decode shares a product with the team.
+	// GOZOO_PACK=all packs every one, so CI checks the packings on the
+	// golden cases' small matrices too.
+	packMin = map[bool]int{false: splitBytes, true: 0}[os.Getenv("GOZOO_PACK") == "all"]
+	// packOff is GOZOO_PACK=off: matrices stay as the file has them.
+	packOff = os.Getenv("GOZOO_PACK") == "off"
 )
 
-// Mapped records that b is a read-only mapping of a file: BF16 matrices in
-// it may be packed (PackBF16), and their pages given back to the kernel.
+// Mapped records that b is a read-only mapping of a file: matrices in it
+// may be packed (PackBF16, PackQuant), and their pages given back to the
+// kernel.
 func Mapped(b []byte) {
 	if len(b) == 0 {
 		return
@@ -238,59 +240,82 @@ func Unmapped(b []byte) {
 // when the kernels can use it (AVX-512 with VBMI), it lies in a file
 // mapping, it is at least packMin bytes, in is a multiple of 32 and its
 // exceptions are few; the pages of w are then given back to the kernel.
-// Packing again, or after a refusal, is a no-op, and GOZOO_BF12=off turns
+// Packing again, or after a refusal, is a no-op, and GOZOO_PACK=off turns
 // packing off.
 func PackBF16(w []uint16, out, in int) {
 	if packOff || !canBF12() || in%32 != 0 || out*in < packMin/2 || len(w) < out*in {
 		return
 	}
 	w = w[:out*in]
-	a := uintptr(unsafe.Pointer(&w[0]))
-	if _, ok := packs.Load(a); ok {
+	pack(unsafe.Pointer(&w[0]), 2*len(w), func() any { return packBF12(w, out, in, release) })
+}
+
+// pack stores build's packing of the n bytes at a, once, if they lie in
+// a file mapping. A refusal is kept too (a nil packing), so that the
+// graphs built later do not try the matrix again.
+func pack(a unsafe.Pointer, n int, build func() any) {
+	if _, ok := packs.Load(uintptr(a)); ok {
 		return
 	}
 	packMu.Lock()
 	defer packMu.Unlock()
 	inFile := false
 	for _, m := range mapped {
-		inFile = inFile || (a >= m.p && a+uintptr(2*len(w)) <= m.p+uintptr(m.n))
+		inFile = inFile || (uintptr(a) >= m.p && uintptr(a)+uintptr(n) <= m.p+uintptr(m.n))
 	}
-	if _, ok := packs.Load(a); ok || !inFile {
+	if _, ok := packs.Load(uintptr(a)); ok || !inFile {
 		return
 	}
-	// A refusal is kept too (a nil packing), so that the graphs built
-	// later do not try the matrix again.
-	packs.Store(a, packBF12(w, out, in, release))
+	packs.Store(uintptr(a), build())
 }
 
-// Packed reports the BF16 matrices packed so far: how many, their BF16
-// bytes and the bytes their packings read instead.
-func Packed() (matrices int, bf16Bytes, packedBytes int64) {
+// Packed reports the matrices packed so far: how many, their bytes in
+// the file and the bytes their packings read instead.
+func Packed() (matrices int, fileBytes, packedBytes int64) {
 	packs.Range(func(_, v any) bool {
-		p := v.(*bf12)
-		if p == nil {
-			return true
+		switch p := v.(type) {
+		case *bf12:
+			if p != nil {
+				matrices++
+				fileBytes += int64(2 * p.out * p.in)
+				packedBytes += int64(len(p.data) + int(unsafe.Sizeof(bf12Exc{}))*len(p.exc))
+			}
+		case *x16:
+			if p != nil {
+				matrices++
+				fileBytes += int64(len(p.data) - 64)
+				packedBytes += int64(len(p.data))
+			}
 		}
-		matrices++
-		bf16Bytes += int64(2 * p.out * p.in)
-		packedBytes += int64(len(p.data) + int(unsafe.Sizeof(bf12Exc{}))*len(p.exc))
 		return true
 	})
-	return matrices, bf16Bytes, packedBytes
+	return matrices, fileBytes, packedBytes
 }
 
 // packed is w's packing, if it has one.
 func packed(w Weight, out, in int) (Weight, bool) {
-	if w.Kind != BF16 || len(w.U16s) == 0 {
+	var a uintptr
+	switch {
+	case w.Kind == BF16 && len(w.U16s) > 0:
+		a = uintptr(unsafe.Pointer(&w.U16s[0]))
+	case w.Kind == Quant && len(w.Bytes) > 0:
+		a = uintptr(unsafe.Pointer(&w.Bytes[0]))
+	default:
 		return w, false
 	}
-	v, ok := packs.Load(uintptr(unsafe.Pointer(&w.U16s[0])))
+	v, ok := packs.Load(a)
 	if !ok {
 		return w, false
 	}
-	p := v.(*bf12)
-	if p == nil || p.out != out || p.in != in {
-		return w, false
+	switch p := v.(type) {
+	case *bf12:
+		if p != nil && w.Kind == BF16 && p.out == out && p.in == in {
+			return Weight{Kind: BF12, bf12: p}, true
+		}
+	case *x16:
+		if p != nil && w.Kind == Quant && p.f == w.Format && p.out == out && p.in == in {
+			return Weight{Kind: X16, x16: p}, true
+		}
 	}
-	return Weight{Kind: BF12, bf12: p}, true
+	return w, false
 }

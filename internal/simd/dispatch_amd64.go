@@ -25,6 +25,25 @@ var useGFNI = cpu.X86.HasAVX512GFNI
 // permute (Ice Lake and later, Zen 4).
 func canBF12() bool { return active == avx512 && cpu.X86.HasAVX512VBMI }
 
+// canX16 says whether the kernels of regrouped Q4_0 and Q8_0 run here.
+func canX16() bool { return active == avx512 }
+
+// asmGemvX16 computes y[r] for rows [r0, r1) of p, whole groups of 16,
+// if the kernel runs here.
+func asmGemvX16(p *x16, x []float32, r0, r1 int, y []float32) bool {
+	if !canX16() || r0 == r1 {
+		return false
+	}
+	_ = y[r1-1]
+	w := &p.data[r0/16*(p.in/32)*p.blockBytes()]
+	if p.f == quant.Q4_0 {
+		gemvQ4_0x16AVX512(&x[0], w, p.in/32, (r1-r0)/16, &y[r0])
+	} else {
+		gemvQ8_0x16AVX512(&x[0], w, p.in/32, (r1-r0)/16, &y[r0])
+	}
+	return true
+}
+
 // asmGemvBF12 computes y[r] for rows [r0, r1) of p without its
 // exceptions, if the kernel runs here.
 func asmGemvBF12(p *bf12, x []float32, r0, r1 int, y []float32) bool {

@@ -89,3 +89,7 @@ func asmFastGemmK(f quant.Format, p *packedRows, blocks int, q []int8, in int, d
 func asmFastGemm16(p *packedRows, blocks int, q []int8, in int, d []float32, corr []int32, T int, y []float32, ldy int) {
 	panic("simd: no assembly kernels in this build")
 }
+
+func canX16() bool { return false }
+
+func asmGemvX16(p *x16, x []float32, r0, r1 int, y []float32) bool { return false }

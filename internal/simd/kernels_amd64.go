@@ -204,6 +204,16 @@ func gemvQ4_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *
 //go:noescape
 func dequantQ5_0AVX512(w *byte, ldw int, blocks int, rows int, shifts *uint32, dst *float32)
 
+// gemvQ4_0x16AVX512 computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q4_0 rows of blocks blocks, regrouped by 16 rows (x16.go).
+//
+//go:noescape
+func gemvQ4_0x16AVX512(x *float32, w *byte, blocks int, groups int, y *float32)
+
+// gemvQ8_0x16AVX512 computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q8_0 rows of blocks blocks, regrouped by 16 rows (x16.go).
+//
+//go:noescape
+func gemvQ8_0x16AVX512(x *float32, w *byte, blocks int, groups int, y *float32)
+
 // gemvBF12AVX512 computes y[r] = x · w_r for rows BF12 rows of chunks chunks of 32 (stride ldw bytes).
 //
 //go:noescape

@@ -22,6 +22,24 @@ DATA iota16<>+56(SB)/4, $0x41600000
 DATA iota16<>+60(SB)/4, $0x41700000
 GLOBL iota16<>(SB), RODATA|NOPTR, $64
 
+DATA qoffsets<>+0(SB)/4, $0xc1000000
+DATA qoffsets<>+4(SB)/4, $0xc0e00000
+DATA qoffsets<>+8(SB)/4, $0xc0c00000
+DATA qoffsets<>+12(SB)/4, $0xc0a00000
+DATA qoffsets<>+16(SB)/4, $0xc0800000
+DATA qoffsets<>+20(SB)/4, $0xc0400000
+DATA qoffsets<>+24(SB)/4, $0xc0000000
+DATA qoffsets<>+28(SB)/4, $0xbf800000
+DATA qoffsets<>+32(SB)/4, $0x00000000
+DATA qoffsets<>+36(SB)/4, $0x3f800000
+DATA qoffsets<>+40(SB)/4, $0x40000000
+DATA qoffsets<>+44(SB)/4, $0x40400000
+DATA qoffsets<>+48(SB)/4, $0x40800000
+DATA qoffsets<>+52(SB)/4, $0x40a00000
+DATA qoffsets<>+56(SB)/4, $0x40c00000
+DATA qoffsets<>+60(SB)/4, $0x40e00000
+GLOBL qoffsets<>(SB), RODATA|NOPTR, $64
+
 DATA bf12lo<>+0(SB)/1, $0x00
 DATA bf12lo<>+1(SB)/1, $0x00
 DATA bf12lo<>+2(SB)/1, $0x00
@@ -3958,6 +3976,296 @@ dequantQ5_0AVX512_rowdone:
 	JMP  dequantQ5_0AVX512_row
 
 dequantQ5_0AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemvQ4_0x16AVX512(x *float32, w *byte, blocks int, groups int, y *float32)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·gemvQ4_0x16AVX512(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    w+8(FP), CX
+	MOVQ    blocks+16(FP), DX
+	MOVQ    groups+24(FP), BX
+	MOVQ    y+32(FP), SI
+	VMOVUPS qoffsets<>+0(SB), Z0
+
+gemvQ4_0x16AVX512_group:
+	TESTQ  BX, BX
+	JZ     gemvQ4_0x16AVX512_end
+	VPXORD Z1, Z1, Z1
+	MOVQ   AX, DI
+	MOVQ   DX, R8
+
+gemvQ4_0x16AVX512_block:
+	TESTQ            R8, R8
+	JZ               gemvQ4_0x16AVX512_groupdone
+	PREFETCHT0       2048(CX)
+	PREFETCHT0       2112(CX)
+	PREFETCHT0       2176(CX)
+	PREFETCHT0       2240(CX)
+	PREFETCHT0       2304(CX)
+	VMOVDQU32        32(CX), Z2
+	VPERMPS          Z0, Z2, Z3
+	VMULPS.BCST      (DI), Z3, Z3
+	VPSRLD           $0x04, Z2, Z2
+	VPERMPS          Z0, Z2, Z2
+	VMULPS.BCST      64(DI), Z2, Z2
+	VMOVDQU32        33(CX), Z4
+	VPERMPS          Z0, Z4, Z5
+	VMULPS.BCST      4(DI), Z5, Z5
+	VPSRLD           $0x04, Z4, Z4
+	VPERMPS          Z0, Z4, Z4
+	VMULPS.BCST      68(DI), Z4, Z4
+	VMOVDQU32        34(CX), Z6
+	VPERMPS          Z0, Z6, Z7
+	VFMADD231PS.BCST 8(DI), Z7, Z3
+	VPSRLD           $0x04, Z6, Z6
+	VPERMPS          Z0, Z6, Z6
+	VFMADD231PS.BCST 72(DI), Z6, Z2
+	VMOVDQU32        35(CX), Z6
+	VPERMPS          Z0, Z6, Z7
+	VFMADD231PS.BCST 12(DI), Z7, Z5
+	VPSRLD           $0x04, Z6, Z6
+	VPERMPS          Z0, Z6, Z6
+	VFMADD231PS.BCST 76(DI), Z6, Z4
+	VMOVDQU32        96(CX), Z6
+	VPERMPS          Z0, Z6, Z7
+	VFMADD231PS.BCST 16(DI), Z7, Z3
+	VPSRLD           $0x04, Z6, Z6
+	VPERMPS          Z0, Z6, Z6
+	VFMADD231PS.BCST 80(DI), Z6, Z2
+	VMOVDQU32        97(CX), Z6
+	VPERMPS          Z0, Z6, Z7
+	VFMADD231PS.BCST 20(DI), Z7, Z5
+	VPSRLD           $0x04, Z6, Z6
+	VPERMPS          Z0, Z6, Z6
+	VFMADD231PS.BCST 84(DI), Z6, Z4
+	VMOVDQU32        98(CX), Z6
+	VPERMPS          Z0, Z6, Z7
+	VFMADD231PS.BCST 24(DI), Z7, Z3
+	VPSRLD           $0x04, Z6, Z6
+	VPERMPS          Z0, Z6, Z6
+	VFMADD231PS.BCST 88(DI), Z6, Z2
+	VMOVDQU32        99(CX), Z6
+	VPERMPS          Z0, Z6, Z7
+	VFMADD231PS.BCST 28(DI), Z7, Z5
+	VPSRLD           $0x04, Z6, Z6
+	VPERMPS          Z0, Z6, Z6
+	VFMADD231PS.BCST 92(DI), Z6, Z4
+	VMOVDQU32        160(CX), Z6
+	VPERMPS          Z0, Z6, Z7
+	VFMADD231PS.BCST 32(DI), Z7, Z3
+	VPSRLD           $0x04, Z6, Z6
+	VPERMPS          Z0, Z6, Z6
+	VFMADD231PS.BCST 96(DI), Z6, Z2
+	VMOVDQU32        161(CX), Z6
+	VPERMPS          Z0, Z6, Z7
+	VFMADD231PS.BCST 36(DI), Z7, Z5
+	VPSRLD           $0x04, Z6, Z6
+	VPERMPS          Z0, Z6, Z6
+	VFMADD231PS.BCST 100(DI), Z6, Z4
+	VMOVDQU32        162(CX), Z6
+	VPERMPS          Z0, Z6, Z7
+	VFMADD231PS.BCST 40(DI), Z7, Z3
+	VPSRLD           $0x04, Z6, Z6
+	VPERMPS          Z0, Z6, Z6
+	VFMADD231PS.BCST 104(DI), Z6, Z2
+	VMOVDQU32        163(CX), Z6
+	VPERMPS          Z0, Z6, Z7
+	VFMADD231PS.BCST 44(DI), Z7, Z5
+	VPSRLD           $0x04, Z6, Z6
+	VPERMPS          Z0, Z6, Z6
+	VFMADD231PS.BCST 108(DI), Z6, Z4
+	VMOVDQU32        224(CX), Z6
+	VPERMPS          Z0, Z6, Z7
+	VFMADD231PS.BCST 48(DI), Z7, Z3
+	VPSRLD           $0x04, Z6, Z6
+	VPERMPS          Z0, Z6, Z6
+	VFMADD231PS.BCST 112(DI), Z6, Z2
+	VMOVDQU32        225(CX), Z6
+	VPERMPS          Z0, Z6, Z7
+	VFMADD231PS.BCST 52(DI), Z7, Z5
+	VPSRLD           $0x04, Z6, Z6
+	VPERMPS          Z0, Z6, Z6
+	VFMADD231PS.BCST 116(DI), Z6, Z4
+	VMOVDQU32        226(CX), Z6
+	VPERMPS          Z0, Z6, Z7
+	VFMADD231PS.BCST 56(DI), Z7, Z3
+	VPSRLD           $0x04, Z6, Z6
+	VPERMPS          Z0, Z6, Z6
+	VFMADD231PS.BCST 120(DI), Z6, Z2
+	VMOVDQU32        227(CX), Z6
+	VPERMPS          Z0, Z6, Z7
+	VFMADD231PS.BCST 60(DI), Z7, Z5
+	VPSRLD           $0x04, Z6, Z6
+	VPERMPS          Z0, Z6, Z6
+	VFMADD231PS.BCST 124(DI), Z6, Z4
+	VADDPS           Z2, Z3, Z3
+	VADDPS           Z4, Z5, Z5
+	VADDPS           Z5, Z3, Z3
+	VCVTPH2PS        (CX), Z2
+	VFMADD231PS      Z2, Z3, Z1
+	ADDQ             $0x00000120, CX
+	ADDQ             $0x80, DI
+	DECQ             R8
+	JMP              gemvQ4_0x16AVX512_block
+
+gemvQ4_0x16AVX512_groupdone:
+	VMOVUPS Z1, (SI)
+	ADDQ    $0x40, SI
+	DECQ    BX
+	JMP     gemvQ4_0x16AVX512_group
+
+gemvQ4_0x16AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemvQ8_0x16AVX512(x *float32, w *byte, blocks int, groups int, y *float32)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·gemvQ8_0x16AVX512(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), AX
+	MOVQ w+8(FP), CX
+	MOVQ blocks+16(FP), DX
+	MOVQ groups+24(FP), BX
+	MOVQ y+32(FP), SI
+
+gemvQ8_0x16AVX512_group:
+	TESTQ  BX, BX
+	JZ     gemvQ8_0x16AVX512_end
+	VPXORD Z0, Z0, Z0
+	MOVQ   AX, DI
+	MOVQ   DX, R8
+
+gemvQ8_0x16AVX512_block:
+	TESTQ            R8, R8
+	JZ               gemvQ8_0x16AVX512_groupdone
+	PREFETCHT0       2048(CX)
+	PREFETCHT0       2112(CX)
+	PREFETCHT0       2176(CX)
+	PREFETCHT0       2240(CX)
+	PREFETCHT0       2304(CX)
+	PREFETCHT0       2368(CX)
+	PREFETCHT0       2432(CX)
+	PREFETCHT0       2496(CX)
+	PREFETCHT0       2560(CX)
+	MOVL             $0xff000000, R9
+	VPBROADCASTD     R9, Z1
+	VPANDD           29(CX), Z1, Z2
+	VCVTDQ2PS        Z2, Z2
+	VMULPS.BCST      (DI), Z2, Z2
+	VPANDD           30(CX), Z1, Z3
+	VCVTDQ2PS        Z3, Z3
+	VMULPS.BCST      4(DI), Z3, Z3
+	VPANDD           31(CX), Z1, Z4
+	VCVTDQ2PS        Z4, Z4
+	VMULPS.BCST      8(DI), Z4, Z4
+	VPANDD           32(CX), Z1, Z5
+	VCVTDQ2PS        Z5, Z5
+	VMULPS.BCST      12(DI), Z5, Z5
+	VPANDD           93(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 16(DI), Z6, Z2
+	VPANDD           94(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 20(DI), Z6, Z3
+	VPANDD           95(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 24(DI), Z6, Z4
+	VPANDD           96(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 28(DI), Z6, Z5
+	VPANDD           157(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 32(DI), Z6, Z2
+	VPANDD           158(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 36(DI), Z6, Z3
+	VPANDD           159(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 40(DI), Z6, Z4
+	VPANDD           160(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 44(DI), Z6, Z5
+	VPANDD           221(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 48(DI), Z6, Z2
+	VPANDD           222(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 52(DI), Z6, Z3
+	VPANDD           223(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 56(DI), Z6, Z4
+	VPANDD           224(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 60(DI), Z6, Z5
+	VPANDD           285(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 64(DI), Z6, Z2
+	VPANDD           286(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 68(DI), Z6, Z3
+	VPANDD           287(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 72(DI), Z6, Z4
+	VPANDD           288(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 76(DI), Z6, Z5
+	VPANDD           349(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 80(DI), Z6, Z2
+	VPANDD           350(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 84(DI), Z6, Z3
+	VPANDD           351(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 88(DI), Z6, Z4
+	VPANDD           352(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 92(DI), Z6, Z5
+	VPANDD           413(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 96(DI), Z6, Z2
+	VPANDD           414(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 100(DI), Z6, Z3
+	VPANDD           415(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 104(DI), Z6, Z4
+	VPANDD           416(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 108(DI), Z6, Z5
+	VPANDD           477(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 112(DI), Z6, Z2
+	VPANDD           478(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 116(DI), Z6, Z3
+	VPANDD           479(CX), Z1, Z6
+	VCVTDQ2PS        Z6, Z6
+	VFMADD231PS.BCST 120(DI), Z6, Z4
+	VPANDD           480(CX), Z1, Z1
+	VCVTDQ2PS        Z1, Z1
+	VFMADD231PS.BCST 124(DI), Z1, Z5
+	VADDPS           Z3, Z2, Z2
+	VADDPS           Z5, Z4, Z4
+	VADDPS           Z4, Z2, Z2
+	VCVTPH2PS        (CX), Z1
+	VFMADD231PS      Z1, Z2, Z0
+	ADDQ             $0x00000220, CX
+	ADDQ             $0x80, DI
+	DECQ             R8
+	JMP              gemvQ8_0x16AVX512_block
+
+gemvQ8_0x16AVX512_groupdone:
+	MOVL         $0x33800000, DI
+	VPBROADCASTD DI, Z1
+	VMULPS       Z1, Z0, Z0
+	VMOVUPS      Z0, (SI)
+	ADDQ         $0x40, SI
+	DECQ         BX
+	JMP          gemvQ8_0x16AVX512_group
+
+gemvQ8_0x16AVX512_end:
 	VZEROUPPER
 	RET
 

@@ -38,6 +38,9 @@ const (
 	// BF12 is a BF16 matrix packed in 12 bits a weight (bf12.go), which
 	// MulT puts in place of one that PackBF16 packed.
 	BF12
+	// X16 is a Q4_0 or Q8_0 matrix regrouped by 16 rows (x16.go), which
+	// MulT puts in place of one that PackQuant packed.
+	X16
 )
 
 // bytes is the storage of n values of w.
@@ -49,12 +52,15 @@ func (w Weight) bytes(n int) int {
 		return 2 * n
 	case BF12:
 		return n / w.bf12.in * w.bf12.stride
+	case X16:
+		return n / 32 * w.x16.f.BlockBytes()
 	}
 	return n / w.Format.BlockSize() * w.Format.BlockBytes()
 }
 
 // Weight is a matrix [rows, cols] in its stored type: F32 in F32s, 16-bit
-// kinds in U16s, quantized blocks in Bytes, a packed BF16 matrix in bf12.
+// kinds in U16s, quantized blocks in Bytes, a packed BF16 matrix in bf12,
+// a regrouped quantized one in x16.
 type Weight struct {
 	Kind   Kind
 	F32s   []float32
@@ -62,6 +68,7 @@ type Weight struct {
 	Format quant.Format
 	Bytes  []byte
 	bf12   *bf12
+	x16    *x16
 }
 
 // isa is an instruction set with kernels: each computes the R×C dot
@@ -136,6 +143,9 @@ func runRows(y, x []float32, T int, w Weight, out, in int, a *acts) {
 	// start), which a decode profile showed as 10% of its time. Chunks are
 	// runs of 4 rows, so tiles stay whole, about 4 per thread.
 	chunk := max(4, (out/(4*n)+3)&^3)
+	if w.Kind == X16 {
+		chunk = (chunk + 15) &^ 15 // whole groups of 16 rows
+	}
 	next := &teamNext
 	next.Store(0)
 	done := &teamDone
@@ -320,6 +330,10 @@ func mulRows(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 		mulRowsBF12(y, x, T, w, out, in, r0, r1)
 		return
 	}
+	if w.Kind == X16 {
+		mulRowsX16(y, x, T, w, out, in, r0, r1)
+		return
+	}
 	if w.Kind == Quant {
 		mulRowsQuant(y, x, T, w, out, in, r0, r1)
 		return
@@ -455,6 +469,10 @@ func mulRowGroups(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 func (w Weight) widenRows(j0, g, in int, dst []float32) {
 	if w.Kind == BF12 {
 		w.bf12.unpackRows(j0, j0+g, dst)
+		return
+	}
+	if w.Kind == X16 {
+		w.x16.widenRows(j0, g, dst)
 		return
 	}
 	rb := w.bytes(in)

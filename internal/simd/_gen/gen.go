@@ -68,6 +68,7 @@ func nextBlock(name string, wp, nb, xp, out GPVirtual, bsize, floats int, dot bo
 func main() {
 	ConstraintExpr("!purego")
 	tableConsts()
+	x16Consts()
 	bf12Consts()
 	q6GFNIConsts()
 	isas := []isa{avx512, {"AVX2", 8, YMM, 2}}
@@ -104,6 +105,8 @@ func main() {
 		}
 	}
 	q5Rows()
+	gemvX16("Q4_0")
+	gemvX16("Q8_0")
 	gemvBF12()
 	unpackBF12()
 	gemvQ5_0Table()

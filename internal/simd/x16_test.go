@@ -1,0 +1,202 @@
+package simd
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/gozoo/gozoo/internal/quant"
+)
+
+// quantMatrix is out rows of in random N(0, 0.02) weights in f.
+func quantMatrix(r *rand.Rand, f quant.Format, out, in int) []byte {
+	rb, _ := f.RowBytes(in)
+	buf := make([]byte, out*rb)
+	src := make([]float32, in)
+	for j := 0; j < out; j++ {
+		for i := range src {
+			src[i] = float32(r.NormFloat64() * 0.02)
+		}
+		quant.QuantizeRow(f, src, buf[j*rb:(j+1)*rb])
+	}
+	return buf
+}
+
+// TestX16 regroups Q4_0 and Q8_0 matrices by 16 rows: the rows come back
+// byte for byte, decode's kernel matches the file layout's products, and
+// the other products are the file layout's, bit for bit.
+func TestX16(t *testing.T) {
+	if !canX16() {
+		t.Skip("no X16 kernels on this CPU") // the regrouping is never made without them
+	}
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0} {
+		for _, s := range [][2]int{{32, 64}, {96, 1024}} {
+			out, in := s[0], s[1]
+			t.Run(fmt.Sprintf("%v/%dx%d", f, out, in), func(t *testing.T) {
+				w := quantMatrix(r, f, out, in)
+				p := packX16(w, f, out, in, nil)
+				rb, _ := f.RowBytes(in)
+				row := make([]byte, rb)
+				for j := 0; j < out; j++ {
+					p.rowBytes(j, row)
+					if !bytes.Equal(row, w[j*rb:(j+1)*rb]) {
+						t.Fatalf("row %d does not come back as it was", j)
+					}
+				}
+				plain, regrouped := Weight{Kind: Quant, Format: f, Bytes: w}, Weight{Kind: X16, x16: p}
+				x := make([]float32, 3*in)
+				for i := range x {
+					x[i] = float32(r.NormFloat64())
+				}
+				got, want := make([]float32, 3*out), make([]float32, 3*out)
+				mulRows(got, x, 1, regrouped, out, in, 0, out)
+				mulRows(want, x, 1, plain, out, in, 0, out)
+				ref := make([]float32, in)
+				for j := range out {
+					quant.DequantizeRow(f, w[j*rb:(j+1)*rb], ref)
+					var sum, mag float64
+					for i := range ref {
+						sum += float64(ref[i]) * float64(x[i])
+						mag += math.Abs(float64(ref[i]) * float64(x[i]))
+					}
+					if d := math.Abs(float64(got[j]) - sum); d > 1e-6*mag {
+						t.Fatalf("row %d: regrouped %g, float64 %g (file layout %g)", j, got[j], sum, want[j])
+					}
+				}
+				// 16 rows from row 16: one group, as a team's chunk.
+				mulRows(got, x, 1, regrouped, out, in, 16, 32)
+				mulRows(got, x, 3, regrouped, out, in, 0, out)
+				mulRows(want, x, 3, plain, out, in, 0, out)
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("prefill product %d: regrouped %g, file layout %g", i, got[i], want[i])
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestPackQuant packs only what it may: a Q4_0 matrix of a declared file
+// mapping, 16 rows a group; the mapping's bytes read back after their
+// pages are given back, and a decode product on the packing allocates
+// nothing.
+func TestPackQuant(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	const out, in = 240, 512 // 69 KB: above packMin
+	w := quantMatrix(r, quant.Q4_0, out, in)
+	odd := quantMatrix(r, quant.Q4_0, 120, in) // 120 rows: not whole groups
+	file := append(append([]byte(nil), w...), odd...)
+	path := filepath.Join(t.TempDir(), "w.bin")
+	if err := os.WriteFile(path, file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := syscall.Mmap(int(f.Fd()), 0, len(file), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(b)
+	mw, modd := b[:len(w)], b[len(w):]
+	weight := func(bs []byte) Weight { return Weight{Kind: Quant, Format: quant.Q4_0, Bytes: bs} }
+
+	heap := append([]byte(nil), w...)
+	PackQuant(heap, quant.Q4_0, out, in)
+	if _, ok := packed(weight(heap), out, in); ok {
+		t.Fatal("packed a matrix outside any file mapping")
+	}
+	PackQuant(mw, quant.Q4_0, out, in)
+	if _, ok := packed(weight(mw), out, in); ok {
+		t.Fatal("packed a matrix of a mapping not declared with Mapped")
+	}
+	Mapped(b)
+	defer Unmapped(b)
+	PackQuant(mw, quant.Q4_0, out, in)
+	if _, ok := packed(weight(mw), out, in); ok != canX16() {
+		t.Fatalf("a matrix of a mapping packed: %v, with kernels for it: %v", ok, canX16())
+	}
+	if !canX16() {
+		return
+	}
+	PackQuant(modd, quant.Q4_0, 120, in)
+	if _, ok := packed(weight(modd), 120, in); ok {
+		t.Fatal("packed rows that are not whole groups of 16")
+	}
+	if _, ok := packed(Weight{Kind: Quant, Format: quant.Q8_0, Bytes: mw}, out, in); ok {
+		t.Fatal("the packing served another format")
+	}
+	if !bytes.Equal(mw, w) {
+		t.Fatal("the mapping reads otherwise after its pages were given back")
+	}
+	x := make([]float32, in)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	got, want := make([]float32, out), make([]float32, out)
+	pw, _ := packed(weight(mw), out, in) // as MulT puts it in place
+	for r0 := 0; r0 < out; r0 += 16 {    // a team's chunks: whole groups
+		mulRowsAny(got, x, 1, pw, out, in, r0, r0+16, nil)
+	}
+	mulRows(want, x, 1, weight(heap), out, in, 0, out)
+	for j := range got {
+		if d := math.Abs(float64(got[j] - want[j])); d > 1e-4*math.Abs(float64(want[j]))+1e-5 {
+			t.Fatalf("row %d: packed %g, file layout %g", j, got[j], want[j])
+		}
+	}
+	if a := testing.AllocsPerRun(20, func() {
+		pw, _ := packed(weight(mw), out, in)
+		mulRows(got, x, 1, pw, out, in, 0, out)
+	}); a != 0 {
+		t.Errorf("a decode product on the packing allocates %.0f times", a)
+	}
+	Unmapped(b)
+	if _, ok := packed(weight(mw), out, in); ok {
+		t.Fatal("the packing outlived its mapping")
+	}
+}
+
+// BenchmarkX16 is one thread's decode product of 3072 rows of 1024, Q4_0
+// and Q8_0, by row and regrouped by 16 rows: in cache, and streamed from
+// memory (64 matrices in turn).
+func BenchmarkX16(b *testing.B) {
+	if !canX16() {
+		b.Skip("no X16 kernels on this CPU")
+	}
+	r := rand.New(rand.NewPCG(17, 18))
+	const out, in = 3072, 1024
+	x, y := make([]float32, in), make([]float32, out)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0} {
+		for _, copies := range []int{1, 64} {
+			var plain, regrouped []Weight
+			for range copies {
+				w := quantMatrix(r, f, out, in)
+				plain = append(plain, Weight{Kind: Quant, Format: f, Bytes: w})
+				regrouped = append(regrouped, Weight{Kind: X16, x16: packX16(w, f, out, in, nil)})
+			}
+			for _, c := range []struct {
+				name string
+				ws   []Weight
+			}{{"rows", plain}, {"x16", regrouped}} {
+				b.Run(fmt.Sprintf("%v/%d/%s", f, copies, c.name), func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						mulRows(y, x, 1, c.ws[i%copies], out, in, 0, out)
+					}
+					b.ReportMetric(2*out*in/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
