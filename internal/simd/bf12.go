@@ -283,7 +283,7 @@ func Packed() (matrices int, fileBytes, packedBytes int64) {
 		case *x16:
 			if p != nil {
 				matrices++
-				fileBytes += int64(len(p.data) - 64)
+				fileBytes += int64(p.out * p.in / p.f.BlockSize() * p.f.BlockBytes())
 				packedBytes += int64(len(p.data))
 			}
 		}

@@ -30,16 +30,20 @@ func canX16() bool { return active == avx512 }
 
 // asmGemvX16 computes y[r] for rows [r0, r1) of p, whole groups of 16,
 // if the kernel runs here.
-func asmGemvX16(p *x16, x []float32, r0, r1 int, y []float32) bool {
-	if !canX16() || r0 == r1 {
+// (sums: x's sums over each 32 values, for Q4_K).
+func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
+	if !canX16() || r0 == r1 || (p.f == quant.Q4_K && len(sums) < p.in/32) {
 		return false
 	}
 	_ = y[r1-1]
-	w := &p.data[r0/16*(p.in/32)*p.blockBytes()]
-	if p.f == quant.Q4_0 {
+	w := &p.data[r0/16*p.groupBytes()]
+	switch p.f {
+	case quant.Q4_0:
 		gemvQ4_0x16AVX512(&x[0], w, p.in/32, (r1-r0)/16, &y[r0])
-	} else {
+	case quant.Q8_0:
 		gemvQ8_0x16AVX512(&x[0], w, p.in/32, (r1-r0)/16, &y[r0])
+	default:
+		gemvQ4_Kx16AVX512(&x[0], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	}
 	return true
 }

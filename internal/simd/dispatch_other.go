@@ -92,4 +92,4 @@ func asmFastGemm16(p *packedRows, blocks int, q []int8, in int, d []float32, cor
 
 func canX16() bool { return false }
 
-func asmGemvX16(p *x16, x []float32, r0, r1 int, y []float32) bool { return false }
+func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool { return false }

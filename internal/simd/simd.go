@@ -53,7 +53,7 @@ func (w Weight) bytes(n int) int {
 	case BF12:
 		return n / w.bf12.in * w.bf12.stride
 	case X16:
-		return n / 32 * w.x16.f.BlockBytes()
+		return n / w.x16.in * w.x16.groupBytes() / 16
 	}
 	return n / w.Format.BlockSize() * w.Format.BlockBytes()
 }
@@ -69,6 +69,7 @@ type Weight struct {
 	Bytes  []byte
 	bf12   *bf12
 	x16    *x16
+	sums   []float32 // a regrouped Q4_K weight's decode: x's sums over each 32 values
 }
 
 // isa is an instruction set with kernels: each computes the R×C dot
@@ -111,6 +112,11 @@ func Force(on bool) {
 // MulT computes y [T, out] = x [T, in] · wᵀ for w [out, in].
 func MulT(y, x []float32, T int, w Weight, out, in int) {
 	w, _ = packed(w, out, in)
+	if w.Kind == X16 && w.x16.f == quant.Q4_K && T == 1 {
+		sp := sumsBuf.Get().(*[]float32)
+		defer sumsBuf.Put(sp)
+		w.sums = x16Sums(x[:in], sp)
+	}
 	runRows(y, x, T, w, out, in, nil)
 }
 

@@ -9,8 +9,9 @@ import (
 	"github.com/gozoo/gozoo/internal/quant"
 )
 
-// X16 keeps a Q4_0 or Q8_0 matrix regrouped by 16 rows for exact decode,
-// the blocks' bytes unchanged and as many of them. Exact decode is bound
+// X16 keeps a Q4_0, Q8_0 or Q4_K matrix regrouped by 16 rows for exact
+// decode, the blocks' bytes unchanged and as many of them (Q4_K's 6-bit
+// scales and mins are unpacked to bytes: 2.8% more). Exact decode is bound
 // by the vector pipes, not by memory: a row's kernel spends, per 32
 // weights, a widening and a shift of the nibbles, two table lookups, two
 // multiply-adds and one instruction for the block's scale d. With the
@@ -19,39 +20,53 @@ import (
 // and 4-byte words of 16 rows lie side by side, so that a load at byte
 // offset i puts the rows' byte i of a word in the low bits of 16 lanes,
 // where a lookup reads it (Q4_0) or a mask keeps it (Q8_0) with no
-// widening. On Zen 4, one thread, 3072 rows of 1024 (BenchmarkX16):
-// Q4_0 from 45 to 60 GFLOP/s streamed from memory.
+// widening. Q4_K's mins and scales go the same way: its weights are
+// (d·sc_j)·q - dmin·m_j, and the kernel sums q·x by sub-block for 16 rows,
+// scales the sums, and takes dmin·Σ_j m_j·(x's sum over sub-block j) off.
+// On Zen 4, one thread, 3072 rows of 1024 streamed from memory
+// (BenchmarkX16), GFLOP/s by row -> regrouped: Q4_0 45 -> 60, Q4_K 38 ->
+// 49, Q8_0 37 -> 38 (bound by memory; in cache 41 -> 50).
 //
 // A group of 16 rows is its blocks one after another; a block is the 16
-// rows' d (16 halves), then the words of their quantized values (Q4_0:
-// 4 words, Q8_0: 8), each as 16 rows' 4 bytes: row r's word i at byte
-// 32 + 64i + 4r. The kernels' loads run up to 3 bytes past a block,
+// rows' d (16 halves; Q4_K: then dmin, and 4 words of scales and mins),
+// then the words of their quantized values (Q4_0: 4 words, Q8_0: 8,
+// Q4_K: 32), each as 16 rows' 4 bytes: row r's word i at byte
+// head + 64i + 4r. The kernels' loads run up to 3 bytes past a block,
 // which the padding after the last group covers.
 //
 // As BF12: matrices of a read-only file mapping, packed when a model
 // binds them to a Linear in exact mode (PackQuant), and their pages given
 // back to the kernel.
 
-// x16 is a regrouped matrix [out, in] (out a multiple of 16, in of 32).
+// x16 is a regrouped matrix [out, in] (out a multiple of 16, in of the
+// block size).
 type x16 struct {
 	f       quant.Format
 	out, in int
 	data    []byte
 }
 
-// x16Formats are the formats that regroup: the words of a block's values.
-var x16Words = map[quant.Format]int{quant.Q4_0: 4, quant.Q8_0: 8}
+// x16Words is the words of a block's values in the formats that regroup.
+var x16Words = map[quant.Format]int{quant.Q4_0: 4, quant.Q8_0: 8, quant.Q4_K: 32}
 
-// blockBytes is the bytes of one block of a group: 16 blocks' worth.
-func (p *x16) blockBytes() int { return 16 * p.f.BlockBytes() }
+// x16Head is the bytes of a regrouped block before its values: the 16
+// rows' d (and Q4_K's dmin, and its scales and mins, unpacked to bytes in
+// 4 words).
+var x16Head = map[quant.Format]int{quant.Q4_0: 32, quant.Q8_0: 32, quant.Q4_K: 64 + 4*64}
+
+// blockBytes is the bytes of one regrouped block of 16 rows.
+func (p *x16) blockBytes() int { return x16Head[p.f] + 64*x16Words[p.f] }
+
+// groupBytes is the bytes of a group of 16 rows.
+func (p *x16) groupBytes() int { return p.in / p.f.BlockSize() * p.blockBytes() }
 
 // packX16 regroups w, the blocks of f of a matrix [out, in], in slabs of
 // about 4 MB split over the CPUs, and releases each slab's source pages
 // once it is copied (with release set).
 func packX16(w []byte, f quant.Format, out, in int, release func([]byte)) *x16 {
 	p := &x16{f: f, out: out, in: in}
-	rb := in / 32 * f.BlockBytes()
-	p.data = make([]byte, out*rb+64)
+	rb := in / f.BlockSize() * f.BlockBytes()
+	p.data = make([]byte, out/16*p.groupBytes()+64)
 	n := runtime.GOMAXPROCS(0)
 	slab := max(16, (4<<20)/rb&^15)
 	for r0 := 0; r0 < out; r0 += slab {
@@ -62,7 +77,9 @@ func packX16(w []byte, f quant.Format, out, in int, release func([]byte)) *x16 {
 			a, b := r0/16+groups*i/n, r0/16+groups*(i+1)/n
 			wg.Go(func() {
 				for g := a; g < b; g++ {
-					p.regroup(g, w[16*g*rb:16*(g+1)*rb])
+					for r := 0; r < 16; r++ {
+						p.putRow(16*g+r, w[(16*g+r)*rb:(16*g+r+1)*rb])
+					}
 				}
 			})
 		}
@@ -74,32 +91,61 @@ func packX16(w []byte, f quant.Format, out, in int, release func([]byte)) *x16 {
 	return p
 }
 
-// regroup writes group g from src, its 16 rows in the file's layout.
-func (p *x16) regroup(g int, src []byte) {
-	bb, words := p.f.BlockBytes(), x16Words[p.f]
-	rb := p.in / 32 * bb
-	for b := 0; b < p.in/32; b++ {
-		dst := p.data[(g*p.in/32+b)*p.blockBytes():]
-		for r := 0; r < 16; r++ {
-			blk := src[r*rb+b*bb:]
-			dst[2*r], dst[2*r+1] = blk[0], blk[1]
-			for i := 0; i < words; i++ {
-				copy(dst[32+64*i+4*r:32+64*i+4*r+4], blk[2+4*i:])
+// block is regrouped block b of row r's group, and r's place in it.
+func (p *x16) block(r, b int) ([]byte, int) {
+	return p.data[r/16*p.groupBytes()+b*p.blockBytes():], r % 16
+}
+
+// putRow writes row r from src, its blocks in the file's layout.
+func (p *x16) putRow(r int, src []byte) {
+	bb, head, words := p.f.BlockBytes(), x16Head[p.f], x16Words[p.f]
+	for b := 0; b < p.in/p.f.BlockSize(); b++ {
+		dst, rr := p.block(r, b)
+		blk := src[b*bb:]
+		dst[2*rr], dst[2*rr+1] = blk[0], blk[1]
+		vals := blk[2:]
+		if p.f == quant.Q4_K {
+			dst[32+2*rr], dst[32+2*rr+1] = blk[2], blk[3]
+			for j := 0; j < 8; j++ {
+				sc, m := quant.ScaleMinK4(j, blk[4:16])
+				dst[64+64*(j/4)+4*rr+j%4] = sc
+				dst[64+64*(2+j/4)+4*rr+j%4] = m
 			}
+			vals = blk[16:]
+		}
+		for i := 0; i < words; i++ {
+			copy(dst[head+64*i+4*rr:head+64*i+4*rr+4], vals[4*i:])
 		}
 	}
 }
 
 // rowBytes writes row r in the file's layout into dst.
 func (p *x16) rowBytes(r int, dst []byte) {
-	bb, words := p.f.BlockBytes(), x16Words[p.f]
-	g, rr := r/16, r%16
-	for b := 0; b < p.in/32; b++ {
-		src := p.data[(g*p.in/32+b)*p.blockBytes():]
+	bb, head, words := p.f.BlockBytes(), x16Head[p.f], x16Words[p.f]
+	for b := 0; b < p.in/p.f.BlockSize(); b++ {
+		src, rr := p.block(r, b)
 		blk := dst[b*bb:]
 		blk[0], blk[1] = src[2*rr], src[2*rr+1]
+		vals := blk[2:]
+		if p.f == quant.Q4_K {
+			blk[2], blk[3] = src[32+2*rr], src[32+2*rr+1]
+			var sc, m [8]byte
+			for j := 0; j < 8; j++ {
+				sc[j] = src[64+64*(j/4)+4*rr+j%4]
+				m[j] = src[64+64*(2+j/4)+4*rr+j%4]
+			}
+			// ggml's 12 bytes: sub-blocks 0-3 in the low 6 bits of bytes
+			// 0-7, the top 2 bits of 4-7 above them, the low 4 bits of
+			// 4-7 in bytes 8-11.
+			for j := 0; j < 4; j++ {
+				blk[4+j] = sc[j] | sc[j+4]>>4<<6
+				blk[8+j] = m[j] | m[j+4]>>4<<6
+				blk[12+j] = sc[j+4]&15 | m[j+4]&15<<4
+			}
+			vals = blk[16:]
+		}
 		for i := 0; i < words; i++ {
-			binary.LittleEndian.PutUint32(blk[2+4*i:], binary.LittleEndian.Uint32(src[32+64*i+4*rr:]))
+			binary.LittleEndian.PutUint32(vals[4*i:], binary.LittleEndian.Uint32(src[head+64*i+4*rr:]))
 		}
 	}
 }
@@ -107,7 +153,7 @@ func (p *x16) rowBytes(r int, dst []byte) {
 // widenRows dequantizes rows [r0, r0+g) into dst: each row is put back
 // in the file's layout and dequantized there, exactly as before packing.
 func (p *x16) widenRows(r0, g int, dst []float32) {
-	rb := p.in / 32 * p.f.BlockBytes()
+	rb := p.in / p.f.BlockSize() * p.f.BlockBytes()
 	bp := byteBuf.Get().(*[]byte)
 	defer byteBuf.Put(bp)
 	if cap(*bp) < g*rb {
@@ -127,22 +173,42 @@ var byteBuf = sync.Pool{New: func() any { return new([]byte) }}
 // anything else goes through widened rows.
 func mulRowsX16(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 	p := w.x16
-	if T == 1 && r0%16 == 0 && r1%16 == 0 && asmGemvX16(p, x, r0, r1, y) {
+	if T == 1 && r0%16 == 0 && r1%16 == 0 && asmGemvX16(p, x, w.sums, r0, r1, y) {
 		return
 	}
 	mulRowGroups(y, x, T, w, out, in, r0, r1)
 }
 
-// PackQuant regroups the Q4_0 or Q8_0 matrix w [out, in] for exact decode
+// x16Sums computes sums, x's sums over each 32 values, for a product of
+// a regrouped Q4_K weight: its kernel subtracts the mins through them.
+func x16Sums(x []float32, sums *[]float32) []float32 {
+	if cap(*sums) < len(x)/32 {
+		*sums = make([]float32, len(x)/32)
+	}
+	s := (*sums)[:len(x)/32]
+	for j := range s {
+		v := x[32*j : 32*j+32]
+		var a, b, c, d float32
+		for i := 0; i < 32; i += 4 {
+			a, b, c, d = a+v[i], b+v[i+1], c+v[i+2], d+v[i+3]
+		}
+		s[j] = (a + b) + (c + d)
+	}
+	return s
+}
+
+var sumsBuf = sync.Pool{New: func() any { return new([]float32) }}
+
+// PackQuant regroups the Q4_0, Q8_0 or Q4_K matrix w [out, in] for exact decode
 // (see X16 above) when the kernels run here, it lies in a file mapping,
 // it is at least packMin bytes and out is a multiple of 16; its pages are
 // then given back to the kernel. Packing again is a no-op, and
 // GOZOO_PACK=off turns packing off.
 func PackQuant(w []byte, f quant.Format, out, in int) {
-	if packOff || !canX16() || x16Words[f] == 0 || out%16 != 0 || in%32 != 0 || len(w) == 0 {
+	if packOff || !canX16() || x16Words[f] == 0 || out%16 != 0 || in%f.BlockSize() != 0 || len(w) == 0 {
 		return
 	}
-	rb := in / 32 * f.BlockBytes()
+	rb := in / f.BlockSize() * f.BlockBytes()
 	if out*rb < packMin || len(w) < out*rb {
 		return
 	}

@@ -129,3 +129,110 @@ func gemvX16(q string) {
 	VZEROUPPER()
 	RET()
 }
+
+// gemvQ4_Kx16 writes gemvQ4_Kx16AVX512: y[16g+r] = x · w_{16g+r} for
+// groups groups of 16 Q4_K rows of blocks super-blocks, regrouped by 16
+// rows: per super-block the 16 rows' d and dmin (16 halves each), their
+// 6-bit scales and mins unpacked to bytes (sc[8] in words 0-1, m[8] in
+// words 2-3), then the 32 words of their nibbles (byte 32ch+l: column
+// 64ch+l in its low nibble, 64ch+32+l in its high), each word 16 rows' 4
+// bytes. A weight is (d·sc_j)·q - dmin·m_j, so a row's product is
+// Σ_j d·sc_j·(Σ q·x over sub-block j) - dmin·Σ_j m_j·sums[j], with sums
+// x's sums over each 32 values (computed once per product): the nibbles
+// are looked up as plain q, and the scales are applied to 16 rows' sums
+// of each sub-block at once.
+func gemvQ4_Kx16() {
+	name := "gemvQ4_Kx16AVX512"
+	TEXT(name, NOSPLIT, "func(x *float32, sums *float32, w *byte, blocks int, groups int, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q4_K rows of blocks super-blocks, regrouped by 16 rows (x16.go), with sums x's sums over each 32 values.")
+	x, sums, w, blocks, groups, y := params("x", "sums", "w", "blocks", "groups", "y")
+	const bsize = 64 + 4*64 + 32*64
+	table, low := ZMM(), broadcast(avx512, 0xff)
+	VMOVUPS(iota16, table)
+	xp, sp, b := GP64(), GP64(), GP64()
+	Label(name + "_group")
+	TESTQ(groups, groups)
+	JZ(LabelRef(name + "_end"))
+	acc := ZMM()
+	VPXORD(acc, acc, acc)
+	MOVQ(x, xp)
+	MOVQ(sums, sp)
+	MOVQ(blocks, b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_groupdone"))
+	for off := 0; off < bsize; off += 64 {
+		PREFETCHT0(Mem{Base: w, Disp: prefetchDist + off})
+	}
+	// byteAt is byte k of the 16 rows' word i as floats.
+	byteAt := func(i, k int) VecVirtual {
+		v := ZMM()
+		VPANDD(Mem{Base: w, Disp: 64 + 64*i + k}, low, v)
+		VCVTDQ2PS(v, v)
+		return v
+	}
+	// The mins: dmin·Σ_j m_j·sums[j], subtracted from the rows' sums.
+	mins := ZMM()
+	for j := 0; j < 8; j++ {
+		m := byteAt(2+j/4, j%4)
+		if j == 0 {
+			VMULPS_BCST(Mem{Base: sp}, m, mins)
+		} else {
+			VFMADD231PS_BCST(Mem{Base: sp, Disp: 4 * j}, m, mins)
+		}
+	}
+	dmin := ZMM()
+	VCVTPH2PS(Mem{Base: w, Disp: 32}, dmin)
+	VFNMADD231PS(dmin, mins, acc)
+	d := ZMM()
+	VCVTPH2PS(Mem{Base: w}, d)
+	for ch := 0; ch < 4; ch++ {
+		// Two chains for each of the two sub-blocks, 2ch (low nibbles)
+		// and 2ch+1 (high), taking the 16 rows' products in turn.
+		var a, hb [2]VecVirtual
+		for l := 0; l < 32; l++ {
+			word, k := 8*ch+l/4, l%4
+			idx := ZMM()
+			VMOVDQU32(Mem{Base: w, Disp: 320 + 64*word + k}, idx)
+			lo := ZMM()
+			VPERMPS(table, idx, lo) // q of column 64ch+l
+			VPSRLD(U8(4), idx, idx)
+			hi := ZMM()
+			VPERMPS(table, idx, hi) // q of column 64ch+32+l
+			for _, c := range []struct {
+				v     VecVirtual
+				chain *VecVirtual
+				col   int
+			}{{lo, &a[l%2], 64*ch + l}, {hi, &hb[l%2], 64*ch + 32 + l}} {
+				xm := Mem{Base: xp, Disp: 4 * c.col}
+				if l < 2 {
+					*c.chain = ZMM()
+					VMULPS_BCST(xm, c.v, *c.chain)
+				} else {
+					VFMADD231PS_BCST(xm, c.v, *c.chain)
+				}
+			}
+		}
+		for s, chains := range [][2]VecVirtual{a, hb} {
+			j := 2*ch + s
+			VADDPS(chains[1], chains[0], chains[0])
+			sc := byteAt(j/4, j%4)
+			VMULPS(d, sc, sc) // d·sc_j for 16 rows, as ggml computes it
+			VFMADD231PS(sc, chains[0], acc)
+		}
+	}
+	ADDQ(U32(bsize), w)
+	ADDQ(U32(4*256), xp)
+	ADDQ(U8(32), sp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_groupdone")
+	VMOVUPS(acc, Mem{Base: y})
+	ADDQ(U8(64), y)
+	DECQ(groups)
+	JMP(LabelRef(name + "_group"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
