@@ -132,8 +132,12 @@ func (w weight) simd() simd.Weight {
 }
 
 // row widens row r of width cols into dst (or returns the row itself for
-// F32 storage); a quantized row is dequantized, only that row.
+// F32 storage); a quantized row is dequantized, only that row. A matrix
+// packed for decode (a tied head's table) gives its row from the packing.
 func (w weight) row(dst []float32, r, cols int) []float32 {
+	if w.dtype != graphs.F32 && simd.Row(w.simd(), r, cols, dst) {
+		return dst[:cols]
+	}
 	switch w.dtype {
 	case graphs.F32:
 		return w.f32[r*cols : (r+1)*cols]

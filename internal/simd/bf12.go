@@ -62,7 +62,9 @@ func bf12Stride(in int) int { return 16 + in/32*48 }
 // twice.
 func packBF12(w []uint16, out, in int, release func([]byte)) *bf12 {
 	p := &bf12{stride: bf12Stride(in), out: out, in: in}
-	p.data = make([]byte, out*p.stride)
+	if p.data = packMemory(out * p.stride); p.data == nil {
+		return nil
+	}
 	maxExc := max(64, out*in/1024)
 	n := runtime.GOMAXPROCS(0)
 	slab := max(n, (2<<20)/in)
@@ -84,6 +86,7 @@ func packBF12(w []uint16, out, in int, release func([]byte)) *bf12 {
 			p.exc = append(p.exc, e...)
 		}
 		if len(p.exc) > maxExc {
+			freePacking(p.data)
 			return nil
 		}
 		if release != nil {
@@ -228,9 +231,21 @@ func Unmapped(b []byte) {
 			break
 		}
 	}
-	packs.Range(func(k, _ any) bool {
+	// The packings go too: no product runs on a model whose file is
+	// being unmapped.
+	packs.Range(func(k, v any) bool {
 		if a := k.(uintptr); a >= s.p && a < s.p+uintptr(s.n) {
 			packs.Delete(k)
+			switch p := v.(type) {
+			case *bf12:
+				if p != nil {
+					freePacking(p.data)
+				}
+			case *x16:
+				if p != nil {
+					freePacking(p.data)
+				}
+			}
 		}
 		return true
 	})
@@ -292,8 +307,8 @@ func Packed() (matrices int, fileBytes, packedBytes int64) {
 	return matrices, fileBytes, packedBytes
 }
 
-// packed is w's packing, if it has one.
-func packed(w Weight, out, in int) (Weight, bool) {
+// packingOf is the packing of w's data, or nil.
+func packingOf(w Weight) any {
 	var a uintptr
 	switch {
 	case w.Kind == BF16 && len(w.U16s) > 0:
@@ -301,13 +316,36 @@ func packed(w Weight, out, in int) (Weight, bool) {
 	case w.Kind == Quant && len(w.Bytes) > 0:
 		a = uintptr(unsafe.Pointer(&w.Bytes[0]))
 	default:
-		return w, false
+		return nil
 	}
-	v, ok := packs.Load(a)
-	if !ok {
-		return w, false
+	v, _ := packs.Load(a)
+	return v
+}
+
+// Row widens row r of w [rows, in] into dst from w's packing, if it has
+// one, and says whether it did: an embedding row of a tied head. The
+// file's pages of a packed matrix were given back, and reading them again
+// faults in far more than the row (the kernel reads around a fault: 128
+// random rows of Qwen3-0.6B's Q8_0 table brought 100 MB back).
+func Row(w Weight, r, in int, dst []float32) bool {
+	switch p := packingOf(w).(type) {
+	case *bf12:
+		if p != nil && w.Kind == BF16 && p.in == in && r < p.out {
+			p.unpackRows(r, r+1, dst[:in])
+			return true
+		}
+	case *x16:
+		if p != nil && w.Kind == Quant && p.f == w.Format && p.in == in && r < p.out {
+			p.widenRows(r, 1, dst[:in])
+			return true
+		}
 	}
-	switch p := v.(type) {
+	return false
+}
+
+// packed is w's packing, if it has one.
+func packed(w Weight, out, in int) (Weight, bool) {
+	switch p := packingOf(w).(type) {
 	case *bf12:
 		if p != nil && w.Kind == BF16 && p.out == out && p.in == in {
 			return Weight{Kind: BF12, bf12: p}, true

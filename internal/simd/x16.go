@@ -66,7 +66,9 @@ func (p *x16) groupBytes() int { return p.in / p.f.BlockSize() * p.blockBytes() 
 func packX16(w []byte, f quant.Format, out, in int, release func([]byte)) *x16 {
 	p := &x16{f: f, out: out, in: in}
 	rb := in / f.BlockSize() * f.BlockBytes()
-	p.data = make([]byte, out/16*p.groupBytes()+64)
+	if p.data = packMemory(out/16*p.groupBytes() + 64); p.data == nil {
+		return nil
+	}
 	n := runtime.GOMAXPROCS(0)
 	slab := max(16, (4<<20)/rb&^15)
 	for r0 := 0; r0 < out; r0 += slab {

@@ -140,6 +140,21 @@ func TestPackQuant(t *testing.T) {
 	if !bytes.Equal(mw, w) {
 		t.Fatal("the mapping reads otherwise after its pages were given back")
 	}
+	// An embedding row comes from the packing, as the file has it.
+	rb, _ := quant.Q4_0.RowBytes(in)
+	row, want0 := make([]float32, in), make([]float32, in)
+	quant.DequantizeRow(quant.Q4_0, w[37*rb:38*rb], want0)
+	if !Row(weight(mw), 37, in, row) {
+		t.Fatal("Row did not read the packing")
+	}
+	for i := range row {
+		if row[i] != want0[i] {
+			t.Fatalf("row 37 value %d: %g from the packing, %g from the file", i, row[i], want0[i])
+		}
+	}
+	if Row(weight(heap), 37, in, row) {
+		t.Fatal("Row read a packing of a matrix that has none")
+	}
 	x := make([]float32, in)
 	for i := range x {
 		x[i] = float32(r.NormFloat64())
