@@ -157,21 +157,7 @@ func testPackBF16(t *testing.T) {
 	for range out * in {
 		file = append(file, uint16(r.Uint32()))
 	}
-	path := filepath.Join(t.TempDir(), "w.bin")
-	raw := unsafe.Slice((*byte)(unsafe.Pointer(&file[0])), 2*len(file))
-	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b, err := syscall.Mmap(int(f.Fd()), 0, len(raw), syscall.PROT_READ, syscall.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Munmap(b)
+	b := mapTemp(t, unsafe.Slice((*byte)(unsafe.Pointer(&file[0])), 2*len(file)))
 	mappedU := unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), len(u))
 	spread := unsafe.Slice((*uint16)(unsafe.Pointer(&b[2*len(u)])), len(u))
 
@@ -231,6 +217,26 @@ func testPackBF16(t *testing.T) {
 	if _, ok := packed(Weight{Kind: BF16, U16s: mappedU}, out, in); ok {
 		t.Fatal("the packing outlived its mapping")
 	}
+}
+
+// mapTemp writes data to a temporary file and maps it read-only, as the
+// loaders map a checkpoint; the mapping goes when the test ends.
+func mapTemp(t *testing.T, data []byte) []byte {
+	path := filepath.Join(t.TempDir(), "w.bin")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := syscall.Mmap(int(f.Fd()), 0, len(data), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Munmap(b) })
+	return b
 }
 
 // BenchmarkDecodeBF12 is BenchmarkDecodeLayers' BF16 step on packed

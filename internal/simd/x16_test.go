@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/gozoo/gozoo/internal/quant"
@@ -95,20 +92,7 @@ func TestPackQuant(t *testing.T) {
 	w := quantMatrix(r, quant.Q4_0, out, in)
 	odd := quantMatrix(r, quant.Q4_0, 120, in) // 120 rows: not whole groups
 	file := append(append([]byte(nil), w...), odd...)
-	path := filepath.Join(t.TempDir(), "w.bin")
-	if err := os.WriteFile(path, file, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b, err := syscall.Mmap(int(f.Fd()), 0, len(file), syscall.PROT_READ, syscall.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Munmap(b)
+	b := mapTemp(t, file)
 	mw, modd := b[:len(w)], b[len(w):]
 	weight := func(bs []byte) Weight { return Weight{Kind: Quant, Format: quant.Q4_0, Bytes: bs} }
 

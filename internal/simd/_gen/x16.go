@@ -47,19 +47,14 @@ func gemvX16(q string) {
 		VMOVUPS(qOffsets, table)
 	}
 	xp, b := GP64(), GP64()
-	Label(name + "_group")
-	TESTQ(groups, groups)
-	JZ(LabelRef(name + "_end"))
-	acc := ZMM()
-	VPXORD(acc, acc, acc)
-	MOVQ(x, xp)
-	MOVQ(blocks, b)
-	Label(name + "_block")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_groupdone"))
-	for off := 0; off < bsize; off += 64 {
-		PREFETCHT0(Mem{Base: w, Disp: prefetchDist + off})
-	}
+	groupLoop(name, w, groups, y, b, bsize, func() {
+		MOVQ(x, xp)
+		MOVQ(blocks, b)
+	}, func(acc VecVirtual) { gemvX16Block(q, w, xp, table, acc) }, func() { ADDQ(U8(128), xp) }, q == "Q8_0")
+}
+
+// gemvX16Block emits one block of gemvX16 into acc.
+func gemvX16Block(q string, w, xp GPVirtual, table, acc VecVirtual) {
 	var chains [4]VecVirtual
 	n := 0
 	// product adds v·x[col] to the next chain (the first four start them).
@@ -113,12 +108,33 @@ func gemvX16(q string) {
 	d := ZMM()
 	VCVTPH2PS(Mem{Base: w}, d)
 	VFMADD231PS(d, chains[0], acc)
+}
+
+// groupLoop is the frame of the regrouped kernels: for each group of 16
+// rows, acc is cleared and start sets the block count b (and the group's
+// pointers); block runs, w steps bsize bytes and advance steps the rest,
+// while b counts down; then acc (times 2^-24 with unscale) goes to 16
+// values of y.
+func groupLoop(name string, w, groups, y, b GPVirtual, bsize int, start func(), block func(acc VecVirtual), advance func(), unscale bool) {
+	Label(name + "_group")
+	TESTQ(groups, groups)
+	JZ(LabelRef(name + "_end"))
+	acc := ZMM()
+	VPXORD(acc, acc, acc)
+	start()
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_groupdone"))
+	for off := 0; off < bsize; off += 64 {
+		PREFETCHT0(Mem{Base: w, Disp: prefetchDist + off})
+	}
+	block(acc)
 	ADDQ(U32(bsize), w)
-	ADDQ(U8(128), xp)
+	advance()
 	DECQ(b)
 	JMP(LabelRef(name + "_block"))
 	Label(name + "_groupdone")
-	if q == "Q8_0" {
+	if unscale {
 		VMULPS(f32(1.0/(1<<24)), acc, acc)
 	}
 	VMOVUPS(acc, Mem{Base: y})
@@ -151,20 +167,18 @@ func gemvQ4_Kx16() {
 	table, low := ZMM(), broadcast(avx512, 0xff)
 	VMOVUPS(iota16, table)
 	xp, sp, b := GP64(), GP64(), GP64()
-	Label(name + "_group")
-	TESTQ(groups, groups)
-	JZ(LabelRef(name + "_end"))
-	acc := ZMM()
-	VPXORD(acc, acc, acc)
-	MOVQ(x, xp)
-	MOVQ(sums, sp)
-	MOVQ(blocks, b)
-	Label(name + "_block")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_groupdone"))
-	for off := 0; off < bsize; off += 64 {
-		PREFETCHT0(Mem{Base: w, Disp: prefetchDist + off})
-	}
+	groupLoop(name, w, groups, y, b, bsize, func() {
+		MOVQ(x, xp)
+		MOVQ(sums, sp)
+		MOVQ(blocks, b)
+	}, func(acc VecVirtual) { q4kx16Block(w, xp, sp, table, low, acc) }, func() {
+		ADDQ(U32(4*256), xp)
+		ADDQ(U8(32), sp)
+	}, false)
+}
+
+// q4kx16Block emits one super-block of gemvQ4_Kx16 into acc.
+func q4kx16Block(w, xp, sp GPVirtual, table, low, acc VecVirtual) {
 	// byteAt is byte k of the 16 rows' word i as floats.
 	byteAt := func(i, k int) VecVirtual {
 		v := ZMM()
@@ -222,17 +236,4 @@ func gemvQ4_Kx16() {
 			VFMADD231PS(sc, chains[0], acc)
 		}
 	}
-	ADDQ(U32(bsize), w)
-	ADDQ(U32(4*256), xp)
-	ADDQ(U8(32), sp)
-	DECQ(b)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_groupdone")
-	VMOVUPS(acc, Mem{Base: y})
-	ADDQ(U8(64), y)
-	DECQ(groups)
-	JMP(LabelRef(name + "_group"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
 }
