@@ -22,24 +22,6 @@ DATA iota16<>+56(SB)/4, $0x41600000
 DATA iota16<>+60(SB)/4, $0x41700000
 GLOBL iota16<>(SB), RODATA|NOPTR, $64
 
-DATA qoffsets<>+0(SB)/4, $0xc1000000
-DATA qoffsets<>+4(SB)/4, $0xc0e00000
-DATA qoffsets<>+8(SB)/4, $0xc0c00000
-DATA qoffsets<>+12(SB)/4, $0xc0a00000
-DATA qoffsets<>+16(SB)/4, $0xc0800000
-DATA qoffsets<>+20(SB)/4, $0xc0400000
-DATA qoffsets<>+24(SB)/4, $0xc0000000
-DATA qoffsets<>+28(SB)/4, $0xbf800000
-DATA qoffsets<>+32(SB)/4, $0x00000000
-DATA qoffsets<>+36(SB)/4, $0x3f800000
-DATA qoffsets<>+40(SB)/4, $0x40000000
-DATA qoffsets<>+44(SB)/4, $0x40400000
-DATA qoffsets<>+48(SB)/4, $0x40800000
-DATA qoffsets<>+52(SB)/4, $0x40a00000
-DATA qoffsets<>+56(SB)/4, $0x40c00000
-DATA qoffsets<>+60(SB)/4, $0x40e00000
-GLOBL qoffsets<>(SB), RODATA|NOPTR, $64
-
 DATA bf12lo<>+0(SB)/1, $0x00
 DATA bf12lo<>+1(SB)/1, $0x00
 DATA bf12lo<>+2(SB)/1, $0x00
@@ -3982,17 +3964,20 @@ dequantQ5_0AVX512_end:
 // func gemvQ4_0x16AVX512(x *float32, w *byte, blocks int, groups int, y *float32)
 // Requires: AVX, AVX512F, MMX+
 TEXT ·gemvQ4_0x16AVX512(SB), NOSPLIT, $0-40
-	MOVQ    x+0(FP), AX
-	MOVQ    w+8(FP), CX
-	MOVQ    blocks+16(FP), DX
-	MOVQ    groups+24(FP), BX
-	MOVQ    y+32(FP), SI
-	VMOVUPS qoffsets<>+0(SB), Z0
+	MOVQ         x+0(FP), AX
+	MOVQ         w+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVQ         groups+24(FP), BX
+	MOVQ         y+32(FP), SI
+	VMOVUPS      iota16<>+0(SB), Z0
+	MOVL         $0x41000000, DI
+	VPBROADCASTD DI, Z1
+	VSUBPS       Z1, Z0, Z0
 
 gemvQ4_0x16AVX512_group:
 	TESTQ  BX, BX
 	JZ     gemvQ4_0x16AVX512_end
-	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
 	MOVQ   AX, DI
 	MOVQ   DX, R8
 
@@ -4004,12 +3989,12 @@ gemvQ4_0x16AVX512_block:
 	PREFETCHT0       2176(CX)
 	PREFETCHT0       2240(CX)
 	PREFETCHT0       2304(CX)
-	VMOVDQU32        32(CX), Z2
-	VPERMPS          Z0, Z2, Z3
+	VMOVDQU32        32(CX), Z1
+	VPERMPS          Z0, Z1, Z3
 	VMULPS.BCST      (DI), Z3, Z3
-	VPSRLD           $0x04, Z2, Z2
-	VPERMPS          Z0, Z2, Z2
-	VMULPS.BCST      64(DI), Z2, Z2
+	VPSRLD           $0x04, Z1, Z1
+	VPERMPS          Z0, Z1, Z1
+	VMULPS.BCST      64(DI), Z1, Z1
 	VMOVDQU32        33(CX), Z4
 	VPERMPS          Z0, Z4, Z5
 	VMULPS.BCST      4(DI), Z5, Z5
@@ -4021,7 +4006,7 @@ gemvQ4_0x16AVX512_block:
 	VFMADD231PS.BCST 8(DI), Z7, Z3
 	VPSRLD           $0x04, Z6, Z6
 	VPERMPS          Z0, Z6, Z6
-	VFMADD231PS.BCST 72(DI), Z6, Z2
+	VFMADD231PS.BCST 72(DI), Z6, Z1
 	VMOVDQU32        35(CX), Z6
 	VPERMPS          Z0, Z6, Z7
 	VFMADD231PS.BCST 12(DI), Z7, Z5
@@ -4033,7 +4018,7 @@ gemvQ4_0x16AVX512_block:
 	VFMADD231PS.BCST 16(DI), Z7, Z3
 	VPSRLD           $0x04, Z6, Z6
 	VPERMPS          Z0, Z6, Z6
-	VFMADD231PS.BCST 80(DI), Z6, Z2
+	VFMADD231PS.BCST 80(DI), Z6, Z1
 	VMOVDQU32        97(CX), Z6
 	VPERMPS          Z0, Z6, Z7
 	VFMADD231PS.BCST 20(DI), Z7, Z5
@@ -4045,7 +4030,7 @@ gemvQ4_0x16AVX512_block:
 	VFMADD231PS.BCST 24(DI), Z7, Z3
 	VPSRLD           $0x04, Z6, Z6
 	VPERMPS          Z0, Z6, Z6
-	VFMADD231PS.BCST 88(DI), Z6, Z2
+	VFMADD231PS.BCST 88(DI), Z6, Z1
 	VMOVDQU32        99(CX), Z6
 	VPERMPS          Z0, Z6, Z7
 	VFMADD231PS.BCST 28(DI), Z7, Z5
@@ -4057,7 +4042,7 @@ gemvQ4_0x16AVX512_block:
 	VFMADD231PS.BCST 32(DI), Z7, Z3
 	VPSRLD           $0x04, Z6, Z6
 	VPERMPS          Z0, Z6, Z6
-	VFMADD231PS.BCST 96(DI), Z6, Z2
+	VFMADD231PS.BCST 96(DI), Z6, Z1
 	VMOVDQU32        161(CX), Z6
 	VPERMPS          Z0, Z6, Z7
 	VFMADD231PS.BCST 36(DI), Z7, Z5
@@ -4069,7 +4054,7 @@ gemvQ4_0x16AVX512_block:
 	VFMADD231PS.BCST 40(DI), Z7, Z3
 	VPSRLD           $0x04, Z6, Z6
 	VPERMPS          Z0, Z6, Z6
-	VFMADD231PS.BCST 104(DI), Z6, Z2
+	VFMADD231PS.BCST 104(DI), Z6, Z1
 	VMOVDQU32        163(CX), Z6
 	VPERMPS          Z0, Z6, Z7
 	VFMADD231PS.BCST 44(DI), Z7, Z5
@@ -4081,7 +4066,7 @@ gemvQ4_0x16AVX512_block:
 	VFMADD231PS.BCST 48(DI), Z7, Z3
 	VPSRLD           $0x04, Z6, Z6
 	VPERMPS          Z0, Z6, Z6
-	VFMADD231PS.BCST 112(DI), Z6, Z2
+	VFMADD231PS.BCST 112(DI), Z6, Z1
 	VMOVDQU32        225(CX), Z6
 	VPERMPS          Z0, Z6, Z7
 	VFMADD231PS.BCST 52(DI), Z7, Z5
@@ -4093,25 +4078,25 @@ gemvQ4_0x16AVX512_block:
 	VFMADD231PS.BCST 56(DI), Z7, Z3
 	VPSRLD           $0x04, Z6, Z6
 	VPERMPS          Z0, Z6, Z6
-	VFMADD231PS.BCST 120(DI), Z6, Z2
+	VFMADD231PS.BCST 120(DI), Z6, Z1
 	VMOVDQU32        227(CX), Z6
 	VPERMPS          Z0, Z6, Z7
 	VFMADD231PS.BCST 60(DI), Z7, Z5
 	VPSRLD           $0x04, Z6, Z6
 	VPERMPS          Z0, Z6, Z6
 	VFMADD231PS.BCST 124(DI), Z6, Z4
-	VADDPS           Z2, Z3, Z3
+	VADDPS           Z1, Z3, Z3
 	VADDPS           Z4, Z5, Z5
 	VADDPS           Z5, Z3, Z3
-	VCVTPH2PS        (CX), Z2
-	VFMADD231PS      Z2, Z3, Z1
+	VCVTPH2PS        (CX), Z1
+	VFMADD231PS      Z1, Z3, Z2
 	ADDQ             $0x00000120, CX
 	ADDQ             $0x80, DI
 	DECQ             R8
 	JMP              gemvQ4_0x16AVX512_block
 
 gemvQ4_0x16AVX512_groupdone:
-	VMOVUPS Z1, (SI)
+	VMOVUPS Z2, (SI)
 	ADDQ    $0x40, SI
 	DECQ    BX
 	JMP     gemvQ4_0x16AVX512_group

@@ -68,7 +68,6 @@ func nextBlock(name string, wp, nb, xp, out GPVirtual, bsize, floats int, dot bo
 func main() {
 	ConstraintExpr("!purego")
 	tableConsts()
-	x16Consts()
 	bf12Consts()
 	q6GFNIConsts()
 	isas := []isa{avx512, {"AVX2", 8, YMM, 2}}

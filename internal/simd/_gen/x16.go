@@ -1,8 +1,6 @@
 package main
 
 import (
-	"math"
-
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -16,16 +14,6 @@ import (
 // block, to the 16 rows' sums at once (d as 16 halves converted together),
 // not to every weight: the per-row kernels spend a vector instruction a
 // block on their table or scale, one in seven of their instructions.
-
-// qOffsets is the float32s -8..7: q-8 for every nibble q, exact.
-var qOffsets Mem
-
-func x16Consts() {
-	qOffsets = GLOBL("qoffsets", RODATA|NOPTR)
-	for i := 0; i < 16; i++ {
-		DATA(4*i, U32(math.Float32bits(float32(i-8))))
-	}
-}
 
 // gemvX16 writes gemv{q}x16AVX512: y[16g+r] = x · w_{16g+r} for groups
 // groups of 16 rows, each of blocks blocks of 32 columns, stored as the
@@ -43,8 +31,10 @@ func gemvX16(q string) {
 	bsize := map[string]int{"Q4_0": 32 + 256, "Q8_0": 32 + 512}[q]
 	var table VecVirtual
 	if q == "Q4_0" {
+		// q-8 for every nibble q, exact (as gemvQ4_0Table's offsets).
 		table = ZMM()
-		VMOVUPS(qOffsets, table)
+		VMOVUPS(iota16, table)
+		VSUBPS(f32(8), table, table)
 	}
 	xp, b := GP64(), GP64()
 	groupLoop(name, w, groups, y, b, bsize, func() {
