@@ -156,9 +156,9 @@ func (w weight) row(dst []float32, r, cols int) []float32 {
 // mapping's pages of it are given back before they all become resident:
 // BF16 to simd.PackBF16, which keeps it in 12 bits a weight, losslessly
 // (decode, bound by reading every weight a token, reads a quarter fewer
-// bytes); in exact mode, Q4_0, Q8_0 and Q4_K to simd.PackQuant, which regroups
-// their blocks by 16 rows for kernels that spend fewer instructions a
-// weight (exact decode is bound by the vector pipes). Fast mode's kernels
+// bytes); in exact mode, Q4_0, Q8_0, Q4_K and Q6_K to simd.PackQuant, which
+// regroups their blocks by 16 rows for kernels that spend fewer
+// instructions a weight and stream better. Fast mode's kernels
 // read the file's layout, so it packs no quantized weight.
 func packForDecode(p *graphs.Param, fast bool) {
 	if p.Data == nil || len(p.Shape) != 2 {

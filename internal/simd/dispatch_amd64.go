@@ -25,14 +25,14 @@ var useGFNI = cpu.X86.HasAVX512GFNI
 // permute (Ice Lake and later, Zen 4).
 func canBF12() bool { return active == avx512 && cpu.X86.HasAVX512VBMI }
 
-// canX16 says whether the kernels of regrouped Q4_0 and Q8_0 run here.
+// canX16 says whether the kernels of regrouped matrices run here.
 func canX16() bool { return active == avx512 }
 
 // asmGemvX16 computes y[r] for rows [r0, r1) of p, whole groups of 16,
 // if the kernel runs here.
-// (sums: x's sums over each 32 values, for Q4_K).
+// (sums: x's sums over each sub-block, for the K-quants).
 func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
-	if !canX16() || r0 == r1 || (p.f == quant.Q4_K && len(sums) < p.in/32) {
+	if !canX16() || r0 == r1 || (x16Sum[p.f] > 0 && len(sums) < p.in/x16Sum[p.f]) {
 		return false
 	}
 	_ = y[r1-1]
@@ -42,8 +42,12 @@ func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
 		gemvQ4_0x16AVX512(&x[0], w, p.in/32, (r1-r0)/16, &y[r0])
 	case quant.Q8_0:
 		gemvQ8_0x16AVX512(&x[0], w, p.in/32, (r1-r0)/16, &y[r0])
-	default:
+	case quant.Q4_K:
 		gemvQ4_Kx16AVX512(&x[0], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
+	case quant.Q6_K:
+		gemvQ6_Kx16AVX512(&x[0], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
+	default:
+		return false
 	}
 	return true
 }

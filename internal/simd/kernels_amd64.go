@@ -219,6 +219,11 @@ func gemvQ8_0x16AVX512(x *float32, w *byte, blocks int, groups int, y *float32)
 //go:noescape
 func gemvQ4_Kx16AVX512(x *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
 
+// gemvQ6_Kx16AVX512 computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q6_K rows of blocks super-blocks, regrouped by 16 rows (x16.go), with sums x's sums over each 16 values.
+//
+//go:noescape
+func gemvQ6_Kx16AVX512(x *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
+
 // gemvBF12AVX512 computes y[r] = x · w_r for rows BF12 rows of chunks chunks of 32 (stride ldw bytes).
 //
 //go:noescape

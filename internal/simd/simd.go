@@ -38,7 +38,7 @@ const (
 	// BF12 is a BF16 matrix packed in 12 bits a weight (bf12.go), which
 	// MulT puts in place of one that PackBF16 packed.
 	BF12
-	// X16 is a Q4_0 or Q8_0 matrix regrouped by 16 rows (x16.go), which
+	// X16 is a quantized matrix regrouped by 16 rows (x16.go), which
 	// MulT puts in place of one that PackQuant packed.
 	X16
 )
@@ -69,7 +69,7 @@ type Weight struct {
 	Bytes  []byte
 	bf12   *bf12
 	x16    *x16
-	sums   []float32 // a regrouped Q4_K weight's decode: x's sums over each 32 values
+	sums   []float32 // a regrouped K-quant's decode: x's sums over each sub-block (x16Sum)
 }
 
 // isa is an instruction set with kernels: each computes the R×C dot
@@ -112,10 +112,10 @@ func Force(on bool) {
 // MulT computes y [T, out] = x [T, in] · wᵀ for w [out, in].
 func MulT(y, x []float32, T int, w Weight, out, in int) {
 	w, _ = packed(w, out, in)
-	if w.Kind == X16 && w.x16.f == quant.Q4_K && T == 1 {
+	if w.Kind == X16 && x16Sum[w.x16.f] > 0 && T == 1 {
 		sp := sumsBuf.Get().(*[]float32)
 		defer sumsBuf.Put(sp)
-		w.sums = x16Sums(x[:in], sp)
+		w.sums = x16Sums(x[:in], x16Sum[w.x16.f], sp)
 	}
 	runRows(y, x, T, w, out, in, nil)
 }

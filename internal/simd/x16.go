@@ -9,10 +9,10 @@ import (
 	"github.com/gozoo/gozoo/internal/quant"
 )
 
-// X16 keeps a Q4_0, Q8_0 or Q4_K matrix regrouped by 16 rows for exact
-// decode, the blocks' bytes unchanged and as many of them (Q4_K's 6-bit
-// scales and mins are unpacked to bytes: 2.8% more). Exact decode is bound
-// by the vector pipes, not by memory: a row's kernel spends, per 32
+// X16 keeps a Q4_0, Q8_0, Q4_K or Q6_K matrix regrouped by 16 rows for
+// exact decode, in as many bytes (Q4_K's 6-bit scales and mins are
+// unpacked to bytes: 2.8% more). On one thread, exact decode is bound by
+// the vector pipes, not by memory: a row's kernel spends, per 32
 // weights, a widening and a shift of the nibbles, two table lookups, two
 // multiply-adds and one instruction for the block's scale d. With the
 // same column of 16 rows in one vector, x's value is a broadcast operand
@@ -23,16 +23,23 @@ import (
 // widening. Q4_K's mins and scales go the same way: its weights are
 // (d·sc_j)·q - dmin·m_j, and the kernel sums q·x by sub-block for 16 rows,
 // scales the sums, and takes dmin·Σ_j m_j·(x's sum over sub-block j) off.
-// On Zen 4, one thread, 3072 rows of 1024 streamed from memory
-// (BenchmarkX16), GFLOP/s by row -> regrouped: Q4_0 45 -> 60, Q4_K 38 ->
-// 49, Q8_0 37 -> 38 (bound by memory; in cache 41 -> 50).
+// Q6_K's 6-bit values are rearranged 5 to a word (putQ6K), where a mask
+// leaves each as an exact q·2^6k, and its 32 is taken off through x's
+// sums as Q4_K's mins are. With two threads decode is bound by memory
+// instead, and there a regrouped matrix is one stream per thread, which
+// the kernels prefetch 6 KB ahead, spread over each block's instructions.
+// On Zen 4 (BenchmarkX16: one thread, 3072 rows of 1024 streamed from
+// memory), GFLOP/s by row -> regrouped: Q4_0 64 -> 110, Q8_0 53 -> 66,
+// Q4_K 53 -> 89, Q6_K 40 -> 63; BenchmarkX16Stream (two threads, as
+// decode runs them), GB/s of weights: Q4_K 29 -> 43, Q6_K 34 -> 45.
 //
 // A group of 16 rows is its blocks one after another; a block is the 16
-// rows' d (16 halves; Q4_K: then dmin, and 4 words of scales and mins),
-// then the words of their quantized values (Q4_0: 4 words, Q8_0: 8,
-// Q4_K: 32), each as 16 rows' 4 bytes: row r's word i at byte
-// head + 64i + 4r. The kernels' loads run up to 3 bytes past a block,
-// which the padding after the last group covers.
+// rows' d (16 halves; Q4_K: then dmin, and 4 words of scales and mins;
+// Q6_K: then 4 words of scales), then the words of their quantized values
+// (Q4_0: 4 words, Q8_0: 8, Q4_K: 32, Q6_K: 48), each as 16 rows' 4
+// bytes: row r's word i at byte head + 64i + 4r. The kernels' loads run
+// up to 3 bytes past a block, which the padding after the last group
+// covers.
 //
 // As BF12: matrices of a read-only file mapping, packed when a model
 // binds them to a Linear in exact mode (PackQuant), and their pages given
@@ -47,12 +54,12 @@ type x16 struct {
 }
 
 // x16Words is the words of a block's values in the formats that regroup.
-var x16Words = map[quant.Format]int{quant.Q4_0: 4, quant.Q8_0: 8, quant.Q4_K: 32}
+var x16Words = map[quant.Format]int{quant.Q4_0: 4, quant.Q8_0: 8, quant.Q4_K: 32, quant.Q6_K: 48}
 
 // x16Head is the bytes of a regrouped block before its values: the 16
 // rows' d (and Q4_K's dmin, and its scales and mins, unpacked to bytes in
-// 4 words).
-var x16Head = map[quant.Format]int{quant.Q4_0: 32, quant.Q8_0: 32, quant.Q4_K: 64 + 4*64}
+// 4 words; Q6_K's scales in 4 words).
+var x16Head = map[quant.Format]int{quant.Q4_0: 32, quant.Q8_0: 32, quant.Q4_K: 64 + 4*64, quant.Q6_K: 32 + 4*64}
 
 // blockBytes is the bytes of one regrouped block of 16 rows.
 func (p *x16) blockBytes() int { return x16Head[p.f] + 64*x16Words[p.f] }
@@ -104,6 +111,10 @@ func (p *x16) putRow(r int, src []byte) {
 	for b := 0; b < p.in/p.f.BlockSize(); b++ {
 		dst, rr := p.block(r, b)
 		blk := src[b*bb:]
+		if p.f == quant.Q6_K {
+			putQ6K(dst, rr, blk)
+			continue
+		}
 		dst[2*rr], dst[2*rr+1] = blk[0], blk[1]
 		vals := blk[2:]
 		if p.f == quant.Q4_K {
@@ -124,9 +135,14 @@ func (p *x16) putRow(r int, src []byte) {
 // rowBytes writes row r in the file's layout into dst.
 func (p *x16) rowBytes(r int, dst []byte) {
 	bb, head, words := p.f.BlockBytes(), x16Head[p.f], x16Words[p.f]
+	group, rr, step := p.data[r/16*p.groupBytes():], r%16, p.blockBytes()
 	for b := 0; b < p.in/p.f.BlockSize(); b++ {
-		src, rr := p.block(r, b)
+		src := group[b*step:]
 		blk := dst[b*bb:]
+		if p.f == quant.Q6_K {
+			getQ6K(blk, src, rr)
+			continue
+		}
 		blk[0], blk[1] = src[2*rr], src[2*rr+1]
 		vals := blk[2:]
 		if p.f == quant.Q4_K {
@@ -148,6 +164,71 @@ func (p *x16) rowBytes(r int, dst []byte) {
 		}
 		for i := 0; i < words; i++ {
 			binary.LittleEndian.PutUint32(vals[4*i:], binary.LittleEndian.Uint32(src[head+64*i+4*rr:]))
+		}
+	}
+}
+
+// Q6_K's regrouped block (gemvQ6_Kx16 in the generator) takes as many
+// bytes as the file's: after the 16 rows' d, sub-block j's scale is byte
+// j%4 of word j/4, and its 16 values, 6 bits each, fill words 4+3j+t:
+// value 16j+5t+k at bit 6k of word t (a field masked in place is then
+// q·2^6k, exact as a float), and the last value's bits 2t, 2t+1 at bits
+// 30-31. q6kAt is where row rr's byte k of word i of that block is.
+func q6kAt(i, k, rr int) int { return 32 + 64*i + 4*rr + k }
+
+// putQ6K writes the Q6_K super-block blk as row rr of the regrouped
+// block dst.
+func putQ6K(dst []byte, rr int, blk []byte) {
+	dst[2*rr], dst[2*rr+1] = blk[208], blk[209]
+	var q [256]uint32
+	ql, qh := blk[:128], blk[128:192]
+	// Value 128h+32c+l: the low nibble of ql[64h+l] (c = 0), of
+	// ql[64h+32+l] (c = 1), their high nibbles (c = 2, 3); its top 2 bits
+	// at bit 2c of qh[32h+l].
+	for h := 0; h < 2; h++ {
+		for l := 0; l < 32; l++ {
+			a, b, hb := uint32(ql[64*h+l]), uint32(ql[64*h+32+l]), uint32(qh[32*h+l])
+			q[128*h+l] = a&15 | hb&3<<4
+			q[128*h+32+l] = b&15 | hb>>2&3<<4
+			q[128*h+64+l] = a>>4 | hb>>4&3<<4
+			q[128*h+96+l] = b>>4 | hb>>6<<4
+		}
+	}
+	for j := 0; j < 16; j++ {
+		dst[q6kAt(j/4, j%4, rr)] = blk[192+j]
+		v := q[16*j : 16*j+16]
+		for t := 0; t < 3; t++ {
+			word := v[15]>>(2*t)<<30 | v[5*t] | v[5*t+1]<<6 | v[5*t+2]<<12 | v[5*t+3]<<18 | v[5*t+4]<<24
+			binary.LittleEndian.PutUint32(dst[q6kAt(4+3*j+t, 0, rr):], word)
+		}
+	}
+}
+
+// getQ6K writes row rr of the regrouped Q6_K block src as a super-block
+// in the file's layout into blk.
+func getQ6K(blk, src []byte, rr int) {
+	blk[208], blk[209] = src[2*rr], src[2*rr+1]
+	var q [256]byte
+	for j := 0; j < 16; j++ {
+		blk[192+j] = src[q6kAt(j/4, j%4, rr)]
+		var w [3]uint32
+		for t := range w {
+			w[t] = binary.LittleEndian.Uint32(src[q6kAt(4+3*j+t, 0, rr):])
+		}
+		v := q[16*j : 16*j+16]
+		for t, word := range w {
+			v[5*t], v[5*t+1], v[5*t+2] = byte(word&63), byte(word>>6&63), byte(word>>12&63)
+			v[5*t+3], v[5*t+4] = byte(word>>18&63), byte(word>>24&63)
+		}
+		v[15] = byte(w[0]>>30 | w[1]>>30<<2 | w[2]>>30<<4)
+	}
+	ql, qh := blk[:128], blk[128:192]
+	for h := 0; h < 2; h++ {
+		for l := 0; l < 32; l++ {
+			q0, q1, q2, q3 := q[128*h+l], q[128*h+32+l], q[128*h+64+l], q[128*h+96+l]
+			ql[64*h+l] = q0&15 | q2<<4
+			ql[64*h+32+l] = q1&15 | q3<<4
+			qh[32*h+l] = q0>>4 | q1>>4<<2 | q2>>4<<4 | q3>>4<<6
 		}
 	}
 }
@@ -181,17 +262,25 @@ func mulRowsX16(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 	mulRowGroups(y, x, T, w, out, in, r0, r1)
 }
 
-// x16Sums computes sums, x's sums over each 32 values, for a product of
-// a regrouped Q4_K weight: its kernel subtracts the mins through them.
-func x16Sums(x []float32, sums *[]float32) []float32 {
-	if cap(*sums) < len(x)/32 {
-		*sums = make([]float32, len(x)/32)
+// x16Sum is the sub-block of the K-quants' regrouped kernels, which take
+// their weights' offsets (Q4_K's mins, Q6_K's 32) through x's sums over
+// each sub-block.
+var x16Sum = map[quant.Format]int{quant.Q4_K: 32, quant.Q6_K: 16}
+
+// x16Sums computes sums, x's sums over each n values (16 or 32), for a
+// product of a regrouped K-quant weight (none for n = 0).
+func x16Sums(x []float32, n int, sums *[]float32) []float32 {
+	if n == 0 {
+		return nil
 	}
-	s := (*sums)[:len(x)/32]
+	if cap(*sums) < len(x)/n {
+		*sums = make([]float32, len(x)/n)
+	}
+	s := (*sums)[:len(x)/n]
 	for j := range s {
-		v := x[32*j : 32*j+32]
+		v := x[n*j : n*j+n]
 		var a, b, c, d float32
-		for i := 0; i < 32; i += 4 {
+		for i := 0; i < n; i += 4 {
 			a, b, c, d = a+v[i], b+v[i+1], c+v[i+2], d+v[i+3]
 		}
 		s[j] = (a + b) + (c + d)
@@ -201,7 +290,7 @@ func x16Sums(x []float32, sums *[]float32) []float32 {
 
 var sumsBuf = sync.Pool{New: func() any { return new([]float32) }}
 
-// PackQuant regroups the Q4_0, Q8_0 or Q4_K matrix w [out, in] for exact decode
+// PackQuant regroups the Q4_0, Q8_0, Q4_K or Q6_K matrix w [out, in] for exact decode
 // (see X16 above) when the kernels run here, it lies in a file mapping,
 // it is at least packMin bytes and out is a multiple of 16; its pages are
 // then given back to the kernel. Packing again is a no-op, and

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/gozoo/gozoo/internal/quant"
 )
@@ -24,7 +25,7 @@ func quantMatrix(r *rand.Rand, f quant.Format, out, in int) []byte {
 	return buf
 }
 
-// TestX16 regroups Q4_0, Q8_0 and Q4_K matrices by 16 rows: the rows come back
+// TestX16 regroups Q4_0, Q8_0, Q4_K and Q6_K matrices by 16 rows: the rows come back
 // byte for byte, decode's kernel matches the file layout's products, and
 // the other products are the file layout's, bit for bit.
 func TestX16(t *testing.T) {
@@ -32,7 +33,7 @@ func TestX16(t *testing.T) {
 		t.Skip("no X16 kernels on this CPU") // the regrouping is never made without them
 	}
 	r := rand.New(rand.NewPCG(13, 14))
-	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0, quant.Q4_K} {
+	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
 		for _, s := range [][2]int{{32, 256}, {96, 1024}} {
 			out, in := s[0], s[1]
 			t.Run(fmt.Sprintf("%v/%dx%d", f, out, in), func(t *testing.T) {
@@ -53,7 +54,7 @@ func TestX16(t *testing.T) {
 				}
 				got, want := make([]float32, 3*out), make([]float32, 3*out)
 				var sums []float32
-				regrouped.sums = x16Sums(x[:in], &sums) // as MulT sets them
+				regrouped.sums = x16Sums(x[:in], x16Sum[f], &sums) // as MulT sets them
 				mulRows(got, x, 1, regrouped, out, in, 0, out)
 				mulRows(want, x, 1, plain, out, in, 0, out)
 				ref := make([]float32, in)
@@ -167,7 +168,7 @@ func TestPackQuant(t *testing.T) {
 }
 
 // BenchmarkX16 is one thread's decode product of 3072 rows of 1024, Q4_0
-// Q8_0 and Q4_K, by row and regrouped by 16 rows: in cache, and streamed from
+// Q8_0, Q4_K and Q6_K, by row and regrouped by 16 rows: in cache, and streamed from
 // memory (64 matrices in turn).
 func BenchmarkX16(b *testing.B) {
 	if !canX16() {
@@ -179,14 +180,14 @@ func BenchmarkX16(b *testing.B) {
 	for i := range x {
 		x[i] = float32(r.NormFloat64())
 	}
-	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0, quant.Q4_K} {
+	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
 		for _, copies := range []int{1, 64} {
 			var plain, regrouped []Weight
 			for range copies {
 				w := quantMatrix(r, f, out, in)
 				plain = append(plain, Weight{Kind: Quant, Format: f, Bytes: w})
 				var sums []float32
-				regrouped = append(regrouped, Weight{Kind: X16, x16: packX16(w, f, out, in, nil), sums: x16Sums(x, &sums)})
+				regrouped = append(regrouped, Weight{Kind: X16, x16: packX16(w, f, out, in, nil), sums: x16Sums(x, x16Sum[f], &sums)})
 			}
 			for _, c := range []struct {
 				name string
@@ -199,6 +200,48 @@ func BenchmarkX16(b *testing.B) {
 					b.ReportMetric(2*out*in/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GFLOP/s")
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkX16Stream is decode's product as MulT runs it (the caller and
+// the team), by row and regrouped, in turn on each iteration, over K-quant
+// matrices streamed from memory: 30 of Qwen3-0.6B's 3072x1024, and its
+// 151936x1024 head. Two threads are bound by memory here, not by the
+// vector pipes, so it reports GB/s of weights read (the file's bytes),
+// which is where the regrouped kernels' prefetching shows.
+func BenchmarkX16Stream(b *testing.B) {
+	if !canX16() {
+		b.Skip("no X16 kernels on this CPU")
+	}
+	r := rand.New(rand.NewPCG(19, 20))
+	for _, s := range [][3]int{{3072, 1024, 30}, {151936, 1024, 1}} {
+		out, in, copies := s[0], s[1], s[2]
+		for _, f := range []quant.Format{quant.Q4_K, quant.Q6_K} {
+			var plain, regrouped []Weight
+			for range copies {
+				w := quantMatrix(r, f, out, in)
+				plain = append(plain, Weight{Kind: Quant, Format: f, Bytes: w})
+				regrouped = append(regrouped, Weight{Kind: X16, x16: packX16(w, f, out, in, nil)})
+			}
+			x, y := make([]float32, in), make([]float32, out)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			rb, _ := f.RowBytes(in)
+			b.Run(fmt.Sprintf("%v/%dx%d", f, out, in), func(b *testing.B) {
+				var rows, x16 time.Duration
+				for i := 0; i < b.N; i++ {
+					t0 := time.Now()
+					MulT(y, x, 1, plain[i%copies], out, in)
+					t1 := time.Now()
+					MulT(y, x, 1, regrouped[i%copies], out, in)
+					rows, x16 = rows+t1.Sub(t0), x16+time.Since(t1)
+				}
+				bytes := float64(out*rb) * float64(b.N)
+				b.ReportMetric(bytes/rows.Seconds()/1e9, "rows-GB/s")
+				b.ReportMetric(bytes/x16.Seconds()/1e9, "x16-GB/s")
+			})
 		}
 	}
 }

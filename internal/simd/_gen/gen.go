@@ -107,6 +107,7 @@ func main() {
 	gemvX16("Q4_0")
 	gemvX16("Q8_0")
 	gemvQ4_Kx16()
+	gemvQ6_Kx16()
 	gemvBF12()
 	unpackBF12()
 	gemvQ5_0Table()

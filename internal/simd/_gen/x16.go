@@ -1,13 +1,15 @@
 package main
 
 import (
+	"math"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
 )
 
 // Exact decode over 16 weight rows at once (x16.go in the package): the
-// rows of a Q4_0 or Q8_0 matrix are regrouped by 16, so that one vector
+// rows of a quantized matrix are regrouped by 16, so that one vector
 // holds the same column of 16 rows. A weight then costs one widening and
 // one lookup or conversion per 16, and the product one multiply-add with
 // x's value broadcast from memory; the block's scale d is applied once a
@@ -40,11 +42,11 @@ func gemvX16(q string) {
 	groupLoop(name, w, groups, y, b, bsize, func() {
 		MOVQ(x, xp)
 		MOVQ(blocks, b)
-	}, func(acc VecVirtual) { gemvX16Block(q, w, xp, table, acc) }, func() { ADDQ(U8(128), xp) }, q == "Q8_0")
+	}, func(acc VecVirtual, pf prefetchPart) { gemvX16Block(q, w, xp, table, acc, pf) }, func() { ADDQ(U8(128), xp) }, q == "Q8_0")
 }
 
 // gemvX16Block emits one block of gemvX16 into acc.
-func gemvX16Block(q string, w, xp GPVirtual, table, acc VecVirtual) {
+func gemvX16Block(q string, w, xp GPVirtual, table, acc VecVirtual, pf prefetchPart) {
 	var chains [4]VecVirtual
 	n := 0
 	// product adds v·x[col] to the next chain (the first four start them).
@@ -67,6 +69,7 @@ func gemvX16Block(q string, w, xp GPVirtual, table, acc VecVirtual) {
 		// after a shift their column 4k+i+16. Loads at chunk+1..3 run 3
 		// bytes into the next chunk (the matrix has padding after it).
 		for k := 0; k < 4; k++ {
+			pf(k, 4)
 			for i := 0; i < 4; i++ {
 				idx := ZMM()
 				VMOVDQU32(Mem{Base: w, Disp: 32 + 64*k + i}, idx)
@@ -86,6 +89,7 @@ func gemvX16Block(q string, w, xp GPVirtual, table, acc VecVirtual) {
 		// group's sums are scaled back by 2^-24 at the end (exact).
 		top := broadcast(avx512, 0xff000000)
 		for c := 0; c < 32; c++ {
+			pf(c, 32)
 			v := ZMM()
 			VPANDD(Mem{Base: w, Disp: 32 + 64*(c/4) + c%4 - 3}, top, v)
 			VCVTDQ2PS(v, v)
@@ -102,10 +106,11 @@ func gemvX16Block(q string, w, xp GPVirtual, table, acc VecVirtual) {
 
 // groupLoop is the frame of the regrouped kernels: for each group of 16
 // rows, acc is cleared and start sets the block count b (and the group's
-// pointers); block runs, w steps bsize bytes and advance steps the rest,
+// pointers); block runs (prefetching its share of the lines
+// x16PrefetchDist ahead through pf), w steps bsize bytes and advance steps the rest,
 // while b counts down; then acc (times 2^-24 with unscale) goes to 16
 // values of y.
-func groupLoop(name string, w, groups, y, b GPVirtual, bsize int, start func(), block func(acc VecVirtual), advance func(), unscale bool) {
+func groupLoop(name string, w, groups, y, b GPVirtual, bsize int, start func(), block func(acc VecVirtual, pf prefetchPart), advance func(), unscale bool) {
 	Label(name + "_group")
 	TESTQ(groups, groups)
 	JZ(LabelRef(name + "_end"))
@@ -115,10 +120,12 @@ func groupLoop(name string, w, groups, y, b GPVirtual, bsize int, start func(), 
 	Label(name + "_block")
 	TESTQ(b, b)
 	JZ(LabelRef(name + "_groupdone"))
-	for off := 0; off < bsize; off += 64 {
-		PREFETCHT0(Mem{Base: w, Disp: prefetchDist + off})
-	}
-	block(acc)
+	lines := (bsize + 63) / 64
+	block(acc, func(part, parts int) {
+		for l := part * lines / parts; l < (part+1)*lines/parts; l++ {
+			PREFETCHT0(Mem{Base: w, Disp: x16PrefetchDist + 64*l})
+		}
+	})
 	ADDQ(U32(bsize), w)
 	advance()
 	DECQ(b)
@@ -161,14 +168,14 @@ func gemvQ4_Kx16() {
 		MOVQ(x, xp)
 		MOVQ(sums, sp)
 		MOVQ(blocks, b)
-	}, func(acc VecVirtual) { q4kx16Block(w, xp, sp, table, low, acc) }, func() {
+	}, func(acc VecVirtual, pf prefetchPart) { q4kx16Block(w, xp, sp, table, low, acc, pf) }, func() {
 		ADDQ(U32(4*256), xp)
 		ADDQ(U8(32), sp)
 	}, false)
 }
 
 // q4kx16Block emits one super-block of gemvQ4_Kx16 into acc.
-func q4kx16Block(w, xp, sp GPVirtual, table, low, acc VecVirtual) {
+func q4kx16Block(w, xp, sp GPVirtual, table, low, acc VecVirtual, pf prefetchPart) {
 	// byteAt is byte k of the 16 rows' word i as floats.
 	byteAt := func(i, k int) VecVirtual {
 		v := ZMM()
@@ -192,6 +199,7 @@ func q4kx16Block(w, xp, sp GPVirtual, table, low, acc VecVirtual) {
 	d := ZMM()
 	VCVTPH2PS(Mem{Base: w}, d)
 	for ch := 0; ch < 4; ch++ {
+		pf(ch, 4)
 		// Two chains for each of the two sub-blocks, 2ch (low nibbles)
 		// and 2ch+1 (high), taking the 16 rows' products in turn.
 		var a, hb [2]VecVirtual
@@ -227,3 +235,128 @@ func q4kx16Block(w, xp, sp GPVirtual, table, low, acc VecVirtual) {
 		}
 	}
 }
+
+// gemvQ6_Kx16 writes gemvQ6_Kx16AVX512: y[16g+r] = x · w_{16g+r} for
+// groups groups of 16 Q6_K rows of blocks super-blocks, regrouped by 16
+// rows in as many bytes as the file's: per super-block the 16 rows' d (16
+// halves), their 16 scales (int8, sub-block j's in byte j%4 of word j/4),
+// then 3 words for each sub-block j holding its 16 values, each word 16
+// rows' 4 bytes: value 16j+5t+k in field k (bits 6k..6k+5) of word t, and
+// the last value's bits 2t, 2t+1 in bits 30-31 of word t. A weight is
+// (d·sc_j)·(q-32), so a row's product is Σ_j d·sc_j·(Σ q·x over sub-block
+// j) - 32·d·Σ_j sc_j·sums[j], with sums x's sums over each 16 values
+// (computed once per product). A field masked in place is q·2^6k, exact as
+// a float, and goes to a chain of its own; the five chains of a sub-block
+// are scaled back by 2^-6k (exact) and summed. Against the row kernel,
+// which builds 32 signed bytes from the bits and then widens 16 at a
+// time, a weight here is a mask, a conversion and a multiply-add for 16
+// rows (the last of a sub-block, three shifts and two bit selects more):
+// about 3.75 vector instructions per 16 weights with the sub-block's sums
+// and scale, against 4.75.
+func gemvQ6_Kx16() {
+	name := "gemvQ6_Kx16AVX512"
+	TEXT(name, NOSPLIT, "func(x *float32, sums *float32, w *byte, blocks int, groups int, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q6_K rows of blocks super-blocks, regrouped by 16 rows (x16.go), with sums x's sums over each 16 values.")
+	x, sums, w, blocks, groups, y := params("x", "sums", "w", "blocks", "groups", "y")
+	const bsize = 32 + 4*64 + 48*64
+	var fields [5]VecVirtual
+	for k := range fields {
+		fields[k] = broadcast(avx512, 0x3f<<(6*k))
+	}
+	top := broadcast(avx512, 0xff000000)
+	bits23, bits45 := broadcast(avx512, 0x0c), broadcast(avx512, 0x30)
+	var back [5]VecVirtual
+	for k := 1; k < 5; k++ {
+		back[k] = f32(float32(math.Ldexp(1, -6*k)))
+	}
+	minus32 := f32(-32)
+	xp, sp, b := GP64(), GP64(), GP64()
+	groupLoop(name, w, groups, y, b, bsize, func() {
+		MOVQ(x, xp)
+		MOVQ(sums, sp)
+		MOVQ(blocks, b)
+	}, func(acc VecVirtual, pf prefetchPart) {
+		q6kx16Block(w, xp, sp, q6kx16Consts{fields, back, top, bits23, bits45, minus32}, acc, pf)
+	}, func() {
+		ADDQ(U32(4*256), xp)
+		ADDQ(U8(64), sp)
+	}, true)
+}
+
+// q6kx16Consts is the constant registers of gemvQ6_Kx16.
+type q6kx16Consts struct {
+	fields, back             [5]VecVirtual // the fields' masks, and 2^-6k
+	top, bits23, bits45, m32 VecVirtual
+}
+
+// q6kx16Block emits one super-block of gemvQ6_Kx16 into acc, times 2^24
+// (the scales are converted from the top byte of a word).
+func q6kx16Block(w, xp, sp GPVirtual, c q6kx16Consts, acc VecVirtual, pf prefetchPart) {
+	sb, off := ZMM(), ZMM()
+	for j := 0; j < 16; j++ {
+		pf(j, 16)
+		var chains [5]VecVirtual
+		product := func(v VecVirtual, k, col int) {
+			xm := Mem{Base: xp, Disp: 4 * (16*j + col)}
+			if chains[k] == nil {
+				chains[k] = ZMM()
+				VMULPS_BCST(xm, v, chains[k])
+			} else {
+				VFMADD231PS_BCST(xm, v, chains[k])
+			}
+		}
+		word := func(t int) Mem { return Mem{Base: w, Disp: 32 + 4*64 + 64*(3*j+t)} }
+		for t := 0; t < 3; t++ {
+			for k := 0; k < 5; k++ {
+				v := ZMM()
+				VPANDD(word(t), c.fields[k], v)
+				VCVTDQ2PS(v, v) // q·2^6k
+				product(v, k, 5*t+k)
+			}
+		}
+		// The last value, from the words' top bits: select bits 2-3 of
+		// word 1 >> 28 over word 0 >> 30, then bits 4-5 of word 2 >> 26.
+		last, hi := ZMM(), ZMM()
+		VPSRLD(U8(30), word(0), last)
+		VPSRLD(U8(28), word(1), hi)
+		VPTERNLOGD(U8(0xD8), c.bits23, hi, last) // last = bits23 ? hi : last
+		VPSRLD(U8(26), word(2), hi)
+		VPTERNLOGD(U8(0xD8), c.bits45, hi, last)
+		VCVTDQ2PS(last, last)
+		product(last, 0, 15)
+		for k := 1; k < 5; k++ {
+			VFMADD231PS(c.back[k], chains[k], chains[0])
+		}
+		sc := ZMM() // sc_j·2^24, from the top byte of the dword that ends at byte j%4 of word j/4
+		VPANDD(Mem{Base: w, Disp: 32 + 64*(j/4) + j%4 - 3}, c.top, sc)
+		VCVTDQ2PS(sc, sc)
+		if j == 0 {
+			VMULPS(sc, chains[0], sb)
+			VMULPS_BCST(Mem{Base: sp}, sc, off)
+		} else {
+			VFMADD231PS(sc, chains[0], sb)
+			VFMADD231PS_BCST(Mem{Base: sp, Disp: 4 * j}, sc, off)
+		}
+	}
+	VFMADD231PS(c.m32, off, sb)
+	d := ZMM()
+	VCVTPH2PS(Mem{Base: w}, d)
+	VFMADD231PS(d, sb, acc)
+}
+
+// prefetchPart emits the prefetches of part of parts of a block, so that
+// a block's prefetches spread over its instructions instead of queueing
+// up at its start.
+type prefetchPart func(part, parts int)
+
+// x16PrefetchDist is how far ahead of a block the regrouped kernels
+// prefetch. A regrouped matrix is one stream per thread, and with two
+// threads decode is bound by memory. BenchmarkX16Stream, GB/s of Q4_K /
+// Q6_K weights at 3072x1024, where the row kernels (4 rows, 4 streams)
+// read 28 / 35: a block's prefetches all at its start, 2048 ahead, 32 /
+// 35; spread over the block, 2048 ahead, 35 / 40; 4096 ahead, 40 / 42;
+// 6144 ahead, 41 / 40 (and the head, 151936x1024: 42 / 46); none, 22 /
+// 26. Qwen3-0.6B Q4_K_M exact decode, medians of 6 interleaved gozoo bench
+// runs: 69.1 tok/s before, 76.9 with 4096, 82.0 with 6144.
+const x16PrefetchDist = 6144
