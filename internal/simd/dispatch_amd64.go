@@ -3,7 +3,6 @@
 package simd
 
 import (
-	"github.com/x448/float16"
 	"golang.org/x/sys/cpu"
 
 	"github.com/gozoo/gozoo/internal/quant"
@@ -299,18 +298,6 @@ func supported() []*isa {
 	return out
 }
 
-// halfTable holds every IEEE half as a float32, as VCVTPH2PS converts
-// it: the exact kernels read a block's scale from it by the broadcast
-// operand of a multiply, which spends no vector instruction on the
-// conversion (256 KB; a model's scales touch few of its lines).
-var halfTable = func() *[65536]float32 {
-	var t [65536]float32
-	for i := range t {
-		t[i] = float16.Frombits(uint16(i)).Float32()
-	}
-	return &t
-}()
-
 // q5Shifts are the per-lane shifts that bring each Q5_0 value's fifth bit
 // down from the block's 32-bit qh.
 var q5Shifts = func() (s [32]uint32) {
@@ -464,6 +451,23 @@ func asmFastGemmK(f quant.Format, p *packedRows, blocks int, q []int8, in int, d
 	if T > t2 {
 		k1(&p.b[0], blocks, &q[t2*in], in, &d[t2*blocks], &sums[t2*blocks*16], 1, &y[t2*ldy], ldy)
 	}
+}
+
+// asmFastPack repacks 16 rows of w (Q4_0 or Q8_0, blocks blocks, stride
+// rb bytes) into dst and dw, if a kernel does it here.
+func asmFastPack(f quant.Format, w []byte, rb, blocks int, dst []uint32, dw []float32) bool {
+	if active != avx512 || blocks == 0 || len(w) < 15*rb+blocks*f.BlockBytes() || len(dst) < 128*blocks || len(dw) < 16*blocks {
+		return false
+	}
+	switch f {
+	case quant.Q4_0:
+		fastPackQ4_0AVX512(&w[0], rb, blocks, &dst[0], &dw[0])
+	case quant.Q8_0:
+		fastPackQ8_0AVX512(&w[0], rb, blocks, &dst[0], &dw[0])
+	default:
+		return false
+	}
+	return true
 }
 
 // asmFastGemm16 computes y[t*ldy + c], c < 16, for T rows of activations

@@ -86,6 +86,10 @@ func asmFastGemmK(f quant.Format, p *packedRows, blocks int, q []int8, in int, d
 	panic("simd: no assembly kernels in this build")
 }
 
+func asmFastPack(f quant.Format, w []byte, rb, blocks int, dst []uint32, dw []float32) bool {
+	return false
+}
+
 func asmFastGemm16(p *packedRows, blocks int, q []int8, in int, d []float32, corr []int32, T int, y []float32, ldy int) {
 	panic("simd: no assembly kernels in this build")
 }

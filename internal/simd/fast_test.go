@@ -1,12 +1,15 @@
 package simd
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/x448/float16"
 	"testing"
+	"unsafe"
 
 	"github.com/gozoo/gozoo/internal/quant"
 )
@@ -242,6 +245,25 @@ func TestFastGemm(t *testing.T) {
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestFastPack: the gather kernels repack 16 Q4_0 and Q8_0 rows into the
+// same words and scales as pack's Go loop, the last row ending the slice.
+func TestFastPack(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0} {
+		for _, in := range []int{32, 1024, 3072} {
+			w := quantMatrix(r, f, 16, in)
+			rb, blocks := len(w)/16, in/32
+			var asm, plain packedRows
+			asm.pack(f, w, rb, 16, blocks)
+			plain.b, plain.dw = make([]byte, len(asm.b)), make([]float32, len(asm.dw))
+			plain.packRows(f, w, rb, 16, blocks, unsafe.Slice((*uint32)(unsafe.Pointer(&plain.b[0])), blocks*128))
+			if !bytes.Equal(asm.b, plain.b) || !slices.Equal(asm.dw, plain.dw) {
+				t.Fatalf("%v, %d columns: the kernel's repacking differs from the Go loop's", f, in)
 			}
 		}
 	}

@@ -224,6 +224,16 @@ func gemvQ4_Kx16AVX512(x *float32, sums *float32, w *byte, blocks int, groups in
 //go:noescape
 func gemvQ6_Kx16AVX512(x *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
 
+// fastPackQ4_0AVX512 repacks 16 Q4_0 rows of blocks blocks (stride rb bytes) into dst and dw for the fast prefill kernels.
+//
+//go:noescape
+func fastPackQ4_0AVX512(w *byte, rb int, blocks int, dst *uint32, dw *float32)
+
+// fastPackQ8_0AVX512 repacks 16 Q8_0 rows of blocks blocks (stride rb bytes) into dst and dw for the fast prefill kernels.
+//
+//go:noescape
+func fastPackQ8_0AVX512(w *byte, rb int, blocks int, dst *uint32, dw *float32)
+
 // gemvBF12AVX512 computes y[r] = x · w_r for rows BF12 rows of chunks chunks of 32 (stride ldw bytes).
 //
 //go:noescape

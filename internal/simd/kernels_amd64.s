@@ -6248,6 +6248,146 @@ gemvQ6_Kx16AVX512_end:
 	VZEROUPPER
 	RET
 
+// func fastPackQ4_0AVX512(w *byte, rb int, blocks int, dst *uint32, dw *float32)
+// Requires: AVX, AVX512F
+TEXT ·fastPackQ4_0AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         rb+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVQ         dst+24(FP), BX
+	MOVQ         dw+32(FP), SI
+	VCVTTPS2DQ   iota16<>+0(SB), Z0
+	VPBROADCASTD CX, Z1
+	VPMULLD      Z1, Z0, Z0
+	MOVL         $0x0f0f0f0f, CX
+	VPBROADCASTD CX, Z1
+	MOVL         $0x0000ffff, CX
+
+fastPackQ4_0AVX512_block:
+	TESTQ      DX, DX
+	JZ         fastPackQ4_0AVX512_end
+	KMOVW      CX, K1
+	VPXORD     Z2, Z2, Z2
+	VPGATHERDD 2(AX)(Z0*1), K1, Z2
+	VPANDD     Z1, Z2, Z7
+	VMOVDQU32  Z7, (BX)
+	VPSRLD     $0x04, Z2, Z2
+	VPANDD     Z1, Z2, Z2
+	VMOVDQU32  Z2, 256(BX)
+	KMOVW      CX, K1
+	VPXORD     Z3, Z3, Z3
+	VPGATHERDD 6(AX)(Z0*1), K1, Z3
+	VPANDD     Z1, Z3, Z7
+	VMOVDQU32  Z7, 64(BX)
+	VPSRLD     $0x04, Z3, Z3
+	VPANDD     Z1, Z3, Z3
+	VMOVDQU32  Z3, 320(BX)
+	KMOVW      CX, K1
+	VPXORD     Z4, Z4, Z4
+	VPGATHERDD 10(AX)(Z0*1), K1, Z4
+	VPANDD     Z1, Z4, Z7
+	VMOVDQU32  Z7, 128(BX)
+	VPSRLD     $0x04, Z4, Z4
+	VPANDD     Z1, Z4, Z4
+	VMOVDQU32  Z4, 384(BX)
+	KMOVW      CX, K1
+	VPXORD     Z5, Z5, Z5
+	VPGATHERDD 14(AX)(Z0*1), K1, Z5
+	VPANDD     Z1, Z5, Z7
+	VMOVDQU32  Z7, 192(BX)
+	VPSRLD     $0x04, Z5, Z5
+	VPANDD     Z1, Z5, Z5
+	VMOVDQU32  Z5, 448(BX)
+	KMOVW      CX, K1
+	VPXORD     Z6, Z6, Z6
+	VPGATHERDD (AX)(Z0*1), K1, Z6
+	VPMOVDW    Z6, Y6
+	VCVTPH2PS  Y6, Z6
+	VMOVUPS    Z6, (SI)
+	ADDQ       $0x12, AX
+	ADDQ       $0x00000200, BX
+	ADDQ       $0x40, SI
+	DECQ       DX
+	JMP        fastPackQ4_0AVX512_block
+
+fastPackQ4_0AVX512_end:
+	VZEROUPPER
+	RET
+
+// func fastPackQ8_0AVX512(w *byte, rb int, blocks int, dst *uint32, dw *float32)
+// Requires: AVX, AVX512F
+TEXT ·fastPackQ8_0AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         rb+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVQ         dst+24(FP), BX
+	MOVQ         dw+32(FP), SI
+	VCVTTPS2DQ   iota16<>+0(SB), Z0
+	VPBROADCASTD CX, Z1
+	VPMULLD      Z1, Z0, Z0
+	MOVL         $0x80808080, CX
+	VPBROADCASTD CX, Z1
+	MOVL         $0x0000ffff, CX
+
+fastPackQ8_0AVX512_block:
+	TESTQ      DX, DX
+	JZ         fastPackQ8_0AVX512_end
+	KMOVW      CX, K1
+	VPXORD     Z2, Z2, Z2
+	VPGATHERDD 2(AX)(Z0*1), K1, Z2
+	VPXORD     Z1, Z2, Z2
+	VMOVDQU32  Z2, (BX)
+	KMOVW      CX, K1
+	VPXORD     Z3, Z3, Z3
+	VPGATHERDD 6(AX)(Z0*1), K1, Z3
+	VPXORD     Z1, Z3, Z3
+	VMOVDQU32  Z3, 64(BX)
+	KMOVW      CX, K1
+	VPXORD     Z4, Z4, Z4
+	VPGATHERDD 10(AX)(Z0*1), K1, Z4
+	VPXORD     Z1, Z4, Z4
+	VMOVDQU32  Z4, 128(BX)
+	KMOVW      CX, K1
+	VPXORD     Z5, Z5, Z5
+	VPGATHERDD 14(AX)(Z0*1), K1, Z5
+	VPXORD     Z1, Z5, Z5
+	VMOVDQU32  Z5, 192(BX)
+	KMOVW      CX, K1
+	VPXORD     Z6, Z6, Z6
+	VPGATHERDD 18(AX)(Z0*1), K1, Z6
+	VPXORD     Z1, Z6, Z6
+	VMOVDQU32  Z6, 256(BX)
+	KMOVW      CX, K1
+	VPXORD     Z7, Z7, Z7
+	VPGATHERDD 22(AX)(Z0*1), K1, Z7
+	VPXORD     Z1, Z7, Z7
+	VMOVDQU32  Z7, 320(BX)
+	KMOVW      CX, K1
+	VPXORD     Z8, Z8, Z8
+	VPGATHERDD 26(AX)(Z0*1), K1, Z8
+	VPXORD     Z1, Z8, Z8
+	VMOVDQU32  Z8, 384(BX)
+	KMOVW      CX, K1
+	VPXORD     Z9, Z9, Z9
+	VPGATHERDD 30(AX)(Z0*1), K1, Z9
+	VPXORD     Z1, Z9, Z9
+	VMOVDQU32  Z9, 448(BX)
+	KMOVW      CX, K1
+	VPXORD     Z10, Z10, Z10
+	VPGATHERDD (AX)(Z0*1), K1, Z10
+	VPMOVDW    Z10, Y10
+	VCVTPH2PS  Y10, Z10
+	VMOVUPS    Z10, (SI)
+	ADDQ       $0x22, AX
+	ADDQ       $0x00000200, BX
+	ADDQ       $0x40, SI
+	DECQ       DX
+	JMP        fastPackQ8_0AVX512_block
+
+fastPackQ8_0AVX512_end:
+	VZEROUPPER
+	RET
+
 // func gemvBF12AVX512(x *float32, w *byte, ldw int, chunks int, rows int, y *float32)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL
 TEXT ·gemvBF12AVX512(SB), NOSPLIT, $0-48

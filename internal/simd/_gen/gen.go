@@ -108,6 +108,8 @@ func main() {
 	gemvX16("Q8_0")
 	gemvQ4_Kx16()
 	gemvQ6_Kx16()
+	fastPack("Q4_0")
+	fastPack("Q8_0")
 	gemvBF12()
 	unpackBF12()
 	gemvQ5_0Table()
