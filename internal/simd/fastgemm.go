@@ -255,9 +255,9 @@ func gemmFast(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
 	for j0 := r0; j0 < r1; j0 += width {
 		rows := min(width, r1-j0)
 		if next := j0 + width; next < r1 && canPrefetch() {
-			// The next rows come from memory while these run: repacking
-			// them waited on it, a sixth of a 128-token prefill of
-			// Qwen3-0.6B Q4_0.
+			// The next rows come from memory while these run (a
+			// 128-token fast prefill of Qwen3-0.6B Q4_0, 6 runs: 555 ->
+			// 585 tokens/s).
 			prefetch(uintptr(unsafe.Pointer(&w.Bytes[next*rb])), min(width, r1-next)*rb/64)
 		}
 		if kq {
