@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 
 	. "github.com/mmcloughlin/avo/build"
@@ -155,23 +156,40 @@ func groupLoop(name string, w, groups, y, b GPVirtual, bsize int, start func(), 
 // are looked up as plain q, and the scales are applied to 16 rows' sums
 // of each sub-block at once.
 func gemvQ4_Kx16() {
-	name := "gemvQ4_Kx16AVX512"
+	kquantX16("Q4_K", 32, 64+4*64+32*64, false, func() x16KBlock {
+		table, low := ZMM(), broadcast(avx512, 0xff)
+		VMOVUPS(iota16, table)
+		return func(w, xp, sp GPVirtual, acc VecVirtual, pf prefetchPart) {
+			q4kx16Block(w, xp, sp, table, low, acc, pf)
+		}
+	})
+}
+
+// x16KBlock emits one super-block of a regrouped K-quant kernel into acc:
+// w at the block, xp at its 256 values of x, sp at their sums.
+type x16KBlock func(w, xp, sp GPVirtual, acc VecVirtual, pf prefetchPart)
+
+// kquantX16 writes gemv{q}x16AVX512, the frame the regrouped K-quant
+// kernels share: for groups groups of 16 rows, super-blocks of bsize
+// bytes against x and sums, x's sums over each sub values; setup emits
+// the kernel's constants and gives its block (whose sum is times 2^24
+// with unscale).
+func kquantX16(q string, sub, bsize int, unscale bool, setup func() x16KBlock) {
+	name := "gemv" + q + "x16AVX512"
 	TEXT(name, NOSPLIT, "func(x *float32, sums *float32, w *byte, blocks int, groups int, y *float32)")
 	Pragma("noescape")
-	Doc(name + " computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q4_K rows of blocks super-blocks, regrouped by 16 rows (x16.go), with sums x's sums over each 32 values.")
+	Doc(fmt.Sprintf("%s computes y[16g+r] = x · w_{16g+r} for groups groups of 16 %s rows of blocks super-blocks, regrouped by 16 rows (x16.go), with sums x's sums over each %d values.", name, q, sub))
 	x, sums, w, blocks, groups, y := params("x", "sums", "w", "blocks", "groups", "y")
-	const bsize = 64 + 4*64 + 32*64
-	table, low := ZMM(), broadcast(avx512, 0xff)
-	VMOVUPS(iota16, table)
+	block := setup()
 	xp, sp, b := GP64(), GP64(), GP64()
 	groupLoop(name, w, groups, y, b, bsize, func() {
 		MOVQ(x, xp)
 		MOVQ(sums, sp)
 		MOVQ(blocks, b)
-	}, func(acc VecVirtual, pf prefetchPart) { q4kx16Block(w, xp, sp, table, low, acc, pf) }, func() {
+	}, func(acc VecVirtual, pf prefetchPart) { block(w, xp, sp, acc, pf) }, func() {
 		ADDQ(U32(4*256), xp)
-		ADDQ(U8(32), sp)
-	}, false)
+		ADDQ(U8(4*256/sub), sp)
+	}, unscale)
 }
 
 // q4kx16Block emits one super-block of gemvQ4_Kx16 into acc.
@@ -254,34 +272,21 @@ func q4kx16Block(w, xp, sp GPVirtual, table, low, acc VecVirtual, pf prefetchPar
 // about 3.75 vector instructions per 16 weights with the sub-block's sums
 // and scale, against 4.75.
 func gemvQ6_Kx16() {
-	name := "gemvQ6_Kx16AVX512"
-	TEXT(name, NOSPLIT, "func(x *float32, sums *float32, w *byte, blocks int, groups int, y *float32)")
-	Pragma("noescape")
-	Doc(name + " computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q6_K rows of blocks super-blocks, regrouped by 16 rows (x16.go), with sums x's sums over each 16 values.")
-	x, sums, w, blocks, groups, y := params("x", "sums", "w", "blocks", "groups", "y")
-	const bsize = 32 + 4*64 + 48*64
-	var fields [5]VecVirtual
-	for k := range fields {
-		fields[k] = broadcast(avx512, 0x3f<<(6*k))
-	}
-	top := broadcast(avx512, 0xff000000)
-	bits23, bits45 := broadcast(avx512, 0x0c), broadcast(avx512, 0x30)
-	var back [5]VecVirtual
-	for k := 1; k < 5; k++ {
-		back[k] = f32(float32(math.Ldexp(1, -6*k)))
-	}
-	minus32 := f32(-32)
-	xp, sp, b := GP64(), GP64(), GP64()
-	groupLoop(name, w, groups, y, b, bsize, func() {
-		MOVQ(x, xp)
-		MOVQ(sums, sp)
-		MOVQ(blocks, b)
-	}, func(acc VecVirtual, pf prefetchPart) {
-		q6kx16Block(w, xp, sp, q6kx16Consts{fields, back, top, bits23, bits45, minus32}, acc, pf)
-	}, func() {
-		ADDQ(U32(4*256), xp)
-		ADDQ(U8(64), sp)
-	}, true)
+	kquantX16("Q6_K", 16, 32+4*64+48*64, true, func() x16KBlock {
+		var c q6kx16Consts
+		for k := range c.fields {
+			c.fields[k] = broadcast(avx512, 0x3f<<(6*k))
+		}
+		c.top = broadcast(avx512, 0xff000000)
+		c.bits23, c.bits45 = broadcast(avx512, 0x0c), broadcast(avx512, 0x30)
+		for k := 1; k < 5; k++ {
+			c.back[k] = f32(float32(math.Ldexp(1, -6*k)))
+		}
+		c.m32 = f32(-32)
+		return func(w, xp, sp GPVirtual, acc VecVirtual, pf prefetchPart) {
+			q6kx16Block(w, xp, sp, c, acc, pf)
+		}
+	})
 }
 
 // q6kx16Consts is the constant registers of gemvQ6_Kx16.
