@@ -459,7 +459,7 @@ tile1x4F32AVX512_done:
 	RET
 
 // func gemvF32AVX512(x *float32, w *float32, ldw int, k int, rows int, y *float32)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+
 TEXT ·gemvF32AVX512(SB), NOSPLIT, $0-48
 	MOVQ x+0(FP), AX
 	MOVQ w+8(FP), CX
@@ -485,12 +485,16 @@ gemvF32AVX512_wide:
 	JGE         gemvF32AVX512_narrow
 	VMOVUPS     (CX)(R9*4), Z4
 	VFMADD231PS (AX)(R9*4), Z4, Z0
+	PREFETCHT0  8192(CX)(R9*4)
 	VMOVUPS     64(CX)(R9*4), Z4
 	VFMADD231PS 64(AX)(R9*4), Z4, Z1
+	PREFETCHT0  8256(CX)(R9*4)
 	VMOVUPS     128(CX)(R9*4), Z4
 	VFMADD231PS 128(AX)(R9*4), Z4, Z2
+	PREFETCHT0  8320(CX)(R9*4)
 	VMOVUPS     192(CX)(R9*4), Z4
 	VFMADD231PS 192(AX)(R9*4), Z4, Z3
+	PREFETCHT0  8384(CX)(R9*4)
 	ADDQ        $0x00000040, R9
 	JMP         gemvF32AVX512_wide
 
@@ -830,7 +834,7 @@ tile1x4BF16AVX512_done:
 	RET
 
 // func gemvBF16AVX512(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+
 TEXT ·gemvBF16AVX512(SB), NOSPLIT, $0-48
 	MOVQ x+0(FP), AX
 	MOVQ w+8(FP), CX
@@ -857,12 +861,14 @@ gemvBF16AVX512_wide:
 	VPMOVZXWD   (CX)(R9*2), Z4
 	VPSLLD      $0x10, Z4, Z4
 	VFMADD231PS (AX)(R9*4), Z4, Z0
+	PREFETCHT0  8192(CX)(R9*2)
 	VPMOVZXWD   32(CX)(R9*2), Z4
 	VPSLLD      $0x10, Z4, Z4
 	VFMADD231PS 64(AX)(R9*4), Z4, Z1
 	VPMOVZXWD   64(CX)(R9*2), Z4
 	VPSLLD      $0x10, Z4, Z4
 	VFMADD231PS 128(AX)(R9*4), Z4, Z2
+	PREFETCHT0  8256(CX)(R9*2)
 	VPMOVZXWD   96(CX)(R9*2), Z4
 	VPSLLD      $0x10, Z4, Z4
 	VFMADD231PS 192(AX)(R9*4), Z4, Z3
@@ -1198,7 +1204,7 @@ tile1x4F16AVX512_done:
 	RET
 
 // func gemvF16AVX512(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+
 TEXT ·gemvF16AVX512(SB), NOSPLIT, $0-48
 	MOVQ x+0(FP), AX
 	MOVQ w+8(FP), CX
@@ -1224,10 +1230,12 @@ gemvF16AVX512_wide:
 	JGE         gemvF16AVX512_narrow
 	VCVTPH2PS   (CX)(R9*2), Z4
 	VFMADD231PS (AX)(R9*4), Z4, Z0
+	PREFETCHT0  8192(CX)(R9*2)
 	VCVTPH2PS   32(CX)(R9*2), Z4
 	VFMADD231PS 64(AX)(R9*4), Z4, Z1
 	VCVTPH2PS   64(CX)(R9*2), Z4
 	VFMADD231PS 128(AX)(R9*4), Z4, Z2
+	PREFETCHT0  8256(CX)(R9*2)
 	VCVTPH2PS   96(CX)(R9*2), Z4
 	VFMADD231PS 192(AX)(R9*4), Z4, Z3
 	ADDQ        $0x00000040, R9
@@ -1830,7 +1838,7 @@ tile1x4F32AVX2_done:
 	RET
 
 // func gemvF32AVX2(x *float32, w *float32, ldw int, k int, rows int, y *float32)
-// Requires: AVX, FMA3
+// Requires: AVX, FMA3, MMX+
 TEXT ·gemvF32AVX2(SB), NOSPLIT, $0-48
 	MOVQ x+0(FP), AX
 	MOVQ w+8(FP), CX
@@ -1856,10 +1864,12 @@ gemvF32AVX2_wide:
 	JGE         gemvF32AVX2_narrow
 	VMOVUPS     (CX)(R9*4), Y4
 	VFMADD231PS (AX)(R9*4), Y4, Y0
+	PREFETCHT0  8192(CX)(R9*4)
 	VMOVUPS     32(CX)(R9*4), Y4
 	VFMADD231PS 32(AX)(R9*4), Y4, Y1
 	VMOVUPS     64(CX)(R9*4), Y4
 	VFMADD231PS 64(AX)(R9*4), Y4, Y2
+	PREFETCHT0  8256(CX)(R9*4)
 	VMOVUPS     96(CX)(R9*4), Y4
 	VFMADD231PS 96(AX)(R9*4), Y4, Y3
 	ADDQ        $0x00000020, R9
@@ -2081,7 +2091,7 @@ tile1x4BF16AVX2_done:
 	RET
 
 // func gemvBF16AVX2(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·gemvBF16AVX2(SB), NOSPLIT, $0-48
 	MOVQ x+0(FP), AX
 	MOVQ w+8(FP), CX
@@ -2108,6 +2118,7 @@ gemvBF16AVX2_wide:
 	VPMOVZXWD   (CX)(R9*2), Y4
 	VPSLLD      $0x10, Y4, Y4
 	VFMADD231PS (AX)(R9*4), Y4, Y0
+	PREFETCHT0  8192(CX)(R9*2)
 	VPMOVZXWD   16(CX)(R9*2), Y4
 	VPSLLD      $0x10, Y4, Y4
 	VFMADD231PS 32(AX)(R9*4), Y4, Y1
@@ -2329,7 +2340,7 @@ tile1x4F16AVX2_done:
 	RET
 
 // func gemvF16AVX2(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·gemvF16AVX2(SB), NOSPLIT, $0-48
 	MOVQ x+0(FP), AX
 	MOVQ w+8(FP), CX
@@ -2355,6 +2366,7 @@ gemvF16AVX2_wide:
 	JGE         gemvF16AVX2_narrow
 	VCVTPH2PS   (CX)(R9*2), Y4
 	VFMADD231PS (AX)(R9*4), Y4, Y0
+	PREFETCHT0  8192(CX)(R9*2)
 	VCVTPH2PS   16(CX)(R9*2), Y4
 	VFMADD231PS 32(AX)(R9*4), Y4, Y1
 	VCVTPH2PS   32(CX)(R9*2), Y4
@@ -6389,7 +6401,7 @@ fastPackQ8_0AVX512_end:
 	RET
 
 // func gemvBF12AVX512(x *float32, w *byte, ldw int, chunks int, rows int, y *float32)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, MMX+
 TEXT ·gemvBF12AVX512(SB), NOSPLIT, $0-48
 	MOVQ      x+0(FP), AX
 	MOVQ      w+8(FP), CX
@@ -6424,6 +6436,7 @@ gemvBF12AVX512_block:
 	VPSRLD      $0x04, Z5, Z5
 	VPERMD      Z4, Z5, Z5
 	VPERMB      Z6, Z1, K1, Z5
+	PREFETCHT0  4096(R9)
 	VFMADD231PS (R8), Z7, Z2
 	VFMADD231PS 64(R8), Z5, Z3
 	ADDQ        $0x30, R9
