@@ -154,9 +154,9 @@ func (w weight) row(dst []float32, r, cols int) []float32 {
 // packForDecode offers a weight of a file mapping to simd's packings
 // for decode, when a graph binds it, before any product reads it, so the
 // mapping's pages of it are given back before they all become resident:
-// BF16 to simd.PackBF16, which keeps it in 12 bits a weight, losslessly
-// (decode, bound by reading every weight a token, reads a quarter fewer
-// bytes); in exact mode, Q4_0, Q8_0, Q4_K and Q6_K to simd.PackQuant, which
+// BF16 and F32 to simd.PackBF16 and simd.PackF32, which keep them in 4
+// bits a weight fewer, losslessly (decode, bound by reading every weight a
+// token, reads a quarter or an eighth fewer bytes); in exact mode, Q4_0, Q8_0, Q4_K and Q6_K to simd.PackQuant, which
 // regroups their blocks by 16 rows for kernels that spend fewer
 // instructions a weight and stream better. Fast mode's kernels
 // read the file's layout, so it packs no quantized weight.
@@ -165,6 +165,10 @@ func packForDecode(p *graphs.Param, fast bool) {
 		return
 	}
 	switch d := p.Data.Data().(type) {
+	case []float32:
+		if p.DType == graphs.F32 {
+			simd.PackF32(d, p.Shape[0], p.Shape[1])
+		}
 	case []uint16:
 		if p.DType == graphs.BF16 {
 			simd.PackBF16(d, p.Shape[0], p.Shape[1])

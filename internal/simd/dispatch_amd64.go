@@ -20,9 +20,9 @@ var (
 // clear it to check the plain AVX-512 kernel too.
 var useGFNI = cpu.X86.HasAVX512GFNI
 
-// canBF12 says whether BF12's kernels run here: AVX-512 with VBMI's byte
-// permute (Ice Lake and later, Zen 4).
-func canBF12() bool { return active == avx512 && cpu.X86.HasAVX512VBMI }
+// canCoded says whether the coded matrices' kernels (BF12, F28) run
+// here: AVX-512 with VBMI's byte permute (Ice Lake and later, Zen 4).
+func canCoded() bool { return active == avx512 && cpu.X86.HasAVX512VBMI }
 
 // canX16 says whether the kernels of regrouped matrices run here.
 func canX16() bool { return active == avx512 }
@@ -51,24 +51,32 @@ func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
 	return true
 }
 
-// asmGemvBF12 computes y[r] for rows [r0, r1) of p without its
+// asmGemvCoded computes y[r] for rows [r0, r1) of p without its
 // exceptions, if the kernel runs here.
-func asmGemvBF12(p *bf12, x []float32, r0, r1 int, y []float32) bool {
-	if !canBF12() || r0 == r1 {
+func asmGemvCoded(p *coded, x []float32, r0, r1 int, y []float32) bool {
+	if !canCoded() || r0 == r1 {
 		return false
 	}
-	gemvBF12AVX512(&x[0], &p.data[r0*p.stride], p.stride, p.in/32, r1-r0, &y[r0])
+	if p.low == 1 {
+		gemvBF12AVX512(&x[0], &p.data[r0*p.stride], p.stride, p.in/32, r1-r0, &y[r0])
+	} else {
+		gemvF28AVX512(&x[0], &p.data[r0*p.stride], p.stride, p.in/32, r1-r0, &y[r0])
+	}
 	return true
 }
 
-// asmUnpackBF12 widens rows [r0, r1) of p into dst without its
+// asmUnpackCoded widens rows [r0, r1) of p into dst without its
 // exceptions, if the kernel runs here.
-func asmUnpackBF12(p *bf12, r0, r1 int, dst []float32) bool {
-	if !canBF12() || r0 == r1 {
+func asmUnpackCoded(p *coded, r0, r1 int, dst []float32) bool {
+	if !canCoded() || r0 == r1 {
 		return false
 	}
 	_ = dst[(r1-r0)*p.in-1]
-	unpackBF12AVX512(&p.data[r0*p.stride], p.stride, p.in/32, r1-r0, &dst[0])
+	if p.low == 1 {
+		unpackBF12AVX512(&p.data[r0*p.stride], p.stride, p.in/32, r1-r0, &dst[0])
+	} else {
+		unpackF28AVX512(&p.data[r0*p.stride], p.stride, p.in/32, r1-r0, &dst[0])
+	}
 	return true
 }
 

@@ -36,11 +36,11 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 
 func supported() []*isa { return nil }
 
-func canBF12() bool { return false }
+func canCoded() bool { return false }
 
-func asmGemvBF12(p *bf12, x []float32, r0, r1 int, y []float32) bool { return false }
+func asmGemvCoded(p *coded, x []float32, r0, r1 int, y []float32) bool { return false }
 
-func asmUnpackBF12(p *bf12, r0, r1 int, dst []float32) bool { return false }
+func asmUnpackCoded(p *coded, r0, r1 int, dst []float32) bool { return false }
 
 func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, sums []int16, corr, lanes []int32, offset int32) bool {
 	return false

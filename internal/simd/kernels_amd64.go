@@ -244,6 +244,16 @@ func gemvBF12AVX512(x *float32, w *byte, ldw int, chunks int, rows int, y *float
 //go:noescape
 func unpackBF12AVX512(w *byte, ldw int, chunks int, rows int, dst *float32)
 
+// gemvF28AVX512 computes y[r] = x · w_r for rows F28 rows of chunks chunks of 32 (stride ldw bytes).
+//
+//go:noescape
+func gemvF28AVX512(x *float32, w *byte, ldw int, chunks int, rows int, y *float32)
+
+// unpackF28AVX512 widens rows F28 rows of chunks chunks of 32 (stride ldw bytes) into dst.
+//
+//go:noescape
+func unpackF28AVX512(w *byte, ldw int, chunks int, rows int, dst *float32)
+
 // gemvQ5_0AVX512 computes y[r] = x · w_r for rows Q5_0 rows of blocks blocks (stride ldw bytes); halves is halfTable.
 //
 //go:noescape

@@ -22,137 +22,269 @@ DATA iota16<>+56(SB)/4, $0x41600000
 DATA iota16<>+60(SB)/4, $0x41700000
 GLOBL iota16<>(SB), RODATA|NOPTR, $64
 
-DATA bf12lo<>+0(SB)/1, $0x00
-DATA bf12lo<>+1(SB)/1, $0x00
-DATA bf12lo<>+2(SB)/1, $0x00
-DATA bf12lo<>+3(SB)/1, $0x00
-DATA bf12lo<>+4(SB)/1, $0x01
-DATA bf12lo<>+5(SB)/1, $0x01
-DATA bf12lo<>+6(SB)/1, $0x01
-DATA bf12lo<>+7(SB)/1, $0x01
-DATA bf12lo<>+8(SB)/1, $0x02
-DATA bf12lo<>+9(SB)/1, $0x02
-DATA bf12lo<>+10(SB)/1, $0x02
-DATA bf12lo<>+11(SB)/1, $0x02
-DATA bf12lo<>+12(SB)/1, $0x03
-DATA bf12lo<>+13(SB)/1, $0x03
-DATA bf12lo<>+14(SB)/1, $0x03
-DATA bf12lo<>+15(SB)/1, $0x03
-DATA bf12lo<>+16(SB)/1, $0x04
-DATA bf12lo<>+17(SB)/1, $0x04
-DATA bf12lo<>+18(SB)/1, $0x04
-DATA bf12lo<>+19(SB)/1, $0x04
-DATA bf12lo<>+20(SB)/1, $0x05
-DATA bf12lo<>+21(SB)/1, $0x05
-DATA bf12lo<>+22(SB)/1, $0x05
-DATA bf12lo<>+23(SB)/1, $0x05
-DATA bf12lo<>+24(SB)/1, $0x06
-DATA bf12lo<>+25(SB)/1, $0x06
-DATA bf12lo<>+26(SB)/1, $0x06
-DATA bf12lo<>+27(SB)/1, $0x06
-DATA bf12lo<>+28(SB)/1, $0x07
-DATA bf12lo<>+29(SB)/1, $0x07
-DATA bf12lo<>+30(SB)/1, $0x07
-DATA bf12lo<>+31(SB)/1, $0x07
-DATA bf12lo<>+32(SB)/1, $0x08
-DATA bf12lo<>+33(SB)/1, $0x08
-DATA bf12lo<>+34(SB)/1, $0x08
-DATA bf12lo<>+35(SB)/1, $0x08
-DATA bf12lo<>+36(SB)/1, $0x09
-DATA bf12lo<>+37(SB)/1, $0x09
-DATA bf12lo<>+38(SB)/1, $0x09
-DATA bf12lo<>+39(SB)/1, $0x09
-DATA bf12lo<>+40(SB)/1, $0x0a
-DATA bf12lo<>+41(SB)/1, $0x0a
-DATA bf12lo<>+42(SB)/1, $0x0a
-DATA bf12lo<>+43(SB)/1, $0x0a
-DATA bf12lo<>+44(SB)/1, $0x0b
-DATA bf12lo<>+45(SB)/1, $0x0b
-DATA bf12lo<>+46(SB)/1, $0x0b
-DATA bf12lo<>+47(SB)/1, $0x0b
-DATA bf12lo<>+48(SB)/1, $0x0c
-DATA bf12lo<>+49(SB)/1, $0x0c
-DATA bf12lo<>+50(SB)/1, $0x0c
-DATA bf12lo<>+51(SB)/1, $0x0c
-DATA bf12lo<>+52(SB)/1, $0x0d
-DATA bf12lo<>+53(SB)/1, $0x0d
-DATA bf12lo<>+54(SB)/1, $0x0d
-DATA bf12lo<>+55(SB)/1, $0x0d
-DATA bf12lo<>+56(SB)/1, $0x0e
-DATA bf12lo<>+57(SB)/1, $0x0e
-DATA bf12lo<>+58(SB)/1, $0x0e
-DATA bf12lo<>+59(SB)/1, $0x0e
-DATA bf12lo<>+60(SB)/1, $0x0f
-DATA bf12lo<>+61(SB)/1, $0x0f
-DATA bf12lo<>+62(SB)/1, $0x0f
-DATA bf12lo<>+63(SB)/1, $0x0f
-GLOBL bf12lo<>(SB), RODATA|NOPTR, $64
+DATA bf12idx0<>+0(SB)/1, $0x00
+DATA bf12idx0<>+1(SB)/1, $0x00
+DATA bf12idx0<>+2(SB)/1, $0x00
+DATA bf12idx0<>+3(SB)/1, $0x00
+DATA bf12idx0<>+4(SB)/1, $0x01
+DATA bf12idx0<>+5(SB)/1, $0x01
+DATA bf12idx0<>+6(SB)/1, $0x01
+DATA bf12idx0<>+7(SB)/1, $0x01
+DATA bf12idx0<>+8(SB)/1, $0x02
+DATA bf12idx0<>+9(SB)/1, $0x02
+DATA bf12idx0<>+10(SB)/1, $0x02
+DATA bf12idx0<>+11(SB)/1, $0x02
+DATA bf12idx0<>+12(SB)/1, $0x03
+DATA bf12idx0<>+13(SB)/1, $0x03
+DATA bf12idx0<>+14(SB)/1, $0x03
+DATA bf12idx0<>+15(SB)/1, $0x03
+DATA bf12idx0<>+16(SB)/1, $0x04
+DATA bf12idx0<>+17(SB)/1, $0x04
+DATA bf12idx0<>+18(SB)/1, $0x04
+DATA bf12idx0<>+19(SB)/1, $0x04
+DATA bf12idx0<>+20(SB)/1, $0x05
+DATA bf12idx0<>+21(SB)/1, $0x05
+DATA bf12idx0<>+22(SB)/1, $0x05
+DATA bf12idx0<>+23(SB)/1, $0x05
+DATA bf12idx0<>+24(SB)/1, $0x06
+DATA bf12idx0<>+25(SB)/1, $0x06
+DATA bf12idx0<>+26(SB)/1, $0x06
+DATA bf12idx0<>+27(SB)/1, $0x06
+DATA bf12idx0<>+28(SB)/1, $0x07
+DATA bf12idx0<>+29(SB)/1, $0x07
+DATA bf12idx0<>+30(SB)/1, $0x07
+DATA bf12idx0<>+31(SB)/1, $0x07
+DATA bf12idx0<>+32(SB)/1, $0x08
+DATA bf12idx0<>+33(SB)/1, $0x08
+DATA bf12idx0<>+34(SB)/1, $0x08
+DATA bf12idx0<>+35(SB)/1, $0x08
+DATA bf12idx0<>+36(SB)/1, $0x09
+DATA bf12idx0<>+37(SB)/1, $0x09
+DATA bf12idx0<>+38(SB)/1, $0x09
+DATA bf12idx0<>+39(SB)/1, $0x09
+DATA bf12idx0<>+40(SB)/1, $0x0a
+DATA bf12idx0<>+41(SB)/1, $0x0a
+DATA bf12idx0<>+42(SB)/1, $0x0a
+DATA bf12idx0<>+43(SB)/1, $0x0a
+DATA bf12idx0<>+44(SB)/1, $0x0b
+DATA bf12idx0<>+45(SB)/1, $0x0b
+DATA bf12idx0<>+46(SB)/1, $0x0b
+DATA bf12idx0<>+47(SB)/1, $0x0b
+DATA bf12idx0<>+48(SB)/1, $0x0c
+DATA bf12idx0<>+49(SB)/1, $0x0c
+DATA bf12idx0<>+50(SB)/1, $0x0c
+DATA bf12idx0<>+51(SB)/1, $0x0c
+DATA bf12idx0<>+52(SB)/1, $0x0d
+DATA bf12idx0<>+53(SB)/1, $0x0d
+DATA bf12idx0<>+54(SB)/1, $0x0d
+DATA bf12idx0<>+55(SB)/1, $0x0d
+DATA bf12idx0<>+56(SB)/1, $0x0e
+DATA bf12idx0<>+57(SB)/1, $0x0e
+DATA bf12idx0<>+58(SB)/1, $0x0e
+DATA bf12idx0<>+59(SB)/1, $0x0e
+DATA bf12idx0<>+60(SB)/1, $0x0f
+DATA bf12idx0<>+61(SB)/1, $0x0f
+DATA bf12idx0<>+62(SB)/1, $0x0f
+DATA bf12idx0<>+63(SB)/1, $0x0f
+GLOBL bf12idx0<>(SB), RODATA|NOPTR, $64
 
-DATA bf12hi<>+0(SB)/1, $0x10
-DATA bf12hi<>+1(SB)/1, $0x10
-DATA bf12hi<>+2(SB)/1, $0x10
-DATA bf12hi<>+3(SB)/1, $0x10
-DATA bf12hi<>+4(SB)/1, $0x11
-DATA bf12hi<>+5(SB)/1, $0x11
-DATA bf12hi<>+6(SB)/1, $0x11
-DATA bf12hi<>+7(SB)/1, $0x11
-DATA bf12hi<>+8(SB)/1, $0x12
-DATA bf12hi<>+9(SB)/1, $0x12
-DATA bf12hi<>+10(SB)/1, $0x12
-DATA bf12hi<>+11(SB)/1, $0x12
-DATA bf12hi<>+12(SB)/1, $0x13
-DATA bf12hi<>+13(SB)/1, $0x13
-DATA bf12hi<>+14(SB)/1, $0x13
-DATA bf12hi<>+15(SB)/1, $0x13
-DATA bf12hi<>+16(SB)/1, $0x14
-DATA bf12hi<>+17(SB)/1, $0x14
-DATA bf12hi<>+18(SB)/1, $0x14
-DATA bf12hi<>+19(SB)/1, $0x14
-DATA bf12hi<>+20(SB)/1, $0x15
-DATA bf12hi<>+21(SB)/1, $0x15
-DATA bf12hi<>+22(SB)/1, $0x15
-DATA bf12hi<>+23(SB)/1, $0x15
-DATA bf12hi<>+24(SB)/1, $0x16
-DATA bf12hi<>+25(SB)/1, $0x16
-DATA bf12hi<>+26(SB)/1, $0x16
-DATA bf12hi<>+27(SB)/1, $0x16
-DATA bf12hi<>+28(SB)/1, $0x17
-DATA bf12hi<>+29(SB)/1, $0x17
-DATA bf12hi<>+30(SB)/1, $0x17
-DATA bf12hi<>+31(SB)/1, $0x17
-DATA bf12hi<>+32(SB)/1, $0x18
-DATA bf12hi<>+33(SB)/1, $0x18
-DATA bf12hi<>+34(SB)/1, $0x18
-DATA bf12hi<>+35(SB)/1, $0x18
-DATA bf12hi<>+36(SB)/1, $0x19
-DATA bf12hi<>+37(SB)/1, $0x19
-DATA bf12hi<>+38(SB)/1, $0x19
-DATA bf12hi<>+39(SB)/1, $0x19
-DATA bf12hi<>+40(SB)/1, $0x1a
-DATA bf12hi<>+41(SB)/1, $0x1a
-DATA bf12hi<>+42(SB)/1, $0x1a
-DATA bf12hi<>+43(SB)/1, $0x1a
-DATA bf12hi<>+44(SB)/1, $0x1b
-DATA bf12hi<>+45(SB)/1, $0x1b
-DATA bf12hi<>+46(SB)/1, $0x1b
-DATA bf12hi<>+47(SB)/1, $0x1b
-DATA bf12hi<>+48(SB)/1, $0x1c
-DATA bf12hi<>+49(SB)/1, $0x1c
-DATA bf12hi<>+50(SB)/1, $0x1c
-DATA bf12hi<>+51(SB)/1, $0x1c
-DATA bf12hi<>+52(SB)/1, $0x1d
-DATA bf12hi<>+53(SB)/1, $0x1d
-DATA bf12hi<>+54(SB)/1, $0x1d
-DATA bf12hi<>+55(SB)/1, $0x1d
-DATA bf12hi<>+56(SB)/1, $0x1e
-DATA bf12hi<>+57(SB)/1, $0x1e
-DATA bf12hi<>+58(SB)/1, $0x1e
-DATA bf12hi<>+59(SB)/1, $0x1e
-DATA bf12hi<>+60(SB)/1, $0x1f
-DATA bf12hi<>+61(SB)/1, $0x1f
-DATA bf12hi<>+62(SB)/1, $0x1f
-DATA bf12hi<>+63(SB)/1, $0x1f
-GLOBL bf12hi<>(SB), RODATA|NOPTR, $64
+DATA bf12idx1<>+0(SB)/1, $0x10
+DATA bf12idx1<>+1(SB)/1, $0x10
+DATA bf12idx1<>+2(SB)/1, $0x10
+DATA bf12idx1<>+3(SB)/1, $0x10
+DATA bf12idx1<>+4(SB)/1, $0x11
+DATA bf12idx1<>+5(SB)/1, $0x11
+DATA bf12idx1<>+6(SB)/1, $0x11
+DATA bf12idx1<>+7(SB)/1, $0x11
+DATA bf12idx1<>+8(SB)/1, $0x12
+DATA bf12idx1<>+9(SB)/1, $0x12
+DATA bf12idx1<>+10(SB)/1, $0x12
+DATA bf12idx1<>+11(SB)/1, $0x12
+DATA bf12idx1<>+12(SB)/1, $0x13
+DATA bf12idx1<>+13(SB)/1, $0x13
+DATA bf12idx1<>+14(SB)/1, $0x13
+DATA bf12idx1<>+15(SB)/1, $0x13
+DATA bf12idx1<>+16(SB)/1, $0x14
+DATA bf12idx1<>+17(SB)/1, $0x14
+DATA bf12idx1<>+18(SB)/1, $0x14
+DATA bf12idx1<>+19(SB)/1, $0x14
+DATA bf12idx1<>+20(SB)/1, $0x15
+DATA bf12idx1<>+21(SB)/1, $0x15
+DATA bf12idx1<>+22(SB)/1, $0x15
+DATA bf12idx1<>+23(SB)/1, $0x15
+DATA bf12idx1<>+24(SB)/1, $0x16
+DATA bf12idx1<>+25(SB)/1, $0x16
+DATA bf12idx1<>+26(SB)/1, $0x16
+DATA bf12idx1<>+27(SB)/1, $0x16
+DATA bf12idx1<>+28(SB)/1, $0x17
+DATA bf12idx1<>+29(SB)/1, $0x17
+DATA bf12idx1<>+30(SB)/1, $0x17
+DATA bf12idx1<>+31(SB)/1, $0x17
+DATA bf12idx1<>+32(SB)/1, $0x18
+DATA bf12idx1<>+33(SB)/1, $0x18
+DATA bf12idx1<>+34(SB)/1, $0x18
+DATA bf12idx1<>+35(SB)/1, $0x18
+DATA bf12idx1<>+36(SB)/1, $0x19
+DATA bf12idx1<>+37(SB)/1, $0x19
+DATA bf12idx1<>+38(SB)/1, $0x19
+DATA bf12idx1<>+39(SB)/1, $0x19
+DATA bf12idx1<>+40(SB)/1, $0x1a
+DATA bf12idx1<>+41(SB)/1, $0x1a
+DATA bf12idx1<>+42(SB)/1, $0x1a
+DATA bf12idx1<>+43(SB)/1, $0x1a
+DATA bf12idx1<>+44(SB)/1, $0x1b
+DATA bf12idx1<>+45(SB)/1, $0x1b
+DATA bf12idx1<>+46(SB)/1, $0x1b
+DATA bf12idx1<>+47(SB)/1, $0x1b
+DATA bf12idx1<>+48(SB)/1, $0x1c
+DATA bf12idx1<>+49(SB)/1, $0x1c
+DATA bf12idx1<>+50(SB)/1, $0x1c
+DATA bf12idx1<>+51(SB)/1, $0x1c
+DATA bf12idx1<>+52(SB)/1, $0x1d
+DATA bf12idx1<>+53(SB)/1, $0x1d
+DATA bf12idx1<>+54(SB)/1, $0x1d
+DATA bf12idx1<>+55(SB)/1, $0x1d
+DATA bf12idx1<>+56(SB)/1, $0x1e
+DATA bf12idx1<>+57(SB)/1, $0x1e
+DATA bf12idx1<>+58(SB)/1, $0x1e
+DATA bf12idx1<>+59(SB)/1, $0x1e
+DATA bf12idx1<>+60(SB)/1, $0x1f
+DATA bf12idx1<>+61(SB)/1, $0x1f
+DATA bf12idx1<>+62(SB)/1, $0x1f
+DATA bf12idx1<>+63(SB)/1, $0x1f
+GLOBL bf12idx1<>(SB), RODATA|NOPTR, $64
+
+DATA f28idx0<>+0(SB)/1, $0x00
+DATA f28idx0<>+1(SB)/1, $0x01
+DATA f28idx0<>+2(SB)/1, $0x02
+DATA f28idx0<>+3(SB)/1, $0x02
+DATA f28idx0<>+4(SB)/1, $0x03
+DATA f28idx0<>+5(SB)/1, $0x04
+DATA f28idx0<>+6(SB)/1, $0x05
+DATA f28idx0<>+7(SB)/1, $0x05
+DATA f28idx0<>+8(SB)/1, $0x06
+DATA f28idx0<>+9(SB)/1, $0x07
+DATA f28idx0<>+10(SB)/1, $0x08
+DATA f28idx0<>+11(SB)/1, $0x08
+DATA f28idx0<>+12(SB)/1, $0x09
+DATA f28idx0<>+13(SB)/1, $0x0a
+DATA f28idx0<>+14(SB)/1, $0x0b
+DATA f28idx0<>+15(SB)/1, $0x0b
+DATA f28idx0<>+16(SB)/1, $0x0c
+DATA f28idx0<>+17(SB)/1, $0x0d
+DATA f28idx0<>+18(SB)/1, $0x0e
+DATA f28idx0<>+19(SB)/1, $0x0e
+DATA f28idx0<>+20(SB)/1, $0x0f
+DATA f28idx0<>+21(SB)/1, $0x10
+DATA f28idx0<>+22(SB)/1, $0x11
+DATA f28idx0<>+23(SB)/1, $0x11
+DATA f28idx0<>+24(SB)/1, $0x12
+DATA f28idx0<>+25(SB)/1, $0x13
+DATA f28idx0<>+26(SB)/1, $0x14
+DATA f28idx0<>+27(SB)/1, $0x14
+DATA f28idx0<>+28(SB)/1, $0x15
+DATA f28idx0<>+29(SB)/1, $0x16
+DATA f28idx0<>+30(SB)/1, $0x17
+DATA f28idx0<>+31(SB)/1, $0x17
+DATA f28idx0<>+32(SB)/1, $0x18
+DATA f28idx0<>+33(SB)/1, $0x19
+DATA f28idx0<>+34(SB)/1, $0x1a
+DATA f28idx0<>+35(SB)/1, $0x1a
+DATA f28idx0<>+36(SB)/1, $0x1b
+DATA f28idx0<>+37(SB)/1, $0x1c
+DATA f28idx0<>+38(SB)/1, $0x1d
+DATA f28idx0<>+39(SB)/1, $0x1d
+DATA f28idx0<>+40(SB)/1, $0x1e
+DATA f28idx0<>+41(SB)/1, $0x1f
+DATA f28idx0<>+42(SB)/1, $0x20
+DATA f28idx0<>+43(SB)/1, $0x20
+DATA f28idx0<>+44(SB)/1, $0x21
+DATA f28idx0<>+45(SB)/1, $0x22
+DATA f28idx0<>+46(SB)/1, $0x23
+DATA f28idx0<>+47(SB)/1, $0x23
+DATA f28idx0<>+48(SB)/1, $0x24
+DATA f28idx0<>+49(SB)/1, $0x25
+DATA f28idx0<>+50(SB)/1, $0x26
+DATA f28idx0<>+51(SB)/1, $0x26
+DATA f28idx0<>+52(SB)/1, $0x27
+DATA f28idx0<>+53(SB)/1, $0x28
+DATA f28idx0<>+54(SB)/1, $0x29
+DATA f28idx0<>+55(SB)/1, $0x29
+DATA f28idx0<>+56(SB)/1, $0x2a
+DATA f28idx0<>+57(SB)/1, $0x2b
+DATA f28idx0<>+58(SB)/1, $0x2c
+DATA f28idx0<>+59(SB)/1, $0x2c
+DATA f28idx0<>+60(SB)/1, $0x2d
+DATA f28idx0<>+61(SB)/1, $0x2e
+DATA f28idx0<>+62(SB)/1, $0x2f
+DATA f28idx0<>+63(SB)/1, $0x2f
+GLOBL f28idx0<>(SB), RODATA|NOPTR, $64
+
+DATA f28idx1<>+0(SB)/1, $0x10
+DATA f28idx1<>+1(SB)/1, $0x11
+DATA f28idx1<>+2(SB)/1, $0x12
+DATA f28idx1<>+3(SB)/1, $0x12
+DATA f28idx1<>+4(SB)/1, $0x13
+DATA f28idx1<>+5(SB)/1, $0x14
+DATA f28idx1<>+6(SB)/1, $0x15
+DATA f28idx1<>+7(SB)/1, $0x15
+DATA f28idx1<>+8(SB)/1, $0x16
+DATA f28idx1<>+9(SB)/1, $0x17
+DATA f28idx1<>+10(SB)/1, $0x18
+DATA f28idx1<>+11(SB)/1, $0x18
+DATA f28idx1<>+12(SB)/1, $0x19
+DATA f28idx1<>+13(SB)/1, $0x1a
+DATA f28idx1<>+14(SB)/1, $0x1b
+DATA f28idx1<>+15(SB)/1, $0x1b
+DATA f28idx1<>+16(SB)/1, $0x1c
+DATA f28idx1<>+17(SB)/1, $0x1d
+DATA f28idx1<>+18(SB)/1, $0x1e
+DATA f28idx1<>+19(SB)/1, $0x1e
+DATA f28idx1<>+20(SB)/1, $0x1f
+DATA f28idx1<>+21(SB)/1, $0x20
+DATA f28idx1<>+22(SB)/1, $0x21
+DATA f28idx1<>+23(SB)/1, $0x21
+DATA f28idx1<>+24(SB)/1, $0x22
+DATA f28idx1<>+25(SB)/1, $0x23
+DATA f28idx1<>+26(SB)/1, $0x24
+DATA f28idx1<>+27(SB)/1, $0x24
+DATA f28idx1<>+28(SB)/1, $0x25
+DATA f28idx1<>+29(SB)/1, $0x26
+DATA f28idx1<>+30(SB)/1, $0x27
+DATA f28idx1<>+31(SB)/1, $0x27
+DATA f28idx1<>+32(SB)/1, $0x28
+DATA f28idx1<>+33(SB)/1, $0x29
+DATA f28idx1<>+34(SB)/1, $0x2a
+DATA f28idx1<>+35(SB)/1, $0x2a
+DATA f28idx1<>+36(SB)/1, $0x2b
+DATA f28idx1<>+37(SB)/1, $0x2c
+DATA f28idx1<>+38(SB)/1, $0x2d
+DATA f28idx1<>+39(SB)/1, $0x2d
+DATA f28idx1<>+40(SB)/1, $0x2e
+DATA f28idx1<>+41(SB)/1, $0x2f
+DATA f28idx1<>+42(SB)/1, $0x30
+DATA f28idx1<>+43(SB)/1, $0x30
+DATA f28idx1<>+44(SB)/1, $0x31
+DATA f28idx1<>+45(SB)/1, $0x32
+DATA f28idx1<>+46(SB)/1, $0x33
+DATA f28idx1<>+47(SB)/1, $0x33
+DATA f28idx1<>+48(SB)/1, $0x34
+DATA f28idx1<>+49(SB)/1, $0x35
+DATA f28idx1<>+50(SB)/1, $0x36
+DATA f28idx1<>+51(SB)/1, $0x36
+DATA f28idx1<>+52(SB)/1, $0x37
+DATA f28idx1<>+53(SB)/1, $0x38
+DATA f28idx1<>+54(SB)/1, $0x39
+DATA f28idx1<>+55(SB)/1, $0x39
+DATA f28idx1<>+56(SB)/1, $0x3a
+DATA f28idx1<>+57(SB)/1, $0x3b
+DATA f28idx1<>+58(SB)/1, $0x3c
+DATA f28idx1<>+59(SB)/1, $0x3c
+DATA f28idx1<>+60(SB)/1, $0x3d
+DATA f28idx1<>+61(SB)/1, $0x3e
+DATA f28idx1<>+62(SB)/1, $0x3f
+DATA f28idx1<>+63(SB)/1, $0x3f
+GLOBL f28idx1<>(SB), RODATA|NOPTR, $64
 
 DATA q6gfni<>+0(SB)/8, $0x0000000001020202
 DATA q6gfni<>+8(SB)/8, $0x0000000004080808
@@ -6409,8 +6541,8 @@ TEXT ·gemvBF12AVX512(SB), NOSPLIT, $0-48
 	MOVQ      chunks+24(FP), BX
 	MOVQ      rows+32(FP), SI
 	MOVQ      y+40(FP), DI
-	VMOVDQU64 bf12lo<>+0(SB), Z0
-	VMOVDQU64 bf12hi<>+0(SB), Z1
+	VMOVDQU64 bf12idx0<>+0(SB), Z0
+	VMOVDQU64 bf12idx1<>+0(SB), Z1
 	MOVQ      $0x4444444444444444, R8
 	KMOVQ     R8, K1
 
@@ -6430,14 +6562,14 @@ gemvBF12AVX512_block:
 	TESTQ       R10, R10
 	JZ          gemvBF12AVX512_rowdone
 	VPMOVZXBD   (R9), Z5
-	VMOVDQU     16(R9), Y6
-	VPERMD      Z4, Z5, Z7
-	VPERMB      Z6, Z0, K1, Z7
+	VPERMD      Z4, Z5, Z6
 	VPSRLD      $0x04, Z5, Z5
 	VPERMD      Z4, Z5, Z5
-	VPERMB      Z6, Z1, K1, Z5
+	VMOVDQU     16(R9), Y7
+	VPERMB      Z7, Z0, K1, Z6
+	VPERMB      Z7, Z1, K1, Z5
 	PREFETCHT0  4096(R9)
-	VFMADD231PS (R8), Z7, Z2
+	VFMADD231PS (R8), Z6, Z2
 	VFMADD231PS 64(R8), Z5, Z3
 	ADDQ        $0x30, R9
 	ADDQ        $0x80, R8
@@ -6472,8 +6604,8 @@ TEXT ·unpackBF12AVX512(SB), NOSPLIT, $0-40
 	MOVQ      chunks+16(FP), DX
 	MOVQ      rows+24(FP), BX
 	MOVQ      dst+32(FP), SI
-	VMOVDQU64 bf12lo<>+0(SB), Z0
-	VMOVDQU64 bf12hi<>+0(SB), Z1
+	VMOVDQU64 bf12idx0<>+0(SB), Z0
+	VMOVDQU64 bf12idx1<>+0(SB), Z1
 	MOVQ      $0x4444444444444444, DI
 	KMOVQ     DI, K1
 
@@ -6490,13 +6622,13 @@ unpackBF12AVX512_chunk:
 	TESTQ     R8, R8
 	JZ        unpackBF12AVX512_rowdone
 	VPMOVZXBD (DI), Z3
-	VMOVDQU   16(DI), Y4
-	VPERMD    Z2, Z3, Z5
-	VPERMB    Z4, Z0, K1, Z5
+	VPERMD    Z2, Z3, Z4
 	VPSRLD    $0x04, Z3, Z3
 	VPERMD    Z2, Z3, Z3
-	VPERMB    Z4, Z1, K1, Z3
-	VMOVUPS   Z5, (SI)
+	VMOVDQU   16(DI), Y5
+	VPERMB    Z5, Z0, K1, Z4
+	VPERMB    Z5, Z1, K1, Z3
+	VMOVUPS   Z4, (SI)
 	VMOVUPS   Z3, 64(SI)
 	ADDQ      $0x30, DI
 	ADDQ      $0x80, SI
@@ -6509,6 +6641,117 @@ unpackBF12AVX512_rowdone:
 	JMP  unpackBF12AVX512_row
 
 unpackBF12AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemvF28AVX512(x *float32, w *byte, ldw int, chunks int, rows int, y *float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·gemvF28AVX512(SB), NOSPLIT, $0-48
+	MOVQ      x+0(FP), AX
+	MOVQ      w+8(FP), CX
+	MOVQ      ldw+16(FP), DX
+	MOVQ      chunks+24(FP), BX
+	MOVQ      rows+32(FP), SI
+	MOVQ      y+40(FP), DI
+	VMOVDQU64 f28idx0<>+0(SB), Z0
+	VMOVDQU64 f28idx1<>+0(SB), Z1
+	MOVQ      $0x7777777777777777, R8
+	KMOVQ     R8, K1
+
+gemvF28AVX512_row:
+	TESTQ     SI, SI
+	JZ        gemvF28AVX512_end
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	MOVQ      AX, R8
+	MOVQ      CX, R9
+	MOVQ      BX, R10
+	VPMOVZXBD (R9), Z4
+	VPSLLD    $0x18, Z4, Z4
+	ADDQ      $0x10, R9
+
+gemvF28AVX512_block:
+	TESTQ       R10, R10
+	JZ          gemvF28AVX512_rowdone
+	VPMOVZXBD   (R9), Z5
+	VPERMD      Z4, Z5, Z6
+	VPSRLD      $0x04, Z5, Z5
+	VPERMD      Z4, Z5, Z5
+	VPERMB      16(R9), Z0, K1, Z6
+	VPERMB      48(R9), Z1, K1, Z5
+	PREFETCHT0  4096(R9)
+	PREFETCHT0  4160(R9)
+	VFMADD231PS (R8), Z6, Z2
+	VFMADD231PS 64(R8), Z5, Z3
+	ADDQ        $0x70, R9
+	ADDQ        $0x80, R8
+	DECQ        R10
+	JMP         gemvF28AVX512_block
+
+gemvF28AVX512_rowdone:
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y4
+	VADDPS        Y4, Y2, Y4
+	VEXTRACTF32X4 $0x01, Y4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0x4e, X4, X5
+	VADDPS        X5, X4, X4
+	VPERMILPS     $0xb1, X4, X5
+	VADDPS        X5, X4, X4
+	VMOVSS        X4, (DI)
+	ADDQ          $0x04, DI
+	ADDQ          DX, CX
+	DECQ          SI
+	JMP           gemvF28AVX512_row
+
+gemvF28AVX512_end:
+	VZEROUPPER
+	RET
+
+// func unpackF28AVX512(w *byte, ldw int, chunks int, rows int, dst *float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI
+TEXT ·unpackF28AVX512(SB), NOSPLIT, $0-40
+	MOVQ      w+0(FP), AX
+	MOVQ      ldw+8(FP), CX
+	MOVQ      chunks+16(FP), DX
+	MOVQ      rows+24(FP), BX
+	MOVQ      dst+32(FP), SI
+	VMOVDQU64 f28idx0<>+0(SB), Z0
+	VMOVDQU64 f28idx1<>+0(SB), Z1
+	MOVQ      $0x7777777777777777, DI
+	KMOVQ     DI, K1
+
+unpackF28AVX512_row:
+	TESTQ     BX, BX
+	JZ        unpackF28AVX512_end
+	MOVQ      AX, DI
+	MOVQ      DX, R8
+	VPMOVZXBD (DI), Z2
+	VPSLLD    $0x18, Z2, Z2
+	ADDQ      $0x10, DI
+
+unpackF28AVX512_chunk:
+	TESTQ     R8, R8
+	JZ        unpackF28AVX512_rowdone
+	VPMOVZXBD (DI), Z3
+	VPERMD    Z2, Z3, Z4
+	VPSRLD    $0x04, Z3, Z3
+	VPERMD    Z2, Z3, Z3
+	VPERMB    16(DI), Z0, K1, Z4
+	VPERMB    48(DI), Z1, K1, Z3
+	VMOVUPS   Z4, (SI)
+	VMOVUPS   Z3, 64(SI)
+	ADDQ      $0x70, DI
+	ADDQ      $0x80, SI
+	DECQ      R8
+	JMP       unpackF28AVX512_chunk
+
+unpackF28AVX512_rowdone:
+	ADDQ CX, AX
+	DECQ BX
+	JMP  unpackF28AVX512_row
+
+unpackF28AVX512_end:
 	VZEROUPPER
 	RET
 

@@ -57,8 +57,8 @@ func spanOf(w Weight, n int) span {
 		p = unsafe.Pointer(&w.U16s[0])
 	case w.Kind == Quant && len(w.Bytes) > 0:
 		p = unsafe.Pointer(&w.Bytes[0])
-	case w.Kind == BF12:
-		p = unsafe.Pointer(&w.bf12.data[0])
+	case w.Kind == Coded:
+		p = unsafe.Pointer(&w.coded.data[0])
 	case w.Kind == X16:
 		p = unsafe.Pointer(&w.x16.data[0])
 	}

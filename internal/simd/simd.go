@@ -14,6 +14,7 @@
 package simd
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"runtime"
@@ -35,13 +36,33 @@ const (
 	F16
 	// Quant is a block-quantized weight (Format) in Bytes.
 	Quant
-	// BF12 is a BF16 matrix packed in 12 bits a weight (bf12.go), which
-	// MulT puts in place of one that PackBF16 packed.
-	BF12
+	// Coded is a BF16 or F32 matrix packed in 4 bits a weight fewer
+	// (coded.go), which MulT puts in place of one that PackBF16 or
+	// PackF32 packed.
+	Coded
 	// X16 is a quantized matrix regrouped by 16 rows (x16.go), which
 	// MulT puts in place of one that PackQuant packed.
 	X16
 )
+
+// String is the kind's name.
+func (k Kind) String() string {
+	switch k {
+	case F32:
+		return "F32"
+	case BF16:
+		return "BF16"
+	case F16:
+		return "F16"
+	case Quant:
+		return "Quant"
+	case Coded:
+		return "Coded"
+	case X16:
+		return "X16"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
 
 // bytes is the storage of n values of w.
 func (w Weight) bytes(n int) int {
@@ -50,8 +71,8 @@ func (w Weight) bytes(n int) int {
 		return 4 * n
 	case BF16, F16:
 		return 2 * n
-	case BF12:
-		return n / w.bf12.in * w.bf12.stride
+	case Coded:
+		return n / w.coded.in * w.coded.stride
 	case X16:
 		return n / w.x16.in * w.x16.groupBytes() / 16
 	}
@@ -59,7 +80,7 @@ func (w Weight) bytes(n int) int {
 }
 
 // Weight is a matrix [rows, cols] in its stored type: F32 in F32s, 16-bit
-// kinds in U16s, quantized blocks in Bytes, a packed BF16 matrix in bf12,
+// kinds in U16s, quantized blocks in Bytes, a packed BF16 or F32 matrix in coded,
 // a regrouped quantized one in x16.
 type Weight struct {
 	Kind   Kind
@@ -67,7 +88,7 @@ type Weight struct {
 	U16s   []uint16
 	Format quant.Format
 	Bytes  []byte
-	bf12   *bf12
+	coded  *coded
 	x16    *x16
 	sums   []float32 // a regrouped K-quant's decode: x's sums over each sub-block (x16Sum)
 }
@@ -332,8 +353,8 @@ func (w *worker) loop() {
 // r0..r1-1. Rows of x go in blocks that stay in cache while each tile of 4
 // weight rows streams past them.
 func mulRows(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
-	if w.Kind == BF12 {
-		mulRowsBF12(y, x, T, w, out, in, r0, r1)
+	if w.Kind == Coded {
+		mulRowsCoded(y, x, T, w, out, in, r0, r1)
 		return
 	}
 	if w.Kind == X16 {
@@ -473,8 +494,8 @@ func mulRowGroups(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 // widenRows writes rows [j0, j0+g) of a quantized or packed w into dst
 // as float32.
 func (w Weight) widenRows(j0, g, in int, dst []float32) {
-	if w.Kind == BF12 {
-		w.bf12.unpackRows(j0, j0+g, dst)
+	if w.Kind == Coded {
+		w.coded.unpackRows(j0, j0+g, dst)
 		return
 	}
 	if w.Kind == X16 {

@@ -41,7 +41,7 @@ import (
 // up to 3 bytes past a block, which the padding after the last group
 // covers.
 //
-// As BF12: matrices of a read-only file mapping, packed when a model
+// As coded matrices: matrices of a read-only file mapping, packed when a model
 // binds them to a Linear in exact mode (PackQuant), and their pages given
 // back to the kernel.
 

@@ -68,7 +68,7 @@ func nextBlock(name string, wp, nb, xp, out GPVirtual, bsize, floats int, dot bo
 func main() {
 	ConstraintExpr("!purego")
 	tableConsts()
-	bf12Consts()
+	codedConsts()
 	q6GFNIConsts()
 	isas := []isa{avx512, {"AVX2", 8, YMM, 2}}
 	dtypes := []dtype{{"F32", "*float32", 4}, {"BF16", "*uint16", 2}, {"F16", "*uint16", 2}}
@@ -110,8 +110,10 @@ func main() {
 	gemvQ6_Kx16()
 	fastPack("Q4_0")
 	fastPack("Q8_0")
-	gemvBF12()
-	unpackBF12()
+	for _, c := range codings {
+		gemvCoded(c)
+		unpackCoded(c)
+	}
 	gemvQ5_0Table()
 	fastConsts()
 	for _, q := range []string{"Q8_0", "Q4_0", "Q5_0"} {

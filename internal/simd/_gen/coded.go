@@ -1,0 +1,178 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Coded rows (simd/coded.go): a 16-byte table of high bytes, then chunks
+// of 32 weights, each 16 bytes of 4-bit codes (byte j: weight j's code in
+// its low nibble, weight 16+j's in its high nibble) and the weights' low
+// bytes: BF12 keeps one a weight (a bfloat16's low byte), F28 three (a
+// float32's), weights 0-15 first. A weight's float32 bits are
+// table[code]<<24 | its low bytes below, so nothing is rounded.
+
+// coding is BF12 or F28: its name and its low bytes a weight.
+type coding struct {
+	name string
+	low  int
+}
+
+var codings = []coding{{"BF12", 1}, {"F28", 3}}
+
+// chunkBytes is a chunk's bytes: codes, then low bytes.
+func (c coding) chunkBytes() int { return 16 + 32*c.low }
+
+// mask is the bytes of each dword the low bytes fill: byte 2 for BF12
+// (bits 16-23), bytes 0-2 for F28.
+func (c coding) mask() uint64 {
+	if c.low == 1 {
+		return 0x4444444444444444
+	}
+	return 0x7777777777777777
+}
+
+var codedIdx = map[string][2]Mem{}
+
+// codedConsts writes, for each coding, the byte indexes that carry the low
+// bytes of weights 0-15 and of 16-31 into place. BF12 permutes the 32 low
+// bytes (loaded at the chunk's byte 16): dword j takes byte j, or 16+j.
+// F28 permutes 64 bytes loaded at the chunk's byte 16 for weights 0-15,
+// and at byte 48 for 16-31 (whose low bytes start 16 bytes in), so no
+// load reads past the chunk: dword j's byte b takes byte 3j+b, or
+// 16+3j+b. The merge mask keeps the bytes the low bytes fill.
+func codedConsts() {
+	for _, c := range codings {
+		var m [2]Mem
+		for h := range m {
+			m[h] = GLOBL(fmt.Sprintf("%sidx%d", strings.ToLower(c.name), h), RODATA|NOPTR)
+			for i := 0; i < 64; i++ {
+				j, b := i/4, i%4
+				v := 16*h + j
+				if c.low == 3 {
+					v = 16*h + 3*j + min(b, 2)
+				}
+				DATA(i, U8(v))
+			}
+		}
+		codedIdx[c.name] = m
+	}
+}
+
+// codedChunk widens the 32 weights of the chunk at wp into v0 (weights
+// 0-15) and v1 (16-31): the codes look the high bytes up in tab
+// (VPERMD reads a dword's low 4 bits), and a byte permute merges the low
+// bytes in under the mask.
+func codedChunk(c coding, wp GPVirtual, tab, lo, hi VecVirtual, mask OpmaskVirtual) (v0, v1 VecVirtual) {
+	idx := ZMM()
+	VPMOVZXBD(Mem{Base: wp}, idx)
+	v0, v1 = ZMM(), ZMM()
+	VPERMD(tab, idx, v0)
+	VPSRLD(U8(4), idx, idx)
+	VPERMD(tab, idx, v1)
+	if c.low == 1 {
+		lows := YMM()
+		VMOVDQU(Mem{Base: wp, Disp: 16}, lows)
+		VPERMB(lows.AsZ(), lo, mask, v0)
+		VPERMB(lows.AsZ(), hi, mask, v1)
+	} else {
+		VPERMB(Mem{Base: wp, Disp: 16}, lo, mask, v0)
+		VPERMB(Mem{Base: wp, Disp: 48}, hi, mask, v1)
+	}
+	return v0, v1
+}
+
+// codedSetup loads the coding's byte indexes and merge mask.
+func codedSetup(c coding) (lo, hi VecVirtual, mask OpmaskVirtual) {
+	lo, hi = ZMM(), ZMM()
+	VMOVDQU64(codedIdx[c.name][0], lo)
+	VMOVDQU64(codedIdx[c.name][1], hi)
+	mask = K()
+	m := GP64()
+	MOVQ(U64(c.mask()), m)
+	KMOVQ(m, mask)
+	return lo, hi, mask
+}
+
+// codedTable loads a row's table of high bytes as dwords, shifted into
+// place, and steps wp past it.
+func codedTable(wp GPVirtual) VecVirtual {
+	tab := ZMM()
+	VPMOVZXBD(Mem{Base: wp}, tab)
+	VPSLLD(U8(24), tab, tab)
+	ADDQ(U8(16), wp)
+	return tab
+}
+
+// codedPrefetchDist is how far ahead the coded decode kernels prefetch,
+// in bytes: the lines of each chunk's span that far on, past rows' ends
+// into the next rows, as the float kernels do (floatPrefetchDist).
+// Interleaved gozoo bench runs (128-token prompt, 64 tokens, medians of
+// 6): SmolLM2-135M BF16 decode 158.7 -> 180.7 tok/s, Qwen3-0.6B BF16
+// 43.2 -> 47.5; 2 KB ahead gave 172.7 where 4 KB gave 180.2, and 8 KB did
+// worse than 4 KB.
+const codedPrefetchDist = 4096
+
+// gemvCoded writes gemv{BF12,F28}AVX512: y[r] = x · w_r for rows coded
+// rows of chunks chunks (stride ldw bytes), the products of the weights
+// (exceptions aside, which the caller adds).
+func gemvCoded(c coding) {
+	name := "gemv" + c.name + "AVX512"
+	TEXT(name, NOSPLIT, "func(x *float32, w *byte, ldw int, chunks int, rows int, y *float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes y[r] = x · w_r for rows %s rows of chunks chunks of 32 (stride ldw bytes).", name, c.name))
+	x, w, ldw, chunks, rows, y := params("x", "w", "ldw", "chunks", "rows", "y")
+	lo, hi, mask := codedSetup(c)
+	xp, wp, b := GP64(), GP64(), GP64()
+	var tab VecVirtual
+	acc := []VecVirtual{ZMM(), ZMM()}
+	rowLoop(name, avx512, rows, w, ldw, y, b, acc, func() {
+		MOVQ(x, xp)
+		MOVQ(w, wp)
+		MOVQ(chunks, b)
+		tab = codedTable(wp)
+	}, func() {
+		v0, v1 := codedChunk(c, wp, tab, lo, hi, mask)
+		for off := 0; off < c.chunkBytes(); off += 64 {
+			PREFETCHT0(Mem{Base: wp, Disp: codedPrefetchDist + off})
+		}
+		VFMADD231PS(Mem{Base: xp}, v0, acc[0])
+		VFMADD231PS(Mem{Base: xp, Disp: 64}, v1, acc[1])
+		ADDQ(U8(c.chunkBytes()), wp)
+		ADDQ(U8(128), xp)
+	})
+}
+
+// unpackCoded writes unpack{BF12,F28}AVX512: the float32 values of rows
+// coded rows (stride ldw bytes) into dst, row after row.
+func unpackCoded(c coding) {
+	name := "unpack" + c.name + "AVX512"
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, chunks int, rows int, dst *float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s widens rows %s rows of chunks chunks of 32 (stride ldw bytes) into dst.", name, c.name))
+	w, ldw, chunks, rows, dst, _ := params("w", "ldw", "chunks", "rows", "dst")
+	lo, hi, mask := codedSetup(c)
+	wp, b := GP64(), GP64()
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	MOVQ(w, wp)
+	MOVQ(chunks, b)
+	tab := codedTable(wp)
+	Label(name + "_chunk")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_rowdone"))
+	v0, v1 := codedChunk(c, wp, tab, lo, hi, mask)
+	VMOVUPS(v0, Mem{Base: dst})
+	VMOVUPS(v1, Mem{Base: dst, Disp: 64})
+	ADDQ(U8(c.chunkBytes()), wp)
+	ADDQ(U8(128), dst)
+	DECQ(b)
+	JMP(LabelRef(name + "_chunk"))
+	Label(name + "_rowdone")
+	endRows(name, w, ldw, rows)
+}

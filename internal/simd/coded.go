@@ -1,0 +1,399 @@
+package simd
+
+import (
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+	"unsafe"
+)
+
+// A coded matrix keeps a BF16 or F32 weight matrix in 4 bits a weight
+// fewer, losslessly, for decode: BF12 keeps a BF16 matrix in 12 bits a
+// weight, F28 an F32 one in 28. Decode reads every weight once a token, so
+// it runs at the machine's read bandwidth, and fewer bytes are a faster
+// token. A weight's high byte (the sign and the exponent's top 7 bits)
+// takes few values along a row (11-15 in rows of N(0, 0.02) draws, which
+// the same-size trained matrices resemble: their exponents span a few
+// octaves), while its low bytes (the exponent's last bit and the
+// mantissa: one byte in a bfloat16, three in a float32) take any. So
+// each row keeps a table of its 15 most frequent high bytes, plus 0x00 as
+// code 15, and each weight a 4-bit code into it beside its low bytes. A
+// weight whose high byte is not in its row's table (1e-5 of N(0, 0.02)
+// draws) is stored as +0 and listed among the matrix's exceptions, whose
+// products the product adds after the row's sum. The products are the
+// weights' own, summed in another order, as any kernel's lanes sum them:
+// nothing is rounded that the BF16 or F32 kernel does not round.
+//
+// A row is the table (16 bytes), then chunks of 32 weights: 16 bytes of
+// codes (byte j: weight j's code in its low nibble, weight 16+j's in its
+// high nibble) and the low bytes, weight after weight, each weight's
+// little-endian (32 bytes in BF12, 96 in F28). gemvBF12AVX512 and
+// gemvF28AVX512 widen a chunk with two table lookups (VPERMD) and two
+// byte permutes (AVX-512 VBMI's VPERMB) into the float32 bits
+// table[code]<<24 | low bytes<<(24 - 8·low).
+//
+// Which matrices: BF16 and F32 matrices of a read-only file mapping
+// (Mapped), packed when a model binds them to a Linear (PackBF16,
+// PackF32), whose pages are then given back to the kernel (later reads,
+// an embedding row, fault them in again from the file). Memory the
+// program can write is never packed, so a packed copy never goes stale.
+
+// coded is a packed matrix [out, in].
+type coded struct {
+	data    []byte // out rows of stride bytes
+	stride  int
+	out, in int
+	low     int        // low bytes a weight: 1 (BF12) or 3 (F28)
+	exc     []codedExc // by row, then column
+}
+
+// codedExc is a weight whose high byte is not in its row's table.
+type codedExc struct {
+	row, col int32
+	bits     uint32 // its float32 bits
+}
+
+// value is the exception's weight.
+func (e codedExc) value() float32 { return math.Float32frombits(e.bits) }
+
+// codedStride is the bytes of a packed row of in weights (a multiple of
+// 32) of low low bytes each.
+func codedStride(in, low int) int { return 16 + in/32*(16+32*low) }
+
+// fileBytes is the bytes of the matrix unpacked: BF16 or F32.
+func (p *coded) fileBytes() int { return (p.low + 1) * p.out * p.in }
+
+// codedBits are the weights a matrix is coded from: BF16 or F32 bits.
+type codedBits interface{ uint16 | uint32 }
+
+// packCoded packs w [out, in] (in a multiple of 32), or returns nil when
+// the exceptions would be more than 64 and one weight in 1024. The rows
+// go in slabs of 4 MB, split over the CPUs; with release set, each slab's
+// source pages are given back once it is packed, so the matrix is never
+// resident twice.
+func packCoded[T codedBits](w []T, out, in int, release func([]byte)) *coded {
+	size := int(unsafe.Sizeof(w[0]))
+	p := &coded{stride: codedStride(in, size-1), out: out, in: in, low: size - 1}
+	if p.data = packMemory(out * p.stride); p.data == nil {
+		return nil
+	}
+	maxExc := max(64, out*in/1024)
+	n := runtime.GOMAXPROCS(0)
+	slab := max(n, (4<<20)/(size*in))
+	parts := make([][]codedExc, n)
+	for r0 := 0; r0 < out; r0 += slab {
+		r1 := min(out, r0+slab)
+		var wg sync.WaitGroup
+		for i := range n {
+			a, b := r0+(r1-r0)*i/n, r0+(r1-r0)*(i+1)/n
+			wg.Go(func() {
+				parts[i] = parts[i][:0]
+				for r := a; r < b; r++ {
+					parts[i] = packRow(p, r, w[r*in:(r+1)*in], parts[i])
+				}
+			})
+		}
+		wg.Wait()
+		for _, e := range parts {
+			p.exc = append(p.exc, e...)
+		}
+		if len(p.exc) > maxExc {
+			freePacking(p.data)
+			return nil
+		}
+		if release != nil {
+			release(unsafe.Slice((*byte)(unsafe.Pointer(&w[r0*in])), size*(r1-r0)*in))
+		}
+	}
+	return p
+}
+
+// packRow packs row r of p from src, appending its exceptions to exc.
+func packRow[T codedBits](p *coded, r int, src []T, exc []codedExc) []codedExc {
+	hiShift := 8 * p.low
+	var count [256]int32
+	for _, v := range src {
+		count[v>>hiShift]++
+	}
+	// The table: 0x00 as code 15 (it widens to +0 with zero low bytes,
+	// which stands in for the exceptions), then the 15 most frequent other
+	// high bytes, ties to the lower byte.
+	var seen [255]uint32 // count<<8 | 255-byte: the most frequent sort first
+	n := 0
+	for h := 1; h < 256; h++ {
+		if count[h] > 0 {
+			seen[n] = uint32(count[h])<<8 | uint32(255-h)
+			n++
+		}
+	}
+	top := seen[:n]
+	slices.SortFunc(top, func(a, b uint32) int { return int(b) - int(a) })
+	row := p.data[r*p.stride : (r+1)*p.stride]
+	var code [256]uint8
+	for i := range code {
+		code[i] = 0xff
+	}
+	code[0] = 15
+	for c, t := range top[:min(15, n)] {
+		h := 255 - byte(t)
+		row[c] = h
+		code[h] = uint8(c)
+	}
+	chunkBytes := 16 + 32*p.low
+	widen := 32 - 8*(p.low+1) // to float32 bits
+	for k := 0; k < len(src)/32; k++ {
+		chunk := row[16+chunkBytes*k : 16+chunkBytes*(k+1)]
+		lows := chunk[16:]
+		for i := 0; i < 32; i++ {
+			v := src[32*k+i]
+			c := code[v>>hiShift]
+			if c == 0xff {
+				exc = append(exc, codedExc{int32(r), int32(32*k + i), uint32(v) << widen})
+				c, v = 15, 0
+			}
+			chunk[i%16] |= c << (4 * (i / 16))
+			for b := 0; b < p.low; b++ {
+				lows[p.low*i+b] = byte(v >> (8 * b))
+			}
+		}
+	}
+	return exc
+}
+
+// unpackRows widens rows [r0, r1) into dst (rows of in values), with the
+// exceptions in place.
+func (p *coded) unpackRows(r0, r1 int, dst []float32) {
+	if !asmUnpackCoded(p, r0, r1, dst) {
+		chunkBytes := 16 + 32*p.low
+		for r := r0; r < r1; r++ {
+			row := p.data[r*p.stride : (r+1)*p.stride]
+			out := dst[(r-r0)*p.in : (r-r0+1)*p.in]
+			for k := 0; k < p.in/32; k++ {
+				chunk := row[16+chunkBytes*k:]
+				lows := chunk[16:]
+				for i := 0; i < 32; i++ {
+					c := chunk[i%16] >> (4 * (i / 16)) & 15
+					bits := uint32(row[c]) << 24
+					for b := 0; b < p.low; b++ {
+						bits |= uint32(lows[p.low*i+b]) << (24 - 8*p.low + 8*b)
+					}
+					out[32*k+i] = math.Float32frombits(bits)
+				}
+			}
+		}
+	}
+	for _, e := range p.excIn(r0, r1) {
+		dst[int(e.row-int32(r0))*p.in+int(e.col)] = e.value()
+	}
+}
+
+// excIn is the exceptions of rows [r0, r1).
+func (p *coded) excIn(r0, r1 int) []codedExc {
+	i := sort.Search(len(p.exc), func(i int) bool { return p.exc[i].row >= int32(r0) })
+	j := i + sort.Search(len(p.exc)-i, func(k int) bool { return p.exc[i+k].row >= int32(r1) })
+	return p.exc[i:j]
+}
+
+// mulRowsCoded is mulRows for a packed weight.
+func mulRowsCoded(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
+	p := w.coded
+	if T == 1 && asmGemvCoded(p, x, r0, r1, y) {
+		for _, e := range p.excIn(r0, r1) {
+			y[e.row] += e.value() * x[e.col]
+		}
+		return
+	}
+	mulRowGroups(y, x, T, w, out, in, r0, r1)
+}
+
+var (
+	packMu sync.Mutex
+	// mapped is the read-only file mappings (Mapped), whose matrices may
+	// be packed.
+	mapped []span
+	// packs is the packed matrices (*coded, *x16; nil for a refusal) by
+	// the address of their data in the mapping.
+	packs sync.Map // uintptr -> any
+	// packMin is the smallest matrix (bytes in the file) worth packing:
+	// the size from which decode shares a product with the team.
+	// GOZOO_PACK=all packs every one, so CI checks the packings on the
+	// golden cases' small matrices too.
+	packMin = map[bool]int{false: splitBytes, true: 0}[os.Getenv("GOZOO_PACK") == "all"]
+	// packOff is GOZOO_PACK=off: matrices stay as the file has them.
+	packOff = os.Getenv("GOZOO_PACK") == "off"
+)
+
+// Mapped records that b is a read-only mapping of a file: matrices in it
+// may be packed (PackBF16, PackF32, PackQuant), and their pages given back to the
+// kernel.
+func Mapped(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	packMu.Lock()
+	defer packMu.Unlock()
+	mapped = append(mapped, span{uintptr(unsafe.Pointer(&b[0])), len(b)})
+}
+
+// Unmapped forgets the mapping b, and every packing of a matrix in it,
+// before b is unmapped (another mapping may later take its addresses).
+func Unmapped(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	packMu.Lock()
+	defer packMu.Unlock()
+	s := span{uintptr(unsafe.Pointer(&b[0])), len(b)}
+	for i, m := range mapped {
+		if m == s {
+			mapped = append(mapped[:i], mapped[i+1:]...)
+			break
+		}
+	}
+	// The packings go too: no product runs on a model whose file is
+	// being unmapped.
+	packs.Range(func(k, v any) bool {
+		if a := k.(uintptr); a >= s.p && a < s.p+uintptr(s.n) {
+			packs.Delete(k)
+			switch p := v.(type) {
+			case *coded:
+				if p != nil {
+					freePacking(p.data)
+				}
+			case *x16:
+				if p != nil {
+					freePacking(p.data)
+				}
+			}
+		}
+		return true
+	})
+}
+
+// PackBF16 packs the BF16 matrix w [out, in] for MulT in 12 bits a
+// weight (see coded above) when the kernels can use it (AVX-512 with
+// VBMI), it lies in a file mapping, it is at least packMin bytes, in is a
+// multiple of 32 and its exceptions are few; the pages of w are then given
+// back to the kernel. Packing again, or after a refusal, is a no-op, and
+// GOZOO_PACK=off turns packing off.
+func PackBF16(w []uint16, out, in int) { packFloat(w, out, in) }
+
+// PackF32 is PackBF16 for an F32 matrix, which it packs in 28 bits a
+// weight.
+func PackF32(w []float32, out, in int) {
+	if len(w) > 0 {
+		packFloat(unsafe.Slice((*uint32)(unsafe.Pointer(&w[0])), len(w)), out, in)
+	}
+}
+
+func packFloat[T codedBits](w []T, out, in int) {
+	size := int(unsafe.Sizeof(T(0)))
+	if packOff || !canCoded() || in%32 != 0 || out*in < packMin/size || len(w) < out*in {
+		return
+	}
+	w = w[:out*in]
+	pack(unsafe.Pointer(&w[0]), size*len(w), func() any { return packCoded(w, out, in, release) })
+}
+
+// pack stores build's packing of the n bytes at a, once, if they lie in
+// a file mapping. A refusal is kept too (a nil packing), so that the
+// graphs built later do not try the matrix again.
+func pack(a unsafe.Pointer, n int, build func() any) {
+	if _, ok := packs.Load(uintptr(a)); ok {
+		return
+	}
+	packMu.Lock()
+	defer packMu.Unlock()
+	inFile := false
+	for _, m := range mapped {
+		inFile = inFile || (uintptr(a) >= m.p && uintptr(a)+uintptr(n) <= m.p+uintptr(m.n))
+	}
+	if _, ok := packs.Load(uintptr(a)); ok || !inFile {
+		return
+	}
+	packs.Store(uintptr(a), build())
+}
+
+// Packed reports the matrices packed so far: how many, their bytes in
+// the file and the bytes their packings read instead.
+func Packed() (matrices int, fileBytes, packedBytes int64) {
+	packs.Range(func(_, v any) bool {
+		switch p := v.(type) {
+		case *coded:
+			if p != nil {
+				matrices++
+				fileBytes += int64(p.fileBytes())
+				packedBytes += int64(len(p.data) + int(unsafe.Sizeof(codedExc{}))*len(p.exc))
+			}
+		case *x16:
+			if p != nil {
+				matrices++
+				fileBytes += int64(p.out * p.in / p.f.BlockSize() * p.f.BlockBytes())
+				packedBytes += int64(len(p.data))
+			}
+		}
+		return true
+	})
+	return matrices, fileBytes, packedBytes
+}
+
+// packingOf is the packing of w's data, or nil.
+func packingOf(w Weight) any {
+	var a uintptr
+	switch {
+	case w.Kind == F32 && len(w.F32s) > 0:
+		a = uintptr(unsafe.Pointer(&w.F32s[0]))
+	case w.Kind == BF16 && len(w.U16s) > 0:
+		a = uintptr(unsafe.Pointer(&w.U16s[0]))
+	case w.Kind == Quant && len(w.Bytes) > 0:
+		a = uintptr(unsafe.Pointer(&w.Bytes[0]))
+	default:
+		return nil
+	}
+	v, _ := packs.Load(a)
+	return v
+}
+
+// Row widens row r of w [rows, in] into dst from w's packing, if it has
+// one, and says whether it did: an embedding row of a tied head. The
+// file's pages of a packed matrix were given back, and reading them again
+// faults in far more than the row (the kernel reads around a fault: 128
+// random rows of Qwen3-0.6B's Q8_0 table brought 100 MB back).
+func Row(w Weight, r, in int, dst []float32) bool {
+	switch p := packingOf(w).(type) {
+	case *coded:
+		if p != nil && p.codes(w.Kind) && p.in == in && r < p.out {
+			p.unpackRows(r, r+1, dst[:in])
+			return true
+		}
+	case *x16:
+		if p != nil && w.Kind == Quant && p.f == w.Format && p.in == in && r < p.out {
+			p.widenRows(r, 1, dst[:in])
+			return true
+		}
+	}
+	return false
+}
+
+// packed is w's packing, if it has one.
+func packed(w Weight, out, in int) (Weight, bool) {
+	switch p := packingOf(w).(type) {
+	case *coded:
+		if p != nil && p.codes(w.Kind) && p.out == out && p.in == in {
+			return Weight{Kind: Coded, coded: p}, true
+		}
+	case *x16:
+		if p != nil && w.Kind == Quant && p.f == w.Format && p.out == out && p.in == in {
+			return Weight{Kind: X16, x16: p}, true
+		}
+	}
+	return w, false
+}
+
+// codes says whether p is a packing of a weight of kind k.
+func (p *coded) codes(k Kind) bool {
+	return k == BF16 && p.low == 1 || k == F32 && p.low == 3
+}
