@@ -478,6 +478,23 @@ func asmFastPack(f quant.Format, w []byte, rb, blocks int, dst []uint32, dw []fl
 	return true
 }
 
+// asmFastPackK repacks 8 rows of w (Q4_K or Q6_K, blocks super-blocks,
+// stride rb bytes) into dst, if a kernel does it here.
+func asmFastPackK(f quant.Format, w []byte, rb, blocks int, dst []uint32) bool {
+	if active != avx512 || blocks == 0 || len(w) < 7*rb+blocks*f.BlockBytes() || len(dst) < blocks*packKBytes(f)/4 {
+		return false
+	}
+	switch f {
+	case quant.Q4_K:
+		fastPackQ4_KAVX512(&w[0], rb, blocks, &dst[0])
+	case quant.Q6_K:
+		fastPackQ6_KAVX512(&w[0], rb, blocks, &dst[0])
+	default:
+		return false
+	}
+	return true
+}
+
 // asmFastGemm16 computes y[t*ldy + c], c < 16, for T rows of activations
 // against the sixteen weight rows packed in p.
 func asmFastGemm16(p *packedRows, blocks int, q []int8, in int, d []float32, corr []int32, T int, y []float32, ldy int) {

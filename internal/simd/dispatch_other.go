@@ -38,6 +38,8 @@ func supported() []*isa { return nil }
 
 func canCoded() bool { return false }
 
+func asmFastPackK(f quant.Format, w []byte, rb, blocks int, dst []uint32) bool { return false }
+
 func asmGemvCoded(p *coded, x []float32, r0, r1 int, y []float32) bool { return false }
 
 func asmUnpackCoded(p *coded, r0, r1 int, dst []float32) bool { return false }

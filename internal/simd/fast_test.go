@@ -250,8 +250,9 @@ func TestFastGemm(t *testing.T) {
 	}
 }
 
-// TestFastPack: the gather kernels repack 16 Q4_0 and Q8_0 rows into the
-// same words and scales as pack's Go loop, the last row ending the slice.
+// TestFastPack: the gather kernels repack 16 Q4_0 and Q8_0 rows, and 8
+// Q4_K and Q6_K rows, into the same words and scales as pack's and
+// packK's Go loops, the last row ending the slice.
 func TestFastPack(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0} {
@@ -264,6 +265,23 @@ func TestFastPack(t *testing.T) {
 			plain.packRows(f, w, rb, 16, blocks, unsafe.Slice((*uint32)(unsafe.Pointer(&plain.b[0])), blocks*128))
 			if !bytes.Equal(asm.b, plain.b) || !slices.Equal(asm.dw, plain.dw) {
 				t.Fatalf("%v, %d columns: the kernel's repacking differs from the Go loop's", f, in)
+			}
+		}
+	}
+	for _, f := range []quant.Format{quant.Q4_K, quant.Q6_K} {
+		for _, in := range []int{256, 1024, 3072} {
+			w := quantMatrix(r, f, 8, in)
+			rb, blocks := len(w)/8, in/256
+			var asm packedRows
+			asm.packK(f, w, rb, 8, blocks)
+			plain := make([]uint32, len(asm.b)/4)
+			packKRows(f, w, rb, 8, blocks, plain)
+			if got := unsafe.Slice((*uint32)(unsafe.Pointer(&asm.b[0])), len(plain)); !slices.Equal(got, plain) {
+				i := 0
+				for got[i] == plain[i] {
+					i++
+				}
+				t.Fatalf("%v, %d columns: the kernel's repacking differs from the Go loop's at word %d: %#x, want %#x", f, in, i, got[i], plain[i])
 			}
 		}
 	}

@@ -75,6 +75,14 @@ func (p *packedRows) packK(f quant.Format, w []byte, rb, rows, blocks int) {
 		clear(p.b)
 	}
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(&p.b[0])), blocks*size/4)
+	if rows == 8 && asmFastPackK(f, w, rb, blocks, words) {
+		return
+	}
+	packKRows(f, w, rb, rows, blocks, words)
+}
+
+// packKRows is packK's loop in Go, into words (p.b as 32-bit words).
+func packKRows(f quant.Format, w []byte, rb, rows, blocks int, words []uint32) {
 	half := func(b unsafe.Pointer) uint32 { return math.Float32bits(halfAt(b)) }
 	// Whole words through array pointers: no bounds check per word.
 	for c := 0; c < rows; c++ {

@@ -234,6 +234,16 @@ func fastPackQ4_0AVX512(w *byte, rb int, blocks int, dst *uint32, dw *float32)
 //go:noescape
 func fastPackQ8_0AVX512(w *byte, rb int, blocks int, dst *uint32, dw *float32)
 
+// fastPackQ4_KAVX512 repacks 8 Q4_K rows of blocks super-blocks (stride rb bytes) into dst for the fast prefill kernels.
+//
+//go:noescape
+func fastPackQ4_KAVX512(w *byte, rb int, blocks int, dst *uint32)
+
+// fastPackQ6_KAVX512 repacks 8 Q6_K rows of blocks super-blocks (stride rb bytes) into dst for the fast prefill kernels.
+//
+//go:noescape
+func fastPackQ6_KAVX512(w *byte, rb int, blocks int, dst *uint32)
+
 // gemvBF12AVX512 computes y[r] = x · w_r for rows BF12 rows of chunks chunks of 32 (stride ldw bytes).
 //
 //go:noescape

@@ -6393,7 +6393,7 @@ gemvQ6_Kx16AVX512_end:
 	RET
 
 // func fastPackQ4_0AVX512(w *byte, rb int, blocks int, dst *uint32, dw *float32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512DQ, AVX512F
 TEXT ·fastPackQ4_0AVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         rb+8(FP), CX
@@ -6411,43 +6411,43 @@ fastPackQ4_0AVX512_block:
 	TESTQ      DX, DX
 	JZ         fastPackQ4_0AVX512_end
 	KMOVW      CX, K1
-	VPXORD     Z2, Z2, Z2
+	VXORPS     Z2, Z2, Z2
 	VPGATHERDD 2(AX)(Z0*1), K1, Z2
-	VPANDD     Z1, Z2, Z7
-	VMOVDQU32  Z7, (BX)
+	VPANDD     Z1, Z2, Z3
+	VMOVDQU32  Z3, (BX)
 	VPSRLD     $0x04, Z2, Z2
 	VPANDD     Z1, Z2, Z2
 	VMOVDQU32  Z2, 256(BX)
 	KMOVW      CX, K1
-	VPXORD     Z3, Z3, Z3
-	VPGATHERDD 6(AX)(Z0*1), K1, Z3
-	VPANDD     Z1, Z3, Z7
-	VMOVDQU32  Z7, 64(BX)
-	VPSRLD     $0x04, Z3, Z3
-	VPANDD     Z1, Z3, Z3
-	VMOVDQU32  Z3, 320(BX)
+	VXORPS     Z2, Z2, Z2
+	VPGATHERDD 6(AX)(Z0*1), K1, Z2
+	VPANDD     Z1, Z2, Z3
+	VMOVDQU32  Z3, 64(BX)
+	VPSRLD     $0x04, Z2, Z2
+	VPANDD     Z1, Z2, Z2
+	VMOVDQU32  Z2, 320(BX)
 	KMOVW      CX, K1
-	VPXORD     Z4, Z4, Z4
-	VPGATHERDD 10(AX)(Z0*1), K1, Z4
-	VPANDD     Z1, Z4, Z7
-	VMOVDQU32  Z7, 128(BX)
-	VPSRLD     $0x04, Z4, Z4
-	VPANDD     Z1, Z4, Z4
-	VMOVDQU32  Z4, 384(BX)
+	VXORPS     Z2, Z2, Z2
+	VPGATHERDD 10(AX)(Z0*1), K1, Z2
+	VPANDD     Z1, Z2, Z3
+	VMOVDQU32  Z3, 128(BX)
+	VPSRLD     $0x04, Z2, Z2
+	VPANDD     Z1, Z2, Z2
+	VMOVDQU32  Z2, 384(BX)
 	KMOVW      CX, K1
-	VPXORD     Z5, Z5, Z5
-	VPGATHERDD 14(AX)(Z0*1), K1, Z5
-	VPANDD     Z1, Z5, Z7
-	VMOVDQU32  Z7, 192(BX)
-	VPSRLD     $0x04, Z5, Z5
-	VPANDD     Z1, Z5, Z5
-	VMOVDQU32  Z5, 448(BX)
+	VXORPS     Z2, Z2, Z2
+	VPGATHERDD 14(AX)(Z0*1), K1, Z2
+	VPANDD     Z1, Z2, Z3
+	VMOVDQU32  Z3, 192(BX)
+	VPSRLD     $0x04, Z2, Z2
+	VPANDD     Z1, Z2, Z2
+	VMOVDQU32  Z2, 448(BX)
 	KMOVW      CX, K1
-	VPXORD     Z6, Z6, Z6
-	VPGATHERDD (AX)(Z0*1), K1, Z6
-	VPMOVDW    Z6, Y6
-	VCVTPH2PS  Y6, Z6
-	VMOVUPS    Z6, (SI)
+	VXORPS     Z2, Z2, Z2
+	VPGATHERDD (AX)(Z0*1), K1, Z2
+	VPMOVDW    Z2, Y2
+	VCVTPH2PS  Y2, Z2
+	VMOVUPS    Z2, (SI)
 	ADDQ       $0x12, AX
 	ADDQ       $0x00000200, BX
 	ADDQ       $0x40, SI
@@ -6459,7 +6459,7 @@ fastPackQ4_0AVX512_end:
 	RET
 
 // func fastPackQ8_0AVX512(w *byte, rb int, blocks int, dst *uint32, dw *float32)
-// Requires: AVX, AVX512F
+// Requires: AVX, AVX512DQ, AVX512F
 TEXT ·fastPackQ8_0AVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         rb+8(FP), CX
@@ -6477,51 +6477,51 @@ fastPackQ8_0AVX512_block:
 	TESTQ      DX, DX
 	JZ         fastPackQ8_0AVX512_end
 	KMOVW      CX, K1
-	VPXORD     Z2, Z2, Z2
+	VXORPS     Z2, Z2, Z2
 	VPGATHERDD 2(AX)(Z0*1), K1, Z2
 	VPXORD     Z1, Z2, Z2
 	VMOVDQU32  Z2, (BX)
 	KMOVW      CX, K1
-	VPXORD     Z3, Z3, Z3
-	VPGATHERDD 6(AX)(Z0*1), K1, Z3
-	VPXORD     Z1, Z3, Z3
-	VMOVDQU32  Z3, 64(BX)
+	VXORPS     Z2, Z2, Z2
+	VPGATHERDD 6(AX)(Z0*1), K1, Z2
+	VPXORD     Z1, Z2, Z2
+	VMOVDQU32  Z2, 64(BX)
 	KMOVW      CX, K1
-	VPXORD     Z4, Z4, Z4
-	VPGATHERDD 10(AX)(Z0*1), K1, Z4
-	VPXORD     Z1, Z4, Z4
-	VMOVDQU32  Z4, 128(BX)
+	VXORPS     Z2, Z2, Z2
+	VPGATHERDD 10(AX)(Z0*1), K1, Z2
+	VPXORD     Z1, Z2, Z2
+	VMOVDQU32  Z2, 128(BX)
 	KMOVW      CX, K1
-	VPXORD     Z5, Z5, Z5
-	VPGATHERDD 14(AX)(Z0*1), K1, Z5
-	VPXORD     Z1, Z5, Z5
-	VMOVDQU32  Z5, 192(BX)
+	VXORPS     Z2, Z2, Z2
+	VPGATHERDD 14(AX)(Z0*1), K1, Z2
+	VPXORD     Z1, Z2, Z2
+	VMOVDQU32  Z2, 192(BX)
 	KMOVW      CX, K1
-	VPXORD     Z6, Z6, Z6
-	VPGATHERDD 18(AX)(Z0*1), K1, Z6
-	VPXORD     Z1, Z6, Z6
-	VMOVDQU32  Z6, 256(BX)
+	VXORPS     Z2, Z2, Z2
+	VPGATHERDD 18(AX)(Z0*1), K1, Z2
+	VPXORD     Z1, Z2, Z2
+	VMOVDQU32  Z2, 256(BX)
 	KMOVW      CX, K1
-	VPXORD     Z7, Z7, Z7
-	VPGATHERDD 22(AX)(Z0*1), K1, Z7
-	VPXORD     Z1, Z7, Z7
-	VMOVDQU32  Z7, 320(BX)
+	VXORPS     Z2, Z2, Z2
+	VPGATHERDD 22(AX)(Z0*1), K1, Z2
+	VPXORD     Z1, Z2, Z2
+	VMOVDQU32  Z2, 320(BX)
 	KMOVW      CX, K1
-	VPXORD     Z8, Z8, Z8
-	VPGATHERDD 26(AX)(Z0*1), K1, Z8
-	VPXORD     Z1, Z8, Z8
-	VMOVDQU32  Z8, 384(BX)
+	VXORPS     Z2, Z2, Z2
+	VPGATHERDD 26(AX)(Z0*1), K1, Z2
+	VPXORD     Z1, Z2, Z2
+	VMOVDQU32  Z2, 384(BX)
 	KMOVW      CX, K1
-	VPXORD     Z9, Z9, Z9
-	VPGATHERDD 30(AX)(Z0*1), K1, Z9
-	VPXORD     Z1, Z9, Z9
-	VMOVDQU32  Z9, 448(BX)
+	VXORPS     Z2, Z2, Z2
+	VPGATHERDD 30(AX)(Z0*1), K1, Z2
+	VPXORD     Z1, Z2, Z2
+	VMOVDQU32  Z2, 448(BX)
 	KMOVW      CX, K1
-	VPXORD     Z10, Z10, Z10
-	VPGATHERDD (AX)(Z0*1), K1, Z10
-	VPMOVDW    Z10, Y10
-	VCVTPH2PS  Y10, Z10
-	VMOVUPS    Z10, (SI)
+	VXORPS     Z2, Z2, Z2
+	VPGATHERDD (AX)(Z0*1), K1, Z2
+	VPMOVDW    Z2, Y2
+	VCVTPH2PS  Y2, Z2
+	VMOVUPS    Z2, (SI)
 	ADDQ       $0x22, AX
 	ADDQ       $0x00000200, BX
 	ADDQ       $0x40, SI
@@ -6529,6 +6529,714 @@ fastPackQ8_0AVX512_block:
 	JMP        fastPackQ8_0AVX512_block
 
 fastPackQ8_0AVX512_end:
+	VZEROUPPER
+	RET
+
+// func fastPackQ4_KAVX512(w *byte, rb int, blocks int, dst *uint32)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, F16C
+TEXT ·fastPackQ4_KAVX512(SB), NOSPLIT, $0-32
+	MOVQ         w+0(FP), AX
+	MOVQ         rb+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVQ         dst+24(FP), BX
+	VCVTTPS2DQ   iota16<>+0(SB), Z0
+	VPSRLD       $0x03, Z0, Z1
+	VPSLLD       $0x02, Z1, Z1
+	MOVL         $0x00000007, SI
+	VPBROADCASTD SI, Z2
+	VPANDD       Z2, Z0, Z0
+	VPBROADCASTD CX, Z2
+	VPMULLD      Z2, Z0, Z0
+	VPADDD       Z1, Z0, Z0
+	MOVL         $0x0000ffff, CX
+
+fastPackQ4_KAVX512_block:
+	TESTQ        DX, DX
+	JZ           fastPackQ4_KAVX512_end
+	MOVL         $0x0f0f0f0f, SI
+	VPBROADCASTD SI, Z1
+	KMOVW        CX, K1
+	VXORPS       Z2, Z2, Z2
+	VPGATHERDD   16(AX)(Z0*1), K1, Z2
+	VPANDD       Z1, Z2, Z3
+	VMOVDQU32    Z3, (BX)
+	VPSRLD       $0x04, Z2, Z2
+	VPANDD       Z1, Z2, Z2
+	VMOVDQU32    Z2, 256(BX)
+	KMOVW        CX, K1
+	VXORPS       Z2, Z2, Z2
+	VPGATHERDD   24(AX)(Z0*1), K1, Z2
+	VPANDD       Z1, Z2, Z3
+	VMOVDQU32    Z3, 64(BX)
+	VPSRLD       $0x04, Z2, Z2
+	VPANDD       Z1, Z2, Z2
+	VMOVDQU32    Z2, 320(BX)
+	KMOVW        CX, K1
+	VXORPS       Z2, Z2, Z2
+	VPGATHERDD   32(AX)(Z0*1), K1, Z2
+	VPANDD       Z1, Z2, Z3
+	VMOVDQU32    Z3, 128(BX)
+	VPSRLD       $0x04, Z2, Z2
+	VPANDD       Z1, Z2, Z2
+	VMOVDQU32    Z2, 384(BX)
+	KMOVW        CX, K1
+	VXORPS       Z2, Z2, Z2
+	VPGATHERDD   40(AX)(Z0*1), K1, Z2
+	VPANDD       Z1, Z2, Z3
+	VMOVDQU32    Z3, 192(BX)
+	VPSRLD       $0x04, Z2, Z2
+	VPANDD       Z1, Z2, Z2
+	VMOVDQU32    Z2, 448(BX)
+	KMOVW        CX, K1
+	VXORPS       Z2, Z2, Z2
+	VPGATHERDD   48(AX)(Z0*1), K1, Z2
+	VPANDD       Z1, Z2, Z3
+	VMOVDQU32    Z3, 512(BX)
+	VPSRLD       $0x04, Z2, Z2
+	VPANDD       Z1, Z2, Z2
+	VMOVDQU32    Z2, 768(BX)
+	KMOVW        CX, K1
+	VXORPS       Z2, Z2, Z2
+	VPGATHERDD   56(AX)(Z0*1), K1, Z2
+	VPANDD       Z1, Z2, Z3
+	VMOVDQU32    Z3, 576(BX)
+	VPSRLD       $0x04, Z2, Z2
+	VPANDD       Z1, Z2, Z2
+	VMOVDQU32    Z2, 832(BX)
+	KMOVW        CX, K1
+	VXORPS       Z2, Z2, Z2
+	VPGATHERDD   64(AX)(Z0*1), K1, Z2
+	VPANDD       Z1, Z2, Z3
+	VMOVDQU32    Z3, 640(BX)
+	VPSRLD       $0x04, Z2, Z2
+	VPANDD       Z1, Z2, Z2
+	VMOVDQU32    Z2, 896(BX)
+	KMOVW        CX, K1
+	VXORPS       Z2, Z2, Z2
+	VPGATHERDD   72(AX)(Z0*1), K1, Z2
+	VPANDD       Z1, Z2, Z3
+	VMOVDQU32    Z3, 704(BX)
+	VPSRLD       $0x04, Z2, Z2
+	VPANDD       Z1, Z2, Z2
+	VMOVDQU32    Z2, 960(BX)
+	KMOVW        CX, K1
+	VXORPS       Z2, Z2, Z2
+	VPGATHERDD   80(AX)(Z0*1), K1, Z2
+	VPANDD       Z1, Z2, Z3
+	VMOVDQU32    Z3, 1024(BX)
+	VPSRLD       $0x04, Z2, Z2
+	VPANDD       Z1, Z2, Z2
+	VMOVDQU32    Z2, 1280(BX)
+	KMOVW        CX, K1
+	VXORPS       Z2, Z2, Z2
+	VPGATHERDD   88(AX)(Z0*1), K1, Z2
+	VPANDD       Z1, Z2, Z3
+	VMOVDQU32    Z3, 1088(BX)
+	VPSRLD       $0x04, Z2, Z2
+	VPANDD       Z1, Z2, Z2
+	VMOVDQU32    Z2, 1344(BX)
+	KMOVW        CX, K1
+	VXORPS       Z2, Z2, Z2
+	VPGATHERDD   96(AX)(Z0*1), K1, Z2
+	VPANDD       Z1, Z2, Z3
+	VMOVDQU32    Z3, 1152(BX)
+	VPSRLD       $0x04, Z2, Z2
+	VPANDD       Z1, Z2, Z2
+	VMOVDQU32    Z2, 1408(BX)
+	KMOVW        CX, K1
+	VXORPS       Z2, Z2, Z2
+	VPGATHERDD   104(AX)(Z0*1), K1, Z2
+	VPANDD       Z1, Z2, Z3
+	VMOVDQU32    Z3, 1216(BX)
+	VPSRLD       $0x04, Z2, Z2
+	VPANDD       Z1, Z2, Z2
+	VMOVDQU32    Z2, 1472(BX)
+	KMOVW        CX, K1
+	VXORPS       Z2, Z2, Z2
+	VPGATHERDD   112(AX)(Z0*1), K1, Z2
+	VPANDD       Z1, Z2, Z3
+	VMOVDQU32    Z3, 1536(BX)
+	VPSRLD       $0x04, Z2, Z2
+	VPANDD       Z1, Z2, Z2
+	VMOVDQU32    Z2, 1792(BX)
+	KMOVW        CX, K1
+	VXORPS       Z2, Z2, Z2
+	VPGATHERDD   120(AX)(Z0*1), K1, Z2
+	VPANDD       Z1, Z2, Z3
+	VMOVDQU32    Z3, 1600(BX)
+	VPSRLD       $0x04, Z2, Z2
+	VPANDD       Z1, Z2, Z2
+	VMOVDQU32    Z2, 1856(BX)
+	KMOVW        CX, K1
+	VXORPS       Z2, Z2, Z2
+	VPGATHERDD   128(AX)(Z0*1), K1, Z2
+	VPANDD       Z1, Z2, Z3
+	VMOVDQU32    Z3, 1664(BX)
+	VPSRLD       $0x04, Z2, Z2
+	VPANDD       Z1, Z2, Z2
+	VMOVDQU32    Z2, 1920(BX)
+	KMOVW        CX, K1
+	VXORPS       Z2, Z2, Z2
+	VPGATHERDD   136(AX)(Z0*1), K1, Z2
+	VPANDD       Z1, Z2, Z3
+	VMOVDQU32    Z3, 1728(BX)
+	VPSRLD       $0x04, Z2, Z2
+	VPANDD       Z1, Z2, Z2
+	VMOVDQU32    Z2, 1984(BX)
+	KMOVW        CX, K1
+	VXORPS       Y1, Y1, Y1
+	VPGATHERDD   4(AX)(Y0*1), K1, Y1
+	KMOVW        CX, K1
+	VXORPS       Y2, Y2, Y2
+	VPGATHERDD   8(AX)(Y0*1), K1, Y2
+	KMOVW        CX, K1
+	VXORPS       Y3, Y3, Y3
+	VPGATHERDD   12(AX)(Y0*1), K1, Y3
+	MOVL         $0x0000003f, SI
+	VPBROADCASTD SI, Y4
+	MOVL         $0x0000000f, SI
+	VPBROADCASTD SI, Y5
+	MOVL         $0x00000003, SI
+	VPBROADCASTD SI, Y6
+	VPSRLD       $0x00, Y1, Y7
+	VPAND        Y4, Y7, Y7
+	VPSRLD       $0x00, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      Y7, 2048(BX)
+	VPSLLD       $0x10, Y8, Y7
+	VPOR         Y7, Y8, Y8
+	VMOVDQU      Y8, 2304(BX)
+	VPSRLD       $0x08, Y1, Y7
+	VPAND        Y4, Y7, Y7
+	VPSRLD       $0x08, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      Y7, 2080(BX)
+	VPSLLD       $0x10, Y8, Y7
+	VPOR         Y7, Y8, Y8
+	VMOVDQU      Y8, 2336(BX)
+	VPSRLD       $0x10, Y1, Y7
+	VPAND        Y4, Y7, Y7
+	VPSRLD       $0x10, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      Y7, 2112(BX)
+	VPSLLD       $0x10, Y8, Y7
+	VPOR         Y7, Y8, Y8
+	VMOVDQU      Y8, 2368(BX)
+	VPSRLD       $0x18, Y1, Y7
+	VPAND        Y4, Y7, Y7
+	VPSRLD       $0x18, Y2, Y8
+	VPAND        Y4, Y8, Y8
+	VMOVDQU      Y7, 2144(BX)
+	VPSLLD       $0x10, Y8, Y4
+	VPOR         Y4, Y8, Y8
+	VMOVDQU      Y8, 2400(BX)
+	VPSRLD       $0x00, Y3, Y4
+	VPAND        Y5, Y4, Y4
+	VPSRLD       $0x04, Y3, Y7
+	VPAND        Y5, Y7, Y7
+	VPSRLD       $0x06, Y1, Y8
+	VPAND        Y6, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPOR         Y8, Y4, Y4
+	VPSRLD       $0x06, Y2, Y8
+	VPAND        Y6, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      Y4, 2176(BX)
+	VPSLLD       $0x10, Y7, Y4
+	VPOR         Y4, Y7, Y7
+	VMOVDQU      Y7, 2432(BX)
+	VPSRLD       $0x08, Y3, Y4
+	VPAND        Y5, Y4, Y4
+	VPSRLD       $0x0c, Y3, Y7
+	VPAND        Y5, Y7, Y7
+	VPSRLD       $0x0e, Y1, Y8
+	VPAND        Y6, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPOR         Y8, Y4, Y4
+	VPSRLD       $0x0e, Y2, Y8
+	VPAND        Y6, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      Y4, 2208(BX)
+	VPSLLD       $0x10, Y7, Y4
+	VPOR         Y4, Y7, Y7
+	VMOVDQU      Y7, 2464(BX)
+	VPSRLD       $0x10, Y3, Y4
+	VPAND        Y5, Y4, Y4
+	VPSRLD       $0x14, Y3, Y7
+	VPAND        Y5, Y7, Y7
+	VPSRLD       $0x16, Y1, Y8
+	VPAND        Y6, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPOR         Y8, Y4, Y4
+	VPSRLD       $0x16, Y2, Y8
+	VPAND        Y6, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      Y4, 2240(BX)
+	VPSLLD       $0x10, Y7, Y4
+	VPOR         Y4, Y7, Y7
+	VMOVDQU      Y7, 2496(BX)
+	VPSRLD       $0x18, Y3, Y4
+	VPAND        Y5, Y4, Y4
+	VPSRLD       $0x1c, Y3, Y3
+	VPAND        Y5, Y3, Y3
+	VPSRLD       $0x1e, Y1, Y1
+	VPAND        Y6, Y1, Y1
+	VPSLLD       $0x04, Y1, Y1
+	VPOR         Y1, Y4, Y4
+	VPSRLD       $0x1e, Y2, Y1
+	VPAND        Y6, Y1, Y1
+	VPSLLD       $0x04, Y1, Y1
+	VPOR         Y1, Y3, Y3
+	VMOVDQU      Y4, 2272(BX)
+	VPSLLD       $0x10, Y3, Y1
+	VPOR         Y1, Y3, Y3
+	VMOVDQU      Y3, 2528(BX)
+	KMOVW        CX, K1
+	VXORPS       Y1, Y1, Y1
+	VPGATHERDD   (AX)(Y0*1), K1, Y1
+	VPMOVDW      Y1, X2
+	VCVTPH2PS    X2, Y2
+	VMOVDQU      Y2, 2560(BX)
+	VPSRLD       $0x10, Y1, Y1
+	VPMOVDW      Y1, X1
+	VCVTPH2PS    X1, Y1
+	VMOVDQU      Y1, 2592(BX)
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000a40, BX
+	DECQ         DX
+	JMP          fastPackQ4_KAVX512_block
+
+fastPackQ4_KAVX512_end:
+	VZEROUPPER
+	RET
+
+// func fastPackQ6_KAVX512(w *byte, rb int, blocks int, dst *uint32)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, F16C
+TEXT ·fastPackQ6_KAVX512(SB), NOSPLIT, $0-32
+	MOVQ         w+0(FP), AX
+	MOVQ         rb+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVQ         dst+24(FP), BX
+	VCVTTPS2DQ   iota16<>+0(SB), Z0
+	VPSRLD       $0x03, Z0, Z1
+	VPSLLD       $0x02, Z1, Z1
+	MOVL         $0x00000007, SI
+	VPBROADCASTD SI, Z2
+	VPANDD       Z2, Z0, Z0
+	VPBROADCASTD CX, Z2
+	VPMULLD      Z2, Z0, Z0
+	VPADDD       Z1, Z0, Z0
+	MOVL         $0x0000ffff, CX
+
+fastPackQ6_KAVX512_block:
+	TESTQ        DX, DX
+	JZ           fastPackQ6_KAVX512_end
+	MOVL         $0x0f0f0f0f, SI
+	VPBROADCASTD SI, Z1
+	MOVL         $0x03030303, SI
+	VPBROADCASTD SI, Z2
+	KMOVW        CX, K1
+	VXORPS       Z3, Z3, Z3
+	VPGATHERDD   128(AX)(Z0*1), K1, Z3
+	KMOVW        CX, K1
+	VXORPS       Z4, Z4, Z4
+	VPGATHERDD   (AX)(Z0*1), K1, Z4
+	KMOVW        CX, K1
+	VXORPS       Z5, Z5, Z5
+	VPGATHERDD   32(AX)(Z0*1), K1, Z5
+	VPANDD       Z1, Z4, Z6
+	VPSRLD       $0x00, Z3, Z7
+	VPANDD       Z2, Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VMOVDQU32    Z6, (BX)
+	VPANDD       Z1, Z5, Z6
+	VPSRLD       $0x02, Z3, Z7
+	VPANDD       Z2, Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VMOVDQU32    Z6, 256(BX)
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z1, Z4, Z4
+	VPSRLD       $0x04, Z3, Z6
+	VPANDD       Z2, Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z4, Z4
+	VMOVDQU32    Z4, 512(BX)
+	VPSRLD       $0x04, Z5, Z4
+	VPANDD       Z1, Z4, Z4
+	VPSRLD       $0x06, Z3, Z3
+	VPANDD       Z2, Z3, Z3
+	VPSLLD       $0x04, Z3, Z3
+	VPORD        Z3, Z4, Z4
+	VMOVDQU32    Z4, 768(BX)
+	KMOVW        CX, K1
+	VXORPS       Z3, Z3, Z3
+	VPGATHERDD   136(AX)(Z0*1), K1, Z3
+	KMOVW        CX, K1
+	VXORPS       Z4, Z4, Z4
+	VPGATHERDD   8(AX)(Z0*1), K1, Z4
+	KMOVW        CX, K1
+	VXORPS       Z5, Z5, Z5
+	VPGATHERDD   40(AX)(Z0*1), K1, Z5
+	VPANDD       Z1, Z4, Z6
+	VPSRLD       $0x00, Z3, Z7
+	VPANDD       Z2, Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VMOVDQU32    Z6, 64(BX)
+	VPANDD       Z1, Z5, Z6
+	VPSRLD       $0x02, Z3, Z7
+	VPANDD       Z2, Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VMOVDQU32    Z6, 320(BX)
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z1, Z4, Z4
+	VPSRLD       $0x04, Z3, Z6
+	VPANDD       Z2, Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z4, Z4
+	VMOVDQU32    Z4, 576(BX)
+	VPSRLD       $0x04, Z5, Z4
+	VPANDD       Z1, Z4, Z4
+	VPSRLD       $0x06, Z3, Z3
+	VPANDD       Z2, Z3, Z3
+	VPSLLD       $0x04, Z3, Z3
+	VPORD        Z3, Z4, Z4
+	VMOVDQU32    Z4, 832(BX)
+	KMOVW        CX, K1
+	VXORPS       Z3, Z3, Z3
+	VPGATHERDD   144(AX)(Z0*1), K1, Z3
+	KMOVW        CX, K1
+	VXORPS       Z4, Z4, Z4
+	VPGATHERDD   16(AX)(Z0*1), K1, Z4
+	KMOVW        CX, K1
+	VXORPS       Z5, Z5, Z5
+	VPGATHERDD   48(AX)(Z0*1), K1, Z5
+	VPANDD       Z1, Z4, Z6
+	VPSRLD       $0x00, Z3, Z7
+	VPANDD       Z2, Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VMOVDQU32    Z6, 128(BX)
+	VPANDD       Z1, Z5, Z6
+	VPSRLD       $0x02, Z3, Z7
+	VPANDD       Z2, Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VMOVDQU32    Z6, 384(BX)
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z1, Z4, Z4
+	VPSRLD       $0x04, Z3, Z6
+	VPANDD       Z2, Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z4, Z4
+	VMOVDQU32    Z4, 640(BX)
+	VPSRLD       $0x04, Z5, Z4
+	VPANDD       Z1, Z4, Z4
+	VPSRLD       $0x06, Z3, Z3
+	VPANDD       Z2, Z3, Z3
+	VPSLLD       $0x04, Z3, Z3
+	VPORD        Z3, Z4, Z4
+	VMOVDQU32    Z4, 896(BX)
+	KMOVW        CX, K1
+	VXORPS       Z3, Z3, Z3
+	VPGATHERDD   152(AX)(Z0*1), K1, Z3
+	KMOVW        CX, K1
+	VXORPS       Z4, Z4, Z4
+	VPGATHERDD   24(AX)(Z0*1), K1, Z4
+	KMOVW        CX, K1
+	VXORPS       Z5, Z5, Z5
+	VPGATHERDD   56(AX)(Z0*1), K1, Z5
+	VPANDD       Z1, Z4, Z6
+	VPSRLD       $0x00, Z3, Z7
+	VPANDD       Z2, Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VMOVDQU32    Z6, 192(BX)
+	VPANDD       Z1, Z5, Z6
+	VPSRLD       $0x02, Z3, Z7
+	VPANDD       Z2, Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VMOVDQU32    Z6, 448(BX)
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z1, Z4, Z4
+	VPSRLD       $0x04, Z3, Z6
+	VPANDD       Z2, Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z4, Z4
+	VMOVDQU32    Z4, 704(BX)
+	VPSRLD       $0x04, Z5, Z4
+	VPANDD       Z1, Z4, Z4
+	VPSRLD       $0x06, Z3, Z3
+	VPANDD       Z2, Z3, Z3
+	VPSLLD       $0x04, Z3, Z3
+	VPORD        Z3, Z4, Z4
+	VMOVDQU32    Z4, 960(BX)
+	KMOVW        CX, K1
+	VXORPS       Z3, Z3, Z3
+	VPGATHERDD   160(AX)(Z0*1), K1, Z3
+	KMOVW        CX, K1
+	VXORPS       Z4, Z4, Z4
+	VPGATHERDD   64(AX)(Z0*1), K1, Z4
+	KMOVW        CX, K1
+	VXORPS       Z5, Z5, Z5
+	VPGATHERDD   96(AX)(Z0*1), K1, Z5
+	VPANDD       Z1, Z4, Z6
+	VPSRLD       $0x00, Z3, Z7
+	VPANDD       Z2, Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VMOVDQU32    Z6, 1024(BX)
+	VPANDD       Z1, Z5, Z6
+	VPSRLD       $0x02, Z3, Z7
+	VPANDD       Z2, Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VMOVDQU32    Z6, 1280(BX)
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z1, Z4, Z4
+	VPSRLD       $0x04, Z3, Z6
+	VPANDD       Z2, Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z4, Z4
+	VMOVDQU32    Z4, 1536(BX)
+	VPSRLD       $0x04, Z5, Z4
+	VPANDD       Z1, Z4, Z4
+	VPSRLD       $0x06, Z3, Z3
+	VPANDD       Z2, Z3, Z3
+	VPSLLD       $0x04, Z3, Z3
+	VPORD        Z3, Z4, Z4
+	VMOVDQU32    Z4, 1792(BX)
+	KMOVW        CX, K1
+	VXORPS       Z3, Z3, Z3
+	VPGATHERDD   168(AX)(Z0*1), K1, Z3
+	KMOVW        CX, K1
+	VXORPS       Z4, Z4, Z4
+	VPGATHERDD   72(AX)(Z0*1), K1, Z4
+	KMOVW        CX, K1
+	VXORPS       Z5, Z5, Z5
+	VPGATHERDD   104(AX)(Z0*1), K1, Z5
+	VPANDD       Z1, Z4, Z6
+	VPSRLD       $0x00, Z3, Z7
+	VPANDD       Z2, Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VMOVDQU32    Z6, 1088(BX)
+	VPANDD       Z1, Z5, Z6
+	VPSRLD       $0x02, Z3, Z7
+	VPANDD       Z2, Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VMOVDQU32    Z6, 1344(BX)
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z1, Z4, Z4
+	VPSRLD       $0x04, Z3, Z6
+	VPANDD       Z2, Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z4, Z4
+	VMOVDQU32    Z4, 1600(BX)
+	VPSRLD       $0x04, Z5, Z4
+	VPANDD       Z1, Z4, Z4
+	VPSRLD       $0x06, Z3, Z3
+	VPANDD       Z2, Z3, Z3
+	VPSLLD       $0x04, Z3, Z3
+	VPORD        Z3, Z4, Z4
+	VMOVDQU32    Z4, 1856(BX)
+	KMOVW        CX, K1
+	VXORPS       Z3, Z3, Z3
+	VPGATHERDD   176(AX)(Z0*1), K1, Z3
+	KMOVW        CX, K1
+	VXORPS       Z4, Z4, Z4
+	VPGATHERDD   80(AX)(Z0*1), K1, Z4
+	KMOVW        CX, K1
+	VXORPS       Z5, Z5, Z5
+	VPGATHERDD   112(AX)(Z0*1), K1, Z5
+	VPANDD       Z1, Z4, Z6
+	VPSRLD       $0x00, Z3, Z7
+	VPANDD       Z2, Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VMOVDQU32    Z6, 1152(BX)
+	VPANDD       Z1, Z5, Z6
+	VPSRLD       $0x02, Z3, Z7
+	VPANDD       Z2, Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VMOVDQU32    Z6, 1408(BX)
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z1, Z4, Z4
+	VPSRLD       $0x04, Z3, Z6
+	VPANDD       Z2, Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z4, Z4
+	VMOVDQU32    Z4, 1664(BX)
+	VPSRLD       $0x04, Z5, Z4
+	VPANDD       Z1, Z4, Z4
+	VPSRLD       $0x06, Z3, Z3
+	VPANDD       Z2, Z3, Z3
+	VPSLLD       $0x04, Z3, Z3
+	VPORD        Z3, Z4, Z4
+	VMOVDQU32    Z4, 1920(BX)
+	KMOVW        CX, K1
+	VXORPS       Z3, Z3, Z3
+	VPGATHERDD   184(AX)(Z0*1), K1, Z3
+	KMOVW        CX, K1
+	VXORPS       Z4, Z4, Z4
+	VPGATHERDD   88(AX)(Z0*1), K1, Z4
+	KMOVW        CX, K1
+	VXORPS       Z5, Z5, Z5
+	VPGATHERDD   120(AX)(Z0*1), K1, Z5
+	VPANDD       Z1, Z4, Z6
+	VPSRLD       $0x00, Z3, Z7
+	VPANDD       Z2, Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VMOVDQU32    Z6, 1216(BX)
+	VPANDD       Z1, Z5, Z6
+	VPSRLD       $0x02, Z3, Z7
+	VPANDD       Z2, Z7, Z7
+	VPSLLD       $0x04, Z7, Z7
+	VPORD        Z7, Z6, Z6
+	VMOVDQU32    Z6, 1472(BX)
+	VPSRLD       $0x04, Z4, Z4
+	VPANDD       Z1, Z4, Z4
+	VPSRLD       $0x04, Z3, Z6
+	VPANDD       Z2, Z6, Z6
+	VPSLLD       $0x04, Z6, Z6
+	VPORD        Z6, Z4, Z4
+	VMOVDQU32    Z4, 1728(BX)
+	VPSRLD       $0x04, Z5, Z4
+	VPANDD       Z1, Z4, Z4
+	VPSRLD       $0x06, Z3, Z1
+	VPANDD       Z2, Z1, Z1
+	VPSLLD       $0x04, Z1, Z1
+	VPORD        Z1, Z4, Z4
+	VMOVDQU32    Z4, 1984(BX)
+	MOVL         $0x0000ffff, SI
+	VPBROADCASTD SI, Y1
+	KMOVW        CX, K1
+	VXORPS       Y2, Y2, Y2
+	VPGATHERDD   192(AX)(Y0*1), K1, Y2
+	VPSLLD       $0x18, Y2, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMOVDQU      Y3, 2048(BX)
+	VPSLLD       $0x10, Y2, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMOVDQU      Y3, 2080(BX)
+	VPSLLD       $0x08, Y2, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMOVDQU      Y3, 2112(BX)
+	VPSLLD       $0x00, Y2, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMOVDQU      Y3, 2144(BX)
+	VPSLLW       $0x08, Y2, Y3
+	VPSRAW       $0x08, Y3, Y3
+	VPSRAW       $0x08, Y2, Y2
+	VPAND        Y1, Y3, Y4
+	VPSLLD       $0x10, Y2, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      Y4, 2560(BX)
+	VPSRLD       $0x10, Y3, Y3
+	VPANDN       Y2, Y1, Y2
+	VPOR         Y2, Y3, Y3
+	VMOVDQU      Y3, 2592(BX)
+	KMOVW        CX, K1
+	VXORPS       Y2, Y2, Y2
+	VPGATHERDD   196(AX)(Y0*1), K1, Y2
+	VPSLLD       $0x18, Y2, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMOVDQU      Y3, 2176(BX)
+	VPSLLD       $0x10, Y2, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMOVDQU      Y3, 2208(BX)
+	VPSLLD       $0x08, Y2, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMOVDQU      Y3, 2240(BX)
+	VPSLLD       $0x00, Y2, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMOVDQU      Y3, 2272(BX)
+	VPSLLW       $0x08, Y2, Y3
+	VPSRAW       $0x08, Y3, Y3
+	VPSRAW       $0x08, Y2, Y2
+	VPAND        Y1, Y3, Y4
+	VPSLLD       $0x10, Y2, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      Y4, 2624(BX)
+	VPSRLD       $0x10, Y3, Y3
+	VPANDN       Y2, Y1, Y2
+	VPOR         Y2, Y3, Y3
+	VMOVDQU      Y3, 2656(BX)
+	KMOVW        CX, K1
+	VXORPS       Y2, Y2, Y2
+	VPGATHERDD   200(AX)(Y0*1), K1, Y2
+	VPSLLD       $0x18, Y2, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMOVDQU      Y3, 2304(BX)
+	VPSLLD       $0x10, Y2, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMOVDQU      Y3, 2336(BX)
+	VPSLLD       $0x08, Y2, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMOVDQU      Y3, 2368(BX)
+	VPSLLD       $0x00, Y2, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMOVDQU      Y3, 2400(BX)
+	VPSLLW       $0x08, Y2, Y3
+	VPSRAW       $0x08, Y3, Y3
+	VPSRAW       $0x08, Y2, Y2
+	VPAND        Y1, Y3, Y4
+	VPSLLD       $0x10, Y2, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      Y4, 2688(BX)
+	VPSRLD       $0x10, Y3, Y3
+	VPANDN       Y2, Y1, Y2
+	VPOR         Y2, Y3, Y3
+	VMOVDQU      Y3, 2720(BX)
+	KMOVW        CX, K1
+	VXORPS       Y2, Y2, Y2
+	VPGATHERDD   204(AX)(Y0*1), K1, Y2
+	VPSLLD       $0x18, Y2, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMOVDQU      Y3, 2432(BX)
+	VPSLLD       $0x10, Y2, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMOVDQU      Y3, 2464(BX)
+	VPSLLD       $0x08, Y2, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMOVDQU      Y3, 2496(BX)
+	VPSLLD       $0x00, Y2, Y3
+	VPSRAD       $0x18, Y3, Y3
+	VMOVDQU      Y3, 2528(BX)
+	VPSLLW       $0x08, Y2, Y3
+	VPSRAW       $0x08, Y3, Y3
+	VPSRAW       $0x08, Y2, Y2
+	VPAND        Y1, Y3, Y4
+	VPSLLD       $0x10, Y2, Y5
+	VPOR         Y5, Y4, Y4
+	VMOVDQU      Y4, 2752(BX)
+	VPSRLD       $0x10, Y3, Y3
+	VPANDN       Y2, Y1, Y2
+	VPOR         Y2, Y3, Y3
+	VMOVDQU      Y3, 2784(BX)
+	KMOVW        CX, K1
+	VXORPS       Y1, Y1, Y1
+	VPGATHERDD   206(AX)(Y0*1), K1, Y1
+	VPSRLD       $0x10, Y1, Y1
+	VPMOVDW      Y1, X1
+	VCVTPH2PS    X1, Y1
+	VMOVDQU      Y1, 2816(BX)
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000b20, BX
+	DECQ         DX
+	JMP          fastPackQ6_KAVX512_block
+
+fastPackQ6_KAVX512_end:
 	VZEROUPPER
 	RET
 

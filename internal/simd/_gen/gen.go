@@ -110,6 +110,8 @@ func main() {
 	gemvQ6_Kx16()
 	fastPack("Q4_0")
 	fastPack("Q8_0")
+	fastPackK("Q4_K")
+	fastPackK("Q6_K")
 	for _, c := range codings {
 		gemvCoded(c)
 		unpackCoded(c)
