@@ -1,6 +1,7 @@
 package simd
 
 import (
+	"encoding/binary"
 	"math"
 	"os"
 	"runtime"
@@ -144,21 +145,42 @@ func packRow[T codedBits](p *coded, r int, src []T, exc []codedExc) []codedExc {
 	}
 	chunkBytes := 16 + 32*p.low
 	widen := 32 - 8*(p.low+1) // to float32 bits
+	// Through fixed-size arrays, two weights a code byte, the low bytes
+	// last: no bounds check per weight (BenchmarkPackCoded, 3072x1024: BF16 0.52
+	// -> 1.10 GB/s, F32 0.79 -> 1.69).
 	for k := 0; k < len(src)/32; k++ {
+		vals := (*[32]T)(src[32*k:])
 		chunk := row[16+chunkBytes*k : 16+chunkBytes*(k+1)]
-		lows := chunk[16:]
-		for i := 0; i < 32; i++ {
-			v := src[32*k+i]
-			c := code[v>>hiShift]
-			if c == 0xff {
-				exc = append(exc, codedExc{int32(r), int32(32*k + i), uint32(v) << widen})
-				c, v = 15, 0
+		codes := (*[16]byte)(chunk)
+		var bits [32]uint32 // the weights, an exception's as 0
+		for j := 0; j < 16; j++ {
+			v0, v1 := vals[j], vals[16+j]
+			c0, c1 := code[v0>>hiShift], code[v1>>hiShift]
+			if c0 == 0xff {
+				exc = append(exc, codedExc{int32(r), int32(32*k + j), uint32(v0) << widen})
+				c0, v0 = 15, 0
 			}
-			chunk[i%16] |= c << (4 * (i / 16))
-			for b := 0; b < p.low; b++ {
-				lows[p.low*i+b] = byte(v >> (8 * b))
+			if c1 == 0xff {
+				exc = append(exc, codedExc{int32(r), int32(32*k + 16 + j), uint32(v1) << widen})
+				c1, v1 = 15, 0
 			}
+			codes[j] = c0 | c1<<4
+			bits[j], bits[16+j] = uint32(v0), uint32(v1)
 		}
+		if p.low == 1 {
+			lows := (*[32]byte)(chunk[16:])
+			for i, v := range bits {
+				lows[i] = byte(v)
+			}
+			continue
+		}
+		// Three bytes a weight, by overlapping 4-byte stores (each
+		// store's top byte is the next one's first), the last by bytes.
+		lows := (*[96]byte)(chunk[16:])
+		for i, v := range bits[:31] {
+			binary.LittleEndian.PutUint32(lows[3*i:], v)
+		}
+		lows[93], lows[94], lows[95] = byte(bits[31]), byte(bits[31]>>8), byte(bits[31]>>16)
 	}
 	return exc
 }
