@@ -32,17 +32,9 @@ func fastPack(q string) {
 	} else {
 		mask = broadcast(avx512, 0x80808080)
 	}
-	all := GP32()
-	MOVL(U32(0xffff), all)
-	// gather reads the 4 bytes at disp in the 16 rows' current block (a
-	// gather clears its mask as it goes).
-	gather := func(disp int) VecVirtual {
-		k, v := K(), ZMM()
-		KMOVW(all, k)
-		VXORPS(v, v, v) // a zero idiom avo knows: v is not live before
-		VPGATHERDD(Mem{Base: w, Index: offs, Scale: 1, Disp: disp}, k, v)
-		return v
-	}
+	// gather reads the 4 bytes at disp in the 16 rows' current block.
+	g := rowGather(w)
+	gather := func(disp int) VecVirtual { return g(offs, disp) }
 	Label(name + "_block")
 	TESTQ(blocks, blocks)
 	JZ(LabelRef(name + "_end"))
@@ -74,6 +66,27 @@ func fastPack(q string) {
 	RET()
 }
 
+// rowGather returns a gather of the dwords at disp past w + offs[c], for
+// each lane c of offs (a ZMM index, or a YMM one for 8 lanes), into a new
+// register of offs's size. Each gather sets its own mask (a gather clears
+// it as it goes) and zeroes its destination with VXORPS, a zero idiom
+// avo knows: with VPXORD, avo takes the register as live from the
+// kernel's entry, and the Q6_K kernel's 29 gathers failed allocation.
+func rowGather(w GPVirtual) func(offs Register, disp int) VecVirtual {
+	all := GP32()
+	MOVL(U32(0xffff), all)
+	return func(offs Register, disp int) VecVirtual {
+		k, v := K(), ZMM()
+		if offs.Size() == 32 {
+			v = YMM()
+		}
+		KMOVW(all, k)
+		VXORPS(v, v, v)
+		VPGATHERDD(Mem{Base: w, Index: offs, Scale: 1, Disp: disp}, k, v)
+		return v
+	}
+}
+
 // fastPackK writes fastPack{q}AVX512 for the K-quants: the repacking of 8
 // weight rows (packedRows.packK in fastgemm.go, whose comment gives the
 // layout: word 8i + c is row c's word i, lane c a row). A 16-lane gather
@@ -98,22 +111,9 @@ func fastPackK(q string) {
 	VPBROADCASTD(rb.As32(), step)
 	VPMULLD(step, offs, offs)
 	VPADDD(t, offs, offs)
-	all := GP32()
-	MOVL(U32(0xffff), all)
-	gather16 := func(disp int) VecVirtual {
-		k, v := K(), ZMM()
-		KMOVW(all, k)
-		VXORPS(v, v, v) // a zero idiom avo knows: v is not live before
-		VPGATHERDD(Mem{Base: w, Index: offs, Scale: 1, Disp: disp}, k, v)
-		return v
-	}
-	gather8 := func(disp int) VecVirtual {
-		k, v := K(), YMM()
-		KMOVW(all, k)
-		VXORPS(v, v, v) // a zero idiom avo knows: v is not live before
-		VPGATHERDD(Mem{Base: w, Index: offs.AsY(), Scale: 1, Disp: disp}, k, v)
-		return v
-	}
+	g := rowGather(w)
+	gather16 := func(disp int) VecVirtual { return g(offs, disp) }
+	gather8 := func(disp int) VecVirtual { return g(offs.AsY(), disp) }
 	store := func(v VecVirtual, word int) {
 		if v.Size() == 64 {
 			VMOVDQU32(v, Mem{Base: dst, Disp: 4 * word})
