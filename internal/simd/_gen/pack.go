@@ -52,10 +52,7 @@ func fastPack(q string) {
 			VMOVDQU32(v, Mem{Base: dst, Disp: 64 * j})
 		}
 	}
-	d, h := gather(0), YMM()
-	VPMOVDW(d, h) // the half in each dword's low 16 bits
-	VCVTPH2PS(h, d)
-	VMOVUPS(d, Mem{Base: dw})
+	VMOVUPS(halves(gather(0)), Mem{Base: dw})
 	ADDQ(U8(bsize), w)
 	ADDQ(U32(512), dst)
 	ADDQ(U8(64), dw)
@@ -64,6 +61,21 @@ func fastPack(q string) {
 	Label(name + "_end")
 	VZEROUPPER()
 	RET()
+}
+
+// halves widens the IEEE halves in the low 16 bits of v's dwords (16 or
+// 8 of them) to float32s.
+func halves(v VecVirtual) VecVirtual {
+	if v.Size() == 64 {
+		h, f := YMM(), ZMM()
+		VPMOVDW(v, h)
+		VCVTPH2PS(h, f)
+		return f
+	}
+	h, f := XMM(), YMM()
+	VPMOVDW(v, h)
+	VCVTPH2PS(h, f)
+	return f
 }
 
 // rowGather returns a gather of the dwords at disp past w + offs[c], for
@@ -120,13 +132,6 @@ func fastPackK(q string) {
 		} else {
 			VMOVDQU(v, Mem{Base: dst, Disp: 4 * word})
 		}
-	}
-	// halves widens the IEEE halves in the dwords' low 16 bits of v.
-	halves := func(v VecVirtual) VecVirtual {
-		h, f := XMM(), YMM()
-		VPMOVDW(v, h)
-		VCVTPH2PS(h, f)
-		return f
 	}
 	Label(name + "_block")
 	TESTQ(blocks, blocks)
