@@ -6,6 +6,7 @@ require (
 	github.com/chewxy/hm v1.0.0
 	github.com/daulet/tokenizers v1.24.0
 	github.com/dlclark/regexp2 v1.12.0
+	github.com/klauspost/compress v1.20.4
 	github.com/nlpodyssey/safetensors v0.0.0-20250209183917-bfb01cc25f7c
 	github.com/x448/float16 v0.8.4
 	go.uber.org/goleak v1.3.0

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gozoo/gozoo/internal/testfiles"
 )
 
 // maxFuzzFile caps the inputs FuzzSafetensorsHeader parses, so that what
@@ -123,6 +125,7 @@ func TestWriteSafetensorsSeeds(t *testing.T) {
 	if os.Getenv("GOZOO_WRITE_FUZZ_SEEDS") == "" {
 		t.Skip("set GOZOO_WRITE_FUZZ_SEEDS=1 to rewrite testdata/fuzz/FuzzSafetensorsHeader")
 	}
+	testfiles.Root(t) // expands the compressed checkpoints
 	golden, _ := filepath.Glob("../testdata/golden/*/*.safetensors")
 	models, _ := filepath.Glob("../testdata/models/*/*.safetensors")
 	dir := filepath.Join("testdata", "fuzz", "FuzzSafetensorsHeader")

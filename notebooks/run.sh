@@ -23,6 +23,10 @@ if [[ ! -f $JUPYTER_DATA_DIR/kernels/gonb/kernel.json ]] || ! /usr/bin/python3 -
 	exit 1
 fi
 
+# The notebooks read testdata/models/qwen3-tiny, whose weights are written
+# rather than stored (internal/testmodels).
+(cd "$here/.." && go run ./internal/testmodels/prepare)
+
 out="${NOTEBOOKS_OUT:-}"
 keep=""
 if [[ -z $out ]]; then

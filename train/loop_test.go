@@ -32,7 +32,7 @@ func tinyText(vocab int) []int {
 // config.json.
 func newTiny(t *testing.T, seed uint64) (zoo.Model, []byte) {
 	t.Helper()
-	dir := testdata("golden", "qwen3_gqa_tied")
+	dir := testdata(t, "golden", "qwen3_gqa_tied")
 	data, err := os.ReadFile(dir + "/config.json")
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +289,7 @@ func TestTrainerRefusesBadInput(t *testing.T) {
 // F32 checkpoint reloads to the trained model's logits, and that the
 // checkpoint it was loaded from is untouched.
 func TestContinueFromBF16Checkpoint(t *testing.T) {
-	src := testdata("golden", "gpt2_original_bf16")
+	src := testdata(t, "golden", "gpt2_original_bf16")
 	m := zootest.Load(t, src)
 	before := zootest.Load(t, src)
 	config, err := os.ReadFile(src + "/config.json")

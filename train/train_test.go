@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/testfiles"
 	"github.com/gozoo/gozoo/layers"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/train"
@@ -23,9 +24,8 @@ import (
 // against finite differences (layers/grad_test.go). These tests check
 // the training forward and the API around them.
 
-func testdata(parts ...string) string {
-	return filepath.Join(append([]string{"..", "testdata"}, parts...)...)
-}
+// testdata is a vendored case, or one read from ../shared (testfiles.Fixture).
+func testdata(t testing.TB, kind, name string) string { return testfiles.Fixture(t, kind, name) }
 
 // sequence is a fixed token sequence of T ids below vocab.
 func sequence(T, vocab int) []int {
@@ -70,12 +70,12 @@ func sessionLoss(t *testing.T, m zoo.Model, ids []int) float64 {
 // attention and learned positions, and quantized GGUF weights.
 func TestTrainingForwardIsInferenceForward(t *testing.T) {
 	for _, dir := range []string{
-		testdata("golden", "qwen3_gqa_tied"), testdata("golden", "qwen3_moe_normtopk"),
-		testdata("golden", "llama_smollm2_gqa_bf16"), testdata("golden", "smollm3_nope"),
-		testdata("golden", "gemma3_sliding_mqa"), testdata("golden", "gemma3_pattern_softcap"),
-		testdata("golden", "gpt2_prefixed"), testdata("golden", "gpt2_original_bf16"),
-		testdata("gguf", "qwen3_q8_0"), testdata("gguf", "gemma3_q4_k_m"), testdata("gguf", "qwen3moe_q8_0"),
-		testdata("gguf", "llama_q4_0"), testdata("gguf", "gpt2_q4_0"), testdata("gguf", "qwen3_f16"),
+		testdata(t, "golden", "qwen3_gqa_tied"), testdata(t, "golden", "qwen3_moe_normtopk"),
+		testdata(t, "golden", "llama_smollm2_gqa_bf16"), testdata(t, "golden", "smollm3_nope"),
+		testdata(t, "golden", "gemma3_sliding_mqa"), testdata(t, "golden", "gemma3_pattern_softcap"),
+		testdata(t, "golden", "gpt2_prefixed"), testdata(t, "golden", "gpt2_original_bf16"),
+		testdata(t, "gguf", "qwen3_q8_0"), testdata(t, "gguf", "gemma3_q4_k_m"), testdata(t, "gguf", "qwen3moe_q8_0"),
+		testdata(t, "gguf", "llama_q4_0"), testdata(t, "gguf", "gpt2_q4_0"), testdata(t, "gguf", "qwen3_f16"),
 	} {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			m := zootest.Load(t, dir)
@@ -102,7 +102,7 @@ func TestTrainingForwardIsInferenceForward(t *testing.T) {
 // of the weight gradients, and that the lookup part of an untied
 // embedding's gradient is the index-added InputsEmbeds.
 func TestGradientsNamedLikeTheCheckpoint(t *testing.T) {
-	m := zootest.Load(t, testdata("golden", "llama_mha_untied"))
+	m := zootest.Load(t, testdata(t, "golden", "llama_mha_untied"))
 	ids := sequence(12, m.VocabSize())
 	g, err := train.LossAndGradients(m, ids)
 	if err != nil {
@@ -137,7 +137,7 @@ func TestGradientsNamedLikeTheCheckpoint(t *testing.T) {
 // Q8_0 model equals that of the same model with its weights dequantized
 // to float32, which also has gradients for those weights.
 func TestQuantizedWeightsPassGradients(t *testing.T) {
-	dir := testdata("gguf", "qwen3_q8_0")
+	dir := testdata(t, "gguf", "qwen3_q8_0")
 	q := zootest.Load(t, dir)
 	f := zootest.Load(t, dir)
 	quantized := 0
@@ -187,7 +187,7 @@ func TestQuantizedWeightsPassGradients(t *testing.T) {
 // TestGraphReuse runs one compiled graph on several sequences and after
 // an in-place weight update: every run must match a fresh graph's.
 func TestGraphReuse(t *testing.T) {
-	cfg := zootest.ParseConfig(t, testdata("golden", "gemma3_sliding_mqa"))
+	cfg := zootest.ParseConfig(t, testdata(t, "golden", "gemma3_sliding_mqa"))
 	m, err := zoo.NewRandom(cfg, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +255,7 @@ func TestGraphReuse(t *testing.T) {
 // once (each with its own graph), as sessions run side by side: the
 // results must equal a lone run's (go test -race checks the sharing).
 func TestConcurrentGraphs(t *testing.T) {
-	m := zootest.Load(t, testdata("golden", "qwen3_moe_step2_nonorm"))
+	m := zootest.Load(t, testdata(t, "golden", "qwen3_moe_step2_nonorm"))
 	ids := sequence(11, m.VocabSize())
 	want, err := train.LossAndGradients(m, ids)
 	if err != nil {
@@ -288,7 +288,7 @@ func TestConcurrentGraphs(t *testing.T) {
 // them), every gradient has its checkpoint tensor's shape, and a central
 // difference on one weight confirms which element is which.
 func TestGPT2GradientsInConv1DLayout(t *testing.T) {
-	dir := testdata("golden", "gpt2_original_bf16")
+	dir := testdata(t, "golden", "gpt2_original_bf16")
 	m := zootest.Load(t, dir)
 	if err := train.Trainable(m); err != nil {
 		t.Fatal(err)

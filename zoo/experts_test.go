@@ -270,7 +270,7 @@ func zooLoad(t *testing.T, dir string) zoo.Model {
 // block type, to the stacked weights; written as safetensors, they become
 // per-expert tensors that load back to the same model.
 func TestGGUFStackedExperts(t *testing.T) {
-	path := filepath.Join(ggufDir("qwen3moe_q8_0"), "model.gguf")
+	path := filepath.Join(ggufDir(t, "qwen3moe_q8_0"), "model.gguf")
 	m := zooLoad(t, path)
 	p, ok := m.Params().Get("model.layers.0.mlp.experts.down_proj")
 	if !ok {

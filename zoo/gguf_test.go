@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gozoo/gozoo/internal/testfiles"
 	"github.com/gozoo/gozoo/loaders/gguf"
 	"github.com/gozoo/gozoo/zoo"
 	_ "github.com/gozoo/gozoo/zoo/all"
@@ -20,7 +21,8 @@ import (
 
 var ggufCases = []string{"gemma3_q4_k_m", "gpt2_q4_0", "llama_q4_0", "qwen3_f16", "qwen3_q8_0", "qwen3moe_q8_0"}
 
-func ggufDir(name string) string { return filepath.Join("..", "testdata", "gguf", name) }
+// ggufDir is a GGUF case, vendored or from ../shared (testfiles.Fixture).
+func ggufDir(t testing.TB, name string) string { return testfiles.Fixture(t, "gguf", name) }
 
 // TestGGUFGolden runs llama.cpp's quantized files against transformers'
 // float32 forward of the dequantized weights: logits, hidden states and
@@ -28,7 +30,7 @@ func ggufDir(name string) string { return filepath.Join("..", "testdata", "gguf"
 func TestGGUFGolden(t *testing.T) {
 	for _, name := range ggufCases {
 		t.Run(name, func(t *testing.T) {
-			r := golden.Run(ggufDir(name))
+			r := golden.Run(ggufDir(t, name))
 			if !r.Pass || r.GreedyTotal == 0 || r.GreedyMatched != r.GreedyTotal {
 				t.Fatal(r)
 			}
@@ -47,14 +49,14 @@ func TestGGUFConfig(t *testing.T) {
 				HFConfig    map[string]any    `json:"hf_config"`
 				TensorTypes map[string]string `json:"tensor_types"`
 			}
-			b, err := os.ReadFile(filepath.Join(ggufDir(name), "golden.json"))
+			b, err := os.ReadFile(filepath.Join(ggufDir(t, name), "golden.json"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := json.Unmarshal(b, &meta); err != nil {
 				t.Fatal(err)
 			}
-			m, err := zoo.Load(ggufDir(name))
+			m, err := zoo.Load(ggufDir(t, name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +132,7 @@ func TestGGUFErrors(t *testing.T) {
 // memory-mapped file alive after the model itself is gone (the mapping is
 // released only when no parameter is reachable).
 func TestParamsKeepTheirMapping(t *testing.T) {
-	for _, dir := range []string{ggufDir("qwen3_q8_0"), filepath.Join("..", "testdata", "golden", "qwen3_gqa_tied")} {
+	for _, dir := range []string{ggufDir(t, "qwen3_q8_0"), filepath.Join("..", "testdata", "golden", "qwen3_gqa_tied")} {
 		m, err := zoo.Load(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -152,7 +154,7 @@ func TestParamsKeepTheirMapping(t *testing.T) {
 // TestGGUFBadModels: files that parse but do not describe a model the
 // metadata promises fail naming the file and the tensor or key.
 func TestGGUFBadModels(t *testing.T) {
-	src, err := gguf.Open(filepath.Join(ggufDir("llama_q4_0"), "model.gguf"))
+	src, err := gguf.Open(filepath.Join(ggufDir(t, "llama_q4_0"), "model.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +225,7 @@ func TestGGUFBadModels(t *testing.T) {
 // order) runs to the same logits, so nothing downstream sees the
 // permutation.
 func TestGGUFLlamaQKStayPermuted(t *testing.T) {
-	path := filepath.Join(ggufDir("llama_q4_0"), "model.gguf")
+	path := filepath.Join(ggufDir(t, "llama_q4_0"), "model.gguf")
 	m, err := zoo.Load(path)
 	if err != nil {
 		t.Fatal(err)

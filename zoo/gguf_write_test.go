@@ -40,7 +40,7 @@ func TestWriteGGUF(t *testing.T) {
 		if name == "qwen3moe_q8_0" {
 			// A MoE model as llama.cpp has them (every layer sparse): the
 			// config its GGUF metadata gives.
-			dir = ggufDir(name)
+			dir = ggufDir(t, name)
 			cfgJSON, err = zoo.GGUFConfigJSON(filepath.Join(dir, "model.gguf"))
 		} else {
 			cfgJSON, err = os.ReadFile(filepath.Join(dir, "config.json"))

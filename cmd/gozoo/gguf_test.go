@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gozoo/gozoo/internal/testfiles"
 )
 
 // TestRunGGUF streams from a GGUF file with nothing beside it: the
 // weights, the embedded Qwen3 tokenizer and chat template.
 func TestRunGGUF(t *testing.T) {
-	file := filepath.Join("..", "..", "testdata", "gguf", "qwen3_q8_0", "model.gguf")
+	file := filepath.Join(testfiles.Fixture(t, "gguf", "qwen3_q8_0"), "model.gguf")
 	_, errb, status := gozoo(t, "", "run", "--model", file, "--chat", "--prompt", "Why is the sky blue?", "--max-tokens", "4", "--seed", "1")
 	// <|im_start|>user\\nWhy is the sky blue?<|im_end|>\\n<|im_start|>assistant\\n
 	if status != 0 || !strings.Contains(errb, "[14 prompt tokens, 4 generated") {
@@ -26,7 +28,7 @@ func TestRunGGUF(t *testing.T) {
 // TestEncodeGGUF tokenizes with the GGUF's embedded tokenizer as llama.cpp
 // does: the strings of the case's golden.json.
 func TestEncodeGGUF(t *testing.T) {
-	dir := filepath.Join("..", "..", "testdata", "gguf", "qwen3_q8_0")
+	dir := testfiles.Fixture(t, "gguf", "qwen3_q8_0")
 	var meta struct {
 		Tokenizer struct {
 			Cases []struct {

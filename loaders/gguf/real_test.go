@@ -25,22 +25,16 @@ type golden struct {
 	} `json:"hf_config"`
 }
 
-// TestRealFiles checks every llama.cpp case vendored in testdata/gguf
-// (gpt2_q4_0, llama_q4_0, gemma3_q4_k_m, qwen3_f16, qwen3_q8_0,
-// qwen3moe_q8_0; see ../shared/gguf/README.md for what each exercises).
+// TestRealFiles checks every llama.cpp case of testfiles.Cases (gpt2_q4_0,
+// llama_q4_0, gemma3_q4_k_m vendored in testdata/gguf; qwen3_f16,
+// qwen3_q8_0, qwen3moe_q8_0 from ../shared/gguf; see
+// ../shared/gguf/README.md for what each exercises).
 func TestRealFiles(t *testing.T) {
-	dir := filepath.Join(testfiles.Root(t), "testdata", "gguf")
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	seen := map[string]bool{}
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		seen[e.Name()] = true
-		t.Run(e.Name(), func(t *testing.T) { checkCase(t, filepath.Join(dir, e.Name())) })
+	for _, dir := range testfiles.Cases(t, "gguf") {
+		name := filepath.Base(dir)
+		seen[name] = true
+		t.Run(name, func(t *testing.T) { checkCase(t, dir) })
 	}
 	// The small cases are the only real Q4_0, Q4_K and Q6_K data; they must be there.
 	for _, name := range []string{"gpt2_q4_0", "llama_q4_0", "gemma3_q4_k_m"} {

@@ -210,10 +210,9 @@ func TestGGUFQwen3API(t *testing.T) {
 // exactly the metadata rebuilt from tokenizer.json and encode their golden
 // cases; every file must load and round-trip a string.
 func TestGGUFRealFiles(t *testing.T) {
-	root := filepath.Dir(testfiles.Fixture(t, "gguf", "qwen3_q8_0"))
-	paths, err := filepath.Glob(filepath.Join(root, "*", "model.gguf"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no GGUF files under %s: %v", root, err)
+	var paths []string
+	for _, dir := range testfiles.Cases(t, "gguf") {
+		paths = append(paths, filepath.Join(dir, "model.gguf"))
 	}
 	rebuilt := qwen3GGUFMetadata(t)
 	for _, path := range paths {

@@ -16,12 +16,17 @@ import (
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/internal/canceltest"
 	"github.com/gozoo/gozoo/internal/leaktest"
+	"github.com/gozoo/gozoo/internal/testfiles"
+	"github.com/gozoo/gozoo/internal/testmodels"
 	"github.com/gozoo/gozoo/zoo"
 )
 
 // TestMain fails the package's run if any test leaves a goroutine behind
 // (internal/simd's persistent workers excepted, see leaktest.Options).
-func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	testmodels.MustPrepare()
+	leaktest.VerifyTestMain(m)
+}
 
 const tinyModel = "../../testdata/models/qwen3-tiny"
 
@@ -41,7 +46,7 @@ func openFiles() int {
 // context.Canceled and names the checkpoint, closes what it opened and
 // leaves no goroutine.
 func TestLoadContextStopsMidLoad(t *testing.T) {
-	gguf := "../../testdata/gguf/qwen3_f16/model.gguf"
+	gguf := filepath.Join(testfiles.Fixture(t, "gguf", "qwen3_f16"), "model.gguf")
 	for _, c := range []struct {
 		name, path string
 		load       func(ctx context.Context, path string, progress func(done, total int64)) error

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gozoo/gozoo/internal/testfiles"
 	_ "github.com/gozoo/gozoo/zoo/all"
 )
 
@@ -14,11 +15,7 @@ import (
 // which differs from llama.cpp's by more than the fast tolerance on every
 // quantized case.
 func TestFastAgainstLlamaCPP(t *testing.T) {
-	dirs, err := filepath.Glob("../../testdata/gguf/*")
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no GGUF cases in testdata/gguf: %v", err)
-	}
-	for _, dir := range dirs {
+	for _, dir := range testfiles.Cases(t, "gguf") {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			r := RunFast(dir)
 			if !r.Pass {

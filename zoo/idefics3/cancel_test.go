@@ -9,12 +9,16 @@ import (
 
 	"github.com/gozoo/gozoo/internal/canceltest"
 	"github.com/gozoo/gozoo/internal/leaktest"
+	"github.com/gozoo/gozoo/internal/testfiles"
 	"github.com/gozoo/gozoo/loaders/images"
 	"github.com/gozoo/gozoo/zoo"
 )
 
 // TestMain fails the package's run if a test leaves a goroutine behind.
-func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	testfiles.MustExpand()
+	leaktest.VerifyTestMain(m)
+}
 
 func noiseImage(w, h int, seed uint64) *images.RGB {
 	m := images.NewRGB(w, h)

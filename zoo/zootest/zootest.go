@@ -20,6 +20,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/testfiles"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/generate"
@@ -28,7 +29,10 @@ import (
 
 // GoldenDir is a bundled golden case, from a package two levels below the
 // repository root (zoo/<family>).
-func GoldenDir(name string) string { return filepath.Join("..", "..", "testdata", "golden", name) }
+func GoldenDir(name string) string {
+	testfiles.MustExpand()
+	return filepath.Join("..", "..", "testdata", "golden", name)
+}
 
 // Golden runs bundled golden cases: full-forward logits and hidden states
 // within each case's tolerance and the 12-token KV-cached greedy
