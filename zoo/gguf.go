@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -440,27 +439,16 @@ func loadGGUF(ctx context.Context, f *gguf.File, progress func(done, total int64
 	if err := json.Unmarshal(cfgJSON, &dims); err != nil {
 		return nil, err
 	}
-	var total, done int64
-	for _, p := range ps.All() {
-		total += p.Numel()
-	}
-	for i, p := range ps.All() {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("%s: loading stopped after %d of %d tensors: %w", f.Path, i, len(ps.All()), err)
-		}
+	err = loadAll(ctx, f.Path, ps, f, progress, func(p *graphs.Param) error {
 		name, ok := arch.tensor(p.Name)
 		if !ok {
-			return nil, fmt.Errorf("%s: no GGUF name for tensor %q of a %s model", f.Path, p.Name, archName)
+			return fmt.Errorf("%s: no GGUF name for tensor %q of a %s model", f.Path, p.Name, archName)
 		}
-		if err := loadGGUFParam(f, archName, dims.HeadDim, p, name); err != nil {
-			return nil, err
-		}
-		if done += p.Numel(); progress != nil {
-			progress(done, total)
-		}
+		return loadGGUFParam(f, archName, dims.HeadDim, p, name)
+	})
+	if err != nil {
+		return nil, err
 	}
-	ps.Keep(f)
-	runtime.AddCleanup(ps, func(f *gguf.File) { f.Close() }, f)
 	return m, nil
 }
 
