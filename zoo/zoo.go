@@ -52,7 +52,8 @@ type Config interface {
 // other names or in another layout than its model declares: GPT-2's
 // Conv1D weights are stored [in, out], the transpose of a Linear, and
 // under a "transformer." prefix or none. It is the family's one place for
-// such checkpoint quirks; model code sees only the declared layout.
+// such checkpoint quirks; model code sees only the declared layout. A
+// family's GGUF files (llama.cpp's names and layout) are its GGUF's.
 type Layout interface {
 	// Stored gives a declared tensor's name in the checkpoint and whether
 	// it is stored transposed (a 2-D tensor, [in, out]). has tells which
