@@ -105,6 +105,13 @@ func TestGGUFConfig(t *testing.T) {
 	}
 }
 
+// TestGGUFRegistered: the families register their GGUF architectures.
+func TestGGUFRegistered(t *testing.T) {
+	if got, want := zoo.SupportedGGUF(), []string{"gemma3", "gpt2", "llama", "qwen3", "qwen3moe"}; !slices.Equal(got, want) {
+		t.Errorf("GGUF architectures %v, want %v", got, want)
+	}
+}
+
 func mustJSON(t *testing.T, v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {

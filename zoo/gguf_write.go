@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/gozoo/gozoo/graphs"
@@ -17,8 +18,8 @@ import (
 var ggufFileTypes = map[string]uint32{"f32": 0, "q4_0": 2, "q8_0": 7, "q4_k_m": 15}
 
 // WriteGGUF writes a loaded model as a GGUF file of file type ftype
-// ("q8_0", "q4_0", "q4_k_m" or "f32") with llama.cpp's tensor names,
-// metadata and type choices: vectors, position tables and MoE routers in
+// ("q8_0", "q4_0", "q4_k_m" or "f32") with llama.cpp's tensor names and
+// metadata (its family's GGUF, see RegisterGGUF) and type choices: vectors, position tables and MoE routers in
 // F32; the output matrix (the token embeddings when tied) in Q6_K for the
 // 4-bit types; Q4_K_M's Q6_K on attn_v and ffn_down of the layers
 // llama.cpp picks (use_more_bits); K-quants falling back to Q5_0 / Q8_0
@@ -30,24 +31,26 @@ func WriteGGUF(w io.Writer, m Model, configJSON []byte, ftype string, name strin
 	if !ok {
 		return fmt.Errorf("quantization type %q is not supported (supported: q8_0, q4_0, q4_k_m, f32)", ftype)
 	}
-	var archName string
-	for n, a := range ggufArchs {
-		if a.modelType == m.ModelType() {
-			archName = n
+	format, ok := ggufFormatOf(m.ModelType())
+	if !ok {
+		var types []string
+		for _, f := range ggufFormats {
+			types = append(types, f.modelType)
 		}
+		slices.Sort(types)
+		return fmt.Errorf("model_type %q has no llama.cpp architecture here (supported: %s)", m.ModelType(), strings.Join(types, ", "))
 	}
-	if archName == "" {
-		return fmt.Errorf("model_type %q has no llama.cpp architecture here (supported: gemma3_text, gpt2, llama, qwen3, qwen3_moe)", m.ModelType())
-	}
-	arch := ggufArchs[archName]
-	var cfg map[string]any
+	var cfg ConfigMap
 	if err := json.Unmarshal(configJSON, &cfg); err != nil {
 		return fmt.Errorf("config.json: %w", err)
 	}
-	meta := []gguf.KV{{Key: "general.architecture", Value: archName}, {Key: "general.name", Value: name}}
-	archMeta, err := ggufArchMeta(archName, cfg, m)
+	meta := []gguf.KV{{Key: "general.architecture", Value: format.arch}, {Key: "general.name", Value: name}}
+	archMeta, err := format.Metadata(cfg, m)
 	if err != nil {
 		return err
+	}
+	for i := range archMeta {
+		archMeta[i].Key = format.arch + "." + archMeta[i].Key
 	}
 	meta = append(meta, archMeta...)
 	meta = append(meta, gguf.KV{Key: "general.file_type", Value: fileType}, gguf.KV{Key: "general.quantization_version", Value: uint32(2)})
@@ -66,35 +69,34 @@ func WriteGGUF(w io.Writer, m Model, configJSON []byte, ftype string, name strin
 	// One GGUF tensor per declared one: a MoE's experts are declared
 	// stacked, [experts, out, in], as ffn_*_exps hold them.
 	params := m.Params().All()
-	names := make([]string, len(params))
+	stored := make([]GGUFTensor, len(params))
 	seen := map[string]string{}
 	for i, p := range params {
-		gname, ok := arch.tensor(p.Name)
+		t, ok := format.Tensor(cfg, p)
 		if !ok {
-			return fmt.Errorf("no GGUF name for tensor %q of a %s model", p.Name, archName)
+			return fmt.Errorf("no GGUF name for tensor %q of a %s model", p.Name, format.arch)
 		}
-		if other, dup := seen[gname]; dup {
-			return fmt.Errorf("tensors %q and %q both map to GGUF tensor %q", other, p.Name, gname)
+		if other, dup := seen[t.Name]; dup {
+			return fmt.Errorf("tensors %q and %q both map to GGUF tensor %q", other, p.Name, t.Name)
 		}
-		seen[gname], names[i] = p.Name, gname
+		if err := checkPermuted(p, t); err != nil {
+			return err
+		}
+		seen[t.Name], stored[i] = p.Name, t
 	}
 	layers := m.NumLayers()
 	_, untied := seen["output.weight"]
-	hd := intOf(cfg, "head_dim", 0)
-	if hd == 0 && intOf(cfg, "num_attention_heads", 0) > 0 {
-		hd = intOf(cfg, "hidden_size", 0) / intOf(cfg, "num_attention_heads", 1)
-	}
 	var tensors []gguf.WriteTensor
 	for i, p := range params {
-		gname := names[i]
+		gname := stored[i].Name
 		vals := p.Float32s()
-		if archName == "llama" && (strings.HasSuffix(gname, ".attn_q.weight") || strings.HasSuffix(gname, ".attn_k.weight")) {
+		if hd := stored[i].PermutedHeads; hd != 0 {
 			vals = permuteRows(vals, p.Shape[0], p.Shape[1], hd)
 		}
-		if archName == "gemma3" && p.Role == graphs.OffsetNorm {
+		if off := stored[i].Offset; off != 0 {
 			w := make([]float32, len(vals))
 			for i, x := range vals {
-				w[i] = x + 1 // llama.cpp stores Gemma's norms as 1 + w
+				w[i] = x + off
 			}
 			vals = w
 		}
@@ -145,7 +147,7 @@ func ggufTypeFor(ftype, name string, p *graphs.Param, layers int, tied bool) ggu
 func useMoreBits(i, n int) bool { return i < n/8 || i >= 7*n/8 || (i-n/8)%3 == 2 }
 
 func layerOf(name string) (int, bool) {
-	i, _, ok := indexed(name, "blk.")
+	i, _, ok := LayerIndex(name, "blk.")
 	return i, ok
 }
 
@@ -179,72 +181,4 @@ func permuteRows(v []float32, rows, width, hd int) []float32 {
 		}
 	}
 	return out
-}
-
-func intOf(cfg map[string]any, key string, def int) int {
-	if v, ok := cfg[key].(float64); ok {
-		return int(v)
-	}
-	return def
-}
-
-func floatOf(cfg map[string]any, key string, def float64) float64 {
-	if v, ok := cfg[key].(float64); ok {
-		return v
-	}
-	return def
-}
-
-// ggufArchMeta writes an architecture's {arch}.* keys from config.json,
-// the inverse of the config functions above.
-func ggufArchMeta(arch string, cfg map[string]any, m Model) ([]gguf.KV, error) {
-	k := func(name string, v any) gguf.KV { return gguf.KV{Key: arch + "." + name, Value: v} }
-	u := func(v int) uint32 { return uint32(v) }
-	if arch == "gpt2" {
-		embd := intOf(cfg, "n_embd", m.HiddenSize())
-		inner := intOf(cfg, "n_inner", 4*embd)
-		return []gguf.KV{
-			k("block_count", u(m.NumLayers())), k("context_length", u(m.MaxPositions())), k("embedding_length", u(embd)),
-			k("feed_forward_length", u(inner)), k("attention.head_count", u(intOf(cfg, "n_head", 12))),
-			k("attention.layer_norm_epsilon", float32(floatOf(cfg, "layer_norm_epsilon", 1e-5))),
-		}, nil
-	}
-	heads := intOf(cfg, "num_attention_heads", 0)
-	if heads == 0 {
-		return nil, fmt.Errorf("config.json has no num_attention_heads")
-	}
-	hd := intOf(cfg, "head_dim", m.HiddenSize()/heads)
-	out := []gguf.KV{
-		k("block_count", u(m.NumLayers())), k("context_length", u(m.MaxPositions())), k("embedding_length", u(m.HiddenSize())),
-		k("feed_forward_length", u(intOf(cfg, "intermediate_size", 0))), k("attention.head_count", u(heads)),
-		k("attention.head_count_kv", u(intOf(cfg, "num_key_value_heads", heads))),
-		k("rope.freq_base", float32(floatOf(cfg, "rope_theta", 10000))),
-		k("attention.layer_norm_rms_epsilon", float32(floatOf(cfg, "rms_norm_eps", 1e-6))),
-	}
-	switch arch {
-	case "llama":
-		out = append(out, k("rope.dimension_count", u(hd)), k("vocab_size", u(m.VocabSize())))
-	case "qwen3", "qwen3moe", "gemma3":
-		out = append(out, k("attention.key_length", u(hd)), k("attention.value_length", u(hd)))
-	}
-	switch arch {
-	case "qwen3moe":
-		if only, _ := cfg["mlp_only_layers"].([]any); len(only) > 0 || intOf(cfg, "decoder_sparse_step", 1) != 1 {
-			return nil, fmt.Errorf("config.json: a qwen3_moe model with dense layers (mlp_only_layers %v, decoder_sparse_step %v) has no llama.cpp form: every qwen3moe layer is sparse there", cfg["mlp_only_layers"], cfg["decoder_sparse_step"])
-		}
-		out = append(out, k("expert_count", u(intOf(cfg, "num_experts", 0))), k("expert_used_count", u(intOf(cfg, "num_experts_per_tok", 0))),
-			k("expert_feed_forward_length", u(intOf(cfg, "moe_intermediate_size", 0))))
-	case "gemma3":
-		out = append(out, k("attention.sliding_window", u(intOf(cfg, "sliding_window", 0))),
-			k("rope.freq_base_swa", float32(floatOf(cfg, "rope_local_base_freq", 10000))))
-		var sliding []bool
-		for _, c := range m.Caches() {
-			sliding = append(sliding, c.Window > 0)
-		}
-		out = append(out, k("attention.sliding_window_pattern", sliding))
-		if v, ok := cfg["final_logit_softcapping"].(float64); ok {
-			out = append(out, k("final_logit_softcapping", float32(v)))
-		}
-	}
-	return out, nil
 }

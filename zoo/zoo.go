@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"runtime"
 	"sort"
@@ -51,7 +52,8 @@ type Config interface {
 // other names or in another layout than its model declares: GPT-2's
 // Conv1D weights are stored [in, out], the transpose of a Linear, and
 // under a "transformer." prefix or none. It is the family's one place for
-// such checkpoint quirks; model code sees only the declared layout.
+// such checkpoint quirks; model code sees only the declared layout. A
+// family's GGUF files (llama.cpp's names and layout) are its GGUF's.
 type Layout interface {
 	// Stored gives a declared tensor's name in the checkpoint and whether
 	// it is stored transposed (a 2-D tensor, [in, out]). has tells which
@@ -259,33 +261,47 @@ func LoadWeightsContext(ctx context.Context, dir string, cfg Config, progress fu
 		ckpt.Close()
 		return nil, err
 	}
+	err = loadAll(ctx, dir, ps, ckpt, progress, func(p *graphs.Param) error {
+		if len(p.Parts) > 0 {
+			return loadExperts(ckpt, cfg, p)
+		}
+		name, transposed := stored(cfg, p.Name, ckpt.Has)
+		return loadParam(ckpt, p, name, transposed)
+	})
+	if err != nil {
+		ckpt.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// loadAll binds every declared tensor through load, in declaration
+// order, reporting progress after each and stopping when ctx is done
+// with an error that wraps ctx.Err() and names where (the checkpoint) and
+// how far the load got. On success the parameters keep src, the
+// checkpoint whose memory they use, and close it once nothing reaches
+// them any more; on error src is left to the caller.
+func loadAll[S io.Closer](ctx context.Context, where string, ps *graphs.Params, src S, progress func(done, total int64), load func(*graphs.Param) error) error {
+	params := ps.All()
 	var total, done int64
-	for _, p := range ps.All() {
+	for _, p := range params {
 		total += p.Numel()
 	}
-	for i, p := range ps.All() {
+	for i, p := range params {
 		if err := ctx.Err(); err != nil {
-			ckpt.Close()
-			return nil, fmt.Errorf("%s: loading stopped after %d of %d tensors: %w", dir, i, len(ps.All()), err)
+			return fmt.Errorf("%s: loading stopped after %d of %d tensors: %w", where, i, len(params), err)
 		}
-		if len(p.Parts) > 0 {
-			err = loadExperts(ckpt, cfg, p)
-		} else {
-			name, transposed := stored(cfg, p.Name, ckpt.Has)
-			err = loadParam(ckpt, p, name, transposed)
-		}
-		if err != nil {
-			ckpt.Close()
-			return nil, err
+		if err := load(p); err != nil {
+			return err
 		}
 		if done += p.Numel(); progress != nil {
 			progress(done, total)
 		}
 	}
-	ps.Keep(ckpt)
+	ps.Keep(src)
 	// Unmap the files once nothing reaches the parameters any more.
-	runtime.AddCleanup(ps, func(c *loaders.Checkpoint) { c.Close() }, ckpt)
-	return m, nil
+	runtime.AddCleanup(ps, func(s S) { s.Close() }, src)
+	return nil
 }
 
 // checkCheckpoint checks every declared tensor against the checkpoint,

@@ -660,87 +660,36 @@ func (p *parser) array(depth int) (any, error) {
 		return nil, p.errAt(countOff, "array of %d %s values cannot fit in the %d bytes left (each takes at least %d)", count, vtNames[et], p.left(), size)
 	}
 	n := int(count)
-	b := p.data[p.pos:]
 	le := binary.LittleEndian
 	switch et {
 	case vtU8:
-		s := make([]uint8, n)
-		copy(s, b)
-		p.pos += n
-		return s, nil
+		return elems(p, n, size, func(b []byte) uint8 { return b[0] }), nil
 	case vtI8:
-		s := make([]int8, n)
-		for i := range s {
-			s[i] = int8(b[i])
-		}
-		p.pos += n
-		return s, nil
+		return elems(p, n, size, func(b []byte) int8 { return int8(b[0]) }), nil
 	case vtBool:
-		s := make([]bool, n)
-		for i := range s {
+		b := p.data[p.pos:]
+		for i := range n {
 			if b[i] > 1 {
 				return nil, p.errAt(p.pos+i, "element %d of a bool array is %d, not 0 or 1", i, b[i])
 			}
-			s[i] = b[i] == 1
 		}
-		p.pos += n
-		return s, nil
+		return elems(p, n, size, func(b []byte) bool { return b[0] == 1 }), nil
 	case vtU16:
-		s := make([]uint16, n)
-		for i := range s {
-			s[i] = le.Uint16(b[2*i:])
-		}
-		p.pos += 2 * n
-		return s, nil
+		return elems(p, n, size, le.Uint16), nil
 	case vtI16:
-		s := make([]int16, n)
-		for i := range s {
-			s[i] = int16(le.Uint16(b[2*i:]))
-		}
-		p.pos += 2 * n
-		return s, nil
+		return elems(p, n, size, func(b []byte) int16 { return int16(le.Uint16(b)) }), nil
 	case vtU32:
-		s := make([]uint32, n)
-		for i := range s {
-			s[i] = le.Uint32(b[4*i:])
-		}
-		p.pos += 4 * n
-		return s, nil
+		return elems(p, n, size, le.Uint32), nil
 	case vtI32:
-		s := make([]int32, n)
-		for i := range s {
-			s[i] = int32(le.Uint32(b[4*i:]))
-		}
-		p.pos += 4 * n
-		return s, nil
+		return elems(p, n, size, func(b []byte) int32 { return int32(le.Uint32(b)) }), nil
 	case vtF32:
-		s := make([]float32, n)
-		for i := range s {
-			s[i] = math.Float32frombits(le.Uint32(b[4*i:]))
-		}
-		p.pos += 4 * n
-		return s, nil
+		return elems(p, n, size, func(b []byte) float32 { return math.Float32frombits(le.Uint32(b)) }), nil
 	case vtU64:
-		s := make([]uint64, n)
-		for i := range s {
-			s[i] = le.Uint64(b[8*i:])
-		}
-		p.pos += 8 * n
-		return s, nil
+		return elems(p, n, size, le.Uint64), nil
 	case vtI64:
-		s := make([]int64, n)
-		for i := range s {
-			s[i] = int64(le.Uint64(b[8*i:]))
-		}
-		p.pos += 8 * n
-		return s, nil
+		return elems(p, n, size, func(b []byte) int64 { return int64(le.Uint64(b)) }), nil
 	case vtF64:
-		s := make([]float64, n)
-		for i := range s {
-			s[i] = math.Float64frombits(le.Uint64(b[8*i:]))
-		}
-		p.pos += 8 * n
-		return s, nil
+		return elems(p, n, size, func(b []byte) float64 { return math.Float64frombits(le.Uint64(b)) }), nil
 	case vtString:
 		s := make([]string, n)
 		for i := range s {
@@ -767,6 +716,18 @@ func (p *parser) array(depth int) (any, error) {
 		}
 		return s, nil
 	}
+}
+
+// elems reads n fixed-size array elements of size bytes each, decoding
+// each with dec; array has checked that they fit in the bytes left.
+func elems[T any](p *parser, n, size int, dec func([]byte) T) []T {
+	s := make([]T, n)
+	b := p.data[p.pos:]
+	for i := range s {
+		s[i] = dec(b[size*i:])
+	}
+	p.pos += size * n
+	return s
 }
 
 // readTensorInfo reads tensor info i and checks everything about it that
