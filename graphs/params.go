@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 
 	"gorgonia.org/tensor"
 
@@ -177,6 +178,15 @@ type Param struct {
 	// puts its output columns back in order); Float32s returns the
 	// declared order, and Set, given data in the declared order, clears it.
 	PermutedHeads int
+	// ReadOnly says Data lies in a read-only file mapping that the set
+	// keeps (the loaders set it): nothing writes those bytes, so a backend
+	// may keep a prepared form of them (Prepare) and give the file's pages
+	// back.
+	ReadOnly bool
+
+	// forms are the prepared forms by key (Prepare), guarded by the
+	// owner's formsMu.
+	forms map[string]Form
 
 	// owner keeps the declaring set, and through it what the data points
 	// into (a memory mapping unmapped once the set is unreachable), alive
@@ -209,8 +219,84 @@ func (p *Param) Set(dtype DType, data *tensor.Dense) error {
 	if data.Dtype() != dtype.Storage() {
 		return fmt.Errorf("tensor %q: %s data carried as %s, want %s", p.Name, dtype, data.Dtype(), dtype.Storage())
 	}
-	p.DType, p.Data, p.PermutedHeads = dtype, data, 0
+	p.releaseForms()
+	p.DType, p.Data, p.PermutedHeads, p.ReadOnly = dtype, data, 0, false
 	return nil
+}
+
+// A Form is a prepared form of a weight that a backend keeps beside the
+// stored data and computes from instead: the CPU's packings for decode
+// (internal/simd), a copy on a device. It is made from the data once and
+// stays valid while the data does not change.
+type Form interface {
+	// Release frees what the form holds; it is not used afterwards.
+	Release()
+}
+
+// Prepare returns p's form for key, made by build the first time (when
+// a graph first binds the weight). build may return nil: a weight that
+// takes no such form, which is kept too, so build runs once. Forms are
+// released with the data (Set), by Params.Release, or, for forms that
+// hold memory outside the Go heap, by their own cleanup once nothing
+// reaches them.
+func (p *Param) Prepare(key string, build func() Form) Form {
+	mu := p.formsMu()
+	mu.Lock()
+	defer mu.Unlock()
+	if f, ok := p.forms[key]; ok {
+		return f
+	}
+	f := build()
+	if p.forms == nil {
+		p.forms = map[string]Form{}
+	}
+	p.forms[key] = f
+	return f
+}
+
+// Prepared returns p's form for key if Prepare made one, else nil.
+func (p *Param) Prepared(key string) Form {
+	mu := p.formsMu()
+	mu.Lock()
+	defer mu.Unlock()
+	return p.forms[key]
+}
+
+// Forms lists p's prepared forms (a refusal, a nil form, is left out).
+func (p *Param) Forms() []Form {
+	mu := p.formsMu()
+	mu.Lock()
+	defer mu.Unlock()
+	var out []Form
+	for _, f := range p.forms {
+		if f != nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// formsMu is the lock of p's forms: its set's, or one of its own for a
+// parameter declared outside a set.
+func (p *Param) formsMu() *sync.Mutex {
+	if p.owner != nil {
+		return &p.owner.formsMu
+	}
+	return &orphanForms
+}
+
+var orphanForms sync.Mutex
+
+func (p *Param) releaseForms() {
+	mu := p.formsMu()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, f := range p.forms {
+		if f != nil {
+			f.Release()
+		}
+	}
+	p.forms = nil
 }
 
 // Part is a view of slice i along the first axis, named name (see
@@ -297,6 +383,8 @@ type Params struct {
 	// keep holds what the data points into (a memory-mapped checkpoint),
 	// so it lives as long as the parameters.
 	keep []any
+	// formsMu guards the parameters' prepared forms (Param.Prepare).
+	formsMu sync.Mutex
 }
 
 // NewParams makes an empty parameter set; Root declares into it.
@@ -312,6 +400,16 @@ func (ps *Params) All() []*Param { return ps.list }
 func (ps *Params) Get(name string) (*Param, bool) {
 	p, ok := ps.byName[name]
 	return p, ok
+}
+
+// Release frees the prepared forms of every parameter now (a model's
+// packings for decode, its device copies), rather than when nothing
+// reaches them any more. No graph of the model may be running; graphs
+// built before compute from the stored data afterwards.
+func (ps *Params) Release() {
+	for _, p := range ps.list {
+		p.releaseForms()
+	}
 }
 
 // Keep ties the life of v (for example a memory mapping the data lives in)

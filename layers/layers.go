@@ -50,12 +50,12 @@ func (l Linear) ForwardHeads(s *graphs.Step, x *G.Node, heads int) *G.Node {
 }
 
 func (l Linear) forward(s *graphs.Step, x *G.Node, heads int) *G.Node {
-	packForDecode(l.Weight, s.Fast)
+	pack := packForDecode(l.Weight, s.Fast)
 	in := []*G.Node{x, s.Bind(l.Weight)}
 	if l.Bias != nil {
 		in = append(in, s.Bind(l.Bias))
 	}
-	y := ops.Apply(matmulT{dtype: l.Weight.DType, bias: l.Bias != nil, name: l.Weight.Name, heads: heads, fast: s.Fast}, in...)
+	y := ops.Apply(matmulT{dtype: l.Weight.DType, bias: l.Bias != nil, name: l.Weight.Name, heads: heads, fast: s.Fast, pack: pack}, in...)
 	if hd := l.Weight.PermutedHeads; hd > 0 {
 		// The weight's rows are in llama.cpp's order (a GGUF's Q and K
 		// projections): put the output's columns in the declared order.
@@ -82,13 +82,13 @@ func NewEmbedding(p graphs.Scope, vocab, dim int) Embedding {
 // Forward looks rows up by ids [T] (Go ints) and returns [T, D], marked
 // as the step's input embeddings (a training step differentiates them).
 func (e Embedding) Forward(s *graphs.Step, ids *G.Node) *G.Node {
-	return s.InputEmbeds(ops.Apply(embeddingLookup{dtype: e.Table.DType, name: e.Table.Name}, s.Bind(e.Table), ids))
+	return s.InputEmbeds(ops.Apply(embeddingLookup{dtype: e.Table.DType, name: e.Table.Name, table: e.Table}, s.Bind(e.Table), ids))
 }
 
 // ForwardPositions looks up the rows of the step's positions (a learned
 // position table, GPT-2's wpe); padding rows (position -1) come out zero.
 func (e Embedding) ForwardPositions(s *graphs.Step) *G.Node {
-	return ops.Apply(embeddingLookup{dtype: e.Table.DType, name: e.Table.Name, padding: true}, s.Bind(e.Table), s.Positions)
+	return ops.Apply(embeddingLookup{dtype: e.Table.DType, name: e.Table.Name, padding: true, table: e.Table}, s.Bind(e.Table), s.Positions)
 }
 
 // Tied is the head that projects onto the vocabulary with the embedding

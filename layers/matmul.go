@@ -22,6 +22,8 @@ type matmulT struct {
 	name  string // the weight's name, for errors and graph dumps
 	heads int    // > 0: the output is split into heads, [T, heads, out/heads]
 	fast  bool   // llama.cpp's arithmetic (graphs.Options.Fast)
+	// pack is the weight's packing for decode (packForDecode), or nil.
+	pack *simd.Packing
 }
 
 func (k matmulT) Name() string { return "matmul " + k.name }
@@ -66,6 +68,7 @@ func (k matmulT) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.pack = k.pack
 	y := o.Float32s(T * out)
 	mulTMode(k.fast, y, x, T, w, out, inDim)
 	if k.bias {
@@ -98,14 +101,19 @@ func logicalCols(dtype graphs.DType, stored int) int {
 // weight is a matrix [rows, cols] in its stored type: f32, 16-bit or
 // block-quantized storage of the given dtype.
 type weight struct {
-	dtype graphs.DType
-	f32   []float32
-	u16   []uint16
-	u8    []byte
+	dtype      graphs.DType
+	f32        []float32
+	u16        []uint16
+	u8         []byte
+	rows, cols int
+	pack       *simd.Packing // its packing for decode, or nil
 }
 
 func weightData(v G.Value, dtype graphs.DType) (weight, error) {
 	w := weight{dtype: dtype}
+	if s := v.Shape(); len(s) == 2 {
+		w.rows, w.cols = s[0], logicalCols(dtype, s[1])
+	}
 	var err error
 	switch dtype.Storage() {
 	case tensor.Float32:
@@ -118,7 +126,13 @@ func weightData(v G.Value, dtype graphs.DType) (weight, error) {
 	return w, err
 }
 
+// simd is w for the kernels: on its packing when it has one.
 func (w weight) simd() simd.Weight {
+	return w.stored().On(w.pack, w.rows, w.cols)
+}
+
+// stored is w for the kernels as the checkpoint stores it.
+func (w weight) stored() simd.Weight {
 	switch w.dtype {
 	case graphs.F32:
 		return simd.Weight{Kind: simd.F32, F32s: w.f32}
@@ -135,7 +149,7 @@ func (w weight) simd() simd.Weight {
 // F32 storage); a quantized row is dequantized, only that row. A matrix
 // packed for decode (a tied head's table) gives its row from the packing.
 func (w weight) row(dst []float32, r, cols int) []float32 {
-	if w.dtype != graphs.F32 && simd.Row(w.simd(), r, cols, dst) {
+	if w.pack != nil && simd.Row(w.simd(), r, cols, dst) {
 		return dst[:cols]
 	}
 	switch w.dtype {
@@ -151,33 +165,57 @@ func (w weight) row(dst []float32, r, cols int) []float32 {
 	return dst[:cols]
 }
 
-// packForDecode offers a weight of a file mapping to simd's packings
-// for decode, when a graph binds it, before any product reads it, so the
-// mapping's pages of it are given back before they all become resident:
-// BF16 and F32 to simd.PackBF16 and simd.PackF32, which keep them in 4
-// bits a weight fewer, losslessly (decode, bound by reading every weight a
-// token, reads a quarter or an eighth fewer bytes); in exact mode, Q4_0, Q8_0, Q4_K and Q6_K to simd.PackQuant, which
-// regroups their blocks by 16 rows for kernels that spend fewer
-// instructions a weight and stream better. Fast mode's kernels
-// read the file's layout, so it packs no quantized weight.
-func packForDecode(p *graphs.Param, fast bool) {
-	if p.Data == nil || len(p.Shape) != 2 {
-		return
+// cpuPacking is the key of a weight's packing for decode among its
+// prepared forms (graphs.Param.Prepare).
+const cpuPacking = "cpu-packing"
+
+// packForDecode returns the weight's packing for decode, made when a graph
+// first binds it, before any product reads it, so the mapping's pages of
+// it are given back before they all become resident: BF16 and F32 by
+// simd.PackBF16 and simd.PackF32, 4 bits a weight fewer, losslessly
+// (decode reads every weight a token); in exact mode, Q4_0, Q8_0, Q4_K
+// and Q6_K by simd.PackQuant, regrouped by 16 rows. Only weights that lie
+// in a file mapping (Param.ReadOnly) are packed, so a packing never goes
+// stale. Fast mode's kernels read the file's layout of quantized weights.
+func packForDecode(p *graphs.Param, fast bool) *simd.Packing {
+	if p.Data == nil || len(p.Shape) != 2 || !p.ReadOnly {
+		return nil
 	}
-	switch d := p.Data.Data().(type) {
-	case []float32:
-		if p.DType == graphs.F32 {
-			simd.PackF32(d, p.Shape[0], p.Shape[1])
-		}
-	case []uint16:
-		if p.DType == graphs.BF16 {
-			simd.PackBF16(d, p.Shape[0], p.Shape[1])
-		}
-	case []byte:
-		if f, ok := p.DType.Quant(); ok && !fast {
-			simd.PackQuant(d, f, p.Shape[0], p.Shape[1])
-		}
+	if _, quantized := p.DType.Quant(); quantized && fast {
+		return nil
 	}
+	f := p.Prepare(cpuPacking, func() graphs.Form {
+		var pk *simd.Packing
+		switch d := p.Data.Data().(type) {
+		case []float32:
+			if p.DType == graphs.F32 {
+				pk = simd.PackF32(d, p.Shape[0], p.Shape[1])
+			}
+		case []uint16:
+			if p.DType == graphs.BF16 {
+				pk = simd.PackBF16(d, p.Shape[0], p.Shape[1])
+			}
+		case []byte:
+			if f, ok := p.DType.Quant(); ok {
+				pk = simd.PackQuant(d, f, p.Shape[0], p.Shape[1])
+			}
+		}
+		if pk == nil {
+			return nil // a refusal, kept: no graph tries the weight again
+		}
+		return pk
+	})
+	pk, _ := f.(*simd.Packing)
+	return pk
+}
+
+// packingOf is the packing a graph made of p for decode, or nil.
+func packingOf(p *graphs.Param) *simd.Packing {
+	if p == nil || !p.ReadOnly {
+		return nil
+	}
+	pk, _ := p.Prepared(cpuPacking).(*simd.Packing)
+	return pk
 }
 
 // mulT computes y [T, out] = x [T, in] · wᵀ with the SIMD kernels of
@@ -203,6 +241,9 @@ type embeddingLookup struct {
 	dtype   graphs.DType
 	name    string
 	padding bool // negative ids are padding rows: zeros
+	// table is the table's parameter, whose packing for decode (a tied
+	// head's, made by a graph built later) gives the rows; nil in tests.
+	table *graphs.Param
 }
 
 func (k embeddingLookup) Name() string { return "embedding " + k.name }
@@ -223,6 +264,7 @@ func (k embeddingLookup) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.pack = packingOf(k.table)
 	ids, err := ops.Ints(in[1])
 	if err != nil {
 		return nil, err

@@ -75,6 +75,17 @@ func OpenCheckpoint(dir string) (*Checkpoint, error) {
 	return c, nil
 }
 
+// Holds says whether b lies in the mapping of one of the checkpoint's
+// files: read-only bytes of a file, which tensors are views of.
+func (c *Checkpoint) Holds(b []byte) bool {
+	for _, f := range c.files {
+		if f.Holds(b) {
+			return true
+		}
+	}
+	return false
+}
+
 // Close releases every file of the checkpoint.
 func (c *Checkpoint) Close() error {
 	var errs []error

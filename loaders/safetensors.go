@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 
+	"github.com/gozoo/gozoo/internal/mmap"
 	"github.com/nlpodyssey/safetensors"
 	"github.com/x448/float16"
 )
@@ -78,7 +79,7 @@ func OpenSafetensors(path string) (*SafetensorsFile, error) {
 	if size < 8 {
 		return nil, fmt.Errorf("%s: truncated: %d bytes, a safetensors file starts with an 8-byte header length", path, size)
 	}
-	mapping, release, err := mapFile(f, size)
+	mapping, release, err := mmap.File(f, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: mapping file: %w", path, err)
 	}
@@ -302,6 +303,10 @@ func tensorBytes(dt safetensors.DType, shape []int) (uint64, bool) {
 	}
 	return n, true
 }
+
+// Holds says whether b lies in the file's mapping: read-only bytes of
+// the file.
+func (f *SafetensorsFile) Holds(b []byte) bool { return mmap.Within(b, f.mapping) }
 
 // Close unmaps the file. Tensors already read stay valid.
 func (f *SafetensorsFile) Close() error {

@@ -20,6 +20,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"unsafe"
 
 	"gorgonia.org/tensor"
 
@@ -281,7 +282,7 @@ func LoadWeightsContext(ctx context.Context, dir string, cfg Config, progress fu
 // how far the load got. On success the parameters keep src, the
 // checkpoint whose memory they use, and close it once nothing reaches
 // them any more; on error src is left to the caller.
-func loadAll[S io.Closer](ctx context.Context, where string, ps *graphs.Params, src S, progress func(done, total int64), load func(*graphs.Param) error) error {
+func loadAll[S mappedFile](ctx context.Context, where string, ps *graphs.Params, src S, progress func(done, total int64), load func(*graphs.Param) error) error {
 	params := ps.All()
 	var total, done int64
 	for _, p := range params {
@@ -294,6 +295,7 @@ func loadAll[S io.Closer](ctx context.Context, where string, ps *graphs.Params, 
 		if err := load(p); err != nil {
 			return err
 		}
+		p.ReadOnly = p.Data != nil && src.Holds(storedBytes(p))
 		if done += p.Numel(); progress != nil {
 			progress(done, total)
 		}
@@ -301,6 +303,25 @@ func loadAll[S io.Closer](ctx context.Context, where string, ps *graphs.Params, 
 	ps.Keep(src)
 	// Unmap the files once nothing reaches the parameters any more.
 	runtime.AddCleanup(ps, func(s S) { s.Close() }, src)
+	return nil
+}
+
+// mappedFile is a checkpoint held in read-only file mappings.
+type mappedFile interface {
+	io.Closer
+	Holds(b []byte) bool
+}
+
+// storedBytes is p's data as bytes, in place.
+func storedBytes(p *graphs.Param) []byte {
+	switch v := p.Data.Data().(type) {
+	case []float32:
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
+	case []uint16:
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 2*len(v))
+	case []byte:
+		return v
+	}
 	return nil
 }
 

@@ -53,10 +53,18 @@ type benchResult struct {
 	VisionGFLOPs float64 `json:"vision_gflop_s,omitempty"`
 }
 
-// packedMB is simd.Packed in MB.
-func packedMB() (n int, fromMB, toMB float64) {
-	n, from, to := simd.Packed()
-	return n, float64(from) / 1e6, float64(to) / 1e6
+// packedMB counts the model's weights that decode reads in a packing
+// (their prepared simd.Packing forms), and their MB before and after.
+func packedMB(m zoo.Model) (n int, fromMB, toMB float64) {
+	for _, p := range m.Params().All() {
+		for _, f := range p.Forms() {
+			if pk, ok := f.(*simd.Packing); ok {
+				from, to := pk.Sizes()
+				n, fromMB, toMB = n+1, fromMB+float64(from)/1e6, toMB+float64(to)/1e6
+			}
+		}
+	}
+	return n, fromMB, toMB
 }
 
 func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -160,7 +168,7 @@ func bench(dir string, n, m int, seed uint64, opts graphs.Options, cpuProfile st
 	res.PeakRSSMB = peakRSSMB()
 	stepBytes, stepWeights, headWeights := weightTraffic(model)
 	// Packed matrices are read in their packing.
-	res.Packed, res.PackedFromMB, res.PackedToMB = packedMB()
+	res.Packed, res.PackedFromMB, res.PackedToMB = packedMB(model)
 	stepBytes -= int64((res.PackedFromMB - res.PackedToMB) * 1e6)
 	res.DecodeGBs = float64(stepBytes) * res.DecodeTokS / 1e9
 	res.PrefillGFLOPs = 2 * (float64(stepWeights-headWeights)*float64(n) + float64(headWeights)) * res.PrefillTokS / float64(n) / 1e9

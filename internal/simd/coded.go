@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -36,11 +37,12 @@ import (
 // byte permutes (AVX-512 VBMI's VPERMB) into the float32 bits
 // table[code]<<24 | low bytes<<(24 - 8·low).
 //
-// Which matrices: BF16 and F32 matrices of a read-only file mapping
-// (Mapped), packed when a model binds them to a Linear (PackBF16,
-// PackF32), whose pages are then given back to the kernel (later reads,
-// an embedding row, fault them in again from the file). Memory the
-// program can write is never packed, so a packed copy never goes stale.
+// Which matrices: BF16 and F32 matrices of a read-only file mapping,
+// packed when a model binds them to a Linear (PackBF16, PackF32; the
+// weight keeps the Packing, graphs.Param.Prepare), whose pages are then
+// given back to the kernel (later reads of the file's bytes fault them in
+// again). Memory the program can write is never packed, so a packed copy
+// never goes stale.
 
 // coded is a packed matrix [out, in].
 type coded struct {
@@ -232,13 +234,6 @@ func mulRowsCoded(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 }
 
 var (
-	packMu sync.Mutex
-	// mapped is the read-only file mappings (Mapped), whose matrices may
-	// be packed.
-	mapped []span
-	// packs is the packed matrices (*coded, *x16; nil for a refusal) by
-	// the address of their data in the mapping.
-	packs sync.Map // uintptr -> any
 	// packMin is the smallest matrix (bytes in the file) worth packing:
 	// the size from which decode shares a product with the team.
 	// GOZOO_PACK=all packs every one, so CI checks the packings on the
@@ -246,173 +241,116 @@ var (
 	packMin = map[bool]int{false: splitBytes, true: 0}[os.Getenv("GOZOO_PACK") == "all"]
 	// packOff is GOZOO_PACK=off: matrices stay as the file has them.
 	packOff = os.Getenv("GOZOO_PACK") == "off"
+	// packAll is GOZOO_PACK=all, which also packs where no kernel reads
+	// the packings (plain Go, AVX2): their Go paths then run, so a CI
+	// machine without AVX-512 checks the packings' plumbing too.
+	packAll = os.Getenv("GOZOO_PACK") == "all"
 )
 
-// Mapped records that b is a read-only mapping of a file: matrices in it
-// may be packed (PackBF16, PackF32, PackQuant), and their pages given back to the
-// kernel.
-func Mapped(b []byte) {
-	if len(b) == 0 {
-		return
-	}
-	packMu.Lock()
-	defer packMu.Unlock()
-	mapped = append(mapped, span{uintptr(unsafe.Pointer(&b[0])), len(b)})
+// A Packing is a matrix of a checkpoint file prepared for the decode
+// kernels: coded (BF16 in 12 bits a weight, F32 in 28) or regrouped by 16
+// rows (X16). The weight that owns it (graphs.Param.Prepare) hands it to
+// the products through Weight.On. Its memory lies outside the Go heap and
+// is freed by Release or, failing that, once nothing reaches the Packing.
+type Packing struct {
+	coded    *coded
+	x16      *x16
+	released atomic.Bool
+	cleanup  runtime.Cleanup
 }
 
-// Unmapped forgets the mapping b, and every packing of a matrix in it,
-// before b is unmapped (another mapping may later take its addresses).
-func Unmapped(b []byte) {
-	if len(b) == 0 {
+func newPacking(c *coded, x *x16) *Packing {
+	p := &Packing{coded: c, x16: x}
+	data := p.memory()
+	p.cleanup = runtime.AddCleanup(p, freePacking, data)
+	return p
+}
+
+func (p *Packing) memory() []byte {
+	if p.coded != nil {
+		return p.coded.data
+	}
+	return p.x16.data
+}
+
+// Release frees the packing's memory. The products of a weight whose
+// packing is released read the stored data again; none may be running.
+func (p *Packing) Release() {
+	if p == nil || p.released.Swap(true) {
 		return
 	}
-	packMu.Lock()
-	defer packMu.Unlock()
-	s := span{uintptr(unsafe.Pointer(&b[0])), len(b)}
-	for i, m := range mapped {
-		if m == s {
-			mapped = append(mapped[:i], mapped[i+1:]...)
-			break
-		}
+	p.cleanup.Stop()
+	freePacking(p.memory())
+}
+
+// Sizes are the matrix's bytes as stored and the bytes its packing reads
+// instead.
+func (p *Packing) Sizes() (stored, packed int64) {
+	if c := p.coded; c != nil {
+		return int64(c.fileBytes()), int64(len(c.data) + int(unsafe.Sizeof(codedExc{}))*len(c.exc))
 	}
-	// The packings go too: no product runs on a model whose file is
-	// being unmapped.
-	packs.Range(func(k, v any) bool {
-		if a := k.(uintptr); a >= s.p && a < s.p+uintptr(s.n) {
-			packs.Delete(k)
-			switch p := v.(type) {
-			case *coded:
-				if p != nil {
-					freePacking(p.data)
-				}
-			case *x16:
-				if p != nil {
-					freePacking(p.data)
-				}
-			}
-		}
-		return true
-	})
+	x := p.x16
+	return int64(x.out * x.in / x.f.BlockSize() * x.f.BlockBytes()), int64(len(x.data))
 }
 
 // PackBF16 packs the BF16 matrix w [out, in] for MulT in 12 bits a
-// weight (see coded above) when the kernels can use it (AVX-512 with
-// VBMI), it lies in a file mapping, it is at least packMin bytes, in is a
-// multiple of 32 and its exceptions are few; the pages of w are then given
-// back to the kernel. Packing again, or after a refusal, is a no-op, and
-// GOZOO_PACK=off turns packing off.
-func PackBF16(w []uint16, out, in int) { packFloat(w, out, in) }
+// weight (see coded above), or returns nil where it does not: the kernels
+// cannot use it (AVX-512 with VBMI), it is under packMin bytes, in is not
+// a multiple of 32, its exceptions are too many, or GOZOO_PACK=off. w
+// must lie in a read-only file mapping: its pages are given back to the
+// kernel once packed.
+func PackBF16(w []uint16, out, in int) *Packing { return packFloat(w, out, in) }
 
 // PackF32 is PackBF16 for an F32 matrix, which it packs in 28 bits a
 // weight.
-func PackF32(w []float32, out, in int) {
-	if len(w) > 0 {
-		packFloat(unsafe.Slice((*uint32)(unsafe.Pointer(&w[0])), len(w)), out, in)
-	}
-}
-
-func packFloat[T codedBits](w []T, out, in int) {
-	size := int(unsafe.Sizeof(T(0)))
-	if packOff || !canCoded() || in%32 != 0 || out*in < packMin/size || len(w) < out*in {
-		return
-	}
-	w = w[:out*in]
-	pack(unsafe.Pointer(&w[0]), size*len(w), func() any { return packCoded(w, out, in, release) })
-}
-
-// pack stores build's packing of the n bytes at a, once, if they lie in
-// a file mapping. A refusal is kept too (a nil packing), so that the
-// graphs built later do not try the matrix again.
-func pack(a unsafe.Pointer, n int, build func() any) {
-	if _, ok := packs.Load(uintptr(a)); ok {
-		return
-	}
-	packMu.Lock()
-	defer packMu.Unlock()
-	inFile := false
-	for _, m := range mapped {
-		inFile = inFile || (uintptr(a) >= m.p && uintptr(a)+uintptr(n) <= m.p+uintptr(m.n))
-	}
-	if _, ok := packs.Load(uintptr(a)); ok || !inFile {
-		return
-	}
-	packs.Store(uintptr(a), build())
-}
-
-// Packed reports the matrices packed so far: how many, their bytes in
-// the file and the bytes their packings read instead.
-func Packed() (matrices int, fileBytes, packedBytes int64) {
-	packs.Range(func(_, v any) bool {
-		switch p := v.(type) {
-		case *coded:
-			if p != nil {
-				matrices++
-				fileBytes += int64(p.fileBytes())
-				packedBytes += int64(len(p.data) + int(unsafe.Sizeof(codedExc{}))*len(p.exc))
-			}
-		case *x16:
-			if p != nil {
-				matrices++
-				fileBytes += int64(p.out * p.in / p.f.BlockSize() * p.f.BlockBytes())
-				packedBytes += int64(len(p.data))
-			}
-		}
-		return true
-	})
-	return matrices, fileBytes, packedBytes
-}
-
-// packingOf is the packing of w's data, or nil.
-func packingOf(w Weight) any {
-	var a uintptr
-	switch {
-	case w.Kind == F32 && len(w.F32s) > 0:
-		a = uintptr(unsafe.Pointer(&w.F32s[0]))
-	case w.Kind == BF16 && len(w.U16s) > 0:
-		a = uintptr(unsafe.Pointer(&w.U16s[0]))
-	case w.Kind == Quant && len(w.Bytes) > 0:
-		a = uintptr(unsafe.Pointer(&w.Bytes[0]))
-	default:
+func PackF32(w []float32, out, in int) *Packing {
+	if len(w) == 0 {
 		return nil
 	}
-	v, _ := packs.Load(a)
-	return v
+	return packFloat(unsafe.Slice((*uint32)(unsafe.Pointer(&w[0])), len(w)), out, in)
 }
 
-// Row widens row r of w [rows, in] into dst from w's packing, if it has
-// one, and says whether it did: an embedding row of a tied head. The
-// file's pages of a packed matrix were given back, and reading them again
-// faults in far more than the row (the kernel reads around a fault: 128
-// random rows of Qwen3-0.6B's Q8_0 table brought 100 MB back).
+func packFloat[T codedBits](w []T, out, in int) *Packing {
+	size := int(unsafe.Sizeof(T(0)))
+	if packOff || !(canCoded() || packAll) || in%32 != 0 || out*in < packMin/size || len(w) < out*in {
+		return nil
+	}
+	c := packCoded(w[:out*in], out, in, release)
+	if c == nil {
+		return nil
+	}
+	return newPacking(c, nil)
+}
+
+// On is w as the products run it: on p when p is a live packing of a
+// matrix of w's kind and shape [out, in], else w itself.
+func (w Weight) On(p *Packing, out, in int) Weight {
+	if p == nil || p.released.Load() {
+		return w
+	}
+	if c := p.coded; c != nil && c.codes(w.Kind) && c.out == out && c.in == in {
+		return Weight{Kind: Coded, coded: c}
+	}
+	if x := p.x16; x != nil && w.Kind == Quant && x.f == w.Format && x.out == out && x.in == in {
+		return Weight{Kind: X16, x16: x}
+	}
+	return w
+}
+
+// Row widens row r of a packed weight (Weight.On) [rows, in] into dst
+// and says whether it did: an embedding row of a tied head. The file's
+// pages of a packed matrix were given back, and reading them again
+// faults in far more than the row (the kernel reads around a fault).
 func Row(w Weight, r, in int, dst []float32) bool {
-	switch p := packingOf(w).(type) {
-	case *coded:
-		if p != nil && p.codes(w.Kind) && p.in == in && r < p.out {
-			p.unpackRows(r, r+1, dst[:in])
-			return true
-		}
-	case *x16:
-		if p != nil && w.Kind == Quant && p.f == w.Format && p.in == in && r < p.out {
-			p.widenRows(r, 1, dst[:in])
-			return true
-		}
+	switch {
+	case w.Kind == Coded && w.coded.in == in && r < w.coded.out:
+		w.coded.unpackRows(r, r+1, dst[:in])
+		return true
+	case w.Kind == X16 && w.x16.in == in && r < w.x16.out:
+		w.x16.widenRows(r, 1, dst[:in])
+		return true
 	}
 	return false
-}
-
-// packed is w's packing, if it has one.
-func packed(w Weight, out, in int) (Weight, bool) {
-	switch p := packingOf(w).(type) {
-	case *coded:
-		if p != nil && p.codes(w.Kind) && p.out == out && p.in == in {
-			return Weight{Kind: Coded, coded: p}, true
-		}
-	case *x16:
-		if p != nil && w.Kind == Quant && p.f == w.Format && p.out == out && p.in == in {
-			return Weight{Kind: X16, x16: p}, true
-		}
-	}
-	return w, false
 }
 
 // codes says whether p is a packing of a weight of kind k.

@@ -180,11 +180,11 @@ func TestMulTCoded(t *testing.T) {
 	}
 }
 
-// TestPackFloat checks the packing of a matrix in a file mapping: MulT
-// then reads the packing (packed: the same products), the mapping's bytes
-// still read back after their pages were given back, memory outside a
-// mapping is never packed, and unmapping drops the packing. Without the
-// kernels (plain Go, or a CPU without VBMI) nothing is packed.
+// TestPackFloat checks the packing of a matrix of a file mapping: the
+// products on it (Weight.On) are the same, the mapping's bytes still read
+// back after their pages were given back, a packing serves no other kind
+// or shape, a refusal is nil, and a released packing serves nothing.
+// Without the kernels (plain Go, or a CPU without VBMI) nothing is packed.
 func TestPackFloat(t *testing.T) {
 	defer Force(true)
 	for _, path := range []bool{false, true} {
@@ -206,12 +206,11 @@ func fileWeight(k Kind, b []byte) Weight {
 }
 
 // packWeight offers w to PackBF16 or PackF32.
-func packWeight(w Weight, out, in int) {
+func packWeight(w Weight, out, in int) *Packing {
 	if w.Kind == F32 {
-		PackF32(w.F32s, out, in)
-	} else {
-		PackBF16(w.U16s, out, in)
+		return PackF32(w.F32s, out, in)
 	}
+	return PackBF16(w.U16s, out, in)
 }
 
 func testPackFloat(t *testing.T, r *rand.Rand, c codedCase, out, in int) {
@@ -226,36 +225,27 @@ func testPackFloat(t *testing.T, r *rand.Rand, c codedCase, out, in int) {
 	mapped, spread := fileWeight(c.kind, b[:n]), fileWeight(c.kind, b[n:])
 	heap := fileWeight(c.kind, append([]byte(nil), c.file...))
 
-	packWeight(heap, out, in)
-	if _, ok := packed(heap, out, in); ok {
-		t.Fatal("packed a matrix outside any file mapping")
+	p := packWeight(mapped, out, in)
+	if (p != nil) != (canCoded() || packAll) {
+		t.Fatalf("a matrix of a mapping packed: %v, with kernels for it: %v (GOZOO_PACK=all: %v)", p != nil, canCoded(), packAll)
 	}
-	packWeight(mapped, out, in)
-	if _, ok := packed(mapped, out, in); ok {
-		t.Fatal("packed a matrix of a mapping not declared with Mapped")
-	}
-	Mapped(b)
-	defer Unmapped(b)
-	packWeight(mapped, out, in)
-	if _, ok := packed(mapped, out, in); ok != canCoded() {
-		t.Fatalf("a matrix of a mapping packed: %v, with kernels for it: %v", ok, canCoded())
-	}
-	if !canCoded() {
+	if p == nil {
 		return
 	}
+	defer p.Release()
+	if pw := mapped.On(p, out, in); pw.Kind != Coded {
+		t.Fatalf("the packing does not serve its own weight (%v)", pw.Kind)
+	}
 	other := fileWeight(map[Kind]Kind{F32: BF16, BF16: F32}[c.kind], b[:n])
-	if _, ok := packed(other, out, in); ok {
+	if other.On(p, out, in).Kind == Coded {
 		t.Fatal("the packing served a weight of another kind")
 	}
-	packWeight(spread, out, in)
-	if _, ok := packed(spread, out, in); ok {
-		t.Fatal("packed a matrix of too many exceptions")
-	}
-	if v, ok := packs.Load(uintptr(unsafe.Pointer(&b[n]))); !ok || v.(*coded) != nil {
-		t.Fatal("the refusal was not kept: every graph built would try the matrix again")
-	}
-	if _, ok := packed(mapped, in, out); ok {
+	if mapped.On(p, in, out).Kind == Coded {
 		t.Fatal("the packing served another shape")
+	}
+	if q := packWeight(spread, out, in); q != nil {
+		q.Release()
+		t.Fatal("packed a matrix of too many exceptions")
 	}
 	for i := range c.file {
 		if b[i] != c.file[i] {
@@ -267,7 +257,7 @@ func testPackFloat(t *testing.T, r *rand.Rand, c codedCase, out, in int) {
 		x[i] = float32(r.NormFloat64())
 	}
 	row := make([]float32, in)
-	if !Row(mapped, 5, in, row) {
+	if !Row(mapped.On(p, out, in), 5, in, row) {
 		t.Fatal("no embedding row from the packing")
 	}
 	for i, v := range row {
@@ -275,9 +265,11 @@ func testPackFloat(t *testing.T, r *rand.Rand, c codedCase, out, in int) {
 			t.Fatalf("embedding row 5, value %d: %#x, want %#x", i, math.Float32bits(v), c.bits[5*in+i])
 		}
 	}
+	if Row(heap, 5, in, row) {
+		t.Fatal("Row read a packing of a weight that has none")
+	}
 	got, want := make([]float32, out), make([]float32, out)
-	pw, _ := packed(mapped, out, in) // as MulT puts it in place
-	mulRows(got, x, 1, pw, out, in, 0, out)
+	mulRows(got, x, 1, mapped.On(p, out, in), out, in, 0, out)
 	mulRows(want, x, 1, heap, out, in, 0, out)
 	for j := range got {
 		if d := math.Abs(float64(got[j] - want[j])); d > 1e-4*math.Abs(float64(want[j]))+1e-5 {
@@ -285,14 +277,13 @@ func testPackFloat(t *testing.T, r *rand.Rand, c codedCase, out, in int) {
 		}
 	}
 	if a := testing.AllocsPerRun(20, func() {
-		pw, _ := packed(mapped, out, in)
-		mulRows(got, x, 1, pw, out, in, 0, out)
+		mulRows(got, x, 1, mapped.On(p, out, in), out, in, 0, out)
 	}); a != 0 {
 		t.Errorf("a decode product on the packing allocates %.0f times", a)
 	}
-	Unmapped(b)
-	if _, ok := packed(mapped, out, in); ok {
-		t.Fatal("the packing outlived its mapping")
+	p.Release()
+	if mapped.On(p, out, in).Kind == Coded {
+		t.Fatal("a released packing still serves its weight")
 	}
 }
 

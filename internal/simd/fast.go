@@ -17,7 +17,7 @@ import (
 // MulT does. Results follow llama.cpp's to float32 rounding, not
 // transformers' float32 forward.
 func MulTFast(y, x []float32, T int, w Weight, out, in int) {
-	switch w.Kind {
+	switch k := w.storedKind(); k {
 	case F32:
 		MulT(y, x, T, w, out, in)
 		return
@@ -27,7 +27,7 @@ func MulTFast(y, x []float32, T int, w Weight, out, in int) {
 			*bp = make([]float32, T*in)
 		}
 		r := (*bp)[:T*in]
-		RoundActs(w.Kind, r, x[:T*in])
+		RoundActs(k, r, x[:T*in])
 		MulT(y, r, T, w, out, in)
 		rowBuf.Put(bp)
 		return
@@ -36,6 +36,20 @@ func MulTFast(y, x []float32, T int, w Weight, out, in int) {
 	a.quantize(w.Format, x, T, in)
 	runRows(y, nil, T, w, out, in, a)
 	actsPool.Put(a)
+}
+
+// storedKind is the kind of the checkpoint's weight that w is, or is a
+// packing of (Weight.On).
+func (w Weight) storedKind() Kind {
+	switch {
+	case w.Kind == Coded && w.coded.low == 1:
+		return BF16
+	case w.Kind == Coded:
+		return F32
+	case w.Kind == X16:
+		return Quant
+	}
+	return w.Kind
 }
 
 // ToF16 writes x as F16 bits into dst (to nearest, ties to even).

@@ -130,9 +130,9 @@ func Force(on bool) {
 	}
 }
 
-// MulT computes y [T, out] = x [T, in] · wᵀ for w [out, in].
+// MulT computes y [T, out] = x [T, in] · wᵀ for w [out, in] (on its
+// packing, when the caller put it there: Weight.On).
 func MulT(y, x []float32, T int, w Weight, out, in int) {
-	w, _ = packed(w, out, in)
 	if w.Kind == X16 && x16Sum[w.x16.f] > 0 && T == 1 {
 		sp := sumsBuf.Get().(*[]float32)
 		defer sumsBuf.Put(sp)

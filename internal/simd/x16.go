@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"runtime"
 	"sync"
-	"unsafe"
 
 	"github.com/gozoo/gozoo/internal/quant"
 )
@@ -290,19 +289,22 @@ func x16Sums(x []float32, n int, sums *[]float32) []float32 {
 
 var sumsBuf = sync.Pool{New: func() any { return new([]float32) }}
 
-// PackQuant regroups the Q4_0, Q8_0, Q4_K or Q6_K matrix w [out, in] for exact decode
-// (see X16 above) when the kernels run here, it lies in a file mapping,
-// it is at least packMin bytes and out is a multiple of 16; its pages are
-// then given back to the kernel. Packing again is a no-op, and
-// GOZOO_PACK=off turns packing off.
-func PackQuant(w []byte, f quant.Format, out, in int) {
-	if packOff || !canX16() || x16Words[f] == 0 || out%16 != 0 || in%f.BlockSize() != 0 || len(w) == 0 {
-		return
+// PackQuant regroups the Q4_0, Q8_0, Q4_K or Q6_K matrix w [out, in] for
+// exact decode (see X16 above), or returns nil where it does not: the
+// kernels do not run here, it is under packMin bytes, out is not a
+// multiple of 16, or GOZOO_PACK=off. w must lie in a read-only file
+// mapping: its pages are given back to the kernel once regrouped.
+func PackQuant(w []byte, f quant.Format, out, in int) *Packing {
+	if packOff || !(canX16() || packAll) || x16Words[f] == 0 || out%16 != 0 || in%f.BlockSize() != 0 || len(w) == 0 {
+		return nil
 	}
 	rb := in / f.BlockSize() * f.BlockBytes()
 	if out*rb < packMin || len(w) < out*rb {
-		return
+		return nil
 	}
-	w = w[:out*rb]
-	pack(unsafe.Pointer(&w[0]), len(w), func() any { return packX16(w, f, out, in, release) })
+	x := packX16(w[:out*rb], f, out, in, release)
+	if x == nil {
+		return nil
+	}
+	return newPacking(nil, x)
 }

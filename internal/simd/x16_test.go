@@ -83,10 +83,11 @@ func TestX16(t *testing.T) {
 	}
 }
 
-// TestPackQuant packs only what it may: a Q4_0 matrix of a declared file
-// mapping, 16 rows a group; the mapping's bytes read back after their
-// pages are given back, and a decode product on the packing allocates
-// nothing.
+// TestPackQuant packs only what it may: a Q4_0 matrix of whole groups
+// of 16 rows; the mapping's bytes read back after their pages are given
+// back, the packing serves no other format, an embedding row and a
+// decode product on it equal the file's, allocating nothing, and a
+// released packing serves nothing.
 func TestPackQuant(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	const out, in = 240, 512 // 69 KB: above packMin
@@ -96,30 +97,21 @@ func TestPackQuant(t *testing.T) {
 	b := mapTemp(t, file)
 	mw, modd := b[:len(w)], b[len(w):]
 	weight := func(bs []byte) Weight { return Weight{Kind: Quant, Format: quant.Q4_0, Bytes: bs} }
-
 	heap := append([]byte(nil), w...)
-	PackQuant(heap, quant.Q4_0, out, in)
-	if _, ok := packed(weight(heap), out, in); ok {
-		t.Fatal("packed a matrix outside any file mapping")
+
+	p := PackQuant(mw, quant.Q4_0, out, in)
+	if (p != nil) != (canX16() || packAll) {
+		t.Fatalf("a matrix of a mapping packed: %v, with kernels for it: %v (GOZOO_PACK=all: %v)", p != nil, canX16(), packAll)
 	}
-	PackQuant(mw, quant.Q4_0, out, in)
-	if _, ok := packed(weight(mw), out, in); ok {
-		t.Fatal("packed a matrix of a mapping not declared with Mapped")
-	}
-	Mapped(b)
-	defer Unmapped(b)
-	PackQuant(mw, quant.Q4_0, out, in)
-	if _, ok := packed(weight(mw), out, in); ok != canX16() {
-		t.Fatalf("a matrix of a mapping packed: %v, with kernels for it: %v", ok, canX16())
-	}
-	if !canX16() {
+	if p == nil {
 		return
 	}
-	PackQuant(modd, quant.Q4_0, 120, in)
-	if _, ok := packed(weight(modd), 120, in); ok {
+	defer p.Release()
+	if q := PackQuant(modd, quant.Q4_0, 120, in); q != nil {
+		q.Release()
 		t.Fatal("packed rows that are not whole groups of 16")
 	}
-	if _, ok := packed(Weight{Kind: Quant, Format: quant.Q8_0, Bytes: mw}, out, in); ok {
+	if (Weight{Kind: Quant, Format: quant.Q8_0, Bytes: mw}).On(p, out, in).Kind == X16 {
 		t.Fatal("the packing served another format")
 	}
 	if !bytes.Equal(mw, w) {
@@ -129,7 +121,7 @@ func TestPackQuant(t *testing.T) {
 	rb, _ := quant.Q4_0.RowBytes(in)
 	row, want0 := make([]float32, in), make([]float32, in)
 	quant.DequantizeRow(quant.Q4_0, w[37*rb:38*rb], want0)
-	if !Row(weight(mw), 37, in, row) {
+	if !Row(weight(mw).On(p, out, in), 37, in, row) {
 		t.Fatal("Row did not read the packing")
 	}
 	for i := range row {
@@ -145,8 +137,8 @@ func TestPackQuant(t *testing.T) {
 		x[i] = float32(r.NormFloat64())
 	}
 	got, want := make([]float32, out), make([]float32, out)
-	pw, _ := packed(weight(mw), out, in) // as MulT puts it in place
-	for r0 := 0; r0 < out; r0 += 16 {    // a team's chunks: whole groups
+	pw := weight(mw).On(p, out, in)
+	for r0 := 0; r0 < out; r0 += 16 { // a team's chunks: whole groups
 		mulRowsAny(got, x, 1, pw, out, in, r0, r0+16, nil)
 	}
 	mulRows(want, x, 1, weight(heap), out, in, 0, out)
@@ -156,14 +148,13 @@ func TestPackQuant(t *testing.T) {
 		}
 	}
 	if a := testing.AllocsPerRun(20, func() {
-		pw, _ := packed(weight(mw), out, in)
-		mulRows(got, x, 1, pw, out, in, 0, out)
+		mulRows(got, x, 1, weight(mw).On(p, out, in), out, in, 0, out)
 	}); a != 0 {
 		t.Errorf("a decode product on the packing allocates %.0f times", a)
 	}
-	Unmapped(b)
-	if _, ok := packed(weight(mw), out, in); ok {
-		t.Fatal("the packing outlived its mapping")
+	p.Release()
+	if weight(mw).On(p, out, in).Kind == X16 {
+		t.Fatal("a released packing still serves its weight")
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"os"
 	"slices"
 	"strconv"
+
+	"github.com/gozoo/gozoo/internal/mmap"
 )
 
 // Limits of the format as this reader accepts it.
@@ -178,7 +180,7 @@ func Open(path string) (*File, error) {
 	if size < 0 || uint64(size) > uint64(math.MaxInt) {
 		return nil, fmt.Errorf("%s: file size %d does not fit in memory", path, size)
 	}
-	data, release, err := mapFile(fh, int(size))
+	data, release, err := mmap.File(fh, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: mapping file: %w", path, err)
 	}
@@ -201,6 +203,10 @@ func Parse(name string, data []byte) (*File, error) {
 	}
 	return f, nil
 }
+
+// Holds says whether b lies in the file's mapping (Open; a File made by
+// Parse holds no mapping): read-only bytes of the file.
+func (f *File) Holds(b []byte) bool { return f.release != nil && mmap.Within(b, f.data) }
 
 // Close releases the mapping made by Open; the slices returned by Data must
 // not be used afterwards. Closing a File made by Parse, or closing twice, is
