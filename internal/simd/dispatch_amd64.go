@@ -80,16 +80,31 @@ func asmUnpackCoded(p *coded, r0, r1 int, dst []float32) bool {
 	return true
 }
 
-// detect picks AVX-512 (F for the arithmetic, BW for the 16-bit loads),
-// else AVX2 with FMA and F16C, else nothing.
+// detect picks AVX-512, else AVX2 with FMA and F16C, else nothing.
 func detect() *isa {
 	switch {
-	case cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW:
+	case hasAVX512():
 		return avx512
-	case cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C:
+	case hasAVX2():
 		return avx2
 	}
 	return nil
+}
+
+// hasAVX2 says whether the AVX2 kernels (*AVX2, prefetchLines) run here:
+// they use AVX2, FMA and F16C, VEX-encoded only (TestAVX2KernelsVEX).
+func hasAVX2() bool { return cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C }
+
+// hasAVX512 says whether the AVX-512 kernels run here: F for the
+// arithmetic, BW for the 16-bit loads, DQ and VL that most of them also
+// use, BMI1 (quantQ8_KActsAVX512's TZCNT), and the AVX2 set, since fast
+// mode runs the AVX2 kernels on AVX-512 machines too and the AVX-512
+// kernels use AVX2 and F16C instructions. Every AVX-512 CPU with BW has
+// the rest; the checks guard against hypervisors that hide features.
+// (GFNI, VBMI and VNNI are checked where their kernels are picked.)
+func hasAVX512() bool {
+	x := &cpu.X86
+	return x.HasAVX512F && x.HasAVX512BW && x.HasAVX512DQ && x.HasAVX512VL && x.HasBMI1 && hasAVX2()
 }
 
 // asmDots runs the active kernel for an R×C tile at weight offset w0. Each
@@ -297,10 +312,10 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 // tests that check every kernel.
 func supported() []*isa {
 	var out []*isa
-	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW {
+	if hasAVX512() {
 		out = append(out, avx512)
 	}
-	if cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C {
+	if hasAVX2() {
 		out = append(out, avx2)
 	}
 	return out

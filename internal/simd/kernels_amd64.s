@@ -7902,7 +7902,7 @@ DATA fastq5bits<>+24(SB)/8, $0x7fbfdfeff7fbfdfe
 GLOBL fastq5bits<>(SB), RODATA|NOPTR, $32
 
 // func fastQ8_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·fastQ8_0AVX2(SB), NOSPLIT, $0-56
 	MOVQ         w+0(FP), AX
 	MOVQ         ldw+8(FP), CX
@@ -7916,14 +7916,14 @@ TEXT ·fastQ8_0AVX2(SB), NOSPLIT, $0-56
 	VPBROADCASTD X0, Y0
 
 fastQ8_0AVX2_row:
-	TESTQ  DX, DX
-	JZ     fastQ8_0AVX2_end
-	VPXORD Y1, Y1, Y1
-	VPXORD Y2, Y2, Y2
-	MOVQ   AX, R9
-	MOVQ   SI, R10
-	MOVQ   DI, R11
-	MOVQ   BX, R12
+	TESTQ DX, DX
+	JZ    fastQ8_0AVX2_end
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	MOVQ  AX, R9
+	MOVQ  SI, R10
+	MOVQ  DI, R11
+	MOVQ  BX, R12
 
 fastQ8_0AVX2_block:
 	CMPQ         R12, $0x02
@@ -7988,13 +7988,13 @@ fastQ8_0AVX2_tail:
 
 fastQ8_0AVX2_rowdone:
 	VADDPS       Y2, Y1, Y1
-	VEXTRACTF128 $0x01, Y1, X3
-	VADDPS       X3, X1, X3
-	VPERMILPS    $0x4e, X3, X4
-	VADDPS       X4, X3, X3
-	VPERMILPS    $0xb1, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSS       X3, (R8)
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSS       X1, (R8)
 	ADDQ         $0x04, R8
 	ADDQ         CX, AX
 	DECQ         DX
@@ -8127,7 +8127,7 @@ fastQ8_0x4AVX2_end:
 	RET
 
 // func fastQ4_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·fastQ4_0AVX2(SB), NOSPLIT, $0-56
 	MOVQ         w+0(FP), AX
 	MOVQ         ldw+8(FP), CX
@@ -8147,14 +8147,14 @@ TEXT ·fastQ4_0AVX2(SB), NOSPLIT, $0-56
 	VPBROADCASTD X2, Y2
 
 fastQ4_0AVX2_row:
-	TESTQ  DX, DX
-	JZ     fastQ4_0AVX2_end
-	VPXORD Y3, Y3, Y3
-	VPXORD Y4, Y4, Y4
-	MOVQ   AX, R9
-	MOVQ   SI, R10
-	MOVQ   DI, R11
-	MOVQ   BX, R12
+	TESTQ DX, DX
+	JZ    fastQ4_0AVX2_end
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	MOVQ  AX, R9
+	MOVQ  SI, R10
+	MOVQ  DI, R11
+	MOVQ  BX, R12
 
 fastQ4_0AVX2_block:
 	CMPQ         R12, $0x02
@@ -8231,13 +8231,13 @@ fastQ4_0AVX2_tail:
 
 fastQ4_0AVX2_rowdone:
 	VADDPS       Y4, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X5
-	VADDPS       X5, X3, X5
-	VPERMILPS    $0x4e, X5, X6
-	VADDPS       X6, X5, X5
-	VPERMILPS    $0xb1, X5, X6
-	VADDPS       X6, X5, X5
-	VMOVSS       X5, (R8)
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
 	ADDQ         $0x04, R8
 	ADDQ         CX, AX
 	DECQ         DX
@@ -8380,7 +8380,7 @@ fastQ4_0x4AVX2_end:
 	RET
 
 // func fastQ5_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, FMA3, MMX+
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·fastQ5_0AVX2(SB), NOSPLIT, $0-56
 	MOVQ         w+0(FP), AX
 	MOVQ         ldw+8(FP), CX
@@ -8400,14 +8400,14 @@ TEXT ·fastQ5_0AVX2(SB), NOSPLIT, $0-56
 	VPBROADCASTD X2, Y2
 
 fastQ5_0AVX2_row:
-	TESTQ  DX, DX
-	JZ     fastQ5_0AVX2_end
-	VPXORD Y3, Y3, Y3
-	VPXORD Y4, Y4, Y4
-	MOVQ   AX, R9
-	MOVQ   SI, R10
-	MOVQ   DI, R11
-	MOVQ   BX, R12
+	TESTQ DX, DX
+	JZ    fastQ5_0AVX2_end
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	MOVQ  AX, R9
+	MOVQ  SI, R10
+	MOVQ  DI, R11
+	MOVQ  BX, R12
 
 fastQ5_0AVX2_block:
 	CMPQ         R12, $0x02
@@ -8508,13 +8508,13 @@ fastQ5_0AVX2_tail:
 
 fastQ5_0AVX2_rowdone:
 	VADDPS       Y4, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X5
-	VADDPS       X5, X3, X5
-	VPERMILPS    $0x4e, X5, X6
-	VADDPS       X6, X5, X5
-	VPERMILPS    $0xb1, X5, X6
-	VADDPS       X6, X5, X5
-	VMOVSS       X5, (R8)
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
 	ADDQ         $0x04, R8
 	ADDQ         CX, AX
 	DECQ         DX
@@ -10120,14 +10120,14 @@ TEXT ·fastQ6_KVNNI(SB), NOSPLIT, $0-64
 	KMOVW        R10, K1
 
 fastQ6_KVNNI_row:
-	TESTQ  DX, DX
-	JZ     fastQ6_KVNNI_end
-	VPXORD Y10, Y10, Y10
-	MOVQ   AX, R10
-	MOVQ   SI, R11
-	MOVQ   DI, R12
-	MOVQ   R8, R13
-	MOVQ   BX, R14
+	TESTQ DX, DX
+	JZ    fastQ6_KVNNI_end
+	VPXOR Y10, Y10, Y10
+	MOVQ  AX, R10
+	MOVQ  SI, R11
+	MOVQ  DI, R12
+	MOVQ  R8, R13
+	MOVQ  BX, R14
 
 fastQ6_KVNNI_block:
 	TESTQ        R14, R14
@@ -10234,12 +10234,12 @@ fastQ6_KVNNI_block:
 
 fastQ6_KVNNI_rowdone:
 	VEXTRACTF128 $0x01, Y10, X11
-	VADDPS       X11, X10, X11
-	VPERMILPS    $0x4e, X11, X13
-	VADDPS       X13, X11, X11
-	VPERMILPS    $0xb1, X11, X13
-	VADDPS       X13, X11, X11
-	VMOVSS       X11, (R9)
+	VADDPS       X11, X10, X10
+	VPERMILPS    $0x4e, X10, X11
+	VADDPS       X11, X10, X10
+	VPERMILPS    $0xb1, X10, X11
+	VADDPS       X11, X10, X10
+	VMOVSS       X10, (R9)
 	ADDQ         $0x04, R9
 	ADDQ         CX, AX
 	DECQ         DX
@@ -10250,7 +10250,7 @@ fastQ6_KVNNI_end:
 	RET
 
 // func fastQ4_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, halves *float32, y *float32)
-// Requires: AVX, AVX512F, AVX512VL, AVX512VNNI, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512F, AVX512VL, AVX512VNNI, FMA3, MMX+
 TEXT ·fastQ4_0VNNI(SB), NOSPLIT, $0-72
 	MOVQ         w+0(FP), AX
 	MOVQ         ldw+8(FP), CX
@@ -10261,15 +10261,15 @@ TEXT ·fastQ4_0VNNI(SB), NOSPLIT, $0-72
 	VPBROADCASTD DI, Y0
 
 fastQ4_0VNNI_row:
-	TESTQ  DX, DX
-	JZ     fastQ4_0VNNI_end
-	VPXORD Y1, Y1, Y1
-	VPXORD Y2, Y2, Y2
-	MOVQ   AX, DI
-	MOVQ   xq+32(FP), R8
-	MOVQ   xd+40(FP), R9
-	MOVQ   lanes+48(FP), R10
-	MOVQ   blocks+24(FP), R11
+	TESTQ DX, DX
+	JZ    fastQ4_0VNNI_end
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	MOVQ  AX, DI
+	MOVQ  xq+32(FP), R8
+	MOVQ  xd+40(FP), R9
+	MOVQ  lanes+48(FP), R10
+	MOVQ  blocks+24(FP), R11
 
 fastQ4_0VNNI_block:
 	CMPQ         R11, $0x02
@@ -10331,13 +10331,13 @@ fastQ4_0VNNI_tail:
 
 fastQ4_0VNNI_rowdone:
 	VADDPS       Y2, Y1, Y1
-	VEXTRACTF128 $0x01, Y1, X3
-	VADDPS       X3, X1, X3
-	VPERMILPS    $0x4e, X3, X4
-	VADDPS       X4, X3, X3
-	VPERMILPS    $0xb1, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSS       X3, (BX)
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSS       X1, (BX)
 	ADDQ         $0x04, BX
 	ADDQ         CX, AX
 	DECQ         DX
@@ -10362,15 +10362,15 @@ TEXT ·fastQ5_0VNNI(SB), NOSPLIT, $0-72
 	VPBROADCASTD DI, Y2
 
 fastQ5_0VNNI_row:
-	TESTQ  DX, DX
-	JZ     fastQ5_0VNNI_end
-	VPXORD Y3, Y3, Y3
-	VPXORD Y4, Y4, Y4
-	MOVQ   AX, DI
-	MOVQ   xq+32(FP), R8
-	MOVQ   xd+40(FP), R9
-	MOVQ   lanes+48(FP), R10
-	MOVQ   blocks+24(FP), R11
+	TESTQ DX, DX
+	JZ    fastQ5_0VNNI_end
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	MOVQ  AX, DI
+	MOVQ  xq+32(FP), R8
+	MOVQ  xd+40(FP), R9
+	MOVQ  lanes+48(FP), R10
+	MOVQ  blocks+24(FP), R11
 
 fastQ5_0VNNI_block:
 	CMPQ         R11, $0x02
@@ -10444,13 +10444,13 @@ fastQ5_0VNNI_tail:
 
 fastQ5_0VNNI_rowdone:
 	VADDPS       Y4, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X5
-	VADDPS       X5, X3, X5
-	VPERMILPS    $0x4e, X5, X6
-	VADDPS       X6, X5, X5
-	VPERMILPS    $0xb1, X5, X6
-	VADDPS       X6, X5, X5
-	VMOVSS       X5, (BX)
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (BX)
 	ADDQ         $0x04, BX
 	ADDQ         CX, AX
 	DECQ         DX

@@ -307,6 +307,18 @@ func rowLoopPairs(name string, is isa, rows, w, ldw, y, b GPVirtual, acc []VecVi
 	})
 }
 
+// zeroVec clears v with a zero idiom its width allows: VPXOR (VEX) for
+// xmm and ymm, which every AVX2 machine runs, and VPXORD only for zmm.
+// VPXORD on a ymm register is EVEX-encoded (AVX-512VL): in an AVX2 kernel
+// it is an illegal instruction on machines without AVX-512.
+func zeroVec(v VecVirtual) {
+	if v.Size() == 64 {
+		VPXORD(v, v, v)
+		return
+	}
+	VPXOR(v, v, v)
+}
+
 // rowsOf is the row loop of rowLoop and rowLoopPairs: per row, the
 // accumulators cleared, start, the blocks (which end at _rowdone or fall
 // through to it), then the accumulators summed into y[r].
@@ -315,7 +327,7 @@ func rowsOf(name string, is isa, rows, w, ldw, y GPVirtual, acc []VecVirtual, st
 	TESTQ(rows, rows)
 	JZ(LabelRef(name + "_end"))
 	for _, a := range acc {
-		VPXORD(a, a, a)
+		zeroVec(a)
 	}
 	start()
 	blocks()
