@@ -159,11 +159,7 @@ func (c *Config) New(p graphs.Scope) (zoo.Model, error) {
 		})
 		m.LayerCaches = append(m.LayerCaches, attn.Cache())
 	}
-	if c.TieWordEmbeddings {
-		m.head = m.wte.Tied()
-	} else {
-		m.head = layers.NewLinear(p.Sub("lm_head"), D, c.VocabSize, false)
-	}
+	m.head = layers.NewHead(p.Sub("lm_head"), m.wte, c.TieWordEmbeddings)
 	return m, nil
 }
 

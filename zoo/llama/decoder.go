@@ -142,11 +142,7 @@ func (d *Decoder) New(p graphs.Scope) (zoo.Model, error) {
 		m.LayerCaches = append(m.LayerCaches, b.attn.Cache())
 	}
 	m.norm = layers.NewRMSNorm(body.Sub("norm"), layers.PlainNorm, d.HiddenSize, d.RMSNormEps)
-	if d.TieWordEmbeddings {
-		m.head = m.embed.Tied()
-	} else {
-		m.head = layers.NewLinear(p.Sub("lm_head"), d.HiddenSize, d.VocabSize, false)
-	}
+	m.head = layers.NewHead(p.Sub("lm_head"), m.embed, d.TieWordEmbeddings)
 	return m, nil
 }
 
