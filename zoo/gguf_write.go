@@ -238,7 +238,7 @@ func ggufArchMeta(arch string, cfg map[string]any, m Model) ([]gguf.KV, error) {
 		out = append(out, k("attention.sliding_window", u(intOf(cfg, "sliding_window", 0))),
 			k("rope.freq_base_swa", float32(floatOf(cfg, "rope_local_base_freq", 10000))))
 		var sliding []bool
-		for _, c := range m.Caches() {
+		for _, c := range m.Params().Caches() {
 			sliding = append(sliding, c.Window > 0)
 		}
 		out = append(out, k("attention.sliding_window_pattern", sliding))

@@ -157,7 +157,6 @@ func (c *Config) New(p graphs.Scope) (zoo.Model, error) {
 			ln2:  layers.NewLayerNorm(hp.Sub("ln_2"), D, c.LayerNormEpsilon),
 			mlp:  layers.NewMLPNamed(hp.Sub("mlp"), "c_fc", "c_proj", D, c.Inner(), c.ActivationFunction),
 		})
-		m.LayerCaches = append(m.LayerCaches, attn.Cache())
 	}
 	m.head = layers.NewHead(p.Sub("lm_head"), m.wte, c.TieWordEmbeddings)
 	return m, nil

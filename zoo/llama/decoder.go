@@ -139,7 +139,6 @@ func (d *Decoder) New(p graphs.Scope) (zoo.Model, error) {
 			b.mlp = layers.NewGatedMLP(lp.Sub("mlp"), d.HiddenSize, d.IntermediateSize, d.HiddenAct, d.MLPBias)
 		}
 		m.layers = append(m.layers, b)
-		m.LayerCaches = append(m.LayerCaches, b.attn.Cache())
 	}
 	m.norm = layers.NewRMSNorm(body.Sub("norm"), layers.PlainNorm, d.HiddenSize, d.RMSNormEps)
 	m.head = layers.NewHead(p.Sub("lm_head"), m.embed, d.TieWordEmbeddings)
