@@ -26,6 +26,9 @@ func (b *Base) NumLayers() int         { return b.Dims.NumLayers }
 // Windows turns config.json's layer_types into per-layer sliding windows
 // (0 for full attention), for the families whose configs carry them.
 func Windows(types []string, window *int, layers int) ([]int, error) {
+	if layers <= 0 {
+		return nil, fmt.Errorf("num_hidden_layers must be positive, got %d", layers)
+	}
 	if len(types) != layers {
 		return nil, fmt.Errorf("layer_types has %d entries for %d layers", len(types), layers)
 	}
