@@ -144,9 +144,6 @@ func (c *Config) InitializerRange() float64 { return c.Text.InitRange }
 // model.connector.modality_projection.proj, model.text_model.* and
 // lm_head.
 func (c *Config) New(p graphs.Scope) (zoo.Model, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
 	text, err := c.Text.New(p)
 	if err != nil {
 		return nil, err
