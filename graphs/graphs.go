@@ -42,9 +42,8 @@ type Model interface {
 	Norm(s *Step, h *G.Node) *G.Node
 	// Head projects normed rows [R, D] onto the vocabulary: [R, V].
 	Head(s *Step, h *G.Node) *G.Node
-	// Caches describes each layer's KV cache.
-	Caches() []LayerCache
-	// Params are the weights the model declared.
+	// Params are the weights and the KV caches the model declared (the
+	// session allocates the caches from Params().Caches()).
 	Params() *Params
 	HiddenSize() int
 	VocabSize() int
@@ -52,13 +51,42 @@ type Model interface {
 	MaxPositions() int
 }
 
-// LayerCache is one attention layer's KV cache: KVHeads heads of KeyDim
-// (keys) and ValueDim (values). Window > 0 is a sliding window of that many
-// positions: the layer keeps a ring of Window positions instead of the
-// whole context.
+// CacheKind is what a layer keeps of past positions from one step to the
+// next.
+type CacheKind uint8
+
+const (
+	// NoCache keeps nothing: the kind of a layer that declared no cache.
+	NoCache CacheKind = iota
+	// FullCache keeps every position, up to the session's capacity.
+	FullCache
+	// SlidingCache keeps the last Window positions, in a ring.
+	SlidingCache
+)
+
+func (k CacheKind) String() string {
+	if k > SlidingCache {
+		return fmt.Sprintf("CacheKind(%d)", uint8(k))
+	}
+	return [...]string{"none", "full", "sliding"}[k]
+}
+
+// LayerCache is one layer's KV cache as its attention declared it
+// (Scope.Cache): KVHeads heads of KeyDim (keys) and ValueDim (values), and
+// for a SlidingCache the Window of positions its ring holds.
 type LayerCache struct {
+	Kind                      CacheKind
 	KVHeads, KeyDim, ValueDim int
 	Window                    int
+}
+
+// slots is the number of positions the cache holds in a session of
+// capacity positions.
+func (l LayerCache) slots(capacity int) int {
+	if l.Kind == SlidingCache && l.Window < capacity {
+		return l.Window
+	}
+	return capacity
 }
 
 // Tap names of the standard captures. hidden_states.0 is the embedding
@@ -118,12 +146,8 @@ func (s *Step) Bind(p *Param) *G.Node {
 // [KVHeads, slots, KeyDim] and [KVHeads, slots, ValueDim], float32 or
 // (Options.KVCacheF16) F16 bits.
 func (s *Step) Cache(layer int) (k, v *G.Node) {
-	if s.cache == nil || layer < 0 || layer >= len(s.cache.K) {
-		n := 0
-		if s.cache != nil {
-			n = len(s.cache.K)
-		}
-		panic(fmt.Errorf("layer %d has no KV cache (the model's Caches lists %d layers)", layer, n))
+	if s.cache == nil || layer < 0 || layer >= len(s.cache.K) || s.cache.K[layer] == nil {
+		panic(fmt.Errorf("layer %d declared no KV cache", layer))
 	}
 	name := fmt.Sprintf("kvcache.%d.", layer)
 	kt, vt := s.cache.K[layer], s.cache.V[layer]
@@ -179,7 +203,8 @@ func matchAny(patterns []string, name string) bool {
 
 // KVCache holds a session's keys and values: per layer [KVHeads, slots,
 // dim], where slots is the capacity for a full-attention layer and the
-// window for a sliding one (a ring: position p lives in slot p % slots).
+// window for a sliding one (a ring: position p lives in slot p % slots),
+// and nil for a layer without a cache.
 // They are float32, or F16 bits in uint16 with F16 set. Go leaves
 // untouched pages of a large allocation to the kernel, so a big capacity
 // costs memory only as it fills.
@@ -189,8 +214,8 @@ type KVCache struct {
 	F16      bool
 }
 
-// NewKVCache allocates caches for the layers with room for capacity
-// positions, in F16 when f16 is set.
+// NewKVCache allocates the caches the layers declared with room for
+// capacity positions, in F16 when f16 is set.
 func NewKVCache(layers []LayerCache, capacity int, f16 bool) *KVCache {
 	c := &KVCache{Capacity: capacity, F16: f16}
 	dt := tensor.Float32
@@ -198,12 +223,13 @@ func NewKVCache(layers []LayerCache, capacity int, f16 bool) *KVCache {
 		dt = tensor.Uint16
 	}
 	for _, l := range layers {
-		slots := capacity
-		if l.Window > 0 && l.Window < capacity {
-			slots = l.Window
+		var k, v *tensor.Dense
+		if l.Kind != NoCache {
+			slots := l.slots(capacity)
+			k = tensor.New(tensor.WithShape(l.KVHeads, slots, l.KeyDim), tensor.Of(dt))
+			v = tensor.New(tensor.WithShape(l.KVHeads, slots, l.ValueDim), tensor.Of(dt))
 		}
-		c.K = append(c.K, tensor.New(tensor.WithShape(l.KVHeads, slots, l.KeyDim), tensor.Of(dt)))
-		c.V = append(c.V, tensor.New(tensor.WithShape(l.KVHeads, slots, l.ValueDim), tensor.Of(dt)))
+		c.K, c.V = append(c.K, k), append(c.V, v)
 	}
 	return c
 }
@@ -220,6 +246,9 @@ func kvBytes(f16 bool) int {
 func (c *KVCache) Bytes() int64 {
 	var n int64
 	for i := range c.K {
+		if c.K[i] == nil {
+			continue
+		}
 		n += int64(c.K[i].Shape().TotalSize()+c.V[i].Shape().TotalSize()) * int64(kvBytes(c.F16))
 	}
 	return n

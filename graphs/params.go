@@ -376,10 +376,12 @@ func (p *Param) storedFloat32s() []float32 {
 	return out
 }
 
-// Params is the set of parameters a model declared, in declaration order.
+// Params is what a model declared: its parameters, in declaration order,
+// and its layers' KV caches.
 type Params struct {
 	list   []*Param
 	byName map[string]*Param
+	caches []LayerCache // by layer
 	// keep holds what the data points into (a memory-mapped checkpoint),
 	// so it lives as long as the parameters.
 	keep []any
@@ -411,6 +413,11 @@ func (ps *Params) Release() {
 		p.releaseForms()
 	}
 }
+
+// Caches lists the KV cache each layer declared (Scope.Cache), by layer
+// index, up to the last layer that declared one; a layer that declared
+// none has a NoCache entry.
+func (ps *Params) Caches() []LayerCache { return ps.caches }
 
 // Keep ties the life of v (for example a memory mapping the data lives in)
 // to the parameters.
@@ -487,6 +494,24 @@ func (s Scope) Param(name string, role Role, shape ...int) *Param {
 	s.params.list = append(s.params.list, p)
 	s.params.byName[full] = p
 	return p
+}
+
+// Cache declares the KV cache of decoder layer i, as the layer's attention
+// is declared: the session allocates it, and the layer's steps read and
+// extend it (Step.Cache). Declaring a layer's cache twice, or a sliding
+// cache without a window, panics: it is a bug in the model.
+func (s Scope) Cache(layer int, c LayerCache) {
+	if layer < 0 || c.Kind > SlidingCache || (c.Kind == SlidingCache) != (c.Window > 0) {
+		panic(fmt.Sprintf("%s: layer %d declares a %v KV cache with window %d", s.prefix, layer, c.Kind, c.Window))
+	}
+	ps := s.params
+	if layer < len(ps.caches) && ps.caches[layer].Kind != NoCache {
+		panic(fmt.Sprintf("%s: layer %d declares a second KV cache", s.prefix, layer))
+	}
+	for len(ps.caches) <= layer {
+		ps.caches = append(ps.caches, LayerCache{})
+	}
+	ps.caches[layer] = c
 }
 
 // Widen converts 16-bit floats to float32. Both conversions are exact:

@@ -124,9 +124,9 @@ func NewSession(m Model, opts Options) (*Session, error) {
 	if len(opts.Buckets) == 0 || !slices.IsSorted(opts.Buckets) || opts.Buckets[0] < 1 {
 		return nil, fmt.Errorf("prefill buckets must be ascending positive lengths, got %v", opts.Buckets)
 	}
-	caches := m.Caches()
-	if len(caches) != m.NumLayers() {
-		return nil, fmt.Errorf("the model describes %d layer caches for %d layers", len(caches), m.NumLayers())
+	caches := m.Params().Caches()
+	if len(caches) > m.NumLayers() {
+		return nil, fmt.Errorf("layer %d declared a KV cache, the model has %d layers", len(caches)-1, m.NumLayers())
 	}
 	// The KV caches are allocated here, in full: check their size, with
 	// overflow checks, against the memory available first.
@@ -136,10 +136,10 @@ func NewSession(m Model, opts Options) (*Session, error) {
 	}
 	var kv uint64
 	for i, l := range caches {
-		slots := opts.Capacity
-		if l.Window > 0 && l.Window < slots {
-			slots = l.Window
+		if l.Kind == NoCache {
+			continue
 		}
+		slots := l.slots(opts.Capacity)
 		if l.KVHeads <= 0 || l.KeyDim <= 0 || l.ValueDim <= 0 {
 			return nil, fmt.Errorf("layer %d's KV cache has %d heads of %d and %d dimensions", i, l.KVHeads, l.KeyDim, l.ValueDim)
 		}
@@ -357,7 +357,7 @@ func (s *Session) run(in Input, T int, all bool) ([]float32, error) {
 		}
 		err = fmt.Errorf("running the %d-row graph at position %d: %w", T, s.pos, err)
 		for _, k := range s.cache.K {
-			if k.Shape()[1] < s.cache.Capacity { // a sliding window's ring
+			if k != nil && k.Shape()[1] < s.cache.Capacity { // a sliding window's ring
 				s.interrupted = err
 				break
 			}

@@ -39,3 +39,41 @@ func TestChunkPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheDeclarations checks that the caches a model's layers declare
+// are the record the session allocates from: by layer, a gap is a layer
+// without a cache, and a layer declares one cache at most.
+func TestCacheDeclarations(t *testing.T) {
+	ps := NewParams()
+	root := ps.Root()
+	root.Sub("layers", 0).Cache(0, LayerCache{Kind: FullCache, KVHeads: 2, KeyDim: 4, ValueDim: 4})
+	root.Sub("layers", 2).Cache(2, LayerCache{Kind: SlidingCache, KVHeads: 1, KeyDim: 8, ValueDim: 6, Window: 3})
+	got := ps.Caches()
+	if len(got) != 3 || got[0].Kind != FullCache || got[1].Kind != NoCache || got[2].Kind != SlidingCache {
+		t.Fatalf("declared caches %v", got)
+	}
+	c := NewKVCache(got, 10, false)
+	if c.K[1] != nil || c.V[1] != nil {
+		t.Error("a layer without a cache was given one")
+	}
+	if k, v := c.K[0].Shape(), c.V[2].Shape(); k[1] != 10 || v[1] != 3 || v[2] != 6 {
+		t.Errorf("full cache %v, sliding cache %v", k, v)
+	}
+	if want := int64(4 * (2*10*4*2 + 1*3*(8+6))); c.Bytes() != want {
+		t.Errorf("cache holds %d bytes, want %d", c.Bytes(), want)
+	}
+	for name, declare := range map[string]func(){
+		"twice":              func() { root.Cache(0, LayerCache{Kind: FullCache, KVHeads: 2, KeyDim: 4, ValueDim: 4}) },
+		"sliding, no window": func() { root.Cache(3, LayerCache{Kind: SlidingCache, KVHeads: 1, KeyDim: 4, ValueDim: 4}) },
+		"full with a window": func() { root.Cache(3, LayerCache{Kind: FullCache, KVHeads: 1, KeyDim: 4, ValueDim: 4, Window: 2}) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("declaring a cache %s did not panic", name)
+				}
+			}()
+			declare()
+		}()
+	}
+}

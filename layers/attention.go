@@ -34,8 +34,8 @@ type Attention struct {
 	Config       AttentionConfig
 }
 
-// NewAttention declares p.{q,k,v,o}_proj and, with QK-norm,
-// p.{q,k}_norm.
+// NewAttention declares p.{q,k,v,o}_proj, with QK-norm p.{q,k}_norm,
+// and layer c.Layer's KV cache.
 func NewAttention(p graphs.Scope, hidden int, c AttentionConfig) *Attention {
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	a := &Attention{
@@ -49,14 +49,16 @@ func NewAttention(p graphs.Scope, hidden int, c AttentionConfig) *Attention {
 		a.QNorm = NewRMSNorm(p.Sub("q_norm"), c.QKNorm, c.HeadDim, c.NormEps)
 		a.KNorm = NewRMSNorm(p.Sub("k_norm"), c.QKNorm, c.HeadDim, c.NormEps)
 	}
+	declareCache(p, c)
 	return a
 }
 
 // NewFusedAttention declares one projection p.<qkv> whose output rows are
-// q, k and v in that order (GPT-2's c_attn, Phi's qkv_proj) and the output
-// projection p.<out>.
+// q, k and v in that order (GPT-2's c_attn, Phi's qkv_proj), the output
+// projection p.<out> and layer c.Layer's KV cache.
 func NewFusedAttention(p graphs.Scope, qkv, out string, hidden int, c AttentionConfig) *Attention {
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	declareCache(p, c)
 	return &Attention{
 		QKV:    NewLinear(p.Sub(qkv), hidden, q+2*kv, c.Bias),
 		O:      NewLinear(p.Sub(out), q, hidden, c.Bias),
@@ -64,10 +66,14 @@ func NewFusedAttention(p graphs.Scope, qkv, out string, hidden int, c AttentionC
 	}
 }
 
-// Cache is the KV cache the block needs.
-func (a *Attention) Cache() graphs.LayerCache {
-	c := a.Config
-	return graphs.LayerCache{KVHeads: c.KVHeads, KeyDim: c.HeadDim, ValueDim: c.HeadDim, Window: c.Window}
+// declareCache declares the KV cache the block reads and extends: the
+// whole context, or a ring of Window positions.
+func declareCache(p graphs.Scope, c AttentionConfig) {
+	kind := graphs.FullCache
+	if c.Window > 0 {
+		kind = graphs.SlidingCache
+	}
+	p.Cache(c.Layer, graphs.LayerCache{Kind: kind, KVHeads: c.KVHeads, KeyDim: c.HeadDim, ValueDim: c.HeadDim, Window: c.Window})
 }
 
 // Forward maps x [T, D] to [T, D]. When the step captures

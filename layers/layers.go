@@ -91,9 +91,16 @@ func (e Embedding) ForwardPositions(s *graphs.Step) *G.Node {
 	return ops.Apply(embeddingLookup{dtype: e.Table.DType, name: e.Table.Name, padding: true, table: e.Table}, s.Bind(e.Table), s.Positions)
 }
 
-// Tied is the head that projects onto the vocabulary with the embedding
-// table itself (tie_word_embeddings): a Linear over the same memory.
-func (e Embedding) Tied() Linear { return Linear{Weight: e.Table} }
+// NewHead is the head that projects onto e's vocabulary. Tied
+// (tie_word_embeddings), it is the embedding table itself, a Linear over
+// the same memory, and declares nothing; else it declares p.weight [V, D],
+// without bias.
+func NewHead(p graphs.Scope, e Embedding, tied bool) Linear {
+	if tied {
+		return Linear{Weight: e.Table}
+	}
+	return NewLinear(p, e.Table.Shape[1], e.Table.Shape[0], false)
+}
 
 // NormKind says which RMSNorm a model uses.
 type NormKind uint8

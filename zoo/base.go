@@ -13,22 +13,22 @@ type Base struct {
 	Dims    Dims
 	EOS     []int
 	Weights *graphs.Params
-	// LayerCaches is each layer's KV cache.
-	LayerCaches []graphs.LayerCache
 }
 
-func (b *Base) ModelType() string           { return b.Type }
-func (b *Base) EOSTokenIDs() []int          { return b.EOS }
-func (b *Base) Params() *graphs.Params      { return b.Weights }
-func (b *Base) VocabSize() int              { return b.Dims.VocabSize }
-func (b *Base) HiddenSize() int             { return b.Dims.HiddenSize }
-func (b *Base) MaxPositions() int           { return b.Dims.MaxPositions }
-func (b *Base) NumLayers() int              { return b.Dims.NumLayers }
-func (b *Base) Caches() []graphs.LayerCache { return b.LayerCaches }
+func (b *Base) ModelType() string      { return b.Type }
+func (b *Base) EOSTokenIDs() []int     { return b.EOS }
+func (b *Base) Params() *graphs.Params { return b.Weights }
+func (b *Base) VocabSize() int         { return b.Dims.VocabSize }
+func (b *Base) HiddenSize() int        { return b.Dims.HiddenSize }
+func (b *Base) MaxPositions() int      { return b.Dims.MaxPositions }
+func (b *Base) NumLayers() int         { return b.Dims.NumLayers }
 
 // Windows turns config.json's layer_types into per-layer sliding windows
 // (0 for full attention), for the families whose configs carry them.
 func Windows(types []string, window *int, layers int) ([]int, error) {
+	if layers <= 0 {
+		return nil, fmt.Errorf("num_hidden_layers must be positive, got %d", layers)
+	}
 	if len(types) != layers {
 		return nil, fmt.Errorf("layer_types has %d entries for %d layers", len(types), layers)
 	}

@@ -72,9 +72,9 @@ func TestGGUFConfig(t *testing.T) {
 				t.Fatal(err)
 			}
 			if m.ModelType() != ref.ModelType() || m.NumLayers() != ref.NumLayers() || m.VocabSize() != ref.VocabSize() ||
-				m.HiddenSize() != ref.HiddenSize() || m.MaxPositions() != ref.MaxPositions() || !reflect.DeepEqual(m.Caches(), ref.Caches()) {
+				m.HiddenSize() != ref.HiddenSize() || m.MaxPositions() != ref.MaxPositions() || !reflect.DeepEqual(m.Params().Caches(), ref.Params().Caches()) {
 				t.Errorf("model from the metadata differs from hf_config's: %s %d layers, vocab %d, hidden %d, %d positions, caches %v",
-					m.ModelType(), m.NumLayers(), m.VocabSize(), m.HiddenSize(), m.MaxPositions(), m.Caches())
+					m.ModelType(), m.NumLayers(), m.VocabSize(), m.HiddenSize(), m.MaxPositions(), m.Params().Caches())
 			}
 			var names []string
 			for _, p := range ref.Params().All() {

@@ -37,7 +37,8 @@ type Model interface {
 	EOSTokenIDs() []int
 }
 
-// Config is a model family's decoded config.json.
+// Config is a model family's decoded config.json, validated once by the
+// family's ParseFunc: New relies on it.
 type Config interface {
 	// New declares the model's tensors in p, by their Hugging Face names
 	// relative to p, and returns the model that uses them. It is the one

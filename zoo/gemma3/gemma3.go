@@ -190,14 +190,9 @@ func (c *Config) New(p graphs.Scope) (zoo.Model, error) {
 			mlp: layers.NewGatedMLP(lp.Sub("mlp"), D, c.IntermediateSize, c.HiddenActivation, false),
 		}
 		m.layers = append(m.layers, b)
-		m.LayerCaches = append(m.LayerCaches, b.attn.Cache())
 	}
 	m.norm = norm(body.Sub("norm"), D)
-	if c.TieWordEmbeddings {
-		m.head = m.embed.Tied()
-	} else {
-		m.head = layers.NewLinear(p.Sub("lm_head"), D, c.VocabSize, false)
-	}
+	m.head = layers.NewHead(p.Sub("lm_head"), m.embed, c.TieWordEmbeddings)
 	return m, nil
 }
 

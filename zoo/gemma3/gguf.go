@@ -99,7 +99,7 @@ func (ggufGemma3) Metadata(cfg zoo.ConfigMap, m zoo.Model) ([]gguf.KV, error) {
 	kv = append(kv, gguf.KV{Key: "attention.sliding_window", Value: uint32(cfg.Int("sliding_window", 0))},
 		gguf.KV{Key: "rope.freq_base_swa", Value: float32(cfg.Float("rope_local_base_freq", 10000))})
 	var sliding []bool
-	for _, c := range m.Caches() {
+	for _, c := range m.Params().Caches() {
 		sliding = append(sliding, c.Window > 0)
 	}
 	kv = append(kv, gguf.KV{Key: "attention.sliding_window_pattern", Value: sliding})

@@ -129,9 +129,6 @@ func (c *Config) Stored(declared string, has func(string) bool) (string, bool) {
 // New declares GPT-2's tensors: wte, wpe, h.<i>.{ln_1, attn.c_attn,
 // attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj}, ln_f, and lm_head when untied.
 func (c *Config) New(p graphs.Scope) (zoo.Model, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
 	D, H := c.NEmbd, c.NHead
 	m := &Model{
 		Base: zoo.Base{Type: "gpt2", EOS: c.EOSTokenID, Weights: p.Params(), Dims: zoo.Dims{
@@ -157,13 +154,8 @@ func (c *Config) New(p graphs.Scope) (zoo.Model, error) {
 			ln2:  layers.NewLayerNorm(hp.Sub("ln_2"), D, c.LayerNormEpsilon),
 			mlp:  layers.NewMLPNamed(hp.Sub("mlp"), "c_fc", "c_proj", D, c.Inner(), c.ActivationFunction),
 		})
-		m.LayerCaches = append(m.LayerCaches, attn.Cache())
 	}
-	if c.TieWordEmbeddings {
-		m.head = m.wte.Tied()
-	} else {
-		m.head = layers.NewLinear(p.Sub("lm_head"), D, c.VocabSize, false)
-	}
+	m.head = layers.NewHead(p.Sub("lm_head"), m.wte, c.TieWordEmbeddings)
 	return m, nil
 }
 

@@ -81,11 +81,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	// The head is tied or not by the top-level flag (Idefics3Config's
 	// tie_word_embeddings).
 	lc.TieWordEmbeddings = c.TieWordEmbeddings
-	if c.Text, err = lc.Decoder("llama", 10000); err != nil {
+	if c.Text, err = llama.NewDecoder(lc, llama.Variant{ModelType: "idefics3", Theta: 10000, Prefix: "model.text_model"}); err != nil {
 		return nil, fmt.Errorf("text_config: %w", err)
 	}
-	c.Text.ModelType = "idefics3"
-	c.Text.Prefix = "model.text_model"
 	return c, c.Validate()
 }
 
@@ -146,9 +144,6 @@ func (c *Config) InitializerRange() float64 { return c.Text.InitRange }
 // model.connector.modality_projection.proj, model.text_model.* and
 // lm_head.
 func (c *Config) New(p graphs.Scope) (zoo.Model, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
 	text, err := c.Text.New(p)
 	if err != nil {
 		return nil, err

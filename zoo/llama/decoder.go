@@ -1,6 +1,7 @@
 package llama
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 
@@ -12,32 +13,24 @@ import (
 	"github.com/gozoo/gozoo/zoo"
 )
 
-// Decoder is the Llama architecture as the families built on it share it
-// (transformers derives Qwen3 and SmolLM3 from Llama the same way):
-// pre-norm decoder layers of GQA self-attention and a SwiGLU MLP. A family
-// fills a Decoder from its own config.json; the options below are the
-// differences between them.
-type Decoder struct {
+// Variant is what a Llama-derived family changes in the Llama decoder
+// beyond the config.json fields they share (Config): transformers derives
+// Qwen3 and SmolLM3 from Llama the same way.
+type Variant struct {
 	ModelType string
+	// Theta is the RoPE base when config.json names none.
+	Theta float64
 	// Prefix is where the body's tensors live ("model" when empty;
 	// "model.text_model" inside a vision-language checkpoint).
 	Prefix string
-
-	zoo.Dims
-	RMSNormEps             float64
-	HiddenAct              string
-	TieWordEmbeddings      bool
-	AttentionBias, MLPBias bool
-	InitRange              float64
-	EOS                    []int
-
 	// QKNorm adds Qwen3's per-head RMSNorm of queries and keys (q_norm,
 	// k_norm over head_dim) before RoPE.
 	QKNorm bool
-	// RoPE is each layer's rotary embedding; a nil entry is a layer
-	// without one (SmolLM3's NoPE layers).
-	RoPE []*loaders.RoPE
-	// Window is each layer's sliding window in keys (0: full attention).
+	// NoPE marks the layers without a rotary embedding (SmolLM3's); nil
+	// when every layer has one.
+	NoPE []bool
+	// Window is each layer's sliding window in keys (0: full attention);
+	// nil when every layer attends to the whole context.
 	Window []int
 	// MoE, when set, replaces the MLP of its sparse layers with routed
 	// experts (Qwen3-MoE).
@@ -53,23 +46,81 @@ type MoE struct {
 	Sparse []bool
 }
 
-// Validate checks the sizes, naming the config.json field at fault.
-func (d *Decoder) Validate() error {
+// Decoder is the Llama architecture as the families built on it share it:
+// pre-norm decoder layers of GQA self-attention and a SwiGLU MLP, as a
+// family's Variant changes them. NewDecoder makes it from config.json and
+// validates it; it is the family's zoo.Config, and no field changes after.
+type Decoder struct {
+	Variant
+	zoo.Dims
+	RMSNormEps             float64
+	HiddenAct              string
+	TieWordEmbeddings      bool
+	AttentionBias, MLPBias bool
+	InitRange              float64
+	EOS                    []int
+	// RoPE is the rotary embedding of every layer but the NoPE ones.
+	RoPE loaders.RoPE
+}
+
+// NewDecoder is the one step from a Llama-derived family's config.json to
+// its architecture: c's shared fields resolved as LlamaConfig resolves them
+// (absent num_key_value_heads means MHA, absent head_dim means
+// hidden_size / num_attention_heads, the RoPE base defaults to v.Theta),
+// changed by v, then validated once, naming the config.json field at fault.
+func NewDecoder(c *Config, v Variant) (*Decoder, error) {
+	d := &Decoder{
+		Variant: v,
+		Dims: zoo.Dims{
+			VocabSize: c.VocabSize, HiddenSize: c.HiddenSize, IntermediateSize: c.IntermediateSize,
+			NumLayers: c.NumHiddenLayers, NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumAttentionHeads,
+			MaxPositions: c.MaxPositionEmbeddings,
+		},
+		RMSNormEps: c.RMSNormEps, HiddenAct: c.HiddenAct,
+		TieWordEmbeddings: c.TieWordEmbeddings, AttentionBias: c.AttentionBias, MLPBias: c.MLPBias,
+		InitRange: c.InitRange, EOS: c.EOSTokenID,
+	}
+	if c.NumKeyValueHeads != nil {
+		d.NumKVHeads = *c.NumKeyValueHeads
+	}
+	if c.HeadDim != nil {
+		d.HeadDim = *c.HeadDim
+	} else if c.NumAttentionHeads > 0 {
+		d.HeadDim = c.HiddenSize / c.NumAttentionHeads
+	}
+	var err error
+	if d.RoPE, err = c.RoPEFields.Resolve("full_attention", v.Theta); err != nil {
+		return nil, err
+	}
+	if err := d.validate(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// validate checks the sizes and the per-layer settings.
+func (d *Decoder) validate() error {
 	if err := d.Dims.Validate(); err != nil {
 		return err
 	}
 	if d.HiddenAct != "silu" {
 		return fmt.Errorf("hidden_act %q is not supported (supported: silu)", d.HiddenAct)
 	}
-	if len(d.RoPE) != d.NumLayers || len(d.Window) != d.NumLayers {
-		return fmt.Errorf("per-layer settings cover %d and %d layers, the model has %d", len(d.RoPE), len(d.Window), d.NumLayers)
-	}
 	if len(d.EOS) == 0 {
 		return fmt.Errorf("eos_token_id is not set")
 	}
+	L := d.NumLayers
+	if (d.NoPE != nil && len(d.NoPE) != L) || (d.Window != nil && len(d.Window) != L) {
+		return fmt.Errorf("per-layer RoPE and window settings cover %d and %d layers, the model has %d", len(d.NoPE), len(d.Window), L)
+	}
+	for i, w := range d.Window {
+		if w < 0 {
+			return fmt.Errorf("layer %d's sliding window is %d", i, w)
+		}
+	}
 	if m := d.MoE; m != nil {
-		if len(m.Sparse) != d.NumLayers {
-			return fmt.Errorf("MoE layer plan covers %d layers, the model has %d", len(m.Sparse), d.NumLayers)
+		if len(m.Sparse) != L {
+			return fmt.Errorf("MoE layer plan covers %d layers, the model has %d", len(m.Sparse), L)
 		}
 		if m.NumExperts <= 0 || m.TopK <= 0 || m.TopK > m.NumExperts || m.IntermediateSize <= 0 {
 			return fmt.Errorf("num_experts %d, num_experts_per_tok %d and moe_intermediate_size %d must be positive, with num_experts_per_tok <= num_experts", m.NumExperts, m.TopK, m.IntermediateSize)
@@ -82,16 +133,6 @@ func (d *Decoder) sparse(layer int) bool { return d.MoE != nil && d.MoE.Sparse[l
 
 // InitializerRange is the std of random weights.
 func (d *Decoder) InitializerRange() float64 { return d.InitRange }
-
-// Arch gives a Llama-derived family's Config the zoo.Config methods of the
-// Decoder it resolved to, while the family's JSON fields stay its own.
-type Arch struct{ D *Decoder }
-
-// New declares the decoder's tensors and returns the model.
-func (a Arch) New(p graphs.Scope) (zoo.Model, error) { return a.D.New(p) }
-
-// InitializerRange is the std of random weights.
-func (a Arch) InitializerRange() float64 { return a.D.InitRange }
 
 // Model is a Llama-style decoder: embed, pre-norm layers of attention and
 // MLP, final norm, head.
@@ -113,14 +154,7 @@ type block struct {
 // p.<Prefix> (embed_tokens, layers.N, norm), the head as p.lm_head. A
 // tied checkpoint has no lm_head.weight and projects with the embedding.
 func (d *Decoder) New(p graphs.Scope) (zoo.Model, error) {
-	if err := d.Validate(); err != nil {
-		return nil, err
-	}
-	prefix := d.Prefix
-	if prefix == "" {
-		prefix = "model"
-	}
-	body := p.Sub(prefix)
+	body := p.Sub(cmp.Or(d.Prefix, "model"))
 	m := &Model{
 		Base:  zoo.Base{Type: d.ModelType, Dims: d.Dims, EOS: d.EOS, Weights: p.Params()},
 		embed: layers.NewEmbedding(body.Sub("embed_tokens"), d.VocabSize, d.HiddenSize),
@@ -139,14 +173,9 @@ func (d *Decoder) New(p graphs.Scope) (zoo.Model, error) {
 			b.mlp = layers.NewGatedMLP(lp.Sub("mlp"), d.HiddenSize, d.IntermediateSize, d.HiddenAct, d.MLPBias)
 		}
 		m.layers = append(m.layers, b)
-		m.LayerCaches = append(m.LayerCaches, b.attn.Cache())
 	}
 	m.norm = layers.NewRMSNorm(body.Sub("norm"), layers.PlainNorm, d.HiddenSize, d.RMSNormEps)
-	if d.TieWordEmbeddings {
-		m.head = m.embed.Tied()
-	} else {
-		m.head = layers.NewLinear(p.Sub("lm_head"), d.HiddenSize, d.VocabSize, false)
-	}
+	m.head = layers.NewHead(p.Sub("lm_head"), m.embed, d.TieWordEmbeddings)
 	return m, nil
 }
 
@@ -156,14 +185,16 @@ func (d *Decoder) attention(i int) layers.AttentionConfig {
 	c := layers.AttentionConfig{
 		Layer: i, Heads: d.NumHeads, KVHeads: d.NumKVHeads, HeadDim: d.HeadDim,
 		Bias: d.AttentionBias, NormEps: d.RMSNormEps,
-		Scale:  1 / math.Sqrt(float64(d.HeadDim)),
-		Window: d.Window[i],
+		Scale: 1 / math.Sqrt(float64(d.HeadDim)),
+	}
+	if d.Window != nil {
+		c.Window = d.Window[i]
 	}
 	if d.QKNorm {
 		c.QKNorm = layers.PlainNorm
 	}
-	if r := d.RoPE[i]; r != nil {
-		c.RoPE = layers.NewRoPE(d.HeadDim, r.Theta, r.Factor)
+	if d.NoPE == nil || !d.NoPE[i] {
+		c.RoPE = layers.NewRoPE(d.HeadDim, d.RoPE.Theta, d.RoPE.Factor)
 	}
 	return c
 }

@@ -1,6 +1,7 @@
 // Package llama is the Llama decoder after Hugging Face transformers'
 // modeling_llama.py (SmolLM2 is a Llama), and the Decoder that the
-// Llama-derived families (qwen3, smollm3) fill from their own configs.
+// Llama-derived families (qwen3, qwen3_moe, smollm3, idefics3's text
+// model) make from their own configs with NewDecoder.
 package llama
 
 import (
@@ -10,13 +11,22 @@ import (
 	"github.com/gozoo/gozoo/zoo"
 )
 
-func init() {
-	zoo.Register("llama", func(data []byte) (zoo.Config, error) {
-		c, err := ParseConfig(data)
+func init() { Register("llama", ParseConfig) }
+
+// Register makes zoo.ParseConfig resolve config.json of modelType to a
+// Decoder: parse decodes it with the family's defaults, and the config's
+// Decoder method is the one step from there to the architecture.
+func Register[C interface{ Decoder() (*Decoder, error) }](modelType string, parse func(data []byte) (C, error)) {
+	zoo.Register(modelType, func(data []byte) (zoo.Config, error) {
+		c, err := parse(data)
 		if err != nil {
 			return nil, err
 		}
-		return c.Decoder("llama", 10000)
+		d, err := c.Decoder()
+		if err != nil {
+			return nil, err
+		}
+		return d, nil
 	})
 }
 
@@ -58,37 +68,8 @@ func ParseConfig(data []byte) (*Config, error) {
 	return c, json.Unmarshal(data, c)
 }
 
-// Decoder resolves the config into the architecture: absent
-// num_key_value_heads means MHA, absent head_dim means
-// hidden_size / num_attention_heads, and every layer uses the same RoPE
-// (defaultTheta when the config names no base).
-func (c *Config) Decoder(modelType string, defaultTheta float64) (*Decoder, error) {
-	d := &Decoder{
-		ModelType: modelType,
-		Dims: zoo.Dims{
-			VocabSize: c.VocabSize, HiddenSize: c.HiddenSize, IntermediateSize: c.IntermediateSize,
-			NumLayers: c.NumHiddenLayers, NumHeads: c.NumAttentionHeads, NumKVHeads: c.NumAttentionHeads,
-			MaxPositions: c.MaxPositionEmbeddings,
-		},
-		RMSNormEps: c.RMSNormEps, HiddenAct: c.HiddenAct,
-		TieWordEmbeddings: c.TieWordEmbeddings, AttentionBias: c.AttentionBias, MLPBias: c.MLPBias,
-		InitRange: c.InitRange, EOS: c.EOSTokenID,
-	}
-	if c.NumKeyValueHeads != nil {
-		d.NumKVHeads = *c.NumKeyValueHeads
-	}
-	if c.HeadDim != nil {
-		d.HeadDim = *c.HeadDim
-	} else if c.NumAttentionHeads > 0 {
-		d.HeadDim = c.HiddenSize / c.NumAttentionHeads
-	}
-	rope, err := c.RoPEFields.Resolve("full_attention", defaultTheta)
-	if err != nil {
-		return nil, err
-	}
-	for i := 0; i < c.NumHiddenLayers; i++ {
-		d.RoPE = append(d.RoPE, &rope)
-		d.Window = append(d.Window, 0)
-	}
-	return d, d.Validate()
+// Decoder is Llama itself: a rotary embedding (base 10000 by default) and
+// full attention in every layer.
+func (c *Config) Decoder() (*Decoder, error) {
+	return NewDecoder(c, Variant{ModelType: "llama", Theta: 10000})
 }

@@ -18,12 +18,13 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := c.Decoder("llama", 10000)
+	d, err := c.Decoder()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.HeadDim != 64 || d.NumKVHeads != 9 || d.RoPE[0].Theta != 10000 || d.TieWordEmbeddings {
-		t.Errorf("defaults: head_dim %d (want hidden/heads 64), kv heads %d (want heads), theta %g, tied %v", d.HeadDim, d.NumKVHeads, d.RoPE[0].Theta, d.TieWordEmbeddings)
+	if d.HeadDim != 64 || d.NumKVHeads != 9 || d.RoPE.Theta != 10000 || d.TieWordEmbeddings || d.ModelType != "llama" {
+		t.Errorf("defaults: head_dim %d (want hidden/heads 64), kv heads %d (want heads), theta %g, tied %v, model_type %q",
+			d.HeadDim, d.NumKVHeads, d.RoPE.Theta, d.TieWordEmbeddings, d.ModelType)
 	}
 	if _, err := zoo.ParseConfig([]byte(`{"model_type": "llama", "hidden_act": "gelu", "eos_token_id": 2}`)); err == nil || !strings.Contains(err.Error(), `"gelu"`) {
 		t.Errorf("unsupported activation: %v", err)
@@ -96,12 +97,10 @@ func TestDecoderUnderAPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := c.Decoder("llama", 10000)
+	cfg, err := llama.NewDecoder(c, llama.Variant{ModelType: "llama", Theta: 10000, Prefix: "model.text_model"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.Prefix = "model.text_model"
-	cfg := llama.Arch{D: d}
 	params, err := zoo.Tensors(cfg)
 	if err != nil {
 		t.Fatal(err)

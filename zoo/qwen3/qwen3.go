@@ -11,15 +11,12 @@ import (
 	"github.com/gozoo/gozoo/zoo/llama"
 )
 
-func init() {
-	zoo.Register("qwen3", func(data []byte) (zoo.Config, error) { return ParseConfig(data) })
-}
+func init() { llama.Register("qwen3", ParseConfig) }
 
 // Config is config.json for model_type "qwen3".
 type Config struct {
 	llama.Config
 	Sliding
-	llama.Arch // the resolved architecture
 }
 
 // Sliding are the sliding-window keys of Qwen's configs (qwen3, qwen3_moe).
@@ -68,14 +65,15 @@ func ParseConfig(data []byte) (*Config, error) {
 		hd := 128 // Qwen3's default, NOT hidden_size / num_attention_heads
 		c.HeadDim = &hd
 	}
-	d, err := c.Config.Decoder("qwen3", 10000)
+	return c, nil
+}
+
+// Decoder is Qwen3's architecture: Llama's with QK-norm, and Qwen's
+// sliding-window layers.
+func (c *Config) Decoder() (*llama.Decoder, error) {
+	windows, err := c.Windows(c.NumHiddenLayers)
 	if err != nil {
 		return nil, err
 	}
-	d.QKNorm = true
-	if d.Window, err = c.Windows(c.NumHiddenLayers); err != nil {
-		return nil, err
-	}
-	c.D = d
-	return c, nil
+	return llama.NewDecoder(&c.Config, llama.Variant{ModelType: "qwen3", Theta: 10000, QKNorm: true, Window: windows})
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gozoo/gozoo/zoo"
+	"github.com/gozoo/gozoo/zoo/llama"
 	"github.com/gozoo/gozoo/zoo/qwen3"
 )
 
@@ -24,10 +25,15 @@ func readConfig(t *testing.T, name string) map[string]any {
 	return zootest.ReadConfig(t, caseDir(name))
 }
 
-func parse(t *testing.T, m map[string]any) (*qwen3.Config, error) {
+// parse decodes m and resolves it to the decoder.
+func parse(t *testing.T, m map[string]any) (*llama.Decoder, error) {
 	t.Helper()
 	b, _ := json.Marshal(m)
-	return qwen3.ParseConfig(b)
+	c, err := qwen3.ParseConfig(b)
+	if err != nil {
+		return nil, err
+	}
+	return c.Decoder()
 }
 
 func TestConfigDefaultsAndForms(t *testing.T) {
@@ -38,8 +44,8 @@ func TestConfigDefaultsAndForms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *c.HeadDim != 128 {
-		t.Errorf("head_dim defaults to %d, want 128 (Qwen3's default, not hidden/heads)", *c.HeadDim)
+	if c.HeadDim != 128 || c.ModelType != "qwen3" || !c.QKNorm {
+		t.Errorf("head_dim defaults to %d, want 128 (Qwen3's default, not hidden/heads); model_type %q, QK-norm %v", c.HeadDim, c.ModelType, c.QKNorm)
 	}
 
 	// The legacy and v5 rope forms give the same model.

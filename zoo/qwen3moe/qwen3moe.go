@@ -8,14 +8,11 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/llama"
 	"github.com/gozoo/gozoo/zoo/qwen3"
 )
 
-func init() {
-	zoo.Register("qwen3_moe", func(data []byte) (zoo.Config, error) { return ParseConfig(data) })
-}
+func init() { llama.Register("qwen3_moe", ParseConfig) }
 
 // Config is config.json for model_type "qwen3_moe".
 type Config struct {
@@ -27,8 +24,6 @@ type Config struct {
 	NumExperts          int   `json:"num_experts"`
 	NormTopKProb        bool  `json:"norm_topk_prob"`
 	MLPOnlyLayers       []int `json:"mlp_only_layers"`
-
-	llama.Arch // the resolved architecture
 }
 
 // ParseConfig decodes config.json with Qwen3MoeConfig's defaults for absent
@@ -52,28 +47,30 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err := json.Unmarshal(data, c); err != nil {
 		return nil, err
 	}
-	L := c.NumHiddenLayers
-	d, err := c.Config.Decoder("qwen3_moe", 10000)
+	return c, nil
+}
+
+// Decoder is Qwen3-MoE's architecture: Qwen3's, with the mixture of experts
+// on its sparse layers.
+func (c *Config) Decoder() (*llama.Decoder, error) {
+	windows, err := c.Windows(c.NumHiddenLayers)
 	if err != nil {
 		return nil, err
 	}
-	d.QKNorm = true
-	if d.Window, err = c.Windows(L); err != nil {
-		return nil, err
-	}
+	return llama.NewDecoder(&c.Config, llama.Variant{ModelType: "qwen3_moe", Theta: 10000, QKNorm: true, Window: windows, MoE: c.moe()})
+}
+
+// moe is the mixture of experts, or nil when no layer is sparse. As in HF,
+// a layer is sparse when it is not in mlp_only_layers, num_experts > 0 and
+// (i+1) % decoder_sparse_step == 0.
+func (c *Config) moe() *llama.MoE {
 	moe := &llama.MoE{NumExperts: c.NumExperts, TopK: c.NumExpertsPerTok, IntermediateSize: c.MoEIntermediateSize, NormTopK: c.NormTopKProb}
-	for i := 0; i < L; i++ {
-		// HF: sparse iff not in mlp_only_layers, num_experts > 0 and
-		// (i+1) % decoder_sparse_step == 0.
+	for i := 0; i < c.NumHiddenLayers; i++ {
 		moe.Sparse = append(moe.Sparse, !slices.Contains(c.MLPOnlyLayers, i) && c.NumExperts > 0 &&
 			c.DecoderSparseStep > 0 && (i+1)%c.DecoderSparseStep == 0)
 	}
-	if slices.Contains(moe.Sparse, true) {
-		d.MoE = moe
+	if !slices.Contains(moe.Sparse, true) {
+		return nil
 	}
-	if err := d.Validate(); err != nil {
-		return nil, err
-	}
-	c.D = d
-	return c, nil
+	return moe
 }

@@ -31,12 +31,16 @@ func TestSparseLayers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		params, err := zoo.Tensors(cfg)
+		d, err := cfg.Decoder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		params, err := zoo.Tensors(d)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got []bool
-		for i := 0; i < cfg.NumHiddenLayers; i++ {
+		for i := 0; i < d.NumLayers; i++ {
 			got = append(got, slices.ContainsFunc(params, func(p *graphs.Param) bool {
 				return p.Name == fmt.Sprintf("model.layers.%d.mlp.gate.weight", i)
 			}))
@@ -45,7 +49,7 @@ func TestSparseLayers(t *testing.T) {
 			t.Errorf("%s: sparse layers %v, want %v", c.json, got, c.want)
 		}
 	}
-	if _, err := qwen3moe.ParseConfig([]byte(`{"eos_token_id": 2, "num_experts": 4, "num_experts_per_tok": 5}`)); err == nil {
+	if _, err := zoo.ParseConfig([]byte(`{"model_type": "qwen3_moe", "eos_token_id": 2, "num_experts": 4, "num_experts_per_tok": 5}`)); err == nil {
 		t.Error("top-k above the expert count was accepted")
 	}
 }

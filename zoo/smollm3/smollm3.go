@@ -11,9 +11,7 @@ import (
 	"github.com/gozoo/gozoo/zoo/llama"
 )
 
-func init() {
-	zoo.Register("smollm3", func(data []byte) (zoo.Config, error) { return ParseConfig(data) })
-}
+func init() { llama.Register("smollm3", ParseConfig) }
 
 // Config is config.json for model_type "smollm3".
 type Config struct {
@@ -25,8 +23,6 @@ type Config struct {
 	UseSlidingWindow    bool     `json:"use_sliding_window"`
 	SlidingWindow       *int     `json:"sliding_window"`
 	LayerTypes          []string `json:"layer_types"`
-
-	llama.Arch // the resolved architecture
 }
 
 // ParseConfig decodes config.json with SmolLM3Config's defaults for absent
@@ -75,18 +71,20 @@ func ParseConfig(data []byte) (*Config, error) {
 			c.LayerTypes = append(c.LayerTypes, t)
 		}
 	}
-	d, err := c.Config.Decoder("smollm3", 2e6)
+	return c, nil
+}
+
+// Decoder is SmolLM3's architecture: Llama's without RoPE in the layers
+// no_rope_layers marks 0 (ParseConfig checked that it covers them all), and
+// with sliding-window layers.
+func (c *Config) Decoder() (*llama.Decoder, error) {
+	windows, err := zoo.Windows(c.LayerTypes, c.SlidingWindow, c.NumHiddenLayers)
 	if err != nil {
 		return nil, err
 	}
-	for i := 0; i < L; i++ {
-		if c.NoRopeLayers[i] == 0 {
-			d.RoPE[i] = nil
-		}
+	nope := make([]bool, c.NumHiddenLayers)
+	for i := range nope {
+		nope[i] = c.NoRopeLayers[i] == 0
 	}
-	if d.Window, err = zoo.Windows(c.LayerTypes, c.SlidingWindow, L); err != nil {
-		return nil, err
-	}
-	c.D = d
-	return c, nil
+	return llama.NewDecoder(&c.Config, llama.Variant{ModelType: "smollm3", Theta: 2e6, NoPE: nope, Window: windows})
 }

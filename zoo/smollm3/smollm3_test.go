@@ -47,7 +47,7 @@ func TestNoRopeLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	allRope, err := smollm3.ParseConfig(config(t, func(m map[string]any) { m["no_rope_layers"] = []int{1, 1, 1, 1} }))
+	allRope, err := zoo.ParseConfig(config(t, func(m map[string]any) { m["no_rope_layers"] = []int{1, 1, 1, 1} }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestNoRopeLayers(t *testing.T) {
 	if d := zootest.MaxDiff(zootest.LastLogits(t, m, ids), zootest.LastLogits(t, m2, ids)); d < 1e-4 {
 		t.Errorf("RoPE on the NoPE layer moved the logits by only %g", d)
 	}
-	if _, err := smollm3.ParseConfig(config(t, func(m map[string]any) { m["no_rope_layers"] = []int{1} })); err == nil {
+	if _, err := zoo.ParseConfig(config(t, func(m map[string]any) { m["no_rope_layers"] = []int{1} })); err == nil {
 		t.Error("no_rope_layers shorter than the layer count was accepted")
 	}
 }
