@@ -4,12 +4,36 @@
 //
 // (go generate ./internal/simd runs it.)
 //
-// Each kernel computes a tile of dot products out[i*C+j] = x_i · w_j over k
-// values, for R rows of x (float32) and C rows of w (float32, bfloat16 or
-// float16 storage, widened in registers), both contiguous along k: the
-// layout of activations [T, in] against PyTorch weights [out, in]. Every
-// product accumulates in float32 lanes, reduced once at the end. k must be
-// a multiple of the vector width; callers handle any tail.
+// main lists every kernel it writes, about 80, family by family; each
+// family's generator has a file of its own (../README.md maps them to the
+// package's files):
+//
+//   - gen.go: the float kernels, for AVX-512 and AVX2, on F32, BF16 and
+//     F16 weights widened in registers: tiles of R×C dot products
+//     (prefill), matrix-vector products (decode), attention's weighted
+//     rows; and exact mode's dequantizing kernels (Q8_0 and Q4_0 for
+//     both, Q4_K, Q6_K and Q5_0 for AVX-512) with the Q4_K and AVX2
+//     matrix-vector products.
+//   - table.go: exact decode of Q4_0, Q5_0, Q8_0 and Q6_K on AVX-512,
+//     by table lookups and a table of halves (GFNI for Q6_K where the
+//     CPU has it).
+//   - x16.go: exact decode of Q4_0, Q8_0, Q4_K and Q6_K regrouped by 16
+//     rows.
+//   - coded.go: decode and unpacking of BF16 and F32 matrices packed in
+//     12 and 28 bits a weight (AVX-512 VBMI).
+//   - fast.go: fast mode's AVX2 integer kernels (llama.cpp's vec_dot).
+//   - fastgemm.go: fast mode on AVX-512 VNNI: prefill on repacked rows,
+//     decode of Q4_0, Q5_0 and Q6_K, and the activation quantizers.
+//   - pack.go: the gather kernels that repack rows for the VNNI prefill.
+//   - exp.go: softmax's exp, SiLU, max, float64 scaling, F16 conversion.
+//   - prefetch.go: the line prefetch of the decode prefetcher.
+//
+// The operands are contiguous along k: activations [T, in] against
+// PyTorch weights [out, in]. The float and exact kernels accumulate in
+// float32 lanes, reduced once at the end; fast mode's kernels sum each
+// block exactly in integers and then take llama.cpp's float steps. k
+// must be a multiple of the vector width or of the block; callers handle
+// any tail.
 package main
 
 import (
