@@ -236,12 +236,10 @@ func mulRowsAny(y, x []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
 }
 
 // splitBytes is the weight size from which a decode product is shared
-// with the team. Measured on a 2-core machine (decode tokens/s on
-// SmolLM2-135M and Qwen3-0.6B, F32 and BF16): sharing from 256 KB up was
-// 15-30% faster than keeping every product on the caller. Since the team
-// prefetches weights between products (prefetch.go), sharing from 64 KB
-// also pays: SmolLM2's BF16 K and V projections (221 KB), 4 interleaved
-// runs, 77-87 tokens/s at 256 KB and 80-90 at 64 KB; no other row changed.
+// with the team: on a 2-core machine sharing beat keeping every product
+// on the caller, and since the team prefetches weights between products
+// (prefetch.go) it pays from 64 KB (gozoo bench decode runs; the figures
+// are in docs/performance.md).
 const splitBytes = 64 << 10
 
 // job is one worker's share of a MulT (chunks of r1 weight rows taken

@@ -274,21 +274,19 @@ func fold(a VecVirtual, lanes int, op func(...Op)) VecVirtual {
 	return s
 }
 
-// gemv computes y[r] = x · w_r for rows consecutive rows of w (stride ldw):
 // floatPrefetchDist is how far ahead the float matrix-vector kernels
 // prefetch, in bytes, past rows' ends into the rows that follow (a
 // product's rows lie end to end; past the matrix's end a prefetch is
 // harmless). Decode streams the weights with two threads, and the
-// hardware prefetchers alone kept too few lines in flight. Interleaved
-// gozoo bench runs (128-token prompt, 64 tokens, medians of 5 and 4):
-// SmolLM2-135M F32 decode 93.6 -> 102.6 tok/s, Qwen3-0.6B F32 21.5 ->
-// 26.5; 16 KB ahead did no better (100.9, 26.7).
+// hardware prefetchers alone kept too few lines in flight (interleaved
+// gozoo bench runs of F32 decode; figures in docs/performance.md).
 const floatPrefetchDist = 8192
 
+// gemv computes y[r] = x · w_r for rows consecutive rows of w (stride ldw):
 // decode's matrix-vector product, one sequential stream through the
 // weights, four accumulators deep, prefetching a line per 64 bytes, with
-// the row loop in assembly so a row costs no call. With rows = 1 it is also the single dot product that
-// tiles leave over.
+// the row loop in assembly so a row costs no call. With rows = 1 it is
+// also the single dot product that tiles leave over.
 func gemv(is isa, dt dtype) {
 	name := fmt.Sprintf("gemv%s%s", dt.name, is.name)
 	TEXT(name, NOSPLIT, fmt.Sprintf("func(x *float32, w %s, ldw int, k int, rows int, y *float32)", dt.gotyp))
@@ -356,13 +354,11 @@ func gemv(is isa, dt dtype) {
 
 // prefetchDist is how far ahead in its weight row a quantized decode
 // kernel prefetches, in bytes. The exact kernels are compute-bound in
-// cache but fell behind memory out of it: on weights from DRAM, one
-// thread, 1024 wide, gemvQ4_0AVX512 ran at 37.6 GFLOP/s against 49 in
-// cache, and 45.4 with this prefetch (512 and 4096 bytes did worse than
-// 2048). The fast kernels, bound by memory, keep more loads in flight
-// with it. Qwen3-0.6B decode (medians of 3 interleaved gozoo bench runs):
-// exact Q4_0 47.4 -> 51.2 tok/s, Q4_K_M 44.8 -> 46.8; fast Q4_0 51.9 ->
-// 62.6. The float kernels prefetch further ahead (floatPrefetchDist).
+// cache but fell behind memory out of it, and the fast kernels, bound by
+// memory, keep more loads in flight with it (a kernel timed on weights
+// from DRAM, and interleaved gozoo bench runs; figures in
+// docs/performance.md). The float kernels prefetch further ahead
+// (floatPrefetchDist).
 const prefetchDist = 2048
 
 // prefetchBlock prefetches the lines of the size bytes that lie
@@ -769,10 +765,9 @@ func kquantRows(q string, dot bool) {
 		// next one's while its own build the tables: the unpacking's
 		// chain of latencies (scalar bit fields, a widening, a
 		// conversion, a store read back by broadcasts) then overlaps
-		// the products instead of heading each super-block. In cache,
-		// 1024 and 3072 wide: 36.5 -> 41.3 and 37.2 -> 43.8 GFLOP/s a
-		// core. (gemvQ6_K's shorter unpacking gained 2% this way, and
-		// stays as it is.)
+		// the products instead of heading each super-block: about 15%
+		// in cache (docs/performance.md). gemvQ6_K's shorter unpacking
+		// gained too little this way, and stays as it is.
 		first := parity(nb)
 		TESTQ(nb, nb)
 		JZ(LabelRef(name + "_blocksdone"))
