@@ -21,7 +21,7 @@ func mapFile(f *os.File, size int64) ([]byte, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	simd.Mapped(b) // its BF16 matrices may be packed for decode
+	simd.Mapped(b) // its BF16, F32 and quantized matrices may be packed for decode
 	return b, func() error {
 		simd.Unmapped(b)
 		return syscall.Munmap(b)

@@ -1,6 +1,7 @@
 // Package llama is the Llama decoder after Hugging Face transformers'
 // modeling_llama.py (SmolLM2 is a Llama), and the Decoder that the
-// Llama-derived families (qwen3, smollm3) fill from their own configs.
+// Llama-derived families (qwen3, qwen3moe, smollm3, and idefics3's text
+// model) fill from their own configs.
 package llama
 
 import (
