@@ -15,6 +15,9 @@
 // Weights are declared by the model through a Scope and bound by pointer
 // into every graph (never copied); every Session owns its graphs, their
 // tapes and KV cache, so several sessions run at once on one loaded model.
+// A Program runs a graph with no KV cache and no tokens, such as a vision
+// tower, on the same tape. Slow calls have a Context variant that stops
+// between prompt chunks and between decoder layers (cancel.go).
 package graphs
 
 import (

@@ -1,13 +1,19 @@
 // Package layers holds the modules every zoo model is assembled from:
 // Linear, Embedding, RMSNorm, RoPE, causal GQA attention over a KV cache,
-// gated MLPs and routed experts. Each module is declared once through a
+// gated MLPs and routed experts; LayerNorm and the plain MLP (GPT-2, the
+// vision tower); and the vision encoder's patch embedding, attention and
+// pixel shuffle. Their ops are custom Gorgonia ops (package ops) on the
+// kernels of internal/simd; the text models' ops carry their gradients
+// (grad_*.go) for package train. Each module is declared once through a
 // graphs.Scope, which names its tensors by their Hugging Face names and
 // records their shapes, and keeps the *graphs.Param it got; its Forward
 // adds nodes to the step's Gorgonia graph.
 //
 // Weights stay in their checkpoint dtype and PyTorch layout ([out, in] for
 // Linear): the kernels behind Linear and Embedding pick their loop by the
-// stored type, so model files never see dtypes.
+// stored type (F32, BF16, F16 or a GGUF's quantized blocks), so model
+// files never see dtypes. A Linear's weight read from a file may be packed
+// for decode when a graph binds it (matmul.go's packForDecode).
 //
 // Forward methods panic on impossible shapes (graph construction errors
 // are programming or config errors); graphs recovers those panics and

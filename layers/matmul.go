@@ -14,8 +14,8 @@ import (
 )
 
 // matmulT computes y = x·Wᵀ (+ b) for x [T, in] and a weight W [out, in]
-// in PyTorch's layout, stored as F32, BF16 or F16. The kernel is picked by
-// the weight's stored type; model code never sees it.
+// in PyTorch's layout, stored as F32, BF16, F16 or quantized blocks. The
+// kernel is picked by the weight's stored type; model code never sees it.
 type matmulT struct {
 	dtype graphs.DType
 	bias  bool

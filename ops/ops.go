@@ -6,6 +6,10 @@
 // a gradient are optional interfaces; an op without one fails loudly, by
 // name, when a CUDA machine or a gradient asks for it ("attention has no
 // CUDA kernel"), as candle's custom ops do.
+//
+// The ops take their outputs from a session's Arena (arena.go), which
+// recycles a buffer as soon as every op that reads it has run, so a run
+// past the first allocates no activations.
 package ops
 
 import (

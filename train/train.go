@@ -1,7 +1,11 @@
-// Package train differentiates the zoo's models: the next-token loss of a
-// sequence and its gradient with respect to every weight and to the input
-// embeddings, by Gorgonia's symbolic differentiation (G.Grad) through the
-// gradients of the layers' ops.
+// Package train differentiates and trains the zoo's models: the
+// next-token loss of a sequence and its gradient with respect to every
+// weight and to the input embeddings (LossAndGradients, Graph), by
+// Gorgonia's symbolic differentiation (G.Grad) through the gradients of
+// the layers' ops, run on Gorgonia's TapeMachine; and a training loop
+// (Trainable, NewTrainer: AdamW with warmup, cosine decay, clipping and
+// gradient accumulation over windows of a token stream) that saves
+// checkpoints zoo.Load and transformers read. gozoo train is its command.
 //
 // The training forward runs the whole sequence at once without a KV
 // cache, with the causal and sliding-window masks inference applies, and

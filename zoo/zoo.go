@@ -1,14 +1,17 @@
-// Package zoo loads Hugging Face checkpoints into runnable Gorgonia models,
-// by the model_type their config.json names.
+// Package zoo loads checkpoints into runnable Gorgonia models: Hugging Face
+// folders by the model_type their config.json names, and llama.cpp's GGUF
+// files (gguf.go), whose metadata becomes the family's config and whose
+// tensors are found under their llama.cpp names.
 //
 // Each model family lives in its own package (zoo/qwen3, ...) and registers
 // itself from init(); import github.com/gozoo/gozoo/zoo/all to get them all.
 // A family provides a config type decoded from config.json whose New
 // declares the model's tensors through a graphs.Scope, by their Hugging
 // Face names, and returns the model holding them: the checkpoint's tensor
-// list is what the model declared, so the two cannot disagree. Loading,
-// random initialisation and writing checkpoints are shared here and work
-// the same for every family.
+// list is what the model declared, so the two cannot disagree. Loading
+// (Load, LoadContext), random initialisation (NewRandom) and writing
+// checkpoints (WriteCheckpoint, and WriteGGUF for gozoo quantize) are
+// shared here and work the same for every family.
 package zoo
 
 import (

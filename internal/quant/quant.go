@@ -1,7 +1,18 @@
 // Package quant holds llama.cpp's block-quantized weight formats as the
-// zoo keeps them in memory (Q8_0, Q4_0, Q4_K, Q6_K) and their exact
-// dequantization: ggml's dequantize_row_* in float32 arithmetic, in its
-// order, so that a row dequantized here equals ggml's own bit for bit.
+// zoo keeps them in memory (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K) and the plain-Go
+// reference of their arithmetic, which the SIMD kernels of internal/simd
+// are tested against:
+//
+//   - exact dequantization (DequantizeRow): ggml's dequantize_row_* in
+//     float32 arithmetic, in its order, so that a row dequantized here
+//     equals ggml's own bit for bit;
+//   - fast mode's arithmetic (acts.go: QuantizeActs, DotActs): each
+//     activation row quantized to Q8_0 or Q8_K blocks and multiplied by
+//     the weight blocks in integers, as llama.cpp's CPU backend does;
+//   - ggml's reference quantizers (quantize.go: QuantizeRow), with which
+//     gozoo quantize writes GGUF files that hold what llama.cpp would
+//     have written.
+//
 // A row is a sequence of whole blocks along the contiguous axis.
 package quant
 

@@ -240,7 +240,8 @@ func blockSums(corr []int32, q []int8, offset int32) {
 }
 
 // gemmFast computes the columns [r0, r1) of y [T, out] from activations
-// quantized to Q8_0 blocks, eight weight rows at a time.
+// quantized to Q8_0 or Q8_K blocks, sixteen weight rows at a time (eight
+// for the K-quants).
 func gemmFast(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
 	f, rb := w.Format, w.bytes(in)
 	kq := quant.KQuant(f)
@@ -263,9 +264,8 @@ func gemmFast(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
 	for j0 := r0; j0 < r1; j0 += width {
 		rows := min(width, r1-j0)
 		if next := j0 + width; next < r1 && canPrefetch() {
-			// The next rows come from memory while these run (a
-			// 128-token fast prefill of Qwen3-0.6B Q4_0, 6 runs: 555 ->
-			// 585 tokens/s).
+			// The next rows come from memory while these run (5% on a
+			// 128-token fast prefill, gozoo bench).
 			prefetch(uintptr(unsafe.Pointer(&w.Bytes[next*rb])), min(width, r1-next)*rb/64)
 		}
 		if kq {

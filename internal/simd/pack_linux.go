@@ -21,9 +21,9 @@ func release(b []byte) {
 
 // packMemory is n zeroed bytes for a packing, mapped outside the Go heap:
 // a heap of packed weights would let the collector's goal (twice the live
-// heap) hold as much again of garbage (Qwen3-0.6B Q8_0: peak RSS 675 ->
-// 783 MB with the packings in the heap). freePacking unmaps it. Nil if
-// the mapping fails: the matrix then stays unpacked.
+// heap) hold as much again of garbage (gozoo bench's peak RSS; see
+// docs/performance.md). freePacking unmaps it. Nil if the mapping fails:
+// the matrix then stays unpacked.
 func packMemory(n int) []byte {
 	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {

@@ -22,9 +22,9 @@ type span struct {
 
 // prefetchAhead is how far past the next product the worker prefetches:
 // half the 32 MB L3 of the machines we measure on, so lines are not
-// evicted before they are read. SmolLM2-135M BF16 decode, 4 interleaved
-// runs each: 2 MB ahead gave 63-69 tokens/s, 6 MB 67-74, 16 MB 64-76,
-// 24 MB 66-71; without prefetching 60-67.
+// evicted before they are read (interleaved gozoo bench runs of
+// SmolLM2-135M BF16 decode; the distances tried are in
+// docs/performance.md).
 const prefetchAhead = 16 << 20
 
 // prefetchChunk is what the worker prefetches between looks at its slot,

@@ -1,16 +1,43 @@
-// Package simd holds the zoo's matrix kernels: y = x·Wᵀ for activations x
-// [T, in] in float32 and weights W [out, in] stored as float32, bfloat16 or
-// float16, widened in registers (exact), accumulated in float32.
+// Package simd holds the zoo's compute kernels and the machinery that runs
+// them: y = x·Wᵀ for activations x [T, in] in float32 and weights W
+// [out, in] in their stored type (MulT, MulTFast), and the small kernels
+// around the products: attention's scores and weighted rows (dots.go),
+// softmax's exp, SiLU and the F16 conversions (exp.go, fast.go).
 //
-// The inner loops are Go assembly generated with avo (see _gen; the
+// A weight's Kind picks its kernels:
+//
+//   - F32, BF16, F16: widened in registers and multiplied in float32
+//     (exact); prefill runs tiles of R×C dot products, decode one
+//     sequential matrix-vector stream per thread (simd.go).
+//   - Quant in exact mode (MulT): llama.cpp's blocks (Q8_0, Q4_0, Q5_0,
+//     Q4_K, Q6_K) dequantized exactly as ggml does and accumulated in
+//     float32; the 4- and 5-bit decode kernels look each nibble up in a
+//     table of its block's 16 dequantized values.
+//   - Quant in fast mode (MulTFast, fast.go, fastgemm.go): llama.cpp's
+//     arithmetic, activations quantized to 8 bits and integer dot
+//     products; on AVX-512 VNNI, prefill repacks 16 weight rows (8 for
+//     the K-quants) at a time so that each lane is an output column.
+//   - Coded (coded.go): a BF16 or F32 matrix of a file mapping, packed
+//     losslessly in 12 or 28 bits a weight for decode (PackBF16,
+//     PackF32).
+//   - X16 (x16.go): a Q4_0, Q8_0, Q4_K or Q6_K matrix of a file mapping,
+//     regrouped by 16 rows for exact decode (PackQuant).
+//
+// The inner loops, about 80 kernels, are Go assembly generated with avo
+// (see _gen, and README.md for which file writes which kernels; the
 // generated .s is checked in, so a plain go build needs nothing else):
-// AVX-512 where the CPU has it (avx512f and avx512bw), AVX2 with FMA and
-// F16C otherwise, picked at run time through golang.org/x/sys/cpu. Other
-// architectures, the purego build tag, and GOZOO_SIMD=off use the same
-// blocking with plain Go loops, which CI runs against the golden cases
-// too. The larger products are split by weight rows over a team of
-// persistent workers, one per extra CPU, handed work through a slot they
-// spin on: a call starts no goroutine and allocates nothing.
+// AVX-512 where the CPU has it (avx512f and avx512bw; VBMI, VNNI and GFNI
+// for the kernels that need them), AVX2 with FMA and F16C otherwise,
+// picked at run time through golang.org/x/sys/cpu. Other architectures,
+// the purego build tag, and GOZOO_SIMD=off use the same blocking with
+// plain Go loops, which CI runs against the golden cases too.
+//
+// The larger products are split by weight rows over a team of persistent
+// workers, one per extra CPU, handed work through a slot they spin on: a
+// call starts no goroutine and allocates nothing. During decode an idle
+// worker prefetches the weights of the products that come next
+// (prefetch.go). docs/performance.md describes the design and its
+// measurements.
 package simd
 
 import (
@@ -209,12 +236,10 @@ func mulRowsAny(y, x []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
 }
 
 // splitBytes is the weight size from which a decode product is shared
-// with the team. Measured on a 2-core machine (decode tokens/s on
-// SmolLM2-135M and Qwen3-0.6B, F32 and BF16): sharing from 256 KB up was
-// 15-30% faster than keeping every product on the caller. Since the team
-// prefetches weights between products (prefetch.go), sharing from 64 KB
-// also pays: SmolLM2's BF16 K and V projections (221 KB), 4 interleaved
-// runs, 77-87 tokens/s at 256 KB and 80-90 at 64 KB; no other row changed.
+// with the team: on a 2-core machine sharing beat keeping every product
+// on the caller, and since the team prefetches weights between products
+// (prefetch.go) it pays from 64 KB (gozoo bench decode runs; the figures
+// are in docs/performance.md).
 const splitBytes = 64 << 10
 
 // job is one worker's share of a MulT (chunks of r1 weight rows taken

@@ -27,10 +27,9 @@ import (
 // sums as Q4_K's mins are. With two threads decode is bound by memory
 // instead, and there a regrouped matrix is one stream per thread, which
 // the kernels prefetch 6 KB ahead, spread over each block's instructions.
-// On Zen 4 (BenchmarkX16: one thread, 3072 rows of 1024 streamed from
-// memory), GFLOP/s by row -> regrouped: Q4_0 64 -> 110, Q8_0 53 -> 66,
-// Q4_K 53 -> 89, Q6_K 40 -> 63; BenchmarkX16Stream (two threads, as
-// decode runs them), GB/s of weights: Q4_K 29 -> 43, Q6_K 34 -> 45.
+// BenchmarkX16 (one thread) and BenchmarkX16Stream (two, as decode runs
+// them) compare the row kernels with the regrouped ones; their figures
+// are in docs/performance.md.
 //
 // A group of 16 rows is its blocks one after another; a block is the 16
 // rows' d (16 halves; Q4_K: then dmin, and 4 words of scales and mins;

@@ -73,5 +73,13 @@
 // metadata of a GGUF file (byte-level BPE, tokenizer.ggml.model "gpt2"),
 // with llama.cpp's semantics: no normalizer, the pre-tokenizer named by
 // tokenizer.ggml.pre, control and user-defined tokens matched longest
-// first, BOS/EOS per add_bos_token/add_eos_token.
+// first, BOS/EOS per add_bos_token/add_eos_token. GGUFMetadata goes the
+// other way, from a tokenizer.json to the metadata llama.cpp's converter
+// writes (gozoo quantize).
+//
+// # Training
+//
+// TrainBPE learns a byte-level BPE tokenizer from texts, GPT-2's recipe
+// (its pre-tokenizer and byte alphabet), and returns its tokenizer.json;
+// gozoo train-tokenizer is its command.
 package tokenizer

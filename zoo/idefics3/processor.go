@@ -7,6 +7,11 @@
 // [PreprocessBatch]) and the prompt expansion of Idefics3Processor
 // ([ExpandPrompt]). Images come from [images.Open] or [images.Decode],
 // which load them as transformers' load_image does.
+//
+// The model side (model.go) runs the vision tower and connector as a
+// graphs.Program ([Model.EncodeImages]) and the text model as any zoo
+// model; [LoadPipeline] puts the processor, tokenizer, chat template and
+// generator together, from images and text to streamed text.
 package idefics3
 
 import (

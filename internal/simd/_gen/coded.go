@@ -110,11 +110,9 @@ func codedTable(wp GPVirtual) VecVirtual {
 
 // codedPrefetchDist is how far ahead the coded decode kernels prefetch,
 // in bytes: the lines of each chunk's span that far on, past rows' ends
-// into the next rows, as the float kernels do (floatPrefetchDist).
-// Interleaved gozoo bench runs (128-token prompt, 64 tokens, medians of
-// 6): SmolLM2-135M BF16 decode 158.7 -> 180.7 tok/s, Qwen3-0.6B BF16
-// 43.2 -> 47.5; 2 KB ahead gave 172.7 where 4 KB gave 180.2, and 8 KB did
-// worse than 4 KB.
+// into the next rows, as the float kernels do (floatPrefetchDist). 4 KB
+// did better than 2 or 8 KB (interleaved gozoo bench runs of BF16 decode;
+// figures in docs/performance.md).
 const codedPrefetchDist = 4096
 
 // gemvCoded writes gemv{BF12,F28}AVX512: y[r] = x · w_r for rows coded

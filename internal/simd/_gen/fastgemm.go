@@ -25,7 +25,7 @@ import (
 //
 // AVX-512 VNNI on 512-bit vectors: each broadcast activation word feeds
 // sixteen columns, which measured 25% faster than eight on 256-bit ones
-// (BenchmarkMulTFast T=64: 407 against 325 GFLOP/s).
+// (BenchmarkMulTFast, T=64).
 func fastGemm16(R int) {
 	name := fmt.Sprintf("fastGemm16x%dVNNI", R)
 	TEXT(name, NOSPLIT, "func(packed *byte, dw *float32, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)")

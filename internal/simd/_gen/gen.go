@@ -4,12 +4,36 @@
 //
 // (go generate ./internal/simd runs it.)
 //
-// Each kernel computes a tile of dot products out[i*C+j] = x_i · w_j over k
-// values, for R rows of x (float32) and C rows of w (float32, bfloat16 or
-// float16 storage, widened in registers), both contiguous along k: the
-// layout of activations [T, in] against PyTorch weights [out, in]. Every
-// product accumulates in float32 lanes, reduced once at the end. k must be
-// a multiple of the vector width; callers handle any tail.
+// main lists every kernel it writes, about 80, family by family; each
+// family's generator has a file of its own (../README.md maps them to the
+// package's files):
+//
+//   - gen.go: the float kernels, for AVX-512 and AVX2, on F32, BF16 and
+//     F16 weights widened in registers: tiles of R×C dot products
+//     (prefill), matrix-vector products (decode), attention's weighted
+//     rows; and exact mode's dequantizing kernels (Q8_0 and Q4_0 for
+//     both, Q4_K, Q6_K and Q5_0 for AVX-512) with the Q4_K and AVX2
+//     matrix-vector products.
+//   - table.go: exact decode of Q4_0, Q5_0, Q8_0 and Q6_K on AVX-512,
+//     by table lookups and a table of halves (GFNI for Q6_K where the
+//     CPU has it).
+//   - x16.go: exact decode of Q4_0, Q8_0, Q4_K and Q6_K regrouped by 16
+//     rows.
+//   - coded.go: decode and unpacking of BF16 and F32 matrices packed in
+//     12 and 28 bits a weight (AVX-512 VBMI).
+//   - fast.go: fast mode's AVX2 integer kernels (llama.cpp's vec_dot).
+//   - fastgemm.go: fast mode on AVX-512 VNNI: prefill on repacked rows,
+//     decode of Q4_0, Q5_0 and Q6_K, and the activation quantizers.
+//   - pack.go: the gather kernels that repack rows for the VNNI prefill.
+//   - exp.go: softmax's exp, SiLU, max, float64 scaling, F16 conversion.
+//   - prefetch.go: the line prefetch of the decode prefetcher.
+//
+// The operands are contiguous along k: activations [T, in] against
+// PyTorch weights [out, in]. The float and exact kernels accumulate in
+// float32 lanes, reduced once at the end; fast mode's kernels sum each
+// block exactly in integers and then take llama.cpp's float steps. k
+// must be a multiple of the vector width or of the block; callers handle
+// any tail.
 package main
 
 import (
@@ -250,21 +274,19 @@ func fold(a VecVirtual, lanes int, op func(...Op)) VecVirtual {
 	return s
 }
 
-// gemv computes y[r] = x · w_r for rows consecutive rows of w (stride ldw):
 // floatPrefetchDist is how far ahead the float matrix-vector kernels
 // prefetch, in bytes, past rows' ends into the rows that follow (a
 // product's rows lie end to end; past the matrix's end a prefetch is
 // harmless). Decode streams the weights with two threads, and the
-// hardware prefetchers alone kept too few lines in flight. Interleaved
-// gozoo bench runs (128-token prompt, 64 tokens, medians of 5 and 4):
-// SmolLM2-135M F32 decode 93.6 -> 102.6 tok/s, Qwen3-0.6B F32 21.5 ->
-// 26.5; 16 KB ahead did no better (100.9, 26.7).
+// hardware prefetchers alone kept too few lines in flight (interleaved
+// gozoo bench runs of F32 decode; figures in docs/performance.md).
 const floatPrefetchDist = 8192
 
+// gemv computes y[r] = x · w_r for rows consecutive rows of w (stride ldw):
 // decode's matrix-vector product, one sequential stream through the
 // weights, four accumulators deep, prefetching a line per 64 bytes, with
-// the row loop in assembly so a row costs no call. With rows = 1 it is also the single dot product that
-// tiles leave over.
+// the row loop in assembly so a row costs no call. With rows = 1 it is
+// also the single dot product that tiles leave over.
 func gemv(is isa, dt dtype) {
 	name := fmt.Sprintf("gemv%s%s", dt.name, is.name)
 	TEXT(name, NOSPLIT, fmt.Sprintf("func(x *float32, w %s, ldw int, k int, rows int, y *float32)", dt.gotyp))
@@ -332,13 +354,11 @@ func gemv(is isa, dt dtype) {
 
 // prefetchDist is how far ahead in its weight row a quantized decode
 // kernel prefetches, in bytes. The exact kernels are compute-bound in
-// cache but fell behind memory out of it: on weights from DRAM, one
-// thread, 1024 wide, gemvQ4_0AVX512 ran at 37.6 GFLOP/s against 49 in
-// cache, and 45.4 with this prefetch (512 and 4096 bytes did worse than
-// 2048). The fast kernels, bound by memory, keep more loads in flight
-// with it. Qwen3-0.6B decode (medians of 3 interleaved gozoo bench runs):
-// exact Q4_0 47.4 -> 51.2 tok/s, Q4_K_M 44.8 -> 46.8; fast Q4_0 51.9 ->
-// 62.6. The float kernels prefetch further ahead (floatPrefetchDist).
+// cache but fell behind memory out of it, and the fast kernels, bound by
+// memory, keep more loads in flight with it (a kernel timed on weights
+// from DRAM, and interleaved gozoo bench runs; figures in
+// docs/performance.md). The float kernels prefetch further ahead
+// (floatPrefetchDist).
 const prefetchDist = 2048
 
 // prefetchBlock prefetches the lines of the size bytes that lie
@@ -745,10 +765,9 @@ func kquantRows(q string, dot bool) {
 		// next one's while its own build the tables: the unpacking's
 		// chain of latencies (scalar bit fields, a widening, a
 		// conversion, a store read back by broadcasts) then overlaps
-		// the products instead of heading each super-block. In cache,
-		// 1024 and 3072 wide: 36.5 -> 41.3 and 37.2 -> 43.8 GFLOP/s a
-		// core. (gemvQ6_K's shorter unpacking gained 2% this way, and
-		// stays as it is.)
+		// the products instead of heading each super-block: about 15%
+		// in cache (docs/performance.md). gemvQ6_K's shorter unpacking
+		// gained too little this way, and stays as it is.
 		first := parity(nb)
 		TESTQ(nb, nb)
 		JZ(LabelRef(name + "_blocksdone"))

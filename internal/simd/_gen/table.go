@@ -113,8 +113,8 @@ func gemvQ8_0Halves() {
 // for rows Q6_K rows of blocks super-blocks (stride ldw bytes), the
 // weights (d·sc)·(q-32) in float32 as ggml's dequantize_row_q6_K computes
 // them. The 6-bit values q-32 are assembled 32 at a time as signed bytes
-// (q6Half, or q6HalfGFNI with GFNI's bit moves, which this kernel's vector
-// pipes feel: 54 -> 61 GFLOP/s in cache on Zen 4, BenchmarkMulTFast); each
+// (q6Half, or q6HalfGFNI with GFNI's bit moves, fewer byte operations on
+// the vector pipes that bound this kernel: BenchmarkMulTFast); each
 // 16 are then widened from the register (no trip through the stack),
 // converted, and scaled by their d·sc through a broadcast operand, with the
 // super-block's 16 scales converted once. Four accumulators take the

@@ -357,11 +357,7 @@ type prefetchPart func(part, parts int)
 
 // x16PrefetchDist is how far ahead of a block the regrouped kernels
 // prefetch. A regrouped matrix is one stream per thread, and with two
-// threads decode is bound by memory. BenchmarkX16Stream, GB/s of Q4_K /
-// Q6_K weights at 3072x1024, where the row kernels (4 rows, 4 streams)
-// read 28 / 35: a block's prefetches all at its start, 2048 ahead, 32 /
-// 35; spread over the block, 2048 ahead, 35 / 40; 4096 ahead, 40 / 42;
-// 6144 ahead, 41 / 40 (and the head, 151936x1024: 42 / 46); none, 22 /
-// 26. Qwen3-0.6B Q4_K_M exact decode, medians of 6 interleaved gozoo bench
-// runs: 69.1 tok/s before, 76.9 with 4096, 82.0 with 6144.
+// threads decode is bound by memory: prefetches spread over the block,
+// 6 KB ahead, streamed best (BenchmarkX16Stream and gozoo bench; the
+// distances tried are in docs/performance.md).
 const x16PrefetchDist = 6144
