@@ -1,7 +1,6 @@
 package zoo
 
 import (
-	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -115,9 +114,11 @@ func WriteRandomCheckpoint(configJSON []byte, dir, dtype string, seed uint64) er
 	if err != nil {
 		return err
 	}
-	views := map[string]*lazyView{}
+	views := map[string]*valuesView{}
 	for _, t := range tensors {
-		views[t.name] = &lazyView{param: t.param, dtype: dt, std: cfg.InitializerRange(), seed: seed, transposed: t.transposed}
+		param, std := t.param, cfg.InitializerRange()
+		views[t.name] = &valuesView{param: param, dtype: dt, transposed: t.transposed,
+			values: func() []float32 { return RandomTensor(param, std, seed) }}
 	}
 	path := filepath.Join(dir, "model.safetensors")
 	f, err := os.Create(path)
@@ -129,49 +130,6 @@ func WriteRandomCheckpoint(configJSON []byte, dir, dtype string, seed uint64) er
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return f.Close()
-}
-
-// lazyView generates its tensor only when the writer asks for its bytes.
-type lazyView struct {
-	param      *graphs.Param
-	dtype      safetensors.DType
-	std        float64
-	seed       uint64
-	transposed bool // stored [in, out] (see Layout)
-}
-
-func (v *lazyView) DType() safetensors.DType { return v.dtype }
-func (v *lazyView) Shape() []uint64 {
-	s := make([]uint64, len(v.param.Shape))
-	for i, d := range v.param.Shape {
-		s[i] = uint64(d)
-	}
-	if v.transposed {
-		s[0], s[1] = s[1], s[0]
-	}
-	return s
-}
-func (v *lazyView) DataLen() uint64 {
-	n := v.dtype.Size()
-	for _, d := range v.param.Shape {
-		n *= uint64(d)
-	}
-	return n
-}
-func (v *lazyView) Data() []byte {
-	vals := RandomTensor(v.param, v.std, v.seed)
-	if v.transposed {
-		vals = transpose(vals, v.param.Shape[0], v.param.Shape[1])
-	}
-	out := make([]byte, int(v.dtype.Size())*len(vals))
-	for i, x := range vals {
-		if v.dtype == safetensors.BF16 {
-			binary.LittleEndian.PutUint16(out[2*i:], bf16(x))
-		} else {
-			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
-		}
-	}
-	return out
 }
 
 // bf16 rounds a float32 to bfloat16 (round to nearest even, as torch does).

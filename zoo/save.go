@@ -63,9 +63,10 @@ func WriteCheckpointAs(dir string, configJSON []byte, ps *graphs.Params, dtype s
 	if err != nil {
 		return err
 	}
-	views := map[string]*paramView{}
+	views := map[string]*valuesView{}
 	for _, t := range tensors {
-		views[t.name] = &paramView{param: t.param, transposed: t.transposed, dtype: dtype}
+		param := t.param
+		views[t.name] = &valuesView{param: param, dtype: dtype, transposed: t.transposed, values: param.Float32s}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -99,16 +100,18 @@ func WriteCheckpointAs(dir string, configJSON []byte, ps *graphs.Params, dtype s
 	return nil
 }
 
-// paramView writes a parameter's values as F32 or BF16 when the writer
-// asks for its bytes.
-type paramView struct {
+// valuesView writes a parameter's values, made only when the writer asks
+// for its bytes (the parameter's own, or random ones), as F32 or BF16 in
+// the checkpoint's layout.
+type valuesView struct {
 	param      *graphs.Param
-	transposed bool // stored [in, out] (see Layout)
 	dtype      safetensors.DType
+	transposed bool // stored [in, out] (see Layout)
+	values     func() []float32
 }
 
-func (v *paramView) DType() safetensors.DType { return v.dtype }
-func (v *paramView) Shape() []uint64 {
+func (v *valuesView) DType() safetensors.DType { return v.dtype }
+func (v *valuesView) Shape() []uint64 {
 	s := make([]uint64, len(v.param.Shape))
 	for i, d := range v.param.Shape {
 		s[i] = uint64(d)
@@ -118,9 +121,9 @@ func (v *paramView) Shape() []uint64 {
 	}
 	return s
 }
-func (v *paramView) DataLen() uint64 { return uint64(v.dtype.Size()) * uint64(v.param.Numel()) }
-func (v *paramView) Data() []byte {
-	vals := v.param.Float32s()
+func (v *valuesView) DataLen() uint64 { return uint64(v.dtype.Size()) * uint64(v.param.Numel()) }
+func (v *valuesView) Data() []byte {
+	vals := v.values()
 	if v.transposed {
 		vals = transpose(vals, v.param.Shape[0], v.param.Shape[1])
 	}
