@@ -110,6 +110,18 @@ type rmsNormGrad struct {
 	dims        int
 }
 
+// normGradInputs reads a norm gradient's inputs (x, the scale w, the
+// output's gradient g) and makes its output dx, shaped as x.
+func normGradInputs(o *ops.Out, in []G.Value) (x, w, g, dx []float32, err error) {
+	if x, w, err = ops.Float32Pair(in); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if g, err = ops.Float32s(in[2]); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return x, w, g, o.Float32s(len(x)), nil
+}
+
 func (k rmsNormGrad) Name() string { return "rms norm gradient" }
 func (k rmsNormGrad) String() string {
 	return fmt.Sprintf("RMSNormGrad{eps=%g,offset=%g,dims=%d}", k.eps, k.offset, k.dims)
@@ -119,16 +131,11 @@ func (k rmsNormGrad) Signature() []hm.Type {
 }
 func (k rmsNormGrad) Shape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
 func (k rmsNormGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
-	x, w, err := ops.Float32Pair(in)
-	if err != nil {
-		return nil, err
-	}
-	g, err := ops.Float32s(in[2])
+	x, w, g, dx, err := normGradInputs(o, in)
 	if err != nil {
 		return nil, err
 	}
 	d := len(w)
-	dx := o.Float32s(len(x))
 	for r := 0; r+d <= len(x); r += d {
 		row, gr := x[r:r+d], g[r:r+d]
 		var ss, dot float64
@@ -397,16 +404,11 @@ func (k layerNormGrad) Signature() []hm.Type {
 }
 func (k layerNormGrad) Shape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
 func (k layerNormGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
-	x, w, err := ops.Float32Pair(in)
-	if err != nil {
-		return nil, err
-	}
-	g, err := ops.Float32s(in[2])
+	x, w, g, dx, err := normGradInputs(o, in)
 	if err != nil {
 		return nil, err
 	}
 	d := len(w)
-	dx := o.Float32s(len(x))
 	xh, gw := make([]float64, d), make([]float64, d)
 	for r := 0; r+d <= len(x); r += d {
 		mean, inv := rowStats(x[r:r+d], k.eps)

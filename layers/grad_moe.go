@@ -2,7 +2,6 @@ package layers
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -118,18 +117,10 @@ func (b sparseMoEGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	rows, weights := route(logits, T, E, k.topK, k.normTopK)
 	probs := make([]float64, T*E)
 	for t := 0; t < T; t++ {
-		l := logits[t*E : (t+1)*E]
-		m := l[0]
-		for _, v := range l {
-			m = max(m, v)
-		}
-		var sum float64
-		for e, v := range l {
-			probs[t*E+e] = math.Exp(float64(v - m))
-			sum += probs[t*E+e]
-		}
-		for e := range l {
-			probs[t*E+e] /= sum
+		p := probs[t*E : (t+1)*E]
+		sum := softmaxExps(logits[t*E:(t+1)*E], p)
+		for e := range p {
+			p[e] /= sum
 		}
 	}
 

@@ -164,6 +164,21 @@ func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	return o.Tensor(out, T, D), nil
 }
 
+// softmaxExps writes exp(l[e] - max(l)) into exps and returns their sum:
+// the router's softmax as the forward (route) and its gradient share it.
+func softmaxExps(l []float32, exps []float64) float64 {
+	m := l[0]
+	for _, v := range l {
+		m = max(m, v)
+	}
+	var sum float64
+	for e, v := range l {
+		exps[e] = math.Exp(float64(v - m))
+		sum += exps[e]
+	}
+	return sum
+}
+
 // route picks each row's top-k experts from router logits [T, E]: softmax
 // over all experts, top k (lower index first on ties), optionally
 // renormalised. It returns, per expert, the rows routed to it and their
@@ -171,21 +186,12 @@ func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 func route(logits []float32, T, E, k int, norm bool) (rows [][]int, weights [][]float32) {
 	rows, weights = make([][]int, E), make([][]float32, E)
 	probs := make([]float32, E)
+	exps := make([]float64, E)
 	idx := make([]int, E)
 	for t := 0; t < T; t++ {
-		l := logits[t*E : (t+1)*E]
-		m := l[0]
-		for _, v := range l {
-			m = max(m, v)
-		}
-		var sum float64
-		for e, v := range l {
-			p := math.Exp(float64(v - m))
-			probs[e] = float32(p)
-			sum += p
-		}
-		for e := range probs {
-			probs[e] = float32(float64(probs[e]) / sum)
+		sum := softmaxExps(logits[t*E:(t+1)*E], exps)
+		for e, p := range exps {
+			probs[e] = float32(float64(float32(p)) / sum)
 			idx[e] = e
 		}
 		sort.SliceStable(idx, func(i, j int) bool { return probs[idx[i]] > probs[idx[j]] })
