@@ -9,7 +9,7 @@ import (
 
 	"github.com/gozoo/gozoo/chat"
 	"github.com/gozoo/gozoo/graphs"
-	"github.com/gozoo/gozoo/loaders/images"
+	"github.com/gozoo/gozoo/images"
 	"github.com/gozoo/gozoo/zoo/generate"
 )
 

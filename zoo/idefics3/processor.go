@@ -20,7 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/gozoo/gozoo/loaders/images"
+	"github.com/gozoo/gozoo/images"
 )
 
 // The special strings Idefics3Processor puts around image tokens.

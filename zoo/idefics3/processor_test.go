@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gozoo/gozoo/images"
 	"github.com/gozoo/gozoo/loaders"
-	"github.com/gozoo/gozoo/loaders/images"
 )
 
 // preprocGoldenDir is the bundled SmolVLM preprocessing golden case (format:
