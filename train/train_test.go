@@ -20,7 +20,7 @@ import (
 )
 
 // The gradients themselves are checked against transformers' in the
-// golden cases (zoo/golden, run by every family's TestGolden) and per op
+// golden cases (golden/, run by every family's TestGolden) and per op
 // against finite differences (layers/grad_test.go). These tests check
 // the training forward and the API around them.
 

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gozoo/gozoo/golden"
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/zoo"
-	"github.com/gozoo/gozoo/zoo/golden"
 	"github.com/gozoo/gozoo/zoo/idefics3"
 	"github.com/gozoo/gozoo/zoo/zootest"
 )

@@ -19,12 +19,12 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/gozoo/gozoo/golden"
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/internal/testfiles"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/generate"
-	"github.com/gozoo/gozoo/zoo/golden"
 )
 
 // GoldenDir is a bundled golden case, from a package two levels below the
