@@ -1,7 +1,10 @@
 // Package golden checks a model against a golden case: a tiny Hugging Face
 // checkpoint plus the logits and greedy continuation transformers computes
-// for it (format: ../shared/golden/README.md). It is what `gozoo golden`
-// and the model tests run.
+// for it (format: ../shared/golden/README.md), and where a case has them
+// its gradients (grads.go), SmolVLM's preprocessing and vision tower
+// (preprocess.go, vlm.go) and llama.cpp's fast-mode logits (fast.go). It
+// is what `gozoo golden` and the model tests run, so it sits above zoo,
+// train and generate.
 package golden
 
 import (

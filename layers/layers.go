@@ -1,6 +1,8 @@
 // Package layers holds the modules every zoo model is assembled from:
 // Linear, Embedding, RMSNorm, RoPE, causal GQA attention over a KV cache,
-// gated MLPs and routed experts. Each module is declared once through a
+// gated MLPs and routed experts; LayerNorm and the non-gated MLP (GPT-2,
+// ViT encoders); and a ViT encoder's attention, patch embedding and pixel
+// shuffle (vision.go). Each module is declared once through a
 // graphs.Scope, which names its tensors by their Hugging Face names and
 // records their shapes, and keeps the *graphs.Param it got; its Forward
 // adds nodes to the step's Gorgonia graph.

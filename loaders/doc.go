@@ -1,5 +1,8 @@
 // Package loaders reads Hugging Face checkpoints: safetensors files (single
-// or sharded through model.safetensors.index.json) and config.json.
+// or sharded through model.safetensors.index.json), config.json and the
+// folder's other small files (Folder), which their consumers decode
+// (tokenizer, chat, generate, a family's processor). GGUF files are
+// loaders/gguf's.
 //
 // Files are memory-mapped and tensors are handed out as views of the
 // mapping, in their stored dtype and PyTorch layout: a model uses its
