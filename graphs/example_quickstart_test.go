@@ -5,7 +5,7 @@ import (
 	"log"
 
 	"github.com/gozoo/gozoo/graphs"
-	"github.com/gozoo/gozoo/loaders/tokenizer"
+	"github.com/gozoo/gozoo/tokenizer"
 	"github.com/gozoo/gozoo/zoo"
 	_ "github.com/gozoo/gozoo/zoo/all"
 	"github.com/gozoo/gozoo/zoo/generate"

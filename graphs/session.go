@@ -9,7 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/gozoo/gozoo/loaders"
+	"github.com/gozoo/gozoo/internal/procstat"
 	"github.com/gozoo/gozoo/ops"
 )
 
@@ -152,7 +152,7 @@ func NewSession(m Model, opts Options) (*Session, error) {
 		}
 		kv = sum
 	}
-	if avail, ok := loaders.AvailableMemory(); ok && kv > uint64(avail) {
+	if avail, ok := procstat.AvailableMemory(); ok && kv > uint64(avail) {
 		return nil, fmt.Errorf("context capacity %d needs %d MiB of KV cache (%d layers, %d-byte keys and values), more than the %d MiB of memory available; ask for a smaller Capacity",
 			opts.Capacity, kv>>20, len(caches), kvBytes(opts.KVCacheF16), avail>>20)
 	}

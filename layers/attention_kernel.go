@@ -393,3 +393,98 @@ func softmaxRange(row []float32, lo, hi int) {
 	simd.ScaleF64(in, inv)
 	clear(row[hi:])
 }
+
+// causalAttention is grouped-query self-attention of a whole sequence
+// with no KV cache: the training forward. q [T, Hq, Dk], k [T, Hkv, Dk],
+// v [T, Hkv, Dv]; row t sits at position t and attends keys lo..t, with
+// lo = 0 (causal) or t-window+1 (a sliding window of window keys), the
+// masks cachedAttention applies. Query head h reads kv head h / (Hq/Hkv).
+// Scores, softmax and weighted sums are computed as cachedAttention's
+// prefill computes them, so a training forward gives inference's logits.
+type causalAttention struct {
+	name   string
+	scale  float32
+	window int // 0: full causal attention
+}
+
+func (k causalAttention) Name() string { return "attention " + k.name }
+func (k causalAttention) String() string {
+	return fmt.Sprintf("CausalAttention{%s,scale=%g,window=%d}", k.name, k.scale, k.window)
+}
+func (k causalAttention) Signature() []hm.Type {
+	return []hm.Type{ops.T(3, nil), ops.T(3, nil), ops.T(3, nil), ops.T(2, nil)}
+}
+func (k causalAttention) Shape(in []tensor.Shape) (tensor.Shape, error) {
+	q, kk, v := in[0], in[1], in[2]
+	switch {
+	case len(q) != 3 || len(kk) != 3 || len(v) != 3:
+		return nil, fmt.Errorf("want q, k, v [T, H, D]; got %v %v %v", q, kk, v)
+	case kk[0] != q[0] || v[0] != q[0]:
+		return nil, fmt.Errorf("q %v, k %v and v %v have different rows", q, kk, v)
+	case kk[1] == 0 || q[1]%kk[1] != 0 || v[1] != kk[1]:
+		return nil, fmt.Errorf("%d query heads do not group over %d kv heads (v has %d)", q[1], kk[1], v[1])
+	case q[2] != kk[2]:
+		return nil, fmt.Errorf("queries %v and keys %v differ in width", q, kk)
+	}
+	return tensor.Shape{q[0], q[1] * v[2]}, nil
+}
+
+// seqDims are a sequence attention's sizes.
+type seqDims struct{ T, Hq, Hkv, Dk, Dv int }
+
+func attentionDims(q, v tensor.Shape, kvHeads int) seqDims {
+	return seqDims{T: q[0], Hq: q[1], Hkv: kvHeads, Dk: q[2], Dv: v[2]}
+}
+
+func (k causalAttention) lo(t int) int {
+	if k.window > 0 {
+		return max(0, t-k.window+1)
+	}
+	return 0
+}
+
+// probs writes head h's probabilities [T, T] (zero outside each row's
+// keys) into p, as cachedAttention computes them.
+func (k causalAttention) probs(p, q, kk []float32, h int, d seqDims) {
+	g := h / (d.Hq / d.Hkv)
+	simd.DotsT(p, d.T, q[h*d.Dk:], d.Hq*d.Dk, d.T, kk[g*d.Dk:], d.Hkv*d.Dk, d.T, d.Dk, k.scale)
+	for t := 0; t < d.T; t++ {
+		softmaxRange(p[t*d.T:(t+1)*d.T], k.lo(t), t+1)
+	}
+}
+
+func (k causalAttention) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
+	var f [3][]float32
+	for i := range f {
+		var err error
+		if f[i], err = ops.Float32s(in[i]); err != nil {
+			return nil, fmt.Errorf("input %d: %w", i, err)
+		}
+	}
+	d := attentionDims(in[0].Shape(), in[2].Shape(), in[1].Shape()[1])
+	out := o.Float32s(d.T * d.Hq * d.Dv)
+	simd.Parallel(d.Hq, &seqAttnTask{k: k, q: f[0], kk: f[1], v: f[2], out: out, d: d})
+	return o.Tensor(out, d.T, d.Hq*d.Dv), nil
+}
+
+// seqAttnTask is the forward's work, a part per query head.
+type seqAttnTask struct {
+	k        causalAttention
+	q, kk, v []float32
+	out      []float32
+	d        seqDims
+}
+
+func (t *seqAttnTask) Part(h int) {
+	d := t.d
+	p := make([]float32, d.T*d.T)
+	t.k.probs(p, t.q, t.kk, h, d)
+	g := h / (d.Hq / d.Hkv)
+	vt := make([]float32, d.Dv*d.T)
+	for j := 0; j < d.T; j++ {
+		for c, x := range t.v[(j*d.Hkv+g)*d.Dv:][:d.Dv] {
+			vt[c*d.T+j] = x
+		}
+	}
+	simd.DotsT(t.out[h*d.Dv:], d.Hq*d.Dv, p, d.T, d.T, vt, d.T, d.Dv, d.T, 1)
+}

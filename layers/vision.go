@@ -11,55 +11,11 @@ import (
 )
 
 // The modules below are what a ViT encoder (SigLIP, CLIP) adds to a
-// decoder's: LayerNorm with a bias, a non-gated MLP, bidirectional
-// attention without a cache, and the patch embedding. Rows are patches:
+// decoder's besides LayerNorm (layernorm.go) and the non-gated MLP
+// (mlp.go), which GPT-2 shares: bidirectional attention without a cache,
+// the patch embedding and Idefics3's pixel shuffle. Rows are patches:
 // an encoder's hidden states are [N·P, D] for N images of P patches each,
 // and attention stays within each image's block of P rows.
-
-// LayerNorm is PyTorch's nn.LayerNorm over the last axis, with weight and
-// bias.
-type LayerNorm struct {
-	Weight, Bias *graphs.Param
-	Eps          float64
-}
-
-// NewLayerNorm declares p.weight and p.bias [dim].
-func NewLayerNorm(p graphs.Scope, dim int, eps float64) *LayerNorm {
-	return &LayerNorm{Weight: p.Param("weight", graphs.Norm, dim), Bias: p.Param("bias", graphs.Bias, dim), Eps: eps}
-}
-
-// Forward normalises x [.., D].
-func (n *LayerNorm) Forward(s *graphs.Step, x *G.Node) *G.Node {
-	return ops.Apply(layerNorm{eps: n.Eps, dims: x.Dims()}, x, s.Bind(n.Weight), s.Bind(n.Bias))
-}
-
-// MLP is the non-gated feed-forward of ViT encoders: fc2(act(fc1(x))),
-// both projections with biases.
-type MLP struct {
-	FC1, FC2 Linear
-	Act      string
-}
-
-// NewMLP declares p.fc1 [inter, hidden] and p.fc2 [hidden, inter] with
-// biases (SigLIP's names). act is "gelu_pytorch_tanh" (SigLIP), "gelu_new"
-// (GPT-2), "gelu", "relu" or "silu".
-func NewMLP(p graphs.Scope, hidden, inter int, act string) *MLP {
-	return NewMLPNamed(p, "fc1", "fc2", hidden, inter, act)
-}
-
-// NewMLPNamed is NewMLP with the projections' names (GPT-2: c_fc, c_proj).
-func NewMLPNamed(p graphs.Scope, up, down string, hidden, inter int, act string) *MLP {
-	if _, err := activation(act); err != nil {
-		panic(err)
-	}
-	return &MLP{FC1: NewLinear(p.Sub(up), hidden, inter, true), FC2: NewLinear(p.Sub(down), inter, hidden, true), Act: act}
-}
-
-// Forward maps x [T, D] to [T, D].
-func (m *MLP) Forward(s *graphs.Step, x *G.Node) *G.Node {
-	h := m.FC1.Forward(s, x)
-	return m.FC2.Forward(s, ops.Apply(activate{act: m.Act, dims: h.Dims(), fast: s.Fast}, h))
-}
 
 // EncoderAttention is bidirectional multi-head self-attention with biases
 // on every projection, within blocks of rows (one image's patches each),

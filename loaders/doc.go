@@ -1,10 +1,8 @@
 // Package loaders reads Hugging Face checkpoints: safetensors files (single
-// or sharded through model.safetensors.index.json) and config.json, the
-// other small files of a checkpoint folder (Folder: tokenizer, chat
-// template, generation and processor configs, each read once), and the
-// bounds a config.json must keep before a family decodes it
-// (CheckConfigSizes, AvailableMemory). GGUF files, tokenizers and images
-// have packages of their own below this one (gguf, tokenizer, images).
+// or sharded through model.safetensors.index.json), config.json and the
+// folder's other small files (Folder), which their consumers decode
+// (tokenizer, chat, generate, a family's processor). GGUF files are
+// loaders/gguf's.
 //
 // Files are memory-mapped and tensors are handed out as views of the
 // mapping, in their stored dtype and PyTorch layout: a model uses its

@@ -9,9 +9,9 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/familytest"
 	"github.com/gozoo/gozoo/train"
 	"github.com/gozoo/gozoo/zoo"
-	"github.com/gozoo/gozoo/zoo/zootest"
 )
 
 // tinyText is a short "text" of token ids repeated: a pattern a model
@@ -37,7 +37,7 @@ func newTiny(t *testing.T, seed uint64) (zoo.Model, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := zoo.NewRandom(zootest.ParseConfig(t, dir), seed)
+	m, err := zoo.NewRandom(familytest.ParseConfig(t, dir), seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestTrainingLowersTheLoss(t *testing.T) {
 	}
 	ids := tinyText(m.VocabSize())[:20]
 	want, got := logits(t, m, ids), logits(t, back, ids)
-	if d := zootest.MaxDiff(got, want); d != 0 {
+	if d := familytest.MaxDiff(got, want); d != 0 {
 		t.Errorf("reloaded checkpoint's logits differ from the trained model's by %g", d)
 	}
 	if d := math.Abs(sessionLoss(t, back, ids) - sessionLoss(t, m, ids)); d != 0 {
@@ -162,7 +162,7 @@ func TestAccumulationIsBatching(t *testing.T) {
 	}
 	for _, p := range a.Params().All() {
 		q, _ := b.Params().Get(p.Name)
-		if d := zootest.MaxDiff(p.Float32s(), q.Float32s()); d > 1e-6 {
+		if d := familytest.MaxDiff(p.Float32s(), q.Float32s()); d > 1e-6 {
 			t.Errorf("%s: batched and accumulated weights differ by %g", p.Name, d)
 		}
 	}
@@ -290,8 +290,8 @@ func TestTrainerRefusesBadInput(t *testing.T) {
 // checkpoint it was loaded from is untouched.
 func TestContinueFromBF16Checkpoint(t *testing.T) {
 	src := testdata(t, "golden", "gpt2_original_bf16")
-	m := zootest.Load(t, src)
-	before := zootest.Load(t, src)
+	m := familytest.Load(t, src)
+	before := familytest.Load(t, src)
 	config, err := os.ReadFile(src + "/config.json")
 	if err != nil {
 		t.Fatal(err)
@@ -315,13 +315,13 @@ func TestContinueFromBF16Checkpoint(t *testing.T) {
 	}
 	ids := tinyText(m.VocabSize())[:12]
 	trained := logits(t, m, ids)
-	if d := zootest.MaxDiff(logits(t, back, ids), trained); d != 0 {
+	if d := familytest.MaxDiff(logits(t, back, ids), trained); d != 0 {
 		t.Errorf("reloaded checkpoint's logits differ from the trained model's by %g", d)
 	}
-	if d := zootest.MaxDiff(logits(t, zootest.Load(t, src), ids), logits(t, before, ids)); d != 0 {
+	if d := familytest.MaxDiff(logits(t, familytest.Load(t, src), ids), logits(t, before, ids)); d != 0 {
 		t.Errorf("training changed the checkpoint it loaded from (logits differ by %g)", d)
 	}
-	if zootest.MaxDiff(trained, logits(t, before, ids)) == 0 {
+	if familytest.MaxDiff(trained, logits(t, before, ids)) == 0 {
 		t.Error("training did not change the model")
 	}
 }

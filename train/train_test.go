@@ -10,17 +10,17 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/familytest"
 	"github.com/gozoo/gozoo/internal/testfiles"
 	"github.com/gozoo/gozoo/layers"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/train"
 	"github.com/gozoo/gozoo/zoo"
 	_ "github.com/gozoo/gozoo/zoo/all"
-	"github.com/gozoo/gozoo/zoo/zootest"
 )
 
 // The gradients themselves are checked against transformers' in the
-// golden cases (zoo/golden, run by every family's TestGolden) and per op
+// golden cases (golden/, run by every family's TestGolden) and per op
 // against finite differences (layers/grad_test.go). These tests check
 // the training forward and the API around them.
 
@@ -78,7 +78,7 @@ func TestTrainingForwardIsInferenceForward(t *testing.T) {
 		testdata(t, "gguf", "llama_q4_0"), testdata(t, "gguf", "gpt2_q4_0"), testdata(t, "gguf", "qwen3_f16"),
 	} {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			m := zootest.Load(t, dir)
+			m := familytest.Load(t, dir)
 			ids := sequence(min(19, m.MaxPositions()), m.VocabSize())
 			g, err := train.LossAndGradients(m, ids)
 			if err != nil {
@@ -102,7 +102,7 @@ func TestTrainingForwardIsInferenceForward(t *testing.T) {
 // of the weight gradients, and that the lookup part of an untied
 // embedding's gradient is the index-added InputsEmbeds.
 func TestGradientsNamedLikeTheCheckpoint(t *testing.T) {
-	m := zootest.Load(t, testdata(t, "golden", "llama_mha_untied"))
+	m := familytest.Load(t, testdata(t, "golden", "llama_mha_untied"))
 	ids := sequence(12, m.VocabSize())
 	g, err := train.LossAndGradients(m, ids)
 	if err != nil {
@@ -127,7 +127,7 @@ func TestGradientsNamedLikeTheCheckpoint(t *testing.T) {
 	if err := layers.IndexAdd(lookup, g.InputsEmbeds.Data().([]float32), ids, m.HiddenSize()); err != nil {
 		t.Fatal(err)
 	}
-	if d := zootest.MaxDiff(lookup, g.Weights["model.embed_tokens.weight"].Data().([]float32)); d != 0 {
+	if d := familytest.MaxDiff(lookup, g.Weights["model.embed_tokens.weight"].Data().([]float32)); d != 0 {
 		t.Errorf("untied embedding gradient differs from the index-added inputs_embeds gradient by %g", d)
 	}
 }
@@ -138,8 +138,8 @@ func TestGradientsNamedLikeTheCheckpoint(t *testing.T) {
 // to float32, which also has gradients for those weights.
 func TestQuantizedWeightsPassGradients(t *testing.T) {
 	dir := testdata(t, "gguf", "qwen3_q8_0")
-	q := zootest.Load(t, dir)
-	f := zootest.Load(t, dir)
+	q := familytest.Load(t, dir)
+	f := familytest.Load(t, dir)
 	quantized := 0
 	for _, p := range f.Params().All() {
 		if _, ok := p.DType.Quant(); ok {
@@ -176,7 +176,7 @@ func TestQuantizedWeightsPassGradients(t *testing.T) {
 	for _, v := range b {
 		scale = max(scale, math.Abs(float64(v)))
 	}
-	if d := zootest.MaxDiff(a, b); scale == 0 || d > 1e-4*scale {
+	if d := familytest.MaxDiff(a, b); scale == 0 || d > 1e-4*scale {
 		t.Errorf("inputs_embeds gradient: quantized and dequantized differ by %g (max %g)", d, scale)
 	}
 	if d := math.Abs(gq.Loss - gf.Loss); d > 1e-5 {
@@ -187,7 +187,7 @@ func TestQuantizedWeightsPassGradients(t *testing.T) {
 // TestGraphReuse runs one compiled graph on several sequences and after
 // an in-place weight update: every run must match a fresh graph's.
 func TestGraphReuse(t *testing.T) {
-	cfg := zootest.ParseConfig(t, testdata(t, "golden", "gemma3_sliding_mqa"))
+	cfg := familytest.ParseConfig(t, testdata(t, "golden", "gemma3_sliding_mqa"))
 	m, err := zoo.NewRandom(cfg, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -205,11 +205,11 @@ func TestGraphReuse(t *testing.T) {
 			t.Errorf("%s: loss %g vs %g", what, x.Loss, y.Loss)
 		}
 		for _, n := range x.Names {
-			if d := zootest.MaxDiff(x.Weights[n].Data().([]float32), y.Weights[n].Data().([]float32)); d != 0 {
+			if d := familytest.MaxDiff(x.Weights[n].Data().([]float32), y.Weights[n].Data().([]float32)); d != 0 {
 				t.Errorf("%s: gradient of %s differs by %g", what, n, d)
 			}
 		}
-		if d := zootest.MaxDiff(x.InputsEmbeds.Data().([]float32), y.InputsEmbeds.Data().([]float32)); d != 0 {
+		if d := familytest.MaxDiff(x.InputsEmbeds.Data().([]float32), y.InputsEmbeds.Data().([]float32)); d != 0 {
 			t.Errorf("%s: inputs_embeds gradient differs by %g", what, d)
 		}
 	}
@@ -255,7 +255,7 @@ func TestGraphReuse(t *testing.T) {
 // once (each with its own graph), as sessions run side by side: the
 // results must equal a lone run's (go test -race checks the sharing).
 func TestConcurrentGraphs(t *testing.T) {
-	m := zootest.Load(t, testdata(t, "golden", "qwen3_moe_step2_nonorm"))
+	m := familytest.Load(t, testdata(t, "golden", "qwen3_moe_step2_nonorm"))
 	ids := sequence(11, m.VocabSize())
 	want, err := train.LossAndGradients(m, ids)
 	if err != nil {
@@ -276,7 +276,7 @@ func TestConcurrentGraphs(t *testing.T) {
 			t.Errorf("goroutine %d: loss %g, alone %g", i, g.Loss, want.Loss)
 		}
 		for _, n := range want.Names {
-			if d := zootest.MaxDiff(g.Weights[n].Data().([]float32), want.Weights[n].Data().([]float32)); d != 0 {
+			if d := familytest.MaxDiff(g.Weights[n].Data().([]float32), want.Weights[n].Data().([]float32)); d != 0 {
 				t.Errorf("goroutine %d: gradient of %s differs by %g", i, n, d)
 			}
 		}
@@ -289,7 +289,7 @@ func TestConcurrentGraphs(t *testing.T) {
 // difference on one weight confirms which element is which.
 func TestGPT2GradientsInConv1DLayout(t *testing.T) {
 	dir := testdata(t, "golden", "gpt2_original_bf16")
-	m := zootest.Load(t, dir)
+	m := familytest.Load(t, dir)
 	if err := train.Trainable(m); err != nil {
 		t.Fatal(err)
 	}

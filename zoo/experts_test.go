@@ -13,11 +13,11 @@ import (
 
 	"github.com/nlpodyssey/safetensors"
 
+	"github.com/gozoo/gozoo/golden"
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/train"
 	"github.com/gozoo/gozoo/zoo"
-	"github.com/gozoo/gozoo/zoo/golden"
 )
 
 // tinyMoE is a two-layer qwen3_moe config with 4 experts of width 8.

@@ -12,11 +12,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gozoo/gozoo/golden"
 	"github.com/gozoo/gozoo/internal/testfiles"
 	"github.com/gozoo/gozoo/loaders/gguf"
 	"github.com/gozoo/gozoo/zoo"
 	_ "github.com/gozoo/gozoo/zoo/all"
-	"github.com/gozoo/gozoo/zoo/golden"
 )
 
 var ggufCases = []string{"gemma3_q4_k_m", "gpt2_q4_0", "llama_q4_0", "qwen3_f16", "qwen3_q8_0", "qwen3moe_q8_0"}

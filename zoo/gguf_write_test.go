@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gozoo/gozoo/golden"
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/loaders/gguf"
 	"github.com/gozoo/gozoo/zoo"
-	"github.com/gozoo/gozoo/zoo/golden"
 )
 
 func lastLogits(t *testing.T, m zoo.Model, ids []int) []float32 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/procstat"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/zoo"
 	_ "github.com/gozoo/gozoo/zoo/all"
@@ -170,7 +171,7 @@ func TestHostileContextCapacity(t *testing.T) {
 		t.Errorf("default capacity %d, want %d", s.Capacity(), graphs.DefaultCapacity)
 	}
 	s.Close()
-	if _, ok := loaders.AvailableMemory(); !ok {
+	if _, ok := procstat.AvailableMemory(); !ok {
 		t.Skip("the memory available is not known here")
 	}
 	err = bounded(t, func() error {
@@ -270,7 +271,7 @@ func TestHostileSafetensors(t *testing.T) {
 // TestRandomTooLarge: a random model that cannot fit in memory is refused
 // before anything is allocated, with the sizes named.
 func TestRandomTooLarge(t *testing.T) {
-	avail, ok := loaders.AvailableMemory()
+	avail, ok := procstat.AvailableMemory()
 	if !ok {
 		t.Skip("this system does not report available memory")
 	}

@@ -12,7 +12,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
-	"github.com/gozoo/gozoo/loaders"
+	"github.com/gozoo/gozoo/internal/procstat"
 )
 
 // RandomTensor fills a tensor as HF's _init_weights would, by what the
@@ -61,7 +61,7 @@ func NewRandom(cfg Config, seed uint64) (Model, error) {
 	for _, p := range ps.All() {
 		n += p.Numel() // declare bounded the total
 	}
-	if avail, ok := loaders.AvailableMemory(); ok && 4*n > avail {
+	if avail, ok := procstat.AvailableMemory(); ok && 4*n > avail {
 		return nil, fmt.Errorf("a random model of %d parameters needs %d MiB as float32, more than the %d MiB of memory available", n, 4*n>>20, avail>>20)
 	}
 	for _, p := range ps.All() {
@@ -107,7 +107,7 @@ func WriteRandomCheckpoint(configJSON []byte, dir, dtype string, seed uint64) er
 	for _, p := range params {
 		largest = max(largest, p.Numel())
 	}
-	if avail, ok := loaders.AvailableMemory(); ok && largest*16 > avail {
+	if avail, ok := procstat.AvailableMemory(); ok && largest*16 > avail {
 		return fmt.Errorf("the largest tensor (%d values) needs %d MiB to write, more than the %d MiB of memory available", largest, largest*16>>20, avail>>20)
 	}
 	tensors, err := writtenTensors(cfg, params, func(decl *graphs.Param) (*graphs.Param, error) { return decl, nil })

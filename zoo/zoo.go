@@ -28,6 +28,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/procstat"
 	"github.com/gozoo/gozoo/loaders"
 )
 
@@ -240,7 +241,7 @@ func LoadConfigContext(ctx context.Context, dir string, configJSON []byte, progr
 // Every declared tensor is checked against the checkpoint (present, of
 // the shape config.json implies, of a supported dtype) before any is
 // read, and the memory the load itself allocates (widened vectors,
-// transposed or misaligned copies) against loaders.AvailableMemory: a
+// transposed or misaligned copies) against procstat.AvailableMemory: a
 // config.json whose sizes disagree with the tensors present allocates
 // nothing by those sizes.
 func LoadWeights(dir string, cfg Config, progress func(done, total int64)) (Model, error) {
@@ -393,7 +394,7 @@ func checkCheckpoint(ckpt *loaders.Checkpoint, cfg Config, m Model, params []*gr
 		}
 		heap += size * n
 	}
-	if avail, ok := loaders.AvailableMemory(); ok && heap > avail {
+	if avail, ok := procstat.AvailableMemory(); ok && heap > avail {
 		return fmt.Errorf("%s: loading needs %d MiB for widened and transposed tensors, more than the %d MiB of memory available", ckpt.Dir, heap>>20, avail>>20)
 	}
 	return nil

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/gozoo/gozoo/loaders/tokenizer"
+	"github.com/gozoo/gozoo/tokenizer"
 )
 
 func init() {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/gozoo/gozoo/zoo/golden"
+	"github.com/gozoo/gozoo/golden"
 )
 
 func init() {

@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/gozoo/gozoo/loaders/images"
+	"github.com/gozoo/gozoo/images"
 	"github.com/gozoo/gozoo/zoo/idefics3"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/gozoo/gozoo/chat"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/loaders/gguf"
-	"github.com/gozoo/gozoo/loaders/tokenizer"
+	"github.com/gozoo/gozoo/tokenizer"
 	"github.com/gozoo/gozoo/zoo"
 )
 

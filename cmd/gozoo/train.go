@@ -14,7 +14,7 @@ import (
 	"strings"
 
 	"github.com/gozoo/gozoo/loaders"
-	"github.com/gozoo/gozoo/loaders/tokenizer"
+	"github.com/gozoo/gozoo/tokenizer"
 	"github.com/gozoo/gozoo/train"
 	"github.com/gozoo/gozoo/zoo"
 )

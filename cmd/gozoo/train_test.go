@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/gozoo/gozoo/graphs"
-	"github.com/gozoo/gozoo/loaders/tokenizer"
+	"github.com/gozoo/gozoo/tokenizer"
 	"github.com/gozoo/gozoo/zoo"
 )
 

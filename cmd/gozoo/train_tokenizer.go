@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gozoo/gozoo/loaders/tokenizer"
+	"github.com/gozoo/gozoo/tokenizer"
 )
 
 func init() {

@@ -7,18 +7,18 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gozoo/gozoo/internal/familytest"
 	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/gemma3"
-	"github.com/gozoo/gozoo/zoo/zootest"
 )
 
 func TestGolden(t *testing.T) {
-	zootest.Golden(t, "gemma3_sliding_mqa", "gemma3_pattern_softcap")
+	familytest.Golden(t, "gemma3_sliding_mqa", "gemma3_pattern_softcap")
 }
 
 func config(t *testing.T, name string, edit func(map[string]any)) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(zootest.GoldenDir(name), "config.json"))
+	b, err := os.ReadFile(filepath.Join(familytest.GoldenDir(name), "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func config(t *testing.T, name string, edit func(map[string]any)) []byte {
 // withConfig builds the golden case's weights under an edited config.
 func withConfig(t *testing.T, name string, edit func(map[string]any)) zoo.Model {
 	t.Helper()
-	base, err := zoo.Load(zootest.GoldenDir(name))
+	base, err := zoo.Load(familytest.GoldenDir(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestLayerTypesAndRoPE(t *testing.T) {
 	}
 	// The sliding window, the local RoPE base and the linear scaling of
 	// full layers each reach the logits.
-	base := zootest.LastLogits(t, withConfig(t, "gemma3_pattern_softcap", func(map[string]any) {}), ids)
+	base := familytest.LastLogits(t, withConfig(t, "gemma3_pattern_softcap", func(map[string]any) {}), ids)
 	for what, edit := range map[string]func(map[string]any){
 		"sliding_window":       func(m map[string]any) { m["sliding_window"] = 9 },
 		"rope_local_base_freq": func(m map[string]any) { m["rope_local_base_freq"] = 500.0 },
@@ -72,19 +72,19 @@ func TestLayerTypesAndRoPE(t *testing.T) {
 			m["query_pre_attn_scalar"] = 40.0
 		},
 	} {
-		if d := zootest.MaxDiff(base, zootest.LastLogits(t, withConfig(t, "gemma3_pattern_softcap", edit), ids)); d < 1e-4 {
+		if d := familytest.MaxDiff(base, familytest.LastLogits(t, withConfig(t, "gemma3_pattern_softcap", edit), ids)); d < 1e-4 {
 			t.Errorf("changing %s moved the logits by only %g", what, d)
 		}
 	}
 	// attn_logit_softcapping is ignored, as in HF.
-	if d := zootest.MaxDiff(base, zootest.LastLogits(t, withConfig(t, "gemma3_pattern_softcap", func(m map[string]any) { m["attn_logit_softcapping"] = 1.0 }), ids)); d != 0 {
+	if d := familytest.MaxDiff(base, familytest.LastLogits(t, withConfig(t, "gemma3_pattern_softcap", func(m map[string]any) { m["attn_logit_softcapping"] = 1.0 }), ids)); d != 0 {
 		t.Errorf("attn_logit_softcapping changed the logits by %g", d)
 	}
 }
 
 func TestFinalSoftcap(t *testing.T) {
 	m := withConfig(t, "gemma3_pattern_softcap", func(m map[string]any) { m["final_logit_softcapping"] = 0.5 })
-	for _, l := range zootest.LastLogits(t, m, ids) {
+	for _, l := range familytest.LastLogits(t, m, ids) {
 		if math.Abs(float64(l)) > 0.5 {
 			t.Fatalf("logit %g exceeds the cap 0.5", l)
 		}
@@ -92,11 +92,11 @@ func TestFinalSoftcap(t *testing.T) {
 }
 
 func TestEveryWeightMatters(t *testing.T) {
-	m, err := zoo.Load(zootest.GoldenDir("gemma3_sliding_mqa"))
+	m, err := zoo.Load(familytest.GoldenDir("gemma3_sliding_mqa"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	zootest.EveryWeightMatters(t, m, ids,
+	familytest.EveryWeightMatters(t, m, ids,
 		"model.embed_tokens.weight", "model.norm.weight",
 		"model.layers.0.input_layernorm.weight", "model.layers.0.post_attention_layernorm.weight",
 		"model.layers.0.pre_feedforward_layernorm.weight", "model.layers.0.post_feedforward_layernorm.weight",
@@ -114,4 +114,4 @@ func TestRefusesBidirectional(t *testing.T) {
 // TestRuntime runs the shared checks on the sliding-window case: its
 // window of 6 is shorter than the prompts, so chunked prefill crosses the
 // ring's boundary.
-func TestRuntime(t *testing.T) { zootest.Run(t, zootest.GoldenDir("gemma3_sliding_mqa")) }
+func TestRuntime(t *testing.T) { familytest.Run(t, familytest.GoldenDir("gemma3_sliding_mqa")) }

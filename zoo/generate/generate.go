@@ -21,7 +21,7 @@ import (
 
 	"github.com/gozoo/gozoo/chat"
 	"github.com/gozoo/gozoo/graphs"
-	"github.com/gozoo/gozoo/loaders/tokenizer"
+	"github.com/gozoo/gozoo/tokenizer"
 	"github.com/gozoo/gozoo/zoo"
 )
 

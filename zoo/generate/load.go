@@ -8,7 +8,7 @@ import (
 	"github.com/gozoo/gozoo/chat"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/loaders/gguf"
-	"github.com/gozoo/gozoo/loaders/tokenizer"
+	"github.com/gozoo/gozoo/tokenizer"
 	"github.com/gozoo/gozoo/zoo"
 )
 
@@ -28,21 +28,24 @@ func LoadContext(ctx context.Context, dir string, progress func(done, total int6
 	if path, ok := zoo.GGUFPath(dir); ok {
 		return LoadGGUFContext(ctx, path, progress)
 	}
-	stopped := func() error {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%s: loading stopped: %w", dir, err)
-		}
-		return nil
-	}
-	if err := stopped(); err != nil {
-		return nil, err
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: loading stopped: %w", dir, err)
 	}
 	folder, err := loaders.OpenFolder(dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := stopped(); err != nil {
-		return nil, err
+	return LoadFolderContext(ctx, folder, progress)
+}
+
+// LoadFolderContext is LoadContext on a checkpoint folder already read
+// by loaders.OpenFolder: its files are not read again, only the weights
+// from folder.Dir. A caller that needs more of the folder (SmolVLM's
+// processor configs) reads it once and passes it here.
+func LoadFolderContext(ctx context.Context, folder *loaders.Folder, progress func(done, total int64)) (*Generator, error) {
+	dir := folder.Dir
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: loading stopped: %w", dir, err)
 	}
 	tok, err := tokenizer.FromFolder(folder)
 	if err != nil {

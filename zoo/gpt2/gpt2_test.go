@@ -5,26 +5,26 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gozoo/gozoo/internal/familytest"
 	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/gpt2"
-	"github.com/gozoo/gozoo/zoo/zootest"
 )
 
 // TestGolden runs both checkpoint styles: the original layout (no prefix,
 // mask buffers beside the weights, BF16) and "transformer."-prefixed F32.
 func TestGolden(t *testing.T) {
-	zootest.Golden(t, "gpt2_original_bf16", "gpt2_prefixed")
+	familytest.Golden(t, "gpt2_original_bf16", "gpt2_prefixed")
 }
 
 func TestShared(t *testing.T) {
 	for _, name := range []string{"gpt2_original_bf16", "gpt2_prefixed"} {
-		t.Run(name, func(t *testing.T) { zootest.Run(t, zootest.GoldenDir(name)) })
+		t.Run(name, func(t *testing.T) { familytest.Run(t, familytest.GoldenDir(name)) })
 	}
 }
 
 func TestEveryWeightMatters(t *testing.T) {
-	m := zootest.Load(t, zootest.GoldenDir("gpt2_prefixed"))
-	zootest.EveryWeightMatters(t, m, []int{5, 17, 3, 99, 250, 7},
+	m := familytest.Load(t, familytest.GoldenDir("gpt2_prefixed"))
+	familytest.EveryWeightMatters(t, m, []int{5, 17, 3, 99, 250, 7},
 		"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias",
 		"h.0.ln_1.weight", "h.0.ln_1.bias", "h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias",
 		"h.0.attn.c_proj.weight", "h.0.attn.c_proj.bias", "h.1.ln_2.weight", "h.1.ln_2.bias",
@@ -59,7 +59,7 @@ func TestConfig(t *testing.T) {
 // by an ulp or so, where a matrix stored in the wrong layout moves it by
 // its own size.
 func TestRandomCheckpointLayout(t *testing.T) {
-	cfgJSON := zootest.ReadConfigBytes(t, zootest.GoldenDir("gpt2_prefixed"))
+	cfgJSON := familytest.ReadConfigBytes(t, familytest.GoldenDir("gpt2_prefixed"))
 	dir := filepath.Join(t.TempDir(), "gpt2")
 	if err := zoo.WriteRandomCheckpoint(cfgJSON, dir, "f32", 7); err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func TestRandomCheckpointLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := []int{1, 2, 3, 4, 5}
-	if d := zootest.MaxDiff(zootest.LastLogits(t, loaded, ids), zootest.LastLogits(t, mem, ids)); d > 1e-5 {
+	if d := familytest.MaxDiff(familytest.LastLogits(t, loaded, ids), familytest.LastLogits(t, mem, ids)); d > 1e-5 {
 		t.Errorf("written and reloaded random GPT-2 differs from the in-memory one by %g", d)
 	}
 }

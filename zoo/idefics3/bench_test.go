@@ -4,9 +4,9 @@ import (
 	"os"
 	"testing"
 
+	"github.com/gozoo/gozoo/internal/familytest"
 	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/idefics3"
-	"github.com/gozoo/gozoo/zoo/zootest"
 )
 
 // BenchmarkVisionTile runs one tile through the vision tower and the
@@ -22,7 +22,7 @@ func BenchmarkVisionTile(b *testing.B) {
 			b.Fatal(err)
 		}
 	} else {
-		m = zootest.Load(b, zootest.GoldenDir("smolvlm-full"))
+		m = familytest.Load(b, familytest.GoldenDir("smolvlm-full"))
 	}
 	vlm := m.(*idefics3.Model)
 	v := vlm.Config.VisionConfig

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gozoo/gozoo/images"
 	"github.com/gozoo/gozoo/internal/canceltest"
 	"github.com/gozoo/gozoo/internal/leaktest"
 	"github.com/gozoo/gozoo/internal/testfiles"
-	"github.com/gozoo/gozoo/loaders/images"
 	"github.com/gozoo/gozoo/zoo"
 )
 

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/image/bmp"
 	"golang.org/x/image/tiff"
 
-	"github.com/gozoo/gozoo/loaders/images"
+	"github.com/gozoo/gozoo/images"
 )
 
 // FuzzDecodePreprocess feeds arbitrary bytes through image decoding (with

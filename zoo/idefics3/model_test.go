@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gozoo/gozoo/golden"
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/familytest"
 	"github.com/gozoo/gozoo/zoo"
-	"github.com/gozoo/gozoo/zoo/golden"
 	"github.com/gozoo/gozoo/zoo/idefics3"
-	"github.com/gozoo/gozoo/zoo/zootest"
 )
 
 // TestGolden runs the bundled SmolVLM cases: the vision tower with every
@@ -19,7 +19,7 @@ import (
 func TestGolden(t *testing.T) {
 	for _, name := range []string{"smolvlm-vision", "smolvlm-connector", "smolvlm-full", "smolvlm-preprocess"} {
 		t.Run(name, func(t *testing.T) {
-			r := golden.Run(zootest.GoldenDir(name))
+			r := golden.Run(familytest.GoldenDir(name))
 			if !r.Pass {
 				t.Fatal(r)
 			}
@@ -76,7 +76,7 @@ func TestRealConfig(t *testing.T) {
 // the field, and one whose vision sizes disagree with the weights fails to
 // load naming the tensor.
 func TestConfigErrors(t *testing.T) {
-	dir := zootest.GoldenDir("smolvlm-vision")
+	dir := familytest.GoldenDir("smolvlm-vision")
 	for _, tc := range []struct {
 		edit func(m map[string]any)
 		want string
@@ -87,11 +87,11 @@ func TestConfigErrors(t *testing.T) {
 		{func(m map[string]any) { m["image_token_id"] = 400 }, "image_token_id 400"},
 		{func(m map[string]any) { m["text_config"].(map[string]any)["model_type"] = "mistral" }, "text_config.model_type"},
 	} {
-		if _, err := zootest.EditConfig(t, dir, tc.edit); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := familytest.EditConfig(t, dir, tc.edit); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("want an error naming %q, got %v", tc.want, err)
 		}
 	}
-	cfg, err := zootest.EditConfig(t, dir, func(m map[string]any) { m["vision_config"].(map[string]any)["intermediate_size"] = 80 })
+	cfg, err := familytest.EditConfig(t, dir, func(m map[string]any) { m["vision_config"].(map[string]any)["intermediate_size"] = 80 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestConfigErrors(t *testing.T) {
 // TestVisionWeightsMatter changes each kind of vision and connector
 // tensor and checks that the image features move.
 func TestVisionWeightsMatter(t *testing.T) {
-	m := zootest.Load(t, zootest.GoldenDir("smolvlm-full")).(*idefics3.Model)
+	m := familytest.Load(t, familytest.GoldenDir("smolvlm-full")).(*idefics3.Model)
 	v := m.Config.VisionConfig
 	tiles := 2
 	pixels := make([]float32, tiles*v.NumChannels*v.ImageSize*v.ImageSize)
@@ -138,8 +138,8 @@ func TestVisionWeightsMatter(t *testing.T) {
 	}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			zootest.Perturb(t, m, name, func() {
-				if d := zootest.MaxDiff(base, encode()); d < 1e-5 {
+			familytest.Perturb(t, m, name, func() {
+				if d := familytest.MaxDiff(base, encode()); d < 1e-5 {
 					t.Fatalf("changing %s moved the features by %g", name, d)
 				}
 			})
@@ -150,7 +150,7 @@ func TestVisionWeightsMatter(t *testing.T) {
 // TestImageTokenCount: the prompt's <image> tokens must match the feature
 // rows the images give, and an all-zero tile is padding.
 func TestImageTokenCount(t *testing.T) {
-	m := zootest.Load(t, zootest.GoldenDir("smolvlm-full")).(*idefics3.Model)
+	m := familytest.Load(t, familytest.GoldenDir("smolvlm-full")).(*idefics3.Model)
 	v := m.Config.VisionConfig
 	per := v.NumChannels * v.ImageSize * v.ImageSize
 	pixels := make([]float32, 2*per)
@@ -191,5 +191,5 @@ func TestImageTokenCount(t *testing.T) {
 
 // TestShared runs the checks every family runs on the text model.
 func TestShared(t *testing.T) {
-	zootest.Run(t, zootest.GoldenDir("smolvlm-full"))
+	familytest.Run(t, familytest.GoldenDir("smolvlm-full"))
 }

@@ -9,7 +9,9 @@ import (
 
 	"github.com/gozoo/gozoo/chat"
 	"github.com/gozoo/gozoo/graphs"
-	"github.com/gozoo/gozoo/loaders/images"
+	"github.com/gozoo/gozoo/images"
+	"github.com/gozoo/gozoo/loaders"
+	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/generate"
 )
 
@@ -32,13 +34,24 @@ func LoadPipeline(dir string, progress func(done, total int64)) (*Pipeline, erro
 }
 
 // LoadPipelineContext is LoadPipeline that stops when ctx is done (see
-// generate.LoadContext); the error wraps ctx.Err().
+// generate.LoadContext); the error wraps ctx.Err(). The folder's files
+// are read once, for the generator and the processor alike.
 func LoadPipelineContext(ctx context.Context, dir string, progress func(done, total int64)) (*Pipeline, error) {
-	g, err := generate.LoadContext(ctx, dir, progress)
+	if _, ok := zoo.GGUFPath(dir); ok {
+		return nil, fmt.Errorf("%s: SmolVLM loads from a checkpoint folder (config.json, safetensors, processor configs), not from GGUF", dir)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: loading stopped: %w", dir, err)
+	}
+	folder, err := loaders.OpenFolder(dir)
 	if err != nil {
 		return nil, err
 	}
-	p, err := NewPipeline(g, dir)
+	g, err := generate.LoadFolderContext(ctx, folder, progress)
+	if err != nil {
+		return nil, err
+	}
+	p, err := newPipeline(g, dir, func() (ProcessorConfig, error) { return ProcessorConfigFromFolder(folder) })
 	if err != nil {
 		g.Close()
 		return nil, err
@@ -49,11 +62,17 @@ func LoadPipelineContext(ctx context.Context, dir string, progress func(done, to
 // NewPipeline wraps a Generator loaded from a SmolVLM folder, reading the
 // folder's processor configs.
 func NewPipeline(g *generate.Generator, dir string) (*Pipeline, error) {
+	return newPipeline(g, dir, func() (ProcessorConfig, error) { return LoadProcessorConfig(dir) })
+}
+
+// newPipeline checks that g holds a SmolVLM, then gets the processor
+// configs from processor and checks them against the model's.
+func newPipeline(g *generate.Generator, dir string, processor func() (ProcessorConfig, error)) (*Pipeline, error) {
 	m, ok := g.Model.(*Model)
 	if !ok {
 		return nil, fmt.Errorf("%s: model_type %q takes no images (supported: idefics3)", dir, g.Model.ModelType())
 	}
-	proc, err := LoadProcessorConfig(dir)
+	proc, err := processor()
 	if err != nil {
 		return nil, err
 	}

@@ -17,15 +17,14 @@ package idefics3
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
+	"syscall"
 
-	"github.com/gozoo/gozoo/loaders/images"
+	"github.com/gozoo/gozoo/images"
+	"github.com/gozoo/gozoo/loaders"
 )
 
 // The special strings Idefics3Processor puts around image tokens.
@@ -128,17 +127,22 @@ func DefaultProcessorConfig() ProcessorConfig {
 // "image_processor" (the single-file layout of newer transformers) serves
 // when preprocessor_config.json is absent.
 func LoadProcessorConfig(dir string) (ProcessorConfig, error) {
-	prePath := filepath.Join(dir, "preprocessor_config.json")
-	procPath := filepath.Join(dir, "processor_config.json")
-	pre, preErr := os.ReadFile(prePath)
-	if preErr != nil && !errors.Is(preErr, fs.ErrNotExist) {
-		return ProcessorConfig{}, preErr
-	}
-	proc, err := os.ReadFile(procPath)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	f, err := loaders.ReadFolder(dir, loaders.PreprocessorConfigFile, loaders.ProcessorConfigFile)
+	if err != nil {
 		return ProcessorConfig{}, err
 	}
-	if preErr != nil {
+	return ProcessorConfigFromFolder(f)
+}
+
+// ProcessorConfigFromFolder is LoadProcessorConfig on the processor
+// configs of a checkpoint folder already read (loaders.OpenFolder or
+// ReadFolder), without touching the disk. Errors name the file; a missing
+// image processor config matches fs.ErrNotExist.
+func ProcessorConfigFromFolder(f *loaders.Folder) (ProcessorConfig, error) {
+	prePath := f.Path(loaders.PreprocessorConfigFile)
+	procPath := f.Path(loaders.ProcessorConfigFile)
+	pre, proc := f.PreprocessorConfig, f.ProcessorConfig
+	if pre == nil {
 		var nested struct {
 			ImageProcessor json.RawMessage `json:"image_processor"`
 		}
@@ -148,7 +152,8 @@ func LoadProcessorConfig(dir string) (ProcessorConfig, error) {
 			}
 		}
 		if len(nested.ImageProcessor) == 0 {
-			return ProcessorConfig{}, fmt.Errorf("%s: no image processor config (nor an \"image_processor\" entry in %s): %w", prePath, procPath, preErr)
+			missing := &fs.PathError{Op: "open", Path: prePath, Err: syscall.ENOENT}
+			return ProcessorConfig{}, fmt.Errorf("%s: no image processor config (nor an \"image_processor\" entry in %s): %w", prePath, procPath, missing)
 		}
 		pre, prePath = nested.ImageProcessor, procPath+` "image_processor"`
 	}
@@ -162,7 +167,7 @@ func LoadProcessorConfig(dir string) (ProcessorConfig, error) {
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		return ProcessorConfig{}, fmt.Errorf("%s: %w", dir, err)
+		return ProcessorConfig{}, fmt.Errorf("%s: %w", f.Dir, err)
 	}
 	return cfg, nil
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gozoo/gozoo/images"
 	"github.com/gozoo/gozoo/loaders"
-	"github.com/gozoo/gozoo/loaders/images"
 )
 
 // preprocGoldenDir is the bundled SmolVLM preprocessing golden case (format:
@@ -62,7 +62,7 @@ func loadPreprocGolden(t *testing.T) (ProcessorConfig, *images.RGB, *loaders.Saf
 }
 
 // The golden case itself (every uint8 stage, pixel_values, the mask, the
-// grid, the expanded prompt and its toy ids) runs through zoo/golden in
+// grid, the expanded prompt and its toy ids) runs through golden/ in
 // model_test.go's TestGolden, as `gozoo golden` runs it.
 
 // TestImageSeqLenMatchesConfig: the processor's image_seq_len is what the

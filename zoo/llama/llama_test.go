@@ -4,13 +4,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gozoo/gozoo/internal/familytest"
 	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/llama"
-	"github.com/gozoo/gozoo/zoo/zootest"
 )
 
 func TestGolden(t *testing.T) {
-	zootest.Golden(t, "llama_mha_untied", "llama_smollm2_gqa_bf16")
+	familytest.Golden(t, "llama_mha_untied", "llama_smollm2_gqa_bf16")
 }
 
 func TestConfigDefaults(t *testing.T) {
@@ -32,11 +32,11 @@ func TestConfigDefaults(t *testing.T) {
 }
 
 func TestEveryWeightMatters(t *testing.T) {
-	m, err := zoo.Load(zootest.GoldenDir("llama_mha_untied"))
+	m, err := zoo.Load(familytest.GoldenDir("llama_mha_untied"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	zootest.EveryWeightMatters(t, m, []int{5, 17, 3, 99, 250, 7},
+	familytest.EveryWeightMatters(t, m, []int{5, 17, 3, 99, 250, 7},
 		"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight",
 		"model.layers.0.input_layernorm.weight", "model.layers.0.post_attention_layernorm.weight",
 		"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
@@ -66,7 +66,7 @@ func TestBiases(t *testing.T) {
 		}
 	}
 	ids := []int{1, 2, 3, 9, 40, 7}
-	zootest.EveryWeightMatters(t, m, ids,
+	familytest.EveryWeightMatters(t, m, ids,
 		"model.layers.0.self_attn.q_proj.bias",
 		"model.layers.0.self_attn.v_proj.bias", "model.layers.0.self_attn.o_proj.bias",
 		"model.layers.0.mlp.gate_proj.bias", "model.layers.0.mlp.up_proj.bias", "model.layers.0.mlp.down_proj.bias")
@@ -74,26 +74,26 @@ func TestBiases(t *testing.T) {
 	// The key bias adds the same vector to every key, so it shifts each
 	// query's scores almost uniformly (softmax ignores that); only RoPE
 	// makes the shift position-dependent. Its effect is small but not zero.
-	base := zootest.LastLogits(t, m, ids)
+	base := familytest.LastLogits(t, m, ids)
 	kp, _ := m.Params().Get("model.layers.0.self_attn.k_proj.bias")
 	kb := kp.Float32s()
 	for i := range kb {
 		kb[i] += 1
 	}
-	if d := zootest.MaxDiff(base, zootest.LastLogits(t, m, ids)); d == 0 {
+	if d := familytest.MaxDiff(base, familytest.LastLogits(t, m, ids)); d == 0 {
 		t.Error("k_proj.bias does not reach the logits")
 	}
 }
 
-func TestRuntime(t *testing.T) { zootest.Run(t, zootest.GoldenDir("llama_smollm2_gqa_bf16")) }
+func TestRuntime(t *testing.T) { familytest.Run(t, familytest.GoldenDir("llama_smollm2_gqa_bf16")) }
 
 // TestDecoderUnderAPrefix runs the Llama decoder where a vision-language
 // checkpoint keeps it (model.text_model.*, lm_head at the top): the same
 // weights under the other names give the same logits.
 func TestDecoderUnderAPrefix(t *testing.T) {
-	dir := zootest.GoldenDir("llama_mha_untied")
-	base := zootest.Load(t, dir)
-	c, err := llama.ParseConfig(zootest.ReadConfigBytes(t, dir))
+	dir := familytest.GoldenDir("llama_mha_untied")
+	base := familytest.Load(t, dir)
+	c, err := llama.ParseConfig(familytest.ReadConfigBytes(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestDecoderUnderAPrefix(t *testing.T) {
 	// run faulted there).
 	m.Params().Keep(base.Params())
 	ids := []int{3, 1, 4, 1, 5, 9, 2, 6}
-	if d := zootest.MaxDiff(zootest.LastLogits(t, base, ids), zootest.LastLogits(t, m, ids)); d != 0 {
+	if d := familytest.MaxDiff(familytest.LastLogits(t, base, ids), familytest.LastLogits(t, m, ids)); d != 0 {
 		t.Errorf("the prefixed decoder differs by %g", d)
 	}
 }

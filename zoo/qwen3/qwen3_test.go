@@ -3,7 +3,7 @@ package qwen3_test
 import (
 	"encoding/json"
 	"errors"
-	"github.com/gozoo/gozoo/zoo/zootest"
+	"github.com/gozoo/gozoo/internal/familytest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,14 +15,14 @@ import (
 	"github.com/gozoo/gozoo/zoo/qwen3"
 )
 
-func caseDir(name string) string { return zootest.GoldenDir(name) }
+func caseDir(name string) string { return familytest.GoldenDir(name) }
 
-func TestGolden(t *testing.T) { zootest.Golden(t, "qwen3_gqa_tied", "qwen3_untied_v5rope") }
+func TestGolden(t *testing.T) { familytest.Golden(t, "qwen3_gqa_tied", "qwen3_untied_v5rope") }
 
-func TestRuntime(t *testing.T) { zootest.Run(t, caseDir("qwen3_untied_v5rope")) }
+func TestRuntime(t *testing.T) { familytest.Run(t, caseDir("qwen3_untied_v5rope")) }
 
 func readConfig(t *testing.T, name string) map[string]any {
-	return zootest.ReadConfig(t, caseDir(name))
+	return familytest.ReadConfig(t, caseDir(name))
 }
 
 // parse decodes m and resolves it to the decoder.
@@ -96,9 +96,11 @@ func TestUnknownModelTypeIsRefused(t *testing.T) {
 	}
 }
 
-func lastLogits(t *testing.T, m zoo.Model, ids []int) []float32 { return zootest.LastLogits(t, m, ids) }
+func lastLogits(t *testing.T, m zoo.Model, ids []int) []float32 {
+	return familytest.LastLogits(t, m, ids)
+}
 
-func maxDiff(a, b []float32) float64 { return zootest.MaxDiff(a, b) }
+func maxDiff(a, b []float32) float64 { return familytest.MaxDiff(a, b) }
 
 // TestEveryWeightMatters perturbs each kind of tensor in turn.
 func TestEveryWeightMatters(t *testing.T) {
@@ -106,7 +108,7 @@ func TestEveryWeightMatters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zootest.EveryWeightMatters(t, model, []int{5, 17, 3, 99, 250, 7},
+	familytest.EveryWeightMatters(t, model, []int{5, 17, 3, 99, 250, 7},
 		"model.embed_tokens.weight", "lm_head.weight", "model.norm.weight",
 		"model.layers.0.input_layernorm.weight", "model.layers.0.post_attention_layernorm.weight",
 		"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",

@@ -6,13 +6,13 @@ import (
 	"testing"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/familytest"
 	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/qwen3moe"
-	"github.com/gozoo/gozoo/zoo/zootest"
 )
 
 func TestGolden(t *testing.T) {
-	zootest.Golden(t, "qwen3_moe_normtopk", "qwen3_moe_step2_nonorm")
+	familytest.Golden(t, "qwen3_moe_normtopk", "qwen3_moe_step2_nonorm")
 }
 
 // TestSparseLayers pins which layers get experts: not in mlp_only_layers,
@@ -55,15 +55,15 @@ func TestSparseLayers(t *testing.T) {
 }
 
 func TestEveryWeightMatters(t *testing.T) {
-	m, err := zoo.Load(zootest.GoldenDir("qwen3_moe_normtopk"))
+	m, err := zoo.Load(familytest.GoldenDir("qwen3_moe_normtopk"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	zootest.EveryWeightMatters(t, m, []int{5, 17, 3, 99, 250, 7, 64, 300},
+	familytest.EveryWeightMatters(t, m, []int{5, 17, 3, 99, 250, 7, 64, 300},
 		"model.layers.0.mlp.gate.weight",
 		"model.layers.0.mlp.experts.gate_proj", "model.layers.0.mlp.experts.up_proj",
 		"model.layers.0.mlp.experts.down_proj",
 		"model.layers.1.mlp.down_proj.weight", "model.layers.2.self_attn.q_norm.weight")
 }
 
-func TestRuntime(t *testing.T) { zootest.Run(t, zootest.GoldenDir("qwen3_moe_step2_nonorm")) }
+func TestRuntime(t *testing.T) { familytest.Run(t, familytest.GoldenDir("qwen3_moe_step2_nonorm")) }

@@ -7,16 +7,16 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gozoo/gozoo/internal/familytest"
 	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/smollm3"
-	"github.com/gozoo/gozoo/zoo/zootest"
 )
 
-func TestGolden(t *testing.T) { zootest.Golden(t, "smollm3_nope") }
+func TestGolden(t *testing.T) { familytest.Golden(t, "smollm3_nope") }
 
 func config(t *testing.T, edit func(map[string]any)) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(zootest.GoldenDir("smollm3_nope"), "config.json"))
+	b, err := os.ReadFile(filepath.Join(familytest.GoldenDir("smollm3_nope"), "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestNoRopeLayers(t *testing.T) {
 
 	// The golden model's layer 2 is NoPE; giving it RoPE must change the
 	// logits, so the field is honoured.
-	m, err := zoo.Load(zootest.GoldenDir("smollm3_nope"))
+	m, err := zoo.Load(familytest.GoldenDir("smollm3_nope"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestNoRopeLayers(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := []int{5, 9, 31, 7, 2, 44}
-	if d := zootest.MaxDiff(zootest.LastLogits(t, m, ids), zootest.LastLogits(t, m2, ids)); d < 1e-4 {
+	if d := familytest.MaxDiff(familytest.LastLogits(t, m, ids), familytest.LastLogits(t, m2, ids)); d < 1e-4 {
 		t.Errorf("RoPE on the NoPE layer moved the logits by only %g", d)
 	}
 	if _, err := zoo.ParseConfig(config(t, func(m map[string]any) { m["no_rope_layers"] = []int{1} })); err == nil {
@@ -65,14 +65,14 @@ func TestNoRopeLayers(t *testing.T) {
 }
 
 func TestEveryWeightMatters(t *testing.T) {
-	m, err := zoo.Load(zootest.GoldenDir("smollm3_nope"))
+	m, err := zoo.Load(familytest.GoldenDir("smollm3_nope"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	zootest.EveryWeightMatters(t, m, []int{5, 17, 3, 99, 250, 7},
+	familytest.EveryWeightMatters(t, m, []int{5, 17, 3, 99, 250, 7},
 		"model.embed_tokens.weight", "model.norm.weight",
 		"model.layers.2.self_attn.q_proj.weight", "model.layers.2.self_attn.k_proj.weight",
 		"model.layers.2.mlp.down_proj.weight", "model.layers.3.input_layernorm.weight")
 }
 
-func TestRuntime(t *testing.T) { zootest.Run(t, zootest.GoldenDir("smollm3_nope")) }
+func TestRuntime(t *testing.T) { familytest.Run(t, familytest.GoldenDir("smollm3_nope")) }

@@ -1,9 +1,9 @@
-// Package zootest holds the checks every model family's tests run, as
+// Package familytest holds the checks every model family's tests run, as
 // mlx-lm's model_test_runner: golden cases, the runtime checks of Run (KV
 // cache against the full forward, chunked prefill, embeddings as input,
 // capture, concurrency, bad input, random checkpoints) and weight
 // sensitivity.
-package zootest
+package familytest
 
 import (
 	"encoding/json"
@@ -19,12 +19,12 @@ import (
 
 	"gorgonia.org/tensor"
 
+	"github.com/gozoo/gozoo/golden"
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/internal/testfiles"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/generate"
-	"github.com/gozoo/gozoo/zoo/golden"
 )
 
 // GoldenDir is a bundled golden case, from a package two levels below the

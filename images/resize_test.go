@@ -124,7 +124,7 @@ func TestResizeErrors(t *testing.T) {
 
 // goldenDir is the SmolVLM preprocessing golden case, bundled at the
 // repository root.
-var goldenDir = filepath.Join("..", "..", "testdata", "golden", "smolvlm-preprocess")
+var goldenDir = filepath.Join("..", "testdata", "golden", "smolvlm-preprocess")
 
 // goldenU8 reads an F32 golden tensor holding exact uint8 values.
 func goldenU8(t *testing.T, f *loaders.SafetensorsFile, name string) (*RGB, []int) {

@@ -9,8 +9,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gozoo/gozoo/images"
 	"github.com/gozoo/gozoo/loaders"
-	"github.com/gozoo/gozoo/loaders/images"
 	"github.com/gozoo/gozoo/zoo/idefics3"
 )
 

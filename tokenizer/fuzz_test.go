@@ -14,7 +14,7 @@ import (
 // copies of the vendored Qwen3 and Mistral files and small hand-made
 // tokenizers. Run one with
 //
-//	go test -run '^$' -fuzz FuzzLoad -fuzztime 10m -parallel 1 ./loaders/tokenizer/
+//	go test -run '^$' -fuzz FuzzLoad -fuzztime 10m -parallel 1 ./tokenizer/
 
 // maxFuzzFile is the largest tokenizer.json FuzzLoad tries: big enough for
 // every component, small enough to mutate quickly.

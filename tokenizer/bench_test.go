@@ -19,7 +19,7 @@ func readProse(tb testing.TB) string {
 // BenchmarkEncodeQwen3Prose encodes 100 KB of English prose with Qwen3's
 // tokenizer and reports tokens per second. Run it on one core with
 //
-//	go test -run '^$' -bench EncodeQwen3Prose -cpu 1 ./loaders/tokenizer/
+//	go test -run '^$' -bench EncodeQwen3Prose -cpu 1 ./tokenizer/
 func BenchmarkEncodeQwen3Prose(b *testing.B) {
 	b.ReportAllocs()
 	benchEncode(b, loadRef(b, "qwen3"), false)

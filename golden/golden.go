@@ -1,11 +1,10 @@
 // Package golden checks a model against a golden case: a tiny Hugging Face
-// checkpoint plus the logits, hidden states, greedy continuation and
-// gradients transformers computes for it (format:
-// ../shared/golden/README.md); a GGUF case, in fast mode, against
-// llama.cpp's own logits and greedy ids on the same file (fast.go); and
-// the SmolVLM cases: vision tower, connector, whole model and image
-// processor (vlm.go, preprocess.go). It is what `gozoo golden` and the
-// model tests run.
+// checkpoint plus the logits and greedy continuation transformers computes
+// for it (format: ../shared/golden/README.md), and where a case has them
+// its gradients (grads.go), SmolVLM's preprocessing and vision tower
+// (preprocess.go, vlm.go) and llama.cpp's fast-mode logits (fast.go). It
+// is what `gozoo golden` and the model tests run, so it sits above zoo,
+// train and generate.
 package golden
 
 import (

@@ -22,7 +22,7 @@ var gradCases = []string{
 func TestGradsBundled(t *testing.T) {
 	for _, c := range gradCases {
 		for _, f := range []string{gradsFile, "grads.json"} {
-			if _, err := os.Stat(filepath.Join("..", "..", "testdata", "golden", c, f)); err != nil {
+			if _, err := os.Stat(filepath.Join("..", "testdata", "golden", c, f)); err != nil {
 				t.Errorf("case %s: %v", c, err)
 			}
 		}
@@ -32,7 +32,7 @@ func TestGradsBundled(t *testing.T) {
 // TestGradsCheckFails edits a copy of a case's grads.json (the loss, the
 // tolerance) and expects the check to fail, naming what differs.
 func TestGradsCheckFails(t *testing.T) {
-	src := filepath.Join("..", "..", "testdata", "golden", "qwen3_moe_step2_nonorm")
+	src := filepath.Join("..", "testdata", "golden", "qwen3_moe_step2_nonorm")
 	for _, c := range []struct {
 		name   string
 		edit   func(m map[string]any)

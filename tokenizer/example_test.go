@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/gozoo/gozoo/loaders/tokenizer"
+	"github.com/gozoo/gozoo/tokenizer"
 )
 
 func Example() {
-	tok, err := tokenizer.Load("../../testdata/tokenizers/qwen3")
+	tok, err := tokenizer.Load("../testdata/tokenizers/qwen3")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func Example() {
 // The rare character 𠀀 is three byte-level tokens: its text comes out
 // whole with the last of them.
 func ExampleTokenizer_NewStreamDecoder() {
-	tok, err := tokenizer.Load("../../testdata/tokenizers/qwen3")
+	tok, err := tokenizer.Load("../testdata/tokenizers/qwen3")
 	if err != nil {
 		log.Fatal(err)
 	}
