@@ -126,6 +126,10 @@ type Step struct {
 	train   *trainState        // a training step's (see NewTrainingStep)
 }
 
+// Training says whether s is a training step (NewTrainingStep), whose
+// weights take gradients.
+func (s *Step) Training() bool { return s.train != nil }
+
 // Bind returns the input node bound to a declared parameter. The node is
 // named after the tensor, so graph dumps read like the checkpoint, and
 // carries the parameter's storage type.
@@ -133,6 +137,7 @@ func (s *Step) Bind(p *Param) *G.Node {
 	if n, ok := s.weights[p]; ok {
 		return n
 	}
+	p.Stack() // a training step binds stacked experts whole
 	if p.Data == nil {
 		panic(fmt.Errorf("tensor %q was declared but has no data (not loaded)", p.Name))
 	}

@@ -165,6 +165,13 @@ type Param struct {
 	// What names weights for users (gradients, saved checkpoints) uses
 	// these names and shapes; nil means the tensor is stored whole.
 	Parts []string
+	// Slices, when set, hold slice i along the first axis as the
+	// checkpoint stores it, a tensor of its own (Parts), in place in its
+	// mapping, and Data is nil: transformers 4.x's per-expert tensors are
+	// not copied into one stack. A MoE's inference reads the slices;
+	// what needs the stack whole (a training step binding it) makes Data
+	// with Stack.
+	Slices []*tensor.Dense
 	// Transposed says the checkpoint stores this 2-D weight [in, out], the
 	// transpose of its declared layout (GPT-2's Conv1D). What hands
 	// weights to users in the checkpoint's layout (gradients) transposes
@@ -220,8 +227,65 @@ func (p *Param) Set(dtype DType, data *tensor.Dense) error {
 		return fmt.Errorf("tensor %q: %s data carried as %s, want %s", p.Name, dtype, data.Dtype(), dtype.Storage())
 	}
 	p.releaseForms()
-	p.DType, p.Data, p.PermutedHeads, p.ReadOnly = dtype, data, 0, false
+	p.DType, p.Data, p.Slices, p.PermutedHeads, p.ReadOnly = dtype, data, nil, 0, false
 	return nil
+}
+
+// HasData says whether the parameter holds values: Data, or Slices.
+func (p *Param) HasData() bool { return p.Data != nil || p.Slices != nil }
+
+// SetSlices gives a stacked parameter its slices along the first axis,
+// each used in place (see Slices), checking dtype and shapes.
+func (p *Param) SetSlices(dtype DType, parts []*tensor.Dense) error {
+	if len(p.Shape) < 2 || len(parts) != p.Shape[0] {
+		return fmt.Errorf("tensor %q of shape %v: %d slices", p.Name, p.Shape, len(parts))
+	}
+	want, err := dtype.StoredShape(p.Shape[1:])
+	if err != nil {
+		return fmt.Errorf("tensor %q: %w", p.Name, err)
+	}
+	for i, d := range parts {
+		if !slices.Equal([]int(d.Shape()), want) || d.Dtype() != dtype.Storage() {
+			return fmt.Errorf("tensor %q: slice %d is %s %v, want %s %v", p.Name, i, d.Dtype(), d.Shape(), dtype.Storage(), want)
+		}
+	}
+	p.releaseForms()
+	p.DType, p.Data, p.Slices, p.PermutedHeads, p.ReadOnly = dtype, nil, parts, 0, false
+	return nil
+}
+
+// Stack makes Data, the stacked tensor, from Slices (a copy), once.
+func (p *Param) Stack() {
+	mu := p.formsMu()
+	mu.Lock()
+	defer mu.Unlock()
+	if p.Data == nil && p.Slices != nil {
+		p.Data, p.Slices = p.stacked(), nil
+	}
+}
+
+// stacked is a copy of Slices as one tensor.
+func (p *Param) stacked() *tensor.Dense {
+	shape := append([]int{len(p.Slices)}, p.Slices[0].Shape()...)
+	var backing any
+	switch p.Slices[0].Data().(type) {
+	case []float32:
+		backing = concat[float32](p.Slices)
+	case []uint16:
+		backing = concat[uint16](p.Slices)
+	default:
+		backing = concat[byte](p.Slices)
+	}
+	runtime.KeepAlive(p) // the slices may be a mapping p's set keeps
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing))
+}
+
+func concat[T any](parts []*tensor.Dense) []T {
+	var out []T
+	for _, d := range parts {
+		out = append(out, d.Data().([]T)...)
+	}
+	return out
 }
 
 // A Form is a prepared form of a weight that a backend keeps beside the
@@ -307,6 +371,10 @@ func (p *Param) Part(i int, name string) *Param {
 		panic(fmt.Sprintf("tensor %q of shape %v has no slice %d", p.Name, p.Shape, i))
 	}
 	q := &Param{Name: name, Shape: slices.Clone(p.Shape[1:]), Role: p.Role, DType: p.DType, owner: p.owner}
+	if p.Slices != nil {
+		q.Data = p.Slices[i]
+		return q
+	}
 	if p.Data == nil {
 		return q
 	}
@@ -333,7 +401,7 @@ func (p *Param) Part(i int, name string) *Param {
 // 16-bit storage; the backing itself for F32). For tests and tools, not for
 // the hot path.
 func (p *Param) Float32s() []float32 {
-	if p.Data == nil {
+	if !p.HasData() {
 		return nil
 	}
 	v := p.storedFloat32s()
@@ -359,11 +427,15 @@ func UnpermuteHeadRows[T any](v []T, rows, width, hd int) []T {
 
 // storedFloat32s is Float32s in the order Data holds.
 func (p *Param) storedFloat32s() []float32 {
+	data := p.Data
+	if data == nil {
+		data = p.stacked()
+	}
 	switch p.DType {
 	case F32:
-		return p.Data.Data().([]float32)
+		return data.Data().([]float32)
 	case BF16, F16:
-		src := p.Data.Data().([]uint16)
+		src := data.Data().([]uint16)
 		out := make([]float32, len(src))
 		Widen(out, src, p.DType)
 		runtime.KeepAlive(p)
@@ -371,7 +443,7 @@ func (p *Param) storedFloat32s() []float32 {
 	}
 	f, _ := p.DType.Quant()
 	out := make([]float32, p.Numel())
-	quant.DequantizeRow(f, p.Data.Data().([]byte), out)
+	quant.DequantizeRow(f, data.Data().([]byte), out)
 	runtime.KeepAlive(p) // the bytes may be a mapping p's set keeps
 	return out
 }

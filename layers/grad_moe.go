@@ -20,6 +20,9 @@ import (
 // no token selected is zero.
 
 func (k sparseMoE) Grad(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
+	if k.sliced != nil {
+		return nil, fmt.Errorf("%s: experts read from their slices take no gradient (a training step binds them stacked)", k.name)
+	}
 	bk := sparseMoEGrad{k: k}
 	packed, err := node(bk, append(G.Nodes{grad}, in...)...)
 	if err != nil {
@@ -100,7 +103,7 @@ func (b sparseMoEGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	x, T, D, E, F, router, stacked := m.x, m.T, m.D, m.E, m.F, m.router, m.stacked
+	x, T, D, E, F, router := m.x, m.T, m.D, m.E, m.F, m.router
 	act, err := activation(k.act)
 	if err != nil {
 		return nil, err
@@ -133,7 +136,7 @@ func (b sparseMoEGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		var w [3]weight
 		var expertGrads [3][]float32
 		for j := range w {
-			w[j] = stacked[j].expert(e, E)
+			w[j] = m.expert(j, e)
 			expertGrads[j] = stackedGrads[j][e*F*D : (e+1)*F*D]
 		}
 		r := rows[e]

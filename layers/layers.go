@@ -259,10 +259,18 @@ func NewMoE(p graphs.Scope, hidden, inter, experts, topK int, normTopK bool, act
 
 // Forward maps x [T, D] to [T, D].
 func (m *MoE) Forward(s *graphs.Step, x *G.Node) *G.Node {
-	return ops.Apply(sparseMoE{
+	k := sparseMoE{
 		name: m.name, experts: m.Experts, topK: m.TopK, normTopK: m.NormTopK, act: m.Act,
 		routerType:  m.Router.Weight.DType,
 		fast:        s.Fast,
 		expertTypes: [3]graphs.DType{m.Gate.DType, m.Up.DType, m.Down.DType},
-	}, x, s.Bind(m.Router.Weight), s.Bind(m.Gate), s.Bind(m.Up), s.Bind(m.Down))
+	}
+	in := []*G.Node{x, s.Bind(m.Router.Weight)}
+	experts := [3]*graphs.Param{m.Gate, m.Up, m.Down}
+	if !s.Training() && m.Gate.Slices != nil && m.Up.Slices != nil && m.Down.Slices != nil {
+		// transformers 4.x's per-expert tensors, read in place.
+		k.sliced = &experts
+		return ops.Apply(k, in...)
+	}
+	return ops.Apply(k, append(in, s.Bind(m.Gate), s.Bind(m.Up), s.Bind(m.Down))...)
 }

@@ -35,6 +35,10 @@ type sparseMoE struct {
 	// Q4_K_M file keeps some down projections in Q6_K or Q8_0).
 	expertTypes [3]graphs.DType
 	fast        bool // llama.cpp's arithmetic in the experts' products
+	// sliced, when set, holds the gate, up and down parameters whose
+	// experts are read from their slices in the checkpoint's mapping
+	// (graphs.Param.Slices): the op's inputs are then x and the router.
+	sliced *[3]*graphs.Param
 }
 
 func (k sparseMoE) Name() string { return "moe " + k.name }
@@ -44,6 +48,9 @@ func (k sparseMoE) String() string {
 }
 func (k sparseMoE) Signature() []hm.Type {
 	sig := []hm.Type{ops.T(2, nil), ops.T(2, k.routerType.Storage())}
+	if k.sliced != nil {
+		return append(sig, ops.T(2, nil))
+	}
 	for _, t := range k.expertTypes {
 		sig = append(sig, ops.T(3, t.Storage()))
 	}
@@ -54,7 +61,16 @@ func (k sparseMoE) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	if len(x) != 2 || len(r) != 2 || logicalCols(k.routerType, r[1]) != x[1] || r[0] != k.experts {
 		return nil, fmt.Errorf("x %v and router %v do not fit %d experts", x, r, k.experts)
 	}
-	g, u, d := in[2], in[3], in[4]
+	var g, u, d tensor.Shape
+	if k.sliced != nil {
+		stored := func(p *graphs.Param) tensor.Shape {
+			s, _ := p.DType.StoredShape(p.Shape)
+			return s
+		}
+		g, u, d = stored(k.sliced[0]), stored(k.sliced[1]), stored(k.sliced[2])
+	} else {
+		g, u, d = in[2], in[3], in[4]
+	}
 	if len(g) != 3 || len(u) != 3 || len(d) != 3 {
 		return nil, fmt.Errorf("stacked experts gate %v, up %v and down %v: want [experts, out, in] each", g, u, d)
 	}
@@ -101,6 +117,15 @@ type moeInputs struct {
 	T, D, E, F int
 	router     weight
 	stacked    [3]weight
+	sliced     [3][]weight // per expert, when the op reads slices
+}
+
+// expert is expert e's matrix of projection j (gate, up, down).
+func (m *moeInputs) expert(j, e int) weight {
+	if m.sliced[j] != nil {
+		return m.sliced[j][e]
+	}
+	return m.stacked[j].expert(e, m.E)
 }
 
 func (k sparseMoE) inputs(in []G.Value) (m moeInputs, err error) {
@@ -108,12 +133,28 @@ func (k sparseMoE) inputs(in []G.Value) (m moeInputs, err error) {
 		return m, err
 	}
 	m.T, m.D = in[0].Shape()[0], in[0].Shape()[1]
-	m.E, m.F = k.experts, in[2].Shape()[1]
 	if m.router, err = weightData(in[1], k.routerType); err != nil {
 		return m, err
 	}
-	m.stacked, err = k.stackedExperts(in[2:5])
-	return m, err
+	m.E = k.experts
+	if k.sliced == nil {
+		m.F = in[2].Shape()[1]
+		m.stacked, err = k.stackedExperts(in[2:5])
+		return m, err
+	}
+	m.F = k.sliced[0].Shape[1]
+	for j, p := range k.sliced {
+		if len(p.Slices) != m.E {
+			return m, fmt.Errorf("%s: %s holds %d expert slices, want %d", k.name, p.Name, len(p.Slices), m.E)
+		}
+		m.sliced[j] = make([]weight, m.E)
+		for e, v := range p.Slices {
+			if m.sliced[j][e], err = weightData(v, k.expertTypes[j]); err != nil {
+				return m, fmt.Errorf("%s: expert %d of %s: %w", k.name, e, p.Name, err)
+			}
+		}
+	}
+	return m, nil
 }
 
 func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
@@ -121,7 +162,7 @@ func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	x, T, D, E, F, router, stacked := m.x, m.T, m.D, m.E, m.F, m.router, m.stacked
+	x, T, D, E, F, router := m.x, m.T, m.D, m.E, m.F, m.router
 	logits := make([]float32, T*E)
 	mulTMode(k.fast, logits, x, T, router, E, D)
 	rows, weights := route(logits, T, E, k.topK, k.normTopK)
@@ -138,7 +179,7 @@ func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		}
 		var w [3]weight
 		for j := range w {
-			w[j] = stacked[j].expert(e, E)
+			w[j] = m.expert(j, e)
 		}
 		n := len(r)
 		xe := make([]float32, n*D)

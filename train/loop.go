@@ -155,7 +155,7 @@ func NewTrainer(m graphs.Model, tokens []int, opt Options) (*Trainer, error) {
 // saves as F32.
 func Trainable(m graphs.Model) error {
 	for _, p := range m.Params().All() {
-		if p.Data == nil {
+		if !p.HasData() {
 			return fmt.Errorf("train: weight %q has no data", p.Name)
 		}
 		v := slices.Clone(p.Float32s())

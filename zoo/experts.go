@@ -139,12 +139,44 @@ func expertTensors(ckpt *loaders.Checkpoint, p *graphs.Param, src expertSource) 
 	return dtype, raw, nil
 }
 
-// checkExperts checks a stacked expert weight that the load will stack
-// (or split) against the checkpoint, and returns the bytes that takes.
+// expertViews are the experts' tensors [rows, cols] in place in the
+// mapping, when their dtype and alignment allow (else ok is false and the
+// load copies them).
+func expertViews(dtype string, raw [][]byte, rows, cols int) (views []*tensor.Dense, ok bool) {
+	shape := tensor.WithShape(rows, cols)
+	for _, b := range raw {
+		var backing any
+		switch dtype {
+		case "F32":
+			v, ok := loaders.Float32View(b)
+			if !ok {
+				return nil, false
+			}
+			backing = v
+		case "BF16", "F16":
+			v, ok := loaders.Uint16View(b)
+			if !ok {
+				return nil, false
+			}
+			backing = v
+		default:
+			return nil, false
+		}
+		views = append(views, tensor.New(shape, tensor.WithBacking(backing)))
+	}
+	return views, true
+}
+
+// checkExperts checks a stacked expert weight that the load will bind in
+// place (or stack, or split) against the checkpoint, and returns the heap
+// bytes that takes.
 func checkExperts(ckpt *loaders.Checkpoint, p *graphs.Param, src expertSource) (int64, error) {
-	dtype, _, err := expertTensors(ckpt, p, src)
+	dtype, raw, err := expertTensors(ckpt, p, src)
 	if err != nil {
 		return 0, err
+	}
+	if _, ok := expertViews(dtype, raw, p.Shape[1], p.Shape[2]); ok {
+		return 0, nil
 	}
 	switch dtype {
 	case "F32":
@@ -161,7 +193,10 @@ func checkExperts(ckpt *loaders.Checkpoint, p *graphs.Param, src expertSource) (
 
 // loadExperts sets a stacked expert weight from ckpt: the stacked tensor
 // in place, under its own name (p.Parts is cleared: the checkpoint names
-// it whole), or the experts copied into one buffer in their stored dtype.
+// it whole); else each expert's tensor in place as a slice of the stack
+// (graphs.Param.Slices: nothing is copied), or, where the file's layout
+// does not allow views, the experts copied into one buffer in their
+// stored dtype.
 func loadExperts(ckpt *loaders.Checkpoint, cfg Config, p *graphs.Param) error {
 	src, err := findExperts(ckpt, cfg, p)
 	if err != nil {
@@ -179,6 +214,10 @@ func loadExperts(ckpt *loaders.Checkpoint, cfg Config, p *graphs.Param) error {
 	dtype, raw, err := expertTensors(ckpt, p, src)
 	if err != nil {
 		return err
+	}
+	if views, ok := expertViews(dtype, raw, p.Shape[1], p.Shape[2]); ok {
+		dt := map[string]graphs.DType{"F32": graphs.F32, "BF16": graphs.BF16, "F16": graphs.F16}[dtype]
+		return p.SetSlices(dt, views)
 	}
 	shape := tensor.WithShape(p.Shape...)
 	per := int(p.Numel()) / p.Shape[0]

@@ -155,8 +155,16 @@ func TestStackedExperts(t *testing.T) {
 				if !slices.Equal(p.Shape, []int{4, 8, 32}) || p.DType != want {
 					t.Errorf("%s: %s %v, want %s [4 8 32]", gate, p.DType, p.Shape, want)
 				}
+				// Per-expert and fused tensors are read in place, not
+				// copied into a stack, until a training step binds it.
+				if sliced := c.layout != "stacked"; (p.Slices != nil) != sliced || (p.Data == nil) != sliced {
+					t.Errorf("%s: %d slices, stacked data %v; want slices in place: %v", gate, len(p.Slices), p.Data != nil, sliced)
+				}
 				if d := golden.MaxAbsDiff(lastLogits(t, m, ids), refLogits); d != 0 {
 					t.Errorf("logits differ from the per-expert checkpoint's by %g", d)
+				}
+				if c.layout != "stacked" && p.Data != nil {
+					t.Errorf("%s was stacked by inference", gate)
 				}
 
 				g, err := train.LossAndGradients(m, ids)

@@ -52,7 +52,7 @@ func WriteCheckpointAs(dir string, configJSON []byte, ps *graphs.Params, dtype s
 	// Stacked experts are written one tensor per expert (writtenTensors).
 	tensors, err := writtenTensors(cfg, params, func(decl *graphs.Param) (*graphs.Param, error) {
 		p, ok := ps.Get(decl.Name)
-		if !ok || p.Data == nil {
+		if !ok || !p.HasData() {
 			return nil, fmt.Errorf("writing %s: the model has no tensor %q", dir, decl.Name)
 		}
 		if !slices.Equal(p.Shape, decl.Shape) {

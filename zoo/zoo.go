@@ -500,10 +500,16 @@ func Rebind(cfg Config, from *graphs.Params) (Model, error) {
 	}
 	for _, p := range ps.All() {
 		src, ok := from.Get(p.Name)
-		if !ok || src.Data == nil {
+		if !ok || !src.HasData() {
 			return nil, fmt.Errorf("missing tensor %q", p.Name)
 		}
-		if err := p.Set(src.DType, src.Data); err != nil {
+		var err error
+		if src.Data != nil {
+			err = p.Set(src.DType, src.Data)
+		} else {
+			err = p.SetSlices(src.DType, src.Slices)
+		}
+		if err != nil {
 			return nil, err
 		}
 		p.Parts = src.Parts // named as the checkpoint it came from names it

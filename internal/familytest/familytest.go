@@ -176,8 +176,8 @@ func Perturb(t *testing.T, m zoo.Model, name string, check func()) {
 	if !ok {
 		t.Fatalf("no tensor %q", name)
 	}
-	dtype, saved := p.DType, p.Data
-	defer func() { p.DType, p.Data = dtype, saved }()
+	dtype, saved, savedSlices, readOnly := p.DType, p.Data, p.Slices, p.ReadOnly
+	defer func() { p.DType, p.Data, p.Slices, p.ReadOnly = dtype, saved, savedSlices, readOnly }()
 	data := slices.Clone(p.Float32s())
 	for i := range data {
 		data[i] *= 1.5
