@@ -267,8 +267,9 @@ func (m *MoE) Forward(s *graphs.Step, x *G.Node) *G.Node {
 	}
 	in := []*G.Node{x, s.Bind(m.Router.Weight)}
 	experts := [3]*graphs.Param{m.Gate, m.Up, m.Down}
-	if !s.Training() && m.Gate.Slices != nil && m.Up.Slices != nil && m.Down.Slices != nil {
-		// transformers 4.x's per-expert tensors, read in place.
+	if !s.Training() && (m.Gate.Slices != nil || m.Up.Slices != nil || m.Down.Slices != nil) {
+		// Per-expert tensors (transformers 4.x, v5's fused gate_up_proj),
+		// read in place.
 		k.sliced = &experts
 		return ops.Apply(k, in...)
 	}

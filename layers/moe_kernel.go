@@ -35,9 +35,10 @@ type sparseMoE struct {
 	// Q4_K_M file keeps some down projections in Q6_K or Q8_0).
 	expertTypes [3]graphs.DType
 	fast        bool // llama.cpp's arithmetic in the experts' products
-	// sliced, when set, holds the gate, up and down parameters whose
-	// experts are read from their slices in the checkpoint's mapping
-	// (graphs.Param.Slices): the op's inputs are then x and the router.
+	// sliced, when set, holds the gate, up and down parameters, whose
+	// experts the op reads itself: from their slices in the checkpoint's
+	// mapping (graphs.Param.Slices), or from the stacked data of one
+	// stored whole. The op's inputs are then x and the router.
 	sliced *[3]*graphs.Param
 }
 
@@ -144,6 +145,13 @@ func (k sparseMoE) inputs(in []G.Value) (m moeInputs, err error) {
 	}
 	m.F = k.sliced[0].Shape[1]
 	for j, p := range k.sliced {
+		if p.Slices == nil && p.Data != nil {
+			// Stored whole (v5's down_proj beside a fused gate_up_proj).
+			if m.stacked[j], err = weightData(p.Data, k.expertTypes[j]); err != nil {
+				return m, fmt.Errorf("%s: stacked %s: %w", k.name, p.Name, err)
+			}
+			continue
+		}
 		if len(p.Slices) != m.E {
 			return m, fmt.Errorf("%s: %s holds %d expert slices, want %d", k.name, p.Name, len(p.Slices), m.E)
 		}
