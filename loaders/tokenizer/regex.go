@@ -230,7 +230,7 @@ func (r *fileRegex) find(s string, dst []span, l *limits) ([]span, error) {
 	}
 	off[len(runes)] = b
 	mt, err := re.FindRunesMatch(runes)
-	defer func(before int) { l.work += int64(len(dst) - before) }(len(dst))
+	defer func(before int) { l.work += int64(len(dst) - before) }(len(dst)) // the matches returned
 	for n := 1; mt != nil && err == nil; n++ {
 		dst = append(dst, span{off[mt.Index], off[mt.Index+mt.Length]})
 		// time.Now costs about as much as a short match: look every 32.
