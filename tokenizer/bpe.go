@@ -222,7 +222,11 @@ func (m *bpeModel) mergeWord(st *encState, w []byte, dst []int) ([]int, error) {
 			j = c
 		}
 	}
+	// The work: the symbols, the candidate merges queued at the start,
+	// and one for every one popped (each pushes at most two).
+	st.lim.work += int64(len(syms) + len(h))
 	for len(h) > 0 {
+		st.lim.work++
 		top := h.pop()
 		cur := &syms[top.pos]
 		if cur.size == 0 || cur.next < 0 {

@@ -152,7 +152,7 @@ func (m llamaQwenMatcher) find(s string, dst []span) ([]span, error) {
 		if s[i] == '\'' && strings.HasPrefix(s[i+1:], "\u017F") {
 			j = spanClass(s, i+1+len("\u017F"), clL)
 		} else {
-			j = matchQwenAt(s, i, m.maxDigits)
+			j, _ = matchQwenAt(s, i, m.maxDigits)
 		}
 		dst = append(dst, span{i, j})
 		i = j

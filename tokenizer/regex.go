@@ -109,6 +109,15 @@ type limits struct {
 	budget   time.Duration // for all the regex searches
 	deadline time.Time     // set by the first search
 	maxLen   int           // longest text a normalizer or decoder may produce; 0: any
+
+	// work counts what the operation did in the loops whose cost grows
+	// with the text: bytes read by the scanners, matchers and
+	// normalizers, pieces cut, runes handed to regexp2 and matches it
+	// returned, symbols merged by the BPE model. Nothing reads it but the
+	// tests, which check that it grows linearly with the input
+	// (TestLinearScaling); it is counted with one add per call, match,
+	// word or merge, never per byte, so it costs nothing measurable.
+	work int64
 }
 
 // newLimits returns the limits of an operation on n bytes of text, with
@@ -212,6 +221,7 @@ func (r *fileRegex) find(s string, dst []span, l *limits) ([]span, error) {
 	re := r.forTime(left)
 	// regexp2 reports rune offsets; map them back to bytes.
 	runes := []rune(s)
+	l.work += int64(len(runes))
 	off := make([]int, len(runes)+1)
 	b := 0
 	for i, c := range runes {
@@ -220,6 +230,7 @@ func (r *fileRegex) find(s string, dst []span, l *limits) ([]span, error) {
 	}
 	off[len(runes)] = b
 	mt, err := re.FindRunesMatch(runes)
+	defer func(before int) { l.work += int64(len(dst) - before) }(len(dst)) // the matches returned
 	for n := 1; mt != nil && err == nil; n++ {
 		dst = append(dst, span{off[mt.Index], off[mt.Index+mt.Length]})
 		// time.Now costs about as much as a short match: look every 32.

@@ -167,25 +167,26 @@ func contractionExact(s string, i int) int {
 }
 
 // matchQwenAt returns the end of the match of patternQwen2 (maxDigits 1) or
-// patternLlama3 (maxDigits 3) that starts at i. Every rune is matched by
-// some alternative, so the matches tile the string and one always starts at
-// i. The alternatives are tried in the pattern's order, as a backtracking
-// engine does.
-func matchQwenAt(s string, i int, maxDigits int) int {
+// patternLlama3 (maxDigits 3) that starts at i, and how far it read (a
+// run of white space is read to its end even where the match stops short
+// of it). Every rune is matched by some alternative, so the matches tile
+// the string and one always starts at i. The alternatives are tried in the
+// pattern's order, as a backtracking engine does.
+func matchQwenAt(s string, i int, maxDigits int) (int, int) {
 	r, n, c := charAt(s, i)
 	// (?i:'s|'t|'re|'ve|'m|'ll|'d)
 	if r == '\'' {
 		if k := contractionFold(s, i+1); k > 0 {
-			return i + 1 + k
+			return same(i + 1 + k)
 		}
 	}
 	// [^\r\n\p{L}\p{N}]?\p{L}+
 	if c&clL != 0 {
-		return spanClass(s, i+n, clL)
+		return same(spanClass(s, i+n, clL))
 	}
 	if c&(clN|clNL) == 0 && i+n < len(s) {
 		if _, n2, c2 := charAt(s, i+n); c2&clL != 0 {
-			return spanClass(s, i+n+n2, clL)
+			return same(spanClass(s, i+n+n2, clL))
 		}
 	}
 	// \p{N} or \p{N}{1,3}
@@ -198,69 +199,70 @@ func matchQwenAt(s string, i int, maxDigits int) int {
 			}
 			j += n2
 		}
-		return j
+		return same(j)
 	}
 	// ` ?[^\s\p{L}\p{N}]+[\r\n]*`
 	if c == 0 {
-		return spanNL(s, spanOther(s, i+n))
+		return same(spanNL(s, spanOther(s, i+n)))
 	}
 	if r == ' ' && i+1 < len(s) {
 		if _, n2, c2 := charAt(s, i+1); c2 == 0 {
-			return spanNL(s, spanOther(s, i+1+n2))
+			return same(spanNL(s, spanOther(s, i+1+n2)))
 		}
 	}
 	// r is whitespace from here on.
 	end, last, lastNL := spaceRun(s, i)
 	// \s*[\r\n]+ : up to the last newline of the run.
 	if lastNL >= 0 {
-		return lastNL + 1
+		return lastNL + 1, end
 	}
 	// \s+(?!\S) : the run, less its last rune when a non-space follows.
 	if end == len(s) {
-		return end
+		return end, end
 	}
 	if last > i {
-		return last
+		return last, end
 	}
 	// \s+
-	return end
+	return end, end
 }
 
-// matchGPT2At returns the end of the match of patternGPT2 starting at i.
-func matchGPT2At(s string, i int) int {
+// matchGPT2At returns the end of the match of patternGPT2 starting at i,
+// and how far it read (as matchQwenAt).
+func matchGPT2At(s string, i int) (int, int) {
 	r, n, c := charAt(s, i)
 	if r == '\'' {
 		if k := contractionExact(s, i+1); k > 0 {
-			return i + 1 + k
+			return same(i + 1 + k)
 		}
 	}
 	switch {
 	case c&clL != 0:
-		return spanClass(s, i+n, clL)
+		return same(spanClass(s, i+n, clL))
 	case c&clN != 0:
-		return spanClass(s, i+n, clN)
+		return same(spanClass(s, i+n, clN))
 	case c == 0:
-		return spanOther(s, i+n)
+		return same(spanOther(s, i+n))
 	}
 	if r == ' ' && i+1 < len(s) {
 		_, n2, c2 := charAt(s, i+1)
 		switch {
 		case c2&clL != 0:
-			return spanClass(s, i+1+n2, clL)
+			return same(spanClass(s, i+1+n2, clL))
 		case c2&clN != 0:
-			return spanClass(s, i+1+n2, clN)
+			return same(spanClass(s, i+1+n2, clN))
 		case c2 == 0:
-			return spanOther(s, i+1+n2)
+			return same(spanOther(s, i+1+n2))
 		}
 	}
 	end, last, _ := spaceRun(s, i)
 	if end == len(s) {
-		return end
+		return end, end
 	}
 	if last > i {
-		return last
+		return last, end
 	}
-	return end
+	return end, end
 }
 
 // scanKind names a hand-written matcher.
@@ -288,7 +290,7 @@ func scanKindOf(pattern string) scanKind {
 // scanMatcher finds the matches of one of the known patterns.
 type scanMatcher struct{ kind scanKind }
 
-func (m scanMatcher) matchAt(s string, i int) int {
+func (m scanMatcher) matchAt(s string, i int) (int, int) {
 	switch m.kind {
 	case scanQwen2:
 		return matchQwenAt(s, i, 1)
@@ -300,10 +302,23 @@ func (m scanMatcher) matchAt(s string, i int) int {
 }
 
 func (m scanMatcher) find(s string, dst []span) ([]span, error) {
+	var work int64
+	return m.scan(s, dst, &work), nil
+}
+
+// scan is find that also adds to *work the bytes the scanner read (see
+// limits.work): one add per call.
+func (m scanMatcher) scan(s string, dst []span, work *int64) []span {
+	read := 0
 	for i := 0; i < len(s); {
-		j := m.matchAt(s, i)
+		j, reach := m.matchAt(s, i)
 		dst = append(dst, span{i, j})
+		read += reach - i
 		i = j
 	}
-	return dst, nil
+	*work += int64(read)
+	return dst
 }
+
+// same is a match that read no further than its end.
+func same(end int) (int, int) { return end, end }

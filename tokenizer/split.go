@@ -123,14 +123,19 @@ func splitPieces(s string, orig int, m matcher, beh behavior, invert bool, st *e
 		return out, nil
 	}
 	var err error
-	if rm, ok := m.(regexMatcher); ok {
-		st.spans, err = rm.re.find(s, st.spans[:0], &st.lim)
-	} else {
+	switch m := m.(type) {
+	case regexMatcher:
+		st.spans, err = m.re.find(s, st.spans[:0], &st.lim)
+	case scanMatcher:
+		st.spans = m.scan(s, st.spans[:0], &st.lim.work)
+	default:
 		st.spans, err = m.find(s, st.spans[:0])
+		st.lim.work += int64(len(s))
 	}
 	if err != nil {
 		return out, err
 	}
+	st.lim.work += int64(len(st.spans))
 	if beh == behIsolated {
 		// Every part is kept as is, match or not: cut at each boundary.
 		prev := 0

@@ -30,6 +30,10 @@ type StreamDecoder struct {
 	prefix      string
 	prefixIndex int
 	toks        []string
+	// decoded counts the ids decoded so far, every window together: the
+	// work of the Push calls, which tests check grows linearly with the
+	// ids pushed (TestStreamDecoderReplacementRun).
+	decoded int
 }
 
 // NewStreamDecoder returns a StreamDecoder; skipSpecial drops special
@@ -39,6 +43,7 @@ func (t *Tokenizer) NewStreamDecoder(skipSpecial bool) *StreamDecoder {
 }
 
 func (d *StreamDecoder) decode(ids []int) (string, error) {
+	d.decoded += len(ids)
 	d.toks = d.toks[:0]
 	for _, id := range ids {
 		if d.skip && d.t.special[id] {

@@ -89,10 +89,16 @@ func (t *Tokenizer) state() *encState {
 // A regex of the tokenizer file that runs past its time budget stops
 // Encode with a *RegexError (see SetRegexTimeout).
 func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int, error) {
-	text = lossyString(text)
 	st := t.state()
 	defer t.pool.Put(st)
+	return t.encode(st, text, addSpecial)
+}
+
+// encode is Encode with the scratch space st, whose lim.work tests read.
+func (t *Tokenizer) encode(st *encState, text string, addSpecial bool) ([]int, error) {
+	text = lossyString(text)
 	st.lim = newLimits(t.regexTimeout, len(text))
+	st.lim.work = int64(len(text)) // repairing it, finding the added tokens
 	st.normalized = 0
 	ids := make([]int, 0, len(text)/3+4)
 	var err error
@@ -131,6 +137,7 @@ func (t *Tokenizer) encodeSegment(st *encState, seg string, orig int, ids []int)
 		if s, err = t.normalizer.normalize(seg, &st.lim); err != nil {
 			return ids, err
 		}
+		st.lim.work += int64(len(seg))
 		// Each segment is normalized alone (a Prepend adds its text to
 		// every one): the limit is on their total.
 		st.normalized += len(s)
@@ -183,6 +190,7 @@ func (t *Tokenizer) encodeText(st *encState, s string, orig int, ids []int) ([]i
 }
 
 func (t *Tokenizer) tokenizeWord(st *encState, s string, ids []int) ([]int, error) {
+	st.lim.work += int64(len(s))
 	if t.byteLevel {
 		st.word = appendByteLevel(st.word[:0], s)
 	} else {

@@ -87,22 +87,29 @@ func TestStreamDecoder(t *testing.T) {
 // text that Decode of all the ids continues with: no half character (a
 // pending U+FFFD), nothing a later id rewrites.
 func streamAll(tok *Tokenizer, ids []int, skip bool) (string, error) {
+	s, _, err := streamAllCounting(tok, ids, skip)
+	return s, err
+}
+
+// streamAllCounting is streamAll that also returns how many ids the
+// stream decoder decoded, every window together (its work).
+func streamAllCounting(tok *Tokenizer, ids []int, skip bool) (string, int, error) {
 	want, _ := tok.Decode(ids, skip)
 	d := tok.NewStreamDecoder(skip)
 	var b strings.Builder
 	for _, id := range ids {
 		s, err := d.Push(id)
 		if err != nil {
-			return b.String(), err
+			return b.String(), d.decoded, err
 		}
 		if !strings.HasPrefix(want[b.Len():], s) {
-			return b.String(), fmt.Errorf("push of %d returned %q, which the decoded text does not continue with", id, s)
+			return b.String(), d.decoded, fmt.Errorf("push of %d returned %q, which the decoded text does not continue with", id, s)
 		}
 		b.WriteString(s)
 	}
 	s, err := d.Flush()
 	b.WriteString(s)
-	return b.String(), err
+	return b.String(), d.decoded, err
 }
 
 // TestStreamDecoderRandom streams random id sequences, biased towards

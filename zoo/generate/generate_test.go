@@ -3,14 +3,13 @@ package generate
 import (
 	"context"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/gozoo/gozoo/chat"
+	"github.com/gozoo/gozoo/internal/leaktest"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/zoo"
 	_ "github.com/gozoo/gozoo/zoo/qwen3"
@@ -125,7 +124,6 @@ func TestCancelStopsWithinOneToken(t *testing.T) {
 	if _, err := g.Generate(context.Background(), prompt, Options{MaxTokens: 2}); err != nil {
 		t.Fatal(err)
 	}
-	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := g.Stream(ctx, prompt, Options{MaxTokens: 40, IgnoreEOS: true})
@@ -152,10 +150,7 @@ func TestCancelStopsWithinOneToken(t *testing.T) {
 	if res, _ := s.Result(); res.StopReason != StopCaller || len(res.Tokens) != 1 {
 		t.Fatalf("break after one token: %d tokens, reason %s", len(res.Tokens), res.StopReason)
 	}
-	time.Sleep(50 * time.Millisecond)
-	if after := runtime.NumGoroutine(); after > before {
-		t.Errorf("goroutines: %d before, %d after", before, after)
-	}
+	leaktest.VerifyNone(t)
 }
 
 func TestStopStringAcrossTokens(t *testing.T) {
