@@ -12,19 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gozoo/gozoo/internal/leaktest"
 	"github.com/gozoo/gozoo/internal/testfiles"
 )
 
-// hangGuard is how long a hostile parse or render may run before the
-// test calls it hung. It is not a performance bound: each hostile input
-// below stops at a limit after a bounded amount of work (which the tests
-// check from the engine's counters), so the guard only turns a limit that
-// no longer trips into a failure naming the input, well before go test's
-// -timeout, however slow the machine.
-const hangGuard = 3 * time.Minute
-
 // errHung is the cause of the hang guard's context.
-var errHung = errors.New("hang guard: still running after " + hangGuard.String())
+var errHung = errors.New("hang guard: still running after " + leaktest.HangGuard.String())
 
 // outcome is what a hostile render did: its error, the engine's state
 // when it stopped (nil if the template did not parse), and the bytes the
@@ -38,10 +31,10 @@ type outcome struct {
 }
 
 // measure parses and renders src under DefaultLimits (or lim), with
-// hangGuard as its context's deadline.
+// leaktest.HangGuard as its context's deadline.
 func measure(t *testing.T, name, src string, lim *Limits) outcome {
 	t.Helper()
-	ctx, cancel := context.WithTimeoutCause(context.Background(), hangGuard, errHung)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), leaktest.HangGuard, errHung)
 	defer cancel()
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -57,22 +50,6 @@ func measure(t *testing.T, name, src string, lim *Limits) outcome {
 		t.Fatalf("%s hung: %v", name, err)
 	}
 	return o
-}
-
-// guarded runs f, failing the test as hung if it has not returned after
-// hangGuard (for Parse, which takes no context).
-func guarded(t *testing.T, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	select {
-	case <-done:
-	case <-time.After(hangGuard):
-		t.Fatalf("%s hung: still running after %v", what, hangGuard)
-	}
 }
 
 // wantLimit checks that err is a *LimitError for one of limits, naming
@@ -294,7 +271,7 @@ func TestHostileParse(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error
-			guarded(t, "parsing "+tc.name, func() { _, err = Parse("deep.jinja", tc.src) })
+			leaktest.Guarded(t, "parsing "+tc.name, func() { _, err = Parse("deep.jinja", tc.src) })
 			wantLimit(t, err, "deep.jinja", "MaxNesting")
 		})
 	}
@@ -315,7 +292,7 @@ func TestAdjacentLiteralsLinear(t *testing.T) {
 			got string
 			err error
 		)
-		guarded(t, "parsing and rendering adjacent literals", func() {
+		leaktest.Guarded(t, "parsing and rendering adjacent literals", func() {
 			var tmpl *Template
 			if tmpl, err = Parse("s", src); err == nil {
 				got, err = tmpl.Render(nil, nil)
@@ -352,7 +329,7 @@ func TestRenderContextCancel(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		var st *state
-		guarded(t, "the cancelled render", func() { _, st, err = slow.render(ctx, nil, &RenderOptions{Limits: unlimited}) })
+		leaktest.Guarded(t, "the cancelled render", func() { _, st, err = slow.render(ctx, nil, &RenderOptions{Limits: unlimited}) })
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v, want context.Canceled", err)
 		}
@@ -404,7 +381,7 @@ func TestRenderContextCancel(t *testing.T) {
 			cancel()
 		}()
 		var st *state
-		guarded(t, "the cancelled render", func() { _, st, err = tmpl.render(ctx, nil, &RenderOptions{Limits: unlimited, Now: clock}) })
+		leaktest.Guarded(t, "the cancelled render", func() { _, st, err = tmpl.render(ctx, nil, &RenderOptions{Limits: unlimited, Now: clock}) })
 		if !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "slow.jinja line 1: ") {
 			t.Fatalf("got %v, want a context.Canceled naming the template", err)
 		}
@@ -416,7 +393,7 @@ func TestRenderContextCancel(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		var err error
-		guarded(t, "the render past its deadline", func() { _, err = slow.RenderContext(ctx, nil, &RenderOptions{Limits: unlimited}) })
+		leaktest.Guarded(t, "the render past its deadline", func() { _, err = slow.RenderContext(ctx, nil, &RenderOptions{Limits: unlimited}) })
 		if !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "slow.jinja line 1: ") {
 			t.Errorf("got %v, want a context.DeadlineExceeded naming the template", err)
 		}

@@ -27,30 +27,6 @@ func toyWith(t *testing.T, fields map[string]string) []byte {
 	return toyJSON(t, extra)
 }
 
-// hangGuard is how long an operation on hostile input may run before the
-// test calls it hung. It is not a performance bound: the regex limit
-// under test stops the operation at its budget (seconds at most here),
-// and the tests check the error that names it; the guard only turns a
-// limit that no longer trips into a failure, long before go test's
-// -timeout.
-const hangGuard = 3 * time.Minute
-
-// guarded runs f, failing the test as hung if it has not returned after
-// hangGuard.
-func guarded(t *testing.T, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	select {
-	case <-done:
-	case <-time.After(hangGuard):
-		t.Fatalf("%s hung: still running after %v", what, hangGuard)
-	}
-}
-
 // TestCatastrophicSplitRegex is the issue's case: a Split pattern that
 // backtracks catastrophically (2^60 steps on this input). Encode must
 // fail at the regex budget, with an error naming the file, the pattern
@@ -67,7 +43,7 @@ func TestCatastrophicSplitRegex(t *testing.T) {
 	}
 	text := strings.Repeat("a", 60) + "!"
 	var ids []int
-	guarded(t, "Encode", func() { ids, err = tok.Encode(text, false) })
+	leaktest.Guarded(t, "Encode", func() { ids, err = tok.Encode(text, false) })
 	if err == nil {
 		t.Fatalf("Encode = %v, want an error", ids)
 	}
@@ -131,7 +107,7 @@ func TestRegexTimeouts(t *testing.T) {
 			if tc.decode {
 				id = tok.mustID(t, tc.text)
 			}
-			guarded(t, tc.name, func() {
+			leaktest.Guarded(t, tc.name, func() {
 				if tc.decode {
 					// The decoder sees the text of an added token.
 					_, err = tok.Decode([]int{id}, false)
@@ -161,7 +137,7 @@ func TestRegexTimeoutLoad(t *testing.T) {
 		"added_tokens": fmt.Sprintf(`[{"id": 50, "content": %q, "normalized": true}]`, strings.Repeat("x", 40)),
 	})
 	var err error
-	guarded(t, "FromJSON", func() { _, err = FromJSON(data) })
+	leaktest.Guarded(t, "FromJSON", func() { _, err = FromJSON(data) })
 	if err == nil || !errors.Is(err, ErrRegexTimeout) || !strings.HasPrefix(err.Error(), `tokenizer.json: added_tokens: normalizing "xxx`) {
 		t.Fatalf("FromJSON: %v", err)
 	}

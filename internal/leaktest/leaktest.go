@@ -80,3 +80,26 @@ func VerifyTestMain(m *testing.M, extra ...goleak.Option) {
 	}
 	os.Exit(code)
 }
+
+// HangGuard is how long an operation on hostile input may run before a
+// test calls it hung: the code under test stops at its own limit (steps,
+// bytes, a budget), which the test checks by name; the guard only turns
+// a limit that no longer trips into a failure, long before go test's
+// -timeout, and never judges speed.
+const HangGuard = 3 * time.Minute
+
+// Guarded runs f, failing t as hung if f has not returned after
+// HangGuard.
+func Guarded(t testing.TB, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(HangGuard):
+		t.Fatalf("%s hung: still running after %v", what, HangGuard)
+	}
+}
