@@ -102,6 +102,13 @@ func LoadGGUFContext(ctx context.Context, path string, progress func(done, total
 	if err != nil {
 		return nil, err
 	}
+	return LoadGGUFFileContext(ctx, f, progress)
+}
+
+// LoadGGUFFileContext is LoadGGUFContext on a file already open (whose
+// tokenizer metadata a caller read, say): the model keeps f and closes it
+// once its weights are unreachable; on error f is closed.
+func LoadGGUFFileContext(ctx context.Context, f *gguf.File, progress func(done, total int64)) (Model, error) {
 	m, err := loadGGUF(ctx, f, progress)
 	if err != nil {
 		f.Close()

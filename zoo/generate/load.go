@@ -117,8 +117,9 @@ func LoadGGUFContext(ctx context.Context, path string, progress func(done, total
 	if err != nil {
 		return nil, err
 	}
-	// The metadata is copied out of the mapping: the file closes when the
-	// model's weights are no longer reachable.
+	// The file is opened once: its metadata gives the tokenizer and the
+	// template (copied out of the mapping), its tensors the model, which
+	// closes it once its weights are no longer reachable.
 	tok, err := tokenizer.FromGGUFMetadata(path, f.Metadata)
 	if err != nil {
 		f.Close()
@@ -133,8 +134,7 @@ func LoadGGUFContext(ctx context.Context, path string, progress func(done, total
 	} else {
 		tmplErr = fmt.Errorf("%s has no tokenizer.chat_template", path)
 	}
-	f.Close()
-	model, err := zoo.LoadGGUFContext(ctx, path, progress)
+	model, err := zoo.LoadGGUFFileContext(ctx, f, progress) // keeps f open
 	if err != nil {
 		return nil, err
 	}
