@@ -35,11 +35,52 @@ type sparseMoE struct {
 	// Q4_K_M file keeps some down projections in Q6_K or Q8_0).
 	expertTypes [3]graphs.DType
 	fast        bool // llama.cpp's arithmetic in the experts' products
-	// sliced, when set, holds the gate, up and down parameters, whose
-	// experts the op reads itself: from their slices in the checkpoint's
-	// mapping (graphs.Param.Slices), or from the stacked data of one
-	// stored whole. The op's inputs are then x and the router.
-	sliced *[3]*graphs.Param
+	// sliced, when set, holds the gate, up and down experts, read once
+	// when the graph is built (readExperts): the op's inputs are then x
+	// and the router.
+	sliced *expertSet
+}
+
+// expertSet is each projection's experts in place: slices of the
+// checkpoint's mapping (graphs.Param.Slices), or shares of a stack stored
+// whole (v5's down_proj beside a fused gate_up_proj).
+type expertSet struct {
+	w      [3][]weight
+	stored [3]tensor.Shape // each projection's stacked shape as stored
+}
+
+// readExperts reads the experts of gate, up and down (see expertSet).
+func readExperts(ps [3]*graphs.Param) (*expertSet, error) {
+	set := &expertSet{}
+	for j, p := range ps {
+		stored, err := p.DType.StoredShape(p.Shape)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.Name, err)
+		}
+		set.stored[j] = stored
+		E := p.Shape[0]
+		if p.Slices == nil {
+			if p.Data == nil {
+				return nil, fmt.Errorf("tensor %q was declared but has no data (not loaded)", p.Name)
+			}
+			whole, err := weightData(p.Data, p.DType)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", p.Name, err)
+			}
+			for e := range E {
+				set.w[j] = append(set.w[j], whole.expert(e, E))
+			}
+			continue
+		}
+		for e, v := range p.Slices {
+			w, err := weightData(v, p.DType)
+			if err != nil {
+				return nil, fmt.Errorf("expert %d of %s: %w", e, p.Name, err)
+			}
+			set.w[j] = append(set.w[j], w)
+		}
+	}
+	return set, nil
 }
 
 func (k sparseMoE) Name() string { return "moe " + k.name }
@@ -64,11 +105,7 @@ func (k sparseMoE) Shape(in []tensor.Shape) (tensor.Shape, error) {
 	}
 	var g, u, d tensor.Shape
 	if k.sliced != nil {
-		stored := func(p *graphs.Param) tensor.Shape {
-			s, _ := p.DType.StoredShape(p.Shape)
-			return s
-		}
-		g, u, d = stored(k.sliced[0]), stored(k.sliced[1]), stored(k.sliced[2])
+		g, u, d = k.sliced.stored[0], k.sliced.stored[1], k.sliced.stored[2]
 	} else {
 		g, u, d = in[2], in[3], in[4]
 	}
@@ -118,7 +155,7 @@ type moeInputs struct {
 	T, D, E, F int
 	router     weight
 	stacked    [3]weight
-	sliced     [3][]weight // per expert, when the op reads slices
+	sliced     [3][]weight // per expert, when the op holds them (sparseMoE.sliced)
 }
 
 // expert is expert e's matrix of projection j (gate, up, down).
@@ -143,25 +180,7 @@ func (k sparseMoE) inputs(in []G.Value) (m moeInputs, err error) {
 		m.stacked, err = k.stackedExperts(in[2:5])
 		return m, err
 	}
-	m.F = k.sliced[0].Shape[1]
-	for j, p := range k.sliced {
-		if p.Slices == nil && p.Data != nil {
-			// Stored whole (v5's down_proj beside a fused gate_up_proj).
-			if m.stacked[j], err = weightData(p.Data, k.expertTypes[j]); err != nil {
-				return m, fmt.Errorf("%s: stacked %s: %w", k.name, p.Name, err)
-			}
-			continue
-		}
-		if len(p.Slices) != m.E {
-			return m, fmt.Errorf("%s: %s holds %d expert slices, want %d", k.name, p.Name, len(p.Slices), m.E)
-		}
-		m.sliced[j] = make([]weight, m.E)
-		for e, v := range p.Slices {
-			if m.sliced[j][e], err = weightData(v, k.expertTypes[j]); err != nil {
-				return m, fmt.Errorf("%s: expert %d of %s: %w", k.name, e, p.Name, err)
-			}
-		}
-	}
+	m.F, m.sliced = k.sliced.stored[0][1], k.sliced.w
 	return m, nil
 }
 
