@@ -88,9 +88,8 @@ func positionsAfter(rc *runContext, base *G.Node, i int, h *G.Node) *G.Node {
 // the chunks a long input is split into, and inside a chunk's graph
 // between decoder layers. The error then wraps ctx.Err(). Chunks run
 // before the cancellation stay in context (Pos counts them); a chunk
-// stopped midway is not counted, but may have overwritten the ring of a
-// sliding-window layer, so the session must be Reset before its next
-// append (which otherwise fails, naming the interrupted run).
+// stopped midway is not counted, and the next append runs from where
+// the last whole chunk ended.
 func (s *Session) AppendInputContext(ctx context.Context, in Input) ([]float32, error) {
 	last, _, err := s.appendContext(ctx, in, false)
 	return last, err
@@ -104,12 +103,7 @@ func (s *Session) AppendAllContext(ctx context.Context, in Input) ([][]float32, 
 }
 
 func (s *Session) appendContext(ctx context.Context, in Input, all bool) ([]float32, [][]float32, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, nil, fmt.Errorf("append at position %d: %w", s.pos, err)
-	}
-	s.rc.ctx, s.rc.stopped = ctx, nil
-	defer func() { s.rc.ctx, s.rc.stopped = nil, nil }()
-	return s.append(in, all)
+	return s.append(ctx, in, all)
 }
 
 // Checkpoint passes h through a cancellation check in a Program's graph:

@@ -2,7 +2,6 @@ package graphs
 
 import (
 	"slices"
-	"sort"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -17,13 +16,18 @@ type captured struct {
 }
 
 // collect copies the values Options.Capture asks for out of a finished
-// run, keeping the n real rows of row-shaped values. Copies, because a
-// later run may reuse an op's buffers.
-func (s *Session) collect(gr *graph, T, n int) {
-	if len(s.opts.Capture) == 0 {
+// forward into the output of the feed whose rows pt are: of row-shaped
+// values its rows (cut to its own length on a keyed axis), of others the
+// whole value. Copies, because a later run may reuse an op's buffers.
+func (b *Batch) collect(gr *graph, T int, pt part, o *Output) {
+	if len(b.opts.Capture) == 0 {
 		return
 	}
-	take := func(name string, v G.Value) {
+	if o.captures == nil {
+		o.captures = map[string]*captured{}
+	}
+	keys := b.seqLenAfter(pt)
+	take := func(name string, v G.Value, keyed bool) {
 		d, ok := v.(*tensor.Dense)
 		if !ok || d == nil {
 			return
@@ -36,16 +40,26 @@ func (s *Session) collect(gr *graph, T, n int) {
 			return
 		}
 		shape := []int(d.Shape())
-		c := s.capture[name]
+		c := o.captures[name]
 		if c == nil {
 			c = &captured{}
-			s.capture[name] = c
+			o.captures[name] = c
 		}
 		if len(shape) >= 1 && shape[0] == T {
 			per := len(data) / max(T, 1)
+			rows := data[pt.row*per : (pt.row+pt.n)*per]
 			c.perRow, c.shape = true, slices.Clone(shape[1:])
-			c.chunks = append(c.chunks, slices.Clone(data[:n*per]))
-			c.rows = append(c.rows, n)
+			if keyed && len(shape) >= 2 {
+				width := shape[len(shape)-1]
+				cut := make([]float32, 0, len(rows)/width*keys)
+				for off := 0; off < len(rows); off += width {
+					cut = append(cut, rows[off:off+keys]...)
+				}
+				rows = cut
+				c.shape[len(c.shape)-1] = keys
+			}
+			c.chunks = append(c.chunks, slices.Clone(rows))
+			c.rows = append(c.rows, pt.n)
 			return
 		}
 		c.perRow, c.shape = false, slices.Clone(shape)
@@ -53,25 +67,38 @@ func (s *Session) collect(gr *graph, T, n int) {
 	}
 	for name, k := range gr.step.sinks {
 		if k.value != nil {
-			take(name, k.value)
+			take(name, k.value, k.keyed)
 		}
 	}
-	// Named input nodes (weights, caches) hold their values unchanged.
+	// Named input nodes (weights) hold their values unchanged.
 	for _, node := range gr.step.G.AllNodes() {
-		if name := node.Name(); node.Op() == nil && gr.step.sinks[name] == nil && matchAny(s.opts.Capture, name) {
-			take(name, node.Value())
+		if name := node.Name(); node.Op() == nil && gr.step.sinks[name] == nil && matchAny(b.opts.Capture, name) {
+			take(name, node.Value(), false)
 		}
 	}
 }
 
-// Captured returns the value a capture name took in the last Append: for
-// row-shaped values ([rows, ...], such as hidden states [rows, D] and
-// attention probabilities [rows, heads, keys]) the real rows of every chunk
-// of that Append, concatenated; for others the last value. A trailing axis
-// that grew between chunks (the keys of attention) is padded with zeros.
-func (s *Session) Captured(name string) (*tensor.Dense, bool) {
-	c, ok := s.capture[name]
-	if !ok || len(c.chunks) == 0 {
+// seqLenAfter is the length of pt's sequence once the forward's rows are
+// in.
+func (b *Batch) seqLenAfter(pt part) int {
+	if len(b.plan.runs) == 0 {
+		return b.plan.keys
+	}
+	for _, r := range b.plan.runs[0] {
+		if r.Row == pt.row {
+			return r.Pos + r.Len
+		}
+	}
+	return b.plan.keys
+}
+
+// dense is the captured value: for row-shaped values ([rows, ...], such
+// as hidden states [rows, D] and attention probabilities [rows, heads,
+// keys]) the real rows of every chunk, concatenated; for others the last
+// value. A trailing axis that grew between chunks (the keys of attention)
+// is padded with zeros.
+func (c *captured) dense() (*tensor.Dense, bool) {
+	if len(c.chunks) == 0 {
 		return nil, false
 	}
 	if !c.perRow {
@@ -113,14 +140,4 @@ func (s *Session) Captured(name string) (*tensor.Dense, bool) {
 		shape[len(shape)-1] = width
 	}
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(out)), true
-}
-
-// CapturedNames lists the names captured in the last Append.
-func (s *Session) CapturedNames() []string {
-	out := make([]string, 0, len(s.capture))
-	for n := range s.capture {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -85,23 +85,23 @@ func (t *tape) run() error {
 // value is n's value in the last run.
 func (t *tape) value(n *G.Node) G.Value { return t.vals[t.index[n]] }
 
-// pickRow is h[rows[0]] as a [1, D] matrix: the row whose logits a step
-// wants, chosen at run time (the last real row of a padded chunk). It
+// pickRows is h[rows] as an [R, D] matrix: the rows whose logits a step
+// wants, chosen at run time; a row index of -1 gives a row of zeros. It
 // replaces Gorgonia's ByIndices, which allocates its result every step.
-type pickRow struct{}
+type pickRows struct{}
 
-func (pickRow) Name() string   { return "pick row" }
-func (pickRow) String() string { return "PickRow" }
-func (pickRow) Signature() []hm.Type {
+func (pickRows) Name() string   { return "pick rows" }
+func (pickRows) String() string { return "PickRows" }
+func (pickRows) Signature() []hm.Type {
 	return []hm.Type{ops.T(2, nil), ops.T(1, tensor.Int), ops.T(2, nil)}
 }
-func (pickRow) Shape(in []tensor.Shape) (tensor.Shape, error) {
-	if len(in[0]) != 2 || len(in[1]) != 1 || in[1][0] != 1 {
-		return nil, fmt.Errorf("want h [T, D] and one row index, got %v and %v", in[0], in[1])
+func (pickRows) Shape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in[0]) != 2 || len(in[1]) != 1 || in[1][0] > in[0][0] {
+		return nil, fmt.Errorf("want h [T, D] and at most T row indices, got %v and %v", in[0], in[1])
 	}
-	return tensor.Shape{1, in[0][1]}, nil
+	return tensor.Shape{in[1][0], in[0][1]}, nil
 }
-func (pickRow) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
+func (pickRows) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	h, err := ops.Float32s(in[0])
 	if err != nil {
 		return nil, err
@@ -112,10 +112,16 @@ func (pickRow) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	}
 	s := in[0].Shape()
 	T, D := s[0], s[1]
-	if r := rows[0]; r < 0 || r >= T {
-		return nil, fmt.Errorf("row %d of %d", r, T)
+	y := o.Float32s(len(rows) * D)
+	for i, r := range rows {
+		switch {
+		case r == -1:
+			clear(y[i*D : (i+1)*D])
+		case r < 0 || r >= T:
+			return nil, fmt.Errorf("row %d of %d", r, T)
+		default:
+			copy(y[i*D:(i+1)*D], h[r*D:(r+1)*D])
+		}
 	}
-	y := o.Float32s(D)
-	copy(y, h[rows[0]*D:(rows[0]+1)*D])
-	return o.Tensor(y, 1, D), nil
+	return o.Tensor(y, len(rows), D), nil
 }

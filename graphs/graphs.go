@@ -117,7 +117,8 @@ type Step struct {
 	Fast bool
 
 	weights map[*Param]*G.Node
-	cache   *KVCache
+	kv      *KVPool   // nil: no KV cache (training steps, Programs)
+	plan    *stepPlan // the forward the pool serves (see Batch)
 	capture []string
 	taps    map[string]*G.Node
 	sinks   map[string]*Sink
@@ -148,20 +149,6 @@ func (s *Step) Bind(p *Param) *G.Node {
 	n := G.NewTensor(s.G, p.DType.Storage(), v.Dims(), G.WithShape(v.Shape().Clone()...), G.WithName(p.Name), G.WithValue(v))
 	s.weights[p] = n
 	return n
-}
-
-// Cache returns the input nodes bound to layer i's key and value caches,
-// [KVHeads, slots, KeyDim] and [KVHeads, slots, ValueDim], float32 or
-// (Options.KVCacheF16) F16 bits.
-func (s *Step) Cache(layer int) (k, v *G.Node) {
-	if s.cache == nil || layer < 0 || layer >= len(s.cache.K) || s.cache.K[layer] == nil {
-		panic(fmt.Errorf("layer %d declared no KV cache", layer))
-	}
-	name := fmt.Sprintf("kvcache.%d.", layer)
-	kt, vt := s.cache.K[layer], s.cache.V[layer]
-	k = G.NewTensor(s.G, kt.Dtype(), 3, G.WithShape(kt.Shape().Clone()...), G.WithName(name+"k"), G.WithValue(kt))
-	v = G.NewTensor(s.G, vt.Dtype(), 3, G.WithShape(vt.Shape().Clone()...), G.WithName(name+"v"), G.WithValue(vt))
-	return k, v
 }
 
 // Tap names a node so that it can be captured after a run. Models tap what
@@ -195,10 +182,18 @@ func (s *Step) Sink(name string) *Sink {
 // Sink is a side output of an op: the op stores its value there on every
 // run. Gorgonia ops have one output, so values such as attention
 // probabilities leave the graph this way.
-type Sink struct{ value *tensor.Dense }
+type Sink struct {
+	value *tensor.Dense
+	keyed bool
+}
 
 // Store keeps v as the sink's value.
 func (k *Sink) Store(v *tensor.Dense) { k.value = v }
+
+// StoreKeyed keeps v, [T, ..., keys], whose last axis is the key
+// positions of each row's own sequence: a sequence's rows are cut to its
+// length when they are captured.
+func (k *Sink) StoreKeyed(v *tensor.Dense) { k.value, k.keyed = v, true }
 
 func matchAny(patterns []string, name string) bool {
 	for _, p := range patterns {
@@ -209,57 +204,12 @@ func matchAny(patterns []string, name string) bool {
 	return false
 }
 
-// KVCache holds a session's keys and values: per layer [KVHeads, slots,
-// dim], where slots is the capacity for a full-attention layer and the
-// window for a sliding one (a ring: position p lives in slot p % slots),
-// and nil for a layer without a cache.
-// They are float32, or F16 bits in uint16 with F16 set. Go leaves
-// untouched pages of a large allocation to the kernel, so a big capacity
-// costs memory only as it fills.
-type KVCache struct {
-	K, V     []*tensor.Dense
-	Capacity int
-	F16      bool
-}
-
-// NewKVCache allocates the caches the layers declared with room for
-// capacity positions, in F16 when f16 is set.
-func NewKVCache(layers []LayerCache, capacity int, f16 bool) *KVCache {
-	c := &KVCache{Capacity: capacity, F16: f16}
-	dt := tensor.Float32
-	if f16 {
-		dt = tensor.Uint16
-	}
-	for _, l := range layers {
-		var k, v *tensor.Dense
-		if l.Kind != NoCache {
-			slots := l.slots(capacity)
-			k = tensor.New(tensor.WithShape(l.KVHeads, slots, l.KeyDim), tensor.Of(dt))
-			v = tensor.New(tensor.WithShape(l.KVHeads, slots, l.ValueDim), tensor.Of(dt))
-		}
-		c.K, c.V = append(c.K, k), append(c.V, v)
-	}
-	return c
-}
-
 // kvBytes is the size of a cached key or value.
 func kvBytes(f16 bool) int {
 	if f16 {
 		return 2
 	}
 	return 4
-}
-
-// Bytes is the memory the cache holds.
-func (c *KVCache) Bytes() int64 {
-	var n int64
-	for i := range c.K {
-		if c.K[i] == nil {
-			continue
-		}
-		n += int64(c.K[i].Shape().TotalSize()+c.V[i].Shape().TotalSize()) * int64(kvBytes(c.F16))
-	}
-	return n
 }
 
 // inputKind says what feeds a graph's first layer.
@@ -279,16 +229,17 @@ type graph struct {
 	ids    *G.Node // [T] int (fromIDs, fromMerge)
 	embeds *G.Node // [T, D] (fromEmbeds, fromMerge)
 	mask   *G.Node // [T] int, 1 where embeds replace the embedded id (fromMerge)
-	rows   *G.Node // [R] int, rows whose logits are wanted (R = 1 unless all)
+	rows   *G.Node // [R] int, rows whose logits are wanted (-1: none)
 	logits *G.Node // [R, V]
 }
 
 // build builds model's graph for T rows on a fresh ExprGraph. Panics raised
 // by layer fragments (impossible shapes, missing weights) come back as
 // errors.
-func build(m Model, T int, kind inputKind, all bool, cache *KVCache, capture []string, rc *runContext, fast bool) (gr *graph, err error) {
+func build(m Model, key programKey, pool *KVPool, plan *stepPlan, capture []string, rc *runContext, fast bool) (gr *graph, err error) {
+	T, R, kind := key.T, key.R, key.kind
 	g := G.NewGraph()
-	s := &Step{G: g, T: T, Fast: fast, weights: map[*Param]*G.Node{}, cache: cache, capture: capture, taps: map[string]*G.Node{}, sinks: map[string]*Sink{}}
+	s := &Step{G: g, T: T, Fast: fast, weights: map[*Param]*G.Node{}, kv: pool, plan: plan, capture: capture, taps: map[string]*G.Node{}, sinks: map[string]*Sink{}}
 	gr = &graph{step: s}
 	defer func() {
 		if r := recover(); r != nil {
@@ -329,12 +280,8 @@ func build(m Model, T int, kind inputKind, all bool, cache *KVCache, capture []s
 	}
 	s.Positions = positions
 	h = s.Tap(fmt.Sprintf("%s.%d", HiddenStates, L), m.Norm(s, h))
-	R := T
-	if !all {
-		R = 1
-		gr.rows = G.NewVector(g, tensor.Int, G.WithShape(1), G.WithName("logit_rows"))
-		h = ops.Apply(pickRow{}, h, gr.rows)
-	}
+	gr.rows = G.NewVector(g, tensor.Int, G.WithShape(R), G.WithName("logit_rows"))
+	h = ops.Apply(pickRows{}, h, gr.rows)
 	gr.logits = m.Head(s, h)
 	if got := gr.logits.Shape(); len(got) != 2 || got[0] != R || got[1] != m.VocabSize() {
 		return nil, fmt.Errorf("the model's head returned %v, want [%d, %d]", got, R, m.VocabSize())

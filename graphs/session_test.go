@@ -3,7 +3,6 @@ package graphs
 import "testing"
 
 func TestChunkPlan(t *testing.T) {
-	s := &Session{opts: Options{Buckets: DefaultBuckets}}
 	cases := []struct {
 		n    int
 		plan [][2]int // {take, T}
@@ -20,7 +19,7 @@ func TestChunkPlan(t *testing.T) {
 	for _, c := range cases {
 		var got [][2]int
 		for rest := c.n; rest > 0; {
-			take, T := s.chunk(rest)
+			take, T := chunk(DefaultBuckets, rest)
 			if take < 1 || take > T {
 				t.Fatalf("n=%d: chunk (%d, %d)", c.n, take, T)
 			}
@@ -52,15 +51,16 @@ func TestCacheDeclarations(t *testing.T) {
 	if len(got) != 3 || got[0].Kind != FullCache || got[1].Kind != NoCache || got[2].Kind != SlidingCache {
 		t.Fatalf("declared caches %v", got)
 	}
-	c := NewKVCache(got, 10, false)
-	if c.K[1] != nil || c.V[1] != nil {
-		t.Error("a layer without a cache was given one")
+	p, err := newKVPool(got, 4, false, 1<<20)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if k, v := c.K[0].Shape(), c.V[2].Shape(); k[1] != 10 || v[1] != 3 || v[2] != 6 {
-		t.Errorf("full cache %v, sliding cache %v", k, v)
+	if p.layerGroup[1] != -1 || p.layerGroup[0] == p.layerGroup[2] {
+		t.Errorf("layer groups %v: want none for layer 1, and full and sliding apart", p.layerGroup)
 	}
-	if want := int64(4 * (2*10*4*2 + 1*3*(8+6))); c.Bytes() != want {
-		t.Errorf("cache holds %d bytes, want %d", c.Bytes(), want)
+	full, sliding := p.groups[p.layerGroup[0]], p.groups[p.layerGroup[2]]
+	if full.blockBytes != 4*2*4*(4+4) || sliding.blockBytes != 4*1*4*(8+6) || sliding.window != 3 {
+		t.Errorf("block bytes %d and %d, window %d", full.blockBytes, sliding.blockBytes, sliding.window)
 	}
 	for name, declare := range map[string]func(){
 		"twice":              func() { root.Cache(0, LayerCache{Kind: FullCache, KVHeads: 2, KeyDim: 4, ValueDim: 4}) },

@@ -33,7 +33,7 @@ func NewTrainingStep(T int) *Step {
 
 // HasCache reports whether the step runs over a KV cache (a Session's
 // steps do; training steps and Programs do not).
-func (s *Step) HasCache() bool { return s.cache != nil }
+func (s *Step) HasCache() bool { return s.kv != nil }
 
 // InputEmbeds marks e [T, D] as the step's input embeddings, the rows the
 // token lookup returns. In a training step it returns e plus a zero input

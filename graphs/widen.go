@@ -14,3 +14,11 @@ func widenBF16(dst []float32, src []uint16) {
 }
 
 func f16ToF32(h uint16) float32 { return float16.Frombits(h).Float32() }
+
+// toF16 rounds x to F16 bits (to nearest, ties to even), as the F16 KV
+// cache stores keys and values.
+func toF16(dst []uint16, x []float32) {
+	for i, v := range x {
+		dst[i] = float16.Fromfloat32(v).Bits()
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/ops"
@@ -103,9 +102,8 @@ func (a *Attention) Forward(s *graphs.Step, x *G.Node) *G.Node {
 		o := ops.Apply(causalAttention{name: fmt.Sprintf("layers.%d", c.Layer), scale: float32(c.Scale), window: c.Window}, q, k, v)
 		return a.O.Forward(s, o)
 	}
-	kc, vc := s.Cache(c.Layer)
 	name := fmt.Sprintf("%s.%d", graphs.Attentions, c.Layer)
-	o := ops.Apply(cachedAttention{name: fmt.Sprintf("layers.%d", c.Layer), scale: float32(c.Scale), window: c.Window, kv16: kc.Dtype() == tensor.Uint16, sink: s.Sink(name)},
-		q, k, v, kc, vc, s.Positions)
+	o := ops.Apply(cachedAttention{name: fmt.Sprintf("layers.%d", c.Layer), scale: float32(c.Scale), window: c.Window, kv: s.KV(c.Layer), sink: s.Sink(name)},
+		q, k, v, s.Positions)
 	return a.O.Forward(s, o)
 }

@@ -13,68 +13,61 @@ import (
 	"github.com/gozoo/gozoo/ops"
 )
 
-// cachedAttention is causal grouped-query attention of one step's rows over
-// a layer's KV cache, which it then extends with the step's keys and
-// values.
+// cachedAttention is causal grouped-query attention of one forward's rows
+// over their sequences' keys and values in the KV pool, which it first
+// extends with the forward's own keys and values.
 //
-// Inputs: q [T, Hq, Dk], this step's k [T, Hkv, Dk] and v [T, Hkv, Dv], the
-// caches kc [Hkv, S, Dk] and vc [Hkv, S, Dv], and positions [T]. The cache
-// holds earlier positions in slot p % S: S is the capacity for a
-// full-attention layer and the window for a sliding one (a ring). Query row
-// t at position p attends keys lo..p, where lo = 0 for full attention and
-// p-window+1 for a sliding window: keys before this step come from the
-// cache, this step's from k and v, so a chunk may be longer than the ring
-// and stays exact across its boundary. Padding rows (position -1) come out
-// zero. Query head h reads kv head h / (Hq/Hkv), HF's repeat_interleave
-// mapping. Only keys a query can see are read, so a step costs what the
-// context holds, not what the cache could hold.
-//
-// After attending, the step's real rows are written into the cache: the
-// op's one side effect, on an input Gorgonia treats as read-only data.
+// Inputs: q [T, Hq, Dk], this forward's k [T, Hkv, Dk] and v [T, Hkv, Dv],
+// and positions [T] (read for the order of the ops: the rows' sequences and
+// positions come from the pool's plan, kv.Runs()). A run of rows of one
+// sequence at positions p0..p0+n-1 writes its keys and values into its
+// blocks, then query row t at position p attends keys lo..p of its own
+// sequence, where lo = 0 for full attention and p-window+1 for a sliding
+// window. Rows outside every run (padding) come out zero. Query head h
+// reads kv head h / (Hq/Hkv), HF's repeat_interleave mapping. Only keys a
+// query can see are read, so a step costs what the sequences hold, not
+// what the pool could hold.
 //
 // Scores and weighted sums run on internal/simd's kernels (dot-product
 // tiles for the scores and for prefill's P·V through Vᵀ, a register-held
 // weighted sum of value rows for decode); the softmax has a float32 exp
-// and float64 sums. With a
-// sink, the probabilities are also stored as [T, Hq, keys] over key
-// positions 0..last (zero outside each row's window); without one they are
-// never materialised beyond a scratch row block.
+// and float64 sums. With a sink, the probabilities are also stored as [T,
+// Hq, keys] over each row's key positions 0..last (zero outside its
+// window); without one they are never materialised beyond a scratch row
+// block.
 type cachedAttention struct {
 	name   string
 	scale  float32
-	window int  // 0: full causal attention
-	kv16   bool // caches of F16 bits (graphs.Options.KVCacheF16)
+	window int // 0: full causal attention
+	kv     *graphs.LayerKV
 	sink   *graphs.Sink
 }
 
 func (k cachedAttention) Name() string { return "attention " + k.name }
 func (k cachedAttention) String() string {
-	return fmt.Sprintf("Attention{%s,scale=%g,window=%d,kv16=%v,capture=%v}", k.name, k.scale, k.window, k.kv16, k.sink != nil)
+	return fmt.Sprintf("Attention{%s,scale=%g,window=%d,kv16=%v,capture=%v}", k.name, k.scale, k.window, k.kv.F16(), k.sink != nil)
 }
 func (k cachedAttention) Signature() []hm.Type {
-	cache := ops.T(3, nil)
-	if k.kv16 {
-		cache = ops.T(3, tensor.Uint16)
-	}
-	return []hm.Type{ops.T(3, nil), ops.T(3, nil), ops.T(3, nil), cache, cache, ops.T(1, tensor.Int), ops.T(2, nil)}
+	return []hm.Type{ops.T(3, nil), ops.T(3, nil), ops.T(3, nil), ops.T(1, tensor.Int), ops.T(2, nil)}
 }
 func (k cachedAttention) Shape(in []tensor.Shape) (tensor.Shape, error) {
-	q, kk, v, kc, vc, pos := in[0], in[1], in[2], in[3], in[4], in[5]
+	q, kk, v, pos := in[0], in[1], in[2], in[3]
+	c := k.kv.Cache
 	switch {
-	case len(q) != 3 || len(kk) != 3 || len(v) != 3 || len(kc) != 3 || len(vc) != 3 || len(pos) != 1:
-		return nil, fmt.Errorf("want q, k, v [T, H, D], caches [H, S, D] and positions [T]; got %v %v %v %v %v %v", q, kk, v, kc, vc, pos)
+	case len(q) != 3 || len(kk) != 3 || len(v) != 3 || len(pos) != 1:
+		return nil, fmt.Errorf("want q, k, v [T, H, D] and positions [T]; got %v %v %v %v", q, kk, v, pos)
 	case kk[0] != q[0] || v[0] != q[0] || pos[0] != q[0]:
 		return nil, fmt.Errorf("q %v, k %v, v %v and positions %v have different rows", q, kk, v, pos)
 	case kk[1] == 0 || q[1]%kk[1] != 0 || v[1] != kk[1]:
 		return nil, fmt.Errorf("%d query heads do not group over %d kv heads (v has %d)", q[1], kk[1], v[1])
-	case q[2] != kk[2] || kc[0] != kk[1] || kc[2] != kk[2] || vc[0] != v[1] || vc[2] != v[2] || kc[1] != vc[1]:
-		return nil, fmt.Errorf("caches %v and %v do not fit keys %v and values %v", kc, vc, kk, v)
+	case q[2] != kk[2] || c.KVHeads != kk[1] || c.KeyDim != kk[2] || c.ValueDim != v[2]:
+		return nil, fmt.Errorf("the KV cache (%d heads of %d and %d) does not fit keys %v and values %v", c.KVHeads, c.KeyDim, c.ValueDim, kk, v)
 	}
 	return tensor.Shape{q[0], q[1] * v[2]}, nil
 }
 
-// attnDims are one step's sizes: T rows, n of them real, from position p0.
-type attnDims struct{ T, Hq, Hkv, Dk, Dv, S, p0, n int }
+// attnDims are one forward's sizes.
+type attnDims struct{ T, Hq, Hkv, Dk, Dv, B int }
 
 func (k cachedAttention) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	var f [3][]float32
@@ -84,67 +77,69 @@ func (k cachedAttention) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 			return nil, err
 		}
 	}
-	kc, err := k.cache(in[3])
-	if err != nil {
-		return nil, err
-	}
-	vc, err := k.cache(in[4])
-	if err != nil {
-		return nil, err
-	}
-	positions, err := ops.Ints(in[5])
-	if err != nil {
-		return nil, err
-	}
-	qs, ks, vs, cs := in[0].Shape(), in[1].Shape(), in[2].Shape(), in[3].Shape()
-	d := attnDims{T: qs[0], Hq: qs[1], Hkv: ks[1], Dk: qs[2], Dv: vs[2], S: cs[1]}
-	if d.p0, d.n, err = ops.Rows(positions); err != nil {
-		return nil, err
-	}
-	ring := k.window > 0 && k.window <= d.S
-	if !ring && d.p0+d.n > d.S {
-		return nil, fmt.Errorf("positions %d..%d do not fit a cache of %d positions", d.p0, d.p0+d.n-1, d.S)
-	}
+	qs, vs := in[0].Shape(), in[2].Shape()
+	d := attnDims{T: qs[0], Hq: qs[1], Hkv: in[1].Shape()[1], Dk: qs[2], Dv: vs[2], B: k.kv.BlockTokens()}
+	runs := k.kv.Runs()
 	out := o.Float32s(d.T * d.Hq * d.Dv)
+	clear(out)
+	keys := 0
+	for _, r := range runs {
+		if r.Row < 0 || r.Len < 1 || r.Row+r.Len > d.T || r.Pos < 0 || (r.Pos+r.Len+d.B-1)/d.B > len(r.Blocks) {
+			return nil, fmt.Errorf("rows %d..%d at positions from %d do not fit %d rows and %d blocks", r.Row, r.Row+r.Len-1, r.Pos, d.T, len(r.Blocks))
+		}
+		keys = max(keys, r.Pos+r.Len)
+		k.store(r, f[1], f[2], d)
+	}
 	var probs []float32
 	if k.sink != nil {
-		probs = make([]float32, d.T*d.Hq*(d.p0+d.n))
+		keys = max(keys, k.kv.Keys())
+		probs = make([]float32, d.T*d.Hq*keys)
 	}
-	if d.n > 0 {
-		t := ops.Shared(o, func() *attnTask { return new(attnTask) })
-		if d.n == 1 {
-			// Decode (one real row, maybe padded): the step's key and
-			// value go into the cache first, so each head reads one run
-			// of keys, the new one included, in one product and one
-			// weighted sum. The slot it takes held a position out of
-			// view (a ring is at least the window).
-			writeCache(kc, f[1], d, d.Dk)
-			writeCache(vc, f[2], d, d.Dv)
-			k.attend(t, out, probs, f[0], nil, nil, kc, vc, d)
-		} else {
-			kNew, vNew := f[1], f[2]
-			if k.kv16 {
-				// This step's keys and values are read as the cache will
-				// hold them, so that a sequence gives the same results
-				// however it is cut into steps (and as llama.cpp, which
-				// attends from its F16 cache, computes).
-				t.k16, t.v16 = roundF16(t.k16, kNew), roundF16(t.v16, vNew)
-				kNew, vNew = t.k16, t.v16
-			}
-			k.attend(t, out, probs, f[0], kNew, vNew, kc, vc, d)
-			writeCache(kc, f[1], d, d.Dk)
-			writeCache(vc, f[2], d, d.Dv)
+	t := ops.Shared(o, func() *attnTask { return new(attnTask) })
+	t.k, t.out, t.probs, t.q, t.runs, t.d, t.keys = k, out, probs, f[0], runs, d, keys
+	parts, work := len(runs)*d.Hq, 0
+	for len(t.scores) < parts {
+		t.scores, t.vt = append(t.scores, nil), append(t.vt, nil)
+	}
+	for _, r := range runs {
+		work += r.Len * (r.Pos + r.Len - k.lo(r.Pos)) * d.Dk * d.Hq
+	}
+	// Heads and sequences are independent: the team takes them when there
+	// is enough work to pay for the hand-over.
+	if parts > 1 && work >= attnSplitWork {
+		simd.Parallel(parts, t)
+	} else {
+		for i := 0; i < parts; i++ {
+			t.Part(i)
 		}
 	}
+	t.out, t.probs, t.q, t.runs = nil, nil, nil, nil
 	if k.sink != nil {
-		k.sink.Store(ops.NewF32(probs, d.T, d.Hq, d.p0+d.n))
+		k.sink.StoreKeyed(ops.NewF32(probs, d.T, d.Hq, keys))
 	}
 	return o.Tensor(out, d.T, d.Hq*d.Dv), nil
 }
 
-// segment is a run of cached keys in contiguous slots: keys at positions
-// pos..pos+len-1 live in slots slot..slot+len-1.
-type segment struct{ pos, slot, len int }
+// store writes a run's keys and values, x [T, Hkv, dim] rows Row.., into
+// its blocks.
+func (k cachedAttention) store(r graphs.SeqRun, kNew, vNew []float32, d attnDims) {
+	for t := 0; t < r.Len; t++ {
+		p := r.Pos + t
+		blk, slot := r.Blocks[p/d.B], p%d.B
+		kb, vb := k.blockRows(blk)
+		for g := 0; g < d.Hkv; g++ {
+			kb.store((g*d.B+slot)*d.Dk, kNew[((r.Row+t)*d.Hkv+g)*d.Dk:][:d.Dk])
+			vb.store((g*d.B+slot)*d.Dv, vNew[((r.Row+t)*d.Hkv+g)*d.Dv:][:d.Dv])
+		}
+	}
+}
+
+// blockRows returns block b's keys and values.
+func (k cachedAttention) blockRows(b int32) (keys, values cacheRows) {
+	keys.f32, keys.f16 = k.kv.KeyBlock(b)
+	values.f32, values.f16 = k.kv.ValueBlock(b)
+	return keys, values
+}
 
 func (k cachedAttention) lo(p int) int {
 	if k.window > 0 {
@@ -153,127 +148,88 @@ func (k cachedAttention) lo(p int) int {
 	return 0
 }
 
-// attend runs the step's heads. A decode step's key and value (one real
-// row) are in the cache already, and kNew, vNew are unused.
-func (k cachedAttention) attend(t *attnTask, out, probs, q, kNew, vNew []float32, kc, vc cacheRows, d attnDims) {
-	t.k, t.out, t.probs, t.q, t.kNew, t.vNew, t.kc, t.vc, t.d = k, out, probs, q, kNew, vNew, kc, vc, d
-	t.nsegs = 0
-	// Keys in view: positions a..p0+n-1; those before end are read from
-	// the cache: before p0, or all of them in a decode step.
-	t.a = k.lo(d.p0)
-	end := d.p0
-	if d.n == 1 {
-		end++
-	}
-	if t.a < end {
-		start := t.a % d.S
-		first := min(end-t.a, d.S-start)
-		t.segs[0] = segment{t.a, start, first}
-		t.nsegs = 1
-		if rest := end - t.a - first; rest > 0 {
-			t.segs[1] = segment{t.a + first, 0, rest}
-			t.nsegs = 2
-		}
-	}
-	t.width = d.p0 + d.n - t.a
-	t.cur = d.p0 - t.a // column of this step's first key
-	// Each head's scratch slot exists before the heads run in parallel:
-	// a part only touches its own.
-	for len(t.scores) < d.Hq {
-		t.scores, t.vt = append(t.scores, nil), append(t.vt, nil)
-	}
-	// Heads are independent: the team takes them when there is enough
-	// work to pay for the hand-over.
-	if d.Hq > 1 && d.n*t.width*d.Dk*d.Hq >= attnSplitWork {
-		simd.Parallel(d.Hq, t)
-		return
-	}
-	for h := 0; h < d.Hq; h++ {
-		t.Part(h)
-	}
-}
-
 // attnSplitWork is the number of query-key products from which a step's
 // heads are shared with the team.
 const attnSplitWork = 1 << 16
 
-// attnTask is one attention step's work, a part per query head. One
-// lives in the session's shared kernel state (ops.Shared), with each
-// head's scratch (scores, Vᵀ), reused by every layer and step.
+// attnTask is one attention forward's work, a part per sequence run and
+// query head. One lives in the session's shared kernel state
+// (ops.Shared), with each part's scratch (scores, Vᵀ), reused by every
+// layer and step.
 type attnTask struct {
-	k                         cachedAttention
-	out, probs, q, kNew, vNew []float32
-	kc, vc                    cacheRows
-	k16, v16                  []float32 // this step's keys and values rounded to F16 (kv16)
-	d                         attnDims
-	segs                      [2]segment // at most two runs: a ring wraps once
-	nsegs                     int
-	a, width, cur             int
-	scores, vt                [][]float32 // per head
+	k          cachedAttention
+	out, probs []float32
+	q          []float32
+	runs       []graphs.SeqRun
+	d          attnDims
+	keys       int
+	scores, vt [][]float32 // per part
 }
 
-// buffers returns head h's score block and, for a prefill, its Vᵀ.
-func (t *attnTask) buffers(h, ns, nv int) ([]float32, []float32) {
-	if cap(t.scores[h]) < ns {
-		t.scores[h] = make([]float32, ns)
+// buffers returns part i's score block and, for a prefill, its Vᵀ.
+func (t *attnTask) buffers(i, ns, nv int) ([]float32, []float32) {
+	if cap(t.scores[i]) < ns {
+		t.scores[i] = make([]float32, ns)
 	}
-	if cap(t.vt[h]) < nv {
-		t.vt[h] = make([]float32, nv)
+	if cap(t.vt[i]) < nv {
+		t.vt[i] = make([]float32, nv)
 	}
-	return t.scores[h][:ns], t.vt[h][:nv]
+	return t.scores[i][:ns], t.vt[i][:nv]
 }
 
-// Part attends query head h.
-func (t *attnTask) Part(h int) {
+// Part attends query head i % Hq of run i / Hq.
+func (t *attnTask) Part(i int) {
 	d, k := t.d, t.k
-	a, width, cur := t.a, t.width, t.cur
-	past := t.segs[:t.nsegs]
+	r, h := t.runs[i/d.Hq], i%d.Hq
+	a, end := k.lo(r.Pos), r.Pos+r.Len
+	width := end - a
 	nv := 0
-	if d.n > 1 {
+	if r.Len > 1 {
 		nv = d.Dv * width
 	}
-	scores, vt := t.buffers(h, d.n*width, nv)
-	rep := d.Hq / d.Hkv
-	g := h / rep
+	scores, vt := t.buffers(i, r.Len*width, nv)
+	g := h / (d.Hq / d.Hkv)
 	qStride, oStride := d.Hq*d.Dk, d.Hq*d.Dv
-	S := blas32.General{Rows: d.n, Cols: width, Stride: width, Data: scores}
-	Q := blas32.General{Rows: d.n, Cols: d.Dk, Stride: qStride, Data: t.q[h*d.Dk:]}
-	for _, sg := range past {
-		t.kc.dotsT(S, Q, sg.pos-a, (g*d.S+sg.slot)*d.Dk, sg.len, k.scale)
+	S := blas32.General{Rows: r.Len, Cols: width, Stride: width, Data: scores}
+	Q := blas32.General{Rows: r.Len, Cols: d.Dk, Stride: qStride, Data: t.q[r.Row*qStride+h*d.Dk:]}
+	// Keys a..end-1 lie in runs of one block each.
+	for p := a; p < end; {
+		blk, slot := r.Blocks[p/d.B], p%d.B
+		n := min(end-p, d.B-slot)
+		keys, _ := k.blockRows(blk)
+		keys.dotsT(S, Q, p-a, (g*d.B+slot)*d.Dk, n, k.scale)
+		p += n
 	}
-	if d.n > 1 {
-		// Prefill: this step's keys are not in the cache yet.
-		K := blas32.General{Rows: d.n, Cols: d.Dk, Stride: d.Hkv * d.Dk, Data: t.kNew[g*d.Dk:]}
-		scoreBlock(S, cur, Q, K, k.scale)
-	}
-	for r := 0; r < d.n; r++ {
-		p := d.p0 + r
-		row := scores[r*width : (r+1)*width]
-		softmaxRange(row, k.lo(p)-a, p-a+1)
+	for row := 0; row < r.Len; row++ {
+		p := r.Pos + row
+		sc := scores[row*width : (row+1)*width]
+		softmaxRange(sc, k.lo(p)-a, p-a+1)
 		if t.probs != nil {
-			keys := d.p0 + d.n
-			copy(t.probs[(r*d.Hq+h)*keys+a:], row)
+			copy(t.probs[((r.Row+row)*d.Hq+h)*t.keys+a:], sc)
 		}
 	}
-	if d.n > 1 {
+	o := t.out[r.Row*oStride+h*d.Dv:]
+	if r.Len > 1 {
 		// Prefill: P·V as dot products of P's rows with Vᵀ's rows, on
 		// the SIMD tiles.
-		transposeV(vt, t.vc, t.vNew, past, cur, a, width, g, d)
-		simd.DotsT(t.out[h*d.Dv:], oStride, scores, width, d.n, vt, width, d.Dv, width, 1)
+		t.transposeV(vt, r, a, end, g)
+		simd.DotsT(o, oStride, scores, width, r.Len, vt, width, d.Dv, width, 1)
 		return
 	}
-	// Decode: one query's weighted sum of the value rows, all in the
-	// cache.
-	o := t.out[h*d.Dv : (h+1)*d.Dv]
-	for i, sg := range past {
-		t.vc.weigh(o, scores[sg.pos-a:], (g*d.S+sg.slot)*d.Dv, d.Dv, sg.len, i > 0)
+	// Decode: one query's weighted sum of the value rows.
+	for p := a; p < end; {
+		blk, slot := r.Blocks[p/d.B], p%d.B
+		n := min(end-p, d.B-slot)
+		_, values := k.blockRows(blk)
+		values.weigh(o[:d.Dv], scores[p-a:], (g*d.B+slot)*d.Dv, d.Dv, n, p > a)
+		p += n
 	}
 }
 
-// transposeV writes the values of kv head g for key columns 0..width-1
-// (cached segments, then this step's rows from column cur) as Vᵀ
-// [Dv, width].
-func transposeV(vt []float32, vc cacheRows, vNew []float32, past []segment, cur, a, width, g int, d attnDims) {
+// transposeV writes the values of kv head g for positions a..end-1 of run
+// r as Vᵀ [Dv, end-a].
+func (t *attnTask) transposeV(vt []float32, r graphs.SeqRun, a, end, g int) {
+	d, width := t.d, end-a
 	var buf [256]float32
 	row := buf[:0]
 	if d.Dv > len(buf) {
@@ -281,19 +237,12 @@ func transposeV(vt []float32, vc cacheRows, vNew []float32, past []segment, cur,
 	} else {
 		row = buf[:d.Dv]
 	}
-	for _, sg := range past {
-		for r := 0; r < sg.len; r++ {
-			src := vc.row(row, (g*d.S+sg.slot+r)*d.Dv)
-			col := sg.pos - a + r
-			for c, v := range src {
-				vt[c*width+col] = v
-			}
-		}
-	}
-	for t := 0; t < d.n; t++ {
-		src := vNew[(t*d.Hkv+g)*d.Dv:][:d.Dv]
+	for p := a; p < end; p++ {
+		_, values := t.k.blockRows(r.Blocks[p/d.B])
+		src := values.row(row, (g*d.B+p%d.B)*d.Dv)
+		col := p - a
 		for c, v := range src {
-			vt[c*width+cur+t] = v
+			vt[c*width+col] = v
 		}
 	}
 }
@@ -302,28 +251,6 @@ func transposeV(vt []float32, vc cacheRows, vNew []float32, past []segment, cur,
 // SIMD dot-product tiles (one query row: a matrix-vector product).
 func scoreBlock(S blas32.General, c0 int, Q, K blas32.General, scale float32) {
 	simd.DotsT(S.Data[c0:], S.Stride, Q.Data, Q.Stride, Q.Rows, K.Data, K.Stride, K.Rows, Q.Cols, scale)
-}
-
-// writeCache stores the step's real rows x [T, Hkv, dim] into cache
-// [Hkv, S, dim] at slot p % S. Of a chunk longer than a ring only its last
-// S rows survive, so only those are written.
-func writeCache(cache cacheRows, x []float32, d attnDims, dim int) {
-	for t := max(0, d.n-d.S); t < d.n; t++ {
-		slot := (d.p0 + t) % d.S
-		for g := 0; g < d.Hkv; g++ {
-			cache.store((g*d.S+slot)*dim, x[(t*d.Hkv+g)*dim:][:dim])
-		}
-	}
-}
-
-// cache reads a key or value cache input.
-func (k cachedAttention) cache(v G.Value) (c cacheRows, err error) {
-	if k.kv16 {
-		c.f16, err = ops.Uint16s(v)
-	} else {
-		c.f32, err = ops.Float32s(v)
-	}
-	return c, err
 }
 
 // cacheRows is a layer's key or value cache: float32, or F16 bits
@@ -362,17 +289,6 @@ func (c cacheRows) row(buf []float32, off int) []float32 {
 	}
 	simd.FromF16(buf, c.f16[off:])
 	return buf
-}
-
-// roundF16 returns x rounded to F16 precision (to nearest, ties to even)
-// in dst, grown as needed.
-func roundF16(dst, x []float32) []float32 {
-	if cap(dst) < len(x) {
-		dst = make([]float32, len(x))
-	}
-	dst = dst[:len(x)]
-	simd.RoundActs(simd.F16, dst, x)
-	return dst
 }
 
 // store writes x at element off.

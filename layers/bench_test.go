@@ -8,7 +8,6 @@ import (
 	G "gorgonia.org/gorgonia"
 
 	"github.com/gozoo/gozoo/graphs"
-	"github.com/gozoo/gozoo/internal/simd"
 	"github.com/gozoo/gozoo/ops"
 )
 
@@ -142,36 +141,22 @@ func BenchmarkAttention(b *testing.B) {
 				size = 2
 			}
 			bytes := 2 * keys * qHkv * qDh * float64(size)
-			cache := func(g *graphT, name string) *G.Node {
-				vals := randVals(r, qHkv*C*qDh, 1)
-				if !c.kv16 {
-					return g.input(name, vals, qHkv, C, qDh)
+			kv := attnFixture(b, qHkv, qDh, 0, 32, c.kv16)
+			for j := 0; j < c.pos; j++ {
+				for g := 0; g < qHkv; g++ {
+					if err := kv.Store(0, j, g, randVals(r, qDh, 1), randVals(r, qDh, 1)); err != nil {
+						b.Fatal(err)
+					}
 				}
-				bits := make([]uint16, len(vals))
-				simd.ToF16(bits, vals)
-				return g.input(name, bits, qHkv, C, qDh)
 			}
-			benchKernel(b, cachedAttention{name: "a", scale: 0.088, kv16: c.kv16}, bytes, flops, func(g *graphT) []*G.Node {
+			if err := kv.Plan(graphs.FixtureRun{Seq: 0, Row: 0, Len: c.T, Pos: c.pos}); err != nil {
+				b.Fatal(err)
+			}
+			benchKernel(b, cachedAttention{name: "a", scale: 0.088, kv: kv.KV}, bytes, flops, func(g *graphT) []*G.Node {
 				return []*G.Node{g.input("q", randVals(r, c.T*qHq*qDh, 1), c.T, qHq, qDh),
 					g.input("k", randVals(r, c.T*qHkv*qDh, 1), c.T, qHkv, qDh), g.input("v", randVals(r, c.T*qHkv*qDh, 1), c.T, qHkv, qDh),
-					cache(g, "kc"), cache(g, "vc"), g.input("p", pos, c.T)}
+					g.input("p", pos, c.T)}
 			})
-		})
-	}
-}
-
-// BenchmarkKVCacheWrite is the cache update of one layer: T rows of keys
-// and values into their slots.
-func BenchmarkKVCacheWrite(b *testing.B) {
-	const C = 1024
-	for _, T := range seqLens {
-		b.Run(fmt.Sprintf("T=%d", T), func(b *testing.B) {
-			cache, x := make([]float32, qHkv*C*qDh), make([]float32, T*qHkv*qDh)
-			d := attnDims{T: T, Hkv: qHkv, S: C, p0: 100, n: T}
-			for i := 0; i < b.N; i++ {
-				writeCache(cacheRows{f32: cache}, x, d, qDh)
-			}
-			b.ReportMetric(float64(2*T*qHkv*qDh*4)/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GB/s")
 		})
 	}
 }

@@ -2,6 +2,7 @@ package layers
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -275,85 +276,118 @@ func refAttention(q []float32, k, v []float32, n, hq, hkv, dh, pos int, scale fl
 	return out
 }
 
+// attnFixture is a one-layer KV pool of hkv heads of dh.
+func attnFixture(t testing.TB, hkv, dh, window, block int, f16 bool) *graphs.KVFixture {
+	kind := graphs.FullCache
+	if window > 0 {
+		kind = graphs.SlidingCache
+	}
+	f, err := graphs.NewKVFixture(graphs.LayerCache{Kind: kind, KVHeads: hkv, KeyDim: dh, ValueDim: dh, Window: window}, block, f16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestCachedAttention runs one forward of one or more sequences over the
+// paged pool: each sequence's earlier keys are in its blocks, the forward
+// adds its own, and every row attends within its sequence only.
 func TestCachedAttention(t *testing.T) {
 	const hq, hkv, dh = 4, 2, 8
+	type seq struct{ pos, n int }
 	cases := []struct {
-		name      string
-		pos, n, T int
-		window    int
-		slots     int // cache positions: the capacity, or the window for a ring
+		name   string
+		T      int
+		window int
+		block  int
+		seqs   []seq
 	}{
-		{"prefill from 0", 0, 5, 5, 0, 16},
-		{"padded prefill", 0, 3, 8, 0, 16},
-		{"chunk after a prefix", 6, 4, 4, 0, 16},
-		{"decode", 9, 1, 1, 0, 16},
-		{"sliding window prefill", 0, 7, 8, 3, 16},
-		{"sliding window decode", 10, 1, 1, 4, 16},
-		{"ring decode", 10, 1, 1, 4, 4},
-		{"ring chunk longer than the ring", 5, 7, 8, 3, 3},
-		{"ring chunk across the boundary", 6, 3, 4, 4, 4},
+		{"prefill from 0", 5, 0, 4, []seq{{0, 5}}},
+		{"padded prefill", 8, 0, 4, []seq{{0, 3}}},
+		{"chunk after a prefix", 4, 0, 4, []seq{{6, 4}}},
+		{"decode", 1, 0, 4, []seq{{9, 1}}},
+		{"decode in one block", 1, 0, 32, []seq{{9, 1}}},
+		{"sliding window prefill", 8, 3, 4, []seq{{0, 7}}},
+		{"sliding window decode", 1, 4, 4, []seq{{10, 1}}},
+		{"sliding chunk longer than the window", 8, 3, 2, []seq{{5, 7}}},
+		{"three sequences decoding", 4, 0, 4, []seq{{9, 1}, {0, 1}, {17, 1}}},
+		{"prefill beside decodes", 8, 0, 4, []seq{{3, 1}, {0, 5}, {12, 1}}},
+		{"sliding, two sequences", 8, 3, 2, []seq{{6, 3}, {2, 4}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := rand.New(rand.NewPCG(7, uint64(c.pos)))
-			L, S := c.pos+c.n, c.slots
-			// Keys/values of every position, [L, Hkv, Dh]; the earlier
-			// ones are already in the cache, in slot p % S.
-			allK, allV := randVals(r, L*hkv*dh, 1), randVals(r, L*hkv*dh, 1)
-			kc, vc := make([]float32, hkv*S*dh), make([]float32, hkv*S*dh)
-			for i := range kc {
-				kc[i], vc[i] = float32(math.NaN()), float32(math.NaN()) // never read unfilled slots
-			}
-			for j := max(0, c.pos-S); j < c.pos; j++ {
-				for g := 0; g < hkv; g++ {
-					copy(kc[(g*S+j%S)*dh:][:dh], allK[(j*hkv+g)*dh:][:dh])
-					copy(vc[(g*S+j%S)*dh:][:dh], allV[(j*hkv+g)*dh:][:dh])
-				}
-			}
-			stepK, stepV := make([]float32, c.T*hkv*dh), make([]float32, c.T*hkv*dh)
-			copy(stepK, allK[c.pos*hkv*dh:])
-			copy(stepV, allV[c.pos*hkv*dh:])
+			r := rand.New(rand.NewPCG(7, uint64(len(c.name))))
+			f := attnFixture(t, hkv, dh, c.window, c.block, false)
 			q := randVals(r, c.T*hq*dh, 1)
+			stepK, stepV := make([]float32, c.T*hkv*dh), make([]float32, c.T*hkv*dh)
 			positions := make([]int, c.T)
 			for i := range positions {
 				positions[i] = -1
-				if i < c.n {
-					positions[i] = c.pos + i
+			}
+			var runs []graphs.FixtureRun
+			all := make([][2][]float32, len(c.seqs)) // every position's keys and values, [L, Hkv, Dh]
+			row := 0
+			for i, sq := range c.seqs {
+				L := sq.pos + sq.n
+				all[i] = [2][]float32{randVals(r, L*hkv*dh, 1), randVals(r, L*hkv*dh, 1)}
+				for j := 0; j < sq.pos; j++ { // earlier positions are in the pool
+					for g := 0; g < hkv; g++ {
+						if err := f.Store(i, j, g, all[i][0][(j*hkv+g)*dh:][:dh], all[i][1][(j*hkv+g)*dh:][:dh]); err != nil {
+							t.Fatal(err)
+						}
+					}
 				}
+				copy(stepK[row*hkv*dh:], all[i][0][sq.pos*hkv*dh:])
+				copy(stepV[row*hkv*dh:], all[i][1][sq.pos*hkv*dh:])
+				for j := 0; j < sq.n; j++ {
+					positions[row+j] = sq.pos + j
+				}
+				runs = append(runs, graphs.FixtureRun{Seq: i, Row: row, Len: sq.n, Pos: sq.pos})
+				row += sq.n
+			}
+			if err := f.Plan(runs...); err != nil {
+				t.Fatal(err)
 			}
 			sink := &graphs.Sink{}
 			g := newGraph(t)
-			out := g.run(ops.Apply(cachedAttention{name: "attn", scale: 0.3, window: c.window, sink: sink},
+			out := g.run(ops.Apply(cachedAttention{name: "attn", scale: 0.3, window: c.window, kv: f.KV, sink: sink},
 				g.input("q", q, c.T, hq, dh), g.input("k", stepK, c.T, hkv, dh), g.input("v", stepV, c.T, hkv, dh),
-				g.input("kc", kc, hkv, S, dh), g.input("vc", vc, hkv, S, dh), g.input("positions", positions, c.T)))[0]
-			want := refAttention(q, allK, allV, c.n, hq, hkv, dh, c.pos, 0.3, c.window)
-			assertClose(t, "attention", out[:c.n*hq*dh], want, 1e-5)
-			for i, x := range out[c.n*hq*dh:] {
-				if x != 0 {
-					t.Fatalf("padded row value %d = %g, want 0", i, x)
+				g.input("positions", positions, c.T)))[0]
+			p, _ := ops.Float32s(sinkValue(sink))
+			keys := len(p) / (c.T * hq)
+			for i, sq := range c.seqs {
+				r0 := runs[i].Row
+				want := refAttention(q[r0*hq*dh:], all[i][0], all[i][1], sq.n, hq, hkv, dh, sq.pos, 0.3, c.window)
+				assertClose(t, fmt.Sprintf("sequence %d", i), out[r0*hq*dh:(r0+sq.n)*hq*dh], want, 1e-5)
+				// The pool now holds the forward's keys and values.
+				for j := sq.pos; j < sq.pos+sq.n; j++ {
+					for g := 0; g < hkv; g++ {
+						k, v := f.Load(i, j, g)
+						if !slices.Equal(k, all[i][0][(j*hkv+g)*dh:][:dh]) || !slices.Equal(v, all[i][1][(j*hkv+g)*dh:][:dh]) {
+							t.Fatalf("sequence %d position %d head %d not written", i, j, g)
+						}
+					}
 				}
-			}
-			// The cache now holds the last S positions, in place.
-			for j := max(0, L-S); j < L; j++ {
-				for g := 0; g < hkv; g++ {
-					for d := 0; d < dh; d++ {
-						if kc[(g*S+j%S)*dh+d] != allK[(j*hkv+g)*dh+d] || vc[(g*S+j%S)*dh+d] != allV[(j*hkv+g)*dh+d] {
-							t.Fatalf("cache position %d head %d not written", j, g)
+				// Captured probabilities: [T, heads, keys], rows summing
+				// to 1 over their own sequence's positions.
+				for tt := r0; tt < r0+sq.n; tt++ {
+					for h := 0; h < hq; h++ {
+						var sum float64
+						for k, v := range p[(tt*hq+h)*keys : (tt*hq+h+1)*keys] {
+							if k > sq.pos+tt-r0 && v != 0 {
+								t.Fatalf("row %d head %d has probability %g on future position %d", tt, h, v, k)
+							}
+							sum += float64(v)
+						}
+						if math.Abs(sum-1) > 1e-5 {
+							t.Fatalf("row %d head %d: probabilities sum to %g", tt, h, sum)
 						}
 					}
 				}
 			}
-			// The captured probabilities: [T, heads, keys], rows summing to 1.
-			p, _ := ops.Float32s(sinkValue(sink))
-			for tt := 0; tt < c.n; tt++ {
-				for h := 0; h < hq; h++ {
-					var sum float64
-					for _, v := range p[(tt*hq+h)*L : (tt*hq+h+1)*L] {
-						sum += float64(v)
-					}
-					if math.Abs(sum-1) > 1e-5 {
-						t.Fatalf("row %d head %d: probabilities sum to %g", tt, h, sum)
-					}
+			for i, x := range out[row*hq*dh:] {
+				if x != 0 {
+					t.Fatalf("padded row value %d = %g, want 0", i, x)
 				}
 			}
 		})
@@ -362,15 +396,26 @@ func TestCachedAttention(t *testing.T) {
 
 func sinkValue(k *graphs.Sink) G.Value { return graphs.SinkValue(k) }
 
-func TestCachedAttentionRejectsOverflow(t *testing.T) {
+// TestCachedAttentionRejectsMissingBlocks: rows whose positions lie past
+// their sequence's blocks are an error, not a read out of bounds.
+func TestCachedAttentionRejectsMissingBlocks(t *testing.T) {
+	f := attnFixture(t, 1, 2, 0, 2, false)
+	if err := f.Plan(graphs.FixtureRun{Seq: 0, Row: 0, Len: 2, Pos: 0}); err != nil {
+		t.Fatal(err)
+	}
 	g := newGraph(t)
-	ops.Apply(cachedAttention{name: "a", scale: 1},
+	ops.Apply(cachedAttention{name: "a", scale: 1, kv: f.KV},
 		g.input("q", make([]float32, 2*1*2), 2, 1, 2), g.input("k", make([]float32, 2*1*2), 2, 1, 2), g.input("v", make([]float32, 2*1*2), 2, 1, 2),
-		g.input("kc", make([]float32, 4*2), 1, 4, 2), g.input("vc", make([]float32, 4*2), 1, 4, 2), g.input("positions", []int{3, 4}, 2))
+		g.input("positions", []int{3, 4}, 2))
+	// The plan says positions 0..1; claim 3..4 instead.
+	if err := f.Plan(graphs.FixtureRun{Seq: 1, Row: 0, Len: 2, Pos: 0}); err != nil {
+		t.Fatal(err)
+	}
+	f.KV.Runs()[0].Pos = 3
 	m := G.NewTapeMachine(g.g)
 	defer m.Close()
-	if err := m.RunAll(); err == nil || !strings.Contains(err.Error(), "4 positions") {
-		t.Fatalf("rows 3..4 in a 4-position cache gave %v", err)
+	if err := m.RunAll(); err == nil || !strings.Contains(err.Error(), "blocks") {
+		t.Fatalf("rows 3..4 with blocks for 2 positions gave %v", err)
 	}
 }
 
@@ -467,7 +512,7 @@ func TestScaleAndSoftcap(t *testing.T) {
 // TestOpSkeleton: an op without a CUDA kernel or a gradient says so by
 // name, and ops that differ in a parameter hash apart.
 func TestOpSkeleton(t *testing.T) {
-	op := ops.New(cachedAttention{name: "layers.3", scale: 1})
+	op := ops.New(cachedAttention{name: "layers.3", scale: 1, kv: attnFixture(t, 1, 2, 0, 4, false).KV})
 	if _, err := op.CUDADo(nil, 0, nil); !errors.Is(err, ops.ErrNoCUDA) || !strings.Contains(err.Error(), "attention layers.3 has no CUDA kernel") {
 		t.Errorf("CUDADo: %v", err)
 	}
@@ -478,8 +523,8 @@ func TestOpSkeleton(t *testing.T) {
 	if a.Hashcode() == b.Hashcode() || a.String() == b.String() {
 		t.Error("ops differing in eps hash alike")
 	}
-	if op.Arity() != 6 {
-		t.Errorf("attention arity %d, want 6", op.Arity())
+	if op.Arity() != 4 {
+		t.Errorf("attention arity %d, want 4", op.Arity())
 	}
 }
 
@@ -535,7 +580,11 @@ func TestArenaRecycles(t *testing.T) {
 // node; BenchmarkDecode in zoo/qwen3 reports the total.
 func TestKernelsAllocateNothing(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
-	const D, F, H, Hkv, Dh, S = 64, 128, 4, 2, 16, 32
+	const D, F, H, Hkv, Dh = 64, 128, 4, 2, 16
+	kv := attnFixture(t, Hkv, Dh, 0, 8, false)
+	if err := kv.Plan(graphs.FixtureRun{Seq: 0, Row: 0, Len: 1, Pos: 9}); err != nil {
+		t.Fatal(err)
+	}
 	bf, _ := stored(randVals(r, F*D, 0.1), graphs.BF16)
 	cases := []struct {
 		name string
@@ -560,10 +609,9 @@ func TestKernelsAllocateNothing(t *testing.T) {
 		{"add", add{dims: 2}, func(g *graphT) []*G.Node {
 			return []*G.Node{g.input("a", randVals(r, D, 1), 1, D), g.input("b", randVals(r, D, 1), 1, D)}
 		}},
-		{"attention", cachedAttention{name: "a", scale: 0.25}, func(g *graphT) []*G.Node {
+		{"attention", cachedAttention{name: "a", scale: 0.25, kv: kv.KV}, func(g *graphT) []*G.Node {
 			return []*G.Node{g.input("q", randVals(r, H*Dh, 1), 1, H, Dh), g.input("k", randVals(r, Hkv*Dh, 1), 1, Hkv, Dh),
-				g.input("v", randVals(r, Hkv*Dh, 1), 1, Hkv, Dh), g.input("kc", randVals(r, Hkv*S*Dh, 1), Hkv, S, Dh),
-				g.input("vc", randVals(r, Hkv*S*Dh, 1), Hkv, S, Dh), g.input("p", []int{9}, 1)}
+				g.input("v", randVals(r, Hkv*Dh, 1), 1, Hkv, Dh), g.input("p", []int{9}, 1)}
 		}},
 		{"embedding", embeddingLookup{dtype: graphs.F32, name: "e"}, func(g *graphT) []*G.Node {
 			return []*G.Node{g.input("t", randVals(r, F*D, 1), F, D), g.input("ids", []int{5}, 1)}

@@ -81,7 +81,7 @@ func TestGraphCommand(t *testing.T) {
 	if status != 0 {
 		t.Fatalf("status %d: %s", status, errb)
 	}
-	for _, want := range []string{"digraph", "model.layers.2.self_attn.q_norm.weight", "Attention{layers.0", "kvcache.1.v"} {
+	for _, want := range []string{"digraph", "model.layers.2.self_attn.q_norm.weight", "Attention{layers.0", "logit_rows"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("DOT output lacks %q", want)
 		}

@@ -277,8 +277,8 @@ func Run(t *testing.T, dir string) {
 		// graphs compute an ulp apart can round to neighbouring F16
 		// values, as llama.cpp's own F16 cache does.
 		s := newSession(t, graphs.Options{KVCacheF16: true})
-		if f32 := newSession(t, graphs.Options{}); 2*s.Cache().Bytes() != f32.Cache().Bytes() {
-			t.Fatalf("F16 cache holds %d bytes, float32 %d", s.Cache().Bytes(), f32.Cache().Bytes())
+		if f32 := newSession(t, graphs.Options{}); 2*s.Pool().Budget() != f32.Pool().Budget() {
+			t.Fatalf("F16 cache's budget is %d bytes, float32's %d", s.Pool().Budget(), f32.Pool().Budget())
 		}
 		whole, err := newSession(t, graphs.Options{KVCacheF16: true}).AppendAll(graphs.IDs(ids...))
 		if err != nil {
@@ -430,17 +430,30 @@ func Run(t *testing.T, dir string) {
 
 	t.Run("sliding caches hold their window", func(t *testing.T) {
 		s := newSession(t, graphs.Options{})
+		// Long enough for a sliding layer to give blocks back.
+		long := make([]int, min(s.Capacity()-1, 3*s.Pool().BlockTokens()+40))
+		for i := range long {
+			long[i] = ids[i%len(ids)]
+		}
+		if _, err := s.Append(long); err != nil {
+			t.Fatal(err)
+		}
 		for i, c := range m.Params().Caches() {
 			if c.Kind == graphs.NoCache {
 				continue
 			}
-			slots := s.Cache().K[i].Shape()[1]
-			want := s.Capacity()
-			if c.Kind == graphs.SlidingCache && c.Window < want {
-				want = c.Window
+			held, err := s.Held(i)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if slots != want {
-				t.Errorf("layer %d (window %d) caches %d positions, want %d", i, c.Window, slots, want)
+			// A sliding layer holds its window, in whole blocks: at
+			// most a block more on either side.
+			want, slack := s.Pos(), 0
+			if c.Kind == graphs.SlidingCache && c.Window < want {
+				want, slack = c.Window, 2*s.Pool().BlockTokens()
+			}
+			if held < want || held > want+slack {
+				t.Errorf("layer %d (window %d) holds %d of %d positions, want %d (+%d)", i, c.Window, held, s.Pos(), want, slack)
 			}
 		}
 	})
