@@ -49,9 +49,12 @@ const (
 
 // RunFast checks the GGUF case in dir in fast mode against llama.cpp's
 // logits and greedy continuation.
-func RunFast(dir string) Result {
+func RunFast(dir string) Result { return RunFastWith(dir, Options{}) }
+
+// RunFastWith is RunFast with options (a batched run).
+func RunFastWith(dir string, o Options) Result {
 	r := Result{Case: filepath.Base(filepath.Clean(dir))}
-	if err := runFast(dir, &r, true); err != nil {
+	if err := runFast(dir, &r, true, o); err != nil {
 		r.Pass, r.Reason = false, err.Error()
 	}
 	return r
@@ -59,7 +62,7 @@ func RunFast(dir string) Result {
 
 // runFast checks against llama.cpp with Options.Fast set to fast (false
 // shows that the check tells exact mode apart).
-func runFast(dir string, r *Result, fast bool) error {
+func runFast(dir string, r *Result, fast bool, o Options) error {
 	b, err := os.ReadFile(filepath.Join(dir, "golden.json"))
 	if err != nil {
 		return err
@@ -106,7 +109,7 @@ func runFast(dir string, r *Result, fast bool) error {
 	if len(want) != len(ids)*V {
 		return fmt.Errorf("llama_logits hold %d values, want %d x %d", len(want), len(ids), V)
 	}
-	sess, err := graphs.NewSession(model, graphs.Options{Fast: fast})
+	sess, err := newRunner(model, graphs.Options{Fast: fast}, o)
 	if err != nil {
 		return err
 	}
@@ -151,7 +154,7 @@ func runFast(dir string, r *Result, fast bool) error {
 	if err != nil {
 		return err
 	}
-	dec, err := graphs.NewSession(model, graphs.Options{Fast: fast})
+	dec, err := newRunner(model, graphs.Options{Fast: fast}, o)
 	if err != nil {
 		return err
 	}
@@ -168,7 +171,7 @@ func runFast(dir string, r *Result, fast bool) error {
 		}
 		r.GreedyMatched++
 		if k+1 < len(greedy) {
-			if logits, err = dec.Append([]int{got}); err != nil {
+			if logits, err = dec.AppendInput(graphs.IDs(got)); err != nil {
 				return err
 			}
 		}

@@ -21,6 +21,9 @@ func TestFastAgainstLlamaCPP(t *testing.T) {
 			if !r.Pass {
 				t.Fatal(r)
 			}
+			if b := RunFastWith(dir, Options{Batch: 8}); !b.Pass {
+				t.Fatalf("batch 8: %v", b)
+			}
 			if !strings.Contains(r.String(), "llama_greedy=") {
 				t.Errorf("report %q lacks the greedy count", r)
 			}
@@ -28,7 +31,7 @@ func TestFastAgainstLlamaCPP(t *testing.T) {
 				return // exact and fast differ only by F16 rounding there
 			}
 			exact := Result{Case: r.Case}
-			if err := runFast(dir, &exact, false); err == nil {
+			if err := runFast(dir, &exact, false, Options{}); err == nil {
 				t.Errorf("exact mode passes the fast-mode check against llama.cpp (%s): the tolerance tells nothing", exact.Detail)
 			}
 		})

@@ -73,19 +73,22 @@ type meta struct {
 
 // Run checks the case in dir. Errors (unreadable files, unsupported model
 // types) come back as a failed Result whose Reason says what went wrong.
-func Run(dir string) Result {
+func Run(dir string) Result { return RunWith(dir, Options{}) }
+
+// RunWith is Run with options (a batched run).
+func RunWith(dir string, o Options) Result {
 	r := Result{Case: filepath.Base(filepath.Clean(dir))}
 	runCase := run
 	if isVLMCase(dir) {
 		runCase = runVLM
 	}
-	if err := runCase(dir, &r); err != nil {
+	if err := runCase(dir, &r, o); err != nil {
 		r.Pass, r.Reason = false, err.Error()
 	}
 	return r
 }
 
-func run(dir string, r *Result) error {
+func run(dir string, r *Result, o Options) error {
 	b, err := os.ReadFile(filepath.Join(dir, "golden.json"))
 	if err != nil {
 		return err
@@ -130,7 +133,7 @@ func run(dir string, r *Result) error {
 	if err != nil {
 		return err
 	}
-	full, err := graphs.NewSession(model, graphs.Options{Capture: []string{graphs.HiddenStates + ".*"}})
+	full, err := newRunner(model, graphs.Options{Capture: []string{graphs.HiddenStates + ".*"}}, o)
 	if err != nil {
 		return err
 	}
@@ -171,7 +174,7 @@ func run(dir string, r *Result) error {
 	if err != nil {
 		return err
 	}
-	if err := greedyDecode(model, graphs.IDs(prompt...), greedy, stepLogits, r); err != nil {
+	if err := greedyDecode(model, graphs.IDs(prompt...), greedy, stepLogits, r, o); err != nil {
 		return err
 	}
 	if r.LogitsMaxAbs > r.Tolerance {
@@ -189,13 +192,13 @@ func run(dir string, r *Result) error {
 // over the KV cache, checking each step's choice against greedy and its
 // logits against stepLogits [steps, V] (the worst difference goes to
 // r.LogitsMaxAbs).
-func greedyDecode(model zoo.Model, prompt graphs.Input, greedy []int, stepLogits []float32, r *Result) error {
+func greedyDecode(model zoo.Model, prompt graphs.Input, greedy []int, stepLogits []float32, r *Result, o Options) error {
 	V := model.VocabSize()
 	r.GreedyTotal = len(greedy)
 	if len(stepLogits) != len(greedy)*V {
 		return fmt.Errorf("golden step logits hold %d values, want %d x %d", len(stepLogits), len(greedy), V)
 	}
-	sess, err := graphs.NewSession(model, graphs.Options{})
+	sess, err := newRunner(model, graphs.Options{}, o)
 	if err != nil {
 		return err
 	}
@@ -212,7 +215,7 @@ func greedyDecode(model zoo.Model, prompt graphs.Input, greedy []int, stepLogits
 		}
 		r.GreedyMatched++
 		if k+1 < len(greedy) {
-			if logits, err = sess.Append([]int{got}); err != nil {
+			if logits, err = sess.AppendInput(graphs.IDs(got)); err != nil {
 				return err
 			}
 		}
@@ -234,7 +237,7 @@ func readIDs(f *loaders.SafetensorsFile, name string) ([]int, error) {
 
 // compareHidden checks the captured hidden states against golden
 // hidden_states [L+1, T, D].
-func compareHidden(sess *graphs.Session, g *loaders.SafetensorsFile, L, T, D int, r *Result) error {
+func compareHidden(sess runner, g *loaders.SafetensorsFile, L, T, D int, r *Result) error {
 	want, shape, err := g.Float32s("hidden_states")
 	if err != nil {
 		return err

@@ -28,7 +28,7 @@ type vlmMeta struct {
 	} `json:"recommended_tolerance"`
 }
 
-func runVLM(dir string, r *Result) error {
+func runVLM(dir string, r *Result, o Options) error {
 	b, err := os.ReadFile(filepath.Join(dir, "golden.json"))
 	if err != nil {
 		return err
@@ -59,7 +59,7 @@ func runVLM(dir string, r *Result) error {
 	case "smolvlm-connector":
 		return runConnector(model, g, m, r)
 	case "smolvlm-full":
-		return runFull(model, g, m, r)
+		return runFull(model, g, m, r, o)
 	}
 	return fmt.Errorf("unknown SmolVLM case %q", m.Case)
 }
@@ -156,7 +156,7 @@ func runConnector(m *idefics3.Model, g *loaders.SafetensorsFile, meta vlmMeta, r
 	return nil
 }
 
-func runFull(m *idefics3.Model, g *loaders.SafetensorsFile, meta vlmMeta, r *Result) error {
+func runFull(m *idefics3.Model, g *loaders.SafetensorsFile, meta vlmMeta, r *Result, o Options) error {
 	tol, htol := meta.Tol.LogitsAtol, meta.Tol.HiddenAtol
 	if tol <= 0 || htol <= 0 {
 		return fmt.Errorf("golden.json: no recommended_tolerance.logits_atol or hidden_atol")
@@ -187,7 +187,7 @@ func runFull(m *idefics3.Model, g *loaders.SafetensorsFile, meta vlmMeta, r *Res
 	if err != nil {
 		return err
 	}
-	full, err := graphs.NewSession(m, graphs.Options{Capture: []string{graphs.HiddenStates + ".0"}})
+	full, err := newRunner(m, graphs.Options{Capture: []string{graphs.HiddenStates + ".0"}}, o)
 	if err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ func runFull(m *idefics3.Model, g *loaders.SafetensorsFile, meta vlmMeta, r *Res
 	if err != nil {
 		return err
 	}
-	if err := greedyDecode(m, in, greedy, stepLogits, r); err != nil {
+	if err := greedyDecode(m, in, greedy, stepLogits, r, o); err != nil {
 		return err
 	}
 	if r.LogitsMaxAbs > tol {

@@ -30,11 +30,13 @@ func ggufDir(t testing.TB, name string) string { return testfiles.Fixture(t, "gg
 func TestGGUFGolden(t *testing.T) {
 	for _, name := range ggufCases {
 		t.Run(name, func(t *testing.T) {
-			r := golden.Run(ggufDir(t, name))
-			if !r.Pass || r.GreedyTotal == 0 || r.GreedyMatched != r.GreedyTotal {
-				t.Fatal(r)
+			for _, batch := range []int{1, 8} {
+				r := golden.RunWith(ggufDir(t, name), golden.Options{Batch: batch})
+				if !r.Pass || r.GreedyTotal == 0 || r.GreedyMatched != r.GreedyTotal {
+					t.Fatalf("batch %d: %v", batch, r)
+				}
+				t.Logf("batch %d: %v", batch, r)
 			}
-			t.Log(r)
 		})
 	}
 }

@@ -20,6 +20,7 @@ func runGolden(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("golden", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fast := fs.Bool("fast", false, "check fast mode (llama.cpp's arithmetic) against llama.cpp's own logits and greedy ids (GGUF cases)")
+	batch := fs.Int("batch", 1, "run each case's forward and greedy decode inside a batch of `N` sequences (the case and N-1 companions that join and leave)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: gozoo golden DIR...\n\nEach DIR is a golden case (config.json, model.safetensors, golden.safetensors,\ngolden.json). Prints PASS or FAIL per case; exits 1 if any case fails.\n\nWith --fast, each DIR is a GGUF case (../shared/gguf) checked in fast mode\nagainst llama.cpp's llama_logits and llama_greedy_ids.")
 		fs.PrintDefaults()
@@ -31,13 +32,17 @@ func runGolden(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	if *batch < 1 {
+		fmt.Fprintf(stderr, "gozoo golden: --batch must be at least 1, got %d\n", *batch)
+		return 2
+	}
 	status := 0
 	for _, dir := range fs.Args() {
-		run := golden.Run
+		run := golden.RunWith
 		if *fast {
-			run = golden.RunFast
+			run = golden.RunFastWith
 		}
-		r := run(dir)
+		r := run(dir, golden.Options{Batch: *batch})
 		fmt.Fprintln(stdout, r)
 		if !r.Pass {
 			status = 1

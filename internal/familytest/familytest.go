@@ -36,7 +36,7 @@ func GoldenDir(name string) string {
 
 // Golden runs bundled golden cases: full-forward logits and hidden states
 // within each case's tolerance and the 12-token KV-cached greedy
-// continuation exactly.
+// continuation exactly, alone and inside a batch of 8 sequences.
 func Golden(t *testing.T, cases ...string) {
 	t.Helper()
 	for _, name := range cases {
@@ -44,11 +44,13 @@ func Golden(t *testing.T, cases ...string) {
 			if _, err := os.Stat(GoldenDir(name)); err != nil {
 				t.Fatalf("golden case %s is not bundled: %v", name, err)
 			}
-			r := golden.Run(GoldenDir(name))
-			if !r.Pass || r.GreedyMatched != r.GreedyTotal || r.GreedyTotal == 0 {
-				t.Fatal(r)
+			for _, batch := range []int{1, 8} {
+				r := golden.RunWith(GoldenDir(name), golden.Options{Batch: batch})
+				if !r.Pass || r.GreedyMatched != r.GreedyTotal || r.GreedyTotal == 0 {
+					t.Fatalf("batch %d: %v", batch, r)
+				}
+				t.Logf("batch %d: %v", batch, r)
 			}
-			t.Log(r)
 			checkParamCount(t, GoldenDir(name))
 		})
 	}

@@ -19,14 +19,16 @@ import (
 func TestGolden(t *testing.T) {
 	for _, name := range []string{"smolvlm-vision", "smolvlm-connector", "smolvlm-full", "smolvlm-preprocess"} {
 		t.Run(name, func(t *testing.T) {
-			r := golden.Run(familytest.GoldenDir(name))
-			if !r.Pass {
-				t.Fatal(r)
+			for _, batch := range []int{1, 8} {
+				r := golden.RunWith(familytest.GoldenDir(name), golden.Options{Batch: batch})
+				if !r.Pass {
+					t.Fatalf("batch %d: %v", batch, r)
+				}
+				if name == "smolvlm-full" && (r.GreedyTotal != 10 || r.GreedyMatched != 10) {
+					t.Fatalf("batch %d: greedy %d/%d, want 10/10", batch, r.GreedyMatched, r.GreedyTotal)
+				}
+				t.Logf("batch %d: %v", batch, r)
 			}
-			if name == "smolvlm-full" && (r.GreedyTotal != 10 || r.GreedyMatched != 10) {
-				t.Fatalf("greedy %d/%d, want 10/10", r.GreedyMatched, r.GreedyTotal)
-			}
-			t.Log(r)
 		})
 	}
 }
