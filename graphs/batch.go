@@ -195,6 +195,16 @@ func (p *KVPool) seqBytesChecked(n int) (int64, bool) {
 	return p.seqBytes(n), true
 }
 
+// KVBytes is the KV memory one sequence of n positions takes in m's
+// pool (sliding layers hold their window), in whole blocks.
+func KVBytes(m Model, n int, f16 bool) int64 {
+	p, err := newKVPool(m.Params().Caches(), DefaultBlockTokens, f16, 0)
+	if err != nil {
+		return 0
+	}
+	return p.seqBytes(n)
+}
+
 // Pool is the batch's KV pool (for inspection).
 func (b *Batch) Pool() *KVPool { return b.pool }
 
@@ -348,6 +358,7 @@ func (b *Batch) run(feeds []Feed) ([]Output, error) {
 		}
 	}
 	outs := make([]Output, len(feeds))
+	b.logits = b.logits[:0]
 	// The prefix cache: a new sequence of ids takes the blocks it matches.
 	if b.opts.PrefixCache && len(b.opts.Capture) == 0 {
 		for i, f := range feeds {
@@ -564,10 +575,11 @@ func (b *Batch) forward(feeds []Feed, st []feedState, outs []Output, take, T int
 	if err != nil {
 		return fmt.Errorf("logits: %w", err)
 	}
-	// Hand out the wanted rows, in order.
+	// Hand out the wanted rows, in order: under ReuseLogits from the
+	// buffer the Run's forwards fill in turn (reset once per Run).
+	off := len(b.logits)
 	if b.opts.ReuseLogits {
-		b.logits = slices.Grow(b.logits[:0], len(wanted)*b.vocab)[:len(wanted)*b.vocab]
-		copy(b.logits, data[:len(wanted)*b.vocab])
+		b.logits = append(b.logits, data[:len(wanted)*b.vocab]...)
 	}
 	k := 0
 	for _, pt := range parts {
@@ -578,7 +590,7 @@ func (b *Batch) forward(feeds []Feed, st []feedState, outs []Output, take, T int
 			}
 			var row []float32
 			if b.opts.ReuseLogits {
-				row = b.logits[k*b.vocab : (k+1)*b.vocab]
+				row = b.logits[off+k*b.vocab : off+(k+1)*b.vocab]
 			} else {
 				row = slices.Clone(data[k*b.vocab : (k+1)*b.vocab])
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -78,14 +79,22 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights)")
 	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16, as llama.cpp does by default (half its memory; keys and values rounded)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed prefill and decode to `FILE` (go tool pprof)")
+	batch := fs.Int("batch", 1, "run `S` sequences: each prompt prefilled alone, then decode steps that advance all S in one forward (aggregate tokens/s)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *model == "" || *promptTokens < 1 || *genTokens < 1 {
-		fmt.Fprintln(stderr, "usage: gozoo bench --model DIR|FILE.gguf [--prompt-tokens N] [--gen-tokens M] [--fast] [--kv-f16] [--json]")
+	if *model == "" || *promptTokens < 1 || *genTokens < 1 || *batch < 1 {
+		fmt.Fprintln(stderr, "usage: gozoo bench --model DIR|FILE.gguf [--prompt-tokens N] [--gen-tokens M] [--batch S] [--fast] [--kv-f16] [--json]")
 		return 2
 	}
-	res, err := bench(*model, *promptTokens, *genTokens, *seed, graphs.Options{Fast: *fast, KVCacheF16: *kvF16}, *cpuProfile)
+	opts := graphs.Options{Fast: *fast, KVCacheF16: *kvF16}
+	var res benchResult
+	var err error
+	if *batch > 1 {
+		res, err = benchBatch(*model, *batch, *promptTokens, *genTokens, opts, *cpuProfile)
+	} else {
+		res, err = bench(*model, *promptTokens, *genTokens, *seed, opts, *cpuProfile)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "gozoo bench:", err)
 		return 1
@@ -94,6 +103,9 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		b, _ := json.Marshal(res)
 		fmt.Fprintln(stdout, string(b))
 		return 0
+	}
+	if *batch > 1 {
+		fmt.Fprintf(stdout, "sequences  %d (aggregate tokens/s below)\n", *batch)
 	}
 	fmt.Fprintf(stdout, "model      %s\nkernels    %s (GOMAXPROCS %d)\nload       %.2f s\nprefill    %.1f tokens/s (%d tokens), %.1f GFLOP/s\ndecode     %.2f tokens/s (%d tokens), %.1f GB/s of weights\n",
 		*model, res.Kernels, runtime.GOMAXPROCS(0), res.LoadS, res.PrefillTokS, *promptTokens, res.PrefillGFLOPs, res.DecodeTokS, *genTokens, res.DecodeGBs)
@@ -179,6 +191,92 @@ func bench(dir string, n, m int, seed uint64, opts graphs.Options, cpuProfile st
 		res.VisionGFLOPs = vlm.TileFLOPs() / res.VisionTileS / 1e9
 		res.PeakRSSMB = peakRSSMB()
 	}
+	return res, nil
+}
+
+// benchBatch times S sequences of one Batch: each with its own prompt of
+// n ids (token i of sequence s is (i·7919 + 13 + s·104729) mod vocab, as
+// ../shared/bench/side_by_side.py gives llama.cpp), prefilled one
+// sequence per Run, then m greedy decode steps that each advance all S in
+// one Run. Prefill and decode are aggregate tokens/s.
+func benchBatch(dir string, S, n, m int, opts graphs.Options, cpuProfile string) (benchResult, error) {
+	res := benchResult{Kernels: simd.Name()}
+	procstat.ResetPeak()
+	t0 := time.Now()
+	model, err := zoo.Load(dir)
+	if err != nil {
+		return res, err
+	}
+	res.LoadS = time.Since(t0).Seconds()
+	opts.Capacity, opts.ReuseLogits = min(model.MaxPositions(), n+m+1), true
+	b, err := graphs.NewBatch(model, graphs.BatchOptions{Options: opts, KVBudget: int64(S+1) * graphs.KVBytes(model, opts.Capacity, opts.KVCacheF16)})
+	if err != nil {
+		return res, err
+	}
+	defer b.Close()
+	V := model.VocabSize()
+	prompts := make([][]int, S)
+	for s := range prompts {
+		prompts[s] = make([]int, n)
+		for i := range prompts[s] {
+			prompts[s][i] = (i*7919 + 13 + s*104729) % V
+		}
+	}
+	ctx := context.Background()
+	// Warm up: one prompt and one step of all S build every graph the
+	// timed run uses.
+	if err := b.Prepare(n); err != nil {
+		return res, err
+	}
+	if err := b.PrepareRows(S); err != nil {
+		return res, err
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, fmt.Errorf("profiling to %s: %w", cpuProfile, err)
+		}
+	}
+	seqs := make([]graphs.SeqID, S)
+	next := make([]int, S)
+	t0 = time.Now()
+	for s := range seqs {
+		seqs[s] = b.Add()
+		out, err := b.Run(ctx, []graphs.Feed{{Seq: seqs[s], Input: graphs.IDs(prompts[s]...)}})
+		if err != nil {
+			return res, err
+		}
+		next[s] = generate.Argmax(out[0].Logits[0])
+	}
+	res.PrefillTokS = float64(S*n) / time.Since(t0).Seconds()
+	feeds := make([]graphs.Feed, S)
+	t0 = time.Now()
+	for i := 0; i < m; i++ {
+		for s := range feeds {
+			feeds[s] = graphs.Feed{Seq: seqs[s], Input: graphs.IDs(next[s])}
+		}
+		outs, err := b.Run(ctx, feeds)
+		if err != nil {
+			return res, err
+		}
+		for s := range outs {
+			next[s] = generate.Argmax(outs[s].Logits[0])
+		}
+	}
+	res.DecodeTokS = float64(S*m) / time.Since(t0).Seconds()
+	if cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	res.PeakRSSMB = peakRSSMB()
+	stepBytes, stepWeights, headWeights := weightTraffic(model)
+	res.Packed, res.PackedFromMB, res.PackedToMB = packedMB(model)
+	stepBytes -= int64((res.PackedFromMB - res.PackedToMB) * 1e6)
+	res.DecodeGBs = float64(stepBytes) * res.DecodeTokS / float64(S) / 1e9
+	res.PrefillGFLOPs = 2 * (float64(stepWeights-headWeights)*float64(n) + float64(headWeights)) * res.PrefillTokS / float64(n) / 1e9
 	return res, nil
 }
 

@@ -45,6 +45,13 @@ type Options struct {
 	// Progress, when set, is called after each chunk of the prompt is
 	// prefilled, with the prompt rows done so far and the total.
 	Progress func(done, total int)
+	// Logprobs sets each Token's Logprob; TopLogprobs > 0 also lists
+	// that many most likely tokens.
+	Logprobs    bool
+	TopLogprobs int
+	// N is the number of samples an Engine draws for the prompt (0: one),
+	// sharing its prefill; sample i samples with Seed + i.
+	N int
 }
 
 // Runner computes next-token logits over a growing context: what
@@ -100,6 +107,18 @@ const prefillChunk = 256
 type Token struct {
 	ID   int
 	Text string
+	// Logprob is the token's log-probability under the model
+	// (log_softmax of the logits, before any sampling processor), and
+	// TopLogprobs the most likely tokens with theirs, most likely first:
+	// set when Options.Logprobs or TopLogprobs asks for them.
+	Logprob     float64
+	TopLogprobs []TokenLogprob
+}
+
+// TokenLogprob is a token with its log-probability.
+type TokenLogprob struct {
+	ID      int
+	Logprob float64
 }
 
 // StopReason says why a generation ended.
@@ -332,8 +351,7 @@ func (s *Stream) run(yield func(Token) bool) error {
 	}
 	s.res.PrefillTime = time.Since(t0)
 
-	sm := newSampler(opts.Sampling, s.prompt.IDs)
-	text := newTextStream(g.Tokenizer, opts.Stop)
+	f := newFollow(g, opts, s.prompt.IDs, &s.res)
 	t0 = time.Now()
 	defer func() { s.res.DecodeTime = time.Since(t0) }()
 	for {
@@ -341,37 +359,22 @@ func (s *Stream) run(yield func(Token) bool) error {
 			s.res.StopReason = StopCancelled
 			break
 		}
-		id := sm.next(logits)
-		sm.observe(id)
-		s.res.Tokens = append(s.res.Tokens, id)
-		if !opts.IgnoreEOS && slices.Contains(g.EOS, id) {
-			s.res.StopReason = StopEOS
-			if !yield(Token{ID: id}) {
-				s.res.StopReason = StopCaller
-			}
-			break
-		}
-		piece, stopped, err := text.push(id)
+		tok, err := f.next(logits)
 		if err != nil {
 			return err
 		}
-		if !yield(Token{ID: id, Text: piece}) {
+		if !yield(tok) {
 			s.res.StopReason = StopCaller
 			break
 		}
-		if stopped {
-			s.res.StopReason = StopString
-			break
-		}
-		if opts.MaxTokens > 0 && len(s.res.Tokens) >= opts.MaxTokens {
-			s.res.StopReason = StopMaxTokens
+		if s.res.StopReason != "" {
 			break
 		}
 		if sess.Pos() >= sess.Capacity() {
 			s.res.StopReason = StopContextFull
 			break
 		}
-		if logits, err = appendInput(s.ctx, sess, graphs.Input{IDs: []int{id}}); err != nil {
+		if logits, err = appendInput(s.ctx, sess, graphs.Input{IDs: []int{tok.ID}}); err != nil {
 			if s.cancelled(err) {
 				s.res.StopReason = StopCancelled
 				break
@@ -380,11 +383,65 @@ func (s *Stream) run(yield func(Token) bool) error {
 		}
 		s.res.DecodeSteps++
 	}
-	if rest := text.flush(); rest != "" && s.res.StopReason != StopCaller {
+	f.finish(yield)
+	return nil
+}
+
+// follow is one generation's choice of tokens: the sampler, the text
+// stream with its stop strings, and the result it fills in.
+type follow struct {
+	g    *Generator
+	opts Options
+	sm   *sampler
+	text *textStream
+	res  *Result
+	raw  []float32 // the logits before the processors, for log-probabilities
+}
+
+func newFollow(g *Generator, opts Options, prompt []int, res *Result) *follow {
+	return &follow{g: g, opts: opts, sm: newSampler(opts.Sampling, prompt), text: newTextStream(g.Tokenizer, opts.Stop), res: res}
+}
+
+// next picks a token from logits (which the processors change in place)
+// and records it. When generation ends with it, res.StopReason says why:
+// an EOS token (handed out with no text), a stop string, or MaxTokens.
+func (f *follow) next(logits []float32) (Token, error) {
+	var lp *tokenLogprobs
+	if f.opts.Logprobs || f.opts.TopLogprobs > 0 {
+		f.raw = append(f.raw[:0], logits...)
+	}
+	id := f.sm.next(logits)
+	f.sm.observe(id)
+	f.res.Tokens = append(f.res.Tokens, id)
+	tok := Token{ID: id}
+	if f.raw != nil {
+		lp = logprobsOf(f.raw, id, f.opts.TopLogprobs)
+		tok.Logprob, tok.TopLogprobs = lp.chosen, lp.top
+	}
+	if !f.opts.IgnoreEOS && slices.Contains(f.g.EOS, id) {
+		f.res.StopReason = StopEOS
+		return tok, nil
+	}
+	piece, stopped, err := f.text.push(id)
+	if err != nil {
+		return Token{}, err
+	}
+	tok.Text = piece
+	switch {
+	case stopped:
+		f.res.StopReason = StopString
+	case f.opts.MaxTokens > 0 && len(f.res.Tokens) >= f.opts.MaxTokens:
+		f.res.StopReason = StopMaxTokens
+	}
+	return tok, nil
+}
+
+// finish hands out held-back text and sets the result's text.
+func (f *follow) finish(yield func(Token) bool) {
+	if rest := f.text.flush(); rest != "" && f.res.StopReason != StopCaller {
 		yield(Token{ID: -1, Text: rest})
 	}
-	s.res.Text = text.text()
-	return nil
+	f.res.Text = f.text.text()
 }
 
 // textStream turns generated ids into text as they come, and holds back

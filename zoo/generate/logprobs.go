@@ -1,0 +1,71 @@
+package generate
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// LogSumExp is log Σ exp(x), in float64, shifted by the maximum so that
+// no term overflows; -Inf when every x is -Inf (or x is empty).
+func LogSumExp(x []float32) float64 {
+	m := math.Inf(-1)
+	for _, v := range x {
+		if f := float64(v); f > m {
+			m = f
+		}
+	}
+	if math.IsInf(m, -1) || math.IsNaN(m) {
+		return m
+	}
+	var sum float64
+	for _, v := range x {
+		sum += math.Exp(float64(v) - m)
+	}
+	return m + math.Log(sum)
+}
+
+// LogSoftmax is log_softmax(x)[id] in float64.
+func LogSoftmax(x []float32, id int) float64 { return float64(x[id]) - LogSumExp(x) }
+
+// tokenLogprobs are a step's log-probabilities: the chosen token's and
+// the top k.
+type tokenLogprobs struct {
+	chosen float64
+	top    []TokenLogprob
+}
+
+// logprobsOf returns the log-probability of id under logits and the k
+// most likely tokens (ties by lower id), most likely first.
+func logprobsOf(logits []float32, id, k int) *tokenLogprobs {
+	lse := LogSumExp(logits)
+	lp := &tokenLogprobs{chosen: float64(logits[id]) - lse}
+	if k <= 0 {
+		return lp
+	}
+	k = min(k, len(logits))
+	// A partial selection: keep the k best seen so far, sorted.
+	best := make([]TokenLogprob, 0, k+1)
+	better := func(a, b TokenLogprob) int {
+		if c := cmp.Compare(b.Logprob, a.Logprob); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	}
+	for i, v := range logits {
+		t := TokenLogprob{ID: i, Logprob: float64(v)}
+		if len(best) == k && better(t, best[k-1]) >= 0 {
+			continue
+		}
+		at, _ := slices.BinarySearchFunc(best, t, better)
+		best = slices.Insert(best, at, t)
+		if len(best) > k {
+			best = best[:k]
+		}
+	}
+	for i := range best {
+		best[i].Logprob -= lse
+	}
+	lp.top = best
+	return lp
+}
