@@ -1,8 +1,8 @@
 // Command gozoo runs, checks and measures the models of the gozoo zoo,
 // and trains, quantizes and tokenizes for them: run, golden, bench,
-// train, train-tokenizer, quantize, random, graph, preprocess, encode,
-// decode and template (gozoo with no arguments lists them; README.md has
-// their flags).
+// perplexity, embed, train, train-tokenizer, quantize, random, graph,
+// preprocess, encode, decode and template (gozoo with no arguments lists
+// them; README.md has their flags).
 //
 // Each subcommand lives in its own file and registers itself in init(), so
 // adding one never touches this file.

@@ -1,6 +1,8 @@
 // Package generate turns a loaded zoo model into text: streaming token
 // generation with sampling, stop conditions and timings, and the glue to
 // the checkpoint's tokenizer, chat template and generation_config.json.
+// It also scores continuations (ScorePairs) and pools hidden states into
+// embeddings (Embed), many sequences at once through a graphs.Batch.
 //
 // Generation drives a Runner (append an input, position, capacity,
 // reset): a graphs.Session by default, or anything else that computes
