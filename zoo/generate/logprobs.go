@@ -2,31 +2,8 @@ package generate
 
 import (
 	"cmp"
-	"math"
 	"slices"
 )
-
-// LogSumExp is log Σ exp(x), in float64, shifted by the maximum so that
-// no term overflows; -Inf when every x is -Inf (or x is empty).
-func LogSumExp(x []float32) float64 {
-	m := math.Inf(-1)
-	for _, v := range x {
-		if f := float64(v); f > m {
-			m = f
-		}
-	}
-	if math.IsInf(m, -1) || math.IsNaN(m) {
-		return m
-	}
-	var sum float64
-	for _, v := range x {
-		sum += math.Exp(float64(v) - m)
-	}
-	return m + math.Log(sum)
-}
-
-// LogSoftmax is log_softmax(x)[id] in float64.
-func LogSoftmax(x []float32, id int) float64 { return float64(x[id]) - LogSumExp(x) }
 
 // tokenLogprobs are a step's log-probabilities: the chosen token's and
 // the top k.
@@ -39,7 +16,7 @@ type tokenLogprobs struct {
 // most likely tokens (ties by lower id), most likely first.
 func logprobsOf(logits []float32, id, k int) *tokenLogprobs {
 	lse := LogSumExp(logits)
-	lp := &tokenLogprobs{chosen: float64(logits[id]) - lse}
+	lp := &tokenLogprobs{chosen: LogProb(logits, id)}
 	if k <= 0 {
 		return lp
 	}
