@@ -1,0 +1,228 @@
+package graphs_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/canceltest"
+	"github.com/gozoo/gozoo/zoo"
+)
+
+// soakSeq is a sequence of the soak as its driver sees it: the ids it
+// holds, and the logits of its last row when the last Run gave them.
+type soakSeq struct {
+	id     graphs.SeqID
+	ids    []int
+	logits []float32
+}
+
+// TestBatchSoak drives 64 sequences through one Batch from four
+// goroutines at once: they join with prompts of their own, decode
+// together, fork, rewind, are cancelled mid-run and leave. Every sequence
+// that leaves after a Run that gave its logits is checked against the
+// same ids run alone in a fresh Session. A full-attention model runs with
+// the prefix cache, a sliding-window one (whose rewinds may be refused)
+// without. Meant for -race.
+func TestBatchSoak(t *testing.T) {
+	for _, c := range []struct {
+		golden string
+		prefix bool
+	}{{"qwen3_gqa_tied", true}, {"gemma3_sliding_mqa", false}} {
+		t.Run(c.golden, func(t *testing.T) {
+			m := randomModel(t, c.golden, nil)
+			b, err := graphs.NewBatch(m, graphs.BatchOptions{Options: graphs.Options{Capacity: 48}, BlockTokens: 4, PrefixCache: c.prefix, KVBudget: graphs.KVBytes(m, 80*48, false)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var finished []*soakSeq
+			for w := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					done := soakDriver(t, b, m, uint64(w), 16)
+					mu.Lock()
+					finished = append(finished, done...)
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			if len(finished) < 32 {
+				t.Fatalf("only %d sequences finished with logits", len(finished))
+			}
+			for i, s := range finished {
+				sess, err := graphs.NewSession(m, graphs.Options{Capacity: 48})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := sess.Append(s.ids)
+				sess.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := maxDiff(s.logits, want); d > 1e-4 {
+					t.Errorf("sequence %d (%d ids): logits differ from the same ids alone by %g", i, len(s.ids), d)
+				}
+			}
+			if n := b.Pool().InUse(); n != 0 {
+				t.Errorf("%d bytes of blocks still held after every sequence left", n)
+			}
+		})
+	}
+}
+
+func maxDiff(a, b []float32) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	var m float64
+	for i := range a {
+		m = max(m, math.Abs(float64(a[i]-b[i])))
+	}
+	return m
+}
+
+// soakDriver runs n sequences through b with random operations and
+// returns those that left with logits.
+func soakDriver(t *testing.T, b *graphs.Batch, m zoo.Model, seed uint64, n int) []*soakSeq {
+	r := rand.New(rand.NewPCG(seed, 99))
+	V := m.VocabSize()
+	randIDs := func(k int) []int {
+		ids := make([]int, k)
+		for i := range ids {
+			ids[i] = r.IntN(V)
+		}
+		return ids
+	}
+	// A shared prefix makes the prefix cache find blocks.
+	common := randIDs(9)
+	var live, finished []*soakSeq
+	joined := 0
+	fail := func(format string, args ...any) {
+		t.Errorf(format, args...)
+	}
+	// run feeds each sequence its ids and records what it now holds.
+	run := func(ctx context.Context, seqs []*soakSeq, feeds [][]int) error {
+		fs := make([]graphs.Feed, len(seqs))
+		for i, s := range seqs {
+			fs[i] = graphs.Feed{Seq: s.id, Input: graphs.IDs(feeds[i]...)}
+		}
+		outs, err := b.Run(ctx, fs)
+		for i, s := range seqs {
+			held, lerr := b.Len(s.id)
+			if lerr != nil {
+				fail("Len: %v", lerr)
+				return lerr
+			}
+			s.ids = append(s.ids, feeds[i][:held-len(s.ids)]...)
+			s.logits = nil
+			if err == nil {
+				s.logits = outs[i].Logits[0]
+			}
+		}
+		return err
+	}
+	for joined < n || len(live) > 0 {
+		switch op := r.IntN(10); {
+		case op < 2 && joined < n: // join
+			joined++
+			prompt := randIDs(1 + r.IntN(12))
+			if r.IntN(2) == 0 {
+				prompt = append(append([]int{}, common...), prompt...)
+			}
+			s := &soakSeq{id: b.Add()}
+			if err := run(context.Background(), []*soakSeq{s}, [][]int{prompt}); err != nil {
+				fail("join: %v", err)
+				return finished
+			}
+			live = append(live, s)
+		case op < 6 && len(live) > 0: // one decode step of every live sequence
+			var feeds [][]int
+			var seqs []*soakSeq
+			for _, s := range live {
+				if len(s.ids) >= 47 {
+					continue
+				}
+				next := r.IntN(V)
+				if s.logits != nil {
+					next = argmax(s.logits)
+				}
+				seqs, feeds = append(seqs, s), append(feeds, []int{next})
+			}
+			if len(seqs) > 0 {
+				if err := run(context.Background(), seqs, feeds); err != nil {
+					fail("decode: %v", err)
+					return finished
+				}
+			}
+		case op == 6 && len(live) > 0 && joined < n: // fork
+			p := live[r.IntN(len(live))]
+			id, err := b.Fork(p.id)
+			if err != nil {
+				fail("fork: %v", err)
+				return finished
+			}
+			live = append(live, &soakSeq{id: id, ids: append([]int{}, p.ids...), logits: p.logits})
+			joined++
+		case op == 7 && len(live) > 0: // rewind
+			s := live[r.IntN(len(live))]
+			pos := r.IntN(len(s.ids) + 1)
+			if err := b.Truncate(s.id, pos); err != nil {
+				if !strings.Contains(err.Error(), "sliding window") {
+					fail("truncate to %d of %d: %v", pos, len(s.ids), err)
+				}
+				continue
+			}
+			s.ids, s.logits = s.ids[:pos], nil
+			if pos == 0 { // an empty sequence needs a prompt again
+				if err := run(context.Background(), []*soakSeq{s}, [][]int{randIDs(3)}); err != nil {
+					fail("refill: %v", err)
+					return finished
+				}
+			}
+		case op == 8 && len(live) > 0: // a cancelled run over a longer feed
+			s := live[r.IntN(len(live))]
+			if len(s.ids)+12 >= 48 {
+				continue
+			}
+			err := run(canceltest.After(1+r.IntN(4)), []*soakSeq{s}, [][]int{randIDs(12)})
+			if err != nil && !errors.Is(err, context.Canceled) {
+				fail("cancelled run: %v", err)
+				return finished
+			}
+		case len(live) > 0: // leave
+			i := r.IntN(len(live))
+			s := live[i]
+			live = append(live[:i], live[i+1:]...)
+			if err := b.Remove(s.id); err != nil {
+				fail("remove: %v", err)
+				return finished
+			}
+			if _, err := b.Len(s.id); err == nil {
+				fail("a removed sequence is still known")
+			}
+			if s.logits != nil {
+				finished = append(finished, s)
+			}
+		}
+	}
+	return finished
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
