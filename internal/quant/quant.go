@@ -109,42 +109,11 @@ func DequantizeRow(f Format, src []byte, dst []float32) {
 		}
 	case Q4_K:
 		for b := 0; b < len(dst)/256; b++ {
-			blk := src[b*144 : b*144+144]
-			d, dmin := half(blk), half(blk[2:])
-			scales, qs := blk[4:16], blk[16:144]
-			y := dst[b*256 : b*256+256]
-			for c := 0; c < 4; c++ {
-				sc1, m1 := scaleMinK4(2*c, scales)
-				sc2, m2 := scaleMinK4(2*c+1, scales)
-				d1, min1 := d*float32(sc1), dmin*float32(m1)
-				d2, min2 := d*float32(sc2), dmin*float32(m2)
-				q := qs[32*c : 32*c+32]
-				for l := 0; l < 32; l++ {
-					y[64*c+l] = d1*float32(q[l]&15) - min1
-					y[64*c+32+l] = d2*float32(q[l]>>4) - min2
-				}
-			}
+			dequantQ4K((*[144]byte)(src[b*144:]), (*[256]float32)(dst[b*256:]))
 		}
 	case Q6_K:
 		for b := 0; b < len(dst)/256; b++ {
-			blk := src[b*210 : b*210+210]
-			ql, qh, sc := blk[0:128], blk[128:192], blk[192:208]
-			d := half(blk[208:])
-			y := dst[b*256 : b*256+256]
-			for half := 0; half < 2; half++ {
-				l0, h0, s0, y0 := ql[64*half:], qh[32*half:], sc[8*half:], y[128*half:]
-				for l := 0; l < 32; l++ {
-					is := l / 16
-					q1 := int(l0[l]&15|(h0[l]>>0&3)<<4) - 32
-					q2 := int(l0[l+32]&15|(h0[l]>>2&3)<<4) - 32
-					q3 := int(l0[l]>>4|(h0[l]>>4&3)<<4) - 32
-					q4 := int(l0[l+32]>>4|(h0[l]>>6&3)<<4) - 32
-					y0[l] = d * float32(int8(s0[is])) * float32(q1)
-					y0[l+32] = d * float32(int8(s0[is+2])) * float32(q2)
-					y0[l+64] = d * float32(int8(s0[is+4])) * float32(q3)
-					y0[l+96] = d * float32(int8(s0[is+6])) * float32(q4)
-				}
-			}
+			dequantQ6K((*[210]byte)(src[b*210:]), (*[256]float32)(dst[b*256:]))
 		}
 	case Q5_0:
 		for b := 0; b < len(dst)/32; b++ {
@@ -162,6 +131,53 @@ func DequantizeRow(f Format, src []byte, dst []float32) {
 		}
 	default:
 		panic(fmt.Sprintf("quant: DequantizeRow of %s", f))
+	}
+}
+
+// dequantQ4K widens one Q4_K super-block. Each 32-value sub-block has
+// one scale and min, so its 16 possible values are computed once (as
+// d·sc·q - dmin·m, the same float32 operations per value) and looked up.
+func dequantQ4K(blk *[144]byte, y *[256]float32) {
+	d, dmin := half(blk[0:]), half(blk[2:])
+	scales := blk[4:16]
+	var lo, hi [16]float32
+	for c := 0; c < 4; c++ {
+		sc1, m1 := scaleMinK4(2*c, scales)
+		sc2, m2 := scaleMinK4(2*c+1, scales)
+		d1, min1 := d*float32(sc1), dmin*float32(m1)
+		d2, min2 := d*float32(sc2), dmin*float32(m2)
+		for q := range 16 {
+			lo[q] = d1*float32(q) - min1
+			hi[q] = d2*float32(q) - min2
+		}
+		q := (*[32]byte)(blk[16+32*c:])
+		yl, yh := (*[32]float32)(y[64*c:]), (*[32]float32)(y[64*c+32:])
+		for l, v := range q {
+			yl[l] = lo[v&15]
+			yh[l] = hi[v>>4]
+		}
+	}
+}
+
+// dequantQ6K widens one Q6_K super-block: d·sc·q per value, with d·sc
+// computed once per 16 values (the product is evaluated in that order).
+func dequantQ6K(blk *[210]byte, y *[256]float32) {
+	d := half(blk[208:])
+	for h := 0; h < 2; h++ {
+		l0, h0 := (*[64]byte)(blk[64*h:]), (*[32]byte)(blk[128+32*h:])
+		s0 := (*[8]byte)(blk[192+8*h:])
+		y0 := (*[128]float32)(y[128*h:])
+		for is := 0; is < 2; is++ {
+			d1, d2 := d*float32(int8(s0[is])), d*float32(int8(s0[is+2]))
+			d3, d4 := d*float32(int8(s0[is+4])), d*float32(int8(s0[is+6]))
+			for l := 16 * is; l < 16*is+16; l++ {
+				a, b, c := l0[l], l0[l+32], h0[l]
+				y0[l] = d1 * float32(int(a&15|(c&3)<<4)-32)
+				y0[l+32] = d2 * float32(int(b&15|(c>>2&3)<<4)-32)
+				y0[l+64] = d3 * float32(int(a>>4|(c>>4&3)<<4)-32)
+				y0[l+96] = d4 * float32(int(b>>4|(c>>6&3)<<4)-32)
+			}
+		}
 	}
 }
 

@@ -61,3 +61,91 @@ func TestNearestInt(t *testing.T) {
 		}
 	}
 }
+
+// refDequantK is ggml's dequantize_row_q4_K and _q6_K, element by element.
+func refDequantK(f Format, src []byte, y []float32) {
+	switch f {
+	case Q4_K:
+		for b := 0; b < len(y)/256; b++ {
+			blk := src[b*144:]
+			d, dmin := half(blk), half(blk[2:])
+			for c := 0; c < 4; c++ {
+				sc1, m1 := scaleMinK4(2*c, blk[4:16])
+				sc2, m2 := scaleMinK4(2*c+1, blk[4:16])
+				for l := 0; l < 32; l++ {
+					q := blk[16+32*c+l]
+					y[b*256+64*c+l] = d*float32(sc1)*float32(q&15) - dmin*float32(m1)
+					y[b*256+64*c+32+l] = d*float32(sc2)*float32(q>>4) - dmin*float32(m2)
+				}
+			}
+		}
+	case Q6_K:
+		for b := 0; b < len(y)/256; b++ {
+			blk := src[b*210:]
+			d := half(blk[208:])
+			for h := 0; h < 2; h++ {
+				ql, qh, sc := blk[64*h:], blk[128+32*h:], blk[192+8*h:]
+				for l := 0; l < 32; l++ {
+					is := l / 16
+					q1 := int(ql[l]&15|(qh[l]&3)<<4) - 32
+					q2 := int(ql[l+32]&15|(qh[l]>>2&3)<<4) - 32
+					q3 := int(ql[l]>>4|(qh[l]>>4&3)<<4) - 32
+					q4 := int(ql[l+32]>>4|(qh[l]>>6&3)<<4) - 32
+					o := y[b*256+128*h:]
+					o[l] = d * float32(int8(sc[is])) * float32(q1)
+					o[l+32] = d * float32(int8(sc[is+2])) * float32(q2)
+					o[l+64] = d * float32(int8(sc[is+4])) * float32(q3)
+					o[l+96] = d * float32(int8(sc[is+6])) * float32(q4)
+				}
+			}
+		}
+	}
+}
+
+// TestDequantizeKMatchesGGML: the K-quant widening gives ggml's values
+// bit for bit, on random bytes (every scale, min and code).
+func TestDequantizeKMatchesGGML(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, f := range []Format{Q4_K, Q6_K} {
+		const n = 8 * 256
+		rb, _ := f.RowBytes(n)
+		src := make([]byte, rb)
+		for i := range src {
+			src[i] = byte(r.IntN(256))
+		}
+		// Finite scales: a random F16 can be Inf or NaN.
+		for b := 0; b < n/256; b++ {
+			blk := src[b*f.BlockBytes():]
+			if f == Q4_K {
+				blk[1], blk[3] = 0x3c, 0x38
+			} else {
+				blk[209] = 0x3a
+			}
+		}
+		got, want := make([]float32, n), make([]float32, n)
+		DequantizeRow(f, src, got)
+		refDequantK(f, src, want)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s value %d: %g, ggml %g", f, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+func BenchmarkDequantize(b *testing.B) {
+	for _, f := range []Format{Q8_0, Q4_0, Q4_K, Q6_K} {
+		b.Run(f.String(), func(b *testing.B) {
+			const n = 4096
+			rb, _ := f.RowBytes(n)
+			src, y := make([]byte, rb), make([]float32, n)
+			for b := 0; b < n/f.BlockSize(); b++ {
+				src[b*f.BlockBytes()+1] = 0x3c
+			}
+			b.SetBytes(n * 4)
+			for b.Loop() {
+				DequantizeRow(f, src, y)
+			}
+		})
+	}
+}
