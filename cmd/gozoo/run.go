@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -33,7 +34,7 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	model := fs.String("model", "", "model folder: config.json, safetensors, tokenizer.json (default: the bundled KJV-trained model in "+bundledModel+")")
@@ -49,14 +50,17 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 0, "sampling seed (default: random)")
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights), faster on GGUF files, not exact")
 	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16, as llama.cpp does by default: half its memory, keys and values rounded, not exact")
+	promptsFile := fs.String("prompts", "", "generate for every line of `FILE` (- for stdin) at once, in one batch; prints a JSON line per sample")
+	samples := fs.Int("n", 1, "samples per prompt, sharing the prompt's prefill (batched; sample i uses seed+i)")
+	logprobs := fs.Int("logprobs", -1, "with --prompts or --n: give each token's log-probability and the `K` most likely alternatives")
 	var stops, imagePaths stringList
 	fs.Var(&stops, "stop", "stop when the text contains this string (repeatable)")
 	fs.Var(&imagePaths, "image", "an image for a vision-language model (repeatable; the prompt's <image> tokens, or one per image in front)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *prompt == "" {
-		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] --prompt TEXT [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--fast] [--kv-f16]")
+	if (*prompt == "") == (*promptsFile == "") || *samples < 1 {
+		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] (--prompt TEXT | --prompts FILE) [--n K] [--logprobs K] [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--fast] [--kv-f16]")
 		return 2
 	}
 	set := map[string]bool{}
@@ -113,6 +117,24 @@ func runRun(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	g.SessionOptions.Fast = *fast
 	g.SessionOptions.KVCacheF16 = *kvF16
 
+	if *promptsFile != "" || *samples > 1 {
+		if len(imagePaths) > 0 {
+			fmt.Fprintln(stderr, "gozoo run: --image takes one --prompt, without --n")
+			return 2
+		}
+		texts := []string{*prompt}
+		if *promptsFile != "" {
+			if texts, err = readPromptLines(*promptsFile, stdin); err != nil {
+				fmt.Fprintln(stderr, "gozoo run:", err)
+				return 1
+			}
+		}
+		opts.N = *samples
+		if *logprobs >= 0 {
+			opts.Logprobs, opts.TopLogprobs = true, *logprobs
+		}
+		return runBatch(ctx, g, texts, opts, *useChat, *system, stdout, stderr)
+	}
 	var input graphs.Input
 	if len(imagePaths) > 0 {
 		input, err = imagePrompt(g, *model, imagePaths, *useChat, *system, *prompt)
@@ -191,4 +213,101 @@ func (p *progressBar) done() {
 	if p.drawn {
 		fmt.Fprintf(p.w, "\r%s done in %.1f s%s\n", p.label, time.Since(p.start).Seconds(), strings.Repeat(" ", 30))
 	}
+}
+
+// readPromptLines reads one prompt per non-empty line of path ("-":
+// stdin).
+func readPromptLines(path string, stdin io.Reader) ([]string, error) {
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(stdin)
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading prompts: %w", err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimRight(line, "\r"); strings.TrimSpace(line) != "" {
+			out = append(out, line)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s holds no prompt (one per line)", path)
+	}
+	return out, nil
+}
+
+// batchLine is one sample of `gozoo run --prompts` / `--n`, as a JSON
+// line.
+type batchLine struct {
+	Prompt   int            `json:"prompt"`
+	Sample   int            `json:"sample"`
+	Text     string         `json:"text"`
+	Tokens   []int          `json:"tokens"`
+	Stop     string         `json:"stop"`
+	Logprobs []tokenLogprob `json:"logprobs,omitempty"`
+	Error    string         `json:"error,omitempty"`
+}
+
+type tokenLogprob struct {
+	ID      int                     `json:"id"`
+	Logprob float64                 `json:"logprob"`
+	Top     []generate.TokenLogprob `json:"top,omitempty"`
+}
+
+// runBatch generates for every prompt at once on an Engine and prints
+// each sample as a JSON line, in prompt order.
+func runBatch(ctx context.Context, g *generate.Generator, texts []string, opts generate.Options, useChat bool, system string, stdout, stderr io.Writer) int {
+	e, err := g.NewEngine(generate.EngineOptions{Batch: graphs.BatchOptions{Options: g.SessionOptions, PrefixCache: true}})
+	if err != nil {
+		fmt.Fprintln(stderr, "gozoo run:", err)
+		return 1
+	}
+	defer e.Close()
+	all := make([][]*generate.Sample, len(texts))
+	for i, text := range texts {
+		var ids []int
+		if useChat {
+			ids, err = chatPrompt(g, system, text)
+		} else {
+			ids, err = g.Encode(text)
+		}
+		if err == nil {
+			all[i], err = e.Submit(ctx, graphs.IDs(ids...), opts)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "gozoo run: prompt %d: %v\n", i+1, err)
+			return 1
+		}
+	}
+	t0, tokens, status := time.Now(), 0, 0
+	enc := json.NewEncoder(stdout)
+	for i, samples := range all {
+		for k, s := range samples {
+			line := batchLine{Prompt: i, Sample: k}
+			for tok := range s.Tokens() {
+				if tok.ID >= 0 && opts.Logprobs {
+					line.Logprobs = append(line.Logprobs, tokenLogprob{ID: tok.ID, Logprob: tok.Logprob, Top: tok.TopLogprobs})
+				}
+			}
+			res, err := s.Result()
+			line.Text, line.Tokens, line.Stop = res.Text, res.Tokens, string(res.StopReason)
+			if err != nil {
+				line.Error, status = err.Error(), 1
+			}
+			tokens += len(res.Tokens)
+			if err := enc.Encode(line); err != nil {
+				return 1
+			}
+		}
+	}
+	fmt.Fprintf(stderr, "[%d prompts, %d samples each, %d tokens generated in %.2f s: %.1f tok/s together]\n",
+		len(texts), max(opts.N, 1), tokens, time.Since(t0).Seconds(), float64(tokens)/time.Since(t0).Seconds())
+	if ctx.Err() != nil {
+		return 130
+	}
+	return status
 }

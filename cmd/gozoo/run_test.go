@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -45,5 +47,48 @@ func TestRunChat(t *testing.T) {
 	// <|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is Go?<|im_end|>\n<|im_start|>assistant\n
 	if status != 0 || !strings.Contains(errb, "[20 prompt tokens, 3 generated") {
 		t.Fatalf("status %d: %q", status, errb)
+	}
+}
+
+// TestRunBatch: --prompts generates for every line at once; with a seed
+// each sample equals the same prompt run alone with that sample's seed
+// (sample i samples with seed+i), and --logprobs gives every token's.
+func TestRunBatch(t *testing.T) {
+	t.Chdir("../..")
+	prompts := []string{"In the beginning", "And God said unto", "Hello"}
+	out, errb, status := gozoo(t, strings.Join(prompts, "\n")+"\n", "run", "--prompts", "-", "--n", "2", "--max-tokens", "6", "--temperature", "0.8", "--seed", "5", "--logprobs", "3")
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, errb)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2*len(prompts) {
+		t.Fatalf("%d lines for %d prompts of 2 samples: %q", len(lines), len(prompts), out)
+	}
+	for _, l := range lines {
+		var got batchLine
+		if err := json.Unmarshal([]byte(l), &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Logprobs) != len(got.Tokens) || len(got.Tokens) == 0 {
+			t.Fatalf("prompt %d sample %d: %d log-probabilities for %d tokens", got.Prompt, got.Sample, len(got.Logprobs), len(got.Tokens))
+		}
+		for _, lp := range got.Logprobs {
+			if len(lp.Top) != 3 || lp.Logprob > 0 || lp.Top[0].Logprob < lp.Logprob {
+				t.Fatalf("token %d: log-probability %g, top %v", lp.ID, lp.Logprob, lp.Top)
+			}
+		}
+		alone, errb, status := gozoo(t, "", "run", "--prompt", prompts[got.Prompt], "--max-tokens", "6", "--temperature", "0.8", "--seed", fmt.Sprint(5+got.Sample))
+		if status != 0 {
+			t.Fatalf("alone: status %d: %s", status, errb)
+		}
+		if strings.TrimSuffix(alone, "\n") != got.Text {
+			t.Errorf("prompt %d sample %d: %q batched, %q alone", got.Prompt, got.Sample, got.Text, alone)
+		}
+	}
+	if _, _, status := gozoo(t, "", "run", "--prompts", "-", "--prompt", "x"); status != 2 {
+		t.Errorf("--prompt with --prompts: status %d", status)
+	}
+	if _, errb, status := gozoo(t, "\n\n", "run", "--prompts", "-"); status != 1 || !strings.Contains(errb, "no prompt") {
+		t.Errorf("no prompts: status %d, %q", status, errb)
 	}
 }

@@ -119,8 +119,8 @@ type Token struct {
 
 // TokenLogprob is a token with its log-probability.
 type TokenLogprob struct {
-	ID      int
-	Logprob float64
+	ID      int     `json:"id"`
+	Logprob float64 `json:"logprob"`
 }
 
 // StopReason says why a generation ended.

@@ -42,6 +42,9 @@ func logprobsOf(logits []float32, id, k int) *tokenLogprobs {
 	}
 	for i := range best {
 		best[i].Logprob -= lse
+		if best[i].ID == id {
+			best[i].Logprob = lp.chosen // one value for the token, however computed
+		}
 	}
 	lp.top = best
 	return lp
