@@ -12,7 +12,7 @@ import (
 
 var (
 	avx512 = &isa{name: "avx512", lanes: 16, tileR: 4}
-	avx2   = &isa{name: "avx2", lanes: 8, tileR: 2}
+	avx2   = &isa{name: "avx2", lanes: 8, tileR: 3}
 )
 
 // useGFNI picks the exact Q6_K decode kernel that builds its 6-bit values
@@ -154,6 +154,8 @@ func asmDotsLD(tile *[16]float32, x *float32, ldx, R int, w Weight, w0, ldw, C, 
 	case F32:
 		wp := &w.F32s[w0]
 		switch {
+		case R == 3:
+			tile3x4F32AVX2(x, ldx, wp, ldw, k, o)
 		case R == 2:
 			tile2x4F32AVX2(x, ldx, wp, ldw, k, o)
 		case C == 4:
@@ -162,6 +164,8 @@ func asmDotsLD(tile *[16]float32, x *float32, ldx, R int, w Weight, w0, ldw, C, 
 	case BF16:
 		wp := &w.U16s[w0]
 		switch {
+		case R == 3:
+			tile3x4BF16AVX2(x, ldx, wp, ldw, k, o)
 		case R == 2:
 			tile2x4BF16AVX2(x, ldx, wp, ldw, k, o)
 		case C == 4:
@@ -170,6 +174,8 @@ func asmDotsLD(tile *[16]float32, x *float32, ldx, R int, w Weight, w0, ldw, C, 
 	case F16:
 		wp := &w.U16s[w0]
 		switch {
+		case R == 3:
+			tile3x4F16AVX2(x, ldx, wp, ldw, k, o)
 		case R == 2:
 			tile2x4F16AVX2(x, ldx, wp, ldw, k, o)
 		case C == 4:

@@ -33,11 +33,11 @@ func dotsT(y []float32, ldy int, x []float32, ldx, n int, wt Weight, ldw, m, k i
 			}
 		}
 	}
-	R := tileRows()
+	steps := tileSteps()
 	j := 0
 	for ; j+4 <= m; j += 4 {
 		i := 0
-		if R > 1 {
+		for _, R := range steps {
 			for ; i+R <= n; i += R {
 				dotsLD(&tile, x, ldx, i, R, wt, ldw, j, 4, k, kv)
 				put(i, R, j, 4)

@@ -94,6 +94,11 @@ func dequantQ4_0AVX512(w *byte, ldw int, blocks int, rows int, dst *float32)
 //go:noescape
 func tile2x4F32AVX2(x *float32, ldx int, w *float32, ldw int, k int, out *float32)
 
+// tile3x4F32AVX2 computes the 3x4 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
+//
+//go:noescape
+func tile3x4F32AVX2(x *float32, ldx int, w *float32, ldw int, k int, out *float32)
+
 // tile1x4F32AVX2 computes the 1x4 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
 //
 //go:noescape
@@ -109,6 +114,11 @@ func gemvF32AVX2(x *float32, w *float32, ldw int, k int, rows int, y *float32)
 //go:noescape
 func tile2x4BF16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
 
+// tile3x4BF16AVX2 computes the 3x4 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
+//
+//go:noescape
+func tile3x4BF16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
+
 // tile1x4BF16AVX2 computes the 1x4 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
 //
 //go:noescape
@@ -123,6 +133,11 @@ func gemvBF16AVX2(x *float32, w *uint16, ldw int, k int, rows int, y *float32)
 //
 //go:noescape
 func tile2x4F16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
+
+// tile3x4F16AVX2 computes the 3x4 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
+//
+//go:noescape
+func tile3x4F16AVX2(x *float32, ldx int, w *uint16, ldw int, k int, out *float32)
 
 // tile1x4F16AVX2 computes the 1x4 dot products of x rows (stride ldx) and w rows (stride ldw) over k values.
 //

@@ -126,7 +126,7 @@ type Weight struct {
 type isa struct {
 	name  string
 	lanes int
-	tileR int // x rows of the big tile (4 with AVX-512's 32 registers, 2 with AVX2's 16)
+	tileR int // x rows of the big tile (4 with AVX-512's 32 registers, 3 with AVX2's 16, which also has a 2-row tile)
 }
 
 // active is the instruction set in use; nil means plain Go.
@@ -417,7 +417,7 @@ func mulRows(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 		j := r0
 		for ; j+4 <= r1; j += 4 {
 			t := t0
-			if R := tileRows(); R > 1 {
+			for _, R := range tileSteps() {
 				for ; t+R <= t1; t += R {
 					dots(&tile, x, t, R, w, j, 4, in, k)
 					for i := 0; i < R; i++ {
@@ -438,6 +438,18 @@ func mulRows(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 		}
 	}
 }
+
+// tileSteps are the row counts of the multi-row tiles, largest first.
+func tileSteps() []int {
+	switch tileRows() {
+	case 4:
+		return steps4
+	default:
+		return steps32
+	}
+}
+
+var steps4, steps32 = []int{4}, []int{3, 2}
 
 func tileRows() int {
 	if active == nil {

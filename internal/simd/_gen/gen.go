@@ -99,6 +99,11 @@ func main() {
 	for _, is := range isas {
 		for _, dt := range dtypes {
 			tile(is, dt, is.tileR, 4)
+			if is.lanes == 8 {
+				// 12 accumulators, 3 rows and a weight vector: all 16
+				// YMM registers, and fewer loads per product than 2x4.
+				tile(is, dt, 3, 4)
+			}
 			tile(is, dt, 1, 4)
 			gemv(is, dt)
 		}
