@@ -291,6 +291,18 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 		}
 		return true
 	}
+	if x == nil && active == avx2 && w.Format == quant.Q5_0 {
+		dequantQ5_0AVX2(wp, rb, blocks, rows, &q5Shifts[0], &dst[0])
+		return true
+	}
+	if x == nil && active == avx2 && (w.Format == quant.Q6_K || w.Format == quant.Q4_K) {
+		if w.Format == quant.Q6_K {
+			dequantQ6_KAVX2(wp, rows*in/256, &dst[0])
+		} else {
+			dequantQ4_KAVX2(wp, rows*in/256, &dst[0])
+		}
+		return true
+	}
 	switch {
 	case w.Format == quant.Q8_0 && active == avx512 && x != nil:
 		gemvQ8_0AVX512(&x[0], wp, rb, blocks, rows, &halfTable[0], &y[0])

@@ -194,6 +194,11 @@ func dequantQ4_0AVX2(w *byte, ldw int, blocks int, rows int, dst *float32)
 //go:noescape
 func dequantQ6_KAVX512(w *byte, blocks int, dst *float32)
 
+// dequantQ6_KAVX2 dequantizes blocks Q6_K super-blocks from w into dst.
+//
+//go:noescape
+func dequantQ6_KAVX2(w *byte, blocks int, dst *float32)
+
 // gemvQ6_KAVX512 computes y[r] = x · w_r for rows Q6_K rows of blocks super-blocks (stride ldw bytes).
 //
 //go:noescape
@@ -209,6 +214,11 @@ func gemvQ6_KGFNI(x *float32, w *byte, ldw int, blocks int, rows int, y *float32
 //go:noescape
 func dequantQ4_KAVX512(w *byte, blocks int, dst *float32)
 
+// dequantQ4_KAVX2 dequantizes blocks Q4_K super-blocks from w into dst.
+//
+//go:noescape
+func dequantQ4_KAVX2(w *byte, blocks int, dst *float32)
+
 // gemvQ4_KAVX512 computes y[r] = x · w_r for rows Q4_K rows of blocks super-blocks (stride ldw bytes).
 //
 //go:noescape
@@ -218,6 +228,11 @@ func gemvQ4_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *
 //
 //go:noescape
 func dequantQ5_0AVX512(w *byte, ldw int, blocks int, rows int, shifts *uint32, dst *float32)
+
+// dequantQ5_0AVX2 dequantizes rows rows of blocks Q5_0 blocks (stride ldw bytes) into dst, row after row.
+//
+//go:noescape
+func dequantQ5_0AVX2(w *byte, ldw int, blocks int, rows int, shifts *uint32, dst *float32)
 
 // gemvQ4_0x16AVX512 computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q4_0 rows of blocks blocks, regrouped by 16 rows (x16.go).
 //

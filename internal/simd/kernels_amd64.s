@@ -3679,6 +3679,525 @@ dequantQ6_KAVX512_blocksdone:
 	VZEROUPPER
 	RET
 
+// func dequantQ6_KAVX2(w *byte, blocks int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantQ6_KAVX2(SB), NOSPLIT, $0-24
+	MOVQ         dst+16(FP), DX
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000003, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x00000020, BX
+	VMOVD        BX, X2
+	VPBROADCASTD X2, Y2
+
+dequantQ6_KAVX2_block:
+	TESTQ        CX, CX
+	JZ           dequantQ6_KAVX2_blocksdone
+	MOVWLZX      208(AX), BX
+	VMOVD        BX, X3
+	VCVTPH2PS    X3, X3
+	VPMOVZXBD    128(AX), Y4
+	VPMOVZXBD    (AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLD       $0x00, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      192(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, (DX)
+	VPMOVZXBD    32(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLD       $0x02, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      194(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 128(DX)
+	VPMOVZXBD    (AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPSRLD       $0x04, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      196(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 256(DX)
+	VPMOVZXBD    32(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPSRLD       $0x06, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPSLLD       $0x04, Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      198(AX), BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X3, X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 384(DX)
+	VPMOVZXBD    136(AX), Y4
+	VPMOVZXBD    8(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLD       $0x00, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      192(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 32(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLD       $0x02, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      194(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 160(DX)
+	VPMOVZXBD    8(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPSRLD       $0x04, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      196(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 288(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPSRLD       $0x06, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPSLLD       $0x04, Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      198(AX), BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X3, X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 416(DX)
+	VPMOVZXBD    144(AX), Y4
+	VPMOVZXBD    16(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLD       $0x00, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      193(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 64(DX)
+	VPMOVZXBD    48(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLD       $0x02, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      195(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 192(DX)
+	VPMOVZXBD    16(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPSRLD       $0x04, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      197(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 320(DX)
+	VPMOVZXBD    48(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPSRLD       $0x06, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPSLLD       $0x04, Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      199(AX), BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X3, X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 448(DX)
+	VPMOVZXBD    152(AX), Y4
+	VPMOVZXBD    24(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLD       $0x00, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      193(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 96(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLD       $0x02, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      195(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 224(DX)
+	VPMOVZXBD    24(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPSRLD       $0x04, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      197(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 352(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPSRLD       $0x06, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPSLLD       $0x04, Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      199(AX), BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X3, X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 480(DX)
+	VPMOVZXBD    160(AX), Y4
+	VPMOVZXBD    64(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLD       $0x00, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      200(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 512(DX)
+	VPMOVZXBD    96(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLD       $0x02, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      202(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 640(DX)
+	VPMOVZXBD    64(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPSRLD       $0x04, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      204(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 768(DX)
+	VPMOVZXBD    96(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPSRLD       $0x06, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPSLLD       $0x04, Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      206(AX), BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X3, X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 896(DX)
+	VPMOVZXBD    168(AX), Y4
+	VPMOVZXBD    72(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLD       $0x00, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      200(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 544(DX)
+	VPMOVZXBD    104(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLD       $0x02, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      202(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 672(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPSRLD       $0x04, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      204(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 800(DX)
+	VPMOVZXBD    104(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPSRLD       $0x06, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPSLLD       $0x04, Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      206(AX), BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X3, X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 928(DX)
+	VPMOVZXBD    176(AX), Y4
+	VPMOVZXBD    80(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLD       $0x00, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      201(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 576(DX)
+	VPMOVZXBD    112(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLD       $0x02, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      203(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 704(DX)
+	VPMOVZXBD    80(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPSRLD       $0x04, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      205(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 832(DX)
+	VPMOVZXBD    112(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPSRLD       $0x06, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPSLLD       $0x04, Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      207(AX), BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X3, X4, X4
+	VBROADCASTSS X4, Y4
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 960(DX)
+	VPMOVZXBD    184(AX), Y4
+	VPMOVZXBD    88(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLD       $0x00, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      201(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 608(DX)
+	VPMOVZXBD    120(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLD       $0x02, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      203(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 736(DX)
+	VPMOVZXBD    88(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPSRLD       $0x04, Y4, Y6
+	VPAND        Y1, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      205(AX), BX
+	VXORPS       X6, X6, X6
+	VCVTSI2SSL   BX, X6, X6
+	VMULSS       X3, X6, X6
+	VBROADCASTSS X6, Y6
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 864(DX)
+	VPMOVZXBD    120(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPSRLD       $0x06, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPSLLD       $0x04, Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VPSUBD       Y2, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVBLSX      207(AX), BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X3, X4, X4
+	VBROADCASTSS X4, Y3
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 992(DX)
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000400, DX
+	DECQ         CX
+	JMP          dequantQ6_KAVX2_block
+
+dequantQ6_KAVX2_blocksdone:
+	VZEROUPPER
+	RET
+
 // func gemvQ6_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·gemvQ6_KAVX512(SB), NOSPLIT, $64-48
@@ -4273,6 +4792,354 @@ dequantQ4_KAVX512_blocksdone:
 	VZEROUPPER
 	RET
 
+// func dequantQ4_KAVX2(w *byte, blocks int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantQ4_KAVX2(SB), NOSPLIT, $0-24
+	MOVQ         dst+16(FP), DX
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+
+dequantQ4_KAVX2_block:
+	TESTQ        CX, CX
+	JZ           dequantQ4_KAVX2_blocksdone
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X1
+	VCVTPH2PS    X1, X1
+	MOVWLZX      2(AX), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	MOVBLZX      4(AX), BX
+	ANDL         $0x0000003f, BX
+	MOVBLZX      8(AX), SI
+	ANDL         $0x0000003f, SI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X3, X3
+	VMULSS       X1, X3, X3
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    16(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, (DX)
+	VPMOVZXBD    24(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 32(DX)
+	VPMOVZXBD    32(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 64(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 96(DX)
+	MOVBLZX      5(AX), BX
+	ANDL         $0x0000003f, BX
+	MOVBLZX      9(AX), SI
+	ANDL         $0x0000003f, SI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X3, X3
+	VMULSS       X1, X3, X3
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    16(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 128(DX)
+	VPMOVZXBD    24(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 160(DX)
+	VPMOVZXBD    32(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 192(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 224(DX)
+	MOVBLZX      6(AX), BX
+	ANDL         $0x0000003f, BX
+	MOVBLZX      10(AX), SI
+	ANDL         $0x0000003f, SI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X3, X3
+	VMULSS       X1, X3, X3
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 256(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 288(DX)
+	VPMOVZXBD    64(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 320(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 352(DX)
+	MOVBLZX      7(AX), BX
+	ANDL         $0x0000003f, BX
+	MOVBLZX      11(AX), SI
+	ANDL         $0x0000003f, SI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X3, X3
+	VMULSS       X1, X3, X3
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 384(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 416(DX)
+	VPMOVZXBD    64(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 448(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 480(DX)
+	MOVBLZX      12(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      4(AX), SI
+	SHRL         $0x06, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	MOVBLZX      12(AX), SI
+	SHRL         $0x04, SI
+	MOVBLZX      8(AX), DI
+	SHRL         $0x06, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X3, X3
+	VMULSS       X1, X3, X3
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    80(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 512(DX)
+	VPMOVZXBD    88(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 544(DX)
+	VPMOVZXBD    96(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 576(DX)
+	VPMOVZXBD    104(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 608(DX)
+	MOVBLZX      13(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      5(AX), SI
+	SHRL         $0x06, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	MOVBLZX      13(AX), SI
+	SHRL         $0x04, SI
+	MOVBLZX      9(AX), DI
+	SHRL         $0x06, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X3, X3
+	VMULSS       X1, X3, X3
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    80(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 640(DX)
+	VPMOVZXBD    88(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 672(DX)
+	VPMOVZXBD    96(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 704(DX)
+	VPMOVZXBD    104(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 736(DX)
+	MOVBLZX      14(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      6(AX), SI
+	SHRL         $0x06, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	MOVBLZX      14(AX), SI
+	SHRL         $0x04, SI
+	MOVBLZX      10(AX), DI
+	SHRL         $0x06, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X3, X3
+	VMULSS       X1, X3, X3
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    112(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 768(DX)
+	VPMOVZXBD    120(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 800(DX)
+	VPMOVZXBD    128(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 832(DX)
+	VPMOVZXBD    136(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 864(DX)
+	MOVBLZX      15(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      7(AX), SI
+	SHRL         $0x06, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	MOVBLZX      15(AX), SI
+	SHRL         $0x04, SI
+	MOVBLZX      11(AX), DI
+	SHRL         $0x06, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	VXORPS       X3, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X3, X3
+	VMULSS       X1, X3, X3
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y1
+	VBROADCASTSS X4, Y2
+	VPMOVZXBD    112(AX), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VSUBPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 896(DX)
+	VPMOVZXBD    120(AX), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VSUBPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 928(DX)
+	VPMOVZXBD    128(AX), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VSUBPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 960(DX)
+	VPMOVZXBD    136(AX), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VSUBPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 992(DX)
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000400, DX
+	DECQ         CX
+	JMP          dequantQ4_KAVX2_block
+
+dequantQ4_KAVX2_blocksdone:
+	VZEROUPPER
+	RET
+
 // func gemvQ4_KAVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+
 TEXT ·gemvQ4_KAVX512(SB), NOSPLIT, $128-56
@@ -4550,6 +5417,97 @@ dequantQ5_0AVX512_rowdone:
 	JMP  dequantQ5_0AVX512_row
 
 dequantQ5_0AVX512_end:
+	VZEROUPPER
+	RET
+
+// func dequantQ5_0AVX2(w *byte, ldw int, blocks int, rows int, shifts *uint32, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantQ5_0AVX2(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVQ         rows+24(FP), BX
+	MOVQ         shifts+32(FP), SI
+	MOVQ         dst+40(FP), DI
+	MOVL         $0x0000000f, R8
+	VMOVD        R8, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000001, R8
+	VMOVD        R8, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x00000010, R8
+	VMOVD        R8, X2
+	VPBROADCASTD X2, Y2
+	VMOVDQU      (SI), Y3
+	VMOVDQU      32(SI), Y4
+	VMOVDQU      64(SI), Y5
+	VMOVDQU      96(SI), Y6
+
+dequantQ5_0AVX2_row:
+	TESTQ BX, BX
+	JZ    dequantQ5_0AVX2_end
+	MOVQ  AX, R8
+	MOVQ  DX, SI
+
+dequantQ5_0AVX2_block:
+	TESTQ        SI, SI
+	JZ           dequantQ5_0AVX2_rowdone
+	MOVWLZX      (R8), R9
+	VMOVD        R9, X7
+	VPBROADCASTW X7, X7
+	VCVTPH2PS    X7, Y7
+	VPBROADCASTD 2(R8), Y8
+	VPMOVZXBD    6(R8), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLVD      Y3, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VMOVUPS      Y9, (DI)
+	VPMOVZXBD    14(R8), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLVD      Y4, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VMOVUPS      Y9, 32(DI)
+	VPMOVZXBD    6(R8), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLVD      Y5, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VMOVUPS      Y9, 64(DI)
+	VPMOVZXBD    14(R8), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLVD      Y6, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPOR         Y8, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VMOVUPS      Y9, 96(DI)
+	ADDQ         $0x00000016, R8
+	ADDQ         $0x00000080, DI
+	DECQ         SI
+	JMP          dequantQ5_0AVX2_block
+
+dequantQ5_0AVX2_rowdone:
+	ADDQ CX, AX
+	DECQ BX
+	JMP  dequantQ5_0AVX2_row
+
+dequantQ5_0AVX2_end:
 	VZEROUPPER
 	RET
 

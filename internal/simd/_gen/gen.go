@@ -125,6 +125,7 @@ func main() {
 	}
 	for _, q := range []string{"Q6_K", "Q4_K"} {
 		kquantRows(q, false)
+		kquantDequantAVX2(q)
 		if q == "Q6_K" {
 			gemvQ6_K(false)
 			gemvQ6_K(true)
@@ -133,6 +134,7 @@ func main() {
 		}
 	}
 	q5Rows()
+	q5RowsAVX2()
 	gemvX16("Q4_0")
 	gemvX16("Q8_0")
 	gemvQ4_Kx16()
@@ -935,6 +937,193 @@ func kquantRows(q string, dot bool) {
 	VZEROUPPER()
 	RET()
 }
+
+// q5RowsAVX2 is dequantQ5_0AVX512 for AVX2: value i of a block (low
+// nibbles then high ones) takes bit i of qh as its fifth bit, 8 values at
+// a time.
+func q5RowsAVX2() {
+	name := "dequantQ5_0AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, blocks int, rows int, shifts *uint32, dst *float32)")
+	Pragma("noescape")
+	Doc(name + " dequantizes rows rows of blocks Q5_0 blocks (stride ldw bytes) into dst, row after row.")
+	w, ldw, blocks, rows, sh, out := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("w"), w)
+	Load(Param("ldw"), ldw)
+	Load(Param("blocks"), blocks)
+	Load(Param("rows"), rows)
+	Load(Param("shifts"), sh)
+	Load(Param("dst"), out)
+	m15, one, k16 := broadcast(avx2isa, 15), broadcast(avx2isa, 1), broadcast(avx2isa, 16)
+	var shifts [4]VecVirtual
+	for v := range shifts {
+		shifts[v] = YMM()
+		VMOVDQU(Mem{Base: sh, Disp: 32 * v}, shifts[v])
+	}
+	nb, wp := GP64(), GP64()
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	MOVQ(w, wp)
+	MOVQ(blocks, nb)
+	Label(name + "_block")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_rowdone"))
+	d := YMM()
+	h := GP32()
+	MOVWLZX(Mem{Base: wp}, h)
+	hx := XMM()
+	VMOVD(h, hx)
+	VPBROADCASTW(hx, hx)
+	VCVTPH2PS(hx, d)
+	qh := YMM()
+	VPBROADCASTD(Mem{Base: wp, Disp: 2}, qh)
+	for v := 0; v < 4; v++ {
+		q := YMM()
+		VPMOVZXBD(Mem{Base: wp, Disp: 6 + 8*(v%2)}, q)
+		if v >= 2 {
+			VPSRLD(U8(4), q, q)
+		} else {
+			VPAND(m15, q, q)
+		}
+		b := YMM()
+		VPSRLVD(shifts[v], qh, b)
+		VPAND(one, b, b)
+		VPSLLD(U8(4), b, b)
+		VPOR(b, q, q)
+		VPSUBD(k16, q, q)
+		VCVTDQ2PS(q, q)
+		VMULPS(d, q, q)
+		VMOVUPS(q, Mem{Base: out, Disp: 32 * v})
+	}
+	nextBlock(name, wp, nb, nil, out, 22, 32, false)
+	Label(name + "_rowdone")
+	endRows(name, w, ldw, rows)
+}
+
+// kquantDequantAVX2 is kquantRows' dequantizing kernel for AVX2: the same
+// float32 operations on 8 values at a time, so that batched products over
+// K-quant weights (widened once per step for all rows) need no AVX-512.
+func kquantDequantAVX2(q string) {
+	name := "dequant" + q + "AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, blocks int, dst *float32)")
+	Pragma("noescape")
+	Doc(name + " dequantizes blocks " + q + " super-blocks from w into dst.")
+	w, nb, out := GP64(), GP64(), GP64()
+	Load(Param("dst"), out)
+	Load(Param("w"), w)
+	Load(Param("blocks"), nb)
+	wp := w
+	m15 := broadcast(avx2isa, 15)
+	var m3, k32 VecVirtual
+	if q == "Q6_K" {
+		m3, k32 = broadcast(avx2isa, 3), broadcast(avx2isa, 32)
+	}
+	bcast := func(x VecVirtual) VecVirtual {
+		y := YMM()
+		VBROADCASTSS(x, y)
+		return y
+	}
+	Label(name + "_block")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_blocksdone"))
+	if q == "Q6_K" {
+		d := halfToScalar(Mem{Base: wp, Disp: 208})
+		for half := 0; half < 2; half++ {
+			ql, qh, sc := 64*half, 128+32*half, 192+8*half
+			for l0 := 0; l0 < 32; l0 += 8 {
+				is := l0 / 16
+				hv := YMM()
+				VPMOVZXBD(Mem{Base: wp, Disp: qh + l0}, hv)
+				for k := 0; k < 4; k++ {
+					lo := YMM()
+					VPMOVZXBD(Mem{Base: wp, Disp: ql + l0 + 32*(k%2)}, lo)
+					if k >= 2 {
+						VPSRLD(U8(4), lo, lo)
+					} else {
+						VPAND(m15, lo, lo)
+					}
+					hi := YMM()
+					VPSRLD(U8(2*k), hv, hi)
+					VPAND(m3, hi, hi)
+					VPSLLD(U8(4), hi, hi)
+					VPOR(hi, lo, lo)
+					VPSUBD(k32, lo, lo)
+					VCVTDQ2PS(lo, lo)
+					sv := GP32()
+					MOVBLSX(Mem{Base: wp, Disp: sc + is + 2*k}, sv)
+					sf := XMM()
+					VXORPS(sf, sf, sf) // defined here, not live from the entry
+					VCVTSI2SSL(sv, sf, sf)
+					VMULSS(d, sf, sf)
+					VMULPS(bcast(sf), lo, lo)
+					VMOVUPS(lo, Mem{Base: out, Disp: 4 * (128*half + l0 + 32*k)})
+				}
+			}
+		}
+	} else {
+		d := halfToScalar(Mem{Base: wp})
+		dmin := halfToScalar(Mem{Base: wp, Disp: 2})
+		for ch := 0; ch < 4; ch++ {
+			for sub := 0; sub < 2; sub++ {
+				sc, m := q4kScaleMin(wp, 2*ch+sub)
+				dsc, dm := XMM(), XMM()
+				VXORPS(dsc, dsc, dsc)
+				VXORPS(dm, dm, dm)
+				VCVTSI2SSL(sc, dsc, dsc)
+				VMULSS(d, dsc, dsc)
+				VCVTSI2SSL(m, dm, dm)
+				VMULSS(dmin, dm, dm)
+				ds, ms := bcast(dsc), bcast(dm)
+				for l0 := 0; l0 < 32; l0 += 8 {
+					qv := YMM()
+					VPMOVZXBD(Mem{Base: wp, Disp: 16 + 32*ch + l0}, qv)
+					if sub == 1 {
+						VPSRLD(U8(4), qv, qv)
+					} else {
+						VPAND(m15, qv, qv)
+					}
+					VCVTDQ2PS(qv, qv)
+					VMULPS(ds, qv, qv)
+					VSUBPS(ms, qv, qv)
+					VMOVUPS(qv, Mem{Base: out, Disp: 4 * (64*ch + 32*sub + l0)})
+				}
+			}
+		}
+	}
+	nextBlock(name, wp, nb, nil, out, map[string]int{"Q6_K": 210, "Q4_K": 144}[q], 256, false)
+	Label(name + "_blocksdone")
+	VZEROUPPER()
+	RET()
+}
+
+// q4kScaleMin unpacks Q4_K sub-block j's 6-bit scale and min from the
+// super-block at wp (ggml's get_scale_min_k4).
+func q4kScaleMin(wp GPVirtual, j int) (GPVirtual, GPVirtual) {
+	sc, m := GP32(), GP32()
+	if j < 4 {
+		MOVBLZX(Mem{Base: wp, Disp: 4 + j}, sc)
+		ANDL(U32(63), sc)
+		MOVBLZX(Mem{Base: wp, Disp: 4 + j + 4}, m)
+		ANDL(U32(63), m)
+		return sc, m
+	}
+	a, b := GP32(), GP32()
+	MOVBLZX(Mem{Base: wp, Disp: 4 + j + 4}, sc)
+	ANDL(U32(15), sc)
+	MOVBLZX(Mem{Base: wp, Disp: 4 + j - 4}, a)
+	SHRL(U8(6), a)
+	SHLL(U8(4), a)
+	ORL(a, sc)
+	MOVBLZX(Mem{Base: wp, Disp: 4 + j + 4}, m)
+	SHRL(U8(4), m)
+	MOVBLZX(Mem{Base: wp, Disp: 4 + j}, b)
+	SHRL(U8(6), b)
+	SHLL(U8(4), b)
+	ORL(b, m)
+	return sc, m
+}
+
+var avx2isa = isa{"AVX2", 8, YMM, 2}
 
 // q5Rows writes dequantQ5_0AVX512, which dequantizes rows of Q5_0 blocks
 // (f16 d, u32 qh: bit i is value i's fifth bit, 16 bytes of nibbles: low
