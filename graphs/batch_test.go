@@ -226,3 +226,63 @@ func argmax(x []float32) int {
 	}
 	return best
 }
+
+// TestBatchRefusesBadWork: unknown sequences, a sequence fed twice, a
+// feed past the capacity, and work the pool cannot hold are errors that
+// name what is at fault; a refused Run changes no sequence.
+func TestBatchRefusesBadWork(t *testing.T) {
+	m := randomModel(t, "qwen3_gqa_tied", nil)
+	perPos := (graphs.KVBytes(m, 64, false) - graphs.KVBytes(m, 32, false)) / 32
+	b, err := graphs.NewBatch(m, graphs.BatchOptions{Options: graphs.Options{Capacity: 40}, BlockTokens: 4, KVBudget: 24 * perPos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	a := b.Add()
+	if _, err := b.Run(ctx, []graphs.Feed{{Seq: a, Input: graphs.IDs(1, 2, 3)}}); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		run  func() error
+		want string
+	}{
+		"unknown in Run":      {func() error { _, err := b.Run(ctx, []graphs.Feed{{Seq: 99, Input: graphs.IDs(1)}}); return err }, "no sequence 99"},
+		"unknown in Fork":     {func() error { _, err := b.Fork(99); return err }, "no sequence 99"},
+		"unknown in Truncate": {func() error { return b.Truncate(99, 0) }, "no sequence 99"},
+		"unknown in Remove":   {func() error { return b.Remove(99) }, "no sequence 99"},
+		"fed twice": {func() error {
+			_, err := b.Run(ctx, []graphs.Feed{{Seq: a, Input: graphs.IDs(1)}, {Seq: a, Input: graphs.IDs(2)}})
+			return err
+		}, "fed twice"},
+		"past the capacity": {func() error {
+			_, err := b.Run(ctx, []graphs.Feed{{Seq: a, Input: graphs.IDs(make([]int, 38)...)}})
+			return err
+		}, "capacity of 40"},
+		"truncate past the end": {func() error { return b.Truncate(a, 9) }, "holds 3"},
+		"token outside the vocabulary": {func() error {
+			_, err := b.Run(ctx, []graphs.Feed{{Seq: a, Input: graphs.IDs(m.VocabSize())}})
+			return err
+		}, "outside the vocabulary"},
+	} {
+		if err := c.run(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error naming %q", name, err, c.want)
+		}
+	}
+	// The pool holds about 24 positions: a second sequence of 30 cannot
+	// join, and the refused Run leaves both sequences as they were.
+	c := b.Add()
+	_, err = b.Run(ctx, []graphs.Feed{{Seq: a, Input: graphs.IDs(4)}, {Seq: c, Input: graphs.IDs(make([]int, 30)...)}})
+	if !errors.Is(err, graphs.ErrPoolFull) || !strings.Contains(err.Error(), "sequence 1") {
+		t.Fatalf("a run past the budget: %v, want ErrPoolFull naming sequence 1", err)
+	}
+	if n, _ := b.Len(a); n != 3 {
+		t.Errorf("the refused run moved sequence 0 to %d positions", n)
+	}
+	if n, _ := b.Len(c); n != 0 {
+		t.Errorf("the refused run gave sequence 1 %d positions", n)
+	}
+	if _, err := b.Run(ctx, []graphs.Feed{{Seq: a, Input: graphs.IDs(4)}, {Seq: c, Input: graphs.IDs(5, 6)}}); err != nil {
+		t.Errorf("a run that fits, after the refused one: %v", err)
+	}
+}
