@@ -2,6 +2,10 @@ package layers
 
 import (
 	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/chewxy/hm"
 	"gonum.org/v1/gonum/blas/blas32"
@@ -31,10 +35,12 @@ import (
 // Scores and weighted sums run on internal/simd's kernels (dot-product
 // tiles for the scores and for prefill's P·V through Vᵀ, a register-held
 // weighted sum of value rows for decode); the softmax has a float32 exp
-// and float64 sums. With a sink, the probabilities are also stored as [T,
-// Hq, keys] over each row's key positions 0..last (zero outside its
-// window); without one they are never materialised beyond a scratch row
-// block.
+// and float64 sums. A prefill attends by tiles of query rows with an
+// online softmax over chunks of keys (attnTask.tile): no more scores
+// exist at once than a tile's over one chunk. With a sink, the probabilities are also
+// stored as [T, Hq, keys] over each row's key positions 0..last (zero
+// outside its window), from a score block per run and head
+// (attnTask.whole).
 type cachedAttention struct {
 	name   string
 	scale  float32
@@ -97,21 +103,21 @@ func (k cachedAttention) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	}
 	t := ops.Shared(o, func() *attnTask { return new(attnTask) })
 	t.k, t.out, t.probs, t.q, t.runs, t.d, t.keys = k, out, probs, f[0], runs, d, keys
-	parts, work := len(runs)*d.Hq, 0
-	for len(t.scores) < parts {
-		t.scores, t.vt = append(t.scores, nil), append(t.vt, nil)
-	}
+	t.plan()
+	work := 0
 	for _, r := range runs {
 		work += r.Len * (r.Pos + r.Len - k.lo(r.Pos)) * d.Dk * d.Hq
 	}
-	// Heads and sequences are independent: the team takes them when there
-	// is enough work to pay for the hand-over.
-	if parts > 1 && work >= attnSplitWork {
-		simd.Parallel(parts, t)
+	// Sequences, heads and query tiles are independent: the team takes
+	// them when there is enough work to pay for the hand-over. Each thread
+	// takes parts from a shared counter until none is left: a static split
+	// would leave the team waiting on its slowest thread, as in simd's
+	// runRows.
+	t.next.Store(0)
+	if work >= attnSplitWork {
+		simd.Parallel(min(len(t.parts), runtime.GOMAXPROCS(0)), t)
 	} else {
-		for i := 0; i < parts; i++ {
-			t.Part(i)
-		}
+		t.Part(0)
 	}
 	t.out, t.probs, t.q, t.runs = nil, nil, nil, nil
 	if k.sink != nil {
@@ -149,12 +155,24 @@ func (k cachedAttention) lo(p int) int {
 }
 
 // attnSplitWork is the number of query-key products from which a step's
-// heads are shared with the team.
+// parts are shared with the team.
 const attnSplitWork = 1 << 16
 
-// attnTask is one attention forward's work, a part per sequence run and
-// query head. One lives in the session's shared kernel state
-// (ops.Shared), with each part's scratch (scores, Vᵀ), reused by every
+// A prefill attends in tiles of attnTileRows query rows over chunks of
+// about attnKeyChunk keys (a whole number of pool blocks): a tile's
+// scores stay in the core's cache, and a long run's rows are shared
+// among the team.
+const (
+	attnTileRows = 32
+	attnKeyChunk = 512
+)
+
+// attnUntiled makes prefills attend as captured ones do, a (run, head) at
+// a time over a whole score block: the benchmark's baseline.
+var attnUntiled bool
+
+// attnTask is one attention forward's work. One lives in the session's
+// shared kernel state (ops.Shared), with its scratch, reused by every
 // layer and step.
 type attnTask struct {
 	k          cachedAttention
@@ -163,31 +181,142 @@ type attnTask struct {
 	runs       []graphs.SeqRun
 	d          attnDims
 	keys       int
-	scores, vt [][]float32 // per part
+	parts      []attnPart
+	next       atomic.Int64 // the next part to take
+	vt         [][]float32  // per run and kv head: Vᵀ of a tiled run
+	vtReady    []int64      // per run and kv head: the forward (gen) whose Vᵀ is written
+	gen        int64        // this forward's number
+	mu         sync.Mutex
+	free       []*attnScratch
 }
 
-// buffers returns part i's score block and, for a prefill, its Vᵀ.
-func (t *attnTask) buffers(i, ns, nv int) ([]float32, []float32) {
-	if cap(t.scores[i]) < ns {
-		t.scores[i] = make([]float32, ns)
-	}
-	if cap(t.vt[i]) < nv {
-		t.vt[i] = make([]float32, nv)
-	}
-	return t.scores[i][:ns], t.vt[i][:nv]
+// attnPart is query head h of rows row0..row0+rows-1 of run run, by
+// tiles (attnTask.tile) or all at once (attnTask.whole), or the
+// transposition of kv head h's values for a tiled run's tiles.
+type attnPart struct {
+	run, h, row0, rows int
+	kind               int
 }
 
-// Part attends query head i % Hq of run i / Hq.
-func (t *attnTask) Part(i int) {
+// The kinds of attnPart.
+const (
+	attnWhole = iota
+	attnTile
+	attnTranspose
+)
+
+// attnScratch is a thread's working memory, taken from the task's free
+// list while the thread takes parts (attnTask.Part).
+type attnScratch struct {
+	scores, vt, pv []float32
+	max, rescale   []float32 // per tile row
+	sum            []float64
+}
+
+// plan lists the forward's parts: a decode run, or any run when the
+// probabilities are captured, is a part per head; a prefill's rows are cut
+// into tiles, and its values are transposed once per kv head, in parts
+// listed before every tile (a tile waits for its Vᵀ if it is taken while
+// another thread still writes it).
+func (t *attnTask) plan() {
+	d := t.d
+	t.parts = t.parts[:0]
+	t.gen++
+	for len(t.vt) < len(t.runs)*d.Hkv {
+		t.vt, t.vtReady = append(t.vt, nil), append(t.vtReady, 0)
+	}
+	for ri, r := range t.runs {
+		if r.Len > 1 && t.probs == nil && !attnUntiled {
+			for g := 0; g < d.Hkv; g++ {
+				t.parts = append(t.parts, attnPart{run: ri, h: g, kind: attnTranspose})
+			}
+		}
+	}
+	for ri, r := range t.runs {
+		if r.Len == 1 || t.probs != nil || attnUntiled {
+			for h := 0; h < d.Hq; h++ {
+				t.parts = append(t.parts, attnPart{run: ri, h: h, rows: r.Len, kind: attnWhole})
+			}
+			continue
+		}
+		// Last tiles first: they see the most keys, and the threads
+		// even out on the small ones at the end.
+		for h := 0; h < d.Hq; h++ {
+			for row0 := (r.Len - 1) / attnTileRows * attnTileRows; row0 >= 0; row0 -= attnTileRows {
+				t.parts = append(t.parts, attnPart{ri, h, row0, min(attnTileRows, r.Len-row0), attnTile})
+			}
+		}
+	}
+}
+
+func (t *attnTask) take() *attnScratch {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(t.free)
+	if n == 0 {
+		return new(attnScratch)
+	}
+	s := t.free[n-1]
+	t.free = t.free[:n-1]
+	return s
+}
+
+func (t *attnTask) give(s *attnScratch) {
+	t.mu.Lock()
+	t.free = append(t.free, s)
+	t.mu.Unlock()
+}
+
+// grow returns buf resized to n, reallocated if it is too small.
+func grow[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
+}
+
+// Part is one thread's share of the forward: the parts it takes from
+// t.next.
+func (t *attnTask) Part(int) {
+	s := t.take()
+	for {
+		i := int(t.next.Add(1)) - 1
+		if i >= len(t.parts) {
+			break
+		}
+		switch p := t.parts[i]; p.kind {
+		case attnWhole:
+			t.whole(s, p.run, p.h)
+		case attnTile:
+			t.tile(s, p)
+		case attnTranspose:
+			t.transpose(p.run, p.h)
+		}
+	}
+	t.give(s)
+}
+
+// transpose writes Vᵀ of kv head g of run ri, over the keys its rows see,
+// for the run's tiles.
+func (t *attnTask) transpose(ri, g int) {
+	r := t.runs[ri]
+	a, end := t.k.lo(r.Pos), r.Pos+r.Len
+	j := ri*t.d.Hkv + g
+	t.vt[j] = grow(t.vt[j], t.d.Dv*(end-a))
+	t.transposeV(t.vt[j], r, a, end, g)
+	atomic.StoreInt64(&t.vtReady[j], t.gen)
+}
+
+// whole attends query head h of run ri at once: the scores of all its rows
+// over all its keys, each row's softmax (stored when captured), then the
+// weighted sum of the values.
+func (t *attnTask) whole(s *attnScratch, ri, h int) {
 	d, k := t.d, t.k
-	r, h := t.runs[i/d.Hq], i%d.Hq
+	r := t.runs[ri]
 	a, end := k.lo(r.Pos), r.Pos+r.Len
 	width := end - a
-	nv := 0
-	if r.Len > 1 {
-		nv = d.Dv * width
-	}
-	scores, vt := t.buffers(i, r.Len*width, nv)
+	s.scores = grow(s.scores, r.Len*width)
+	scores := s.scores
 	g := h / (d.Hq / d.Hkv)
 	qStride, oStride := d.Hq*d.Dk, d.Hq*d.Dv
 	S := blas32.General{Rows: r.Len, Cols: width, Stride: width, Data: scores}
@@ -212,8 +341,9 @@ func (t *attnTask) Part(i int) {
 	if r.Len > 1 {
 		// Prefill: P·V as dot products of P's rows with Vᵀ's rows, on
 		// the SIMD tiles.
-		t.transposeV(vt, r, a, end, g)
-		simd.DotsT(o, oStride, scores, width, r.Len, vt, width, d.Dv, width, 1)
+		s.vt = grow(s.vt, d.Dv*width)
+		t.transposeV(s.vt, r, a, end, g)
+		simd.DotsT(o, oStride, scores, width, r.Len, s.vt, width, d.Dv, width, 1)
 		return
 	}
 	// Decode: one query's weighted sum of the value rows.
@@ -223,6 +353,88 @@ func (t *attnTask) Part(i int) {
 		_, values := k.blockRows(blk)
 		values.weigh(o[:d.Dv], scores[p-a:], (g*d.B+slot)*d.Dv, d.Dv, n, p > a)
 		p += n
+	}
+}
+
+// tile attends query head p.h of rows p.row0.. of a prefill run with an
+// online softmax: key chunk by key chunk, each row keeps its running
+// maximum and sum, and its output (accumulated in place) is rescaled when
+// the maximum grows. Chunks that no row of the tile sees are skipped; the
+// masks cut into the chunks on the diagonal and at a window's edge only.
+func (t *attnTask) tile(s *attnScratch, p attnPart) {
+	d, k := t.d, t.k
+	r := t.runs[p.run]
+	g := p.h / (d.Hq / d.Hkv)
+	first, rows := r.Pos+p.row0, p.rows
+	a, end := k.lo(first), first+rows
+	va := k.lo(r.Pos) // Vᵀ's first column
+	for atomic.LoadInt64(&t.vtReady[p.run*d.Hkv+g]) != t.gen {
+		runtime.Gosched()
+	}
+	vt, vw := t.vt[p.run*d.Hkv+g], r.Pos+r.Len-va
+	chunk := max(1, attnKeyChunk/d.B) * d.B
+	s.scores = grow(s.scores, rows*min(chunk, end-a))
+	s.pv = grow(s.pv, rows*d.Dv)
+	s.max, s.rescale, s.sum = grow(s.max, rows), grow(s.rescale, rows), grow(s.sum, rows)
+	for i := range rows {
+		s.max[i], s.sum[i] = float32(math.Inf(-1)), 0
+	}
+	qStride, oStride := d.Hq*d.Dk, d.Hq*d.Dv
+	Q := blas32.General{Rows: rows, Cols: d.Dk, Stride: qStride, Data: t.q[(r.Row+p.row0)*qStride+p.h*d.Dk:]}
+	out := t.out[(r.Row+p.row0)*oStride+p.h*d.Dv:]
+	for c0 := a; c0 < end; {
+		c1 := min(end, (c0/chunk+1)*chunk)
+		n := c1 - c0
+		S := blas32.General{Rows: rows, Cols: n, Stride: n, Data: s.scores}
+		for q := c0; q < c1; {
+			blk, slot := r.Blocks[q/d.B], q%d.B
+			m := min(c1-q, d.B-slot)
+			keys, _ := k.blockRows(blk)
+			keys.dotsT(S, Q, q-c0, (g*d.B+slot)*d.Dk, m, k.scale)
+			q += m
+		}
+		for i := range rows {
+			pos := first + i
+			lo, hi := max(k.lo(pos), c0)-c0, min(pos+1, c1)-c0
+			sc := s.scores[i*n : (i+1)*n]
+			s.rescale[i] = 1
+			if lo >= hi {
+				clear(sc) // a chunk this row does not see
+				continue
+			}
+			in := sc[lo:hi]
+			m := s.max[i]
+			if cm := simd.Max(in); cm > m {
+				s.rescale[i] = simd.Exp32(m - cm) // 0 on the row's first keys
+				m = cm
+			}
+			s.sum[i] = s.sum[i]*float64(s.rescale[i]) + simd.ExpShift(in, m)
+			s.max[i] = m
+			clear(sc[:lo])
+			clear(sc[hi:])
+		}
+		if c0 == a {
+			// The first chunk sets the output rows (zero before).
+			simd.DotsT(out, oStride, s.scores, n, rows, vt[c0-va:], vw, d.Dv, n, 1)
+		} else {
+			simd.DotsT(s.pv, d.Dv, s.scores, n, rows, vt[c0-va:], vw, d.Dv, n, 1)
+			for i := range rows {
+				o, pv, c := out[i*oStride:][:d.Dv], s.pv[i*d.Dv:][:d.Dv], s.rescale[i]
+				if c == 1 {
+					for j, x := range pv {
+						o[j] += x
+					}
+					continue
+				}
+				for j, x := range pv {
+					o[j] = o[j]*c + x
+				}
+			}
+		}
+		c0 = c1
+	}
+	for i := range rows {
+		simd.ScaleF64(out[i*oStride:][:d.Dv], 1/s.sum[i])
 	}
 }
 
@@ -316,7 +528,8 @@ func softmaxRange(row []float32, lo, hi int) {
 // lo = 0 (causal) or t-window+1 (a sliding window of window keys), the
 // masks cachedAttention applies. Query head h reads kv head h / (Hq/Hkv).
 // Scores, softmax and weighted sums are computed as cachedAttention's
-// prefill computes them, so a training forward gives inference's logits.
+// untiled prefill computes them (attnTask.whole, which its tiles match to
+// rounding), so a training forward gives inference's logits.
 type causalAttention struct {
 	name   string
 	scale  float32

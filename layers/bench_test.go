@@ -115,27 +115,34 @@ func BenchmarkMoE(b *testing.B) {
 	}
 }
 
-// BenchmarkAttention: prefill is T rows from position 0; decode is one row
-// after 512 positions of context, over a float32 cache and an F16 one
-// (graphs.Options.KVCacheF16).
+// BenchmarkAttention: prefill is T rows from position pos (a long
+// prompt's last chunk at pos 1536); decode is one row after 512 positions
+// of context, over a float32 cache and an F16 one
+// (graphs.Options.KVCacheF16). The untiled cases run the prefill as it ran
+// before the tiles (attnUntiled), for comparison.
 func BenchmarkAttention(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 5))
-	const C = 1024
 	for _, c := range []struct {
-		name   string
-		T, pos int
-		kv16   bool
-	}{{"prefill/T=32", 32, 0, false}, {"prefill/T=128", 128, 0, false}, {"decode/ctx=512", 1, 512, false}, {"decode/ctx=512/kv=f16", 1, 512, true}} {
+		name    string
+		T, pos  int
+		kv16    bool
+		untiled bool
+	}{
+		{"prefill/T=32", 32, 0, false, false}, {"prefill/T=128", 128, 0, false, false},
+		{"prefill/T=512/pos=1536/tiled", 512, 1536, false, false}, {"prefill/T=512/pos=1536/untiled", 512, 1536, false, true},
+		{"prefill/T=512/pos=1536/kv=f16/tiled", 512, 1536, true, false}, {"prefill/T=512/pos=1536/kv=f16/untiled", 512, 1536, true, true},
+		{"decode/ctx=512", 1, 512, false, false}, {"decode/ctx=512/kv=f16", 1, 512, true, false},
+	} {
 		b.Run(c.name, func(b *testing.B) {
+			defer func(was bool) { attnUntiled = was }(attnUntiled)
+			attnUntiled = c.untiled
 			pos := make([]int, c.T)
 			for i := range pos {
 				pos[i] = c.pos + i
 			}
 			keys := float64(c.pos + c.T)
-			flops := 2 * 2 * float64(c.T) * keys * qHq * qDh
-			if c.T > 1 {
-				flops /= 2 // causal: half the matrix
-			}
+			// Row t attends pos+t+1 keys (causal).
+			flops := 2 * 2 * (float64(c.T)*float64(c.pos) + float64(c.T*(c.T+1))/2) * qHq * qDh
 			size := 4
 			if c.kv16 {
 				size = 2

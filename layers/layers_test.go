@@ -291,106 +291,152 @@ func attnFixture(t testing.TB, hkv, dh, window, block int, f16 bool) *graphs.KVF
 
 // TestCachedAttention runs one forward of one or more sequences over the
 // paged pool: each sequence's earlier keys are in its blocks, the forward
-// adds its own, and every row attends within its sequence only.
+// adds its own, and every row attends within its sequence only. Each case
+// runs with the probabilities captured, without (prefills then attend by
+// tiles, compared with the untiled kernel too), and in an F16 pool, whose
+// reference reads the keys and values rounded as the pool stores them.
 func TestCachedAttention(t *testing.T) {
-	const hq, hkv, dh = 4, 2, 8
+	const hq, hkv = 4, 2
 	type seq struct{ pos, n int }
 	cases := []struct {
 		name   string
 		T      int
 		window int
 		block  int
+		dh     int // 0: 8
 		seqs   []seq
 	}{
-		{"prefill from 0", 5, 0, 4, []seq{{0, 5}}},
-		{"padded prefill", 8, 0, 4, []seq{{0, 3}}},
-		{"chunk after a prefix", 4, 0, 4, []seq{{6, 4}}},
-		{"decode", 1, 0, 4, []seq{{9, 1}}},
-		{"decode in one block", 1, 0, 32, []seq{{9, 1}}},
-		{"sliding window prefill", 8, 3, 4, []seq{{0, 7}}},
-		{"sliding window decode", 1, 4, 4, []seq{{10, 1}}},
-		{"sliding chunk longer than the window", 8, 3, 2, []seq{{5, 7}}},
-		{"three sequences decoding", 4, 0, 4, []seq{{9, 1}, {0, 1}, {17, 1}}},
-		{"prefill beside decodes", 8, 0, 4, []seq{{3, 1}, {0, 5}, {12, 1}}},
-		{"sliding, two sequences", 8, 3, 2, []seq{{6, 3}, {2, 4}}},
+		{"prefill from 0", 5, 0, 4, 0, []seq{{0, 5}}},
+		{"padded prefill", 8, 0, 4, 0, []seq{{0, 3}}},
+		{"chunk after a prefix", 4, 0, 4, 0, []seq{{6, 4}}},
+		{"decode", 1, 0, 4, 0, []seq{{9, 1}}},
+		{"decode in one block", 1, 0, 32, 0, []seq{{9, 1}}},
+		{"sliding window prefill", 8, 3, 4, 0, []seq{{0, 7}}},
+		{"sliding window decode", 1, 4, 4, 0, []seq{{10, 1}}},
+		{"sliding chunk longer than the window", 8, 3, 2, 0, []seq{{5, 7}}},
+		{"three sequences decoding", 4, 0, 4, 0, []seq{{9, 1}, {0, 1}, {17, 1}}},
+		{"prefill beside decodes", 8, 0, 4, 0, []seq{{3, 1}, {0, 5}, {12, 1}}},
+		{"sliding, two sequences", 8, 3, 2, 0, []seq{{6, 3}, {2, 4}}},
+		// Longer than a tile (attnTileRows) and a key chunk (attnKeyChunk),
+		// with tiles that do not start on blocks.
+		{"long prefill from 0", 261, 0, 32, 0, []seq{{0, 261}}},
+		{"long chunk after a prefix", 200, 0, 32, 64, []seq{{300, 200}}},
+		{"long chunk, blocks of 12", 203, 0, 12, 16, []seq{{301, 200}}},
+		{"long chunk, window smaller than a tile", 200, 20, 16, 0, []seq{{300, 200}}},
+		{"long chunk, window larger than a tile", 200, 100, 32, 16, []seq{{300, 200}}},
+		{"long chunk, window larger than a key chunk", 200, 300, 32, 0, []seq{{300, 200}}},
+		{"long chunks of several sequences", 420, 0, 16, 16, []seq{{100, 70}, {0, 1}, {250, 129}, {40, 100}, {7, 1}}},
+		{"sliding, long chunks of several sequences", 400, 50, 16, 0, []seq{{100, 70}, {0, 1}, {250, 129}, {40, 100}}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			r := rand.New(rand.NewPCG(7, uint64(len(c.name))))
-			f := attnFixture(t, hkv, dh, c.window, c.block, false)
-			q := randVals(r, c.T*hq*dh, 1)
-			stepK, stepV := make([]float32, c.T*hkv*dh), make([]float32, c.T*hkv*dh)
-			positions := make([]int, c.T)
-			for i := range positions {
-				positions[i] = -1
+		for _, f16 := range []bool{false, true} {
+			name := c.name
+			if f16 {
+				name += "/kv=f16"
 			}
-			var runs []graphs.FixtureRun
-			all := make([][2][]float32, len(c.seqs)) // every position's keys and values, [L, Hkv, Dh]
-			row := 0
-			for i, sq := range c.seqs {
-				L := sq.pos + sq.n
-				all[i] = [2][]float32{randVals(r, L*hkv*dh, 1), randVals(r, L*hkv*dh, 1)}
-				for j := 0; j < sq.pos; j++ { // earlier positions are in the pool
-					for g := 0; g < hkv; g++ {
-						if err := f.Store(i, j, g, all[i][0][(j*hkv+g)*dh:][:dh], all[i][1][(j*hkv+g)*dh:][:dh]); err != nil {
-							t.Fatal(err)
-						}
-					}
+			t.Run(name, func(t *testing.T) {
+				dh := c.dh
+				if dh == 0 {
+					dh = 8
 				}
-				copy(stepK[row*hkv*dh:], all[i][0][sq.pos*hkv*dh:])
-				copy(stepV[row*hkv*dh:], all[i][1][sq.pos*hkv*dh:])
-				for j := 0; j < sq.n; j++ {
-					positions[row+j] = sq.pos + j
+				r := rand.New(rand.NewPCG(7, uint64(len(c.name))))
+				f := attnFixture(t, hkv, dh, c.window, c.block, f16)
+				q := randVals(r, c.T*hq*dh, 1)
+				stepK, stepV := make([]float32, c.T*hkv*dh), make([]float32, c.T*hkv*dh)
+				positions := make([]int, c.T)
+				for i := range positions {
+					positions[i] = -1
 				}
-				runs = append(runs, graphs.FixtureRun{Seq: i, Row: row, Len: sq.n, Pos: sq.pos})
-				row += sq.n
-			}
-			if err := f.Plan(runs...); err != nil {
-				t.Fatal(err)
-			}
-			sink := &graphs.Sink{}
-			g := newGraph(t)
-			out := g.run(ops.Apply(cachedAttention{name: "attn", scale: 0.3, window: c.window, kv: f.KV, sink: sink},
-				g.input("q", q, c.T, hq, dh), g.input("k", stepK, c.T, hkv, dh), g.input("v", stepV, c.T, hkv, dh),
-				g.input("positions", positions, c.T)))[0]
-			p, _ := ops.Float32s(sinkValue(sink))
-			keys := len(p) / (c.T * hq)
-			for i, sq := range c.seqs {
-				r0 := runs[i].Row
-				want := refAttention(q[r0*hq*dh:], all[i][0], all[i][1], sq.n, hq, hkv, dh, sq.pos, 0.3, c.window)
-				assertClose(t, fmt.Sprintf("sequence %d", i), out[r0*hq*dh:(r0+sq.n)*hq*dh], want, 1e-5)
-				// The pool now holds the forward's keys and values.
-				for j := sq.pos; j < sq.pos+sq.n; j++ {
-					for g := 0; g < hkv; g++ {
-						k, v := f.Load(i, j, g)
-						if !slices.Equal(k, all[i][0][(j*hkv+g)*dh:][:dh]) || !slices.Equal(v, all[i][1][(j*hkv+g)*dh:][:dh]) {
-							t.Fatalf("sequence %d position %d head %d not written", i, j, g)
-						}
-					}
-				}
-				// Captured probabilities: [T, heads, keys], rows summing
-				// to 1 over their own sequence's positions.
-				for tt := r0; tt < r0+sq.n; tt++ {
-					for h := 0; h < hq; h++ {
-						var sum float64
-						for k, v := range p[(tt*hq+h)*keys : (tt*hq+h+1)*keys] {
-							if k > sq.pos+tt-r0 && v != 0 {
-								t.Fatalf("row %d head %d has probability %g on future position %d", tt, h, v, k)
+				var runs []graphs.FixtureRun
+				all := make([][2][]float32, len(c.seqs)) // every position's keys and values, [L, Hkv, Dh]
+				row := 0
+				for i, sq := range c.seqs {
+					L := sq.pos + sq.n
+					all[i] = [2][]float32{randVals(r, L*hkv*dh, 1), randVals(r, L*hkv*dh, 1)}
+					for j := 0; j < sq.pos; j++ { // earlier positions are in the pool
+						for g := 0; g < hkv; g++ {
+							if err := f.Store(i, j, g, all[i][0][(j*hkv+g)*dh:][:dh], all[i][1][(j*hkv+g)*dh:][:dh]); err != nil {
+								t.Fatal(err)
 							}
-							sum += float64(v)
 						}
-						if math.Abs(sum-1) > 1e-5 {
-							t.Fatalf("row %d head %d: probabilities sum to %g", tt, h, sum)
+					}
+					copy(stepK[row*hkv*dh:], all[i][0][sq.pos*hkv*dh:])
+					copy(stepV[row*hkv*dh:], all[i][1][sq.pos*hkv*dh:])
+					for j := 0; j < sq.n; j++ {
+						positions[row+j] = sq.pos + j
+					}
+					runs = append(runs, graphs.FixtureRun{Seq: i, Row: row, Len: sq.n, Pos: sq.pos})
+					row += sq.n
+					if f16 {
+						for _, x := range all[i] {
+							for j, v := range x {
+								x[j] = float16.Fromfloat32(v).Float32()
+							}
 						}
 					}
 				}
-			}
-			for i, x := range out[row*hq*dh:] {
-				if x != 0 {
-					t.Fatalf("padded row value %d = %g, want 0", i, x)
+				if err := f.Plan(runs...); err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
+				forward := func(sink *graphs.Sink) []float32 {
+					g := newGraph(t)
+					return g.run(ops.Apply(cachedAttention{name: "attn", scale: 0.3, window: c.window, kv: f.KV, sink: sink},
+						g.input("q", q, c.T, hq, dh), g.input("k", stepK, c.T, hkv, dh), g.input("v", stepV, c.T, hkv, dh),
+						g.input("positions", positions, c.T)))[0]
+				}
+				sink := &graphs.Sink{}
+				captured := forward(sink)
+				tiled := forward(nil)
+				attnUntiled = true
+				untiled := forward(nil)
+				attnUntiled = false
+				for i, x := range tiled {
+					if d := math.Abs(float64(x - untiled[i])); !(d <= 1e-5*max(1, math.Abs(float64(untiled[i])))) {
+						t.Fatalf("value %d: tiled %g, untiled %g", i, x, untiled[i])
+					}
+				}
+				p, _ := ops.Float32s(sinkValue(sink))
+				keys := len(p) / (c.T * hq)
+				for i, sq := range c.seqs {
+					r0 := runs[i].Row
+					want := refAttention(q[r0*hq*dh:], all[i][0], all[i][1], sq.n, hq, hkv, dh, sq.pos, 0.3, c.window)
+					assertClose(t, fmt.Sprintf("sequence %d captured", i), captured[r0*hq*dh:(r0+sq.n)*hq*dh], want, 1e-5)
+					assertClose(t, fmt.Sprintf("sequence %d", i), tiled[r0*hq*dh:(r0+sq.n)*hq*dh], want, 1e-5)
+					// The pool now holds the forward's keys and values.
+					for j := sq.pos; j < sq.pos+sq.n; j++ {
+						for g := 0; g < hkv; g++ {
+							k, v := f.Load(i, j, g)
+							if !slices.Equal(k, all[i][0][(j*hkv+g)*dh:][:dh]) || !slices.Equal(v, all[i][1][(j*hkv+g)*dh:][:dh]) {
+								t.Fatalf("sequence %d position %d head %d not written", i, j, g)
+							}
+						}
+					}
+					// Captured probabilities: [T, heads, keys], rows summing
+					// to 1 over their own sequence's positions.
+					for tt := r0; tt < r0+sq.n; tt++ {
+						for h := 0; h < hq; h++ {
+							var sum float64
+							for k, v := range p[(tt*hq+h)*keys : (tt*hq+h+1)*keys] {
+								if k > sq.pos+tt-r0 && v != 0 {
+									t.Fatalf("row %d head %d has probability %g on future position %d", tt, h, v, k)
+								}
+								sum += float64(v)
+							}
+							if math.Abs(sum-1) > 1e-5 {
+								t.Fatalf("row %d head %d: probabilities sum to %g", tt, h, sum)
+							}
+						}
+					}
+				}
+				for _, out := range [][]float32{captured, tiled} {
+					for i, x := range out[row*hq*dh:] {
+						if x != 0 {
+							t.Fatalf("padded row value %d = %g, want 0", i, x)
+						}
+					}
+				}
+			})
+		}
 	}
 }
 
