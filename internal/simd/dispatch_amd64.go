@@ -431,11 +431,23 @@ func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, in int, y []
 	return true
 }
 
-func haveExpShift() bool { return active == avx512 }
+func haveExpShift() bool { return active != nil }
 
-func asmExpShift(x *float32, n int, m float32) float64 { return expShiftAVX512(x, n, m) }
+func haveScaleF64() bool { return active == avx512 }
 
-func asmMax(x *float32, n int) float32 { return maxAVX512(x, n) }
+func asmExpShift(x *float32, n int, m float32) float64 {
+	if active == avx512 {
+		return expShiftAVX512(x, n, m)
+	}
+	return expShiftAVX2(x, n, m)
+}
+
+func asmMax(x *float32, n int) float32 {
+	if active == avx512 {
+		return maxAVX512(x, n)
+	}
+	return maxAVX2(x, n)
+}
 
 func asmScaleF64(x *float32, n int, s float64) { scaleF64AVX512(x, n, s) }
 
@@ -465,10 +477,15 @@ func canPrefetch() bool { return active != nil }
 func prefetch(p uintptr, lines int) { prefetchLines(p, lines) }
 
 func asmSiLU(x, u, out *float32, n int) {
-	if u == nil {
+	switch {
+	case active == avx512 && u == nil:
 		siluAVX512(x, out, n)
-	} else {
+	case active == avx512:
 		siluMulAVX512(x, u, out, n)
+	case u == nil:
+		siluAVX2(x, out, n)
+	default:
+		siluMulAVX2(x, u, out, n)
 	}
 }
 

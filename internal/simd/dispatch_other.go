@@ -58,6 +58,8 @@ func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, in int, y []
 
 func haveExpShift() bool { return false }
 
+func haveScaleF64() bool { return false }
+
 func asmExpShift(x *float32, n int, m float32) float64 {
 	panic("simd: no assembly kernels in this build")
 }

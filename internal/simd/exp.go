@@ -38,9 +38,9 @@ func copysign32(a, sign float32) float32 {
 
 // ExpShift sets x[i] = Exp32(x[i] - m) and returns the sum of the results
 // in float64: a softmax's numerators, shifted by its maximum m (so every
-// x[i] <= m). With AVX-512 the runs of 16 go through expShiftAVX512,
-// which computes exactly what Exp32 does lane by lane; only the sum's
-// order differs.
+// x[i] <= m). With AVX-512 or AVX2 the runs of 16 go through
+// expShiftAVX512 or expShiftAVX2, which compute exactly what Exp32 does
+// lane by lane; only the sum's order differs.
 func ExpShift(x []float32, m float32) float64 {
 	var sum float64
 	i := 0
@@ -76,7 +76,7 @@ func Max(x []float32) float32 {
 // normalization, each product rounded once from float64.
 func ScaleF64(x []float32, s float64) {
 	i := 0
-	if n := len(x) &^ 7; n > 0 && haveExpShift() {
+	if n := len(x) &^ 7; n > 0 && haveScaleF64() {
 		asmScaleF64(&x[0], n, s)
 		i = n
 	}
@@ -89,9 +89,9 @@ func ScaleF64(x []float32, s float64) {
 func SiLU(x float32) float32 { return x / (1 + Exp32(-x)) }
 
 // SiLUMul sets out[i] = SiLU(x[i]) · u[i], or SiLU(x[i]) when u is nil,
-// for i < len(out): a gated MLP's activation. With AVX-512 the runs of 16
-// go through siluMulAVX512, which gives the same float32 as SiLU lane by
-// lane.
+// for i < len(out): a gated MLP's activation. With AVX-512 or AVX2 the
+// runs of 16 go through siluMulAVX512 or siluMulAVX2, which give the same
+// float32 as SiLU lane by lane.
 func SiLUMul(out, x, u []float32) {
 	n := len(out)
 	x = x[:n]

@@ -367,6 +367,26 @@ func siluAVX512(x *float32, out *float32, n int)
 //go:noescape
 func siluMulAVX512(x *float32, u *float32, out *float32, n int)
 
+// expShiftAVX2 sets row[i] = exp(row[i] - m) for i < n (a multiple of 8) and returns their sum, for row[i] <= m and m finite.
+//
+//go:noescape
+func expShiftAVX2(row *float32, n int, m float32) float64
+
+// maxAVX2 returns the largest of x[0..n), n a positive multiple of 8.
+//
+//go:noescape
+func maxAVX2(x *float32, n int) float32
+
+// siluAVX2 sets out[i] = x[i] / (1 + Exp32(-x[i])) (times u[i] for siluMul) for i < n, a multiple of 8.
+//
+//go:noescape
+func siluAVX2(x *float32, out *float32, n int)
+
+// siluMulAVX2 sets out[i] = x[i] / (1 + Exp32(-x[i])) (times u[i] for siluMul) for i < n, a multiple of 8.
+//
+//go:noescape
+func siluMulAVX2(x *float32, u *float32, out *float32, n int)
+
 // toF16AVX512 converts n float32s (a multiple of 16) to F16, to nearest with ties to even.
 //
 //go:noescape

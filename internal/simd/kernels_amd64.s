@@ -10432,7 +10432,7 @@ expShiftAVX512_loop:
 	VSUBPS        Z18, Z17, Z21
 	VMULPS        Z5, Z20, Z18
 	VADDPS        Z18, Z21, Z21
-	VMOVAPS       Z7, Z18
+	VMOVUPS       Z7, Z18
 	VMULPS        Z21, Z18, Z18
 	VADDPS        Z8, Z18, Z18
 	VMULPS        Z21, Z18, Z18
@@ -10593,7 +10593,7 @@ siluAVX512_loop:
 	VSUBPS     Z17, Z16, Z19
 	VMULPS     Z4, Z18, Z17
 	VADDPS     Z17, Z19, Z19
-	VMOVAPS    Z6, Z17
+	VMOVUPS    Z6, Z17
 	VMULPS     Z19, Z17, Z17
 	VADDPS     Z7, Z17, Z17
 	VMULPS     Z19, Z17, Z17
@@ -10678,7 +10678,7 @@ siluMulAVX512_loop:
 	VSUBPS     Z17, Z16, Z19
 	VMULPS     Z4, Z18, Z17
 	VADDPS     Z17, Z19, Z19
-	VMOVAPS    Z6, Z17
+	VMOVUPS    Z6, Z17
 	VMULPS     Z19, Z17, Z17
 	VADDPS     Z7, Z17, Z17
 	VMULPS     Z19, Z17, Z17
@@ -10709,6 +10709,359 @@ siluMulAVX512_loop:
 	JMP        siluMulAVX512_loop
 
 siluMulAVX512_done:
+	VZEROUPPER
+	RET
+
+DATA exp8_3fb8aa3b<>+0(SB)/4, $0x3fb8aa3b
+DATA exp8_3fb8aa3b<>+4(SB)/4, $0x3fb8aa3b
+DATA exp8_3fb8aa3b<>+8(SB)/4, $0x3fb8aa3b
+DATA exp8_3fb8aa3b<>+12(SB)/4, $0x3fb8aa3b
+DATA exp8_3fb8aa3b<>+16(SB)/4, $0x3fb8aa3b
+DATA exp8_3fb8aa3b<>+20(SB)/4, $0x3fb8aa3b
+DATA exp8_3fb8aa3b<>+24(SB)/4, $0x3fb8aa3b
+DATA exp8_3fb8aa3b<>+28(SB)/4, $0x3fb8aa3b
+GLOBL exp8_3fb8aa3b<>(SB), RODATA|NOPTR, $32
+
+DATA exp8_3f000000<>+0(SB)/4, $0x3f000000
+DATA exp8_3f000000<>+4(SB)/4, $0x3f000000
+DATA exp8_3f000000<>+8(SB)/4, $0x3f000000
+DATA exp8_3f000000<>+12(SB)/4, $0x3f000000
+DATA exp8_3f000000<>+16(SB)/4, $0x3f000000
+DATA exp8_3f000000<>+20(SB)/4, $0x3f000000
+DATA exp8_3f000000<>+24(SB)/4, $0x3f000000
+DATA exp8_3f000000<>+28(SB)/4, $0x3f000000
+GLOBL exp8_3f000000<>(SB), RODATA|NOPTR, $32
+
+DATA exp8_80000000<>+0(SB)/4, $0x80000000
+DATA exp8_80000000<>+4(SB)/4, $0x80000000
+DATA exp8_80000000<>+8(SB)/4, $0x80000000
+DATA exp8_80000000<>+12(SB)/4, $0x80000000
+DATA exp8_80000000<>+16(SB)/4, $0x80000000
+DATA exp8_80000000<>+20(SB)/4, $0x80000000
+DATA exp8_80000000<>+24(SB)/4, $0x80000000
+DATA exp8_80000000<>+28(SB)/4, $0x80000000
+GLOBL exp8_80000000<>(SB), RODATA|NOPTR, $32
+
+DATA exp8_3f318000<>+0(SB)/4, $0x3f318000
+DATA exp8_3f318000<>+4(SB)/4, $0x3f318000
+DATA exp8_3f318000<>+8(SB)/4, $0x3f318000
+DATA exp8_3f318000<>+12(SB)/4, $0x3f318000
+DATA exp8_3f318000<>+16(SB)/4, $0x3f318000
+DATA exp8_3f318000<>+20(SB)/4, $0x3f318000
+DATA exp8_3f318000<>+24(SB)/4, $0x3f318000
+DATA exp8_3f318000<>+28(SB)/4, $0x3f318000
+GLOBL exp8_3f318000<>(SB), RODATA|NOPTR, $32
+
+DATA exp8_395e8083<>+0(SB)/4, $0x395e8083
+DATA exp8_395e8083<>+4(SB)/4, $0x395e8083
+DATA exp8_395e8083<>+8(SB)/4, $0x395e8083
+DATA exp8_395e8083<>+12(SB)/4, $0x395e8083
+DATA exp8_395e8083<>+16(SB)/4, $0x395e8083
+DATA exp8_395e8083<>+20(SB)/4, $0x395e8083
+DATA exp8_395e8083<>+24(SB)/4, $0x395e8083
+DATA exp8_395e8083<>+28(SB)/4, $0x395e8083
+GLOBL exp8_395e8083<>(SB), RODATA|NOPTR, $32
+
+DATA exp8_3f800000<>+0(SB)/4, $0x3f800000
+DATA exp8_3f800000<>+4(SB)/4, $0x3f800000
+DATA exp8_3f800000<>+8(SB)/4, $0x3f800000
+DATA exp8_3f800000<>+12(SB)/4, $0x3f800000
+DATA exp8_3f800000<>+16(SB)/4, $0x3f800000
+DATA exp8_3f800000<>+20(SB)/4, $0x3f800000
+DATA exp8_3f800000<>+24(SB)/4, $0x3f800000
+DATA exp8_3f800000<>+28(SB)/4, $0x3f800000
+GLOBL exp8_3f800000<>(SB), RODATA|NOPTR, $32
+
+DATA exp8_39506967<>+0(SB)/4, $0x39506967
+DATA exp8_39506967<>+4(SB)/4, $0x39506967
+DATA exp8_39506967<>+8(SB)/4, $0x39506967
+DATA exp8_39506967<>+12(SB)/4, $0x39506967
+DATA exp8_39506967<>+16(SB)/4, $0x39506967
+DATA exp8_39506967<>+20(SB)/4, $0x39506967
+DATA exp8_39506967<>+24(SB)/4, $0x39506967
+DATA exp8_39506967<>+28(SB)/4, $0x39506967
+GLOBL exp8_39506967<>(SB), RODATA|NOPTR, $32
+
+DATA exp8_3ab743ce<>+0(SB)/4, $0x3ab743ce
+DATA exp8_3ab743ce<>+4(SB)/4, $0x3ab743ce
+DATA exp8_3ab743ce<>+8(SB)/4, $0x3ab743ce
+DATA exp8_3ab743ce<>+12(SB)/4, $0x3ab743ce
+DATA exp8_3ab743ce<>+16(SB)/4, $0x3ab743ce
+DATA exp8_3ab743ce<>+20(SB)/4, $0x3ab743ce
+DATA exp8_3ab743ce<>+24(SB)/4, $0x3ab743ce
+DATA exp8_3ab743ce<>+28(SB)/4, $0x3ab743ce
+GLOBL exp8_3ab743ce<>(SB), RODATA|NOPTR, $32
+
+DATA exp8_3c088908<>+0(SB)/4, $0x3c088908
+DATA exp8_3c088908<>+4(SB)/4, $0x3c088908
+DATA exp8_3c088908<>+8(SB)/4, $0x3c088908
+DATA exp8_3c088908<>+12(SB)/4, $0x3c088908
+DATA exp8_3c088908<>+16(SB)/4, $0x3c088908
+DATA exp8_3c088908<>+20(SB)/4, $0x3c088908
+DATA exp8_3c088908<>+24(SB)/4, $0x3c088908
+DATA exp8_3c088908<>+28(SB)/4, $0x3c088908
+GLOBL exp8_3c088908<>(SB), RODATA|NOPTR, $32
+
+DATA exp8_3d2aa9c1<>+0(SB)/4, $0x3d2aa9c1
+DATA exp8_3d2aa9c1<>+4(SB)/4, $0x3d2aa9c1
+DATA exp8_3d2aa9c1<>+8(SB)/4, $0x3d2aa9c1
+DATA exp8_3d2aa9c1<>+12(SB)/4, $0x3d2aa9c1
+DATA exp8_3d2aa9c1<>+16(SB)/4, $0x3d2aa9c1
+DATA exp8_3d2aa9c1<>+20(SB)/4, $0x3d2aa9c1
+DATA exp8_3d2aa9c1<>+24(SB)/4, $0x3d2aa9c1
+DATA exp8_3d2aa9c1<>+28(SB)/4, $0x3d2aa9c1
+GLOBL exp8_3d2aa9c1<>(SB), RODATA|NOPTR, $32
+
+DATA exp8_3e2aaaaa<>+0(SB)/4, $0x3e2aaaaa
+DATA exp8_3e2aaaaa<>+4(SB)/4, $0x3e2aaaaa
+DATA exp8_3e2aaaaa<>+8(SB)/4, $0x3e2aaaaa
+DATA exp8_3e2aaaaa<>+12(SB)/4, $0x3e2aaaaa
+DATA exp8_3e2aaaaa<>+16(SB)/4, $0x3e2aaaaa
+DATA exp8_3e2aaaaa<>+20(SB)/4, $0x3e2aaaaa
+DATA exp8_3e2aaaaa<>+24(SB)/4, $0x3e2aaaaa
+DATA exp8_3e2aaaaa<>+28(SB)/4, $0x3e2aaaaa
+GLOBL exp8_3e2aaaaa<>(SB), RODATA|NOPTR, $32
+
+// func expShiftAVX2(row *float32, n int, m float32) float64
+// Requires: AVX, AVX2, SSE, SSE2
+TEXT ·expShiftAVX2(SB), NOSPLIT, $0-32
+	MOVQ         row+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVSS        m+16(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVL         $0xc2aeac4f, DX
+	VMOVD        DX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x0000007f, DX
+	VMOVD        DX, X2
+	VPBROADCASTD X2, Y2
+	VXORPD       Y3, Y3, Y3
+	VXORPD       Y4, Y4, Y4
+
+expShiftAVX2_loop:
+	TESTQ        CX, CX
+	JZ           expShiftAVX2_done
+	VMOVUPS      (AX), Y5
+	VSUBPS       Y0, Y5, Y5
+	VMULPS       exp8_3fb8aa3b<>+0(SB), Y5, Y6
+	VANDPS       exp8_80000000<>+0(SB), Y5, Y7
+	VORPS        exp8_3f000000<>+0(SB), Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	VCVTTPS2DQ   Y6, Y7
+	VCVTDQ2PS    Y7, Y8
+	VMULPS       exp8_3f318000<>+0(SB), Y8, Y6
+	VSUBPS       Y6, Y5, Y9
+	VMULPS       exp8_395e8083<>+0(SB), Y8, Y6
+	VADDPS       Y6, Y9, Y9
+	VMOVUPS      exp8_39506967<>+0(SB), Y6
+	VMULPS       Y9, Y6, Y6
+	VADDPS       exp8_3ab743ce<>+0(SB), Y6, Y6
+	VMULPS       Y9, Y6, Y6
+	VADDPS       exp8_3c088908<>+0(SB), Y6, Y6
+	VMULPS       Y9, Y6, Y6
+	VADDPS       exp8_3d2aa9c1<>+0(SB), Y6, Y6
+	VMULPS       Y9, Y6, Y6
+	VADDPS       exp8_3e2aaaaa<>+0(SB), Y6, Y6
+	VMULPS       Y9, Y6, Y6
+	VADDPS       exp8_3f000000<>+0(SB), Y6, Y6
+	VMULPS       Y9, Y6, Y6
+	VMULPS       Y9, Y6, Y6
+	VADDPS       Y9, Y6, Y6
+	VADDPS       exp8_3f800000<>+0(SB), Y6, Y6
+	VPADDD       Y2, Y7, Y7
+	VPSLLD       $0x17, Y7, Y7
+	VMULPS       Y7, Y6, Y6
+	VCMPPS       $0x0d, Y1, Y5, Y5
+	VANDPS       Y5, Y6, Y6
+	VMOVUPS      Y6, (AX)
+	VCVTPS2PD    X6, Y5
+	VEXTRACTF128 $0x01, Y6, X6
+	VCVTPS2PD    X6, Y6
+	VADDPD       Y5, Y3, Y3
+	VADDPD       Y6, Y4, Y4
+	ADDQ         $0x20, AX
+	SUBQ         $0x08, CX
+	JMP          expShiftAVX2_loop
+
+expShiftAVX2_done:
+	VADDPD       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPD       X0, X3, X0
+	VPERMILPD    $0x01, X0, X1
+	VADDSD       X1, X0, X0
+	MOVSD        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func maxAVX2(x *float32, n int) float32
+// Requires: AVX, SSE
+TEXT ·maxAVX2(SB), NOSPLIT, $0-20
+	MOVQ    x+0(FP), AX
+	MOVQ    n+8(FP), CX
+	VMOVUPS (AX), Y0
+
+maxAVX2_loop:
+	ADDQ   $0x20, AX
+	SUBQ   $0x08, CX
+	JZ     maxAVX2_done
+	VMAXPS (AX), Y0, Y0
+	JMP    maxAVX2_loop
+
+maxAVX2_done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXPS       X1, X0, X0
+	MOVSS        X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func siluAVX2(x *float32, out *float32, n int)
+// Requires: AVX, AVX2
+TEXT ·siluAVX2(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), AX
+	MOVQ         out+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVL         $0xc2aeac4f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x42b17217, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x7f800000, BX
+	VMOVD        BX, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x0000007f, BX
+	VMOVD        BX, X3
+	VPBROADCASTD X3, Y3
+
+siluAVX2_loop:
+	TESTQ      DX, DX
+	JZ         siluAVX2_done
+	VMOVUPS    (AX), Y4
+	VXORPS     exp8_80000000<>+0(SB), Y4, Y5
+	VMULPS     exp8_3fb8aa3b<>+0(SB), Y5, Y6
+	VANDPS     exp8_80000000<>+0(SB), Y5, Y7
+	VORPS      exp8_3f000000<>+0(SB), Y7, Y7
+	VADDPS     Y7, Y6, Y6
+	VCVTTPS2DQ Y6, Y7
+	VCVTDQ2PS  Y7, Y8
+	VMULPS     exp8_3f318000<>+0(SB), Y8, Y6
+	VSUBPS     Y6, Y5, Y9
+	VMULPS     exp8_395e8083<>+0(SB), Y8, Y6
+	VADDPS     Y6, Y9, Y9
+	VMOVUPS    exp8_39506967<>+0(SB), Y6
+	VMULPS     Y9, Y6, Y6
+	VADDPS     exp8_3ab743ce<>+0(SB), Y6, Y6
+	VMULPS     Y9, Y6, Y6
+	VADDPS     exp8_3c088908<>+0(SB), Y6, Y6
+	VMULPS     Y9, Y6, Y6
+	VADDPS     exp8_3d2aa9c1<>+0(SB), Y6, Y6
+	VMULPS     Y9, Y6, Y6
+	VADDPS     exp8_3e2aaaaa<>+0(SB), Y6, Y6
+	VMULPS     Y9, Y6, Y6
+	VADDPS     exp8_3f000000<>+0(SB), Y6, Y6
+	VMULPS     Y9, Y6, Y6
+	VMULPS     Y9, Y6, Y6
+	VADDPS     Y9, Y6, Y6
+	VADDPS     exp8_3f800000<>+0(SB), Y6, Y6
+	VPCMPGTD   Y3, Y7, Y8
+	VPMINSD    Y3, Y7, Y7
+	VPADDD     Y3, Y7, Y7
+	VPSLLD     $0x17, Y7, Y7
+	VMULPS     Y7, Y6, Y6
+	VADDPS     Y6, Y6, Y7
+	VBLENDVPS  Y8, Y7, Y6, Y6
+	VCMPPS     $0x0d, Y0, Y5, Y7
+	VANDPS     Y7, Y6, Y6
+	VCMPPS     $0x1e, Y1, Y5, Y5
+	VBLENDVPS  Y5, Y2, Y6, Y6
+	VADDPS     exp8_3f800000<>+0(SB), Y6, Y6
+	VDIVPS     Y6, Y4, Y4
+	VMOVUPS    Y4, (CX)
+	ADDQ       $0x20, AX
+	ADDQ       $0x20, CX
+	SUBQ       $0x08, DX
+	JMP        siluAVX2_loop
+
+siluAVX2_done:
+	VZEROUPPER
+	RET
+
+// func siluMulAVX2(x *float32, u *float32, out *float32, n int)
+// Requires: AVX, AVX2
+TEXT ·siluMulAVX2(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), AX
+	MOVQ         u+8(FP), CX
+	MOVQ         out+16(FP), DX
+	MOVQ         n+24(FP), BX
+	MOVL         $0xc2aeac4f, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x42b17217, SI
+	VMOVD        SI, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x7f800000, SI
+	VMOVD        SI, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x0000007f, SI
+	VMOVD        SI, X3
+	VPBROADCASTD X3, Y3
+
+siluMulAVX2_loop:
+	TESTQ      BX, BX
+	JZ         siluMulAVX2_done
+	VMOVUPS    (AX), Y4
+	VXORPS     exp8_80000000<>+0(SB), Y4, Y5
+	VMULPS     exp8_3fb8aa3b<>+0(SB), Y5, Y6
+	VANDPS     exp8_80000000<>+0(SB), Y5, Y7
+	VORPS      exp8_3f000000<>+0(SB), Y7, Y7
+	VADDPS     Y7, Y6, Y6
+	VCVTTPS2DQ Y6, Y7
+	VCVTDQ2PS  Y7, Y8
+	VMULPS     exp8_3f318000<>+0(SB), Y8, Y6
+	VSUBPS     Y6, Y5, Y9
+	VMULPS     exp8_395e8083<>+0(SB), Y8, Y6
+	VADDPS     Y6, Y9, Y9
+	VMOVUPS    exp8_39506967<>+0(SB), Y6
+	VMULPS     Y9, Y6, Y6
+	VADDPS     exp8_3ab743ce<>+0(SB), Y6, Y6
+	VMULPS     Y9, Y6, Y6
+	VADDPS     exp8_3c088908<>+0(SB), Y6, Y6
+	VMULPS     Y9, Y6, Y6
+	VADDPS     exp8_3d2aa9c1<>+0(SB), Y6, Y6
+	VMULPS     Y9, Y6, Y6
+	VADDPS     exp8_3e2aaaaa<>+0(SB), Y6, Y6
+	VMULPS     Y9, Y6, Y6
+	VADDPS     exp8_3f000000<>+0(SB), Y6, Y6
+	VMULPS     Y9, Y6, Y6
+	VMULPS     Y9, Y6, Y6
+	VADDPS     Y9, Y6, Y6
+	VADDPS     exp8_3f800000<>+0(SB), Y6, Y6
+	VPCMPGTD   Y3, Y7, Y8
+	VPMINSD    Y3, Y7, Y7
+	VPADDD     Y3, Y7, Y7
+	VPSLLD     $0x17, Y7, Y7
+	VMULPS     Y7, Y6, Y6
+	VADDPS     Y6, Y6, Y7
+	VBLENDVPS  Y8, Y7, Y6, Y6
+	VCMPPS     $0x0d, Y0, Y5, Y7
+	VANDPS     Y7, Y6, Y6
+	VCMPPS     $0x1e, Y1, Y5, Y5
+	VBLENDVPS  Y5, Y2, Y6, Y6
+	VADDPS     exp8_3f800000<>+0(SB), Y6, Y6
+	VDIVPS     Y6, Y4, Y4
+	VMULPS     (CX), Y4, Y4
+	ADDQ       $0x20, CX
+	VMOVUPS    Y4, (DX)
+	ADDQ       $0x20, AX
+	ADDQ       $0x20, DX
+	SUBQ       $0x08, BX
+	JMP        siluMulAVX2_loop
+
+siluMulAVX2_done:
 	VZEROUPPER
 	RET
 

@@ -161,6 +161,11 @@ func main() {
 	prefetchLines()
 	silu(false)
 	silu(true)
+	newExpConstsFor(avx2isa) // the constants' tables, before any TEXT uses them
+	expShiftAVX2()
+	maxAVX2()
+	siluAVX2(false)
+	siluAVX2(true)
 	toF16(false)
 	toF16(true)
 	fastGemm16(4)
