@@ -103,6 +103,7 @@ type Batch struct {
 	vocab   int
 	hidden  int
 	program map[programKey]*program
+	rows    []int // rowBuckets
 	plan    *stepPlan
 	arena   *ops.Arena
 	rc      *runContext
@@ -178,6 +179,7 @@ func NewBatch(m Model, opts BatchOptions) (*Batch, error) {
 		vocab:   m.VocabSize(),
 		hidden:  m.HiddenSize(),
 		program: map[programKey]*program{},
+		rows:    rowBuckets(opts.Buckets),
 		plan:    &stepPlan{runs: make([][]SeqRun, len(pool.groups))},
 		arena:   ops.NewArena(),
 		rc:      &runContext{},
@@ -415,7 +417,7 @@ func (b *Batch) chunk(n, feeds int) (take, T int) {
 	if feeds == 1 {
 		return chunk(b.opts.Buckets, n)
 	}
-	for _, size := range b.rowBuckets() {
+	for _, size := range b.rows {
 		if size >= n {
 			return n, size
 		}
@@ -426,9 +428,9 @@ func (b *Batch) chunk(n, feeds int) (take, T int) {
 
 // rowBuckets are the graph lengths of forwards over several sequences:
 // small ones for decode steps of a few, then the prefill buckets.
-func (b *Batch) rowBuckets() []int {
+func rowBuckets(prefill []int) []int {
 	out := []int{1, 2, 4}
-	for _, s := range b.opts.Buckets {
+	for _, s := range prefill {
 		if s > 4 {
 			out = append(out, s)
 		}
