@@ -122,15 +122,10 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 // bench times a prompt of n random ids and m greedy steps on a session
 // with opts (its capacity set to fit them).
 func bench(dir string, n, m int, seed uint64, opts graphs.Options, cpuProfile string) (benchResult, error) {
-	res := benchResult{Kernels: simd.Name()}
-	procstat.ResetPeak()
-	t0 := time.Now()
-	model, err := zoo.Load(dir)
+	res, model, err := loadForBench(dir, n+m+1, &opts)
 	if err != nil {
 		return res, err
 	}
-	res.LoadS = time.Since(t0).Seconds()
-	opts.Capacity, opts.ReuseLogits = min(model.MaxPositions(), n+m+1), true
 	sess, err := graphs.NewSession(model, opts)
 	if err != nil {
 		return res, err
@@ -151,17 +146,11 @@ func bench(dir string, n, m int, seed uint64, opts graphs.Options, cpuProfile st
 	}
 	sess.Reset()
 
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return res, err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return res, fmt.Errorf("profiling to %s: %w", cpuProfile, err)
-		}
+	stopProfile, err := startProfile(cpuProfile)
+	if err != nil {
+		return res, err
 	}
-	t0 = time.Now()
+	t0 := time.Now()
 	logits, err := sess.Append(prompt)
 	if err != nil {
 		return res, err
@@ -174,9 +163,7 @@ func bench(dir string, n, m int, seed uint64, opts graphs.Options, cpuProfile st
 		}
 	}
 	res.DecodeTokS = float64(m) / time.Since(t0).Seconds()
-	if cpuProfile != "" {
-		pprof.StopCPUProfile()
-	}
+	stopProfile()
 	res.PeakRSSMB = peakRSSMB()
 	stepBytes, stepWeights, headWeights := weightTraffic(model)
 	// Packed matrices are read in their packing.
@@ -194,21 +181,48 @@ func bench(dir string, n, m int, seed uint64, opts graphs.Options, cpuProfile st
 	return res, nil
 }
 
+// loadForBench loads the model, timed, and sets opts to fit a sequence of
+// n positions with a reused logits buffer.
+func loadForBench(dir string, n int, opts *graphs.Options) (benchResult, zoo.Model, error) {
+	res := benchResult{Kernels: simd.Name()}
+	procstat.ResetPeak()
+	t0 := time.Now()
+	model, err := zoo.Load(dir)
+	if err != nil {
+		return res, nil, err
+	}
+	res.LoadS = time.Since(t0).Seconds()
+	opts.Capacity, opts.ReuseLogits = min(model.MaxPositions(), n), true
+	return res, model, nil
+}
+
+// startProfile starts a CPU profile into path (none when path is empty)
+// and returns what stops it.
+func startProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("profiling to %s: %w", path, err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
 // benchBatch times S sequences of one Batch: each with its own prompt of
 // n ids (token i of sequence s is (i·7919 + 13 + s·104729) mod vocab, as
 // ../shared/bench/side_by_side.py gives llama.cpp), prefilled one
 // sequence per Run, then m greedy decode steps that each advance all S in
 // one Run. Prefill and decode are aggregate tokens/s.
 func benchBatch(dir string, S, n, m int, opts graphs.Options, cpuProfile string) (benchResult, error) {
-	res := benchResult{Kernels: simd.Name()}
-	procstat.ResetPeak()
-	t0 := time.Now()
-	model, err := zoo.Load(dir)
+	res, model, err := loadForBench(dir, n+m+1, &opts)
 	if err != nil {
 		return res, err
 	}
-	res.LoadS = time.Since(t0).Seconds()
-	opts.Capacity, opts.ReuseLogits = min(model.MaxPositions(), n+m+1), true
 	b, err := graphs.NewBatch(model, graphs.BatchOptions{Options: opts, KVBudget: int64(S+1) * graphs.KVBytes(model, opts.Capacity, opts.KVCacheF16)})
 	if err != nil {
 		return res, err
@@ -231,19 +245,13 @@ func benchBatch(dir string, S, n, m int, opts graphs.Options, cpuProfile string)
 	if err := b.PrepareRows(S); err != nil {
 		return res, err
 	}
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return res, err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return res, fmt.Errorf("profiling to %s: %w", cpuProfile, err)
-		}
+	stopProfile, err := startProfile(cpuProfile)
+	if err != nil {
+		return res, err
 	}
 	seqs := make([]graphs.SeqID, S)
 	next := make([]int, S)
-	t0 = time.Now()
+	t0 := time.Now()
 	for s := range seqs {
 		seqs[s] = b.Add()
 		out, err := b.Run(ctx, []graphs.Feed{{Seq: seqs[s], Input: graphs.IDs(prompts[s]...)}})
@@ -268,9 +276,7 @@ func benchBatch(dir string, S, n, m int, opts graphs.Options, cpuProfile string)
 		}
 	}
 	res.DecodeTokS = float64(S*m) / time.Since(t0).Seconds()
-	if cpuProfile != "" {
-		pprof.StopCPUProfile()
-	}
+	stopProfile()
 	res.PeakRSSMB = peakRSSMB()
 	stepBytes, stepWeights, headWeights := weightTraffic(model)
 	res.Packed, res.PackedFromMB, res.PackedToMB = packedMB(model)

@@ -51,17 +51,19 @@ func TestRandomAndBenchCommands(t *testing.T) {
 	if _, errb, status := gozoo(t, "", "random", "--config", cfg, "--out", dir, "--dtype", "bf16", "--seed", "3"); status != 0 {
 		t.Fatalf("random: %s", errb)
 	}
-	out, errb, status := gozoo(t, "", "bench", "--model", dir, "--prompt-tokens", "12", "--gen-tokens", "4", "--json")
-	if status != 0 {
-		t.Fatalf("bench: %s", errb)
-	}
 	var res map[string]any
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatalf("bench --json printed %q: %v", out, err)
-	}
-	for _, k := range []string{"prefill_tok_s", "decode_tok_s", "load_s", "peak_rss_mb", "decode_gb_s", "prefill_gflop_s"} {
-		if v, ok := res[k].(float64); !ok || v < 0 || (k != "peak_rss_mb" && k != "load_s" && v == 0) {
-			t.Errorf("%s = %v", k, res[k])
+	for _, batch := range []string{"1", "3"} {
+		out, errb, status := gozoo(t, "", "bench", "--model", dir, "--prompt-tokens", "12", "--gen-tokens", "4", "--batch", batch, "--json")
+		if status != 0 {
+			t.Fatalf("bench --batch %s: %s", batch, errb)
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("bench --batch %s --json printed %q: %v", batch, out, err)
+		}
+		for _, k := range []string{"prefill_tok_s", "decode_tok_s", "load_s", "peak_rss_mb", "decode_gb_s", "prefill_gflop_s"} {
+			if v, ok := res[k].(float64); !ok || v < 0 || (k != "peak_rss_mb" && k != "load_s" && v == 0) {
+				t.Errorf("--batch %s: %s = %v", batch, k, res[k])
+			}
 		}
 	}
 	if k, _ := res["kernels"].(string); k != "avx512" && k != "avx2" && k != "go" {

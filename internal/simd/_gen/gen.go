@@ -840,30 +840,7 @@ func kquantRows(q string, dot bool) {
 			d = halfToScalar(Mem{Base: wp})
 			dmin = halfToScalar(Mem{Base: wp, Disp: 2})
 		}
-		scaleMin := func(j int) (GPVirtual, GPVirtual) {
-			sc, m := GP32(), GP32()
-			if j < 4 {
-				MOVBLZX(Mem{Base: wp, Disp: 4 + j}, sc)
-				ANDL(U32(63), sc)
-				MOVBLZX(Mem{Base: wp, Disp: 4 + j + 4}, m)
-				ANDL(U32(63), m)
-				return sc, m
-			}
-			a, b := GP32(), GP32()
-			MOVBLZX(Mem{Base: wp, Disp: 4 + j + 4}, sc)
-			ANDL(U32(15), sc)
-			MOVBLZX(Mem{Base: wp, Disp: 4 + j - 4}, a)
-			SHRL(U8(6), a)
-			SHLL(U8(4), a)
-			ORL(a, sc)
-			MOVBLZX(Mem{Base: wp, Disp: 4 + j + 4}, m)
-			SHRL(U8(4), m)
-			MOVBLZX(Mem{Base: wp, Disp: 4 + j}, b)
-			SHRL(U8(6), b)
-			SHLL(U8(4), b)
-			ORL(b, m)
-			return sc, m
-		}
+		scaleMin := func(j int) (GPVirtual, GPVirtual) { return q4kScaleMin(wp, j) }
 		if dot {
 			// By table (table.go): the 16 values (d·sc)·q - dmin·m of
 			// each sub-block of 32, looked up by nibble; the low and high
