@@ -105,33 +105,41 @@ type Sample struct {
 func (s *Sample) Tokens() iter.Seq[Token] {
 	return func(yield func(Token) bool) {
 		for {
-			s.mu.Lock()
-			q := s.queue
-			s.queue = nil
-			s.mu.Unlock()
-			for _, t := range q {
-				if !yield(t) {
-					s.left.Store(true)
-					return
-				}
+			// Read whether it ended before draining: tokens queued before
+			// the end are then all handed out.
+			ended := false
+			select {
+			case <-s.ended:
+				ended = true
+			default:
+			}
+			if !s.drain(yield) {
+				s.left.Store(true)
+				return
+			}
+			if ended {
+				return
 			}
 			select {
 			case <-s.notify:
 			case <-s.ended:
-				s.mu.Lock()
-				q := s.queue
-				s.queue = nil
-				s.mu.Unlock()
-				for _, t := range q {
-					if !yield(t) {
-						s.left.Store(true)
-						return
-					}
-				}
-				return
 			}
 		}
 	}
+}
+
+// drain yields the queued tokens; false when the reader stopped.
+func (s *Sample) drain(yield func(Token) bool) bool {
+	s.mu.Lock()
+	q := s.queue
+	s.queue = nil
+	s.mu.Unlock()
+	for _, t := range q {
+		if !yield(t) {
+			return false
+		}
+	}
+	return true
 }
 
 // Result waits for the sample to end and returns it.
