@@ -21,6 +21,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gozoo/gozoo/cuda"
 )
 
 // Kernel is the part of an op that differs from op to op.
@@ -40,9 +42,15 @@ type Kernel interface {
 	CPU(out *Out, in []G.Value) (G.Value, error)
 }
 
-// CUDAKernel is a kernel that can run on an NVIDIA GPU.
+// CUDAKernel is a kernel that can run on an NVIDIA GPU. CUDA launches its
+// device kernels on dev's stream (dev is locked by the caller): in are the
+// inputs in device memory (weights in their stored type, integer inputs as
+// int32), out the float32 output buffer, of the shape Shape gave. The
+// launches may be captured into a CUDA graph and replayed: every value a
+// launch reads that changes from step to step must come from device
+// memory, not from a kernel parameter.
 type CUDAKernel interface {
-	CUDA(extern G.External, dev G.Device, prealloc G.Value, in []G.Value) (G.Value, error)
+	CUDA(dev *cuda.Device, out cuda.Tensor, in []cuda.Tensor) error
 }
 
 // GradKernel is a kernel that can be differentiated: Grad returns one
@@ -121,13 +129,17 @@ func (o Op) Hashcode() uint32 {
 	return h.Sum32()
 }
 
-// CUDADo runs the kernel's CUDA implementation, or says by name that there
+// CUDA runs the kernel's CUDA implementation, or says by name that there
 // is none.
-func (o Op) CUDADo(extern G.External, dev G.Device, prealloc G.Value, in ...G.Value) (G.Value, error) {
-	if k, ok := o.K.(CUDAKernel); ok {
-		return k.CUDA(extern, dev, prealloc, in)
+func (o Op) CUDA(dev *cuda.Device, out cuda.Tensor, in []cuda.Tensor) error {
+	k, ok := o.K.(CUDAKernel)
+	if !ok {
+		return fmt.Errorf("%s has %w", o.K.Name(), ErrNoCUDA)
 	}
-	return nil, fmt.Errorf("%s has %w", o.K.Name(), ErrNoCUDA)
+	if err := k.CUDA(dev, out, in); err != nil {
+		return fmt.Errorf("%s: %w", o.K.Name(), err)
+	}
+	return nil
 }
 
 // DiffWRT says which inputs take a gradient: all but those of integer or
