@@ -14,7 +14,7 @@ type blas struct {
 	handle uintptr
 
 	create, setStream, setMathMode, sgemm, gemmEx uintptr
-	statusString                               func(int32) string
+	statusString                                  func(int32) string
 }
 
 // cuBLAS constants (cublas_api.h, library_types.h).

@@ -42,15 +42,15 @@ type Kernel interface {
 	CPU(out *Out, in []G.Value) (G.Value, error)
 }
 
-// CUDAKernel is a kernel that can run on an NVIDIA GPU. CUDA launches its
-// device kernels on dev's stream (dev is locked by the caller): in are the
-// inputs in device memory (weights in their stored type, integer inputs as
-// int32), out the float32 output buffer, of the shape Shape gave. The
-// launches may be captured into a CUDA graph and replayed: every value a
-// launch reads that changes from step to step must come from device
-// memory, not from a kernel parameter.
+// CUDAKernel is a kernel that can run on an NVIDIA GPU. CUDA returns the
+// launches that compute out from in, for the device runtime to issue: in
+// are the inputs in device memory (weights in their stored type and
+// shape, integer inputs as int32), out the float32 output buffer of the
+// shape Shape gave, ws scratch memory. The launches may be captured into
+// a CUDA graph and replayed: every value a launch reads that changes from
+// step to step must come from device memory, not from a parameter.
 type CUDAKernel interface {
-	CUDA(dev *cuda.Device, out cuda.Tensor, in []cuda.Tensor) error
+	CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error)
 }
 
 // GradKernel is a kernel that can be differentiated: Grad returns one
@@ -131,15 +131,16 @@ func (o Op) Hashcode() uint32 {
 
 // CUDA runs the kernel's CUDA implementation, or says by name that there
 // is none.
-func (o Op) CUDA(dev *cuda.Device, out cuda.Tensor, in []cuda.Tensor) error {
+func (o Op) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error) {
 	k, ok := o.K.(CUDAKernel)
 	if !ok {
-		return fmt.Errorf("%s has %w", o.K.Name(), ErrNoCUDA)
+		return nil, fmt.Errorf("%s has %w", o.K.Name(), ErrNoCUDA)
 	}
-	if err := k.CUDA(dev, out, in); err != nil {
-		return fmt.Errorf("%s: %w", o.K.Name(), err)
+	calls, err := k.CUDA(ws, out, in)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.K.Name(), err)
 	}
-	return nil
+	return calls, nil
 }
 
 // DiffWRT says which inputs take a gradient: all but those of integer or
