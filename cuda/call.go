@@ -1,6 +1,9 @@
 package cuda
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // A Call is one step of an op on the device: a kernel launch, or a
 // cuBLAS product when Gemm is set. Ops return their calls instead of
@@ -13,6 +16,15 @@ type Call struct {
 	Shared int // dynamic shared memory, bytes
 	Args   []any
 	Gemm   *Gemm
+	// After, if set, runs on the host once the step's launches have
+	// finished (every step, also when the step is a replayed graph): a
+	// capture that takes its value down to a sink.
+	After func(Downloader) error
+}
+
+// Downloader copies device memory to the host.
+type Downloader interface {
+	Download(dst unsafe.Pointer, src Ptr, n int) error
 }
 
 // Gemm is y[T,N] = x[T,K]·w[N,K]ᵀ, float32 out. Half 0 multiplies float32
@@ -35,7 +47,10 @@ func (c Call) Check() error {
 		return nil
 	}
 	if c.K == nil {
-		return fmt.Errorf("a call with no kernel and no gemm")
+		if c.After != nil {
+			return nil
+		}
+		return fmt.Errorf("a call with no kernel, gemm or host step")
 	}
 	if c.Grid.X <= 0 || c.Grid.Y <= 0 || c.Grid.Z <= 0 || c.Block.X <= 0 || c.Block.Y <= 0 || c.Block.Z <= 0 {
 		return fmt.Errorf("kernel %s: grid %v and block %v must be positive", c.K.Name, c.Grid, c.Block)
@@ -57,9 +72,13 @@ type Workspace interface {
 	Scratch(index, bytes int) (Ptr, error)
 }
 
-// Run issues calls on the stream, in order.
+// Run issues calls on the stream, in order; their host steps are left to
+// the caller (a step runs them once its launches have finished).
 func (dev *Device) Run(calls ...Call) error {
 	for _, c := range calls {
+		if c.K == nil && c.Gemm == nil {
+			continue
+		}
 		if g := c.Gemm; g != nil {
 			var err error
 			if g.Half == 0 {
