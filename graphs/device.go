@@ -28,3 +28,20 @@ type DeviceKV struct {
 
 // ErrHostKV is returned by LayerKV.Device when the pool is in host memory.
 var ErrHostKV = errors.New("the KV pool is not on a device")
+
+// Device returns the layer's keys and values on the device the pool
+// lives on, or ErrHostKV.
+func (l *LayerKV) Device() (*DeviceKV, error) {
+	if l.pool.dev == nil {
+		return nil, ErrHostKV
+	}
+	return l.pool.dev.layer(l.group, l.store), nil
+}
+
+// poolDevice is a KV pool's memory on a device.
+type poolDevice struct {
+	dev *cuda.Device
+	kv  map[*kvStore]*DeviceKV
+}
+
+func (d *poolDevice) layer(group int, st *kvStore) *DeviceKV { return d.kv[st] }

@@ -42,6 +42,8 @@ type KVPool struct {
 	layerIndex  []int // by layer: its place in the group's stores
 	seed        maphash.Seed
 	clock       int64
+	// dev holds the pool's memory on a device, or is nil.
+	dev *poolDevice
 }
 
 // kvGroup is the blocks of the layers that attend alike (one window).
