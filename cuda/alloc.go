@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"math/bits"
+	"sync"
 	"unsafe"
 )
 
@@ -11,6 +12,7 @@ import (
 // device. Small requests round up to a power of two, large ones to a
 // multiple of 2 MiB, so a freed block fits the next request of its class.
 type allocator struct {
+	mu    sync.Mutex // weights' copies are freed outside Device.Lock
 	dev   *Device
 	free  map[int][]Ptr
 	size  map[Ptr]int
@@ -37,6 +39,8 @@ func sizeClass(n int) int {
 }
 
 func (a *allocator) get(n int) (Ptr, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if n < 0 {
 		return 0, fmt.Errorf("allocating %d bytes of device memory", n)
 	}
@@ -51,7 +55,7 @@ func (a *allocator) get(n int) (Ptr, error) {
 	err := a.dev.d.check("cuMemAlloc", call(a.dev.d.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(c)))
 	if err != nil {
 		// Cached blocks of other classes may be what the driver lacks.
-		if a.trim() == nil {
+		if a.trimLocked() == nil {
 			err = a.dev.d.check("cuMemAlloc", call(a.dev.d.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(c)))
 		}
 		if err != nil {
@@ -68,6 +72,8 @@ func (a *allocator) get(n int) (Ptr, error) {
 }
 
 func (a *allocator) put(p Ptr) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	c, ok := a.size[p]
 	if !ok {
 		panic(fmt.Sprintf("cuda: freeing %#x, which the allocator did not give", uintptr(p)))
@@ -78,6 +84,12 @@ func (a *allocator) put(p Ptr) {
 
 // trim frees every cached block.
 func (a *allocator) trim() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.trimLocked()
+}
+
+func (a *allocator) trimLocked() error {
 	var first error
 	for c, l := range a.free {
 		for _, p := range l {

@@ -3,6 +3,8 @@ package cuda
 import (
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -313,4 +315,22 @@ func (g *Graph) Release() {
 		call(g.dev.d.cuGraphDestroy, g.g)
 		g.g = 0
 	}
+}
+
+// ParseDevice opens the device a command line names: "cuda" or "cuda:N"
+// (N the ordinal). "" and "cpu" are the CPU, returned as nil.
+func ParseDevice(s string) (*Device, error) {
+	switch {
+	case s == "" || s == "cpu":
+		return nil, nil
+	case s == "cuda":
+		return Open(0)
+	case strings.HasPrefix(s, "cuda:"):
+		n, err := strconv.Atoi(s[len("cuda:"):])
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("device %q: want cpu, cuda or cuda:N", s)
+		}
+		return Open(n)
+	}
+	return nil, fmt.Errorf("device %q: want cpu, cuda or cuda:N", s)
 }

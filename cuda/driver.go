@@ -60,7 +60,7 @@ func loadDriver() (*driver, error) {
 		return nil, fmt.Errorf("%w (%w)", err, ErrNoDriver)
 	}
 	if err := d.check("cuInit", call(d.cuInit, 0)); err != nil {
-		return nil, fmt.Errorf("%w (%w)", err, ErrNoDriver)
+		return nil, fmt.Errorf("%s: %w (%w)", lib.name, err, ErrNoDriver)
 	}
 	return d, nil
 }

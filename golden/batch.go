@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/gozoo/gozoo/cuda"
+
 	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
@@ -17,6 +19,8 @@ type Options struct {
 	// prompts, which join and leave at other steps. The case's own
 	// tolerances apply: batching may only change float32 summation order.
 	Batch int
+	// Device runs the case on a CUDA GPU (graphs.Options.Device).
+	Device *cuda.Device
 }
 
 // runner is what a case runs its sequence on: a graphs.Session, or the
@@ -30,6 +34,7 @@ type runner interface {
 
 // newRunner makes the runner of one sequence of the case.
 func newRunner(m graphs.Model, opts graphs.Options, o Options) (runner, error) {
+	opts.Device = o.Device
 	if o.Batch <= 1 {
 		return graphs.NewSession(m, opts)
 	}

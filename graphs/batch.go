@@ -157,6 +157,10 @@ func NewBatch(m Model, opts BatchOptions) (*Batch, error) {
 		return nil, fmt.Errorf("context capacity %d: the KV cache's size overflows (%d layers)", opts.Capacity, len(caches))
 	}
 	avail, known := procstat.AvailableMemory()
+	if opts.Device != nil {
+		free, _, err := opts.Device.MemInfo()
+		avail, known = max(free, 0), err == nil
+	}
 	if opts.KVBudget == 0 {
 		opts.KVBudget = need
 		if need <= math.MaxInt64/2 {
@@ -171,6 +175,15 @@ func NewBatch(m Model, opts BatchOptions) (*Batch, error) {
 			opts.KVBudget>>20, len(caches), kvBytes(opts.KVCacheF16), avail>>20)
 	}
 	pool.budget = opts.KVBudget
+	rows := rowBuckets(opts.Buckets)
+	if opts.Device != nil {
+		opts.Device.Lock()
+		err := pool.onDevice(opts.Device, max(opts.Buckets[len(opts.Buckets)-1], rows[len(rows)-1]), opts.Capacity)
+		opts.Device.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("placing the KV pool on %s: %w", opts.Device.Name, err)
+		}
+	}
 	return &Batch{
 		model:   m,
 		opts:    opts,
@@ -179,7 +192,7 @@ func NewBatch(m Model, opts BatchOptions) (*Batch, error) {
 		vocab:   m.VocabSize(),
 		hidden:  m.HiddenSize(),
 		program: map[programKey]*program{},
-		rows:    rowBuckets(opts.Buckets),
+		rows:    rows,
 		plan:    &stepPlan{runs: make([][]SeqRun, len(pool.groups))},
 		arena:   ops.NewArena(),
 		rc:      &runContext{},
@@ -326,6 +339,10 @@ func (b *Batch) Run(ctx context.Context, feeds []Feed) ([]Output, error) {
 	}
 	b.rc.ctx, b.rc.stopped = ctx, nil
 	defer func() { b.rc.ctx, b.rc.stopped = nil, nil }()
+	if dev := b.opts.Device; dev != nil {
+		dev.Lock()
+		defer dev.Unlock()
+	}
 	return b.run(feeds)
 }
 
@@ -566,16 +583,9 @@ func (b *Batch) forward(feeds []Feed, st []feedState, outs []Output, take, T int
 	if err2 != nil {
 		return err2
 	}
-	b.arena.Reset()
-	if err := p.tape.run(); err != nil {
-		if b.rc.stopped != nil { // a cancellation check, not a failure
-			err = b.rc.stopped
-		}
-		return fmt.Errorf("running the %d-row graph: %w", T, err)
-	}
-	data, err := ops.Float32s(p.tape.value(p.logits))
+	data, err := b.runProgram(p, T)
 	if err != nil {
-		return fmt.Errorf("logits: %w", err)
+		return err
 	}
 	// Hand out the wanted rows, in order: under ReuseLogits from the
 	// buffer the Run's forwards fill in turn (reset once per Run).
@@ -612,6 +622,35 @@ func (b *Batch) forward(feeds []Feed, st []feedState, outs []Output, take, T int
 		f.done += pt.n
 	}
 	return nil
+}
+
+// runProgram runs p's graph for a forward of T rows, on the CPU or the
+// device, and returns its logits [R, V].
+func (b *Batch) runProgram(p *program, T int) ([]float32, error) {
+	if p.dev != nil {
+		if err := b.pool.dev.upload(b.plan, T); err != nil {
+			return nil, fmt.Errorf("running the %d-row graph on %s: %w", T, b.opts.Device.Name, err)
+		}
+		if err := p.dev.run(); err != nil {
+			return nil, fmt.Errorf("running the %d-row graph on %s: %w", T, b.opts.Device.Name, err)
+		}
+		if err := p.dev.download(p.logits, p.logitsHost); err != nil {
+			return nil, fmt.Errorf("logits: %w", err)
+		}
+		return p.logitsHost, nil
+	}
+	b.arena.Reset()
+	if err := p.tape.run(); err != nil {
+		if b.rc.stopped != nil { // a cancellation check, not a failure
+			err = b.rc.stopped
+		}
+		return nil, fmt.Errorf("running the %d-row graph: %w", T, err)
+	}
+	data, err := ops.Float32s(p.tape.value(p.logits))
+	if err != nil {
+		return nil, fmt.Errorf("logits: %w", err)
+	}
+	return data, nil
 }
 
 func rowsIn(parts []part) int {
@@ -663,6 +702,19 @@ func (b *Batch) compiled(key programKey) (*program, error) {
 		return nil, fmt.Errorf("ordering the %d-row graph: %w", key.T, err)
 	}
 	p := &program{graph: gr, tape: t, positions: make([]int, key.T), rows: make([]int, key.R), inputs: map[*G.Node]*tensor.Dense{}}
+	if dev := b.opts.Device; dev != nil {
+		weights := map[*G.Node]*Param{}
+		for prm, n := range gr.step.weights {
+			weights[n] = prm
+		}
+		// Decode steps are captured and replayed as one CUDA graph;
+		// prefill chunks launch op by op.
+		capture := key.kind == fromIDs && key.T <= b.rows[len(b.rows)-1]
+		if p.dev, err = newDevTape(dev, t, weights, capture); err != nil {
+			return nil, fmt.Errorf("planning the %d-row graph on %s: %w", key.T, dev.Name, err)
+		}
+		p.logitsHost = make([]float32, key.R*b.vocab)
+	}
 	if gr.ids != nil {
 		p.ids = make([]int, key.T)
 	}
@@ -684,6 +736,19 @@ func (b *Batch) Close() error {
 		b.pool.free(s.kv)
 		delete(b.seqs, id)
 	}
+	if dev := b.opts.Device; dev != nil {
+		dev.Lock()
+		for _, p := range b.program {
+			if p.dev != nil {
+				p.dev.release()
+			}
+		}
+		if b.pool.dev != nil {
+			b.pool.dev.release()
+			b.pool.dev = nil
+		}
+		dev.Unlock()
+	}
 	b.program = map[programKey]*program{}
 	return nil
 }
@@ -697,6 +762,10 @@ type program struct {
 	rows                 []int
 	embeds               []float32
 	inputs               map[*G.Node]*tensor.Dense
+	// dev runs the graph on Options.Device, whose logits come down into
+	// logitsHost.
+	dev        *devTape
+	logitsHost []float32
 }
 
 // input returns the program's value for an input node, made on first use.

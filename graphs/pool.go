@@ -195,6 +195,10 @@ func (p *KVPool) alloc(gi int) (int32, bool) {
 
 // grow adds a slab of blocks to every layer of g.
 func (p *KVPool) grow(g *kvGroup) {
+	if p.dev != nil {
+		p.dev.grow(g, p.f16)
+		return
+	}
 	for i := range g.stores {
 		st := &g.stores[i]
 		if p.f16 {
@@ -234,7 +238,11 @@ func (g *kvGroup) unregister(b int32) {
 }
 
 // copyBlock copies block src of every layer of g into dst.
-func (g *kvGroup) copyBlock(dst, src int32) {
+func (p *KVPool) copyBlock(g *kvGroup, dst, src int32) {
+	if p.dev != nil {
+		p.dev.copyBlock(g, dst, src, p.f16)
+		return
+	}
 	for i := range g.stores {
 		st := &g.stores[i]
 		if st.k16 != nil {
@@ -383,7 +391,7 @@ func (p *KVPool) ensure(s *seqKV, from, to int, r *reservation) error {
 				if !ok {
 					return ErrPoolFull
 				}
-				g.copyBlock(b, t[i])
+				p.copyBlock(g, b, t[i])
 				g.ref[t[i]]--
 				r.entries = append(r.entries, reserved{s: s, group: gi, index: i, old: t[i], new: b})
 				t[i] = b

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gozoo/gozoo/cuda"
+
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -46,6 +48,12 @@ type Options struct {
 	// even) as they are stored and widened exactly as they are read, so
 	// results differ from transformers' float32 forward by that rounding.
 	KVCacheF16 bool
+	// Device runs the graphs on a CUDA GPU (cuda.Open) instead of the
+	// CPU: weights are copied to it once and shared by every session on
+	// it, the KV pool lives in its memory, and each step sends up only its
+	// inputs and brings down only the logits rows and captures asked for.
+	// Training steps and Programs run on the CPU.
+	Device *cuda.Device
 }
 
 // DefaultCapacity caps the context of a session whose options name none.

@@ -79,17 +79,23 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights)")
 	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16, as llama.cpp does by default (half its memory; keys and values rounded)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed prefill and decode to `FILE` (go tool pprof)")
+	device := deviceFlag(fs)
 	batch := fs.Int("batch", 1, "run `S` sequences: each prompt prefilled alone, then decode steps that advance all S in one forward (aggregate tokens/s)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *model == "" || *promptTokens < 1 || *genTokens < 1 || *batch < 1 {
-		fmt.Fprintln(stderr, "usage: gozoo bench --model DIR|FILE.gguf [--prompt-tokens N] [--gen-tokens M] [--batch S] [--fast] [--kv-f16] [--json]")
+		fmt.Fprintln(stderr, "usage: gozoo bench --model DIR|FILE.gguf [--prompt-tokens N] [--gen-tokens M] [--batch S] [--fast] [--kv-f16] [--device cuda[:N]] [--json]")
 		return 2
 	}
 	opts := graphs.Options{Fast: *fast, KVCacheF16: *kvF16}
+	dev, err := openDevice(*device)
+	if err != nil {
+		fmt.Fprintf(stderr, "gozoo bench: %v\n", err)
+		return 1
+	}
+	opts.Device = dev
 	var res benchResult
-	var err error
 	if *batch > 1 {
 		res, err = benchBatch(*model, *batch, *promptTokens, *genTokens, opts, *cpuProfile)
 	} else {

@@ -20,6 +20,7 @@ func runGolden(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("golden", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fast := fs.Bool("fast", false, "check fast mode (llama.cpp's arithmetic) against llama.cpp's own logits and greedy ids (GGUF cases)")
+	device := deviceFlag(fs)
 	batch := fs.Int("batch", 1, "run each case's forward and greedy decode inside a batch of `N` sequences (the case and N-1 companions that join and leave)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: gozoo golden DIR...\n\nEach DIR is a golden case (config.json, model.safetensors, golden.safetensors,\ngolden.json). Prints PASS or FAIL per case; exits 1 if any case fails.\n\nWith --fast, each DIR is a GGUF case (../shared/gguf) checked in fast mode\nagainst llama.cpp's llama_logits and llama_greedy_ids.")
@@ -36,13 +37,18 @@ func runGolden(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gozoo golden: --batch must be at least 1, got %d\n", *batch)
 		return 2
 	}
+	dev, err := openDevice(*device)
+	if err != nil {
+		fmt.Fprintf(stderr, "gozoo golden: %v\n", err)
+		return 1
+	}
 	status := 0
 	for _, dir := range fs.Args() {
 		run := golden.RunWith
 		if *fast {
 			run = golden.RunFastWith
 		}
-		r := run(dir, golden.Options{Batch: *batch})
+		r := run(dir, golden.Options{Batch: *batch, Device: dev})
 		fmt.Fprintln(stdout, r)
 		if !r.Pass {
 			status = 1

@@ -50,6 +50,7 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 0, "sampling seed (default: random)")
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights), faster on GGUF files, not exact")
 	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16, as llama.cpp does by default: half its memory, keys and values rounded, not exact")
+	device := deviceFlag(fs)
 	promptsFile := fs.String("prompts", "", "generate for every line of `FILE` (- for stdin) at once, in one batch; prints a JSON line per sample")
 	samples := fs.Int("n", 1, "samples per prompt, sharing the prompt's prefill (batched; sample i uses seed+i)")
 	logprobs := fs.Int("logprobs", -1, "with --prompts or --n: give each token's log-probability and the `K` most likely alternatives")
@@ -59,8 +60,13 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	dev, err := openDevice(*device)
+	if err != nil {
+		fmt.Fprintf(stderr, "gozoo run: %v\n", err)
+		return 1
+	}
 	if (*prompt == "") == (*promptsFile == "") || *samples < 1 {
-		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] (--prompt TEXT | --prompts FILE) [--n K] [--logprobs K] [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--fast] [--kv-f16]")
+		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] (--prompt TEXT | --prompts FILE) [--n K] [--logprobs K] [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--fast] [--kv-f16] [--device cuda[:N]]")
 		return 2
 	}
 	set := map[string]bool{}
@@ -116,6 +122,7 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	opts.Stop = stops
 	g.SessionOptions.Fast = *fast
 	g.SessionOptions.KVCacheF16 = *kvF16
+	g.SessionOptions.Device = dev
 
 	if *promptsFile != "" || *samples > 1 {
 		if len(imagePaths) > 0 {

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/nlpodyssey/safetensors"
 	"io"
 	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
+
+	"github.com/nlpodyssey/safetensors"
 
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/tokenizer"

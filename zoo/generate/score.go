@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gozoo/gozoo/cuda"
+
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/internal/procstat"
 	"github.com/gozoo/gozoo/zoo"
@@ -36,6 +38,8 @@ type ScoreOptions struct {
 	MaxSeqs int
 	// Fast and KVCacheF16 are graphs.Options' (not exact).
 	Fast, KVCacheF16 bool
+	// Device runs the pairs on a CUDA GPU (graphs.Options.Device).
+	Device *cuda.Device
 	// Progress, when set, is called after each group of pairs with the
 	// number of pairs scored so far and the total.
 	Progress func(done, total int)
@@ -71,7 +75,7 @@ func ScorePairs(ctx context.Context, m zoo.Model, pairs []ScorePair, opts ScoreO
 		need = max(need, n)
 	}
 	b, err := graphs.NewBatch(m, graphs.BatchOptions{
-		Options:     graphs.Options{Capacity: need, Fast: opts.Fast, KVCacheF16: opts.KVCacheF16},
+		Options:     graphs.Options{Capacity: need, Fast: opts.Fast, KVCacheF16: opts.KVCacheF16, Device: opts.Device},
 		KVBudget:    kvBudget(m, need, 2*min(opts.MaxSeqs, len(pairs)), opts.KVCacheF16),
 		PrefixCache: true,
 	})

@@ -1,0 +1,312 @@
+package graphs
+
+import (
+	"fmt"
+	"unsafe"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gozoo/gozoo/cuda"
+	"github.com/gozoo/gozoo/ops"
+)
+
+// devTape runs a compiled graph on a CUDA device. It is planned once, in
+// the host tape's order: weights are bound to their device copies (one per
+// device, shared by every session), input nodes get device buffers that
+// each step refills, and every op's launches are made once against
+// buffers that stay put. A step uploads its inputs, issues the launches
+// (or replays them as one CUDA graph) and runs the ops' host steps.
+type devTape struct {
+	dev     *cuda.Device
+	t       *tape
+	vals    []cuda.Tensor // per node, its device tensor
+	calls   []cuda.Call
+	after   []cuda.Call
+	inputs  []int // nodes uploaded every step
+	owned   []cuda.Ptr
+	scratch map[[2]int]cuda.Ptr
+	cur     int // the node whose op asks for scratch
+	// graph is the launches captured once they have run; capture asks
+	// for it, and a failed capture turns it off.
+	graph   *cuda.Graph
+	capture bool
+	runs    int
+	host    []int32 // an int input's values, as int32
+}
+
+// newDevTape plans t on dev. weights maps the graph's weight nodes to
+// their parameters.
+func newDevTape(dev *cuda.Device, t *tape, weights map[*G.Node]*Param, capture bool) (_ *devTape, err error) {
+	d := &devTape{dev: dev, t: t, vals: make([]cuda.Tensor, len(t.nodes)), scratch: map[[2]int]cuda.Ptr{}, capture: capture}
+	defer func() {
+		if err != nil {
+			d.release()
+		}
+	}()
+	// lastUse[j] is the last op node that reads node j: its buffer goes
+	// back to the free lists once that op's launches are planned, as the
+	// CPU arena recycles buffers.
+	lastUse := make([]int, len(t.nodes))
+	for i, args := range t.args {
+		for _, j := range args {
+			lastUse[j] = i
+		}
+	}
+	free := map[int][]cuda.Ptr{}
+	take := func(n int) (cuda.Ptr, error) {
+		c := max(n, 4)
+		if l := free[c]; len(l) > 0 {
+			p := l[len(l)-1]
+			free[c] = l[:len(l)-1]
+			return p, nil
+		}
+		p, err := dev.Alloc(c)
+		if err == nil {
+			d.owned = append(d.owned, p)
+		}
+		return p, err
+	}
+	keep := map[int]bool{} // outputs read after the step (host steps)
+	for i, n := range t.nodes {
+		op := n.Op()
+		if op == nil {
+			if p, ok := weights[n]; ok {
+				if d.vals[i], err = deviceWeight(dev, p); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			v := n.Value()
+			if v == nil {
+				return nil, fmt.Errorf("input %s has no value to size it", n.Name())
+			}
+			d.vals[i] = cuda.Tensor{Shape: shapeOf(v.Shape()), Type: deviceType(v.Dtype())}
+			if d.vals[i].Ptr, err = take(d.vals[i].Bytes()); err != nil {
+				return nil, err
+			}
+			keep[i] = true // refilled every step, never lent out
+			d.inputs = append(d.inputs, i)
+			continue
+		}
+		o, ok := op.(ops.Op)
+		if !ok {
+			return nil, fmt.Errorf("%s: Gorgonia's %s has %w", n.Name(), op, ops.ErrNoCUDA)
+		}
+		out := cuda.Tensor{Shape: shapeOf(n.Shape()), Type: cuda.F32}
+		if out.Ptr, err = take(out.Bytes()); err != nil {
+			return nil, fmt.Errorf("%s: %w", n.Name(), err)
+		}
+		d.vals[i] = out
+		in := make([]cuda.Tensor, len(t.args[i]))
+		for k, j := range t.args[i] {
+			in[k] = d.vals[j]
+		}
+		d.cur = i
+		calls, err := o.CUDA(d, out, in)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", n.Name(), err)
+		}
+		for _, c := range calls {
+			if c.After != nil {
+				d.after = append(d.after, c)
+				keep[i] = true
+			}
+			if c.K != nil || c.Gemm != nil {
+				d.calls = append(d.calls, c)
+			}
+		}
+		for _, j := range t.args[i] {
+			if lastUse[j] == i && !keep[j] && t.nodes[j].Op() != nil {
+				c := max(d.vals[j].Bytes(), 4)
+				free[c] = append(free[c], d.vals[j].Ptr)
+			}
+		}
+	}
+	return d, nil
+}
+
+// Scratch implements cuda.Workspace: buffers per op node and index, kept
+// for the tape's life.
+func (d *devTape) Scratch(index, n int) (cuda.Ptr, error) {
+	key := [2]int{d.cur, index}
+	if p, ok := d.scratch[key]; ok {
+		return p, nil
+	}
+	p, err := d.dev.Alloc(max(n, 4))
+	if err != nil {
+		return 0, err
+	}
+	d.scratch[key] = p
+	return p, nil
+}
+
+func shapeOf(s tensor.Shape) []int {
+	if s.IsScalar() {
+		return []int{1}
+	}
+	return []int(s.Clone())
+}
+
+func deviceType(dt tensor.Dtype) cuda.Type {
+	switch dt {
+	case tensor.Float32:
+		return cuda.F32
+	case tensor.Int, tensor.Int32, tensor.Int64:
+		return cuda.I32
+	case tensor.Uint16:
+		return cuda.U16
+	}
+	return cuda.Bytes
+}
+
+// run uploads the input nodes' current values and runs the step. The
+// caller holds the device.
+func (d *devTape) run() error {
+	for _, i := range d.inputs {
+		if err := d.upload(i, d.t.nodes[i].Value()); err != nil {
+			return fmt.Errorf("input %s: %w", d.t.nodes[i].Name(), err)
+		}
+	}
+	d.runs++
+	switch {
+	case d.graph != nil:
+		if err := d.graph.Launch(); err != nil {
+			return err
+		}
+	case d.capture && d.runs >= 2:
+		// The first run has loaded every module and made cuBLAS's
+		// handle: capture the second and replay it from then on.
+		g, err := d.dev.Capture(func() error { return d.dev.Run(d.calls...) })
+		if err != nil {
+			d.capture = false
+			if err := d.dev.Run(d.calls...); err != nil {
+				return err
+			}
+			break
+		}
+		d.graph = g
+		if err := g.Launch(); err != nil {
+			return err
+		}
+	default:
+		if err := d.dev.Run(d.calls...); err != nil {
+			return err
+		}
+	}
+	if err := d.dev.Sync(); err != nil {
+		return err
+	}
+	for _, c := range d.after {
+		if err := c.After(d.dev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// upload copies a host value into node i's device buffer.
+func (d *devTape) upload(i int, v G.Value) error {
+	dv := d.vals[i]
+	dn, err := ops.Dense(v)
+	if err != nil {
+		return err
+	}
+	switch x := dn.Data().(type) {
+	case []float32:
+		if len(x)*4 > dv.Bytes() {
+			return fmt.Errorf("%d values for a buffer of %d", len(x), dv.Len())
+		}
+		return d.dev.Upload(dv.Ptr, unsafe.Pointer(unsafe.SliceData(x)), 4*len(x))
+	case []int:
+		if len(x) > dv.Len() {
+			return fmt.Errorf("%d values for a buffer of %d", len(x), dv.Len())
+		}
+		d.host = d.host[:0]
+		for _, v := range x {
+			d.host = append(d.host, int32(v))
+		}
+		return d.dev.Upload(dv.Ptr, unsafe.Pointer(unsafe.SliceData(d.host)), 4*len(x))
+	}
+	return fmt.Errorf("cannot upload %v data", dn.Dtype())
+}
+
+// download copies node n's float32 value to the host.
+func (d *devTape) download(n *G.Node, dst []float32) error {
+	dv := d.vals[d.t.index[n]]
+	if len(dst) > dv.Len() {
+		return fmt.Errorf("%s: %d values wanted of %d", n.Name(), len(dst), dv.Len())
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	return d.dev.Download(unsafe.Pointer(&dst[0]), dv.Ptr, 4*len(dst))
+}
+
+// release frees the tape's buffers (not the weights: they belong to the
+// device's copies of the parameters). The caller holds the device.
+func (d *devTape) release() {
+	if d.graph != nil {
+		d.graph.Release()
+		d.graph = nil
+	}
+	for _, p := range d.owned {
+		d.dev.Free(p)
+	}
+	for _, p := range d.scratch {
+		d.dev.Free(p)
+	}
+	d.owned, d.scratch = nil, nil
+}
+
+// deviceCopy is a weight's copy on a device: its stored bytes.
+type deviceCopy struct {
+	dev *cuda.Device
+	t   cuda.Tensor
+}
+
+func (c *deviceCopy) Release() {
+	// Forms are released under the parameter's lock, not the device's:
+	// the memory goes back to the allocator's cache at once (the driver
+	// frees nothing until the device is trimmed).
+	c.dev.Free(c.t.Ptr)
+}
+
+// deviceWeight returns p's copy on dev, uploading it the first time.
+func deviceWeight(dev *cuda.Device, p *Param) (cuda.Tensor, error) {
+	var err error
+	f := p.Prepare(fmt.Sprintf("cuda:%d", dev.Ordinal), func() Form {
+		d := p.Data
+		t := cuda.Tensor{Shape: shapeOf(d.Shape()), Type: deviceType(d.Dtype())}
+		var src unsafe.Pointer
+		switch x := d.Data().(type) {
+		case []float32:
+			src = unsafe.Pointer(unsafe.SliceData(x))
+		case []uint16:
+			src = unsafe.Pointer(unsafe.SliceData(x))
+		case []byte:
+			src = unsafe.Pointer(unsafe.SliceData(x))
+		default:
+			err = fmt.Errorf("weight %s: %T data on a device", p.Name, x)
+			return nil
+		}
+		if t.Ptr, err = dev.Alloc(max(t.Bytes(), 4)); err != nil {
+			err = fmt.Errorf("weight %s: %w", p.Name, err)
+			return nil
+		}
+		if err = dev.Upload(t.Ptr, src, t.Bytes()); err != nil {
+			dev.Free(t.Ptr)
+			err = fmt.Errorf("uploading %s: %w", p.Name, err)
+			return nil
+		}
+		return &deviceCopy{dev: dev, t: t}
+	})
+	if err != nil {
+		return cuda.Tensor{}, err
+	}
+	c, ok := f.(*deviceCopy)
+	if !ok {
+		return cuda.Tensor{}, fmt.Errorf("weight %s has no copy on %s (an earlier upload failed)", p.Name, dev.Name)
+	}
+	return c.t, nil
+}
