@@ -40,12 +40,35 @@ func (l *LayerKV) Device() (*DeviceKV, error) {
 	return l.pool.dev.layer(l.group, l.store), nil
 }
 
+// devMem is the device memory the runtime plans against: a cuda.Device,
+// or fakeMem, which lets a host test plan a model's forward on a device
+// without one.
+type devMem interface {
+	Alloc(n int) (cuda.Ptr, error)
+	Free(p cuda.Ptr)
+	Zero(p cuda.Ptr, n int) error
+	Copy(dst, src cuda.Ptr, n int) error
+	Upload(dst cuda.Ptr, src unsafe.Pointer, n int) error
+}
+
+// fakeMem hands out distinct addresses and moves no data.
+type fakeMem struct{ next cuda.Ptr }
+
+func (f *fakeMem) Alloc(n int) (cuda.Ptr, error) {
+	f.next += cuda.Ptr((n + 4095) / 4096 * 4096)
+	return f.next, nil
+}
+func (f *fakeMem) Free(cuda.Ptr)                              {}
+func (f *fakeMem) Zero(cuda.Ptr, int) error                   { return nil }
+func (f *fakeMem) Copy(cuda.Ptr, cuda.Ptr, int) error         { return nil }
+func (f *fakeMem) Upload(cuda.Ptr, unsafe.Pointer, int) error { return nil }
+
 // poolDevice is a KV pool's memory on a device: each layer's slabs, the
 // slab tables the attention kernels read, and one group's rows and block
 // tables per forward. Grow and copy errors are kept in err and returned by
 // the next forward (the pool's own calls cannot fail).
 type poolDevice struct {
-	dev      *cuda.Device
+	dev      devMem
 	kv       map[*kvStore]*DeviceKV
 	slabs    map[*kvStore]*[2][]cuda.Ptr // keys', values' slabs
 	maxSlabs int
@@ -65,7 +88,7 @@ type groupDevice struct {
 // onDevice moves the pool's memory to dev, before any block is taken:
 // maxRows is the most rows a forward has, capacity the most positions a
 // sequence holds.
-func (p *KVPool) onDevice(dev *cuda.Device, maxRows, capacity int) (err error) {
+func (p *KVPool) onDevice(dev devMem, maxRows, capacity int) (err error) {
 	d := &poolDevice{dev: dev, kv: map[*kvStore]*DeviceKV{}, slabs: map[*kvStore]*[2][]cuda.Ptr{}}
 	defer func() {
 		if err != nil {
@@ -126,7 +149,7 @@ func (d *poolDevice) grow(g *kvGroup, f16 bool) {
 		for side, stride := range [2]int{st.kStride, st.vStride} {
 			n := len(sl[side])
 			if n >= d.maxSlabs {
-				d.err = fmt.Errorf("the KV pool outgrew its %d slabs on %s", d.maxSlabs, d.dev.Name)
+				d.err = fmt.Errorf("the KV pool outgrew its %d slabs", d.maxSlabs)
 				return
 			}
 			ptr, err := d.dev.Alloc(slabBlocks * stride * elem)

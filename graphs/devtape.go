@@ -2,6 +2,7 @@ package graphs
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	G "gorgonia.org/gorgonia"
@@ -18,7 +19,8 @@ import (
 // buffers that stay put. A step uploads its inputs, issues the launches
 // (or replays them as one CUDA graph) and runs the ops' host steps.
 type devTape struct {
-	dev     *cuda.Device
+	dev     *cuda.Device // nil: planned against fakeMem, not run
+	mem     devMem
 	t       *tape
 	vals    []cuda.Tensor // per node, its device tensor
 	calls   []cuda.Call
@@ -37,8 +39,14 @@ type devTape struct {
 
 // newDevTape plans t on dev. weights maps the graph's weight nodes to
 // their parameters.
-func newDevTape(dev *cuda.Device, t *tape, weights map[*G.Node]*Param, capture bool) (_ *devTape, err error) {
-	d := &devTape{dev: dev, t: t, vals: make([]cuda.Tensor, len(t.nodes)), scratch: map[[2]int]cuda.Ptr{}, capture: capture}
+func newDevTape(dev *cuda.Device, t *tape, weights map[*G.Node]*Param, capture bool) (*devTape, error) {
+	return planDevTape(dev, dev, fmt.Sprintf("cuda:%d", dev.Ordinal), t, weights, capture)
+}
+
+// planDevTape plans t against mem; weights' copies are kept as their
+// parameters' forms under formKey.
+func planDevTape(dev *cuda.Device, mem devMem, formKey string, t *tape, weights map[*G.Node]*Param, capture bool) (_ *devTape, err error) {
+	d := &devTape{dev: dev, mem: mem, t: t, vals: make([]cuda.Tensor, len(t.nodes)), scratch: map[[2]int]cuda.Ptr{}, capture: capture}
 	defer func() {
 		if err != nil {
 			d.release()
@@ -61,7 +69,7 @@ func newDevTape(dev *cuda.Device, t *tape, weights map[*G.Node]*Param, capture b
 			free[c] = l[:len(l)-1]
 			return p, nil
 		}
-		p, err := dev.Alloc(c)
+		p, err := mem.Alloc(c)
 		if err == nil {
 			d.owned = append(d.owned, p)
 		}
@@ -72,16 +80,12 @@ func newDevTape(dev *cuda.Device, t *tape, weights map[*G.Node]*Param, capture b
 		op := n.Op()
 		if op == nil {
 			if p, ok := weights[n]; ok {
-				if d.vals[i], err = deviceWeight(dev, p); err != nil {
+				if d.vals[i], err = deviceWeight(mem, formKey, p); err != nil {
 					return nil, err
 				}
 				continue
 			}
-			v := n.Value()
-			if v == nil {
-				return nil, fmt.Errorf("input %s has no value to size it", n.Name())
-			}
-			d.vals[i] = cuda.Tensor{Shape: shapeOf(v.Shape()), Type: deviceType(v.Dtype())}
+			d.vals[i] = cuda.Tensor{Shape: shapeOf(n.Shape()), Type: deviceType(n.Dtype())}
 			if d.vals[i].Ptr, err = take(d.vals[i].Bytes()); err != nil {
 				return nil, err
 			}
@@ -133,7 +137,7 @@ func (d *devTape) Scratch(index, n int) (cuda.Ptr, error) {
 	if p, ok := d.scratch[key]; ok {
 		return p, nil
 	}
-	p, err := d.dev.Alloc(max(n, 4))
+	p, err := d.mem.Alloc(max(n, 4))
 	if err != nil {
 		return 0, err
 	}
@@ -251,17 +255,17 @@ func (d *devTape) release() {
 		d.graph = nil
 	}
 	for _, p := range d.owned {
-		d.dev.Free(p)
+		d.mem.Free(p)
 	}
 	for _, p := range d.scratch {
-		d.dev.Free(p)
+		d.mem.Free(p)
 	}
 	d.owned, d.scratch = nil, nil
 }
 
 // deviceCopy is a weight's copy on a device: its stored bytes.
 type deviceCopy struct {
-	dev *cuda.Device
+	mem devMem
 	t   cuda.Tensor
 }
 
@@ -269,13 +273,13 @@ func (c *deviceCopy) Release() {
 	// Forms are released under the parameter's lock, not the device's:
 	// the memory goes back to the allocator's cache at once (the driver
 	// frees nothing until the device is trimmed).
-	c.dev.Free(c.t.Ptr)
+	c.mem.Free(c.t.Ptr)
 }
 
 // deviceWeight returns p's copy on dev, uploading it the first time.
-func deviceWeight(dev *cuda.Device, p *Param) (cuda.Tensor, error) {
+func deviceWeight(dev devMem, formKey string, p *Param) (cuda.Tensor, error) {
 	var err error
-	f := p.Prepare(fmt.Sprintf("cuda:%d", dev.Ordinal), func() Form {
+	f := p.Prepare(formKey, func() Form {
 		d := p.Data
 		t := cuda.Tensor{Shape: shapeOf(d.Shape()), Type: deviceType(d.Dtype())}
 		var src unsafe.Pointer
@@ -299,14 +303,66 @@ func deviceWeight(dev *cuda.Device, p *Param) (cuda.Tensor, error) {
 			err = fmt.Errorf("uploading %s: %w", p.Name, err)
 			return nil
 		}
-		return &deviceCopy{dev: dev, t: t}
+		return &deviceCopy{mem: dev, t: t}
 	})
 	if err != nil {
 		return cuda.Tensor{}, err
 	}
 	c, ok := f.(*deviceCopy)
 	if !ok {
-		return cuda.Tensor{}, fmt.Errorf("weight %s has no copy on %s (an earlier upload failed)", p.Name, dev.Name)
+		return cuda.Tensor{}, fmt.Errorf("weight %s has no copy on %s (an earlier upload failed)", p.Name, formKey)
 	}
 	return c.t, nil
+}
+
+// PlanDevice plans m's forwards of each of rows rows (token ids in, the
+// last row's logits out) for a CUDA device without touching one: weights,
+// buffers and the KV pool get fake addresses, every op must have a CUDA
+// kernel, and every launch must pack against its kernel's declaration. It
+// returns the number of launches of each forward. A machine without a GPU
+// checks a model for the device this way.
+func PlanDevice(m Model, opts BatchOptions, rows ...int) ([]int, error) {
+	opts.Device = nil
+	if opts.KVBudget == 0 {
+		opts.KVBudget = 64 << 20
+	}
+	b, err := NewBatch(m, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	mem := &fakeMem{next: 1 << 32}
+	if err := b.pool.onDevice(mem, max(slices.Max(rows), b.opts.Buckets[len(b.opts.Buckets)-1]), b.opts.Capacity); err != nil {
+		return nil, err
+	}
+	defer func() { b.pool.dev = nil }()
+	var counts []int
+	for _, T := range rows {
+		gr, err := build(b.model, programKey{T, 1, fromIDs}, b.pool, b.plan, b.opts.Capture, b.rc, b.opts.Fast)
+		if err != nil {
+			return nil, err
+		}
+		t, err := newTape(gr.step.G)
+		if err != nil {
+			return nil, err
+		}
+		weights := map[*G.Node]*Param{}
+		for prm, n := range gr.step.weights {
+			weights[n] = prm
+		}
+		d, err := planDevTape(nil, mem, "plan", t, weights, false)
+		if err != nil {
+			return nil, fmt.Errorf("the %d-row graph: %w", T, err)
+		}
+		for _, c := range append(d.calls, d.after...) {
+			if err := c.Check(); err != nil {
+				return nil, fmt.Errorf("the %d-row graph: %w", T, err)
+			}
+		}
+		counts = append(counts, len(d.calls))
+		for _, p := range m.Params().All() {
+			p.releaseForm("plan")
+		}
+	}
+	return counts, nil
 }

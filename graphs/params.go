@@ -318,6 +318,17 @@ func (p *Param) Prepare(key string, build func() Form) Form {
 	return f
 }
 
+// releaseForm releases and forgets p's form for key.
+func (p *Param) releaseForm(key string) {
+	mu := p.formsMu()
+	mu.Lock()
+	defer mu.Unlock()
+	if f := p.forms[key]; f != nil {
+		f.Release()
+	}
+	delete(p.forms, key)
+}
+
 // Prepared returns p's form for key if Prepare made one, else nil.
 func (p *Param) Prepared(key string) Form {
 	mu := p.formsMu()

@@ -227,6 +227,21 @@ func Run(t *testing.T, dir string) {
 	}
 	const tol = 5e-5 // float32 noise of another summation order
 
+	t.Run("planned for a CUDA device", func(t *testing.T) {
+		// Without a GPU: every op of a decode step and a prefill chunk has
+		// a CUDA kernel whose launches pack, exact and fast.
+		for _, fast := range []bool{false, true} {
+			opts := graphs.BatchOptions{Options: graphs.Options{Capacity: min(48, m.MaxPositions()), Fast: fast}}
+			counts, err := graphs.PlanDevice(m, opts, 1, 4, 8)
+			if err != nil {
+				t.Fatalf("fast=%v: %v", fast, err)
+			}
+			if counts[0] < m.NumLayers() {
+				t.Errorf("fast=%v: %d launches for %d layers", fast, counts[0], m.NumLayers())
+			}
+		}
+	})
+
 	t.Run("kv cache against full forward", func(t *testing.T) {
 		// Prompt of 11 (chunks 8 + 2 + 1), then one token at a time.
 		s := newSession(t, graphs.Options{})
