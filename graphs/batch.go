@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -622,6 +623,21 @@ func (b *Batch) forward(feeds []Feed, st []feedState, outs []Output, take, T int
 		f.done += pt.n
 	}
 	return nil
+}
+
+// DeviceBusy is the time Options.Device has spent running the batch's
+// steps' launches (zero on the CPU), for the share of a step that is
+// kernels rather than host work and transfers.
+func (b *Batch) DeviceBusy() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var t time.Duration
+	for _, p := range b.program {
+		if p.dev != nil {
+			t += p.dev.busy
+		}
+	}
+	return t
 }
 
 // runProgram runs p's graph for a forward of T rows, on the CPU or the

@@ -3,6 +3,7 @@ package graphs
 import (
 	"fmt"
 	"slices"
+	"time"
 	"unsafe"
 
 	G "gorgonia.org/gorgonia"
@@ -35,6 +36,9 @@ type devTape struct {
 	capture bool
 	runs    int
 	host    []int32 // an int input's values, as int32
+	// busy is the device time of the launches, all steps together,
+	// measured with events around them.
+	busy time.Duration
 }
 
 // newDevTape plans t on dev. weights maps the graph's weight nodes to
@@ -173,6 +177,11 @@ func (d *devTape) run() error {
 		}
 	}
 	d.runs++
+	start, err := d.dev.Record()
+	if err != nil {
+		return err
+	}
+	defer start.Release()
 	switch {
 	case d.graph != nil:
 		if err := d.graph.Launch(); err != nil {
@@ -198,9 +207,16 @@ func (d *devTape) run() error {
 			return err
 		}
 	}
-	if err := d.dev.Sync(); err != nil {
+	end, err := d.dev.Record()
+	if err != nil {
 		return err
 	}
+	defer end.Release()
+	ms, err := end.Since(start)
+	if err != nil {
+		return err
+	}
+	d.busy += time.Duration(float64(ms) * float64(time.Millisecond))
 	for _, c := range d.after {
 		if err := c.After(d.dev); err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/gozoo/gozoo/cuda"
 
@@ -246,6 +247,9 @@ func (s *Session) Captured(name string) (*tensor.Dense, bool) { return s.last.Ca
 
 // CapturedNames lists the names captured in the last Append.
 func (s *Session) CapturedNames() []string { return s.last.CapturedNames() }
+
+// DeviceBusy is Batch.DeviceBusy of the session's batch.
+func (s *Session) DeviceBusy() time.Duration { return s.batch.DeviceBusy() }
 
 // Close releases the session's graphs and KV blocks. Their tapes hold
 // nothing outside the Go heap, so it cannot fail; it returns an error for

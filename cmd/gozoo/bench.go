@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gozoo/gozoo/cuda"
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/internal/procstat"
 	"github.com/gozoo/gozoo/internal/simd"
@@ -52,6 +53,27 @@ type benchResult struct {
 	// the vision tower and connector, and VisionGFLOPs its products' rate.
 	VisionTileS  float64 `json:"vision_tile_s,omitempty"`
 	VisionGFLOPs float64 `json:"vision_gflop_s,omitempty"`
+	// On a GPU: its name, the share of decode's wall time its kernels
+	// ran, and the decode bandwidth as a fraction of the card's.
+	Device        string  `json:"device,omitempty"`
+	KernelShare   float64 `json:"kernel_share,omitempty"`
+	BandwidthFrac float64 `json:"bandwidth_fraction,omitempty"`
+}
+
+// deviceFigures fills the GPU's figures of res: busy is the device time
+// of the timed decode, wall its wall time.
+func deviceFigures(res *benchResult, dev *cuda.Device, busy, wall time.Duration) {
+	if dev == nil {
+		return
+	}
+	res.Device = dev.Name
+	res.Kernels = "cuda " + dev.Name
+	if wall > 0 {
+		res.KernelShare = busy.Seconds() / wall.Seconds()
+	}
+	if bw := dev.Bandwidth(); bw > 0 {
+		res.BandwidthFrac = res.DecodeGBs * 1e9 / bw
+	}
 }
 
 // packedMB counts the model's weights that decode reads in a packing
@@ -121,6 +143,9 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if res.VisionTileS > 0 {
 		fmt.Fprintf(stdout, "vision     %.3f s per tile, %.1f GFLOP/s\n", res.VisionTileS, res.VisionGFLOPs)
 	}
+	if res.Device != "" {
+		fmt.Fprintf(stdout, "device     %s: kernels ran %.0f%% of decode's wall time; decode read %.0f%% of its memory bandwidth\n", res.Device, 100*res.KernelShare, 100*res.BandwidthFrac)
+	}
 	fmt.Fprintf(stdout, "peak RSS   %.0f MB\n", res.PeakRSSMB)
 	return 0
 }
@@ -163,12 +188,15 @@ func bench(dir string, n, m int, seed uint64, opts graphs.Options, cpuProfile st
 	}
 	res.PrefillTokS = float64(n) / time.Since(t0).Seconds()
 	t0 = time.Now()
+	busy := sess.DeviceBusy()
 	for i := 0; i < m; i++ {
 		if logits, err = sess.Append([]int{generate.Argmax(logits)}); err != nil {
 			return res, err
 		}
 	}
-	res.DecodeTokS = float64(m) / time.Since(t0).Seconds()
+	wall := time.Since(t0)
+	busy = sess.DeviceBusy() - busy
+	res.DecodeTokS = float64(m) / wall.Seconds()
 	stopProfile()
 	res.PeakRSSMB = peakRSSMB()
 	stepBytes, stepWeights, headWeights := weightTraffic(model)
@@ -176,6 +204,7 @@ func bench(dir string, n, m int, seed uint64, opts graphs.Options, cpuProfile st
 	res.Packed, res.PackedFromMB, res.PackedToMB = packedMB(model)
 	stepBytes -= int64((res.PackedFromMB - res.PackedToMB) * 1e6)
 	res.DecodeGBs = float64(stepBytes) * res.DecodeTokS / 1e9
+	deviceFigures(&res, opts.Device, busy, wall)
 	res.PrefillGFLOPs = 2 * (float64(stepWeights-headWeights)*float64(n) + float64(headWeights)) * res.PrefillTokS / float64(n) / 1e9
 	if vlm, ok := model.(*idefics3.Model); ok {
 		if res.VisionTileS, err = benchVision(vlm, r); err != nil {
@@ -269,6 +298,7 @@ func benchBatch(dir string, S, n, m int, opts graphs.Options, cpuProfile string)
 	res.PrefillTokS = float64(S*n) / time.Since(t0).Seconds()
 	feeds := make([]graphs.Feed, S)
 	t0 = time.Now()
+	busy := b.DeviceBusy()
 	for i := 0; i < m; i++ {
 		for s := range feeds {
 			feeds[s] = graphs.Feed{Seq: seqs[s], Input: graphs.IDs(next[s])}
@@ -281,7 +311,9 @@ func benchBatch(dir string, S, n, m int, opts graphs.Options, cpuProfile string)
 			next[s] = generate.Argmax(outs[s].Logits[0])
 		}
 	}
-	res.DecodeTokS = float64(S*m) / time.Since(t0).Seconds()
+	wall := time.Since(t0)
+	busy = b.DeviceBusy() - busy
+	res.DecodeTokS = float64(S*m) / wall.Seconds()
 	stopProfile()
 	res.PeakRSSMB = peakRSSMB()
 	stepBytes, stepWeights, headWeights := weightTraffic(model)
@@ -289,6 +321,7 @@ func benchBatch(dir string, S, n, m int, opts graphs.Options, cpuProfile string)
 	stepBytes -= int64((res.PackedFromMB - res.PackedToMB) * 1e6)
 	res.DecodeGBs = float64(stepBytes) * res.DecodeTokS / float64(S) / 1e9
 	res.PrefillGFLOPs = 2 * (float64(stepWeights-headWeights)*float64(n) + float64(headWeights)) * res.PrefillTokS / float64(n) / 1e9
+	deviceFigures(&res, opts.Device, busy, wall)
 	return res, nil
 }
 
