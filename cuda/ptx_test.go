@@ -101,3 +101,32 @@ func TestPTXAssembles(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateReproduces: go generate ./cuda (gen.sh) reproduces the
+// checked-in PTX byte for byte, where nvcc is installed.
+func TestGenerateReproduces(t *testing.T) {
+	if _, err := exec.LookPath("nvcc"); err != nil {
+		t.Skip("nvcc not found (Debian: nvidia-cuda-toolkit); skipping the PTX reproducibility check")
+	}
+	if testing.Short() {
+		t.Skip("compiling every kernel takes a while")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "gen.sh")
+	cmd.Env = append(os.Environ(), "PTX_DIR="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("gen.sh: %v\n%s", err, out)
+	}
+	files, _ := fs.Glob(PTX, "ptx/*.ptx")
+	made, _ := filepath.Glob(filepath.Join(dir, "*.ptx"))
+	if len(made) != len(files) {
+		t.Errorf("gen.sh made %d PTX files, %d are checked in", len(made), len(files))
+	}
+	for _, f := range files {
+		want, _ := PTX.ReadFile(f)
+		got, err := os.ReadFile(filepath.Join(dir, filepath.Base(f)))
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s: gen.sh's output differs from the checked-in file (%v); run go generate ./cuda", f, err)
+		}
+	}
+}
