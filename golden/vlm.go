@@ -53,6 +53,7 @@ func runVLM(dir string, r *Result, o Options) error {
 	if !ok {
 		return fmt.Errorf("%s loads as %s, not idefics3", dir, loaded.ModelType())
 	}
+	model.SetDevice(o.Device)
 	switch m.Case {
 	case "smolvlm-vision":
 		return runVision(model, g, m, r)

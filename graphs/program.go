@@ -2,7 +2,10 @@ package graphs
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
+
+	"github.com/gozoo/gozoo/cuda"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -21,6 +24,8 @@ type Program struct {
 	out    *G.Node
 	arena  *ops.Arena
 	inputs map[string]*G.Node
+	// dev runs the program on a CUDA device (NewProgramOn).
+	dev *devTape
 }
 
 // NewProgram builds and compiles a program: build declares the inputs with
@@ -28,6 +33,13 @@ type Program struct {
 // the taps (path.Match patterns) whose values Captured returns after each
 // run. A panic in build (an impossible shape) comes back as an error.
 func NewProgram(name string, build func(s *Step) *G.Node, capture []string) (p *Program, err error) {
+	return NewProgramOn(nil, name, build, capture)
+}
+
+// NewProgramOn is NewProgram on a CUDA device (nil: the CPU): its weights
+// are the device's copies, and each Run sends up the inputs and brings
+// down the output and the captures.
+func NewProgramOn(dev *cuda.Device, name string, build func(s *Step) *G.Node, capture []string) (p *Program, err error) {
 	g := G.NewGraph()
 	rc := &runContext{}
 	s := &Step{G: g, weights: map[*Param]*G.Node{}, capture: capture, taps: map[string]*G.Node{}, sinks: map[string]*Sink{}, inputs: map[string]*G.Node{}, rc: rc}
@@ -45,6 +57,23 @@ func NewProgram(name string, build func(s *Step) *G.Node, capture []string) (p *
 	ops.Plan(g, p.arena)
 	if p.tape, err = newTape(g); err != nil {
 		return nil, fmt.Errorf("building %s: %w", name, err)
+	}
+	if dev != nil {
+		weights := map[*G.Node]*Param{}
+		for prm, n := range s.weights {
+			weights[n] = prm
+		}
+		dev.Lock()
+		p.dev, err = newDevTape(dev, p.tape, weights, false)
+		dev.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("planning %s on %s: %w", name, dev.Name, err)
+		}
+		runtime.AddCleanup(p, func(d *devTape) {
+			d.dev.Lock()
+			d.release()
+			d.dev.Unlock()
+		}, p.dev)
 	}
 	return p, nil
 }
@@ -94,6 +123,9 @@ func (p *Program) Run(feeds map[string]any) (*tensor.Dense, error) {
 			return nil, fmt.Errorf("the program has no input %q", name)
 		}
 	}
+	if p.dev != nil {
+		return p.runDevice()
+	}
 	p.arena.Reset()
 	if err := p.tape.run(); err != nil {
 		if p.rc.stopped != nil { // a Checkpoint, not a failure
@@ -109,6 +141,27 @@ func (p *Program) Run(feeds map[string]any) (*tensor.Dense, error) {
 		v = v.Materialize().(*tensor.Dense)
 	}
 	return cloneDense(v), nil
+}
+
+// runDevice runs the program on its device; a Checkpoint's cancellation
+// is checked once before the launches (the device runs them all).
+func (p *Program) runDevice() (*tensor.Dense, error) {
+	if ctx := p.rc.ctx; ctx != nil {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("stopped before the device ran: %w", err)
+		}
+	}
+	dev := p.dev.dev
+	dev.Lock()
+	defer dev.Unlock()
+	if err := p.dev.run(); err != nil {
+		return nil, fmt.Errorf("running on %s: %w", dev.Name, err)
+	}
+	out := make([]float32, p.out.Shape().TotalSize())
+	if err := p.dev.download(p.out, out); err != nil {
+		return nil, err
+	}
+	return tensor.New(tensor.WithShape(p.out.Shape().Clone()...), tensor.WithBacking(out)), nil
 }
 
 func cloneDense(v *tensor.Dense) *tensor.Dense {

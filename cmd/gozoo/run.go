@@ -14,6 +14,7 @@ import (
 
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/zoo/generate"
+	"github.com/gozoo/gozoo/zoo/idefics3"
 )
 
 func init() {
@@ -123,6 +124,9 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	g.SessionOptions.Fast = *fast
 	g.SessionOptions.KVCacheF16 = *kvF16
 	g.SessionOptions.Device = dev
+	if vlm, ok := g.Model.(*idefics3.Model); ok {
+		vlm.SetDevice(dev)
+	}
 
 	if *promptsFile != "" || *samples > 1 {
 		if len(imagePaths) > 0 {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/gozoo/gozoo/cuda"
+
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -28,6 +30,17 @@ type Model struct {
 
 	mu       sync.Mutex
 	programs map[programKey]*graphs.Program
+	device   *cuda.Device
+}
+
+// SetDevice runs the vision tower and connector on a CUDA device (nil:
+// the CPU), as graphs.Options.Device runs the text model.
+func (m *Model) SetDevice(dev *cuda.Device) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if dev != m.device {
+		m.device, m.programs = dev, nil
+	}
 }
 
 // vision is Idefics3VisionTransformer: patch and position embeddings,
@@ -130,7 +143,7 @@ func (m *Model) program(key programKey, capture []string) (*graphs.Program, erro
 			return m.connect(s, m.vision.forward(s, px, pos))
 		}
 	}
-	p, err := graphs.NewProgram(fmt.Sprintf("the vision tower for %d tiles of %dx%d patches", key.tiles, side, side), build, capture)
+	p, err := graphs.NewProgramOn(m.device, fmt.Sprintf("the vision tower for %d tiles of %dx%d patches", key.tiles, side, side), build, capture)
 	if err != nil || len(capture) > 0 {
 		return p, err
 	}
