@@ -227,6 +227,9 @@ func loadForBench(dir string, n int, opts *graphs.Options) (benchResult, zoo.Mod
 		return res, nil, err
 	}
 	res.LoadS = time.Since(t0).Seconds()
+	if vlm, ok := model.(*idefics3.Model); ok {
+		vlm.SetDevice(opts.Device)
+	}
 	opts.Capacity, opts.ReuseLogits = min(model.MaxPositions(), n), true
 	return res, model, nil
 }
