@@ -160,6 +160,8 @@ def main():
                 obj = last_json(text)
             if obj is not None:
                 torch[s["name"].split(".", 1)[1]] = obj
+                if obj.get("errors"):
+                    entry["error"] = "; ".join(obj["errors"])[-600:]
             else:
                 entry["error"] = "\n".join(text.strip().splitlines()[-5:])[-600:]
         if kind in ("gotest", "golden"):
@@ -235,6 +237,10 @@ def main():
     for name, e in correctness.items():
         if "pass" in e:
             extra = " failed: " + ", ".join(e.get("failed", [])[:8]) if e.get("failed") else ""
+            if e.get("no_tests"):
+                extra += " (no tests matched)"
+            if e.get("error"):
+                extra += " " + e["error"].replace("\n", " | ")[:200]
             print("%-22s %-8s pass %4d fail %3d skip %3d%s" % (name, e.get("status"), e.get("pass", 0), e.get("fail", 0), e.get("skip", 0), extra))
         else:
             print("%-22s %-8s rc=%s %s" % (name, e.get("status"), e.get("rc"), (e.get("error") or "").replace("\n", " | ")[:200]))

@@ -15,11 +15,12 @@
 # Phase A, in parallel (correctness; CPU work): the CUDA tests of every
 # test binary (-test.run CUDA), `gozoo golden --device cuda` over every case
 # of testdata/golden and testdata/gguf (batch 1 and 8; --fast on the GGUF
-# cases, for information), and `gozoo random` of Qwen3-0.6B and
-# SmolLM2-135M (BF16) with `gozoo quantize` to Q4_K_M. Phase B, one at a
-# time (speed): `gozoo bench --device cuda` at batch 1 (512-token prompt,
-# 128 new tokens) and 64 (128-token prompts, 64 steps), BF16 and Q4_K_M,
-# and cuda/torch_bench.py on the same checkpoints (BF16, eager and SDPA).
+# cases and the CPU run of every case, for information), and `gozoo
+# random` of Qwen3-0.6B and SmolLM2-135M (BF16) with `gozoo quantize` to
+# Q4_K_M. Phase B, one at a time (speed): `gozoo bench --device cuda` at
+# batch 1 (512-token prompt, 128 new tokens) and 64 (128-token prompts, 64
+# steps), BF16 and Q4_K_M, and cuda/torch_bench.py on the same checkpoints
+# (BF16, eager and SDPA).
 #
 # Results: $OUT/devicecheck.json (cuda/devicecheck_summary.py: correctness
 # counts, the speed table with ratios gozoo/torch, the bandwidth fraction,
@@ -34,7 +35,7 @@ START=$(date +%s)
 DEADLINE=$((START + BUDGET - 15)) # 15 s kept for the summary
 PHASE_A_END=$((START + BUDGET * 45 / 100))
 PARTS=" ${*:-tests golden models bench torch} "
-case $PARTS in *" bench "* | *" torch "*) PARTS+="models " ;; esac
+case $PARTS in *" models "*) ;; *" bench "* | *" torch "*) PARTS+="models " ;; esac
 want() { [[ $PARTS == *" $1 "* ]]; }
 
 mkdir -p "$OUT"
@@ -198,20 +199,21 @@ if want golden; then
 	run_step golden.b1 golden . 150 "$GOZOO" golden --device cuda "${cases[@]}" &
 	run_step golden.b8 golden . 150 "$GOZOO" golden --device cuda --batch 8 "${cases[@]}" &
 	run_step golden.fast golden-info . 120 "$GOZOO" golden --device cuda --fast "${ggufs[@]}" &
+	run_step golden.cpu golden-info . 120 "$GOZOO" golden "${cases[@]}" &
 fi
 declare -A CONFIG=([qwen3-0.6b]=cuda/devicecheck/configs/Qwen3-0.6B.json [smollm2-135m]=cuda/devicecheck/configs/SmolLM2-135M.json)
 MODEL_NAMES=(qwen3-0.6b smollm2-135m)
 if want models; then
-	(
-		for m in "${MODEL_NAMES[@]}"; do
+	for m in "${MODEL_NAMES[@]}"; do
+		(
 			run_step "random.$m" setup . 90 "$GOZOO" random --config "${CONFIG[$m]}" --out "$W/models/$m" --dtype bf16 --seed 1
 			if [[ -f $W/models/$m/model.safetensors ]]; then
-				run_step "quantize.$m" setup . 120 "$GOZOO" quantize --model "$W/models/$m" --type q4_k_m --out "$W/models/$m-q4_k_m.gguf"
+				run_step "quantize.$m" setup . 150 "$GOZOO" quantize --model "$W/models/$m" --type q4_k_m --out "$W/models/$m-q4_k_m.gguf"
 			else
 				skip_step "quantize.$m" setup "no checkpoint"
 			fi
-		done
-	) &
+		) &
+	done
 fi
 wait
 unset STEP_END
