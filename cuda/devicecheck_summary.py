@@ -91,6 +91,18 @@ def count_golden(text):
     return c
 
 
+def gist(text):
+    """The lines of a failed step's log that say why: its first two and
+    last three, or its lines that name an error or panic where it has any."""
+    lines = [ln.rstrip() for ln in text.strip().splitlines() if ln.strip()]
+    hits = [ln for ln in lines if re.search(r"(?i)error|panic|flag provided|cannot|not defined|no such", ln)]
+    if hits:
+        lines = hits[:3] + (["..."] + hits[-2:] if len(hits) > 5 else hits[3:5])
+    elif len(lines) > 5:
+        lines = lines[:2] + ["..."] + lines[-3:]
+    return "\n".join(lines)[-600:]
+
+
 def ratio(a, b):
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > 0:
         return round(a / b, 3)
@@ -147,7 +159,7 @@ def main():
             if obj is not None:
                 bench[s["name"]] = obj
             else:
-                entry["error"] = "\n".join(text.strip().splitlines()[-5:])[-600:]
+                entry["error"] = gist(text)
         elif kind == "torch":
             obj = None
             if s.get("result"):
@@ -163,12 +175,12 @@ def main():
                 if obj.get("errors"):
                     entry["error"] = "; ".join(obj["errors"])[-600:]
             else:
-                entry["error"] = "\n".join(text.strip().splitlines()[-5:])[-600:]
+                entry["error"] = gist(text)
         if kind in ("gotest", "golden"):
             for k in ("pass", "fail", "skip"):
                 totals[k] += entry.get(k, 0)
-            if entry.get("pass", 0) + entry.get("fail", 0) == 0 and s.get("status") != "skipped":
-                entry["error"] = "\n".join(text.strip().splitlines()[-5:])[-600:]
+        if kind in ("gotest", "golden", "golden-info") and s.get("status") != "ok" and entry.get("pass", 0) + entry.get("fail", 0) == 0:
+            entry["error"] = gist(text)
         if kind in ("gotest", "golden", "golden-info") or s.get("status") != "ok":
             correctness[s["name"]] = entry
     summary["correctness"] = correctness
@@ -241,9 +253,9 @@ def main():
                 extra += " (no tests matched)"
             if e.get("error"):
                 extra += " " + e["error"].replace("\n", " | ")[:200]
-            print("%-22s %-8s pass %4d fail %3d skip %3d%s" % (name, e.get("status"), e.get("pass", 0), e.get("fail", 0), e.get("skip", 0), extra))
+            print("%-30s %-8s pass %4d fail %3d skip %3d%s" % (name, e.get("status"), e.get("pass", 0), e.get("fail", 0), e.get("skip", 0), extra))
         else:
-            print("%-22s %-8s rc=%s %s" % (name, e.get("status"), e.get("rc"), (e.get("error") or "").replace("\n", " | ")[:200]))
+            print("%-30s %-8s rc=%s %s" % (name, e.get("status"), e.get("rc"), (e.get("error") or "").replace("\n", " | ")[:200]))
 
     def fmt(v):
         return "-" if v is None else ("%.3g" % v if isinstance(v, float) and v < 10 else "%.0f" % v if isinstance(v, (int, float)) else str(v))
