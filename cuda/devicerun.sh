@@ -137,6 +137,7 @@ say "built: $(tr '\t\n' '= ' <"$W/MANIFEST.tsv")"
 	nvidia-smi 2>&1
 	command -v nvcc >/dev/null && nvcc --version | tail -2
 	ldconfig -p 2>/dev/null | grep -E 'libcuda\.so|libcublas' || true
+	env | grep -E '^(LD_LIBRARY_PATH|CUDA[A-Z_]*|NVIDIA[A-Z_]*|PATH)=' || true
 } >>"$LOG" 2>&1
 meta device "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
 meta driver "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)"
@@ -152,6 +153,10 @@ cublas_dir=""
 for d in /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/nvidia/lib64; do
 	if compgen -G "$d/libcublas.so.1[123]" >/dev/null; then cublas_dir=$d; break; fi
 done
+if [[ -z $cublas_dir ]]; then # the loader's cache: a bare name finds it
+	f=$(ldconfig -p 2>/dev/null | grep -o '/[^ ]*/libcublas\.so\.1[123]$' | head -1)
+	[[ -n $f ]] && cublas_dir=$(dirname "$f")
+fi
 if [[ -z $cublas_dir ]]; then
 	for sp in $(python3 -c 'import site, sys; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null) /usr/local/cuda* /opt; do
 		[[ -d $sp ]] || continue
