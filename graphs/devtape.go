@@ -79,7 +79,8 @@ func planDevTape(dev *cuda.Device, mem devMem, formKey string, t *tape, weights 
 		}
 		return p, err
 	}
-	keep := map[int]bool{} // outputs read after the step (host steps)
+	keep := map[int]bool{}  // outputs read after the step (host steps)
+	alias := map[int]bool{} // outputs that are an input's buffer
 	for i, n := range t.nodes {
 		op := n.Op()
 		if op == nil {
@@ -115,6 +116,24 @@ func planDevTape(dev *cuda.Device, mem devMem, formKey string, t *tape, weights 
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", n.Name(), err)
 		}
+		if len(calls) == 0 {
+			// An op that launches nothing (a cancellation check) passes
+			// its first input on: its output is that buffer, which then
+			// lives as long as either node is read.
+			if len(in) == 0 || in[0].Bytes() != out.Bytes() {
+				return nil, fmt.Errorf("%s launches nothing and has no input to pass on", n.Name())
+			}
+			c := max(out.Bytes(), 4)
+			free[c] = append(free[c], out.Ptr)
+			j := t.args[i][0]
+			for alias[j] {
+				j = t.args[j][0]
+			}
+			d.vals[i] = cuda.Tensor{Ptr: in[0].Ptr, Shape: out.Shape, Type: in[0].Type}
+			lastUse[j] = max(lastUse[j], lastUse[i])
+			alias[i] = true
+			continue
+		}
 		for _, c := range calls {
 			if c.After != nil {
 				d.after = append(d.after, c)
@@ -125,7 +144,7 @@ func planDevTape(dev *cuda.Device, mem devMem, formKey string, t *tape, weights 
 			}
 		}
 		for _, j := range t.args[i] {
-			if lastUse[j] == i && !keep[j] && t.nodes[j].Op() != nil {
+			if lastUse[j] == i && !keep[j] && !alias[j] && t.nodes[j].Op() != nil {
 				c := max(d.vals[j].Bytes(), 4)
 				free[c] = append(free[c], d.vals[j].Ptr)
 			}
