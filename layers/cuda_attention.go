@@ -34,15 +34,20 @@ const (
 	// attnMaxShared is the most shared memory a block may take on the
 	// smallest card gozoo targets (an A100: 163 KiB).
 	attnMaxShared = 163 << 10
+	// maxGridY is the most blocks a grid has along y or z.
+	maxGridY = 65535
 )
 
 // Splitting attn_rows over keys: when its (row, kv head) blocks are fewer
-// than attnSplitBlocks, each row's keys are split to make about that many,
-// no split planned for fewer than attnSplitKeys of a sequence's capacity.
+// than attnSplitBlocks (about 8 an SM of an H100, for a kernel that waits
+// on memory), each row's keys are split to make about that many, no split
+// planned for fewer than attnSplitKeys of a sequence's capacity. A split
+// past a row's keys ends at once; attn_combine reads S partial rows a
+// head, a few hundred KiB at most.
 const (
-	attnSplitBlocks = 256
-	attnSplitKeys   = 256
-	attnMaxSplits   = 64
+	attnSplitBlocks = 1024
+	attnSplitKeys   = 128
+	attnMaxSplits   = 128
 )
 
 // attnSplits is the number of key splits of attn_rows's grid, fixed by the
@@ -107,8 +112,8 @@ func (k cachedAttention) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tens
 	T, Hq, Dk := in[0].Shape[0], in[0].Shape[1], in[0].Shape[2]
 	Hkv, Dv := in[1].Shape[1], in[2].Shape[2]
 	switch {
-	case T == 0:
-		return nil, fmt.Errorf("no rows")
+	case T == 0 || T > maxGridY:
+		return nil, fmt.Errorf("%d rows: the kernels take 1 to %d", T, maxGridY)
 	case Dk > attnMaxHead || Dv > attnMaxHead:
 		return nil, fmt.Errorf("heads of %d and %d: the kernels take at most %d", Dk, Dv, attnMaxHead)
 	case kv.BlockTokens <= 0 || kv.SlabBlocks <= 0:
@@ -227,8 +232,8 @@ func (k blockAttention) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tenso
 	}
 	R, H, Dh := in[0].Shape[0], in[0].Shape[1], in[0].Shape[2]
 	switch {
-	case R == 0:
-		return nil, fmt.Errorf("no rows")
+	case R == 0 || R/k.block > maxGridY:
+		return nil, fmt.Errorf("%d rows in blocks of %d: the kernel takes 1 to %d blocks", R, k.block, maxGridY)
 	case Dh > attnMaxHead:
 		return nil, fmt.Errorf("heads of %d: the kernel takes at most %d", Dh, attnMaxHead)
 	}

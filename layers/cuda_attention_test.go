@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -203,12 +204,14 @@ func TestAttentionCUDACalls(t *testing.T) {
 // a prefill is not.
 func TestAttentionCUDASplits(t *testing.T) {
 	for _, c := range []struct{ T, hkv, capacity, want int }{
-		{1, 8, 4096, 16},
-		{1, 8, 32768, 32},
+		{1, 8, 4096, 32},
+		{1, 8, 32768, 128},
 		{1, 1, 1 << 20, attnMaxSplits},
-		{7, 3, 2048, 8},
-		{1, 8, 256, 1},
-		{64, 8, 4096, 1},
+		{7, 3, 2048, 16},
+		{7, 8, 2048, 16},
+		{7, 8, 32768, 19},
+		{1, 8, 128, 1},
+		{128, 8, 4096, 1},
 		{512, 8, 4096, 1},
 	} {
 		if got := attnSplits(c.T, c.hkv, c.capacity); got != c.want {
@@ -338,7 +341,7 @@ func closeRel(t *testing.T, what string, got, want []float32, tol float64) {
 // than the host's, so slabs are crossed), with the forward's rows and
 // block tables: the DeviceKV a device-backed pool would give.
 type devicePool struct {
-	dev            *cuda.Device
+	dev            deviceMem
 	kv             graphs.DeviceKV
 	kslabs, vslabs []cuda.Ptr
 	kStride        int // bytes a block
@@ -349,9 +352,18 @@ type devicePool struct {
 
 const devSlabBlocks = 4
 
+// deviceMem is the device memory devicePool takes: a *cuda.Device.
+type deviceMem interface {
+	sync.Locker
+	Alloc(n int) (cuda.Ptr, error)
+	Free(p cuda.Ptr)
+	Upload(dst cuda.Ptr, src unsafe.Pointer, n int) error
+	Download(dst unsafe.Pointer, src cuda.Ptr, n int) error
+}
+
 // uploadPool copies the blocks of f's planned runs to the device and makes
 // them f's DeviceKV.
-func uploadPool(t *testing.T, dev *cuda.Device, f *graphs.KVFixture, T, capacity int) *devicePool {
+func uploadPool(t *testing.T, dev deviceMem, f *graphs.KVFixture, T, capacity int) *devicePool {
 	t.Helper()
 	dev.Lock()
 	defer dev.Unlock()
