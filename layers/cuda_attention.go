@@ -70,9 +70,9 @@ func tileChunk(dk, dv int) (chunk, shared int) {
 	return chunk, 4 * (cudaTileRows*dk + chunk*(dk+1) + chunk*dv + cudaTileRows*chunk)
 }
 
-// cudaInputs checks that in are float32 tensors of the shapes that give
+// attnInputs checks that in are float32 tensors of the shapes that give
 // out's shape under shape, but for those listed in ints (int32).
-func cudaInputs(out cuda.Tensor, in []cuda.Tensor, n int, shape func([]tensor.Shape) (tensor.Shape, error), ints ...int) error {
+func attnInputs(out cuda.Tensor, in []cuda.Tensor, n int, shape func([]tensor.Shape) (tensor.Shape, error), ints ...int) error {
 	if len(in) != n {
 		return fmt.Errorf("%d inputs, want %d", len(in), n)
 	}
@@ -102,7 +102,7 @@ func cudaInputs(out cuda.Tensor, in []cuda.Tensor, n int, shape func([]tensor.Sh
 // CUDA returns cachedAttention's launches (see above). The positions input
 // is not read: the rows' positions are DeviceKV.Rows's.
 func (k cachedAttention) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error) {
-	if err := cudaInputs(out, in, 4, k.Shape, 3); err != nil {
+	if err := attnInputs(out, in, 4, k.Shape, 3); err != nil {
 		return nil, err
 	}
 	kv, err := k.kv.Device()
@@ -227,7 +227,7 @@ func (k cachedAttention) downloadProbs(probs cuda.Ptr, T, Hq, capacity int) func
 // CUDA returns blockAttention's launch: block_attn, a block per (head,
 // tile of 32 rows, image), each key chunk loaded once for the tile.
 func (k blockAttention) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error) {
-	if err := cudaInputs(out, in, 3, k.Shape); err != nil {
+	if err := attnInputs(out, in, 3, k.Shape); err != nil {
 		return nil, err
 	}
 	R, H, Dh := in[0].Shape[0], in[0].Shape[1], in[0].Shape[2]
