@@ -20,7 +20,7 @@ type Options struct {
 	// tolerances apply: batching may only change float32 summation order.
 	Batch int
 	// Device runs the case on a CUDA GPU (graphs.Options.Device).
-	Device *cuda.Device
+	Device cuda.Backend
 }
 
 // runner is what a case runs its sequence on: a graphs.Session, or the

@@ -182,7 +182,7 @@ func NewBatch(m Model, opts BatchOptions) (*Batch, error) {
 		err := pool.onDevice(opts.Device, max(opts.Buckets[len(opts.Buckets)-1], rows[len(rows)-1]), opts.Capacity)
 		opts.Device.Unlock()
 		if err != nil {
-			return nil, fmt.Errorf("placing the KV pool on %s: %w", opts.Device.Name, err)
+			return nil, fmt.Errorf("placing the KV pool on %s: %w", opts.Device, err)
 		}
 	}
 	return &Batch{
@@ -645,10 +645,10 @@ func (b *Batch) DeviceBusy() time.Duration {
 func (b *Batch) runProgram(p *program, T int) ([]float32, error) {
 	if p.dev != nil {
 		if err := b.pool.dev.upload(b.plan, T); err != nil {
-			return nil, fmt.Errorf("running the %d-row graph on %s: %w", T, b.opts.Device.Name, err)
+			return nil, fmt.Errorf("running the %d-row graph on %s: %w", T, b.opts.Device, err)
 		}
 		if err := p.dev.run(); err != nil {
-			return nil, fmt.Errorf("running the %d-row graph on %s: %w", T, b.opts.Device.Name, err)
+			return nil, fmt.Errorf("running the %d-row graph on %s: %w", T, b.opts.Device, err)
 		}
 		if err := p.dev.download(p.logits, p.logitsHost); err != nil {
 			return nil, fmt.Errorf("logits: %w", err)
@@ -727,7 +727,7 @@ func (b *Batch) compiled(key programKey) (*program, error) {
 		// prefill chunks launch op by op.
 		capture := key.kind == fromIDs && key.T <= b.rows[len(b.rows)-1]
 		if p.dev, err = newDevTape(dev, t, weights, capture); err != nil {
-			return nil, fmt.Errorf("planning the %d-row graph on %s: %w", key.T, dev.Name, err)
+			return nil, fmt.Errorf("planning the %d-row graph on %s: %w", key.T, dev, err)
 		}
 		p.logitsHost = make([]float32, key.R*b.vocab)
 	}

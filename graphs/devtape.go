@@ -20,7 +20,7 @@ import (
 // buffers that stay put. A step uploads its inputs, issues the launches
 // (or replays them as one CUDA graph) and runs the ops' host steps.
 type devTape struct {
-	dev     *cuda.Device // nil: planned against fakeMem, not run
+	dev     cuda.Backend // nil: planned against fakeMem, not run
 	mem     devMem
 	t       *tape
 	vals    []cuda.Tensor // per node, its device tensor
@@ -43,13 +43,13 @@ type devTape struct {
 
 // newDevTape plans t on dev. weights maps the graph's weight nodes to
 // their parameters.
-func newDevTape(dev *cuda.Device, t *tape, weights map[*G.Node]*Param, capture bool) (*devTape, error) {
-	return planDevTape(dev, dev, fmt.Sprintf("cuda:%d", dev.Ordinal), t, weights, capture)
+func newDevTape(dev cuda.Backend, t *tape, weights map[*G.Node]*Param, capture bool) (*devTape, error) {
+	return planDevTape(dev, dev, dev.Key(), t, weights, capture)
 }
 
 // planDevTape plans t against mem; weights' copies are kept as their
 // parameters' forms under formKey.
-func planDevTape(dev *cuda.Device, mem devMem, formKey string, t *tape, weights map[*G.Node]*Param, capture bool) (_ *devTape, err error) {
+func planDevTape(dev cuda.Backend, mem devMem, formKey string, t *tape, weights map[*G.Node]*Param, capture bool) (_ *devTape, err error) {
 	d := &devTape{dev: dev, mem: mem, t: t, vals: make([]cuda.Tensor, len(t.nodes)), scratch: map[[2]int]cuda.Ptr{}, capture: capture}
 	defer func() {
 		if err != nil {
@@ -196,37 +196,58 @@ func (d *devTape) run() error {
 		}
 	}
 	d.runs++
-	start, err := d.dev.Record()
+	t0 := time.Now()
+	var err error
+	if dev, ok := d.dev.(*cuda.Device); ok {
+		err = d.runDevice(dev)
+	} else {
+		// Another backend (the host emulator) runs op by op, timed by
+		// the wall clock.
+		if err = d.dev.Run(d.calls...); err == nil {
+			err = d.dev.Sync()
+		}
+		d.busy += time.Since(t0)
+	}
+	if err != nil {
+		return err
+	}
+	for _, c := range d.after {
+		if err := c.After(d.dev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runDevice issues the launches on a GPU, between two events that time
+// them: the first two steps op by op (the first loads the modules and
+// makes cuBLAS's handle), then, for a tape that asks for it, a capture of
+// the launches replayed as one CUDA graph from then on.
+func (d *devTape) runDevice(dev *cuda.Device) error {
+	start, err := dev.Record()
 	if err != nil {
 		return err
 	}
 	defer start.Release()
 	switch {
 	case d.graph != nil:
-		if err := d.graph.Launch(); err != nil {
-			return err
-		}
+		err = d.graph.Launch()
 	case d.capture && d.runs >= 2:
-		// The first run has loaded every module and made cuBLAS's
-		// handle: capture the second and replay it from then on.
-		g, err := d.dev.Capture(func() error { return d.dev.Run(d.calls...) })
-		if err != nil {
-			d.capture = false
-			if err := d.dev.Run(d.calls...); err != nil {
-				return err
-			}
+		g, cerr := dev.Capture(func() error { return dev.Run(d.calls...) })
+		if cerr != nil {
+			d.capture = false // launch op by op from now on
+			err = dev.Run(d.calls...)
 			break
 		}
 		d.graph = g
-		if err := g.Launch(); err != nil {
-			return err
-		}
+		err = g.Launch()
 	default:
-		if err := d.dev.Run(d.calls...); err != nil {
-			return err
-		}
+		err = dev.Run(d.calls...)
 	}
-	end, err := d.dev.Record()
+	if err != nil {
+		return err
+	}
+	end, err := dev.Record()
 	if err != nil {
 		return err
 	}
@@ -236,11 +257,6 @@ func (d *devTape) run() error {
 		return err
 	}
 	d.busy += time.Duration(float64(ms) * float64(time.Millisecond))
-	for _, c := range d.after {
-		if err := c.After(d.dev); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 

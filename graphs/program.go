@@ -39,7 +39,7 @@ func NewProgram(name string, build func(s *Step) *G.Node, capture []string) (p *
 // NewProgramOn is NewProgram on a CUDA device (nil: the CPU): its weights
 // are the device's copies, and each Run sends up the inputs and brings
 // down the output and the captures.
-func NewProgramOn(dev *cuda.Device, name string, build func(s *Step) *G.Node, capture []string) (p *Program, err error) {
+func NewProgramOn(dev cuda.Backend, name string, build func(s *Step) *G.Node, capture []string) (p *Program, err error) {
 	g := G.NewGraph()
 	rc := &runContext{}
 	s := &Step{G: g, weights: map[*Param]*G.Node{}, capture: capture, taps: map[string]*G.Node{}, sinks: map[string]*Sink{}, inputs: map[string]*G.Node{}, rc: rc}
@@ -67,7 +67,7 @@ func NewProgramOn(dev *cuda.Device, name string, build func(s *Step) *G.Node, ca
 		p.dev, err = newDevTape(dev, p.tape, weights, false)
 		dev.Unlock()
 		if err != nil {
-			return nil, fmt.Errorf("planning %s on %s: %w", name, dev.Name, err)
+			return nil, fmt.Errorf("planning %s on %s: %w", name, dev, err)
 		}
 		runtime.AddCleanup(p, func(d *devTape) {
 			d.dev.Lock()
@@ -155,7 +155,7 @@ func (p *Program) runDevice() (*tensor.Dense, error) {
 	dev.Lock()
 	defer dev.Unlock()
 	if err := p.dev.run(); err != nil {
-		return nil, fmt.Errorf("running on %s: %w", dev.Name, err)
+		return nil, fmt.Errorf("running on %s: %w", dev, err)
 	}
 	out := make([]float32, p.out.Shape().TotalSize())
 	if err := p.dev.download(p.out, out); err != nil {

@@ -54,7 +54,7 @@ type Options struct {
 	// it, the KV pool lives in its memory, and each step sends up only its
 	// inputs and brings down only the logits rows and captures asked for.
 	// Training steps and Programs run on the CPU.
-	Device *cuda.Device
+	Device cuda.Backend
 }
 
 // DefaultCapacity caps the context of a session whose options name none.

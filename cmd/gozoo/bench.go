@@ -62,12 +62,16 @@ type benchResult struct {
 
 // deviceFigures fills the GPU's figures of res: busy is the device time
 // of the timed decode, wall its wall time.
-func deviceFigures(res *benchResult, dev *cuda.Device, busy, wall time.Duration) {
-	if dev == nil {
+func deviceFigures(res *benchResult, b cuda.Backend, busy, wall time.Duration) {
+	if b == nil {
 		return
 	}
-	res.Device = dev.Name
-	res.Kernels = "cuda " + dev.Name
+	res.Device = b.String()
+	res.Kernels = "cuda " + b.String()
+	dev, ok := b.(*cuda.Device)
+	if !ok {
+		return
+	}
 	if wall > 0 {
 		res.KernelShare = busy.Seconds() / wall.Seconds()
 	}

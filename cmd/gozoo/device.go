@@ -14,10 +14,13 @@ func deviceFlag(fs *flag.FlagSet) *string {
 
 // openDevice opens the device --device names (nil for the CPU); its error
 // is one line naming the library or device at fault.
-func openDevice(name string) (*cuda.Device, error) {
+func openDevice(name string) (cuda.Backend, error) {
 	dev, err := cuda.ParseDevice(name)
 	if err != nil {
 		return nil, fmt.Errorf("--device %s: %w", name, err)
+	}
+	if dev == nil {
+		return nil, nil // the CPU: a nil Backend, not a nil *Device in one
 	}
 	return dev, nil
 }

@@ -39,7 +39,7 @@ type ScoreOptions struct {
 	// Fast and KVCacheF16 are graphs.Options' (not exact).
 	Fast, KVCacheF16 bool
 	// Device runs the pairs on a CUDA GPU (graphs.Options.Device).
-	Device *cuda.Device
+	Device cuda.Backend
 	// Progress, when set, is called after each group of pairs with the
 	// number of pairs scored so far and the total.
 	Progress func(done, total int)

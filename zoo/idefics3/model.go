@@ -30,12 +30,12 @@ type Model struct {
 
 	mu       sync.Mutex
 	programs map[programKey]*graphs.Program
-	device   *cuda.Device
+	device   cuda.Backend
 }
 
 // SetDevice runs the vision tower and connector on a CUDA device (nil:
 // the CPU), as graphs.Options.Device runs the text model.
-func (m *Model) SetDevice(dev *cuda.Device) {
+func (m *Model) SetDevice(dev cuda.Backend) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if dev != m.device {
