@@ -140,8 +140,8 @@ __device__ __forceinline__ float act_fn(float x, int act) {
     return x;
 }
 
-// moe_act writes h = act(g)·u over n values.
-extern "C" __global__ void moe_act(float *h, const float *__restrict__ g, const float *__restrict__ u, long long n,
+// moe_act writes h = act(g)·u over n values; h may be g.
+extern "C" __global__ void moe_act(float *h, const float *g, const float *u, long long n,
                                    int act) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
         h[i] = __fmul_rn(act_fn(g[i], act), u[i]);
