@@ -61,16 +61,16 @@ type shapeOnly struct {
 	dt    tensor.Dtype
 }
 
-func (v shapeOnly) Shape() tensor.Shape                  { return v.shape }
-func (v shapeOnly) Size() int                            { return v.shape.TotalSize() }
-func (v shapeOnly) Data() any                            { return nil }
-func (v shapeOnly) Dtype() tensor.Dtype                  { return v.dt }
-func (v shapeOnly) Uintptr() uintptr                     { return 0 }
-func (v shapeOnly) MemSize() uintptr                     { return 0 }
-func (v shapeOnly) Format(s fmt.State, c rune)           { fmt.Fprintf(s, "shapeOnly%v", v.shape) }
-func shaped(dt tensor.Dtype, shape ...int) G.Value       { return shapeOnly{tensor.Shape(shape), dt} }
-func f32s(shape ...int) G.Value                          { return shaped(tensor.Float32, shape...) }
-func weightOf(d graphs.DType, rows, cols int) G.Value    { return stackOf(d, nil, rows, cols) }
+func (v shapeOnly) Shape() tensor.Shape               { return v.shape }
+func (v shapeOnly) Size() int                         { return v.shape.TotalSize() }
+func (v shapeOnly) Data() any                         { return nil }
+func (v shapeOnly) Dtype() tensor.Dtype               { return v.dt }
+func (v shapeOnly) Uintptr() uintptr                  { return 0 }
+func (v shapeOnly) MemSize() uintptr                  { return 0 }
+func (v shapeOnly) Format(s fmt.State, c rune)        { fmt.Fprintf(s, "shapeOnly%v", v.shape) }
+func shaped(dt tensor.Dtype, shape ...int) G.Value    { return shapeOnly{tensor.Shape(shape), dt} }
+func f32s(shape ...int) G.Value                       { return shaped(tensor.Float32, shape...) }
+func weightOf(d graphs.DType, rows, cols int) G.Value { return stackOf(d, nil, rows, cols) }
 func stackOf(d graphs.DType, lead []int, rows, cols int) G.Value {
 	s, err := d.StoredShape(append(append([]int(nil), lead...), rows, cols))
 	if err != nil {
