@@ -5,10 +5,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gozoo/gozoo/cuda"
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/internal/cudaemu"
 	"github.com/gozoo/gozoo/ops"
@@ -85,6 +87,192 @@ func TestKernelsEmulatedMatMul(t *testing.T) {
 						t.Errorf("%s: %v", name, err)
 					}
 				}
+			}
+		}
+	}
+}
+
+func TestKernelsEmulatedEmbedding(t *testing.T) {
+	emu := cudaemu.Build(t, "matmul")
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, d := range allTypes {
+		for _, D := range []int{512, 96, 100, 40} {
+			if !fits(d, D) {
+				continue
+			}
+			const V = 11
+			table, _ := storedWeight(r, d, 1, []int{V}, D)
+			ids := []int{3, 0, 10, 3, 7}
+			k := embeddingLookup{dtype: d, name: "e"}
+			idv := tensor.New(tensor.WithShape(len(ids)), tensor.WithBacking(ids))
+			want := cpuValue(t, k, table, idv)
+			got, err := emu.RunOp(k, table, idv)
+			if err != nil {
+				t.Fatalf("%s D=%d: %v", d, D, err)
+			}
+			if err := closeTo(got.Float32s(), want, nil, 0); err != nil {
+				t.Errorf("%s D=%d: %v", d, D, err)
+			}
+			// Ids outside the table give zeros on the device (the CPU refuses
+			// them, or zeroes padding).
+			bad := tensor.New(tensor.WithShape(3), tensor.WithBacking([]int{-1, V, 2}))
+			got, err = emu.RunOp(k, table, bad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := got.Float32s()
+			for i, v := range g[:2*D] {
+				if v != 0 {
+					t.Fatalf("%s D=%d: value %d of an id outside the table is %g, want 0", d, D, i, v)
+				}
+			}
+			if err := closeTo(g[2*D:], want[3*D:4*D], nil, 0); err == nil {
+				t.Fatalf("%s D=%d: row of id 2 matched id 3's", d, D)
+			}
+		}
+	}
+}
+
+// moeCase makes a MoE's inputs: x [T, D], a router [E, D] and stacked
+// gate, up [E, F, D] and down [E, D, F] of the given types.
+func moeCase(r *rand.Rand, k sparseMoE, T, D, F int) []G.Value {
+	E := k.experts
+	router, _ := storedWeight(r, k.routerType, 1, []int{E}, D)
+	in := []G.Value{f32Value(randVals(r, T*D, 1), T, D), router}
+	for j, shape := range [][2]int{{F, D}, {F, D}, {D, F}} {
+		w, _ := storedWeight(r, k.expertTypes[j], 0.3, []int{E, shape[0]}, shape[1])
+		in = append(in, w)
+	}
+	return in
+}
+
+func TestKernelsEmulatedMoE(t *testing.T) {
+	emu := cudaemu.Build(t, "matmul", "moe")
+	r := rand.New(rand.NewPCG(25, 26))
+	type mcase struct {
+		E, K, D, F int
+		router     graphs.DType
+		experts    [3]graphs.DType
+		act        string
+	}
+	f, b, h := graphs.F32, graphs.BF16, graphs.F16
+	cases := []mcase{
+		{8, 2, 64, 32, f, [3]graphs.DType{f, f, f}, "silu"},
+		{8, 2, 64, 32, b, [3]graphs.DType{b, b, b}, "silu"},
+		{8, 3, 64, 32, f, [3]graphs.DType{h, h, b}, "gelu_pytorch_tanh"},
+		// Quantized weights and F32 only: the device's fast mode is then
+		// the CPU's exact one.
+		{8, 2, 64, 32, f, [3]graphs.DType{graphs.Q8_0, graphs.Q4_0, graphs.Q5_0}, "silu"},
+		{6, 2, 64, 32, graphs.Q8_0, [3]graphs.DType{f, f, f}, "gelu"},
+		{4, 2, 256, 256, f, [3]graphs.DType{graphs.Q4_K, graphs.Q4_K, graphs.Q6_K}, "relu"},
+		{5, 5, 40, 24, f, [3]graphs.DType{b, f, b}, "silu"},
+	}
+	for ci, c := range cases {
+		for _, T := range []int{1, 5, 8, 9, 70} {
+			for _, fast := range []bool{false, true} {
+				k := sparseMoE{name: "moe", experts: c.E, topK: c.K, normTopK: T%2 == 1, act: c.act,
+					routerType: c.router, expertTypes: c.experts, fast: fast}
+				name := fmt.Sprintf("case %d (%v %v %s)/T%d/fast=%v", ci, c.router, c.experts, c.act, T, fast)
+				in := moeCase(r, k, T, c.D, c.F)
+				ref := k
+				for _, d := range append(c.experts[:], c.router) {
+					if _, q := d.Quant(); q {
+						ref.fast = false // the device's quantized products are exact in both modes
+					}
+				}
+				want := cpuValue(t, ref, in...)
+				got, err := emu.RunOp(k, in...)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				// Fast mode's GELU rounds its input to F16 (llama.cpp's
+				// table): an input that differs in the last place of
+				// float32 may round to the next F16, 2^-11 apart.
+				tol := 1e-5
+				if fast && c.act == "gelu_pytorch_tanh" {
+					tol = 2e-3
+				}
+				if err := closeTo(got.Float32s(), want, nil, tol); err != nil {
+					t.Errorf("%s: %v", name, err)
+				}
+			}
+		}
+	}
+}
+
+func TestKernelsEmulatedVision(t *testing.T) {
+	emu := cudaemu.Build(t, "matmul", "vision")
+	r := rand.New(rand.NewPCG(27, 28))
+	for _, d := range []graphs.DType{graphs.F32, graphs.BF16, graphs.F16} {
+		for _, side := range []int{40, 64} { // 8 patches (the few-row kernel, trailing pixels dropped), 32
+			const N, C, P, D = 2, 3, 16, 24
+			px := f32Value(randVals(r, N*C*side*side, 1), N, C, side, side)
+			w, _ := storedWeight(r, d, 0.1, []int{D, C, P}, P)
+			bias := f32Value(randVals(r, D, 1), D)
+			k := patchEmbed{patch: P, dtype: d, name: "patch"}
+			want := cpuValue(t, k, px, w, bias)
+			got, err := emu.RunOp(k, px, w, bias)
+			if err != nil {
+				t.Fatalf("%s side %d: %v", d, side, err)
+			}
+			if err := closeTo(got.Float32s(), want, nil, 1e-5); err != nil {
+				t.Errorf("%s side %d: %v", d, side, err)
+			}
+		}
+	}
+	const N, side, s, D = 2, 8, 2, 5
+	x := f32Value(randVals(r, N*side*side*D, 1), N*side*side, D)
+	k := pixelShuffle{side: side, scale: s}
+	want := cpuValue(t, k, x)
+	got, err := emu.RunOp(k, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := closeTo(got.Float32s(), want, nil, 0); err != nil {
+		t.Errorf("pixel shuffle: %v", err)
+	}
+}
+
+// TestKernelsEmulatedActivations holds moe_act to activationFor value by
+// value: the exp-based ones within 1e-6 of max(|result|, |g·u|) (the
+// host's and the device's expf are not the CPU's Exp32, and the tanh
+// GELU's 2 - 2/(e^2u+1) loses the relative precision of a small result
+// for negative inputs), fast mode's GELU table exactly.
+func TestKernelsEmulatedActivations(t *testing.T) {
+	emu := cudaemu.Build(t, "moe")
+	r := rand.New(rand.NewPCG(29, 30))
+	const n = 4096
+	g := randVals(r, n, 4)
+	g[0], g[1], g[2], g[3] = -10, 10, -9.99, 0
+	u := randVals(r, n, 1)
+	for _, c := range []struct {
+		name string
+		fast bool
+	}{{"silu", false}, {"gelu_pytorch_tanh", false}, {"gelu_pytorch_tanh", true}, {"gelu", false}, {"relu", false}} {
+		code, err := actCode(c.name, c.fast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &cudaemu.Memory{}
+		gt, _ := m.Upload(f32Value(g, n))
+		ut, _ := m.Upload(f32Value(u, n))
+		h := m.Alloc(4 * n)
+		if err := emu.Run(m, []cuda.Call{{K: cuda.MoEAct, Grid: cuda.D1(4), Block: cuda.D1(256),
+			Args: []any{h, gt.Ptr, ut.Ptr, int64(n), code}}}); err != nil {
+			t.Fatal(err)
+		}
+		got := unsafe.Slice((*float32)(unsafe.Pointer(&m.Bytes(h)[0])), n)
+		act, _ := activationFor(c.name, c.fast)
+		tol := 1e-6
+		if c.fast {
+			tol = 0
+		}
+		for i := range got {
+			want := act(g[i]) * u[i]
+			scale := max(math.Abs(float64(want)), math.Abs(float64(g[i]*u[i])))
+			if d := math.Abs(float64(got[i] - want)); !(d <= tol*scale) {
+				t.Errorf("%s fast=%v: act(%g)·%g = %g, want %g", c.name, c.fast, g[i], u[i], got[i], want)
+				break
 			}
 		}
 	}

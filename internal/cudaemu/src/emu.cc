@@ -23,16 +23,52 @@ struct Barrier {
     unsigned gen = 0;
 };
 
+// A fiber switch. On x86-64, a few instructions that save the callee-saved
+// registers on the stack and swap stacks (swapcontext's signal-mask system
+// call would be most of the emulator's time); elsewhere, ucontext.
+#if defined(__x86_64__)
+extern "C" void emu_switch(void **save, void *to);
+asm(R"(
+.text
+.globl emu_switch
+.type emu_switch,@function
+emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+.size emu_switch, .-emu_switch
+)");
+struct Context {
+    void *sp = nullptr;
+};
+#else
+struct Context {
+    ucontext_t uc;
+};
+#endif
+
 struct Thread {
     uint3v idx;
     int lane, warp;
     bool done = false;
-    ucontext_t ctx;
+    Context ctx;
     std::unique_ptr<char[]> stack;
 };
 
 Thread *cur;
-static ucontext_t sched;
+static Context sched;
 static std::vector<Thread> threads;
 static Barrier blockBar;
 static std::vector<Barrier> warpBars;
@@ -45,7 +81,15 @@ const uint3v &thread_idx() { return cur->idx; }
 int lane() { return cur->lane; }
 unsigned long long *warp_slots() { return warpSlots[cur->warp].data(); }
 
-static void yield() { swapcontext(&cur->ctx, &sched); }
+static void switch_to(Context &save, Context &to) {
+#if defined(__x86_64__)
+    emu_switch(&save.sp, to.sp);
+#else
+    swapcontext(&save.uc, &to.uc);
+#endif
+}
+
+static void yield() { switch_to(cur->ctx, sched); }
 
 static void wait(Barrier &b) {
     unsigned g = b.gen;
@@ -60,7 +104,31 @@ static void entry() {
     cur->done = true;
     blockBar.members--;
     warpBars[cur->warp].members--;
-    // returning resumes uc_link, the scheduler
+#if defined(__x86_64__)
+    switch_to(cur->ctx, sched); // never resumed
+    abort();
+#endif
+    // with ucontext, returning resumes uc_link, the scheduler
+}
+
+static void start(Thread &t) {
+#if defined(__x86_64__)
+    // The stack emu_switch pops: six registers, then entry as the return
+    // address, above it a dummy return address of entry's own, so entry
+    // starts with the stack aligned as after a call.
+    uintptr_t top = ((uintptr_t)t.stack.get() + stackSize) & ~(uintptr_t)15;
+    void **sp = (void **)top;
+    *--sp = nullptr;
+    *--sp = (void *)entry;
+    for (int i = 0; i < 6; i++) *--sp = nullptr;
+    t.ctx.sp = sp;
+#else
+    getcontext(&t.ctx.uc);
+    t.ctx.uc.uc_stack.ss_sp = t.stack.get();
+    t.ctx.uc.uc_stack.ss_size = stackSize;
+    t.ctx.uc.uc_link = &sched.uc;
+    makecontext(&t.ctx.uc, entry, 0);
+#endif
 }
 
 // release opens every barrier whose live members have all arrived.
@@ -88,18 +156,14 @@ static void run_block() {
         t.done = false;
         warpBars[t.warp].members++;
         if (!t.stack) t.stack.reset(new char[stackSize]);
-        getcontext(&t.ctx);
-        t.ctx.uc_stack.ss_sp = t.stack.get();
-        t.ctx.uc_stack.ss_size = stackSize;
-        t.ctx.uc_link = &sched;
-        makecontext(&t.ctx, entry, 0);
+        start(t);
     }
     for (;;) {
         int live = 0, finished = 0;
         for (int i = 0; i < n; i++) {
             if (threads[i].done) continue;
             cur = &threads[i];
-            swapcontext(&sched, &threads[i].ctx);
+            switch_to(sched, threads[i].ctx);
             if (threads[i].done)
                 finished++;
             else
