@@ -6,7 +6,17 @@ package cuda
 const mmParams = "ppppiiilppii"
 
 var (
-	// MatMulFew* are the products of T <= 8 rows, one warp per output
+	// MatMulVec* are the products of one row (decode), as MatMulFew*.
+	MatMulVecF32  = NewKernel("matmul", "mm_vec_f32", mmParams)
+	MatMulVecBF16 = NewKernel("matmul", "mm_vec_bf16", mmParams)
+	MatMulVecF16  = NewKernel("matmul", "mm_vec_f16", mmParams)
+	MatMulVecQ8_0 = NewKernel("matmul", "mm_vec_q8_0", mmParams)
+	MatMulVecQ4_0 = NewKernel("matmul", "mm_vec_q4_0", mmParams)
+	MatMulVecQ5_0 = NewKernel("matmul", "mm_vec_q5_0", mmParams)
+	MatMulVecQ4_K = NewKernel("matmul", "mm_vec_q4_k", mmParams)
+	MatMulVecQ6_K = NewKernel("matmul", "mm_vec_q6_k", mmParams)
+
+	// MatMulFew* are the products of 2 to 8 rows, one warp per output
 	// column: grid (ceil(N/8), 1, experts), block 256.
 	MatMulFewF32  = NewKernel("matmul", "mm_few_f32", mmParams)
 	MatMulFewBF16 = NewKernel("matmul", "mm_few_bf16", mmParams)

@@ -80,18 +80,21 @@ func stackOf(d graphs.DType, lead []int, rows, cols int) G.Value {
 }
 
 // absProducts is Σ_k |x[t,k]·w[n,k]| for every output, the scale that
-// bounds the float32 differences of two summation orders.
+// bounds the float32 differences of two summation orders (computed in
+// float32 by the CPU's product of |x| and |w|).
 func absProducts(x []float32, T, K int, w []float32, N int) []float64 {
+	ax, aw := make([]float32, len(x)), make([]float32, len(w))
+	for i, v := range x {
+		ax[i] = float32(math.Abs(float64(v)))
+	}
+	for i, v := range w {
+		aw[i] = float32(math.Abs(float64(v)))
+	}
+	y := make([]float32, T*N)
+	mulT(y, ax, T, weight{dtype: graphs.F32, f32: aw, rows: N, cols: K}, N, K)
 	out := make([]float64, T*N)
-	for t := 0; t < T; t++ {
-		xr := x[t*K : (t+1)*K]
-		for n := 0; n < N; n++ {
-			var s float64
-			for k, v := range w[n*K : (n+1)*K] {
-				s += math.Abs(float64(v) * float64(xr[k]))
-			}
-			out[t*N+n] = s
-		}
+	for i, v := range y {
+		out[i] = float64(v)
 	}
 	return out
 }

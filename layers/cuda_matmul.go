@@ -14,9 +14,9 @@ import (
 //   - BF16 and F16 in fast mode: x rounded to the weight's type (to_half,
 //     into scratch 0), cublasGemmEx with float32 accumulation, add_bias;
 //   - BF16 and F16 in exact mode, and the quantized types in both modes:
-//     mm_few_* (T <= fewRows) or mm_tile_* (more rows), which widen or
-//     dequantize the weights in registers as the CPU does, accumulate in
-//     float32 and add the bias themselves. A quantized weight's fast mode
+//     mm_vec_* (T = 1), mm_few_* (T <= fewRows) or mm_tile_* (more rows),
+//     which widen or dequantize the weights in registers as the CPU does,
+//     accumulate in float32 and add the bias themselves. A quantized weight's fast mode
 //     on the device is the exact arithmetic: the CPU's fast mode quantizes
 //     the activations to 8 bits (llama.cpp's), which the device does not.
 
@@ -25,17 +25,17 @@ import (
 const fewRows = 8
 
 // mmKernels are a stored type's device kernels.
-type mmKernels struct{ few, tile, embed *cuda.Kernel }
+type mmKernels struct{ vec, few, tile, embed *cuda.Kernel }
 
 var mmByType = map[graphs.DType]mmKernels{
-	graphs.F32:  {cuda.MatMulFewF32, cuda.MatMulTileF32, cuda.EmbedF32},
-	graphs.BF16: {cuda.MatMulFewBF16, cuda.MatMulTileBF16, cuda.EmbedBF16},
-	graphs.F16:  {cuda.MatMulFewF16, cuda.MatMulTileF16, cuda.EmbedF16},
-	graphs.Q8_0: {cuda.MatMulFewQ8_0, cuda.MatMulTileQ8_0, cuda.EmbedQ8_0},
-	graphs.Q4_0: {cuda.MatMulFewQ4_0, cuda.MatMulTileQ4_0, cuda.EmbedQ4_0},
-	graphs.Q5_0: {cuda.MatMulFewQ5_0, cuda.MatMulTileQ5_0, cuda.EmbedQ5_0},
-	graphs.Q4_K: {cuda.MatMulFewQ4_K, cuda.MatMulTileQ4_K, cuda.EmbedQ4_K},
-	graphs.Q6_K: {cuda.MatMulFewQ6_K, cuda.MatMulTileQ6_K, cuda.EmbedQ6_K},
+	graphs.F32:  {cuda.MatMulVecF32, cuda.MatMulFewF32, cuda.MatMulTileF32, cuda.EmbedF32},
+	graphs.BF16: {cuda.MatMulVecBF16, cuda.MatMulFewBF16, cuda.MatMulTileBF16, cuda.EmbedBF16},
+	graphs.F16:  {cuda.MatMulVecF16, cuda.MatMulFewF16, cuda.MatMulTileF16, cuda.EmbedF16},
+	graphs.Q8_0: {cuda.MatMulVecQ8_0, cuda.MatMulFewQ8_0, cuda.MatMulTileQ8_0, cuda.EmbedQ8_0},
+	graphs.Q4_0: {cuda.MatMulVecQ4_0, cuda.MatMulFewQ4_0, cuda.MatMulTileQ4_0, cuda.EmbedQ4_0},
+	graphs.Q5_0: {cuda.MatMulVecQ5_0, cuda.MatMulFewQ5_0, cuda.MatMulTileQ5_0, cuda.EmbedQ5_0},
+	graphs.Q4_K: {cuda.MatMulVecQ4_K, cuda.MatMulFewQ4_K, cuda.MatMulTileQ4_K, cuda.EmbedQ4_K},
+	graphs.Q6_K: {cuda.MatMulVecQ6_K, cuda.MatMulFewQ6_K, cuda.MatMulTileQ6_K, cuda.EmbedQ6_K},
 }
 
 // halfKind is the kind argument of to_half and round_half for a 16-bit
@@ -153,7 +153,11 @@ func (p product) calls(ws cuda.Workspace) ([]cuda.Call, error) {
 	}
 	args := []any{p.y, p.x, p.w, p.bias, p.T, p.N, p.K, p.wstride, p.list, p.counts, p.T, inDiv}
 	if p.T <= fewRows {
-		return append(calls, cuda.Call{K: ks.few, Grid: cuda.Dim3{X: cuda.Blocks(p.N, 8), Y: 1, Z: experts},
+		k := ks.few
+		if p.T == 1 {
+			k = ks.vec
+		}
+		return append(calls, cuda.Call{K: k, Grid: cuda.Dim3{X: cuda.Blocks(p.N, 8), Y: 1, Z: experts},
 			Block: cuda.D1(256), Args: args}), nil
 	}
 	gy := cuda.Blocks(p.T, 64)

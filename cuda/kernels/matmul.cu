@@ -4,6 +4,7 @@
 // add, the fast mode's 16-bit activations, and embedding lookups.
 //
 // Two forms of product, picked by the program's T:
+//   mm_vec_*  (T = 1) and
 //   mm_few_*  (T <= 8): one warp per output column; each lane decodes 8
 //             weights of a chunk and multiplies them with all T rows, the
 //             partial sums in registers; a warp-shuffle reduction at the
@@ -106,16 +107,15 @@ template <class F>
 __device__ __forceinline__ void mm_few_any(float *y, const float *x, const uint8_t *w, const float *bias, int T, int N,
                                            int K, long long wstride, const int *list, const int *counts, int ls,
                                            int inDiv) {
-    switch (T) {
-    case 1: mm_few<F, 1>(y, x, w, bias, T, N, K, wstride, list, counts, ls, inDiv); break;
-    case 2: mm_few<F, 2>(y, x, w, bias, T, N, K, wstride, list, counts, ls, inDiv); break;
-    case 3: mm_few<F, 3>(y, x, w, bias, T, N, K, wstride, list, counts, ls, inDiv); break;
-    case 4: mm_few<F, 4>(y, x, w, bias, T, N, K, wstride, list, counts, ls, inDiv); break;
-    case 5: mm_few<F, 5>(y, x, w, bias, T, N, K, wstride, list, counts, ls, inDiv); break;
-    case 6: mm_few<F, 6>(y, x, w, bias, T, N, K, wstride, list, counts, ls, inDiv); break;
-    case 7: mm_few<F, 7>(y, x, w, bias, T, N, K, wstride, list, counts, ls, inDiv); break;
-    default: mm_few<F, MAX_FEW>(y, x, w, bias, T, N, K, wstride, list, counts, ls, inDiv); break;
-    }
+    // Register blocks of 2, 4 and 8 rows; rows past T are skipped. (One
+    // row is mm_vec_*, an entry of its own: the eight rows' registers
+    // would halve a decode's occupancy.)
+    if (T <= 2)
+        mm_few<F, 2>(y, x, w, bias, T, N, K, wstride, list, counts, ls, inDiv);
+    else if (T <= 4)
+        mm_few<F, 4>(y, x, w, bias, T, N, K, wstride, list, counts, ls, inDiv);
+    else
+        mm_few<F, MAX_FEW>(y, x, w, bias, T, N, K, wstride, list, counts, ls, inDiv);
 }
 
 #define TM 64
@@ -237,6 +237,11 @@ __device__ __forceinline__ void mm_tile(float *__restrict__ y, const float *__re
 }
 
 #define MM_KERNELS(NAME, F)                                                                                           \
+    extern "C" __global__ void __launch_bounds__(FEW_WARPS * 32)                                                     \
+        mm_vec_##NAME(float *y, const float *x, const uint8_t *w, const float *bias, int T, int N, int K,           \
+                      long long wstride, const int *list, const int *counts, int ls, int inDiv) {                   \
+        mm_few<F, 1>(y, x, w, bias, T, N, K, wstride, list, counts, ls, inDiv);                                     \
+    }                                                                                                                \
     extern "C" __global__ void __launch_bounds__(FEW_WARPS * 32)                                                     \
         mm_few_##NAME(float *y, const float *x, const uint8_t *w, const float *bias, int T, int N, int K,           \
                       long long wstride, const int *list, const int *counts, int ls, int inDiv) {                   \
