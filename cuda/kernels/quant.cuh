@@ -1,0 +1,180 @@
+// Weight decoders shared by the product, embedding and MoE kernels: every
+// stored type (F32, BF16, F16 and ggml's blocks) gives eight values of one
+// 32-value chunk of a row at a time, widened or dequantized exactly as
+// internal/quant and graphs.Widen do on the CPU, in registers.
+//
+// A row of K values is K/32 chunks (the float types may end in a partial
+// one). Part p (0..3) of chunk c decodes eight values: w[0..3] at
+// c*32 + F::off0(p) + i and w[4..7] at c*32 + F::off1(p) + i. Every run of
+// four starts at a multiple of four, so the matching activations load as
+// one float4. The quantized decoders use __fmul_rn and __fsub_rn: nvcc
+// contracts a*b - c into one FMA by default, and ggml's d1*q - m1 (Q4_K)
+// is two roundings.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+__device__ __forceinline__ float half_to_float(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+__device__ __forceinline__ float bf16_to_float(uint16_t b) { return __uint_as_float((uint32_t)b << 16); }
+
+// ld16 reads a little-endian u16 at a 2-byte aligned address.
+__device__ __forceinline__ uint16_t ld16(const uint8_t *p) { return __ldg((const unsigned short *)p); }
+
+struct FmtF32 {
+    static constexpr bool FLOAT = true;
+    __device__ static size_t rowBytes(int K) { return (size_t)K * 4; }
+    __device__ static int off0(int p) { return 8 * p; }
+    __device__ static int off1(int p) { return 8 * p + 4; }
+    // dec needs the row 16-byte aligned (K % 8 == 0 and an aligned base).
+    __device__ static void dec(const uint8_t *row, int c, int p, float w[8]) {
+        const float4 *q = (const float4 *)(row + (size_t)(c * 32 + 8 * p) * 4);
+        float4 a = __ldg(q), b = __ldg(q + 1);
+        w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
+        w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+    }
+    __device__ static float one(const uint8_t *row, int k) { return __ldg((const float *)row + k); }
+};
+
+template <bool BF>
+struct Fmt16 {
+    static constexpr bool FLOAT = true;
+    __device__ static size_t rowBytes(int K) { return (size_t)K * 2; }
+    __device__ static int off0(int p) { return 8 * p; }
+    __device__ static int off1(int p) { return 8 * p + 4; }
+    __device__ static float widen(uint32_t h) { return BF ? bf16_to_float((uint16_t)h) : half_to_float((uint16_t)h); }
+    __device__ static void dec(const uint8_t *row, int c, int p, float w[8]) {
+        uint4 q = __ldg((const uint4 *)(row + (size_t)(c * 32 + 8 * p) * 2));
+        uint32_t v[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            w[2 * i] = widen(v[i] & 0xffff);
+            w[2 * i + 1] = widen(v[i] >> 16);
+        }
+    }
+    __device__ static float one(const uint8_t *row, int k) { return widen(__ldg((const unsigned short *)row + k)); }
+};
+typedef Fmt16<true> FmtBF16;
+typedef Fmt16<false> FmtF16;
+
+// block_q8_0: f16 d, int8 qs[32]; y = q*d.
+struct FmtQ8_0 {
+    static constexpr bool FLOAT = false;
+    __device__ static size_t rowBytes(int K) { return (size_t)(K / 32) * 34; }
+    __device__ static int off0(int p) { return 8 * p; }
+    __device__ static int off1(int p) { return 8 * p + 4; }
+    __device__ static void dec(const uint8_t *row, int c, int p, float w[8]) {
+        const uint8_t *b = row + (size_t)c * 34;
+        float d = half_to_float(ld16(b));
+        const uint8_t *q = b + 2 + 8 * p;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            uint16_t two = ld16(q + 2 * i);
+            w[2 * i] = __fmul_rn((float)(int8_t)(two & 0xff), d);
+            w[2 * i + 1] = __fmul_rn((float)(int8_t)(two >> 8), d);
+        }
+    }
+};
+
+// block_q4_0: f16 d, qs[16]; byte j holds value j (low nibble) and j+16
+// (high); y = (q-8)*d.
+struct FmtQ4_0 {
+    static constexpr bool FLOAT = false;
+    __device__ static size_t rowBytes(int K) { return (size_t)(K / 32) * 18; }
+    __device__ static int off0(int p) { return 4 * p; }
+    __device__ static int off1(int p) { return 16 + 4 * p; }
+    __device__ static void dec(const uint8_t *row, int c, int p, float w[8]) {
+        const uint8_t *b = row + (size_t)c * 18;
+        float d = half_to_float(ld16(b));
+        uint32_t q = (uint32_t)ld16(b + 2 + 4 * p) | (uint32_t)ld16(b + 4 + 4 * p) << 16;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            uint32_t v = q >> (8 * i) & 0xff;
+            w[i] = __fmul_rn((float)((int)(v & 15) - 8), d);
+            w[4 + i] = __fmul_rn((float)((int)(v >> 4) - 8), d);
+        }
+    }
+};
+
+// block_q5_0: f16 d, u32 qh (the fifth bits), qs[16] as Q4_0; y = (q-16)*d.
+struct FmtQ5_0 {
+    static constexpr bool FLOAT = false;
+    __device__ static size_t rowBytes(int K) { return (size_t)(K / 32) * 22; }
+    __device__ static int off0(int p) { return 4 * p; }
+    __device__ static int off1(int p) { return 16 + 4 * p; }
+    __device__ static void dec(const uint8_t *row, int c, int p, float w[8]) {
+        const uint8_t *b = row + (size_t)c * 22;
+        float d = half_to_float(ld16(b));
+        uint32_t qh = (uint32_t)ld16(b + 2) | (uint32_t)ld16(b + 4) << 16;
+        uint32_t q = (uint32_t)ld16(b + 6 + 4 * p) | (uint32_t)ld16(b + 8 + 4 * p) << 16;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int j = 4 * p + i;
+            uint32_t v = q >> (8 * i) & 0xff;
+            uint32_t h0 = (qh >> j) << 4 & 0x10;
+            uint32_t h1 = qh >> (j + 12) & 0x10;
+            w[i] = __fmul_rn((float)((int)((v & 15) | h0) - 16), d);
+            w[4 + i] = __fmul_rn((float)((int)((v >> 4) | h1) - 16), d);
+        }
+    }
+};
+
+// block_q4_K: f16 d, f16 dmin, 12 bytes of 6-bit scales and mins, qs[128].
+// Sub-block s (32 values) is the low (s even) or high (s odd) nibbles of
+// qs[32*(s/2) ...]; y = d*sc*q - dmin*m, each product rounded.
+struct FmtQ4_K {
+    static constexpr bool FLOAT = false;
+    __device__ static size_t rowBytes(int K) { return (size_t)(K / 256) * 144; }
+    __device__ static int off0(int p) { return 8 * p; }
+    __device__ static int off1(int p) { return 8 * p + 4; }
+    __device__ static void dec(const uint8_t *row, int c, int p, float w[8]) {
+        const uint8_t *b = row + (size_t)(c >> 3) * 144;
+        int s = c & 7;
+        float d = half_to_float(ld16(b)), dmin = half_to_float(ld16(b + 2));
+        const uint8_t *sc = b + 4;
+        int scv, mv;
+        if (s < 4) {
+            scv = __ldg(sc + s) & 63;
+            mv = __ldg(sc + s + 4) & 63;
+        } else {
+            scv = (__ldg(sc + s + 4) & 15) | (__ldg(sc + s - 4) >> 6) << 4;
+            mv = (__ldg(sc + s + 4) >> 4) | (__ldg(sc + s) >> 6) << 4;
+        }
+        float d1 = __fmul_rn(d, (float)scv), m1 = __fmul_rn(dmin, (float)mv);
+        // 16 + 32*(s/2) + 8*p is 8-byte aligned in a 144-byte block.
+        uint2 q = __ldg((const uint2 *)(b + 16 + 32 * (s >> 1) + 8 * p));
+        int shift = (s & 1) * 4;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            w[i] = __fsub_rn(__fmul_rn(d1, (float)(q.x >> (8 * i + shift) & 15)), m1);
+            w[4 + i] = __fsub_rn(__fmul_rn(d1, (float)(q.y >> (8 * i + shift) & 15)), m1);
+        }
+    }
+};
+
+// block_q6_K: ql[128], qh[64], int8 scales[16], f16 d. Half h (128
+// values), quarter j (32 values), position l: the low nibble (j < 2) or
+// high (j >= 2) of ql[64h + 32(j&1) + l], bits 2j..2j+1 of qh[32h + l] on
+// top, minus 32, times d*scales[8h + l/16 + 2j].
+struct FmtQ6_K {
+    static constexpr bool FLOAT = false;
+    __device__ static size_t rowBytes(int K) { return (size_t)(K / 256) * 210; }
+    __device__ static int off0(int p) { return 8 * p; }
+    __device__ static int off1(int p) { return 8 * p + 4; }
+    __device__ static void dec(const uint8_t *row, int c, int p, float w[8]) {
+        const uint8_t *b = row + (size_t)(c >> 3) * 210;
+        int r = c & 7, h = r >> 2, j = r & 3, l = 8 * p;
+        float d = half_to_float(ld16(b + 208));
+        float d1 = __fmul_rn(d, (float)(int8_t)__ldg(b + 192 + 8 * h + (l >> 4) + 2 * j));
+        const uint8_t *ql = b + 64 * h + 32 * (j & 1) + l;
+        const uint8_t *qh = b + 128 + 32 * h + l;
+        int nshift = j < 2 ? 0 : 4;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            int nib = __ldg(ql + i) >> nshift & 15;
+            int hb = __ldg(qh + i) >> (2 * j) & 3;
+            w[i] = __fmul_rn(d1, (float)((nib | hb << 4) - 32));
+        }
+    }
+};
