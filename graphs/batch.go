@@ -708,7 +708,7 @@ func (b *Batch) compiled(key programKey) (*program, error) {
 	if p, ok := b.program[key]; ok {
 		return p, nil
 	}
-	gr, err := build(b.model, key, b.pool, b.plan, b.opts.Capture, b.rc, b.opts.Fast)
+	gr, err := build(b.model, key, b.pool, b.plan, b.opts.Capture, b.rc, b.opts.Fast, b.opts.Device != nil)
 	if err != nil {
 		return nil, err
 	}

@@ -389,7 +389,7 @@ func PlanDevice(m Model, opts BatchOptions, rows ...int) ([]int, error) {
 	defer func() { b.pool.dev = nil }()
 	var counts []int
 	for _, T := range rows {
-		gr, err := build(b.model, programKey{T, 1, fromIDs}, b.pool, b.plan, b.opts.Capture, b.rc, b.opts.Fast)
+		gr, err := build(b.model, programKey{T, 1, fromIDs}, b.pool, b.plan, b.opts.Capture, b.rc, b.opts.Fast, true)
 		if err != nil {
 			return nil, err
 		}

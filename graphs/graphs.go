@@ -115,6 +115,9 @@ type Step struct {
 	Positions *G.Node
 	// Fast asks the layers for llama.cpp's arithmetic (Options.Fast).
 	Fast bool
+	// device: the graph runs on a device (Options.Device), which reads
+	// every weight through the graph.
+	device bool
 
 	weights map[*Param]*G.Node
 	kv      *KVPool   // nil: no KV cache (training steps, Programs)
@@ -126,6 +129,10 @@ type Step struct {
 	rc      *runContext        // a Program's run context (see Checkpoint)
 	train   *trainState        // a training step's (see NewTrainingStep)
 }
+
+// OnDevice says whether the graph runs on a device (Options.Device): its
+// ops read every weight from their inputs, none from host memory.
+func (s *Step) OnDevice() bool { return s.device }
 
 // Training says whether s is a training step (NewTrainingStep), whose
 // weights take gradients.
@@ -236,10 +243,10 @@ type graph struct {
 // build builds model's graph for T rows on a fresh ExprGraph. Panics raised
 // by layer fragments (impossible shapes, missing weights) come back as
 // errors.
-func build(m Model, key programKey, pool *KVPool, plan *stepPlan, capture []string, rc *runContext, fast bool) (gr *graph, err error) {
+func build(m Model, key programKey, pool *KVPool, plan *stepPlan, capture []string, rc *runContext, fast, device bool) (gr *graph, err error) {
 	T, R, kind := key.T, key.R, key.kind
 	g := G.NewGraph()
-	s := &Step{G: g, T: T, Fast: fast, weights: map[*Param]*G.Node{}, kv: pool, plan: plan, capture: capture, taps: map[string]*G.Node{}, sinks: map[string]*Sink{}}
+	s := &Step{G: g, T: T, Fast: fast, device: device, weights: map[*Param]*G.Node{}, kv: pool, plan: plan, capture: capture, taps: map[string]*G.Node{}, sinks: map[string]*Sink{}}
 	gr = &graph{step: s}
 	defer func() {
 		if r := recover(); r != nil {

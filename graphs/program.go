@@ -42,7 +42,7 @@ func NewProgram(name string, build func(s *Step) *G.Node, capture []string) (p *
 func NewProgramOn(dev cuda.Backend, name string, build func(s *Step) *G.Node, capture []string) (p *Program, err error) {
 	g := G.NewGraph()
 	rc := &runContext{}
-	s := &Step{G: g, weights: map[*Param]*G.Node{}, capture: capture, taps: map[string]*G.Node{}, sinks: map[string]*Sink{}, inputs: map[string]*G.Node{}, rc: rc}
+	s := &Step{G: g, device: dev != nil, weights: map[*Param]*G.Node{}, capture: capture, taps: map[string]*G.Node{}, sinks: map[string]*Sink{}, inputs: map[string]*G.Node{}, rc: rc}
 	defer func() {
 		if r := recover(); r != nil {
 			e, ok := r.(error)

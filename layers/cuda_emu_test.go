@@ -35,7 +35,7 @@ func cpuValue(t *testing.T, k ops.Kernel, in ...G.Value) []float32 {
 	return out
 }
 
-func f32Value(data []float32, shape ...int) *tensor.Dense {
+func f32Dense(data []float32, shape ...int) *tensor.Dense {
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))
 }
 
@@ -44,11 +44,11 @@ func f32Value(data []float32, shape ...int) *tensor.Dense {
 func matmulCase(r *rand.Rand, d graphs.DType, T, N, K int, bias bool) (in []G.Value, scale []float64) {
 	x := randVals(r, T*K, 1)
 	w, wv := storedWeight(r, d, 0.1, []int{N}, K)
-	in = []G.Value{f32Value(x, T, K), w}
+	in = []G.Value{f32Dense(x, T, K), w}
 	scale = absProducts(x, T, K, wv, N)
 	if bias {
 		b := randVals(r, N, 1)
-		in = append(in, f32Value(b, N))
+		in = append(in, f32Dense(b, N))
 		for i := range scale {
 			scale[i] += math.Abs(float64(b[i%N]))
 		}
@@ -141,7 +141,7 @@ func moeCase(r *rand.Rand, k sparseMoE, T, D, F int) ([]G.Value, []float64) {
 	// Router logits of a few units, as a trained router's.
 	router, rv := storedWeight(r, k.routerType, 2/math.Sqrt(float64(D)), []int{E}, D)
 	x := randVals(r, T*D, 1)
-	in := []G.Value{f32Value(x, T, D), router}
+	in := []G.Value{f32Dense(x, T, D), router}
 	var wv [3][]float32
 	for j, shape := range [][2]int{{F, D}, {F, D}, {D, F}} {
 		w, v := storedWeight(r, k.expertTypes[j], 0.3, []int{E, shape[0]}, shape[1])
@@ -264,9 +264,9 @@ func TestKernelsEmulatedVision(t *testing.T) {
 	for _, d := range []graphs.DType{graphs.F32, graphs.BF16, graphs.F16} {
 		for _, side := range []int{40, 64} { // 8 patches (the few-row kernel, trailing pixels dropped), 32
 			const N, C, P, D = 2, 3, 16, 24
-			px := f32Value(randVals(r, N*C*side*side, 1), N, C, side, side)
+			px := f32Dense(randVals(r, N*C*side*side, 1), N, C, side, side)
 			w, _ := storedWeight(r, d, 0.1, []int{D, C, P}, P)
-			bias := f32Value(randVals(r, D, 1), D)
+			bias := f32Dense(randVals(r, D, 1), D)
 			k := patchEmbed{patch: P, dtype: d, name: "patch"}
 			want := cpuValue(t, k, px, w, bias)
 			got, err := emu.RunOp(k, px, w, bias)
@@ -279,7 +279,7 @@ func TestKernelsEmulatedVision(t *testing.T) {
 		}
 	}
 	const N, side, s, D = 2, 8, 2, 5
-	x := f32Value(randVals(r, N*side*side*D, 1), N*side*side, D)
+	x := f32Dense(randVals(r, N*side*side*D, 1), N*side*side, D)
 	k := pixelShuffle{side: side, scale: s}
 	want := cpuValue(t, k, x)
 	got, err := emu.RunOp(k, x)
@@ -312,8 +312,8 @@ func TestKernelsEmulatedActivations(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := &cudaemu.Memory{}
-		gt, _ := m.Upload(f32Value(g, n))
-		ut, _ := m.Upload(f32Value(u, n))
+		gt, _ := m.Upload(f32Dense(g, n))
+		ut, _ := m.Upload(f32Dense(u, n))
 		h := m.Alloc(4 * n)
 		if err := emu.Run(m, []cuda.Call{{K: cuda.MoEAct, Grid: cuda.D1(4), Block: cuda.D1(256),
 			Args: []any{h, gt.Ptr, ut.Ptr, int64(n), code}}}); err != nil {

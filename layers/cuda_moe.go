@@ -47,24 +47,6 @@ const (
 	moeXF16
 )
 
-// actCode is moe_act's code for an activation.
-func actCode(name string, fast bool) (int, error) {
-	switch name {
-	case "silu":
-		return 0, nil
-	case "gelu_pytorch_tanh", "gelu_new":
-		if fast {
-			return 4, nil
-		}
-		return 1, nil
-	case "gelu":
-		return 2, nil
-	case "relu":
-		return 3, nil
-	}
-	return 0, fmt.Errorf("unsupported activation %q (supported: silu, gelu_pytorch_tanh, gelu_new, gelu, relu)", name)
-}
-
 // CUDA implements ops.CUDAKernel (see above).
 func (k sparseMoE) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error) {
 	if k.sliced != nil {

@@ -266,9 +266,10 @@ func (m *MoE) Forward(s *graphs.Step, x *G.Node) *G.Node {
 		expertTypes: [3]graphs.DType{m.Gate.DType, m.Up.DType, m.Down.DType},
 	}
 	in := []*G.Node{x, s.Bind(m.Router.Weight)}
-	if !s.Training() && (m.Gate.Slices != nil || m.Up.Slices != nil || m.Down.Slices != nil) {
+	if !s.Training() && !s.OnDevice() && (m.Gate.Slices != nil || m.Up.Slices != nil || m.Down.Slices != nil) {
 		// Per-expert tensors (transformers 4.x, v5's fused gate_up_proj),
-		// read in place, once, as Bind reads a weight once.
+		// read in place, once, as Bind reads a weight once. A device
+		// takes them stacked, as Bind gives them.
 		set, err := readExperts([3]*graphs.Param{m.Gate, m.Up, m.Down})
 		if err != nil {
 			panic(fmt.Errorf("%s: %w", m.name, err))

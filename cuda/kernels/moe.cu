@@ -103,11 +103,12 @@ extern "C" __global__ void moe_lists(const int *__restrict__ ids, int *__restric
 
 // The activations of layers.activationFor, in the CPU's order of float32
 // operations (exp and tanh may differ in the last place).
+// The codes are basic.cu's (cuda.Act*).
 #define ACT_SILU 0
 #define ACT_GELU_TANH 1
-#define ACT_GELU_ERF 2
-#define ACT_RELU 3
-#define ACT_GELU_TABLE 4 // fast mode's GELU: llama.cpp's F16 table
+#define ACT_GELU_TABLE 2 // fast mode's GELU: llama.cpp's F16 table
+#define ACT_GELU_ERF 3
+#define ACT_RELU 4
 
 __device__ __forceinline__ float act_fn(float x, int act) {
     switch (act) {
