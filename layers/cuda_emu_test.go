@@ -57,7 +57,7 @@ func matmulCase(r *rand.Rand, d graphs.DType, T, N, K int, bias bool) (in []G.Va
 }
 
 func TestKernelsEmulatedMatMul(t *testing.T) {
-	emu := cudaemu.Build(t, "matmul")
+	emu := emulator(t)
 	r := rand.New(rand.NewPCG(21, 22))
 	for _, d := range allTypes {
 		sizes := [][2]int{{67, 512}} // N, K
@@ -93,7 +93,7 @@ func TestKernelsEmulatedMatMul(t *testing.T) {
 }
 
 func TestKernelsEmulatedEmbedding(t *testing.T) {
-	emu := cudaemu.Build(t, "matmul")
+	emu := emulator(t)
 	r := rand.New(rand.NewPCG(23, 24))
 	for _, d := range allTypes {
 		for _, D := range []int{512, 96, 100, 40} {
@@ -212,7 +212,7 @@ func moeBound(k sparseMoE, x []float32, T, D, F int, router []float32, w [3][]fl
 }
 
 func TestKernelsEmulatedMoE(t *testing.T) {
-	emu := cudaemu.Build(t, "matmul", "moe")
+	emu := emulator(t)
 	r := rand.New(rand.NewPCG(25, 26))
 	type mcase struct {
 		E, K, D, F int
@@ -259,7 +259,7 @@ func TestKernelsEmulatedMoE(t *testing.T) {
 }
 
 func TestKernelsEmulatedVision(t *testing.T) {
-	emu := cudaemu.Build(t, "matmul", "vision")
+	emu := emulator(t)
 	r := rand.New(rand.NewPCG(27, 28))
 	for _, d := range []graphs.DType{graphs.F32, graphs.BF16, graphs.F16} {
 		for _, side := range []int{40, 64} { // 8 patches (the few-row kernel, trailing pixels dropped), 32
@@ -297,7 +297,7 @@ func TestKernelsEmulatedVision(t *testing.T) {
 // GELU's 2 - 2/(e^2u+1) loses the relative precision of a small result
 // for negative inputs), fast mode's GELU table exactly.
 func TestKernelsEmulatedActivations(t *testing.T) {
-	emu := cudaemu.Build(t, "moe")
+	emu := emulator(t)
 	r := rand.New(rand.NewPCG(29, 30))
 	const n = 4096
 	g := randVals(r, n, 4)
@@ -335,3 +335,7 @@ func TestKernelsEmulatedActivations(t *testing.T) {
 		}
 	}
 }
+
+// emulator is the host emulator of this package's device kernels, one
+// build for every test.
+func emulator(t *testing.T) *cudaemu.Emulator { return cudaemu.Build(t, "matmul", "moe", "vision") }

@@ -71,8 +71,10 @@ func (k sparseMoE) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([
 	if err := checkTensor("router", router, deviceType(k.routerType), E, -1); err != nil {
 		return nil, err
 	}
-	if c, err := weightCols(k.routerType, router.Shape[1]); err != nil || c != D {
-		return nil, fmt.Errorf("router %v does not fit x %v (%v)", router.Shape, x.Shape, err)
+	if c, err := weightCols(k.routerType, router.Shape[1]); err != nil {
+		return nil, fmt.Errorf("router: %w", err)
+	} else if c != D {
+		return nil, fmt.Errorf("router %v does not fit x %v", router.Shape, x.Shape)
 	}
 	names := [3]string{"gate", "up", "down"}
 	var F int

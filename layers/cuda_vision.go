@@ -28,8 +28,10 @@ func (k patchEmbed) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) (
 	if err := checkTensor("weight", w, deviceType(k.dtype), -1, C, p, -1); err != nil {
 		return nil, err
 	}
-	if cols, err := weightCols(k.dtype, w.Shape[3]); err != nil || cols != p {
-		return nil, fmt.Errorf("weight %v does not fit %d-channel patches of %d (%v)", w.Shape, C, p, err)
+	if cols, err := weightCols(k.dtype, w.Shape[3]); err != nil {
+		return nil, fmt.Errorf("weight: %w", err)
+	} else if cols != p {
+		return nil, fmt.Errorf("weight %v does not fit %d-channel patches of %d", w.Shape, C, p)
 	}
 	D, Kc := w.Shape[0], C*p*p
 	if err := checkTensor("bias", b, cuda.F32, D); err != nil {

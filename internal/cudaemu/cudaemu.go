@@ -127,20 +127,29 @@ func build(cxx string, modules []string) (*Emulator, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	args := []string{"-std=c++20", "-O2", "-g", "-ffp-contract=off", "-fno-fast-math", "-I", emuDir, "-I", kernelDir,
-		"-o", bin + ".tmp", filepath.Join(emuDir, "emu.cc")}
-	for name, u := range units {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, u, 0o644); err != nil {
+	// Another test process may build the same emulator: each writes its
+	// own files and renames the binary into place.
+	tmp := fmt.Sprintf("%s.%d", bin, os.Getpid())
+	args := []string{"-std=c++20", "-O2", "-ffp-contract=off", "-fno-fast-math", "-I", emuDir, "-I", kernelDir,
+		"-o", tmp, filepath.Join(emuDir, "emu.cc")}
+	names := make([]string, 0, len(units))
+	for name := range units {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p := filepath.Join(dir, fmt.Sprintf("%s.%d.cc", strings.TrimSuffix(name, ".cc"), os.Getpid()))
+		if err := os.WriteFile(p, units[name], 0o644); err != nil {
 			return nil, err
 		}
+		defer os.Remove(p)
 		args = append(args, p)
 	}
 	cmd := exec.Command(cxx, args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("building the CUDA emulator: %v\n%s", err, out)
 	}
-	if err := os.Rename(bin+".tmp", bin); err != nil {
+	if err := os.Rename(tmp, bin); err != nil {
 		return nil, err
 	}
 	built[sum] = &Emulator{bin: bin}
