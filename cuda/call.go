@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"unsafe"
 )
 
@@ -96,4 +98,46 @@ func (dev *Device) Run(calls ...Call) error {
 		}
 	}
 	return nil
+}
+
+// Block is the block size of the elementwise kernels.
+const Block = 256
+
+// CheckInputs checks the number and types of an op's device inputs.
+func CheckInputs(in []Tensor, types ...Type) error {
+	if len(in) != len(types) {
+		return fmt.Errorf("%d device inputs, want %d", len(in), len(types))
+	}
+	for i, t := range in {
+		if t.Type != types[i] {
+			return fmt.Errorf("device input %d is %v, want %v", i, t.Type, types[i])
+		}
+		if t.Ptr == 0 && t.Len() > 0 {
+			return fmt.Errorf("device input %d has no memory", i)
+		}
+	}
+	return nil
+}
+
+// CheckOutput checks an op's output buffer: float32 of the given shape.
+func CheckOutput(out Tensor, shape []int) error {
+	if out.Type != F32 || !slices.Equal(out.Shape, shape) {
+		return fmt.Errorf("output is %v %v, want f32 %v", out.Type, out.Shape, shape)
+	}
+	if out.Ptr == 0 && out.Len() > 0 {
+		return fmt.Errorf("output has no memory")
+	}
+	return nil
+}
+
+// Map is one launch of an elementwise kernel over n values, Block
+// threads a block.
+func Map(k *Kernel, n int, args ...any) ([]Call, error) {
+	if n > math.MaxInt32 {
+		return nil, fmt.Errorf("%d values do not fit an int32 index", n)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return []Call{{K: k, Grid: D1(Blocks(n, Block)), Block: D1(Block), Args: args}}, nil
 }

@@ -14,51 +14,10 @@ import (
 // captures' copies, and the cancellation checks, which the device runs
 // as nothing.
 
-// cudaBlock is the block of the elementwise kernels.
-const cudaBlock = 256
-
-// cudaInputs checks the number and types of an op's device inputs.
-func cudaInputs(in []cuda.Tensor, types ...cuda.Type) error {
-	if len(in) != len(types) {
-		return fmt.Errorf("%d device inputs, want %d", len(in), len(types))
-	}
-	for i, t := range in {
-		if t.Type != types[i] {
-			return fmt.Errorf("device input %d is %v, want %v", i, t.Type, types[i])
-		}
-		if t.Ptr == 0 && t.Len() > 0 {
-			return fmt.Errorf("device input %d has no memory", i)
-		}
-	}
-	return nil
-}
-
-// cudaOutput checks the output buffer: float32 of the given shape.
-func cudaOutput(out cuda.Tensor, shape []int) error {
-	if out.Type != cuda.F32 || !slices.Equal(out.Shape, shape) {
-		return fmt.Errorf("output is %v %v, want f32 %v", out.Type, out.Shape, shape)
-	}
-	if out.Ptr == 0 && out.Len() > 0 {
-		return fmt.Errorf("output has no memory")
-	}
-	return nil
-}
-
-// cudaMap is one launch of an elementwise kernel over n values.
-func cudaMap(k *cuda.Kernel, n int, args ...any) ([]cuda.Call, error) {
-	if n > math.MaxInt32 {
-		return nil, fmt.Errorf("%d values do not fit an int32 index", n)
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	return []cuda.Call{{K: k, Grid: cuda.D1(cuda.Blocks(n, cudaBlock)), Block: cuda.D1(cudaBlock), Args: args}}, nil
-}
-
 // CUDA gathers the rows; an index outside [0, T) (the CPU's -1, and what
 // the CPU refuses) gives a row of zeros, since a kernel cannot fail.
 func (pickRows) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error) {
-	if err := cudaInputs(in, cuda.F32, cuda.I32); err != nil {
+	if err := cuda.CheckInputs(in, cuda.F32, cuda.I32); err != nil {
 		return nil, err
 	}
 	h, rows := in[0], in[1]
@@ -66,28 +25,28 @@ func (pickRows) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cu
 		return nil, fmt.Errorf("want h [T, D] and at most T row indices, got %v and %v", h.Shape, rows.Shape)
 	}
 	R, T, D := rows.Shape[0], h.Shape[0], h.Shape[1]
-	if err := cudaOutput(out, []int{R, D}); err != nil {
+	if err := cuda.CheckOutput(out, []int{R, D}); err != nil {
 		return nil, err
 	}
 	if h.Len() > math.MaxInt32 {
 		return nil, fmt.Errorf("h %v does not fit an int32 index", h.Shape)
 	}
-	return cudaMap(cuda.PickRows, R*D, out.Ptr, h.Ptr, rows.Ptr, R, T, D)
+	return cuda.Map(cuda.PickRows, R*D, out.Ptr, h.Ptr, rows.Ptr, R, T, D)
 }
 
 func (replaceRows) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error) {
-	if err := cudaInputs(in, cuda.F32, cuda.F32, cuda.I32); err != nil {
+	if err := cuda.CheckInputs(in, cuda.F32, cuda.F32, cuda.I32); err != nil {
 		return nil, err
 	}
 	h, e, mask := in[0], in[1], in[2]
 	if len(h.Shape) != 2 || !slices.Equal(h.Shape, e.Shape) || len(mask.Shape) != 1 || mask.Shape[0] != h.Shape[0] {
 		return nil, fmt.Errorf("rows %v, embeddings %v and mask %v differ", h.Shape, e.Shape, mask.Shape)
 	}
-	if err := cudaOutput(out, h.Shape); err != nil {
+	if err := cuda.CheckOutput(out, h.Shape); err != nil {
 		return nil, err
 	}
 	n := h.Len()
-	return cudaMap(cuda.ReplaceRows, n, out.Ptr, h.Ptr, e.Ptr, mask.Ptr, n, h.Shape[1])
+	return cuda.Map(cuda.ReplaceRows, n, out.Ptr, h.Ptr, e.Ptr, mask.Ptr, n, h.Shape[1])
 }
 
 // CUDA copies the tapped value to the op's output, and after the step
@@ -95,18 +54,18 @@ func (replaceRows) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([
 // sink, as the CPU kernel stores its copy: one float32 tensor of the
 // value's shape, the same buffer every run.
 func (k captureCopy) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error) {
-	if err := cudaInputs(in, cuda.F32); err != nil {
+	if err := cuda.CheckInputs(in, cuda.F32); err != nil {
 		return nil, err
 	}
 	x := in[0]
-	if err := cudaOutput(out, x.Shape); err != nil {
+	if err := cuda.CheckOutput(out, x.Shape); err != nil {
 		return nil, err
 	}
 	if k.sink == nil {
 		return nil, fmt.Errorf("capture %s has no sink", k.name)
 	}
 	n := x.Len()
-	calls, err := cudaMap(cuda.Copy32, n, out.Ptr, x.Ptr, n)
+	calls, err := cuda.Map(cuda.Copy32, n, out.Ptr, x.Ptr, n)
 	if err != nil {
 		return nil, err
 	}

@@ -14,52 +14,9 @@ import (
 // and float64 where the CPU goes through float64; only the norms' sums
 // run in another order.
 
-// cudaBlock is the block of the elementwise kernels and the most threads
-// of a norm's block.
-const cudaBlock = 256
-
-// cudaInputs checks the number and types of an op's device inputs.
-func cudaInputs(in []cuda.Tensor, types ...cuda.Type) error {
-	if len(in) != len(types) {
-		return fmt.Errorf("%d device inputs, want %d", len(in), len(types))
-	}
-	for i, t := range in {
-		if t.Type != types[i] {
-			return fmt.Errorf("device input %d is %v, want %v", i, t.Type, types[i])
-		}
-		if t.Ptr == 0 && t.Len() > 0 {
-			return fmt.Errorf("device input %d has no memory", i)
-		}
-	}
-	return nil
-}
-
-// cudaOutput checks the output buffer: float32 of the given shape.
-func cudaOutput(out cuda.Tensor, shape []int) error {
-	if out.Type != cuda.F32 || !slices.Equal(out.Shape, shape) {
-		return fmt.Errorf("output is %v %v, want f32 %v", out.Type, out.Shape, shape)
-	}
-	if out.Ptr == 0 && out.Len() > 0 {
-		return fmt.Errorf("output has no memory")
-	}
-	return nil
-}
-
-// cudaMap is one launch of an elementwise kernel over n values; args
-// follow the kernel's declaration.
-func cudaMap(k *cuda.Kernel, n int, args ...any) ([]cuda.Call, error) {
-	if n > math.MaxInt32 {
-		return nil, fmt.Errorf("%d values do not fit an int32 index", n)
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	return []cuda.Call{{K: k, Grid: cuda.D1(cuda.Blocks(n, cudaBlock)), Block: cuda.D1(cudaBlock), Args: args}}, nil
-}
-
 // normBlock is the block of a norm over rows of d values: a multiple of
-// the warp, at most cudaBlock.
-func normBlock(d int) int { return min(cudaBlock, max(32, (d+31)/32*32)) }
+// the warp, at most cuda.Block.
+func normBlock(d int) int { return min(cuda.Block, max(32, (d+31)/32*32)) }
 
 // actCode is activationFor's function as a kernel's activation code.
 func actCode(name string, fast bool) (int, error) {
@@ -81,14 +38,14 @@ func actCode(name string, fast bool) (int, error) {
 }
 
 func (k rmsNorm) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error) {
-	if err := cudaInputs(in, cuda.F32, cuda.F32); err != nil {
+	if err := cuda.CheckInputs(in, cuda.F32, cuda.F32); err != nil {
 		return nil, err
 	}
 	x, w := in[0], in[1]
 	if len(x.Shape) == 0 || len(w.Shape) != 1 || w.Shape[0] == 0 || x.Shape[len(x.Shape)-1] != w.Shape[0] {
 		return nil, fmt.Errorf("x %v does not end in the weight's %v", x.Shape, w.Shape)
 	}
-	if err := cudaOutput(out, x.Shape); err != nil {
+	if err := cuda.CheckOutput(out, x.Shape); err != nil {
 		return nil, err
 	}
 	d := w.Shape[0]
@@ -101,14 +58,14 @@ func (k rmsNorm) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]c
 }
 
 func (k layerNorm) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error) {
-	if err := cudaInputs(in, cuda.F32, cuda.F32, cuda.F32); err != nil {
+	if err := cuda.CheckInputs(in, cuda.F32, cuda.F32, cuda.F32); err != nil {
 		return nil, err
 	}
 	x, w, b := in[0], in[1], in[2]
 	if len(x.Shape) == 0 || len(w.Shape) != 1 || w.Shape[0] == 0 || !slices.Equal(w.Shape, b.Shape) || x.Shape[len(x.Shape)-1] != w.Shape[0] {
 		return nil, fmt.Errorf("x %v does not end in the weight's %v and bias's %v", x.Shape, w.Shape, b.Shape)
 	}
-	if err := cudaOutput(out, x.Shape); err != nil {
+	if err := cuda.CheckOutput(out, x.Shape); err != nil {
 		return nil, err
 	}
 	d := w.Shape[0]
@@ -121,7 +78,7 @@ func (k layerNorm) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([
 }
 
 func (k rope) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error) {
-	if err := cudaInputs(in, cuda.F32, cuda.I32); err != nil {
+	if err := cuda.CheckInputs(in, cuda.F32, cuda.I32); err != nil {
 		return nil, err
 	}
 	x, pos := in[0], in[1]
@@ -132,7 +89,7 @@ func (k rope) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda
 	if half == 0 || half > cuda.RoPEMaxHalf {
 		return nil, fmt.Errorf("head dimension %d: the kernel takes 2 to %d", 2*half, 2*cuda.RoPEMaxHalf)
 	}
-	if err := cudaOutput(out, x.Shape); err != nil {
+	if err := cuda.CheckOutput(out, x.Shape); err != nil {
 		return nil, err
 	}
 	T, H := x.Shape[0], x.Shape[1]
@@ -151,19 +108,19 @@ func (k rope) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda
 		}
 		args = append(args, f)
 	}
-	return []cuda.Call{{K: cuda.RoPE, Grid: cuda.Dim3{X: T, Y: cuda.Blocks(H*half, cudaBlock), Z: 1},
-		Block: cuda.D1(cudaBlock), Args: args}}, nil
+	return []cuda.Call{{K: cuda.RoPE, Grid: cuda.Dim3{X: T, Y: cuda.Blocks(H*half, cuda.Block), Z: 1},
+		Block: cuda.D1(cuda.Block), Args: args}}, nil
 }
 
 func (k gatedAct) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error) {
-	if err := cudaInputs(in, cuda.F32, cuda.F32); err != nil {
+	if err := cuda.CheckInputs(in, cuda.F32, cuda.F32); err != nil {
 		return nil, err
 	}
 	g, u := in[0], in[1]
 	if !slices.Equal(g.Shape, u.Shape) {
 		return nil, fmt.Errorf("gate %v and up %v differ", g.Shape, u.Shape)
 	}
-	if err := cudaOutput(out, g.Shape); err != nil {
+	if err := cuda.CheckOutput(out, g.Shape); err != nil {
 		return nil, err
 	}
 	code, err := actCode(k.act, k.fast)
@@ -171,14 +128,14 @@ func (k gatedAct) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]
 		return nil, err
 	}
 	n := g.Len()
-	return cudaMap(cuda.GatedAct, n, out.Ptr, g.Ptr, u.Ptr, n, code)
+	return cuda.Map(cuda.GatedAct, n, out.Ptr, g.Ptr, u.Ptr, n, code)
 }
 
 func (k activate) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error) {
-	if err := cudaInputs(in, cuda.F32); err != nil {
+	if err := cuda.CheckInputs(in, cuda.F32); err != nil {
 		return nil, err
 	}
-	if err := cudaOutput(out, in[0].Shape); err != nil {
+	if err := cuda.CheckOutput(out, in[0].Shape); err != nil {
 		return nil, err
 	}
 	code, err := actCode(k.act, k.fast)
@@ -186,68 +143,68 @@ func (k activate) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]
 		return nil, err
 	}
 	n := in[0].Len()
-	return cudaMap(cuda.Act, n, out.Ptr, in[0].Ptr, n, code)
+	return cuda.Map(cuda.Act, n, out.Ptr, in[0].Ptr, n, code)
 }
 
 func (k pointwise) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error) {
-	if err := cudaInputs(in, cuda.F32); err != nil {
+	if err := cuda.CheckInputs(in, cuda.F32); err != nil {
 		return nil, err
 	}
-	if err := cudaOutput(out, in[0].Shape); err != nil {
+	if err := cuda.CheckOutput(out, in[0].Shape); err != nil {
 		return nil, err
 	}
 	n := in[0].Len()
 	switch k.kind {
 	case "scale":
-		return cudaMap(cuda.ScaleF32, n, out.Ptr, in[0].Ptr, n, k.p)
+		return cuda.Map(cuda.ScaleF32, n, out.Ptr, in[0].Ptr, n, k.p)
 	case "softcap":
-		return cudaMap(cuda.Softcap, n, out.Ptr, in[0].Ptr, n, k.p)
+		return cuda.Map(cuda.Softcap, n, out.Ptr, in[0].Ptr, n, k.p)
 	}
 	return nil, fmt.Errorf("unknown pointwise op %q", k.kind)
 }
 
 func (k add) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error) {
-	if err := cudaInputs(in, cuda.F32, cuda.F32); err != nil {
+	if err := cuda.CheckInputs(in, cuda.F32, cuda.F32); err != nil {
 		return nil, err
 	}
 	a, b := in[0], in[1]
 	if !slices.Equal(a.Shape, b.Shape) {
 		return nil, fmt.Errorf("%v and %v differ", a.Shape, b.Shape)
 	}
-	if err := cudaOutput(out, a.Shape); err != nil {
+	if err := cuda.CheckOutput(out, a.Shape); err != nil {
 		return nil, err
 	}
 	n := a.Len()
-	return cudaMap(cuda.AddF32, n, out.Ptr, a.Ptr, b.Ptr, n)
+	return cuda.Map(cuda.AddF32, n, out.Ptr, a.Ptr, b.Ptr, n)
 }
 
 func (k headRange) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error) {
-	if err := cudaInputs(in, cuda.F32); err != nil {
+	if err := cuda.CheckInputs(in, cuda.F32); err != nil {
 		return nil, err
 	}
 	x := in[0].Shape
 	if len(x) != 3 || k.from < 0 || k.count <= 0 || k.from+k.count > x[1] {
 		return nil, fmt.Errorf("heads %d..%d of %v", k.from, k.from+k.count-1, x)
 	}
-	if err := cudaOutput(out, []int{x[0], k.count, x[2]}); err != nil {
+	if err := cuda.CheckOutput(out, []int{x[0], k.count, x[2]}); err != nil {
 		return nil, err
 	}
 	if in[0].Len() > math.MaxInt32 {
 		return nil, fmt.Errorf("x %v does not fit an int32 index", x)
 	}
 	n := out.Len()
-	return cudaMap(cuda.HeadRange, n, out.Ptr, in[0].Ptr, n, x[1], x[2], k.from, k.count)
+	return cuda.Map(cuda.HeadRange, n, out.Ptr, in[0].Ptr, n, x[1], x[2], k.from, k.count)
 }
 
 func (k headRows) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.Call, error) {
-	if err := cudaInputs(in, cuda.F32); err != nil {
+	if err := cuda.CheckInputs(in, cuda.F32); err != nil {
 		return nil, err
 	}
 	x := in[0].Shape
 	if k.hd < 2 || k.hd%2 != 0 || len(x) == 0 || x[len(x)-1]%k.hd != 0 {
 		return nil, fmt.Errorf("%v in heads of %d", x, k.hd)
 	}
-	if err := cudaOutput(out, x); err != nil {
+	if err := cuda.CheckOutput(out, x); err != nil {
 		return nil, err
 	}
 	inverse := 0
@@ -255,5 +212,5 @@ func (k headRows) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]
 		inverse = 1
 	}
 	n := in[0].Len()
-	return cudaMap(cuda.HeadRows, n, out.Ptr, in[0].Ptr, n, k.hd, inverse)
+	return cuda.Map(cuda.HeadRows, n, out.Ptr, in[0].Ptr, n, k.hd, inverse)
 }
