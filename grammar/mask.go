@@ -1,0 +1,479 @@
+package grammar
+
+import (
+	"math"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+)
+
+// Token masks.
+//
+// The tokens allowed after a stack (s, p) are those the top frame's state
+// s reads without ending its rule, plus, where the rule can end part-way
+// through a token, the rest of that token read by the caller p. The first
+// part depends on s alone: a walk of the vocabulary's trie from s, which
+// skips each subtree at the first byte the automaton refuses, computes it
+// once, together with the trie nodes where the rule may end (pops). The
+// walk is cached per state, so a state seen before costs a lookup; for a
+// grammar without recursion (every $ref inlined, the common case) the
+// whole mask is that cached walk, and EOS is in it where the text may end.
+// The rest of a popped token is a walk of that node's subtree from the
+// caller's state, cached per (node, state).
+//
+// This machinery is written by hand after llama.cpp's grammar sampler and
+// XGrammar's split of context-independent tokens; no Go library does it.
+
+// walkResult is one walk: the tokens it allows, the nodes where the
+// bottom frame may end with bytes left, and whether it may end before
+// reading any.
+type walkResult struct {
+	dense      []uint64 // nil: sparse
+	ids        []int32
+	pops       []int32
+	popAtStart bool
+	count      int
+	bytes      int
+}
+
+// Constraint is a Grammar over a Vocab, with the cache of walks. It is
+// safe for concurrent use: every sequence that generates with the grammar
+// shares it (a server keeps one per schema and tokenizer).
+type Constraint struct {
+	g *Grammar
+	v *Vocab
+
+	root    []atomic.Pointer[walkResult] // walks from the trie's root, per state
+	mu      sync.Mutex
+	sub     map[int64]*walkResult // walks below a node: node<<32 | state
+	used    atomic.Int64          // bytes the cache holds
+	maxUsed int64
+
+	hits, misses atomic.Int64
+	pool         sync.Pool // *walker
+}
+
+// DefaultCacheBytes bounds a Constraint's cache of masks.
+const DefaultCacheBytes = 256 << 20
+
+// NewConstraint pairs a grammar with a vocabulary.
+func NewConstraint(g *Grammar, v *Vocab) *Constraint {
+	return &Constraint{g: g, v: v, root: make([]atomic.Pointer[walkResult], g.States()), sub: map[int64]*walkResult{}, maxUsed: DefaultCacheBytes}
+}
+
+// SetCacheBytes bounds the memory of the mask cache (past it, masks are
+// computed each time).
+func (c *Constraint) SetCacheBytes(n int64) { c.maxUsed = n }
+
+// Grammar returns the grammar.
+func (c *Constraint) Grammar() *Grammar { return c.g }
+
+// Vocab returns the vocabulary.
+func (c *Constraint) Vocab() *Vocab { return c.v }
+
+// CacheStats reports the mask cache's lookups that found a walk (hits),
+// those that computed one (misses), and the bytes it holds.
+func (c *Constraint) CacheStats() (hits, misses, bytes int64) {
+	return c.hits.Load(), c.misses.Load(), c.used.Load()
+}
+
+// Precompute walks every state's mask now (a grammar's cold cost paid
+// once, as XGrammar does at compile time); states past the cache limit
+// are left to be computed when met.
+func (c *Constraint) Precompute() {
+	for s := range c.root {
+		c.rootWalk(int32(s))
+	}
+}
+
+func (c *Constraint) rootWalk(s int32) *walkResult {
+	if w := c.root[s].Load(); w != nil {
+		c.hits.Add(1)
+		return w
+	}
+	c.misses.Add(1)
+	w := c.walk(-1, s)
+	if c.used.Load()+int64(w.bytes) <= c.maxUsed {
+		if c.root[s].CompareAndSwap(nil, w) {
+			c.used.Add(int64(w.bytes))
+		}
+	}
+	return w
+}
+
+func (c *Constraint) subWalk(n, s int32) *walkResult {
+	key := int64(n)<<32 | int64(uint32(s))
+	c.mu.Lock()
+	w, ok := c.sub[key]
+	c.mu.Unlock()
+	if ok {
+		c.hits.Add(1)
+		return w
+	}
+	c.misses.Add(1)
+	w = c.walk(n, s)
+	if c.used.Load()+int64(w.bytes) <= c.maxUsed {
+		c.mu.Lock()
+		if _, ok := c.sub[key]; !ok {
+			c.sub[key] = w
+			c.used.Add(int64(w.bytes) + 64)
+		}
+		c.mu.Unlock()
+	}
+	return w
+}
+
+// level is the walk's automaton after a trie node's prefix: one stack
+// (state s over parent p, -1 being the walk's unknown caller) on the
+// fast path, else a set of stacks.
+type level struct {
+	s, p int32
+	set  []int32 // nil: the single stack (s, p)
+	dead bool
+}
+
+// walker is a walk's scratch space.
+type walker struct {
+	tab    frameTab
+	levels []level
+	ids    []int32
+	pops   []int32
+	buf    []int32
+}
+
+// walk computes the tokens allowed after (s, unknown caller) among the
+// trie nodes below n (n = -1: every token), and the pops.
+func (c *Constraint) walk(n, s int32) *walkResult {
+	g, v := c.g, c.v
+	wk, _ := c.pool.Get().(*walker)
+	if wk == nil {
+		wk = &walker{}
+	}
+	defer c.pool.Put(wk)
+	wk.tab.reset()
+	wk.ids, wk.pops = wk.ids[:0], wk.pops[:0]
+	if cap(wk.levels) < v.maxDepth+2 {
+		wk.levels = make([]level, v.maxDepth+2)
+	}
+	levels := wk.levels[:v.maxDepth+2]
+
+	lo, hi, base := int32(0), int32(len(v.tb)), 0
+	if n >= 0 {
+		lo, hi, base = n+1, v.tend[n], int(v.tdepth[n])
+	}
+	res := &walkResult{}
+	// The start: (s, caller) with its calls pushed and ends seen.
+	var start level
+	f := g.flags[s]
+	if f&fCalls == 0 {
+		start = level{s: s, p: -1, dead: f&fBytes == 0}
+		if f&fAccept != 0 {
+			if g.rule[s] == 0 {
+				if n < 0 {
+					for _, e := range v.eos {
+						wk.ids = append(wk.ids, e)
+					}
+				}
+			} else {
+				res.popAtStart = true
+			}
+		}
+	} else {
+		set, pop, end := g.closure(&wk.tab, s, -1, nil)
+		start = makeLevel(wk, set)
+		res.popAtStart = pop
+		if end && n < 0 {
+			for _, e := range v.eos {
+				wk.ids = append(wk.ids, e)
+			}
+		}
+	}
+	levels[0] = start
+	if !start.dead {
+		c.walkRange(wk, levels, lo, hi, base)
+	}
+	res.pops = append([]int32(nil), wk.pops...)
+	ids := wk.ids
+	res.count = len(ids)
+	if len(ids) > v.size/32 {
+		res.dense = make([]uint64, (v.size+63)/64)
+		for _, id := range ids {
+			res.dense[id>>6] |= 1 << (id & 63)
+		}
+		res.bytes = len(res.dense) * 8
+	} else {
+		res.ids = append([]int32(nil), ids...)
+		res.bytes = len(res.ids) * 4
+	}
+	res.bytes += len(res.pops)*4 + 64
+	return res
+}
+
+// walkRange walks trie nodes lo..hi-1 (whose depth is base+1 and more)
+// from levels[0].
+func (c *Constraint) walkRange(wk *walker, levels []level, lo, hi int32, base int) {
+	g, v := c.g, c.v
+	trans, flags, cls, ncls := g.trans, g.flags, &g.cls, int32(g.ncls)
+	tb, tdepth, tend, toff, ttoks := v.tb, v.tdepth, v.tend, v.toff, v.ttoks
+	ids := wk.ids
+	for i := lo; i < hi; {
+		d := int(tdepth[i]) - base
+		pl := &levels[d-1]
+		b := tb[i]
+		var nl level
+		viable, pop := false, false
+		if pl.set == nil {
+			s2 := trans[pl.s*ncls+int32(cls[b])]
+			if s2 < 0 {
+				i = tend[i]
+				continue
+			}
+			f := flags[s2]
+			if f&fCalls == 0 && (f&fAccept == 0 || pl.p < 0) {
+				// Fast path: one stack, no call, no return to a known
+				// caller.
+				nl = level{s: s2, p: pl.p, dead: f&fBytes == 0}
+				viable = true
+				if f&fAccept != 0 && g.rule[s2] != 0 {
+					pop = true
+				}
+			} else {
+				set, pp, e := g.closure(&wk.tab, s2, pl.p, wk.buf[:0])
+				wk.buf = set[:0]
+				nl = makeLevel(wk, set)
+				pop = pp
+				viable = !nl.dead || pp || e
+			}
+		} else {
+			var set []int32
+			end := false
+			for _, id := range pl.set {
+				fr := wk.tab.frames[id]
+				s2 := trans[fr.state*ncls+int32(cls[b])]
+				if s2 < 0 {
+					continue
+				}
+				var pp, e bool
+				set, pp, e = g.closure(&wk.tab, s2, fr.parent, set)
+				pop = pop || pp
+				end = end || e
+			}
+			nl = makeLevel(wk, set)
+			viable = !nl.dead || pop || end
+		}
+		if !viable {
+			i = tend[i]
+			continue
+		}
+		for k := toff[i]; k < toff[i+1]; k++ {
+			ids = append(ids, ttoks[k])
+		}
+		if pop && tend[i] > i+1 {
+			wk.pops = append(wk.pops, i)
+		}
+		if nl.dead {
+			i = tend[i]
+			continue
+		}
+		levels[d] = nl
+		i++
+	}
+	wk.ids = ids
+}
+
+// makeLevel makes a level of a set of stacks; a single stack takes the
+// fast path (its top has no calls: closure pushed them). The set is
+// copied.
+func makeLevel(wk *walker, set []int32) level {
+	set = uniqueInt32(set)
+	switch len(set) {
+	case 0:
+		return level{s: -1, p: -1, dead: true}
+	case 1:
+		fr := wk.tab.frames[set[0]]
+		return level{s: fr.state, p: fr.parent}
+	}
+	return level{s: -1, p: -1, set: append([]int32(nil), set...)}
+}
+
+// TokenMatcher is one sequence's run of a Constraint: the tokens allowed
+// next, and the tokens chosen. It is not safe for concurrent use.
+type TokenMatcher struct {
+	c *Constraint
+	m *Matcher
+	// done: an EOS token was accepted; only EOS is allowed after it.
+	done bool
+	mask []uint64
+	eos  []uint64 // the EOS-only mask
+}
+
+// NewMatcher starts a sequence at the beginning of the text.
+func (c *Constraint) NewMatcher() *TokenMatcher {
+	return &TokenMatcher{c: c, m: c.g.NewMatcher()}
+}
+
+// Matcher returns the byte-level run.
+func (t *TokenMatcher) Matcher() *Matcher { return t.m }
+
+// Done reports whether an EOS token was accepted.
+func (t *TokenMatcher) Done() bool { return t.done }
+
+// CanEnd reports whether the text so far is a complete JSON text for the
+// grammar (an EOS token is allowed).
+func (t *TokenMatcher) CanEnd() bool { return t.done || t.m.CanEnd() }
+
+// Accept reads a token; false (and no change) when it is not allowed.
+func (t *TokenMatcher) Accept(id int) bool {
+	v := t.c.v
+	if v.isEOS(id) {
+		if t.CanEnd() {
+			t.done = true
+			return true
+		}
+		return false
+	}
+	if t.done {
+		return false
+	}
+	b := v.Token(id)
+	if b == nil {
+		return false
+	}
+	return t.m.Accept(b)
+}
+
+// Mask returns the tokens allowed next as a bitset over the vocabulary's
+// ids (bit id%64 of word id/64). It is valid until the next Accept and
+// must not be modified: it may be the cache's own.
+func (t *TokenMatcher) Mask() []uint64 {
+	v := t.c.v
+	words := (v.size + 63) / 64
+	if t.done {
+		if t.eos == nil {
+			t.eos = make([]uint64, words)
+			for _, e := range v.eos {
+				t.eos[e>>6] |= 1 << (e & 63)
+			}
+		}
+		return t.eos
+	}
+	m := t.m
+	if len(m.cores) == 1 {
+		fr := m.tab.frames[m.cores[0]]
+		w := t.c.rootWalk(fr.state)
+		if w.dense != nil && len(w.pops) == 0 && !w.popAtStart {
+			return w.dense
+		}
+	}
+	if len(t.mask) != words {
+		t.mask = make([]uint64, words)
+	} else {
+		clear(t.mask)
+	}
+	for _, core := range m.cores {
+		fr := m.tab.frames[core]
+		w := t.c.rootWalk(fr.state)
+		t.or(w)
+		t.cont(w, -1, fr.parent, 0)
+	}
+	return t.mask
+}
+
+// cont adds the tokens that go on in the caller p after w's pops (n: the
+// node w started below; -1 the root).
+func (t *TokenMatcher) cont(w *walkResult, n, p int32, depth int) {
+	if p < 0 || depth > 1<<12 {
+		return
+	}
+	fr := t.m.tab.frames[p]
+	if w.popAtStart {
+		var w2 *walkResult
+		if n < 0 {
+			w2 = t.c.rootWalk(fr.state)
+		} else {
+			w2 = t.c.subWalk(n, fr.state)
+		}
+		t.or(w2)
+		t.cont(w2, n, fr.parent, depth+1)
+	}
+	for _, node := range w.pops {
+		w2 := t.c.subWalk(node, fr.state)
+		t.or(w2)
+		t.cont(w2, node, fr.parent, depth+1)
+	}
+}
+
+func (t *TokenMatcher) or(w *walkResult) {
+	if w.dense != nil {
+		for i, x := range w.dense {
+			t.mask[i] |= x
+		}
+		return
+	}
+	for _, id := range w.ids {
+		t.mask[id>>6] |= 1 << (id & 63)
+	}
+}
+
+// Allowed reports whether id is allowed next (through Mask).
+func (t *TokenMatcher) Allowed(id int) bool {
+	if id < 0 || id >= t.c.v.size {
+		return false
+	}
+	m := t.Mask()
+	return m[id>>6]>>(id&63)&1 != 0
+}
+
+var negInf = float32(math.Inf(-1))
+
+// Apply sets the logits of the tokens not allowed next to -Inf (logits
+// past the vocabulary too). When no token is allowed (a vocabulary that
+// cannot spell what the grammar needs), the EOS tokens are left so that
+// generation ends.
+func (t *TokenMatcher) Apply(logits []float32) {
+	mask := t.Mask()
+	any := false
+	for i, w := range mask {
+		base := i * 64
+		if base >= len(logits) {
+			break
+		}
+		if w != 0 {
+			any = true
+		}
+		if w == math.MaxUint64 && base+64 <= len(logits) {
+			continue
+		}
+		seg := logits[base:min(base+64, len(logits))]
+		if w == 0 {
+			for j := range seg {
+				seg[j] = negInf
+			}
+			continue
+		}
+		for j := range seg {
+			if w>>j&1 == 0 {
+				seg[j] = negInf
+			}
+		}
+	}
+	for j := len(mask) * 64; j < len(logits); j++ {
+		logits[j] = negInf
+	}
+	if !any {
+		for _, e := range t.c.v.eos {
+			if int(e) < len(logits) {
+				logits[e] = 0
+			}
+		}
+	}
+}
+
+// Count is the number of allowed tokens in a mask.
+func Count(mask []uint64) int {
+	n := 0
+	for _, w := range mask {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
