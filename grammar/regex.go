@@ -58,7 +58,7 @@ func (p *reParser) fail(format string, args ...any) {
 
 // reAlternative is one top-level alternative with its anchors.
 type reAlternative struct {
-	node         *reNode
+	node           *reNode
 	atStart, atEnd bool
 }
 

@@ -4,7 +4,7 @@ import "testing"
 
 func TestSmoke(t *testing.T) {
 	cases := []struct {
-		schema string
+		schema  string
 		ok, bad []string
 	}{
 		{`{"type":"integer","minimum":-5,"maximum":120}`, []string{"0", "-5", "120", "99", " 7 ", "-0"}, []string{"121", "-6", "1.5", "007", "1e2"}},
