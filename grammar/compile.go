@@ -151,13 +151,14 @@ func compileRoot(root *value, o Options, desc string) (*Grammar, error) {
 	recursive := map[*value]bool{}
 	for attempt := 0; ; attempt++ {
 		c := &compiler{
-			n:         &nfa{limit: o.Limits.States},
-			opts:      o,
-			root:      root,
-			recursive: recursive,
-			ruleOf:    map[*value]int32{},
-			inlining:  map[*value]bool{},
-			anyRule:   -1,
+			n:           &nfa{limit: o.Limits.States},
+			opts:        o,
+			root:        root,
+			recursive:   recursive,
+			ruleOf:      map[*value]int32{},
+			inlining:    map[*value]bool{},
+			anyRule:     -1,
+			stringRules: map[string]int32{},
 		}
 		g, err := c.run()
 		var again restart
@@ -187,6 +188,8 @@ type compiler struct {
 	ruleOf    map[*value]int32
 	inlining  map[*value]bool
 	anyRule   int32
+	// stringRules are the rules of strings, by constraint.
+	stringRules map[string]int32
 	// at is the JSON pointer of the schema being compiled, for errors
 	// raised deep inside (limits).
 	at string
@@ -298,7 +301,7 @@ func (c *compiler) anyValueBody(from int32) int32 {
 		func(s int32) int32 {
 			return c.arrayN(s, func(s int32, _ int) int32 { return c.callRule(s, c.anyValueRule()) }, 0, 0, -1)
 		},
-		func(s int32) int32 { return c.stringDFA(s, nil) },
+		func(s int32) int32 { return c.stringValue(s, nil, "") },
 		func(s int32) int32 { return n.emitPlainNumber(s, false) },
 		func(s int32) int32 { return n.lit(s, "true") },
 		func(s int32) int32 { return n.lit(s, "false") },
@@ -316,7 +319,7 @@ func (c *compiler) mapObject(from int32, val emitter) int32 {
 	n := c.n
 	s := c.ws(n.lit(from, "{"))
 	member := func(s int32) int32 {
-		s = c.ws(c.stringDFA(s, nil))
+		s = c.ws(c.stringValue(s, nil, ""))
 		s = c.ws(n.lit(s, ":"))
 		return c.ws(val(s))
 	}
@@ -568,8 +571,8 @@ func (c *compiler) schema(from int32, s *value, path string) int32 {
 		}
 	}
 	if ts&tString != 0 {
-		d := c.stringConstraints(s, path)
-		branches = append(branches, func(f int32) int32 { return c.stringDFA(f, d) })
+		d, key := c.stringConstraints(s, path)
+		branches = append(branches, func(f int32) int32 { return c.stringValue(f, d, key) })
 	}
 	if ts&tArray != 0 {
 		branches = append(branches, func(f int32) int32 { return c.arraySchema(f, s, path) })
@@ -689,7 +692,7 @@ func (c *compiler) interval(s *value, path string) interval {
 
 // stringConstraints is the automaton of the characters s allows in a
 // string (nil: any string).
-func (c *compiler) stringConstraints(s *value, path string) *rdfa {
+func (c *compiler) stringConstraints(s *value, path string) (*rdfa, string) {
 	lim := c.opts.Limits.DFAStates
 	var d *rdfa
 	and := func(e *rdfa, key string) {
@@ -740,7 +743,37 @@ func (c *compiler) stringConstraints(s *value, path string) *rdfa {
 	if d != nil && !d.trim() {
 		c.fail(path, "", "no string meets the constraints of pattern, format, minLength and maxLength together")
 	}
-	return d
+	var key strings.Builder
+	for _, k := range []string{"pattern", "format", "minLength", "maxLength"} {
+		if v := s.get(k); v != nil {
+			fmt.Fprintf(&key, "%s=%s ", k, v)
+		}
+	}
+	return d, strings.TrimSpace(key.String())
+}
+
+// stringValue emits a call of the rule of the JSON strings whose
+// characters d accepts (nil: any), one rule per distinct constraint
+// (key). Strings are rules, not inlined, so that every string of a
+// schema shares the masks of its contents: the tokens allowed inside a
+// string do not depend on what follows it, except those that close it,
+// which the caller's state reads (see mask.go).
+func (c *compiler) stringValue(from int32, d *rdfa, key string) int32 {
+	if d == nil || d.isAll() {
+		key = ""
+	}
+	r, ok := c.stringRules[key]
+	if !ok {
+		var start, end int32
+		name := "string"
+		if key != "" {
+			name = "string " + key
+		}
+		r, start, end = c.newRule(name)
+		c.stringRules[key] = r
+		c.n.eps(c.stringDFA(start, d), end)
+	}
+	return c.callRule(from, r)
 }
 
 // stringDFA emits a JSON string whose characters d accepts (nil: any).

@@ -23,6 +23,9 @@ type Grammar struct {
 	calls [][]call
 	start []int32 // each rule's start state
 	names []string
+	// textBudget[s]: -1, or the characters in a row that state s takes as
+	// free text (text.go).
+	textBudget []int32
 	// description says what was compiled, for errors and String.
 	description string
 }
@@ -212,6 +215,7 @@ func build(n *nfa, rules []ruleSpec, lim Limits) (*Grammar, error) {
 	if err := g.checkLeftRecursion(); err != nil {
 		return nil, err
 	}
+	g.computeTextBudget()
 	return g, nil
 }
 

@@ -3,6 +3,7 @@ package grammar
 import (
 	"math"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -43,10 +44,13 @@ type Constraint struct {
 	g *Grammar
 	v *Vocab
 
-	root    []atomic.Pointer[walkResult] // walks from the trie's root, per state
-	mu      sync.Mutex
-	sub     map[int64]*walkResult // walks below a node: node<<32 | state
-	used    atomic.Int64          // bytes the cache holds
+	root []atomic.Pointer[walkResult] // walks from the trie's root, per state
+	mu   sync.Mutex
+	sub  map[int64]*walkResult // walks below a node: node<<32 | state
+	// pair holds whole masks of a stack whose mask depends only on its
+	// top state and its caller's state: state<<32 | caller state.
+	pair    map[int64][]uint64
+	used    atomic.Int64 // bytes the cache holds
 	maxUsed int64
 
 	hits, misses atomic.Int64
@@ -58,7 +62,7 @@ const DefaultCacheBytes = 256 << 20
 
 // NewConstraint pairs a grammar with a vocabulary.
 func NewConstraint(g *Grammar, v *Vocab) *Constraint {
-	return &Constraint{g: g, v: v, root: make([]atomic.Pointer[walkResult], g.States()), sub: map[int64]*walkResult{}, maxUsed: DefaultCacheBytes}
+	return &Constraint{g: g, v: v, root: make([]atomic.Pointer[walkResult], g.States()), sub: map[int64]*walkResult{}, pair: map[int64][]uint64{}, maxUsed: DefaultCacheBytes}
 }
 
 // SetCacheBytes bounds the memory of the mask cache (past it, masks are
@@ -125,20 +129,41 @@ func (c *Constraint) subWalk(n, s int32) *walkResult {
 
 // level is the walk's automaton after a trie node's prefix: one stack
 // (state s over parent p, -1 being the walk's unknown caller) on the
-// fast path, else a set of stacks.
-type level struct {
-	s, p int32
-	set  []int32 // nil: the single stack (s, p)
-	dead bool
-}
+// fast path, or (s = general) the set of stacks in walker.sets at the
+// same depth.
+type level struct{ s, p int32 }
+
+const general = -2
 
 // walker is a walk's scratch space.
 type walker struct {
 	tab    frameTab
 	levels []level
-	ids    []int32
-	pops   []int32
-	buf    []int32
+	sets   [][]int32
+	// pos has a bit per position of the trie's token list (Vocab.ttoks):
+	// the tokens allowed, set by ranges.
+	pos  []uint64
+	pops []int32
+	buf  []int32
+}
+
+// setRange sets bits lo..hi-1.
+func setRange(b []uint64, lo, hi int32) {
+	if lo >= hi {
+		return
+	}
+	lw, hw := lo>>6, (hi-1)>>6
+	lm := ^uint64(0) << (lo & 63)
+	hm := ^uint64(0) >> (63 - (hi-1)&63)
+	if lw == hw {
+		b[lw] |= lm & hm
+		return
+	}
+	b[lw] |= lm
+	for w := lw + 1; w < hw; w++ {
+		b[w] = ^uint64(0)
+	}
+	b[hw] |= hm
 }
 
 // walk computes the tokens allowed after (s, unknown caller) among the
@@ -151,105 +176,151 @@ func (c *Constraint) walk(n, s int32) *walkResult {
 	}
 	defer c.pool.Put(wk)
 	wk.tab.reset()
-	wk.ids, wk.pops = wk.ids[:0], wk.pops[:0]
-	if cap(wk.levels) < v.maxDepth+2 {
-		wk.levels = make([]level, v.maxDepth+2)
+	wk.pops = wk.pops[:0]
+	if nw := (len(v.ttoks) + 63) / 64; len(wk.pos) != nw {
+		wk.pos = make([]uint64, nw)
+	} else {
+		clear(wk.pos)
 	}
-	levels := wk.levels[:v.maxDepth+2]
-
+	if len(wk.levels) < v.maxDepth+2 {
+		wk.levels = make([]level, v.maxDepth+2)
+		wk.sets = make([][]int32, v.maxDepth+2)
+	}
 	lo, hi, base := int32(0), int32(len(v.tb)), 0
 	if n >= 0 {
 		lo, hi, base = n+1, v.tend[n], int(v.tdepth[n])
 	}
 	res := &walkResult{}
 	// The start: (s, caller) with its calls pushed and ends seen.
-	var start level
-	f := g.flags[s]
-	if f&fCalls == 0 {
-		start = level{s: s, p: -1, dead: f&fBytes == 0}
-		if f&fAccept != 0 {
-			if g.rule[s] == 0 {
-				if n < 0 {
-					for _, e := range v.eos {
-						wk.ids = append(wk.ids, e)
-					}
-				}
-			} else {
-				res.popAtStart = true
-			}
-		}
-	} else {
-		set, pop, end := g.closure(&wk.tab, s, -1, nil)
-		start = makeLevel(wk, set)
-		res.popAtStart = pop
-		if end && n < 0 {
-			for _, e := range v.eos {
-				wk.ids = append(wk.ids, e)
-			}
-		}
-	}
-	levels[0] = start
-	if !start.dead {
-		c.walkRange(wk, levels, lo, hi, base)
+	set, pop, end := g.closure(&wk.tab, s, -1, nil)
+	res.popAtStart = pop
+	if ok := wk.setLevel(0, set); ok {
+		c.walkRange(wk, lo, hi, base)
 	}
 	res.pops = append([]int32(nil), wk.pops...)
-	ids := wk.ids
-	res.count = len(ids)
-	if len(ids) > v.size/32 {
-		res.dense = make([]uint64, (v.size+63)/64)
-		for _, id := range ids {
+	var eos []int32
+	if end && n < 0 {
+		eos = v.eos
+	}
+	count := len(eos)
+	for _, w := range wk.pos {
+		count += bits.OnesCount64(w)
+	}
+	res.count = count
+	switch {
+	case count <= v.size/32:
+		res.ids = make([]int32, 0, count)
+		res.ids = append(res.ids, eos...)
+		for k, w := range wk.pos {
+			for ; w != 0; w &= w - 1 {
+				res.ids = append(res.ids, v.ttoks[k<<6+bits.TrailingZeros64(w)])
+			}
+		}
+		res.bytes = len(res.ids) * 4
+	case count > len(v.ttoks)/2:
+		// Start from every token and clear those refused.
+		res.dense = slices.Clone(v.all)
+		for k, w := range wk.pos {
+			w = ^w
+			if k == len(wk.pos)-1 && len(v.ttoks)&63 != 0 {
+				w &= 1<<(len(v.ttoks)&63) - 1
+			}
+			for ; w != 0; w &= w - 1 {
+				id := v.ttoks[k<<6+bits.TrailingZeros64(w)]
+				res.dense[id>>6] &^= 1 << (id & 63)
+			}
+		}
+		for _, id := range eos {
 			res.dense[id>>6] |= 1 << (id & 63)
 		}
 		res.bytes = len(res.dense) * 8
-	} else {
-		res.ids = append([]int32(nil), ids...)
-		res.bytes = len(res.ids) * 4
+	default:
+		res.dense = make([]uint64, (v.size+63)/64)
+		for k, w := range wk.pos {
+			for ; w != 0; w &= w - 1 {
+				id := v.ttoks[k<<6+bits.TrailingZeros64(w)]
+				res.dense[id>>6] |= 1 << (id & 63)
+			}
+		}
+		for _, id := range eos {
+			res.dense[id>>6] |= 1 << (id & 63)
+		}
+		res.bytes = len(res.dense) * 8
 	}
 	res.bytes += len(res.pops)*4 + 64
 	return res
 }
 
+// setLevel sets the level at depth d to a set of stacks (a single one
+// takes the fast path); false when the set is empty.
+func (wk *walker) setLevel(d int, set []int32) bool {
+	set = uniqueInt32(set)
+	switch len(set) {
+	case 0:
+		return false
+	case 1:
+		fr := wk.tab.frames[set[0]]
+		wk.levels[d] = level{fr.state, fr.parent}
+	default:
+		wk.levels[d] = level{general, -1}
+		wk.sets[d] = append(wk.sets[d][:0], set...)
+	}
+	return true
+}
+
 // walkRange walks trie nodes lo..hi-1 (whose depth is base+1 and more)
-// from levels[0].
-func (c *Constraint) walkRange(wk *walker, levels []level, lo, hi int32, base int) {
+// from the level at depth 0.
+func (c *Constraint) walkRange(wk *walker, lo, hi int32, base int) {
 	g, v := c.g, c.v
-	trans, flags, cls, ncls := g.trans, g.flags, &g.cls, int32(g.ncls)
-	tb, tdepth, tend, toff, ttoks := v.tb, v.tdepth, v.tend, v.toff, v.ttoks
-	ids := wk.ids
+	trans, flags, rule, cls, ncls := g.trans, g.flags, g.rule, &g.cls, int32(g.ncls)
+	nodes := v.nodes
+	budget := g.textBudget
+	levels := wk.levels
+	pos := wk.pos
 	for i := lo; i < hi; {
-		d := int(tdepth[i]) - base
-		pl := &levels[d-1]
-		b := tb[i]
-		var nl level
-		viable, pop := false, false
-		if pl.set == nil {
-			s2 := trans[pl.s*ncls+int32(cls[b])]
+		nd := &nodes[i]
+		d := int(nd.depth) - base
+		pl := levels[d-1]
+		var live, pop, end bool
+		if pl.s >= 0 {
+			s2 := trans[pl.s*ncls+int32(cls[nd.b])]
 			if s2 < 0 {
-				i = tend[i]
+				i = nd.end
 				continue
 			}
 			f := flags[s2]
 			if f&fCalls == 0 && (f&fAccept == 0 || pl.p < 0) {
 				// Fast path: one stack, no call, no return to a known
 				// caller.
-				nl = level{s: s2, p: pl.p, dead: f&fBytes == 0}
-				viable = true
-				if f&fAccept != 0 && g.rule[s2] != 0 {
-					pop = true
+				if t0, t1 := nd.toff, nodes[i+1].toff; t0 < t1 {
+					setRange(pos, t0, t1)
 				}
-			} else {
-				set, pp, e := g.closure(&wk.tab, s2, pl.p, wk.buf[:0])
-				wk.buf = set[:0]
-				nl = makeLevel(wk, set)
-				pop = pp
-				viable = !nl.dead || pp || e
+				if f&fAccept != 0 && rule[s2] != 0 && nd.end > i+1 {
+					wk.pops = append(wk.pops, i)
+				}
+				if f&fBytes == 0 {
+					i = nd.end
+					continue
+				}
+				if int32(nd.need) <= budget[s2] {
+					// Free text that every token below fits: all of them.
+					setRange(pos, nodes[i+1].toff, nodes[nd.end].toff)
+					i = nd.end
+					continue
+				}
+				levels[d] = level{s2, pl.p}
+				i++
+				continue
 			}
-		} else {
 			var set []int32
-			end := false
-			for _, id := range pl.set {
+			set, pop, end = g.closure(&wk.tab, s2, pl.p, wk.buf[:0])
+			wk.buf = set[:0]
+			live = wk.setLevel(d, set)
+		} else {
+			set := wk.buf[:0]
+			for _, id := range wk.sets[d-1] {
 				fr := wk.tab.frames[id]
-				s2 := trans[fr.state*ncls+int32(cls[b])]
+				s2 := trans[fr.state*ncls+int32(cls[nd.b])]
 				if s2 < 0 {
 					continue
 				}
@@ -258,42 +329,23 @@ func (c *Constraint) walkRange(wk *walker, levels []level, lo, hi int32, base in
 				pop = pop || pp
 				end = end || e
 			}
-			nl = makeLevel(wk, set)
-			viable = !nl.dead || pop || end
+			wk.buf = set[:0]
+			live = wk.setLevel(d, set)
 		}
-		if !viable {
-			i = tend[i]
+		if !live && !pop && !end {
+			i = nd.end
 			continue
 		}
-		for k := toff[i]; k < toff[i+1]; k++ {
-			ids = append(ids, ttoks[k])
-		}
-		if pop && tend[i] > i+1 {
+		setRange(pos, nd.toff, nodes[i+1].toff)
+		if pop && nd.end > i+1 {
 			wk.pops = append(wk.pops, i)
 		}
-		if nl.dead {
-			i = tend[i]
+		if !live {
+			i = nd.end
 			continue
 		}
-		levels[d] = nl
 		i++
 	}
-	wk.ids = ids
-}
-
-// makeLevel makes a level of a set of stacks; a single stack takes the
-// fast path (its top has no calls: closure pushed them). The set is
-// copied.
-func makeLevel(wk *walker, set []int32) level {
-	set = uniqueInt32(set)
-	switch len(set) {
-	case 0:
-		return level{s: -1, p: -1, dead: true}
-	case 1:
-		fr := wk.tab.frames[set[0]]
-		return level{s: fr.state, p: fr.parent}
-	}
-	return level{s: -1, p: -1, set: append([]int32(nil), set...)}
 }
 
 // TokenMatcher is one sequence's run of a Constraint: the tokens allowed
@@ -357,12 +409,24 @@ func (t *TokenMatcher) Mask() []uint64 {
 		}
 		return t.eos
 	}
-	m := t.m
+	m, c := t.m, t.c
+	pairKey := int64(-1)
 	if len(m.cores) == 1 {
 		fr := m.tab.frames[m.cores[0]]
-		w := t.c.rootWalk(fr.state)
-		if w.dense != nil && len(w.pops) == 0 && !w.popAtStart {
-			return w.dense
+		if fr.parent < 0 {
+			w := c.rootWalk(fr.state)
+			if w.dense != nil && len(w.pops) == 0 && !w.popAtStart {
+				return w.dense
+			}
+		} else {
+			pairKey = int64(fr.state)<<32 | int64(m.tab.frames[fr.parent].state)
+			c.mu.Lock()
+			mask, ok := c.pair[pairKey]
+			c.mu.Unlock()
+			if ok {
+				c.hits.Add(1)
+				return mask
+			}
 		}
 	}
 	if len(t.mask) != words {
@@ -370,20 +434,38 @@ func (t *TokenMatcher) Mask() []uint64 {
 	} else {
 		clear(t.mask)
 	}
+	deep := false
 	for _, core := range m.cores {
 		fr := m.tab.frames[core]
-		w := t.c.rootWalk(fr.state)
+		w := c.rootWalk(fr.state)
 		t.or(w)
-		t.cont(w, -1, fr.parent, 0)
+		deep = t.cont(w, -1, fr.parent, 0) || deep
+	}
+	if pairKey >= 0 && !deep && c.used.Load()+int64(8*words) <= c.maxUsed {
+		mask := slices.Clone(t.mask)
+		c.mu.Lock()
+		if _, ok := c.pair[pairKey]; !ok {
+			c.pair[pairKey] = mask
+			c.used.Add(int64(8*words) + 64)
+		}
+		c.mu.Unlock()
 	}
 	return t.mask
 }
 
 // cont adds the tokens that go on in the caller p after w's pops (n: the
-// node w started below; -1 the root).
-func (t *TokenMatcher) cont(w *walkResult, n, p int32, depth int) {
+// node w started below; -1 the root). deep reports whether it needed
+// the caller's caller: the mask then depends on more than the top two
+// frames' states.
+func (t *TokenMatcher) cont(w *walkResult, n, p int32, depth int) (deep bool) {
+	if !w.popAtStart && len(w.pops) == 0 {
+		return false
+	}
+	if depth > 0 {
+		deep = true
+	}
 	if p < 0 || depth > 1<<12 {
-		return
+		return deep
 	}
 	fr := t.m.tab.frames[p]
 	if w.popAtStart {
@@ -394,13 +476,14 @@ func (t *TokenMatcher) cont(w *walkResult, n, p int32, depth int) {
 			w2 = t.c.subWalk(n, fr.state)
 		}
 		t.or(w2)
-		t.cont(w2, n, fr.parent, depth+1)
+		deep = t.cont(w2, n, fr.parent, depth+1) || deep
 	}
 	for _, node := range w.pops {
 		w2 := t.c.subWalk(node, fr.state)
 		t.or(w2)
-		t.cont(w2, node, fr.parent, depth+1)
+		deep = t.cont(w2, node, fr.parent, depth+1) || deep
 	}
+	return deep
 }
 
 func (t *TokenMatcher) or(w *walkResult) {

@@ -28,6 +28,23 @@ type Vocab struct {
 	ttoks  []int32
 	// maxDepth is the longest token, in bytes.
 	maxDepth int
+	// textNeed[i]: noText, or the characters the tokens below node i need
+	// as free text from the character boundary node i ends at (text.go).
+	textNeed []uint16
+	// all has the bit of every token of the trie.
+	all []uint64
+	// nodes packs the trie for the walk (one cache line fetch a node),
+	// with a sentinel node at the end.
+	nodes []tnode
+}
+
+// tnode is a trie node as the walk reads it.
+type tnode struct {
+	end   int32  // past the subtree
+	toff  int32  // the node's first token in ttoks
+	depth uint16 // 1 for a first byte
+	need  uint16 // textNeed
+	b     byte
 }
 
 // maxTokenBytes bounds a token's length (longer ones are never allowed).
@@ -95,6 +112,16 @@ func NewVocab(tokens [][]byte, eos []int, size int) (*Vocab, error) {
 	v.toff = make([]int32, len(v.tb)+1)
 	for i := range v.tb {
 		v.toff[i+1] = v.toff[i] + counts[i]
+	}
+	v.textSummary()
+	v.nodes = make([]tnode, len(v.tb)+1)
+	for i := range v.tb {
+		v.nodes[i] = tnode{end: v.tend[i], toff: v.toff[i], depth: v.tdepth[i], need: v.textNeed[i], b: v.tb[i]}
+	}
+	v.nodes[len(v.tb)] = tnode{end: int32(len(v.tb)), toff: v.toff[len(v.tb)], depth: 1}
+	v.all = make([]uint64, (size+63)/64)
+	for _, id := range v.ttoks {
+		v.all[id>>6] |= 1 << (id & 63)
 	}
 	return v, nil
 }
