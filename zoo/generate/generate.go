@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gozoo/gozoo/chat"
+	"github.com/gozoo/gozoo/grammar"
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/tokenizer"
 	"github.com/gozoo/gozoo/zoo"
@@ -184,6 +185,10 @@ type Generator struct {
 
 	mu   sync.Mutex
 	free []Runner
+
+	// vocab is the vocabulary for constrained decoding (GrammarVocab).
+	vocabMu sync.Mutex
+	vocab   *grammar.Vocab
 }
 
 // New makes a Generator for model with the EOS ids its config names.
