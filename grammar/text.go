@@ -156,8 +156,9 @@ func (v *Vocab) textSummary() {
 	}
 }
 
-// unboundedText is the budget of a free-text loop.
-const unboundedText = math.MaxInt32
+// unboundedText is the budget of a free-text loop: more than any token
+// needs, less than noText.
+const unboundedText = noText - 1
 
 // freeText reports whether s is free text (see above) and its next
 // state after one character.

@@ -1,7 +1,10 @@
 package grammar
 
 import (
+	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -70,9 +73,11 @@ func (c *compiler) validate(s, v *value, depth int, skipEnum bool) bool {
 	}
 	switch v.kind {
 	case kNumber:
-		d, err := parseDecimal(v.num)
-		if err != nil || !c.interval(s, "").contains(d) {
-			return false
+		if iv := c.interval(s, ""); iv.lo.set || iv.hi.set {
+			d, err := parseDecimal(v.num)
+			if err != nil || !iv.contains(d) {
+				return false
+			}
 		}
 	case kString:
 		n := utf8.RuneCountInString(v.str)
@@ -156,10 +161,43 @@ func typeOf(v *value) typeSet {
 	case kObject:
 		return tObject
 	}
-	if d, err := parseDecimal(v.num); err == nil && d.frac == "" {
+	if integral(v.num) {
 		return tNumber | tInteger
 	}
 	return tNumber
+}
+
+// integral reports whether a JSON number's value is an integer, however
+// large its exponent.
+func integral(num string) bool {
+	mant, exp := num, 0
+	if i := strings.IndexAny(num, "eE"); i >= 0 {
+		mant = num[:i]
+		e, err := strconv.Atoi(strings.TrimPrefix(num[i+1:], "+"))
+		if err != nil {
+			e = math.MaxInt32 // out of int range: sign decides below
+			if strings.HasPrefix(num[i+1:], "-") {
+				e = math.MinInt32
+			}
+		}
+		exp = e
+	}
+	_, frac, _ := strings.Cut(mant, ".")
+	frac = strings.TrimRight(frac, "0")
+	ip := strings.TrimLeft(strings.TrimPrefix(strings.SplitN(mant, ".", 2)[0], "-"), "0")
+	if frac == "" && ip == "" {
+		return true // zero
+	}
+	if exp >= 0 {
+		return len(frac) <= exp
+	}
+	// A negative exponent moves integer digits into the fraction: the
+	// trailing zeros of the integer part must absorb it.
+	if frac != "" {
+		return false
+	}
+	zeros := len(ip) - len(strings.TrimRight(ip, "0"))
+	return -exp <= zeros
 }
 
 // equalValues is JSON equality: numbers by value, objects regardless of
