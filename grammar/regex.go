@@ -290,9 +290,11 @@ func (p *reParser) parseAtom() *reNode {
 	case '*', '+', '?':
 		p.fail("quantifier %q at offset %d follows nothing", r, at)
 	case '{':
+		p.pos = at
 		if _, _, ok := p.parseBraces(); ok {
 			p.fail("quantifier at offset %d follows nothing", at)
 		}
+		p.pos = at + 1
 	}
 	return &reNode{op: reSet, set: single(r).normalize()}
 }
