@@ -128,3 +128,31 @@ func BenchmarkMask(b *testing.B) {
 	b.Run("warm", func(b *testing.B) { run(b, false) })
 	b.Run("cold", func(b *testing.B) { run(b, true) })
 }
+
+// BenchmarkMaskWalk is the cost of one state's first mask (a cache
+// miss): a walk of the trie.
+func BenchmarkMaskWalk(b *testing.B) {
+	tok, v := qwen3(b)
+	g, err := CompileSchema([]byte(benchSchema), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	steps := benchSteps(b, tok, v)
+	c := NewConstraint(g, v)
+	// The states after these many tokens of benchDoc.
+	for _, tc := range []struct {
+		name string
+		at   int
+	}{{"start", 0}, {"after-brace-quote", 1}, {"in-bounded-string", 5}, {"in-pattern-string", 21}, {"in-string", 44}} {
+		m := c.NewMatcher()
+		for _, id := range steps[:tc.at] {
+			m.Accept(id)
+		}
+		state := m.m.tab.frames[m.m.cores[0]].state
+		b.Run(tc.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				c.walk(-1, state)
+			}
+		})
+	}
+}

@@ -549,3 +549,36 @@ func TestJSONPrefixScanner(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentMatchers runs sequences on one Constraint at once (a
+// server's requests share it): the same tokens give the same masks.
+func TestConcurrentMatchers(t *testing.T) {
+	v := synthVocab(t)
+	g := compileWalk(t, walkSchema{"recursive", `{"type":"object","properties":{"name":{"type":"string","maxLength":4},"next":{"anyOf":[{"$ref":"#"},{"type":"null"}]}},"required":["name","next"]}`})
+	c := NewConstraint(g, v)
+	ref := NewConstraint(g, v)
+	done := make(chan error, 8)
+	for w := 0; w < 8; w++ {
+		go func(seed uint64) {
+			rng := rand.New(rand.NewPCG(seed, 9))
+			tm, tr := c.NewMatcher(), ref.NewMatcher()
+			for step := 0; step < 80 && !tm.Done(); step++ {
+				got := allowedIDs(tm.Mask())
+				want := allowedIDs(bruteMask(tr))
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					done <- fmt.Errorf("step %d: masks differ", step)
+					return
+				}
+				id := pick(rng, v, got)
+				tm.Accept(id)
+				tr.Accept(id)
+			}
+			done <- nil
+		}(uint64(w))
+	}
+	for w := 0; w < 8; w++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
