@@ -149,3 +149,20 @@ func TestWhitespaceBounded(t *testing.T) {
 		t.Error("compact grammar accepts a space")
 	}
 }
+
+func TestPrefixSuffix(t *testing.T) {
+	g, err := CompileSchema([]byte(`{"type":"object","properties":{"name":{"const":"get_weather"},"arguments":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},"required":["name","arguments"]}`),
+		&Options{Prefix: "<tool_call>\n", Suffix: "\n</tool_call>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+	if m := g.NewMatcher(); !m.Accept([]byte(ok)) || !m.CanEnd() {
+		t.Errorf("refuses %q", ok)
+	}
+	for _, bad := range []string{`{"name":"get_weather","arguments":{"city":"x"}}`, "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"x\"}}"} {
+		if m := g.NewMatcher(); m.Accept([]byte(bad)) && m.CanEnd() {
+			t.Errorf("accepts %q", bad)
+		}
+	}
+}

@@ -19,6 +19,10 @@ type Options struct {
 	MaxIndent int
 	// Compact allows no whitespace at all.
 	Compact bool
+	// Prefix and Suffix are literal text the output starts and ends with,
+	// around the JSON value (and its whitespace): a tool call's tags, as
+	// "<tool_call>\n" and "\n</tool_call>".
+	Prefix, Suffix string
 	// Limits bound the work and memory of a compilation (the zero value
 	// of a field: its default).
 	Limits Limits
@@ -219,13 +223,13 @@ func (c *compiler) run() (g *Grammar, err error) {
 	start := c.n.newState()
 	end := c.n.newState()
 	c.rules = append(c.rules, ruleSpec{start, end, "root"})
-	s := c.ws(start)
+	s := c.ws(c.n.lit(start, c.opts.Prefix))
 	if c.root == nil {
 		s = c.anyObject(s)
 	} else {
 		s = c.schema(s, c.root, "")
 	}
-	c.n.eps(c.ws(s), end)
+	c.n.eps(c.n.lit(c.ws(s), c.opts.Suffix), end)
 	g, err = build(c.n, c.rules, c.opts.Limits)
 	if err != nil {
 		return nil, &Error{Msg: err.Error()}

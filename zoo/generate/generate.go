@@ -186,9 +186,11 @@ type Generator struct {
 	mu   sync.Mutex
 	free []Runner
 
-	// vocab is the vocabulary for constrained decoding (GrammarVocab).
-	vocabMu sync.Mutex
-	vocab   *grammar.Vocab
+	// vocab is the vocabulary for constrained decoding (GrammarVocab);
+	// constraints the last ones made, most recent first (grammar.go).
+	vocabMu     sync.Mutex
+	vocab       *grammar.Vocab
+	constraints []cachedConstraint
 }
 
 // New makes a Generator for model with the EOS ids its config names.

@@ -57,15 +57,65 @@ func (g *Generator) GrammarVocab() (*grammar.Vocab, error) {
 
 // JSONSchema compiles a JSON schema for the generator's vocabulary; pass
 // the result to Grammar. The error of a schema the compiler refuses is a
-// *grammar.Error naming the keyword and its JSON pointer.
+// *grammar.Error naming the keyword and its JSON pointer. The generator
+// keeps the last constraints it made (constraintCacheSize), so a schema
+// that comes again (a server's clients send the same few) reuses its
+// compiled grammar and the masks already computed.
 func (g *Generator) JSONSchema(schema []byte, opts *grammar.Options) (*grammar.Constraint, error) {
+	return g.constraint("schema", schema, opts, func(o *grammar.Options) (*grammar.Grammar, error) {
+		gr, err := grammar.CompileSchema(schema, o)
+		if err != nil {
+			return nil, fmt.Errorf("JSON schema: %w", err)
+		}
+		return gr, nil
+	})
+}
+
+// JSONObject is the constraint of any JSON object (response_format
+// json_object), cached as JSONSchema's are.
+func (g *Generator) JSONObject(opts *grammar.Options) (*grammar.Constraint, error) {
+	return g.constraint("json_object", nil, opts, grammar.JSONObject)
+}
+
+// constraintCacheSize is how many constraints a generator keeps.
+const constraintCacheSize = 32
+
+type cachedConstraint struct {
+	key string
+	c   *grammar.Constraint
+}
+
+func (g *Generator) constraint(kind string, schema []byte, opts *grammar.Options, compile func(*grammar.Options) (*grammar.Grammar, error)) (*grammar.Constraint, error) {
 	v, err := g.GrammarVocab()
 	if err != nil {
 		return nil, err
 	}
-	gr, err := grammar.CompileSchema(schema, opts)
-	if err != nil {
-		return nil, fmt.Errorf("JSON schema: %w", err)
+	o := grammar.Options{}
+	if opts != nil {
+		o = *opts
 	}
-	return grammar.NewConstraint(gr, v), nil
+	key := fmt.Sprintf("%s\x00%+v\x00%s", kind, o, schema)
+	g.vocabMu.Lock()
+	for i, e := range g.constraints {
+		if e.key == key {
+			// Most recent first.
+			copy(g.constraints[1:i+1], g.constraints[:i])
+			g.constraints[0] = e
+			g.vocabMu.Unlock()
+			return e.c, nil
+		}
+	}
+	g.vocabMu.Unlock()
+	gr, err := compile(&o)
+	if err != nil {
+		return nil, err
+	}
+	c := grammar.NewConstraint(gr, v)
+	g.vocabMu.Lock()
+	g.constraints = append([]cachedConstraint{{key, c}}, g.constraints...)
+	if len(g.constraints) > constraintCacheSize {
+		g.constraints = g.constraints[:constraintCacheSize]
+	}
+	g.vocabMu.Unlock()
+	return c, nil
 }

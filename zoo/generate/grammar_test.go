@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+
+	"github.com/gozoo/gozoo/graphs"
 )
 
 const personSchema = `{"type":"object","properties":{"name":{"type":"string","maxLength":20},"age":{"type":"integer","minimum":0,"maximum":120},"tags":{"type":"array","items":{"enum":["a","b","c"]},"maxItems":3}},"required":["name","age","tags"]}`
@@ -19,6 +21,9 @@ func TestJSONSchemaGeneration(t *testing.T) {
 		c, err := g.JSONSchema([]byte(personSchema), nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if again, err := g.JSONSchema([]byte(personSchema), nil); err != nil || again != c {
+			t.Errorf("the same schema again is not the cached constraint: %v", err)
 		}
 		prompt, _ := g.Encode("A person:")
 		done := 0
@@ -52,5 +57,36 @@ func TestJSONSchemaGeneration(t *testing.T) {
 			t.Errorf("%s: no generation ended", dir)
 		}
 		g.Close()
+	}
+}
+
+// TestJSONSchemaEngine: an Engine request with N samples gives each
+// sample its own automaton, so every sample is valid JSON.
+func TestJSONSchemaEngine(t *testing.T) {
+	g, err := Load("../../testdata/models/qwen3-tiny", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	c, err := g.JSONSchema([]byte(`{"type":"array","items":{"type":"integer","minimum":0,"maximum":9},"minItems":1,"maxItems":3}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, g, EngineOptions{})
+	prompt, _ := g.Encode("Numbers:")
+	res, err := e.GenerateBatch(context.Background(), []graphs.Input{graphs.IDs(prompt...)}, []Options{{N: 3, MaxTokens: 300, Sampling: Sampling{DoSample: true, Temperature: 1, Seed: 5, Extra: []LogitsProcessor{Grammar(c)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res[0] {
+		var v []int
+		if r.StopReason != StopEOS || json.Unmarshal([]byte(r.Text), &v) != nil || len(v) < 1 || len(v) > 3 {
+			t.Errorf("sample %d: %s %q", i, r.StopReason, r.Text)
+		}
+		for _, x := range v {
+			if x < 0 || x > 9 {
+				t.Errorf("sample %d: %q", i, r.Text)
+			}
+		}
 	}
 }
