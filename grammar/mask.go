@@ -186,9 +186,12 @@ func (c *Constraint) walk(n, s int32) *walkResult {
 		wk.levels = make([]level, v.maxDepth+2)
 		wk.sets = make([][]int32, v.maxDepth+2)
 	}
-	lo, hi, base := int32(0), int32(len(v.tb)), 0
+	lo, hi, base := int32(0), v.fullEnd, 0
+	seed := false // start from the clean tokens; walk the others
 	if n >= 0 {
 		lo, hi, base = n+1, v.tend[n], int(v.tdepth[n])
+	} else if g.flags[s]&fCalls == 0 && g.textBudget[s] >= v.cleanNeed {
+		lo, hi, seed = v.fullEnd, int32(len(v.tb)), true
 	}
 	res := &walkResult{}
 	// The start: (s, caller) with its calls pushed and ends seen.
@@ -208,6 +211,18 @@ func (c *Constraint) walk(n, s int32) *walkResult {
 	}
 	res.count = count
 	switch {
+	case seed:
+		res.dense = slices.Clone(v.clean)
+		for k, w := range wk.pos {
+			for ; w != 0; w &= w - 1 {
+				id := v.ttoks[k<<6+bits.TrailingZeros64(w)]
+				res.dense[id>>6] |= 1 << (id & 63)
+			}
+		}
+		for _, id := range eos {
+			res.dense[id>>6] |= 1 << (id & 63)
+		}
+		res.bytes = len(res.dense) * 8
 	case count <= v.size/32:
 		res.ids = make([]int32, 0, count)
 		res.ids = append(res.ids, eos...)
@@ -217,13 +232,15 @@ func (c *Constraint) walk(n, s int32) *walkResult {
 			}
 		}
 		res.bytes = len(res.ids) * 4
-	case count > len(v.ttoks)/2:
-		// Start from every token and clear those refused.
+	case n < 0 && count > len(v.ttoks)/2:
+		// A walk of the whole trie: start from every token and clear
+		// those refused (positions 0..full-1, the whole trie's tokens).
 		res.dense = slices.Clone(v.all)
-		for k, w := range wk.pos {
+		full := int(v.toff[v.fullEnd])
+		for k, w := range wk.pos[:(full+63)/64] {
 			w = ^w
-			if k == len(wk.pos)-1 && len(v.ttoks)&63 != 0 {
-				w &= 1<<(len(v.ttoks)&63) - 1
+			if k == (full-1)/64 && full&63 != 0 {
+				w &= 1<<(full&63) - 1
 			}
 			for ; w != 0; w &= w - 1 {
 				id := v.ttoks[k<<6+bits.TrailingZeros64(w)]

@@ -96,11 +96,14 @@ func uNext(u uint8, b byte) (uint8, bool, bool) {
 // noText marks a trie node whose subtree cannot be skipped as text.
 const noText = math.MaxUint16
 
-// textSummary computes Vocab.textNeed.
-func (v *Vocab) textSummary() {
+// textSummary computes Vocab.textNeed; pathOK[i] says the path to node i
+// is valid text from a boundary, chars[i] how many characters it needs.
+func (v *Vocab) textSummary() (pathOK []bool, chars []uint16) {
 	n := len(v.tb)
 	u := make([]uint8, n)
-	chars := make([]uint16, n) // characters completed along the path, plus one for a partial one
+	chars = make([]uint16, n) // characters completed along the path, plus one for a partial one
+	pathOK = make([]bool, n)
+	var pathBad [maxTokenBytes + 1]bool
 	bad := make([]int32, n+1)  // bad[i+1]: bad nodes among 0..i
 	var pathU [maxTokenBytes + 1]uint8
 	var pathC [maxTokenBytes + 1]uint16
@@ -123,6 +126,8 @@ func (v *Vocab) textSummary() {
 		}
 		u[i], chars[i] = nu, min(c, noText-1)
 		pathU[d], pathC[d] = nu, chars[i]
+		pathBad[d] = pathBad[d-1] || isBad
+		pathOK[i] = !pathBad[d]
 		bad[i+1] = bad[i]
 		if isBad {
 			bad[i+1]++
@@ -154,6 +159,7 @@ func (v *Vocab) textSummary() {
 			v.textNeed[i] = 0
 		}
 	}
+	return pathOK, chars
 }
 
 // unboundedText is the budget of a free-text loop: more than any token

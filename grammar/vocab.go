@@ -36,6 +36,13 @@ type Vocab struct {
 	// nodes packs the trie for the walk (one cache line fetch a node),
 	// with a sentinel node at the end.
 	nodes []tnode
+	// Nodes 0..fullEnd-1 are the trie of every token; the nodes after it
+	// the trie of the tokens not in clean: clean has the tokens that are
+	// plain text from a character boundary (text.go) of at most cleanNeed
+	// (seedChars) characters.
+	fullEnd   int32
+	clean     []uint64
+	cleanNeed int32
 }
 
 // tnode is a trie node as the walk reads it.
@@ -46,6 +53,10 @@ type tnode struct {
 	need  uint16 // textNeed
 	b     byte
 }
+
+// seedChars is the most characters of the tokens a free-text walk takes
+// as a whole (Vocab.clean); longer ones (few) are walked.
+const seedChars = 16
 
 // maxTokenBytes bounds a token's length (longer ones are never allowed).
 const maxTokenBytes = 1 << 15
@@ -76,10 +87,47 @@ func NewVocab(tokens [][]byte, eos []int, size int) (*Vocab, error) {
 		v.tokens[id] = slices.Clone(b)
 		ids = append(ids, int32(id))
 	}
+	// The trie of every token, then the trie of the tokens that are not
+	// plain text (text.go), which the walk of a free-text state reads
+	// instead of the whole vocabulary.
+	counts := v.appendTrie(ids, nil)
+	v.fullEnd = int32(len(v.tb))
+	v.setOffsets(counts)
+	pathOK, chars := v.textSummary()
+	v.clean = make([]uint64, (size+63)/64)
+	var special []int32
+	v.cleanNeed = seedChars
+	for i := int32(0); i < v.fullEnd; i++ {
+		for _, id := range v.ttoks[v.toff[i]:v.toff[i+1]] {
+			if pathOK[i] && int32(chars[i]) <= seedChars {
+				v.clean[id>>6] |= 1 << (id & 63)
+			} else {
+				special = append(special, id)
+			}
+		}
+	}
+	counts = v.appendTrie(special, counts)
+	v.setOffsets(counts)
+	v.textSummary()
+	v.nodes = make([]tnode, len(v.tb)+1)
+	for i := range v.tb {
+		v.nodes[i] = tnode{end: v.tend[i], toff: v.toff[i], depth: v.tdepth[i], need: v.textNeed[i], b: v.tb[i]}
+	}
+	v.nodes[len(v.tb)] = tnode{end: int32(len(v.tb)), toff: v.toff[len(v.tb)], depth: 1}
+	v.all = make([]uint64, (size+63)/64)
+	for _, id := range v.ttoks[:v.toff[v.fullEnd]] {
+		v.all[id>>6] |= 1 << (id & 63)
+	}
+	return v, nil
+}
+
+// appendTrie appends the trie of ids (sorted here by their bytes) to
+// the node arrays; counts[i] is the number of tokens ending at node i.
+func (v *Vocab) appendTrie(ids []int32, counts []int32) []int32 {
+	ids = slices.Clone(ids)
 	slices.SortStableFunc(ids, func(a, b int32) int { return bytes.Compare(v.tokens[a], v.tokens[b]) })
 	var path []int32 // the nodes of the current prefix
 	var prev []byte
-	counts := []int32{}
 	for _, id := range ids {
 		t := v.tokens[id]
 		l := 0
@@ -107,23 +155,19 @@ func NewVocab(tokens [][]byte, eos []int, size int) (*Vocab, error) {
 	for _, n := range path {
 		v.tend[n] = int32(len(v.tb))
 	}
-	// Token offsets: ids are in trie order, each at the node its last
-	// byte made.
+	for len(counts) < len(v.tb) {
+		counts = append(counts, 0)
+	}
+	return counts
+}
+
+// setOffsets sets toff from the counts: ids are in trie order, each at
+// the node its last byte made.
+func (v *Vocab) setOffsets(counts []int32) {
 	v.toff = make([]int32, len(v.tb)+1)
 	for i := range v.tb {
 		v.toff[i+1] = v.toff[i] + counts[i]
 	}
-	v.textSummary()
-	v.nodes = make([]tnode, len(v.tb)+1)
-	for i := range v.tb {
-		v.nodes[i] = tnode{end: v.tend[i], toff: v.toff[i], depth: v.tdepth[i], need: v.textNeed[i], b: v.tb[i]}
-	}
-	v.nodes[len(v.tb)] = tnode{end: int32(len(v.tb)), toff: v.toff[len(v.tb)], depth: 1}
-	v.all = make([]uint64, (size+63)/64)
-	for _, id := range v.ttoks {
-		v.all[id>>6] |= 1 << (id & 63)
-	}
-	return v, nil
 }
 
 // VocabFromTokenizer builds the Vocab of a tokenizer (see
