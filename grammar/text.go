@@ -104,7 +104,7 @@ func (v *Vocab) textSummary() (pathOK []bool, chars []uint16) {
 	chars = make([]uint16, n) // characters completed along the path, plus one for a partial one
 	pathOK = make([]bool, n)
 	var pathBad [maxTokenBytes + 1]bool
-	bad := make([]int32, n+1)  // bad[i+1]: bad nodes among 0..i
+	bad := make([]int32, n+1) // bad[i+1]: bad nodes among 0..i
 	var pathU [maxTokenBytes + 1]uint8
 	var pathC [maxTokenBytes + 1]uint16
 	pathU[0] = uBoundary
