@@ -156,3 +156,31 @@ func BenchmarkMaskWalk(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkApply is the processor's other cost: setting the logits of
+// the tokens not allowed to -Inf (a cached mask).
+func BenchmarkApply(b *testing.B) {
+	tok, v := qwen3(b)
+	g, err := CompileSchema([]byte(benchSchema), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	steps := benchSteps(b, tok, v)
+	c := NewConstraint(g, v)
+	logits := make([]float32, qwen3VocabSize)
+	for _, tc := range []struct {
+		name string
+		at   int
+	}{{"few-allowed", 1}, {"in-string", 44}} {
+		m := c.NewMatcher()
+		for _, id := range steps[:tc.at] {
+			m.Accept(id)
+		}
+		m.Mask()
+		b.Run(tc.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				m.Apply(logits)
+			}
+		})
+	}
+}

@@ -526,6 +526,14 @@ func (t *TokenMatcher) Allowed(id int) bool {
 
 var negInf = float32(math.Inf(-1))
 
+// negInfs is a block of -Inf to copy over 64 logits at once.
+var negInfs = func() (b [64]float32) {
+	for i := range b {
+		b[i] = negInf
+	}
+	return
+}()
+
 // Apply sets the logits of the tokens not allowed next to -Inf (logits
 // past the vocabulary too). When no token is allowed (a vocabulary that
 // cannot spell what the grammar needs), the EOS tokens are left so that
@@ -538,27 +546,23 @@ func (t *TokenMatcher) Apply(logits []float32) {
 		if base >= len(logits) {
 			break
 		}
-		if w != 0 {
-			any = true
-		}
-		if w == math.MaxUint64 && base+64 <= len(logits) {
-			continue
-		}
 		seg := logits[base:min(base+64, len(logits))]
-		if w == 0 {
-			for j := range seg {
-				seg[j] = negInf
-			}
-			continue
-		}
-		for j := range seg {
-			if w>>j&1 == 0 {
-				seg[j] = negInf
+		switch {
+		case w == 0:
+			copy(seg, negInfs[:])
+		case w == math.MaxUint64:
+			any = true
+		default:
+			any = true
+			for z := ^w; z != 0; z &= z - 1 {
+				if j := bits.TrailingZeros64(z); j < len(seg) {
+					seg[j] = negInf
+				}
 			}
 		}
 	}
-	for j := len(mask) * 64; j < len(logits); j++ {
-		logits[j] = negInf
+	for j := len(mask) * 64; j < len(logits); j += 64 {
+		copy(logits[j:], negInfs[:])
 	}
 	if !any {
 		for _, e := range t.c.v.eos {

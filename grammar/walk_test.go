@@ -148,6 +148,17 @@ func TestMaskMatchesBytes(t *testing.T) {
 				if len(ids) == 0 {
 					t.Fatalf("%s: step %d: no token allowed", s.name, step)
 				}
+				logits := make([]float32, v.size+70)
+				for i := range logits {
+					logits[i] = float32(i)
+				}
+				tm.Apply(logits)
+				for i, l := range logits {
+					allowed := i < v.size && got[i>>6]>>(i&63)&1 != 0
+					if allowed != (l == float32(i)) || !allowed && l != negInf {
+						t.Fatalf("%s: step %d: Apply gives logit %d %v (allowed %v)", s.name, step, i, l, allowed)
+					}
+				}
 				if !tm.Accept(pick(rng, v, ids)) {
 					t.Fatalf("%s: an allowed token is refused", s.name)
 				}
