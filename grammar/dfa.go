@@ -26,6 +26,10 @@ type Grammar struct {
 	// textBudget[s]: -1, or the characters in a row that state s takes as
 	// free text (text.go).
 	textBudget []int32
+	// loops[s] has the ASCII bytes that lead from s back to s, for a
+	// state that is not accepting (mask.go skips the trie's subtrees
+	// made of them); nil where there are none.
+	loops [][2]uint64
 	// description says what was compiled, for errors and String.
 	description string
 }
@@ -216,6 +220,17 @@ func build(n *nfa, rules []ruleSpec, lim Limits) (*Grammar, error) {
 		return nil, err
 	}
 	g.computeTextBudget()
+	g.loops = make([][2]uint64, len(g.flags))
+	for st := range g.flags {
+		if g.flags[st]&fAccept != 0 {
+			continue
+		}
+		for b := 1; b < 0x80; b++ {
+			if g.next(int32(st), byte(b)) == int32(st) {
+				g.loops[st][b>>6] |= 1 << (b & 63)
+			}
+		}
+	}
 	return g, nil
 }
 

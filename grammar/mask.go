@@ -292,6 +292,7 @@ func (c *Constraint) walkRange(wk *walker, lo, hi int32, base int) {
 	trans, flags, rule, cls, ncls := g.trans, g.flags, g.rule, &g.cls, int32(g.ncls)
 	nodes := v.nodes
 	budget := g.textBudget
+	loops, below := g.loops, v.below
 	levels := wk.levels
 	pos := wk.pos
 	for i := lo; i < hi; {
@@ -319,11 +320,19 @@ func (c *Constraint) walkRange(wk *walker, lo, hi int32, base int) {
 					i = nd.end
 					continue
 				}
-				if int32(nd.need) <= budget[s2] {
+				if int32(nd.need) <= budget[s2] && f&fAccept == 0 {
 					// Free text that every token below fits: all of them.
 					setRange(pos, nodes[i+1].toff, nodes[nd.end].toff)
 					i = nd.end
 					continue
+				}
+				if l := &loops[s2]; l[0]|l[1] != 0 {
+					if bl := &below[i]; bl[0]&^l[0] == 0 && bl[1]&^l[1] == 0 {
+						// Every byte below loops on s2: all of them.
+						setRange(pos, nodes[i+1].toff, nodes[nd.end].toff)
+						i = nd.end
+						continue
+					}
 				}
 				levels[d] = level{s2, pl.p}
 				i++

@@ -43,6 +43,9 @@ type Vocab struct {
 	fullEnd   int32
 	clean     []uint64
 	cleanNeed int32
+	// below[i] has a bit for each ASCII byte of the nodes below node i,
+	// all 128 when one is not ASCII (no state loops on NUL).
+	below [][2]uint64
 }
 
 // tnode is a trie node as the walk reads it.
@@ -114,6 +117,20 @@ func NewVocab(tokens [][]byte, eos []int, size int) (*Vocab, error) {
 		v.nodes[i] = tnode{end: v.tend[i], toff: v.toff[i], depth: v.tdepth[i], need: v.textNeed[i], b: v.tb[i]}
 	}
 	v.nodes[len(v.tb)] = tnode{end: int32(len(v.tb)), toff: v.toff[len(v.tb)], depth: 1}
+	v.below = make([][2]uint64, len(v.tb))
+	for i := len(v.tb) - 1; i >= 0; i-- {
+		var m [2]uint64
+		for c := int32(i + 1); c < v.tend[i]; c = v.tend[c] {
+			if b := v.tb[c]; b < 0x80 {
+				m[b>>6] |= 1 << (b & 63)
+			} else {
+				m = [2]uint64{^uint64(0), ^uint64(0)}
+			}
+			m[0] |= v.below[c][0]
+			m[1] |= v.below[c][1]
+		}
+		v.below[i] = m
+	}
 	v.all = make([]uint64, (size+63)/64)
 	for _, id := range v.ttoks[:v.toff[v.fullEnd]] {
 		v.all[id>>6] |= 1 << (id & 63)
