@@ -15,6 +15,7 @@ func TestQwen3Masks(t *testing.T) {
 		{"json_object", ""},
 		{"short strings", `{"type":"array","items":{"type":"string","minLength":1,"maxLength":3},"maxItems":4}`},
 		{"recursive", `{"type":"object","properties":{"name":{"type":"string","maxLength":4},"next":{"anyOf":[{"$ref":"#"},{"type":"null"}]}},"required":["name","next"]}`},
+		{"patterns", `{"type":"array","items":{"anyOf":[{"type":"string","pattern":"^[a-z0-9.]+@[a-z]+$"},{"type":"string","pattern":"^\\d+[a-f ]*$"}]},"maxItems":3}`},
 		{"numbers", `{"type":"array","items":{"anyOf":[{"type":"integer","minimum":-20,"maximum":300},{"type":"number","exclusiveMinimum":0.5,"maximum":2}]}}`},
 	}
 	steps := 12
@@ -45,5 +46,24 @@ func TestQwen3Masks(t *testing.T) {
 		for i, s := range schemas {
 			runWalks(t, s, v, 6, 300, uint64(i))
 		}
+	}
+}
+
+// TestQwen3BenchDoc checks the masks along benchDoc's own tokens (a
+// bounded string, a pattern, enums, numbers) against reading every
+// token's bytes.
+func TestQwen3BenchDoc(t *testing.T) {
+	if testing.Short() {
+		t.Skip("brute-force masks over 151,936 tokens")
+	}
+	tok, v := qwen3(t)
+	c := NewConstraint(compileWalk(t, walkSchema{"bench", benchSchema}), v)
+	tm := c.NewMatcher()
+	steps := benchSteps(t, tok, v)
+	for k, id := range steps[:min(len(steps), 32)] {
+		if got, want := tm.Mask(), bruteMask(tm); !slicesEqual(got, want) {
+			t.Fatalf("step %d (%q): masks differ", k, v.Token(id))
+		}
+		tm.Accept(id)
 	}
 }
