@@ -55,6 +55,7 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	promptsFile := fs.String("prompts", "", "generate for every line of `FILE` (- for stdin) at once, in one batch; prints a JSON line per sample")
 	samples := fs.Int("n", 1, "samples per prompt, sharing the prompt's prefill (batched; sample i uses seed+i)")
 	logprobs := fs.Int("logprobs", -1, "with --prompts or --n: give each token's log-probability and the `K` most likely alternatives")
+	jsonSchema := fs.String("json-schema", "", "constrain the output to JSON valid against the JSON Schema in `FILE` (constrained decoding; ends at EOS once the JSON is complete)")
 	var stops, imagePaths stringList
 	fs.Var(&stops, "stop", "stop when the text contains this string (repeatable)")
 	fs.Var(&imagePaths, "image", "an image for a vision-language model (repeatable; the prompt's <image> tokens, or one per image in front)")
@@ -67,7 +68,7 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if (*prompt == "") == (*promptsFile == "") || *samples < 1 {
-		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] (--prompt TEXT | --prompts FILE) [--n K] [--logprobs K] [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--fast] [--kv-f16] [--device cuda[:N]]")
+		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] (--prompt TEXT | --prompts FILE) [--n K] [--logprobs K] [--json-schema FILE] [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--fast] [--kv-f16] [--device cuda[:N]]")
 		return 2
 	}
 	set := map[string]bool{}
@@ -126,6 +127,19 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	g.SessionOptions.Device = dev
 	if vlm, ok := g.Model.(*idefics3.Model); ok {
 		vlm.SetDevice(dev)
+	}
+	if *jsonSchema != "" {
+		data, err := os.ReadFile(*jsonSchema)
+		if err != nil {
+			fmt.Fprintln(stderr, "gozoo run:", err)
+			return 1
+		}
+		c, err := g.JSONSchema(data, nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "gozoo run: %s: %v\n", *jsonSchema, err)
+			return 1
+		}
+		s.Extra = append(s.Extra, generate.Grammar(c))
 	}
 
 	if *promptsFile != "" || *samples > 1 {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -90,5 +91,32 @@ func TestRunBatch(t *testing.T) {
 	}
 	if _, errb, status := gozoo(t, "\n\n", "run", "--prompts", "-"); status != 1 || !strings.Contains(errb, "no prompt") {
 		t.Errorf("no prompts: status %d, %q", status, errb)
+	}
+}
+
+func TestRunJSONSchema(t *testing.T) {
+	t.Chdir("../..")
+	schema := t.TempDir() + "/s.json"
+	if err := os.WriteFile(schema, []byte(`{"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":9},"w":{"enum":["a","b"]}},"required":["n","w"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, seed := range []string{"1", "2"} {
+		out, errb, status := gozoo(t, "", "run", "--model", "testdata/models/qwen3-tiny", "--prompt", "JSON:", "--json-schema", schema, "--max-tokens", "200", "--seed", seed, "--temperature", "1")
+		if status != 0 || !strings.Contains(errb, "stop: eos") {
+			t.Fatalf("status %d: %s", status, errb)
+		}
+		var v struct {
+			N int    `json:"n"`
+			W string `json:"w"`
+		}
+		if err := json.Unmarshal([]byte(out), &v); err != nil || v.N < 1 || v.N > 9 || (v.W != "a" && v.W != "b") {
+			t.Errorf("seed %s: %q: %v", seed, out, err)
+		}
+	}
+	bad := t.TempDir() + "/bad.json"
+	os.WriteFile(bad, []byte(`{"type":"integer","multipleOf":2}`), 0o644)
+	_, errb, status := gozoo(t, "", "run", "--prompt", "x", "--json-schema", bad)
+	if status != 1 || !strings.Contains(errb, `"multipleOf"`) || !strings.Contains(errb, "/multipleOf") {
+		t.Errorf("unsupported keyword: status %d, %q", status, errb)
 	}
 }

@@ -29,8 +29,9 @@ var layers = []struct {
 	// no model.
 	{"base", []string{"internal/...", "ops", "cuda"}},
 	// What comes in from files: checkpoints, GGUF, tokenizers, images,
-	// Jinja and chat templates.
-	{"inputs", []string{"loaders", "loaders/gguf", "tokenizer", "images", "jinja", "chat"}},
+	// Jinja and chat templates; and the grammars of constrained decoding,
+	// over a tokenizer's vocabulary.
+	{"inputs", []string{"loaders", "loaders/gguf", "tokenizer", "images", "jinja", "chat", "grammar"}},
 	{"graphs", []string{"graphs"}},
 	{"layers", []string{"layers"}},
 	// The registry and what runs any registered model: generation sits

@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gozoo/gozoo/chat"
+	"github.com/gozoo/gozoo/grammar"
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/tokenizer"
 	"github.com/gozoo/gozoo/zoo"
@@ -184,6 +185,12 @@ type Generator struct {
 
 	mu   sync.Mutex
 	free []Runner
+
+	// vocab is the vocabulary for constrained decoding (GrammarVocab);
+	// constraints the last ones made, most recent first (grammar.go).
+	vocabMu     sync.Mutex
+	vocab       *grammar.Vocab
+	constraints []cachedConstraint
 }
 
 // New makes a Generator for model with the EOS ids its config names.

@@ -16,6 +16,19 @@ type LogitsProcessor interface {
 	Process(logits []float32, context []int)
 }
 
+// SequenceProcessor is a LogitsProcessor that keeps state for one
+// sequence and constrains it, such as a grammar's automaton (Grammar).
+// Each generation calls NewSequence once for every sequence it samples
+// (each of an Engine request's N samples gets its own) and uses what it
+// returns in its place; a preempted and resumed sample keeps its own.
+// SequenceProcessors in Sampling.Extra run first, before the built-in
+// processors, so that top-k, top-p and min-p choose among the tokens
+// they allow (run after them, a constraint could be left no token).
+type SequenceProcessor interface {
+	LogitsProcessor
+	NewSequence() LogitsProcessor
+}
+
 // Sampling chooses the next token from logits, as transformers' generate
 // does: the processors of [Sampling.Processors] (the repetition penalty,
 // then when sampling temperature, top-k, top-p and min-p), then Extra, then
@@ -37,7 +50,9 @@ type Sampling struct {
 	// Seed makes sampling reproducible.
 	Seed uint64
 	// Extra are the caller's processors, applied in order after the
-	// built-in ones and before the draw, in greedy mode too.
+	// built-in ones and before the draw, in greedy mode too; a
+	// SequenceProcessor (a constraint) is replaced by its NewSequence for
+	// each sequence and runs before the built-in ones.
 	Extra []LogitsProcessor
 }
 
@@ -333,8 +348,17 @@ type candidate struct {
 }
 
 func newSampler(s Sampling, context []int) *sampler {
+	var procs, extra []LogitsProcessor
+	for _, p := range s.Extra {
+		if sp, ok := p.(SequenceProcessor); ok {
+			procs = append(procs, sp.NewSequence())
+		} else {
+			extra = append(extra, p)
+		}
+	}
+	procs = append(append(procs, s.Processors()...), extra...)
 	return &sampler{
-		procs:   append(s.Processors(), s.Extra...),
+		procs:   procs,
 		greedy:  s.Greedy(),
 		rng:     rand.New(rand.NewPCG(s.Seed, 0x9e3779b97f4a7c15)),
 		context: slices.Clone(context),
