@@ -191,7 +191,7 @@ func TestChatLogprobs(t *testing.T) {
 	// The penalties changed the choice: without them the greedy text differs.
 	_, plain := post(t, hs, "/v1/chat/completions", fmt.Sprintf(`{"messages": %s, "max_tokens": 8, "temperature": 0}`, hello))
 	if p := decode[completionResp](t, plain); *p.Choices[0].Message.Content == *ch.Message.Content {
-		t.Logf("the penalties did not change the greedy text %q", *ch.Message.Content)
+		t.Errorf("the penalties did not change the greedy text %q", *ch.Message.Content)
 	}
 	_, body = post(t, hs, "/v1/chat/completions", strings.Replace(req, `"logprobs": true`, `"logprobs": true, "stream": true`, 1))
 	s := collect(t, body)

@@ -50,6 +50,7 @@ type toolParser struct {
 	inCall bool
 	ws     string // trailing whitespace held back
 	called bool
+	after  bool // right after a call: leading whitespace is dropped
 }
 
 func newToolParser(f *toolFormat) *toolParser { return &toolParser{f: f} }
@@ -79,7 +80,7 @@ func (p *toolParser) push(text string) (content string, calls []toolCall) {
 		p.buf, p.inCall = p.buf[j+len(p.f.Close):], false
 		if c, ok := parseHermesCall(body); ok {
 			calls = append(calls, c)
-			p.called = true
+			p.called, p.after = true, true
 		} else {
 			out.WriteString(p.content(p.f.Open + body + p.f.Close))
 		}
@@ -110,6 +111,10 @@ func (p *toolParser) finish() (content string, calls []toolCall) {
 // content passes text on as content, holding back trailing whitespace
 // (which a call may follow).
 func (p *toolParser) content(s string) string {
+	if p.after {
+		s = strings.TrimLeftFunc(s, unicode.IsSpace)
+		p.after = s == ""
+	}
 	if s == "" {
 		return ""
 	}
