@@ -486,7 +486,7 @@ func (o *chatOutput) add(c *chatChoice, text string, calls []toolCall) error {
 func (o *chatOutput) end(i int, res generate.Result, err error) error {
 	c := o.choices[i]
 	if err != nil {
-		return sampleError(err)
+		return sampleError(err, "messages")
 	}
 	if res.StopReason == generate.StopCancelled || res.StopReason == generate.StopCaller {
 		return engineError(context.Canceled, "")

@@ -311,7 +311,7 @@ func (o *completionOutput) token(i int, tok generate.Token) error {
 func (o *completionOutput) end(i int, res generate.Result, err error) error {
 	c := o.choices[i]
 	if err != nil {
-		return sampleError(err)
+		return sampleError(err, "prompt")
 	}
 	if res.StopReason == generate.StopCancelled || res.StopReason == generate.StopCaller {
 		return engineError(context.Canceled, "")

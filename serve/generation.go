@@ -194,12 +194,12 @@ func newUsage(prompt, completion int) *usage {
 }
 
 // sampleError is the API error of a sample that failed.
-func sampleError(err error) *apiError {
+func sampleError(err error, param string) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		return ae
 	}
-	return engineError(err, "")
+	return engineError(err, param)
 }
 
 // promptTooLong checks a prompt against the context before submitting.
