@@ -13,10 +13,13 @@ import (
 	"github.com/gozoo/gozoo/zoo/generate"
 )
 
-// alone runs a greedy generation of ids by itself, on a Session.
+// alone runs a greedy generation of ids by itself, on a Session, with
+// the model's defaults (its repetition penalty).
 func alone(t testing.TB, g *generate.Generator, ids []int, maxTokens int) generate.Result {
 	t.Helper()
-	res, err := g.Generate(context.Background(), ids, generate.Options{MaxTokens: maxTokens})
+	o := g.Defaults
+	o.MaxTokens, o.Sampling.DoSample = maxTokens, false
+	res, err := g.Generate(context.Background(), ids, o)
 	if err != nil {
 		t.Fatal(err)
 	}

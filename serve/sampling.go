@@ -50,6 +50,9 @@ func (s *Server) options(sp sampling, promptLen int) (generate.Options, *apiErro
 		rep = *sp.RepetitionPenalty
 	}
 	var procs []generate.LogitsProcessor
+	if len(s.noToken) > 0 {
+		procs = append(procs, s.noToken)
+	}
 	if rep > 0 && rep != 1 {
 		procs = append(procs, generate.RepetitionPenalty{Penalty: rep})
 	}
@@ -102,6 +105,17 @@ func (b logitBias) Process(logits []float32, _ []int) {
 			} else {
 				logits[id] += float32(v)
 			}
+		}
+	}
+}
+
+// banned are tokens never drawn.
+type banned []int
+
+func (b banned) Process(logits []float32, _ []int) {
+	for _, id := range b {
+		if id < len(logits) {
+			logits[id] = float32(math.Inf(-1))
 		}
 	}
 }

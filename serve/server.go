@@ -88,6 +88,10 @@ type Server struct {
 	bytes   tokenBytes
 	format  *toolFormat
 	openID  int // the tool-call opening tag's id when it is one token, else -1
+	// noToken are the ids of the model's vocabulary the tokenizer has no
+	// token for (Qwen3 pads its 151,669 tokens to 151,936 rows): never
+	// drawn, since they could not be written out.
+	noToken banned
 	metrics *metrics
 
 	admitMu  sync.Mutex
@@ -132,6 +136,13 @@ func New(g *generate.Generator, opts Options) (*Server, error) {
 		g: g, engine: e, opts: opts, created: time.Now().Unix(),
 		bytes: tokenBytes{tok: g.Tokenizer}, openID: -1, metrics: newMetrics(),
 		embedSem: make(chan struct{}, 1), imageSem: make(chan struct{}, 1),
+	}
+	if it, ok := g.Tokenizer.(idTokener); ok {
+		for id := range g.Model.VocabSize() {
+			if _, ok := it.IDToken(id); !ok {
+				s.noToken = append(s.noToken, id)
+			}
+		}
 	}
 	if opts.APIKey != "" {
 		s.keyHash = sha256.Sum256([]byte(opts.APIKey))
