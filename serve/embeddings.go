@@ -4,8 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"math"
-	"strconv"
 	"net/http"
+	"strconv"
 
 	"github.com/gozoo/gozoo/zoo/generate"
 )
