@@ -83,6 +83,7 @@ func TestRequestErrors(t *testing.T) {
 		{"completion logprobs a bool", "/v1/completions", `{"prompt": "a", "logprobs": true}`, 400, "logprobs"},
 		{"echo with logprobs", "/v1/completions", `{"prompt": "a", "echo": true, "logprobs": 1}`, 400, "echo"},
 		{"best_of", "/v1/completions", `{"prompt": "a", "best_of": 3}`, 400, "best_of"},
+		{"more sequences than ever held", "/v1/completions", `{"prompt": ["a", "b", "c", "d", "e", "f", "g", "h", "i"], "n": 4, "max_tokens": 1}`, 400, "n"},
 		{"embedding without input", "/v1/embeddings", `{}`, 400, "input"},
 		{"embedding input empty", "/v1/embeddings", `{"input": [""]}`, 400, "input"},
 		{"embedding format", "/v1/embeddings", `{"input": "a", "encoding_format": "hex"}`, 400, "encoding_format"},

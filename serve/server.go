@@ -197,7 +197,11 @@ func (s *Server) admit(n int) (release func(), err *apiError) {
 	if s.draining {
 		return nil, unavailable("the server is shutting down")
 	}
-	if limit := s.opts.Parallel + s.opts.MaxQueue; s.admitted+n > limit {
+	limit := s.opts.Parallel + s.opts.MaxQueue
+	if n > limit {
+		return nil, invalid("n", "the request needs %d sequences, more than this server ever holds (%d: --parallel %d + --max-queue %d)", n, limit, s.opts.Parallel, s.opts.MaxQueue)
+	}
+	if s.admitted+n > limit {
 		return nil, &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: 1,
 			Message: fmt.Sprintf("the server is busy: %d sequences running or queued of %d (--parallel %d + --max-queue %d); retry later", s.admitted, limit, s.opts.Parallel, s.opts.MaxQueue)}
 	}

@@ -34,7 +34,10 @@ func (s *sseWriter) write(b []byte) error {
 	if s.err != nil {
 		return s.err
 	}
+	// The deadline holds for this write and its flush only: the
+	// connection's next request starts without one.
 	_ = s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	defer s.rc.SetWriteDeadline(time.Time{})
 	if _, err := s.w.Write(b); err != nil {
 		s.err = err
 		return err
