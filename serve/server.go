@@ -63,8 +63,9 @@ type Options struct {
 	// Session are the graphs options of the engine (fast mode, F16 cache,
 	// device).
 	Session graphs.Options
-	// EmbedPooling and EmbedNormalize shape /v1/embeddings' vectors
-	// (default mean pooling; normalize to unit length, as OpenAI's are).
+	// EmbedPooling and EmbedNormalize shape /v1/embeddings' vectors:
+	// mean (the zero value) or last pooling, scaled to unit length or not
+	// (gozoo serve scales them, as OpenAI's are).
 	EmbedPooling   generate.Pooling
 	EmbedNormalize bool
 	// Grammar enforces response_format and forced tool choices; nil
