@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gozoo/gozoo/internal/testfiles"
 	"github.com/gozoo/gozoo/zoo/generate"
 )
 
@@ -298,3 +300,18 @@ func (b blocking) Compile(Constraint) (func(int) generate.LogitsProcessor, error
 }
 
 func (b blocking) Process([]float32, []int) { <-b }
+
+// TestGGUF: a GGUF file is served under its file name, taken with or
+// without .gguf.
+func TestGGUF(t *testing.T) {
+	file := filepath.Join(testfiles.Fixture(t, "gguf", "llama_q4_0"), "model.gguf")
+	_, hs := newServer(t, file, Options{Context: 128})
+	for _, id := range []string{"model.gguf", "model"} {
+		resp, body := post(t, hs, "/v1/completions", fmt.Sprintf(`{"model": %q, "prompt": "Hello", "max_tokens": 3, "temperature": 0}`, id))
+		if c := decode[completionResp](t, body); resp.StatusCode != 200 || c.Model != "model.gguf" || c.Usage.CompletionTokens != 3 {
+			t.Errorf("model %q: %s", id, body)
+		}
+	}
+	resp, body := post(t, hs, "/v1/completions", `{"model": "model.bin", "prompt": "Hello"}`)
+	wantError(t, resp, body, 404, "model")
+}

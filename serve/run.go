@@ -107,7 +107,8 @@ func Run(ctx context.Context, cfg Config) error {
 	hs := &http.Server{
 		Handler:           g,
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       2 * time.Minute, // the body; streams write without a deadline of the server's
+		// No ReadTimeout: it would cancel a long answer's context; each
+		// request's body gets bodyTimeout, each stream write its own.
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return base },

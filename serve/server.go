@@ -40,6 +40,9 @@ import (
 // DefaultMaxBody is the largest request body accepted by default.
 const DefaultMaxBody = 16 << 20
 
+// bodyTimeout bounds the reading of a request's body.
+const bodyTimeout = 2 * time.Minute
+
 // Options configure a Server.
 type Options struct {
 	// Name is the model's id in the API (required).
@@ -374,7 +377,12 @@ func (s *Server) readRequest(w http.ResponseWriter, r *http.Request) (object, *a
 	if r.ContentLength > s.opts.MaxBody {
 		return object{}, tooLarge
 	}
+	// The body has bodyTimeout to arrive; the deadline is lifted after,
+	// so that a long answer is not cut by it.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
+	_ = rc.SetReadDeadline(time.Time{})
 	var mb *http.MaxBytesError
 	switch {
 	case errors.As(err, &mb):
