@@ -252,6 +252,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Admitted before the prompt is prepared: a SmolVLM prompt runs the
+	// vision tower.
+	release, aerr := s.admit(req.N)
+	if aerr != nil {
+		s.fail(w, r, aerr)
+		return
+	}
+	defer release()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	in, aerr := s.chatPrompt(ctx, req)
@@ -273,12 +281,6 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		// Keep calls out: the opening tag cannot be drawn.
 		opts.Sampling.Extra = append([]generate.LogitsProcessor{logitBias{s.openID: -100}}, opts.Sampling.Extra...)
 	}
-	release, aerr := s.admit(req.N)
-	if aerr != nil {
-		s.fail(w, r, aerr)
-		return
-	}
-	defer release()
 	ss, aerr := s.submit(ctx, &job{prompts: []graphs.Input{in}, lens: []int{promptLen}, opts: opts, newProc: newProc}, "messages")
 	if aerr != nil {
 		s.fail(w, r, aerr)
@@ -491,6 +493,11 @@ func (o *chatOutput) end(i int, res generate.Result, err error) error {
 	if res.StopReason == generate.StopCancelled || res.StopReason == generate.StopCaller {
 		return engineError(context.Canceled, "")
 	}
+	if o.req.Stream {
+		if err := o.start(); err != nil { // a choice without any token
+			return err
+		}
+	}
 	if c.parser != nil {
 		text, calls := c.parser.finish()
 		if err := o.add(c, text, calls); err != nil {
@@ -503,9 +510,6 @@ func (o *chatOutput) end(i int, res generate.Result, err error) error {
 	o.s.metrics.completionTokens.Add(int64(c.tokens))
 	if !o.req.Stream {
 		return nil
-	}
-	if err := o.start(); err != nil { // a choice without any token
-		return err
 	}
 	if o.req.Logprobs && len(c.logprobs) > 0 {
 		empty := ""
