@@ -238,7 +238,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	parse := s.format != nil && req.toolChoice.Mode != "none" && len(req.tools) > 0
-	if len(req.tools) > 0 && s.g.Template != nil && !strings.Contains(s.g.Template.Source, "tools") && s.opts.Pipeline == nil {
+	if len(req.tools) > 0 && s.g.Template != nil && (!strings.Contains(s.g.Template.Source, "tools") || s.opts.Pipeline != nil) {
 		s.fail(w, r, unsupported("tools", "the model's chat template does not render tools"))
 		return
 	}

@@ -37,7 +37,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	name := fs.String("name", "", "the model's id in the API (default: the folder's or file's base name)")
 	apiKey := fs.String("api-key", "", "require 'Authorization: Bearer `KEY`' on /v1 (default: $GOZOO_API_KEY; none when both are empty)")
 	parallel := fs.Int("parallel", 8, "sequences decoding at once (a request with n choices takes n)")
-	maxQueue := fs.Int("max-queue", 0, "sequences that may wait beyond --parallel before requests get 429 (default 4 × --parallel)")
+	maxQueue := fs.Int("max-queue", -1, "sequences that may wait beyond --parallel before requests get 429 (default 4 × --parallel; 0: none)")
 	ctxLen := fs.Int("ctx", 0, "positions per sequence, prompt and output together (default: the model's, at most 8192)")
 	kvMemory := fs.String("kv-memory", "", "`BYTES` of KV cache for all sequences together, e.g. 2GiB (default: two full contexts, at most a quarter of free memory)")
 	maxBody := fs.String("max-body", "16MiB", "largest request body, in `BYTES`")
@@ -62,11 +62,14 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if opts.APIKey == "" {
 		opts.APIKey = os.Getenv("GOZOO_API_KEY")
 	}
-	if *maxQueue < 0 || *parallel < 1 || *ctxLen < 0 {
+	if *maxQueue < -1 || *parallel < 1 || *ctxLen < 0 {
 		return fail(fmt.Errorf("--parallel must be positive, --max-queue and --ctx not negative"))
 	}
-	if *maxQueue == 0 {
-		opts.MaxQueue = 4 * *parallel
+	switch *maxQueue {
+	case -1:
+		opts.MaxQueue = 0 // serve's default, 4 × --parallel
+	case 0:
+		opts.MaxQueue = -1 // none
 	}
 	var err error
 	if *kvMemory != "" {
