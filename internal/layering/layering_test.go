@@ -45,6 +45,8 @@ var layers = []struct {
 	// The conformance runner and the checks every family's tests run,
 	// which call it.
 	{"conformance", []string{"golden", "internal/familytest"}},
+	// The OpenAI-compatible server over the batched runtime.
+	{"serving", []string{"serve"}},
 	{"commands", []string{"cmd/..."}},
 }
 

@@ -47,6 +47,51 @@ type Engine struct {
 	// until a sequence ends.
 	full        bool
 	preemptions atomic.Int64
+
+	statsMu sync.Mutex
+	stats   EngineStats
+}
+
+// EngineStats is a snapshot of an engine's load, taken by its loop
+// before each step and while it waits for work.
+type EngineStats struct {
+	// Waiting counts the requests submitted and not yet admitted (queued
+	// for a sequence or for room in the KV pool, preempted samples
+	// included); Prefilling the admitted requests whose prompts are being
+	// prefilled; Running the samples decoding.
+	Waiting, Prefilling, Running int
+	// Steps counts the batch's steps so far.
+	Steps int64
+	// KVBudget, KVAllocated and KVInUse are the pool's budget, the bytes
+	// of the blocks it has made, and those the sequences hold now (the
+	// rest is free or held by the prefix cache).
+	KVBudget, KVAllocated, KVInUse int64
+	// Preemptions counts the samples that gave their blocks back to let
+	// others grow; CachedTokens the prompt positions taken from the prefix
+	// cache instead of computed.
+	Preemptions, CachedTokens int64
+}
+
+// Stats returns the engine's load as of its loop's last look. It is safe
+// to call from any goroutine.
+func (e *Engine) Stats() EngineStats {
+	e.statsMu.Lock()
+	defer e.statsMu.Unlock()
+	return e.stats
+}
+
+// record publishes the loop's state: called from the loop only, the one
+// goroutine that uses the batch's pool.
+func (e *Engine) record(pending, prefilling []*job, active []*running, steps, cached int64) {
+	pool := e.batch.Pool()
+	budget, made, inUse := pool.Budget(), pool.Bytes(), pool.InUse()
+	e.statsMu.Lock()
+	defer e.statsMu.Unlock()
+	e.stats = EngineStats{
+		Waiting: len(pending), Prefilling: len(prefilling), Running: len(active), Steps: steps,
+		KVBudget: budget, KVAllocated: made, KVInUse: inUse,
+		Preemptions: e.preemptions.Load(), CachedTokens: cached,
+	}
 }
 
 // Preemptions counts the samples whose sequences gave their blocks back
@@ -282,6 +327,7 @@ func (e *Engine) loop() {
 	defer close(e.done)
 	var pending, prefilling []*job
 	var active []*running
+	var steps, cached int64
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -303,6 +349,7 @@ func (e *Engine) loop() {
 		}
 	}()
 	for {
+		e.record(pending, prefilling, active, steps, cached)
 		// Wait for work when there is none.
 		if len(pending)+len(prefilling)+len(active) == 0 {
 			select {
@@ -407,6 +454,10 @@ func (e *Engine) loop() {
 			}
 			e.err = err
 			return
+		}
+		steps++
+		for k := range chunks {
+			cached += int64(outs[len(feeds)-len(chunks)+k].Cached)
 		}
 		// Decode rows: sample each active sequence's next token.
 		for i, r := range active {

@@ -261,3 +261,26 @@ func TestEngineRefusesWhatCannotFit(t *testing.T) {
 }
 
 func timeAfter(d time.Duration, f func()) *time.Timer { return time.AfterFunc(d, f) }
+
+// TestEngineStats: the loop publishes its load: steps taken, the pool's
+// figures, and nothing running or held once every sample has ended.
+func TestEngineStats(t *testing.T) {
+	m := tinyRandom(t)
+	e := newEngine(t, New(m, letters{}), EngineOptions{Batch: graphs.BatchOptions{PrefixCache: true, BlockTokens: 8}})
+	opts := Options{MaxTokens: 3, IgnoreEOS: true}
+	prompt := graphs.IDs(testPrompt(20, 1)...)
+	for range 2 { // the second prompt takes the first's blocks from the cache
+		if _, err := e.GenerateBatch(context.Background(), []graphs.Input{prompt}, []Options{opts}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var s EngineStats
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if s = e.Stats(); s.Running+s.Waiting+s.Prefilling == 0 && s.KVInUse == 0 && s.Steps > 0 {
+			break
+		}
+	}
+	if s.Running+s.Waiting+s.Prefilling != 0 || s.KVInUse != 0 || s.Steps < 4 || s.KVAllocated == 0 || s.KVBudget < s.KVAllocated || s.CachedTokens != 16 {
+		t.Errorf("stats after every sample ended: %+v", s)
+	}
+}
