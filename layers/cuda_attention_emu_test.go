@@ -60,11 +60,16 @@ func emuOp(t *testing.T, dev *cudaemu.Device, k ops.Kernel, in ...G.Value) []flo
 	return dev.Float32s(out.Ptr, out.Len())
 }
 
+// emuAttnCapacity is the emulated pools' capacity: less than the GPU
+// test's (cudaAttnCapacity) to keep the emulator's threads few (attn_probs
+// has one a position of the capacity), above the cases' longest sequence.
+const emuAttnCapacity = 512
+
 func TestEmuCachedAttention(t *testing.T) {
 	eachCUDAAttnCase(t, func(t *testing.T, s cudaAttnShape, fw cudaAttnForward, window int, f16, sink bool) {
 		dev := cudaemu.New(t)
 		c := newCUDAAttnCase(t, s, fw, window, f16, sink, true)
-		pool := uploadPool(t, dev, c.f, fw.T, cudaAttnCapacity)
+		pool := uploadPool(t, dev, c.f, fw.T, emuAttnCapacity)
 		got := emuOp(t, dev, c.kernel, c.in...)
 		cpu := c.kernel
 		if sink {

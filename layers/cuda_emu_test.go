@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -340,5 +341,25 @@ func TestKernelsEmulatedActivations(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// TestKernelsEmulatedBasic runs the GPU tests' cases of the basic ops
+// (norms, RoPE, activations, residual adds, head moves: cudaCases) in the
+// emulator, held to the CPU ops as on a GPU.
+func TestKernelsEmulatedBasic(t *testing.T) {
+	emu := cudaemu.Build(t)
+	for _, c := range cudaCases() {
+		t.Run(c.op+"/"+strings.ReplaceAll(c.name, "/", "_"), func(t *testing.T) {
+			want, err := ops.New(c.k).Do(c.in...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := emu.RunOp(c.k, c.in...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compareCUDA(t, got, want)
+		})
 	}
 }

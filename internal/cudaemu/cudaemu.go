@@ -35,6 +35,8 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/sys/cpu"
+
 	"github.com/gozoo/gozoo/cuda"
 )
 
@@ -49,6 +51,9 @@ type Emulator struct {
 var (
 	buildMu sync.Mutex
 	built   = map[string]*Emulator{}
+	// current is the emulator built in this process, by compiler: the
+	// sources are read and hashed once.
+	current = map[string]*Emulator{}
 )
 
 // srcDirs are the emulator's sources (src: emu.h, emu.cc) and cuda/kernels.
@@ -61,6 +66,58 @@ func srcDirs() (emuDir, kernelDir string) {
 // dynShared is an `extern __shared__ T name[];` declaration, which the
 // emulator points at its dynamic shared memory.
 var dynShared = regexp.MustCompile(`extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([A-Za-z_][A-Za-z0-9_ ]*?)\s*(\w+)\s*\[\s*\]\s*;`)
+
+// staticShared is a `__shared__ T a[N], b[M];` declaration on a line of
+// its own (what is left once dynShared's are replaced): the emulator
+// poisons each variable for every block.
+var staticShared = regexp.MustCompile(`(?m)^[ \t]*__shared__\s+([^;\n]*);`)
+
+// sharedNames are the variables a __shared__ declaration declares: the
+// last identifier before the first bracket of each declarator.
+func sharedNames(decl string) []string {
+	var names []string
+	depth, from := 0, 0
+	for i := 0; i <= len(decl); i++ {
+		if i < len(decl) {
+			switch decl[i] {
+			case '[', '(':
+				depth++
+				continue
+			case ']', ')':
+				depth--
+				continue
+			case ',':
+				if depth > 0 {
+					continue
+				}
+			default:
+				continue
+			}
+		}
+		d := decl[from:i]
+		from = i + 1
+		if j := strings.IndexByte(d, '['); j >= 0 {
+			d = d[:j]
+		}
+		if f := strings.Fields(strings.NewReplacer("(", " ", ")", " ").Replace(d)); len(f) > 0 {
+			names = append(names, f[len(f)-1])
+		}
+	}
+	return names
+}
+
+// emuSource is a module's CUDA C as the emulator compiles it.
+func emuSource(src []byte) []byte {
+	src = dynShared.ReplaceAll(src, []byte("$1 *$2 = ($1 *)emu::dynamic_shared;"))
+	return staticShared.ReplaceAllFunc(src, func(m []byte) []byte {
+		decl := string(staticShared.FindSubmatch(m)[1])
+		out := string(m)
+		for _, name := range sharedNames(decl) {
+			out += fmt.Sprintf(" static unsigned long long emu_stamp_%s; emu::shared(&%s, sizeof %s, &emu_stamp_%s);", name, name, name, name)
+		}
+		return []byte(out)
+	})
+}
 
 // Build compiles the emulator, or skips t where it cannot run: no C++
 // compiler (g++), or not Linux (the arena's fixed mapping).
@@ -75,10 +132,18 @@ func Build(t testing.TB) *Emulator {
 			t.Skip("no C++ compiler (g++) for the CUDA emulator")
 		}
 	}
-	e, err := build(cxx)
-	if err != nil {
+	buildMu.Lock()
+	e := current[cxx]
+	buildMu.Unlock()
+	if e != nil {
+		return e
+	}
+	if e, err = build(cxx); err != nil {
 		t.Fatal(err)
 	}
+	buildMu.Lock()
+	current[cxx] = e
+	buildMu.Unlock()
 	return e
 }
 
@@ -111,8 +176,15 @@ func build(cxx string) (*Emulator, error) {
 	// .cu in a namespace and registers its kernels. Each unit is compiled
 	// on its own (at once, on the host's cores) and kept by its hash with
 	// the runtime's and the headers'.
+	flags := []string{"-std=c++20", "-O2", "-g", "-ffp-contract=off", "-fno-fast-math"}
+	if cpu.X86.HasFMA {
+		// fmaf inline rather than libm's (the same results: a fused
+		// multiply-add rounds once either way; nothing is contracted).
+		flags = append(flags, "-mfma")
+	}
 	common := sha256.New()
 	common.Write([]byte(cxx))
+	common.Write([]byte(strings.Join(flags, " ")))
 	for _, f := range []string{"emu.h", "cuda_fp16.h"} {
 		b, err := os.ReadFile(filepath.Join(emuDir, f))
 		if err != nil {
@@ -144,7 +216,7 @@ func build(cxx string) (*Emulator, error) {
 		if err != nil {
 			return nil, err
 		}
-		src = dynShared.ReplaceAll(src, []byte("$1 *$2 = ($1 *)emu::dynamic_shared;"))
+		src = emuSource(src)
 		var u bytes.Buffer
 		fmt.Fprintf(&u, "#include \"emu.h\"\n#include <cuda_fp16.h>\nnamespace mod_%s {\n#line 1 %q\n%s\n}\n", m, m+".cu", src)
 		for _, k := range cuda.Kernels() {
@@ -219,8 +291,7 @@ func build(cxx string) (*Emulator, error) {
 			tmp.Close()
 			obj := strings.TrimSuffix(tmp.Name(), ".cc") + ".o"
 			defer os.Remove(obj)
-			cmd := exec.Command(cxx, "-std=c++20", "-O2", "-g", "-ffp-contract=off", "-fno-fast-math",
-				"-I", emuDir, "-I", kernelDir, "-c", "-o", obj, tmp.Name())
+			cmd := exec.Command(cxx, append(flags, "-I", emuDir, "-I", kernelDir, "-c", "-o", obj, tmp.Name())...)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				errs[i] = fmt.Errorf("compiling %s for the CUDA emulator: %v\n%s", name, err, out)
 				return

@@ -30,8 +30,9 @@ const DefaultSize = 1 << 30
 const (
 	align   = 256
 	redZone = 256  // bytes at least after each allocation that no call may write
-	redByte = 0xa5 // their fill
-	poison  = 0xff // a new allocation's fill: NaN floats, -1 ints
+	redByte = 0xfe // their fill: -1.7e38 as a float32 or BF16, NaN as F16
+
+	poison = 0xff // a new allocation's fill: NaN floats, -1 ints
 )
 
 // Device is emulated device memory with its emulator process: a
@@ -60,6 +61,7 @@ type Device struct {
 	stderr *bytes.Buffer
 	job    bytes.Buffer
 	args   cuda.Args
+	calls  int
 }
 
 type span struct{ off, n int }
@@ -302,6 +304,13 @@ func (d *Device) Download(dst unsafe.Pointer, src cuda.Ptr, n int) error {
 	return nil
 }
 
+// Calls is the number of launches and products run so far.
+func (d *Device) Calls() int {
+	d.st.Lock()
+	defer d.st.Unlock()
+	return d.calls
+}
+
 // Sync returns a misuse (a bad Free) since the last Run or Sync: Run has
 // finished its calls when it returns.
 func (d *Device) Sync() error {
@@ -383,6 +392,7 @@ func (d *Device) Run(calls ...cuda.Call) error {
 		return nil
 	}
 	binary.LittleEndian.PutUint64(d.job.Bytes(), uint64(n))
+	d.calls += n
 	if err := d.exec(); err != nil {
 		return fmt.Errorf("%s: %w", d, err)
 	}

@@ -12,6 +12,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <memory>
 
 namespace emu {
@@ -66,7 +67,6 @@ enum Wait { RUNNING, AT_WARP, AT_BLOCK, DONE };
 
 struct Thread {
     uint3v idx;
-    int lane, warp;
     Wait wait = DONE;
     int op, param; // the warp operation it waits at
     unsigned long long val, res;
@@ -150,24 +150,19 @@ static const char *opName(int op) {
     return op >= 0 && op < 7 ? names[op] : "?";
 }
 
-// warp completes warp w's operation once every lane of it is there.
-static bool warp(int w, int n) {
-    Thread *l = &threads[w * 32];
-    int lanes = std::min(32, n - w * 32), at = 0, done = 0;
-    for (int i = 0; i < lanes; i++) {
-        if (l[i].wait == AT_WARP)
-            at++;
-        else if (l[i].wait == DONE)
-            done++;
-    }
-    if (at < lanes) {
-        if (at > 0 && at + done == lanes) {
-            int i = 0;
-            while (l[i].wait != AT_WARP) i++;
-            fail("warp %d: %s with %d of its %d lanes exited", w, opName(l[i].op), done, lanes);
-        }
-        return false;
-    }
+// The block running, counted from 1.
+static unsigned long long blockSerial;
+
+void shared(void *p, size_t n, unsigned long long *stamp) {
+    if (*stamp == blockSerial) return;
+    *stamp = blockSerial;
+    memset(p, 0xff, n);
+}
+
+static const bool reverse = getenv("CUDAEMU_REVERSE") && *getenv("CUDAEMU_REVERSE") == '1';
+
+// complete finishes the warp operation every lane of a warp waits at.
+static void complete(Thread *l, int w, int lanes) {
     int op = l[0].op;
     unsigned long long ballot = 0;
     for (int i = 0; i < lanes; i++) {
@@ -202,52 +197,64 @@ static bool warp(int w, int n) {
         default:
             l[i].res = l[src].val;
         }
-        l[i].wait = RUNNING;
     }
-    return true;
+    for (int i = 0; i < lanes; i++) l[i].wait = RUNNING;
+}
+
+// run_warp runs warp w's lanes, completing their warp operations, until
+// each waits at __syncthreads or has returned. Warps meet only at
+// __syncthreads (the kernels share memory between warps across it), so a
+// block runs warp by warp between its barriers.
+static void run_warp(int w, int n) {
+    Thread *l = &threads[w * 32];
+    int lanes = std::min(32, n - w * 32);
+    for (;;) {
+        for (int k = 0; k < lanes; k++) {
+            Thread &t = l[reverse ? lanes - 1 - k : k];
+            if (t.wait != RUNNING) continue;
+            cur = &t;
+            switch_to(sched, t.ctx);
+        }
+        int at = 0, block = 0;
+        for (int i = 0; i < lanes; i++) {
+            at += l[i].wait == AT_WARP;
+            block += l[i].wait == AT_BLOCK;
+        }
+        if (at == 0) return;
+        if (at == lanes) {
+            complete(l, w, lanes);
+            continue;
+        }
+        int i = 0;
+        while (l[i].wait != AT_WARP) i++;
+        if (block > 0)
+            fail("warp %d: %d lanes wait at %s, %d at __syncthreads", w, at, opName(l[i].op), block);
+        fail("warp %d: %s with %d of its %d lanes exited", w, opName(l[i].op), lanes - at, lanes);
+    }
 }
 
 static void run_block() {
-    static const bool reverse = getenv("CUDAEMU_REVERSE") && *getenv("CUDAEMU_REVERSE") == '1';
+    blockSerial++;
     int n = blockDim_.x * blockDim_.y * blockDim_.z;
     int warps = (n + 31) / 32;
     if ((int)threads.size() < n) threads.resize(n);
     for (int i = 0; i < n; i++) {
         Thread &t = threads[i];
         t.idx = uint3v{i % blockDim_.x, i / blockDim_.x % blockDim_.y, i / (blockDim_.x * blockDim_.y)};
-        t.lane = i % 32;
-        t.warp = i / 32;
         t.wait = RUNNING;
         if (!t.stack) t.stack.reset(new char[stackSize]);
         start(t);
     }
     for (;;) {
-        int live = 0;
-        for (int k = 0; k < n; k++) {
-            int i = reverse ? n - 1 - k : k;
-            if (threads[i].wait != RUNNING) continue;
-            cur = &threads[i];
-            switch_to(sched, threads[i].ctx);
-        }
-        bool progress = false;
-        int atBlock = 0;
-        for (int i = 0; i < n; i++) {
-            live += threads[i].wait != DONE;
-            atBlock += threads[i].wait == AT_BLOCK;
-        }
-        if (live == 0) return;
-        for (int w = 0; w < warps; w++) progress |= warp(w, n);
-        if (atBlock == live) {
-            for (int i = 0; i < n; i++)
-                if (threads[i].wait == AT_BLOCK) threads[i].wait = RUNNING;
-            progress = true;
-        }
-        if (!progress) {
-            // Every live thread waits where it cannot go on: a barrier or a
-            // warp operation some threads do not reach.
-            int atWarp = live - atBlock;
-            fail("deadlock: %d threads wait at __syncthreads, %d at warp operations", atBlock, atWarp);
-        }
+        for (int k = 0; k < warps; k++) run_warp(reverse ? warps - 1 - k : k, n);
+        // Every thread waits at __syncthreads or has returned.
+        bool live = false;
+        for (int i = 0; i < n; i++)
+            if (threads[i].wait == AT_BLOCK) {
+                threads[i].wait = RUNNING;
+                live = true;
+            }
+        if (!live) return;
     }
 }
 
@@ -256,10 +263,11 @@ static void launch(const Invoke &k, dim3 grid, dim3 block, const unsigned long l
     kargs = args;
     gridDim_ = grid;
     blockDim_ = block;
+    // Blocks in order, or in reverse: a kernel must not depend on it.
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
-                blockIdx_ = dim3{x, y, z};
+                blockIdx_ = reverse ? dim3{grid.x - 1 - x, grid.y - 1 - y, grid.z - 1 - z} : dim3{x, y, z};
                 run_block();
             }
 }
@@ -325,6 +333,21 @@ static void gemm(float *y, const void *x, const void *w, long T, long N, long K,
         }
 }
 
+// CUDAEMU_PROFILE=FILE appends each kernel's calls, blocks and seconds to
+// FILE when the process ends.
+struct Prof {
+    long calls = 0, blocks = 0;
+    double secs = 0;
+};
+static std::map<std::string, Prof> prof;
+static void dump_prof() {
+    const char *path = getenv("CUDAEMU_PROFILE");
+    FILE *f = path ? fopen(path, "a") : nullptr;
+    if (!f) return;
+    for (auto &[name, p] : prof) fprintf(f, "%s %ld %ld %.6f\n", name.c_str(), p.calls, p.blocks, p.secs);
+    fclose(f);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: emu BASE SIZE (the arena on fd 3)\n");
@@ -349,9 +372,13 @@ int main(int argc, char **argv) {
     sigaction(SIGBUS, &sa, nullptr);
     std::vector<unsigned long long> args;
     std::string name, kinds;
+    const bool profile = getenv("CUDAEMU_PROFILE") != nullptr;
     for (;;) {
         unsigned long long ncalls;
-        if (!rd(&ncalls)) return 0; // the test process has gone
+        if (!rd(&ncalls)) { // the test process has gone
+            dump_prof();
+            return 0;
+        }
         for (unsigned long long c = 0; c < ncalls; c++) {
             name.assign(must(), '\0');
             if (fread(&name[0], 1, name.size(), stdin) != name.size()) return 2;
@@ -359,8 +386,14 @@ int main(int argc, char **argv) {
                 unsigned long long v[7];
                 for (auto &x : v) x = must();
                 emu::set_kernel_name("gemm");
+                auto t0 = std::chrono::steady_clock::now();
                 gemm((float *)v[0], (const void *)v[1], (const void *)v[2], (long)v[3], (long)v[4], (long)v[5],
                      (int)v[6]);
+                if (profile) {
+                    Prof &p = prof["gemm"];
+                    p.calls++;
+                    p.secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                }
                 continue;
             }
             dim3 grid, block;
@@ -381,7 +414,14 @@ int main(int argc, char **argv) {
                 return 4;
             }
             memset(emu::dynamic_shared, 0xff, shared); // garbage, as on a device
+            auto t0 = std::chrono::steady_clock::now();
             emu::launch_named(name.c_str(), it->second, grid, block, args.data());
+            if (profile) {
+                Prof &p = prof[name];
+                p.calls++;
+                p.blocks += (long)grid.x * grid.y * grid.z;
+                p.secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            }
         }
         unsigned long long ok = 0;
         fwrite(&ok, 8, 1, stdout);

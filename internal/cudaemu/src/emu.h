@@ -4,8 +4,10 @@
 // with CUDAEMU_REVERSE=1, an adversarial order that shows a missing
 // barrier); __syncthreads is a barrier among the block's live fibers, a
 // warp operation one among all of the warp's lanes. Blocks run one after
-// another, so __shared__ arrays are plain statics. Slow (a context switch
-// per thread per barrier) and meant for small shapes.
+// another, so __shared__ arrays are plain statics, poisoned (0xff) for
+// every block as a GPU's shared memory holds garbage (cudaemu.go adds the
+// calls that do it to their declarations). Slow (a context switch per thread per barrier) and meant for
+// small shapes.
 #pragma once
 
 #include <math.h>
@@ -212,6 +214,10 @@ struct Reg {
         registry()[name] = invoker(f);
     }
 };
+// shared poisons a __shared__ variable when the first thread of a block
+// reaches its declaration, before any thread of the block can use it
+// (stamp: the block it was last poisoned for).
+void shared(void *p, size_t n, unsigned long long *stamp);
 // dynamic shared memory (extern __shared__ arrays are defined on it).
 extern unsigned char dynamic_shared[];
 } // namespace emu
