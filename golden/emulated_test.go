@@ -1,11 +1,18 @@
 package golden
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
+	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/gozoo/gozoo/cuda"
+	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/internal/cudaemu"
+	"github.com/gozoo/gozoo/loaders"
+	"github.com/gozoo/gozoo/zoo"
 )
 
 // TestGoldenEmulated runs the golden cases through the device runtime on
@@ -41,4 +48,100 @@ func TestGoldenEmulated(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestOptionsEmulated holds the device runtime on the CUDA emulator to
+// the CPU's under the options the golden cases leave at their defaults:
+// an F16 KV cache (kv_store's rounding, F16 slabs, their reads), and fast
+// mode on BF16 weights (to_half and half-precision products, the F16
+// GELU table). Each case's input ids run as a prefill in chunks of 8 (the
+// last one padded), then greedy decode steps, on the device and on the
+// CPU with the same options, and on the CPU without them. The two
+// computations differ in float32 summation order, and where a value lies
+// that close to a rounding boundary of F16 or BF16 the two round it apart
+// (2^-11 or 2^-8 of it): after that the runs differ by rounding noise of
+// the option's own size. So a case passes when its logits agree within
+// the case's tolerance, or when on average they differ by less than half
+// as much as the option changes them: a device that ignored an option, or
+// rounded otherwise, differs by about as much as the option does.
+func TestOptionsEmulated(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts graphs.Options
+	}{
+		{"llama_smollm2_gqa_bf16", graphs.Options{Fast: true}},
+		{"llama_smollm2_gqa_bf16", graphs.Options{KVCacheF16: true}},
+		{"gpt2_original_bf16", graphs.Options{Fast: true, KVCacheF16: true}},
+		{"gemma3_sliding_mqa", graphs.Options{KVCacheF16: true}},
+	} {
+		t.Run(fmt.Sprintf("%s/fast=%v/f16=%v", c.name, c.opts.Fast, c.opts.KVCacheF16), func(t *testing.T) {
+			dir := filepath.Join("..", "testdata", "golden", c.name)
+			var m meta
+			b, err := os.ReadFile(filepath.Join(dir, "golden.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			model, err := zoo.Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := loaders.OpenSafetensors(filepath.Join(dir, "golden.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			ids, err := readIDs(g, "input_ids")
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := func(dev cuda.Backend, opts graphs.Options) [][]float32 {
+				opts.Device, opts.Buckets = dev, []int{8}
+				s, err := graphs.NewSession(model, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				rows, err := s.AppendAll(graphs.IDs(ids...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 6 {
+					next := argmax(rows[len(rows)-1])
+					logits, err := s.AppendInput(graphs.IDs(next))
+					if err != nil {
+						t.Fatal(err)
+					}
+					rows = append(rows, logits)
+				}
+				return rows
+			}
+			want, got, plain := run(nil, c.opts), run(cudaemu.New(t), c.opts), run(nil, graphs.Options{})
+			var worst, diff, effect float64
+			for i := range want {
+				worst = max(worst, MaxAbsDiff(got[i], want[i]))
+				for j := range want[i] {
+					diff += math.Abs(float64(got[i][j] - want[i][j]))
+					effect += math.Abs(float64(want[i][j] - plain[i][j]))
+				}
+			}
+			t.Logf("the device's logits within %.3g of the CPU's; on average %.3g of the options' effect", worst, diff/effect)
+			if worst > m.Tolerance.LogitsAtol && !(diff < effect/2) {
+				t.Fatalf("the device's logits differ from the CPU's by %.3g > %g, on average by %.3g of what the options change",
+					worst, m.Tolerance.LogitsAtol, diff/effect)
+			}
+		})
+	}
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
 }
