@@ -44,7 +44,8 @@ func TestGoldenEmulated(t *testing.T) {
 				if !r.Pass {
 					t.Fatal(r)
 				}
-				t.Logf("%v (%d launches and products)", r, dev.Calls())
+				n, bytes := dev.Allocations()
+				t.Logf("%v (%d launches and products; %d allocations of %d bytes left)", r, dev.Calls(), n, bytes)
 			})
 		}
 	}
@@ -144,4 +145,62 @@ func argmax(x []float32) int {
 		}
 	}
 	return best
+}
+
+// TestCapturesEmulated compares what the device brings down besides
+// logits with the CPU's: every hidden state and attention probability
+// capture of each forward, over a prefill in chunks of 8 and decode
+// steps, with a sliding window among the layers.
+func TestCapturesEmulated(t *testing.T) {
+	for _, name := range []string{"qwen3_gqa_tied", "gemma3_sliding_mqa"} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join("..", "testdata", "golden", name)
+			model, err := zoo.Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			type step map[string][]float32
+			run := func(dev cuda.Backend) []step {
+				s, err := graphs.NewSession(model, graphs.Options{Device: dev, Buckets: []int{8}, Capacity: 64,
+					Capture: []string{graphs.HiddenStates + ".*", graphs.Attentions + ".*"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				var steps []step
+				feeds := [][]int{{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {12}, {13, 14, 15}, {16}}
+				for _, ids := range feeds {
+					if _, err := s.Append(ids); err != nil {
+						t.Fatal(err)
+					}
+					st := step{}
+					for _, n := range s.CapturedNames() {
+						v, _ := s.Captured(n)
+						st[n] = append([]float32(nil), v.Float32s()...)
+						st[n+" shape"] = []float32{float32(len(v.Shape()))}
+					}
+					steps = append(steps, st)
+				}
+				return steps
+			}
+			want, got := run(nil), run(cudaemu.New(t))
+			if _, ok := want[0][graphs.Attentions+".0"]; !ok {
+				t.Fatalf("no %s.0 among the captures", graphs.Attentions)
+			}
+			for i := range want {
+				if len(got[i]) != len(want[i]) || len(want[i]) == 0 {
+					t.Fatalf("step %d: %d captures, want %d", i, len(got[i]), len(want[i]))
+				}
+				for n, w := range want[i] {
+					g := got[i][n]
+					if len(g) != len(w) {
+						t.Fatalf("step %d: %s has %d values, want %d", i, n, len(g), len(w))
+					}
+					if d := MaxAbsDiff(g, w); !(d <= 1e-4) {
+						t.Errorf("step %d: %s differs by %.3g", i, n, d)
+					}
+				}
+			}
+		})
+	}
 }

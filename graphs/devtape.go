@@ -81,6 +81,14 @@ func planDevTape(dev cuda.Backend, mem devMem, formKey string, t *tape, weights 
 	}
 	keep := map[int]bool{}  // outputs read after the step (host steps)
 	alias := map[int]bool{} // outputs that are an input's buffer
+	// root is the node whose buffer node j's is: j, or the node an alias
+	// passes on.
+	root := func(j int) int {
+		for alias[j] {
+			j = t.args[j][0]
+		}
+		return j
+	}
 	for i, n := range t.nodes {
 		op := n.Op()
 		if op == nil {
@@ -125,10 +133,7 @@ func planDevTape(dev cuda.Backend, mem devMem, formKey string, t *tape, weights 
 			}
 			c := max(out.Bytes(), 4)
 			free[c] = append(free[c], out.Ptr)
-			j := t.args[i][0]
-			for alias[j] {
-				j = t.args[j][0]
-			}
+			j := root(t.args[i][0])
 			d.vals[i] = cuda.Tensor{Ptr: in[0].Ptr, Shape: out.Shape, Type: in[0].Type}
 			lastUse[j] = max(lastUse[j], lastUse[i])
 			alias[i] = true
@@ -143,8 +148,13 @@ func planDevTape(dev cuda.Backend, mem devMem, formKey string, t *tape, weights 
 				d.calls = append(d.calls, c)
 			}
 		}
-		for _, j := range t.args[i] {
-			if lastUse[j] == i && !keep[j] && !alias[j] && t.nodes[j].Op() != nil {
+		// The buffers whose last reader this op is go back to the free
+		// lists: an alias's is its root's, which the alias's readers keep
+		// (lastUse), so it is freed after the last of them, whichever node
+		// it reads, and once.
+		for k, j := range t.args[i] {
+			j = root(j)
+			if lastUse[j] == i && !keep[j] && t.nodes[j].Op() != nil && !slices.ContainsFunc(t.args[i][:k], func(a int) bool { return root(a) == j }) {
 				c := max(d.vals[j].Bytes(), 4)
 				free[c] = append(free[c], d.vals[j].Ptr)
 			}

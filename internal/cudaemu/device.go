@@ -304,6 +304,16 @@ func (d *Device) Download(dst unsafe.Pointer, src cuda.Ptr, n int) error {
 	return nil
 }
 
+// Allocations is the number of live allocations and their bytes.
+func (d *Device) Allocations() (n int, bytes int64) {
+	d.st.Lock()
+	defer d.st.Unlock()
+	for _, a := range d.allocs {
+		bytes += int64(a.n)
+	}
+	return len(d.allocs), bytes
+}
+
 // Calls is the number of launches and products run so far.
 func (d *Device) Calls() int {
 	d.st.Lock()
