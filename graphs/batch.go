@@ -713,6 +713,7 @@ func (b *Batch) compiled(key programKey) (*program, error) {
 		return nil, err
 	}
 	ops.Plan(gr.step.G, b.arena)
+	ops.Pin(gr.logits) // read after the run
 	t, err := newTape(gr.step.G)
 	if err != nil {
 		return nil, fmt.Errorf("ordering the %d-row graph: %w", key.T, err)
@@ -726,7 +727,7 @@ func (b *Batch) compiled(key programKey) (*program, error) {
 		// Decode steps are captured and replayed as one CUDA graph;
 		// prefill chunks launch op by op.
 		capture := key.kind == fromIDs && key.T <= b.rows[len(b.rows)-1]
-		if p.dev, err = newDevTape(dev, t, weights, capture); err != nil {
+		if p.dev, err = newDevTape(dev, t, weights, capture, gr.logits); err != nil {
 			return nil, fmt.Errorf("planning the %d-row graph on %s: %w", key.T, dev, err)
 		}
 		p.logitsHost = make([]float32, key.R*b.vocab)

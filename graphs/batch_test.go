@@ -9,8 +9,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gozoo/gozoo/cuda"
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/internal/canceltest"
+	"github.com/gozoo/gozoo/internal/cudaemu"
 	"github.com/gozoo/gozoo/zoo"
 )
 
@@ -29,14 +31,34 @@ type soakSeq struct {
 // same ids run alone in a fresh Session. A full-attention model runs with
 // the prefix cache, a sliding-window one (whose rewinds may be refused)
 // without. Meant for -race.
-func TestBatchSoak(t *testing.T) {
+func TestBatchSoak(t *testing.T) { batchSoak(t, nil, 16) }
+
+// TestBatchSoakEmulated is the soak on the CUDA emulator
+// (internal/cudaemu): the graphs on a cuda.Backend and the KV pool in
+// device memory, with its slab tables, block tables, forks' block copies
+// and the prefix cache's shared blocks; the references run on the CPU.
+func TestBatchSoakEmulated(t *testing.T) {
+	n := 8
+	if testing.Short() {
+		n = 4
+	}
+	batchSoak(t, func(t *testing.T) cuda.Backend { return cudaemu.New(t) }, n)
+}
+
+// batchSoak is the soak with each of four goroutines running n sequences,
+// on a device that dev opens (nil: the CPU).
+func batchSoak(t *testing.T, dev func(t *testing.T) cuda.Backend, n int) {
 	for _, c := range []struct {
 		golden string
 		prefix bool
 	}{{"qwen3_gqa_tied", true}, {"gemma3_sliding_mqa", false}} {
 		t.Run(c.golden, func(t *testing.T) {
 			m := randomModel(t, c.golden, nil)
-			b, err := graphs.NewBatch(m, graphs.BatchOptions{Options: graphs.Options{Capacity: 48}, BlockTokens: 4, PrefixCache: c.prefix, KVBudget: graphs.KVBytes(m, 80*48, false)})
+			opts := graphs.BatchOptions{Options: graphs.Options{Capacity: 48}, BlockTokens: 4, PrefixCache: c.prefix, KVBudget: graphs.KVBytes(m, 80*48, false)}
+			if dev != nil {
+				opts.Device = dev(t)
+			}
+			b, err := graphs.NewBatch(m, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,14 +70,14 @@ func TestBatchSoak(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					done := soakDriver(t, b, m, uint64(w), 16)
+					done := soakDriver(t, b, m, uint64(w), n)
 					mu.Lock()
 					finished = append(finished, done...)
 					mu.Unlock()
 				}()
 			}
 			wg.Wait()
-			if len(finished) < 32 {
+			if len(finished) < 2*n {
 				t.Fatalf("only %d sequences finished with logits", len(finished))
 			}
 			for i, s := range finished {

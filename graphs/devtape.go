@@ -42,14 +42,15 @@ type devTape struct {
 }
 
 // newDevTape plans t on dev. weights maps the graph's weight nodes to
-// their parameters.
-func newDevTape(dev cuda.Backend, t *tape, weights map[*G.Node]*Param, capture bool) (*devTape, error) {
-	return planDevTape(dev, dev, dev.Key(), t, weights, capture)
+// their parameters; outputs are the nodes downloaded after a step.
+func newDevTape(dev cuda.Backend, t *tape, weights map[*G.Node]*Param, capture bool, outputs ...*G.Node) (*devTape, error) {
+	return planDevTape(dev, dev, dev.Key(), t, weights, capture, outputs...)
 }
 
 // planDevTape plans t against mem; weights' copies are kept as their
-// parameters' forms under formKey.
-func planDevTape(dev cuda.Backend, mem devMem, formKey string, t *tape, weights map[*G.Node]*Param, capture bool) (_ *devTape, err error) {
+// parameters' forms under formKey. The buffers of outputs are never lent
+// to another node: they are read after the step.
+func planDevTape(dev cuda.Backend, mem devMem, formKey string, t *tape, weights map[*G.Node]*Param, capture bool, outputs ...*G.Node) (_ *devTape, err error) {
 	d := &devTape{dev: dev, mem: mem, t: t, vals: make([]cuda.Tensor, len(t.nodes)), scratch: map[[2]int]cuda.Ptr{}, capture: capture}
 	defer func() {
 		if err != nil {
@@ -79,8 +80,16 @@ func planDevTape(dev cuda.Backend, mem devMem, formKey string, t *tape, weights 
 		}
 		return p, err
 	}
-	keep := map[int]bool{}  // outputs read after the step (host steps)
+	keep := map[int]bool{}  // outputs read after the step (host steps, downloads)
 	alias := map[int]bool{} // outputs that are an input's buffer
+	// root is the node whose buffer node j's is: j, or the node an alias
+	// passes on.
+	root := func(j int) int {
+		for alias[j] {
+			j = t.args[j][0]
+		}
+		return j
+	}
 	for i, n := range t.nodes {
 		op := n.Op()
 		if op == nil {
@@ -125,13 +134,13 @@ func planDevTape(dev cuda.Backend, mem devMem, formKey string, t *tape, weights 
 			}
 			c := max(out.Bytes(), 4)
 			free[c] = append(free[c], out.Ptr)
-			j := t.args[i][0]
-			for alias[j] {
-				j = t.args[j][0]
-			}
+			j := root(t.args[i][0])
 			d.vals[i] = cuda.Tensor{Ptr: in[0].Ptr, Shape: out.Shape, Type: in[0].Type}
 			lastUse[j] = max(lastUse[j], lastUse[i])
 			alias[i] = true
+			if slices.Contains(outputs, n) {
+				keep[j] = true
+			}
 			continue
 		}
 		for _, c := range calls {
@@ -143,8 +152,16 @@ func planDevTape(dev cuda.Backend, mem devMem, formKey string, t *tape, weights 
 				d.calls = append(d.calls, c)
 			}
 		}
-		for _, j := range t.args[i] {
-			if lastUse[j] == i && !keep[j] && !alias[j] && t.nodes[j].Op() != nil {
+		// The buffers whose last reader this op is go back to the free
+		// lists: an alias's is its root's, which the alias's readers keep
+		// (lastUse), so it is freed after the last of them, whichever node
+		// it reads, and once.
+		if slices.Contains(outputs, n) {
+			keep[i] = true
+		}
+		for k, j := range t.args[i] {
+			j = root(j)
+			if lastUse[j] == i && !keep[j] && t.nodes[j].Op() != nil && !slices.ContainsFunc(t.args[i][:k], func(a int) bool { return root(a) == j }) {
 				c := max(d.vals[j].Bytes(), 4)
 				free[c] = append(free[c], d.vals[j].Ptr)
 			}
@@ -401,7 +418,7 @@ func PlanDevice(m Model, opts BatchOptions, rows ...int) ([]int, error) {
 		for prm, n := range gr.step.weights {
 			weights[n] = prm
 		}
-		d, err := planDevTape(nil, mem, "plan", t, weights, false)
+		d, err := planDevTape(nil, mem, "plan", t, weights, false, gr.logits)
 		if err != nil {
 			return nil, fmt.Errorf("the %d-row graph: %w", T, err)
 		}

@@ -55,6 +55,7 @@ func NewProgramOn(dev cuda.Backend, name string, build func(s *Step) *G.Node, ca
 	out := build(s)
 	p = &Program{rc: rc, step: s, out: out, arena: ops.NewArena(), inputs: s.inputs}
 	ops.Plan(g, p.arena)
+	ops.Pin(out) // read after the run, maybe also by a capture
 	if p.tape, err = newTape(g); err != nil {
 		return nil, fmt.Errorf("building %s: %w", name, err)
 	}
@@ -64,7 +65,7 @@ func NewProgramOn(dev cuda.Backend, name string, build func(s *Step) *G.Node, ca
 			weights[n] = prm
 		}
 		dev.Lock()
-		p.dev, err = newDevTape(dev, p.tape, weights, false)
+		p.dev, err = newDevTape(dev, p.tape, weights, false, out)
 		dev.Unlock()
 		if err != nil {
 			return nil, fmt.Errorf("planning %s on %s: %w", name, dev, err)

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
-	"unsafe"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -57,7 +57,7 @@ func matmulCase(r *rand.Rand, d graphs.DType, T, N, K int, bias bool) (in []G.Va
 }
 
 func TestKernelsEmulatedMatMul(t *testing.T) {
-	emu := emulator(t)
+	emu := cudaemu.Build(t)
 	r := rand.New(rand.NewPCG(21, 22))
 	for _, d := range allTypes {
 		sizes := [][2]int{{67, 512}} // N, K
@@ -93,7 +93,7 @@ func TestKernelsEmulatedMatMul(t *testing.T) {
 }
 
 func TestKernelsEmulatedEmbedding(t *testing.T) {
-	emu := emulator(t)
+	emu := cudaemu.Build(t)
 	r := rand.New(rand.NewPCG(23, 24))
 	for _, d := range allTypes {
 		for _, D := range []int{512, 96, 100, 40} {
@@ -212,7 +212,7 @@ func moeBound(k sparseMoE, x []float32, T, D, F int, router []float32, w [3][]fl
 }
 
 func TestKernelsEmulatedMoE(t *testing.T) {
-	emu := emulator(t)
+	emu := cudaemu.Build(t)
 	r := rand.New(rand.NewPCG(25, 26))
 	type mcase struct {
 		E, K, D, F int
@@ -259,7 +259,7 @@ func TestKernelsEmulatedMoE(t *testing.T) {
 }
 
 func TestKernelsEmulatedVision(t *testing.T) {
-	emu := emulator(t)
+	emu := cudaemu.Build(t)
 	r := rand.New(rand.NewPCG(27, 28))
 	for _, d := range []graphs.DType{graphs.F32, graphs.BF16, graphs.F16} {
 		for _, side := range []int{40, 64} { // 8 patches (the few-row kernel, trailing pixels dropped), 32
@@ -297,7 +297,7 @@ func TestKernelsEmulatedVision(t *testing.T) {
 // GELU's 2 - 2/(e^2u+1) loses the relative precision of a small result
 // for negative inputs), fast mode's GELU table exactly.
 func TestKernelsEmulatedActivations(t *testing.T) {
-	emu := emulator(t)
+	dev := cudaemu.New(t)
 	r := rand.New(rand.NewPCG(29, 30))
 	const n = 4096
 	g := randVals(r, n, 4)
@@ -311,15 +311,23 @@ func TestKernelsEmulatedActivations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := &cudaemu.Memory{}
-		gt, _ := m.Upload(f32Dense(g, n))
-		ut, _ := m.Upload(f32Dense(u, n))
-		h := m.Alloc(4 * n)
-		if err := emu.Run(m, []cuda.Call{{K: cuda.MoEAct, Grid: cuda.D1(4), Block: cuda.D1(256),
-			Args: []any{h, gt.Ptr, ut.Ptr, int64(n), code}}}); err != nil {
+		gt, err := dev.UploadValue(f32Dense(g, n))
+		if err != nil {
 			t.Fatal(err)
 		}
-		got := unsafe.Slice((*float32)(unsafe.Pointer(&m.Bytes(h)[0])), n)
+		ut, err := dev.UploadValue(f32Dense(u, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := dev.Alloc(4 * n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dev.Run(cuda.Call{K: cuda.MoEAct, Grid: cuda.D1(4), Block: cuda.D1(256),
+			Args: []any{h, gt.Ptr, ut.Ptr, int64(n), code}}); err != nil {
+			t.Fatal(err)
+		}
+		got := dev.Float32s(h, n)
 		act, _ := activationFor(c.name, c.fast)
 		tol := 1e-6
 		if c.fast {
@@ -336,6 +344,22 @@ func TestKernelsEmulatedActivations(t *testing.T) {
 	}
 }
 
-// emulator is the host emulator of this package's device kernels, one
-// build for every test.
-func emulator(t *testing.T) *cudaemu.Emulator { return cudaemu.Build(t, "matmul", "moe", "vision") }
+// TestKernelsEmulatedBasic runs the GPU tests' cases of the basic ops
+// (norms, RoPE, activations, residual adds, head moves: cudaCases) in the
+// emulator, held to the CPU ops as on a GPU.
+func TestKernelsEmulatedBasic(t *testing.T) {
+	emu := cudaemu.Build(t)
+	for _, c := range cudaCases() {
+		t.Run(c.op+"/"+strings.ReplaceAll(c.name, "/", "_"), func(t *testing.T) {
+			want, err := ops.New(c.k).Do(c.in...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := emu.RunOp(c.k, c.in...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compareCUDA(t, got, want)
+		})
+	}
+}

@@ -205,6 +205,18 @@ func Plan(g *G.ExprGraph, arena *Arena) {
 	}
 }
 
+// Pin gives node n, when one of these ops computes it, a buffer of its
+// own, kept from run to run, as Plan gives a node that something else
+// reads: for a node the caller reads after the run (a Program's output,
+// the logits) that ops read too, whose arena buffer would otherwise go
+// back to the pool once they have, for later ops to overwrite. Call it
+// after Plan.
+func Pin(n *G.Node) {
+	if op, ok := n.Op().(Op); ok && op.st != nil {
+		op.st.pinned = true
+	}
+}
+
 // Buffers is the number of buffers the arena holds, free or in use.
 func (a *Arena) Buffers() int {
 	n := len(a.live)

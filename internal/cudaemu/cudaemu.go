@@ -1,19 +1,28 @@
-// Package cudaemu runs an op's CUDA calls on the host, for kernel tests on
-// a machine without a GPU: the kernels' CUDA C (cuda/kernels/*.cu) is
-// compiled with the host's C++ compiler against emu.h, which emulates the
-// CUDA built-ins (every thread a fiber; barriers, shuffles and ballots
-// among them), and cuBLAS products are plain float32 loops. It checks a
-// kernel's indexing, decoding and synchronisation, not its speed nor the
-// GPU's floating point (the host's expf, for one, is not the device's).
+// Package cudaemu runs gozoo's CUDA calls on the host, for tests on a
+// machine without a GPU: the kernels' CUDA C (every cuda/kernels/*.cu) is
+// compiled with the host's C++ compiler against src/emu.h, which emulates
+// the CUDA built-ins (every thread a fiber; barriers, shuffles and ballots
+// among them), and cuBLAS products are plain float32 loops. It checks
+// kernels' indexing, decoding and synchronisation, and the runtime's use
+// of device memory, not speed nor the GPU's floating point (the host's
+// expf, for one, is not the device's).
 //
-// Tests call Build, which skips them where no C++ compiler is found; the
-// emulator is built once per set of sources and kept in the user's cache.
+// A Device is emulated device memory and a cuda.Backend: an arena that
+// the emulator process maps at fixed addresses (Base on), so that device
+// pointers stored in device memory (the KV pool's slab tables) hold. Its
+// allocations are poisoned (0xff: NaN floats, -1 ints) so that reads of
+// what nothing wrote show, and followed by red zones that every Run
+// checks; copies, launches' pointer arguments and products must fall in
+// live allocations.
+//
+// Tests call Build, which skips them where there is no C++ compiler or
+// the host is not Linux; the emulator is built once per set of sources and
+// kept in the user's cache.
 package cudaemu
 
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -25,21 +34,26 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"unsafe"
 
-	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
+	"golang.org/x/sys/cpu"
 
 	"github.com/gozoo/gozoo/cuda"
-	"github.com/gozoo/gozoo/ops"
 )
 
-// Emulator is a built emulator of some kernel modules.
-type Emulator struct{ bin string }
+// Emulator is the built emulator of every kernel module.
+type Emulator struct {
+	bin string
+	// op is the device RunOp runs on, made on first use.
+	opMu sync.Mutex
+	op   *Device
+}
 
 var (
 	buildMu sync.Mutex
 	built   = map[string]*Emulator{}
+	// current is the emulator built in this process, by compiler: the
+	// sources are read and hashed once.
+	current = map[string]*Emulator{}
 )
 
 // srcDirs are the emulator's sources (src: emu.h, emu.cc) and cuda/kernels.
@@ -53,38 +67,130 @@ func srcDirs() (emuDir, kernelDir string) {
 // emulator points at its dynamic shared memory.
 var dynShared = regexp.MustCompile(`extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([A-Za-z_][A-Za-z0-9_ ]*?)\s*(\w+)\s*\[\s*\]\s*;`)
 
-// Build compiles the emulator of the given modules (cuda/kernels/NAME.cu),
-// or skips t where there is no C++ compiler.
-func Build(t testing.TB, modules ...string) *Emulator {
+// staticShared is a `__shared__ T a[N], b[M];` declaration on a line of
+// its own (what is left once dynShared's are replaced): the emulator
+// poisons each variable for every block.
+var staticShared = regexp.MustCompile(`(?m)^[ \t]*__shared__\s+([^;\n]*);`)
+
+// sharedNames are the variables a __shared__ declaration declares: the
+// last identifier before the first bracket of each declarator.
+func sharedNames(decl string) []string {
+	var names []string
+	depth, from := 0, 0
+	for i := 0; i <= len(decl); i++ {
+		if i < len(decl) {
+			switch decl[i] {
+			case '[', '(':
+				depth++
+				continue
+			case ']', ')':
+				depth--
+				continue
+			case ',':
+				if depth > 0 {
+					continue
+				}
+			default:
+				continue
+			}
+		}
+		d := decl[from:i]
+		from = i + 1
+		if j := strings.IndexByte(d, '['); j >= 0 {
+			d = d[:j]
+		}
+		if f := strings.Fields(strings.NewReplacer("(", " ", ")", " ").Replace(d)); len(f) > 0 {
+			names = append(names, f[len(f)-1])
+		}
+	}
+	return names
+}
+
+// emuSource is a module's CUDA C as the emulator compiles it.
+func emuSource(src []byte) []byte {
+	src = dynShared.ReplaceAll(src, []byte("$1 *$2 = ($1 *)emu::dynamic_shared;"))
+	return staticShared.ReplaceAllFunc(src, func(m []byte) []byte {
+		decl := string(staticShared.FindSubmatch(m)[1])
+		out := string(m)
+		for _, name := range sharedNames(decl) {
+			out += fmt.Sprintf(" static unsigned long long emu_stamp_%s; emu::shared(&%s, sizeof %s, &emu_stamp_%s);", name, name, name, name)
+		}
+		return []byte(out)
+	})
+}
+
+// Build compiles the emulator, or skips t where it cannot run: no C++
+// compiler (g++), or not Linux (the arena's fixed mapping).
+func Build(t testing.TB) *Emulator {
 	t.Helper()
+	if !supported {
+		t.Skipf("the CUDA emulator runs on Linux, not %s", runtime.GOOS)
+	}
 	cxx, err := exec.LookPath("g++")
 	if err != nil {
 		if cxx, err = exec.LookPath("c++"); err != nil {
 			t.Skip("no C++ compiler (g++) for the CUDA emulator")
 		}
 	}
-	e, err := build(cxx, modules)
-	if err != nil {
+	buildMu.Lock()
+	e := current[cxx]
+	buildMu.Unlock()
+	if e != nil {
+		return e
+	}
+	if e, err = build(cxx); err != nil {
 		t.Fatal(err)
 	}
+	buildMu.Lock()
+	current[cxx] = e
+	buildMu.Unlock()
 	return e
 }
 
-func build(cxx string, modules []string) (*Emulator, error) {
+// modules are the kernel modules, cuda/kernels/*.cu, by name.
+func modules(kernelDir string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(kernelDir, "*.cu"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, f := range files {
+		out = append(out, strings.TrimSuffix(filepath.Base(f), ".cu"))
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no kernel modules in %s", kernelDir)
+	}
+	return out, nil
+}
+
+func build(cxx string) (*Emulator, error) {
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	emuDir, kernelDir := srcDirs()
-	sort.Strings(modules)
+	mods, err := modules(kernelDir)
+	if err != nil {
+		return nil, err
+	}
 	// The sources: the runtime, and per module a unit that includes its
-	// .cu in a namespace and registers its kernels.
-	units := map[string][]byte{}
-	h := sha256.New()
-	for _, f := range []string{"emu.h", "emu.cc", "cuda_fp16.h"} {
+	// .cu in a namespace and registers its kernels. Each unit is compiled
+	// on its own (at once, on the host's cores) and kept by its hash with
+	// the runtime's and the headers'.
+	flags := []string{"-std=c++20", "-O2", "-g", "-ffp-contract=off", "-fno-fast-math"}
+	if cpu.X86.HasFMA {
+		// fmaf inline rather than libm's (the same results: a fused
+		// multiply-add rounds once either way; nothing is contracted).
+		flags = append(flags, "-mfma")
+	}
+	common := sha256.New()
+	common.Write([]byte(cxx))
+	common.Write([]byte(strings.Join(flags, " ")))
+	for _, f := range []string{"emu.h", "cuda_fp16.h"} {
 		b, err := os.ReadFile(filepath.Join(emuDir, f))
 		if err != nil {
 			return nil, err
 		}
-		h.Write(b)
+		common.Write(b)
 	}
 	headers, _ := filepath.Glob(filepath.Join(kernelDir, "*.cuh"))
 	for _, f := range headers {
@@ -92,14 +198,25 @@ func build(cxx string, modules []string) (*Emulator, error) {
 		if err != nil {
 			return nil, err
 		}
-		h.Write(b)
+		common.Write(b)
 	}
-	for _, m := range modules {
+	base := common.Sum(nil)
+	units := map[string][]byte{}
+	rt, err := os.ReadFile(filepath.Join(emuDir, "emu.cc"))
+	if err != nil {
+		return nil, err
+	}
+	units["emu"] = append([]byte(fmt.Sprintf("#line 1 %q\n", filepath.Join(emuDir, "emu.cc"))), rt...)
+	declared := map[string]bool{}
+	for _, k := range cuda.Kernels() {
+		declared[k.Module] = true
+	}
+	for _, m := range mods {
 		src, err := os.ReadFile(filepath.Join(kernelDir, m+".cu"))
 		if err != nil {
 			return nil, err
 		}
-		src = dynShared.ReplaceAll(src, []byte("$1 *$2 = ($1 *)emu::dynamic_shared;"))
+		src = emuSource(src)
 		var u bytes.Buffer
 		fmt.Fprintf(&u, "#include \"emu.h\"\n#include <cuda_fp16.h>\nnamespace mod_%s {\n#line 1 %q\n%s\n}\n", m, m+".cu", src)
 		for _, k := range cuda.Kernels() {
@@ -107,10 +224,29 @@ func build(cxx string, modules []string) (*Emulator, error) {
 				fmt.Fprintf(&u, "static emu::Reg reg_%s(%q, &mod_%s::%s);\n", k.Name, k.Name, m, k.Name)
 			}
 		}
-		units["mod_"+m+".cc"] = u.Bytes()
-		h.Write(u.Bytes())
+		units["mod_"+m] = u.Bytes()
 	}
-	sum := hex.EncodeToString(h.Sum(nil))[:16]
+	for m := range declared {
+		if _, ok := units["mod_"+m]; !ok {
+			return nil, fmt.Errorf("kernels are declared in module %s, which has no %s.cu in %s", m, m, kernelDir)
+		}
+	}
+	names := make([]string, 0, len(units))
+	for name := range units {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	all := sha256.New()
+	all.Write(base)
+	sums := map[string]string{}
+	for _, name := range names {
+		h := sha256.New()
+		h.Write(base)
+		h.Write(units[name])
+		sums[name] = hex.EncodeToString(h.Sum(nil))[:16]
+		all.Write([]byte(sums[name]))
+	}
+	sum := hex.EncodeToString(all.Sum(nil))[:16]
 	if e := built[sum]; e != nil {
 		return e, nil
 	}
@@ -118,8 +254,8 @@ func build(cxx string, modules []string) (*Emulator, error) {
 	if err != nil {
 		cache = os.TempDir()
 	}
-	dir := filepath.Join(cache, "gozoo-cudaemu", sum)
-	bin := filepath.Join(dir, "emu")
+	dir := filepath.Join(cache, "gozoo-cudaemu")
+	bin := filepath.Join(dir, "emu-"+sum)
 	if _, err := os.Stat(bin); err == nil {
 		built[sum] = &Emulator{bin: bin}
 		return built[sum], nil
@@ -127,223 +263,56 @@ func build(cxx string, modules []string) (*Emulator, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	// Another test process may build the same emulator: each writes its
-	// own files and renames the binary into place.
-	tmp := fmt.Sprintf("%s.%d", bin, os.Getpid())
-	args := []string{"-std=c++20", "-O2", "-ffp-contract=off", "-fno-fast-math", "-I", emuDir, "-I", kernelDir,
-		"-o", tmp, filepath.Join(emuDir, "emu.cc")}
-	names := make([]string, 0, len(units))
-	for name := range units {
-		names = append(names, name)
+	// Compile the units that are not cached, then link. Files are
+	// written under temporary names and renamed, so test processes that
+	// build at once share the results.
+	var wg sync.WaitGroup
+	errs := make([]error, len(names))
+	objs := make([]string, len(names))
+	for i, name := range names {
+		objs[i] = filepath.Join(dir, name+"-"+sums[name]+".o")
+		if _, err := os.Stat(objs[i]); err == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tmp, err := os.CreateTemp(dir, name+"-*.cc")
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer os.Remove(tmp.Name())
+			if _, err := tmp.Write(units[name]); err != nil {
+				tmp.Close()
+				errs[i] = err
+				return
+			}
+			tmp.Close()
+			obj := strings.TrimSuffix(tmp.Name(), ".cc") + ".o"
+			defer os.Remove(obj)
+			cmd := exec.Command(cxx, append(flags, "-I", emuDir, "-I", kernelDir, "-c", "-o", obj, tmp.Name())...)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				errs[i] = fmt.Errorf("compiling %s for the CUDA emulator: %v\n%s", name, err, out)
+				return
+			}
+			errs[i] = os.Rename(obj, objs[i])
+		}()
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		p := filepath.Join(dir, fmt.Sprintf("%s.%d.cc", strings.TrimSuffix(name, ".cc"), os.Getpid()))
-		if err := os.WriteFile(p, units[name], 0o644); err != nil {
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return nil, err
 		}
-		defer os.Remove(p)
-		args = append(args, p)
 	}
-	cmd := exec.Command(cxx, args...)
+	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
+	cmd := exec.Command(cxx, append([]string{"-o", tmp}, objs...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building the CUDA emulator: %v\n%s", err, out)
+		return nil, fmt.Errorf("linking the CUDA emulator: %v\n%s", err, out)
 	}
 	if err := os.Rename(tmp, bin); err != nil {
 		return nil, err
 	}
 	built[sum] = &Emulator{bin: bin}
 	return built[sum], nil
-}
-
-// Memory is emulated device memory: buffers at made-up addresses.
-type Memory struct {
-	next cuda.Ptr
-	bufs []*buffer
-}
-
-type buffer struct {
-	addr cuda.Ptr
-	data []byte
-}
-
-// Alloc returns a buffer of n bytes, filled with 0xff (a float32 NaN):
-// a kernel that reads what nothing wrote shows it.
-func (m *Memory) Alloc(n int) cuda.Ptr {
-	if m.next == 0 {
-		m.next = 1 << 32
-	}
-	b := &buffer{addr: m.next, data: bytes.Repeat([]byte{0xff}, n)}
-	m.bufs = append(m.bufs, b)
-	m.next += cuda.Ptr(n+255) &^ 255
-	m.next += 256 // a gap, so no buffer runs into the next
-	return b.addr
-}
-
-// Bytes is the buffer at p.
-func (m *Memory) Bytes(p cuda.Ptr) []byte {
-	for _, b := range m.bufs {
-		if b.addr == p {
-			return b.data
-		}
-	}
-	return nil
-}
-
-// Workspace is a cuda.Workspace on the emulated memory.
-type Workspace struct {
-	Mem  *Memory
-	bufs map[int]cuda.Ptr
-}
-
-// Scratch implements cuda.Workspace.
-func (w *Workspace) Scratch(i, n int) (cuda.Ptr, error) {
-	if p, ok := w.bufs[i]; ok {
-		if len(w.Mem.Bytes(p)) < n {
-			return 0, fmt.Errorf("scratch %d asked again with %d bytes, more than its %d", i, n, len(w.Mem.Bytes(p)))
-		}
-		return p, nil
-	}
-	if w.bufs == nil {
-		w.bufs = map[int]cuda.Ptr{}
-	}
-	p := w.Mem.Alloc(max(n, 1))
-	w.bufs[i] = p
-	return p, nil
-}
-
-// Upload puts a host value in emulated memory as cudatest.Upload puts it
-// on a device: float32 as F32, ints as int32, uint16 and bytes as they are.
-func (m *Memory) Upload(v G.Value) (cuda.Tensor, error) {
-	d, err := ops.Dense(v)
-	if err != nil {
-		return cuda.Tensor{}, err
-	}
-	t := cuda.Tensor{Shape: []int(d.Shape().Clone())}
-	var raw []byte
-	switch x := d.Data().(type) {
-	case []float32:
-		t.Type, raw = cuda.F32, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x))
-	case []int:
-		raw = make([]byte, 4*len(x))
-		for i, v := range x {
-			binary.LittleEndian.PutUint32(raw[4*i:], uint32(int32(v)))
-		}
-		t.Type = cuda.I32
-	case []uint16:
-		t.Type, raw = cuda.U16, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 2*len(x))
-	case []byte:
-		t.Type, raw = cuda.Bytes, x
-	default:
-		return t, fmt.Errorf("cannot upload %T", x)
-	}
-	t.Ptr = m.Alloc(len(raw))
-	copy(m.Bytes(t.Ptr), raw)
-	return t, nil
-}
-
-// Run runs calls on the memory in the emulator.
-func (e *Emulator) Run(m *Memory, calls []cuda.Call) error {
-	var job bytes.Buffer
-	u64 := func(v uint64) { binary.Write(&job, binary.LittleEndian, v) }
-	u64(uint64(len(m.bufs)))
-	for _, b := range m.bufs {
-		u64(uint64(b.addr))
-		u64(uint64(len(b.data)))
-		job.Write(b.data)
-	}
-	var n uint64
-	for _, c := range calls {
-		if c.K != nil || c.Gemm != nil {
-			n++
-		}
-	}
-	u64(n)
-	for _, c := range calls {
-		switch {
-		case c.Gemm != nil:
-			g := c.Gemm
-			u64(4)
-			job.WriteString("gemm")
-			for _, v := range []uint64{uint64(g.Y), uint64(g.X), uint64(g.W), uint64(g.T), uint64(g.N), uint64(g.K), uint64(g.Half)} {
-				u64(v)
-			}
-		case c.K != nil:
-			if err := c.Check(); err != nil {
-				return err
-			}
-			var a cuda.Args
-			if err := c.K.Pack(&a, c.Args...); err != nil {
-				return err
-			}
-			u64(uint64(len(c.K.Name)))
-			job.WriteString(c.K.Name)
-			for _, v := range []int{c.Grid.X, c.Grid.Y, c.Grid.Z, c.Block.X, c.Block.Y, c.Block.Z, c.Shared, len(c.K.Params)} {
-				u64(uint64(v))
-			}
-			job.WriteString(c.K.Params)
-			for i := range c.K.Params {
-				u64(a.Slot(i))
-			}
-		}
-	}
-	dir, err := os.MkdirTemp("", "cudaemu")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	in, out := filepath.Join(dir, "job"), filepath.Join(dir, "out")
-	if err := os.WriteFile(in, job.Bytes(), 0o644); err != nil {
-		return err
-	}
-	if msg, err := exec.Command(e.bin, in, out).CombinedOutput(); err != nil {
-		return fmt.Errorf("emulator: %v\n%s", err, strings.TrimSpace(string(msg)))
-	}
-	res, err := os.ReadFile(out)
-	if err != nil {
-		return err
-	}
-	for _, b := range m.bufs {
-		if len(res) < len(b.data) {
-			return fmt.Errorf("emulator: short output")
-		}
-		copy(b.data, res[:len(b.data)])
-		res = res[len(b.data):]
-	}
-	return nil
-}
-
-// RunOp runs kernel k's CUDA calls over host inputs in the emulator and
-// returns its float32 output, as cudatest.Run does on a device.
-func (e *Emulator) RunOp(k ops.Kernel, in ...G.Value) (*tensor.Dense, error) {
-	m := &Memory{}
-	var shapes []tensor.Shape
-	var din []cuda.Tensor
-	for _, v := range in {
-		shapes = append(shapes, v.Shape())
-		t, err := m.Upload(v)
-		if err != nil {
-			return nil, err
-		}
-		din = append(din, t)
-	}
-	shape, err := k.Shape(shapes)
-	if err != nil {
-		return nil, err
-	}
-	out := cuda.Tensor{Shape: []int(shape.Clone()), Type: cuda.F32}
-	out.Ptr = m.Alloc(max(4*out.Len(), 4))
-	calls, err := ops.New(k).CUDA(&Workspace{Mem: m}, out, din)
-	if err != nil {
-		return nil, err
-	}
-	if err := e.Run(m, calls); err != nil {
-		return nil, err
-	}
-	raw := m.Bytes(out.Ptr)
-	host := make([]float32, out.Len())
-	for i := range host {
-		host[i] = *(*float32)(unsafe.Pointer(&raw[4*i]))
-	}
-	return tensor.New(tensor.WithShape(shape.Clone()...), tensor.WithBacking(host)), nil
 }

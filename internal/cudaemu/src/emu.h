@@ -1,10 +1,13 @@
 // A host emulation of the CUDA C that gozoo's kernels use, so that a
 // kernel's source can run on a machine without a GPU: every thread of a
-// block is a fiber (ucontext) on one OS thread, scheduled round robin;
-// __syncthreads and the warp primitives are barriers among the block's or
-// the warp's live fibers. Blocks run one after another, so __shared__
-// arrays are plain statics. Slow (a context switch per thread per
-// barrier) and meant for small shapes.
+// block is a fiber on one OS thread, scheduled round robin (in reverse
+// with CUDAEMU_REVERSE=1, an adversarial order that shows a missing
+// barrier); __syncthreads is a barrier among the block's live fibers, a
+// warp operation one among all of the warp's lanes. Blocks run one after
+// another, so __shared__ arrays are plain statics, poisoned (0xff) for
+// every block as a GPU's shared memory holds garbage (cudaemu.go adds the
+// calls that do it to their declarations). Slow (a context switch per thread per barrier) and meant for
+// small shapes.
 #pragma once
 
 #include <math.h>
@@ -43,9 +46,6 @@ extern Thread *cur;
 extern dim3 gridDim_, blockDim_, blockIdx_;
 const uint3v &thread_idx();
 void sync_block();
-void sync_warp();
-unsigned long long *warp_slots();
-int lane();
 } // namespace emu
 
 #define threadIdx (emu::thread_idx())
@@ -78,6 +78,20 @@ inline float __fdiv_rn(float a, float b) { return a / b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __ddiv_rn(double a, double b) { return a / b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __dsqrt_rn(double a) { return std::sqrt(a); }
+inline double __longlong_as_double(long long v) {
+    double d;
+    memcpy(&d, &v, 8);
+    return d;
+}
+inline float __int_as_float(int v) {
+    float f;
+    memcpy(&f, &v, 4);
+    return f;
+}
+inline int __float2int_rz(float f) { return (int)f; }
+inline int __ffs(int v) { return __builtin_ffs(v); }
 inline float __uint_as_float(unsigned u) {
     float f;
     memcpy(&f, &u, 4);
@@ -130,50 +144,48 @@ inline __half __float2half_rn(float f) {
     return __half{(unsigned short)(s | h)};
 }
 
+// Warp operations: every existing lane of the warp must reach the same
+// operation (the kernels pass full masks), or the emulator stops with an
+// error (a lane that has exited, lanes at different operations), as on a
+// GPU they would hang or be undefined. warp_op posts the lane's value and
+// parameter and returns the operation's result for it.
+namespace emu {
+enum WarpOp { SHFL_IDX, SHFL_XOR, SHFL_DOWN, BALLOT, ALL, ANY, SYNCWARP };
+unsigned long long warp_op(int op, unsigned long long v, int param);
+} // namespace emu
+
 template <class T>
-inline T shfl_bits(T v, int src) {
+inline T shfl_bits(int op, T v, int param) {
     static_assert(sizeof(T) <= 8, "shuffle of a wide type");
     unsigned long long b = 0;
     memcpy(&b, &v, sizeof(T));
-    unsigned long long *slots = emu::warp_slots();
-    slots[emu::lane()] = b;
-    emu::sync_warp();
-    unsigned long long r = slots[src & 31];
-    emu::sync_warp();
+    unsigned long long r = emu::warp_op(op, b, param);
     T out;
     memcpy(&out, &r, sizeof(T));
     return out;
 }
 template <class T>
 inline T __shfl_xor_sync(unsigned, T v, int m) {
-    return shfl_bits(v, emu::lane() ^ m);
+    return shfl_bits(emu::SHFL_XOR, v, m);
 }
 template <class T>
 inline T __shfl_down_sync(unsigned, T v, int d) {
-    int s = emu::lane() + d;
-    return shfl_bits(v, s < 32 ? s : emu::lane());
+    return shfl_bits(emu::SHFL_DOWN, v, d);
 }
 template <class T>
 inline T __shfl_sync(unsigned, T v, int s) {
-    return shfl_bits(v, s);
+    return shfl_bits(emu::SHFL_IDX, v, s);
 }
-inline unsigned __ballot_sync(unsigned, int pred) {
-    unsigned long long *slots = emu::warp_slots();
-    slots[emu::lane()] = pred ? 1 : 0;
-    emu::sync_warp();
-    unsigned r = 0;
-    for (int i = 0; i < 32; i++)
-        if (slots[i] & 1) r |= 1u << i;
-    emu::sync_warp();
-    return r;
-}
+inline unsigned __ballot_sync(unsigned, int pred) { return (unsigned)emu::warp_op(emu::BALLOT, pred != 0, 0); }
+inline int __all_sync(unsigned, int pred) { return (int)emu::warp_op(emu::ALL, pred != 0, 0); }
+inline int __any_sync(unsigned, int pred) { return (int)emu::warp_op(emu::ANY, pred != 0, 0); }
 inline void __syncthreads() { emu::sync_block(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { emu::sync_warp(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { emu::warp_op(emu::SYNCWARP, 0, 0); }
 
 namespace emu {
-// A kernel as the registry holds it: its parameters' kinds and a call
-// that unpacks 8-byte slots (pointers already translated to host
-// addresses).
+// A kernel as the registry holds it: a call that unpacks its parameters'
+// 8-byte slots (device pointers are host pointers: the arena is mapped at
+// the devices' addresses).
 using Invoke = std::function<void(const unsigned long long *)>;
 
 template <class T>
@@ -202,6 +214,10 @@ struct Reg {
         registry()[name] = invoker(f);
     }
 };
+// shared poisons a __shared__ variable when the first thread of a block
+// reaches its declaration, before any thread of the block can use it
+// (stamp: the block it was last poisoned for).
+void shared(void *p, size_t n, unsigned long long *stamp);
 // dynamic shared memory (extern __shared__ arrays are defined on it).
 extern unsigned char dynamic_shared[];
 } // namespace emu

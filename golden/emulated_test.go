@@ -1,0 +1,206 @@
+package golden
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gozoo/gozoo/cuda"
+	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/cudaemu"
+	"github.com/gozoo/gozoo/loaders"
+	"github.com/gozoo/gozoo/zoo"
+)
+
+// TestGoldenEmulated runs the golden cases through the device runtime on
+// the CUDA emulator (internal/cudaemu): each model's graphs on a
+// cuda.Backend, every op's kernels and cuBLAS products, the KV pool in
+// device memory. The cases' own tolerances apply. Every case runs alone;
+// a few run inside a batch of 4 sequences too (-short: two cases alone,
+// one batched).
+func TestGoldenEmulated(t *testing.T) {
+	cases, _ := filepath.Glob(filepath.Join("..", "testdata", "golden", "*"))
+	gguf, _ := filepath.Glob(filepath.Join("..", "testdata", "gguf", "*"))
+	cases = append(cases, gguf...)
+	batched := map[string]bool{"gemma3_sliding_mqa": true, "qwen3_moe_normtopk": true, "llama_q4_0": true}
+	if testing.Short() {
+		cases = []string{filepath.Join("..", "testdata", "golden", "qwen3_moe_normtopk"), filepath.Join("..", "testdata", "golden", "gemma3_sliding_mqa")}
+		batched = map[string]bool{"gemma3_sliding_mqa": true}
+	}
+	if len(cases) == 0 {
+		t.Fatal("no golden cases in ../testdata")
+	}
+	for _, dir := range cases {
+		for _, batch := range []int{1, 4} {
+			if batch > 1 && !batched[filepath.Base(dir)] {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/batch=%d", filepath.Base(dir), batch), func(t *testing.T) {
+				dev := cudaemu.New(t)
+				r := RunWith(dir, Options{Device: dev, Batch: batch})
+				if !r.Pass {
+					t.Fatal(r)
+				}
+				n, bytes := dev.Allocations()
+				t.Logf("%v (%d launches and products; %d allocations of %d bytes left)", r, dev.Calls(), n, bytes)
+			})
+		}
+	}
+}
+
+// TestOptionsEmulated holds the device runtime on the CUDA emulator to
+// the CPU's under the options the golden cases leave at their defaults:
+// an F16 KV cache (kv_store's rounding, F16 slabs, their reads), and fast
+// mode on BF16 weights (to_half and half-precision products, the F16
+// GELU table). Each case's input ids run as a prefill in chunks of 8 (the
+// last one padded), then greedy decode steps, on the device and on the
+// CPU with the same options, and on the CPU without them. The two
+// computations differ in float32 summation order, and where a value lies
+// that close to a rounding boundary of F16 or BF16 the two round it apart
+// (2^-11 or 2^-8 of it): after that the runs differ by rounding noise of
+// the option's own size. So a case passes when its logits agree within
+// the case's tolerance, or when on average they differ by less than half
+// as much as the option changes them: a device that ignored an option, or
+// rounded otherwise, differs by about as much as the option does.
+func TestOptionsEmulated(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts graphs.Options
+	}{
+		{"llama_smollm2_gqa_bf16", graphs.Options{Fast: true}},
+		{"llama_smollm2_gqa_bf16", graphs.Options{KVCacheF16: true}},
+		{"gpt2_original_bf16", graphs.Options{Fast: true, KVCacheF16: true}},
+		{"gemma3_sliding_mqa", graphs.Options{KVCacheF16: true}},
+	} {
+		t.Run(fmt.Sprintf("%s/fast=%v/f16=%v", c.name, c.opts.Fast, c.opts.KVCacheF16), func(t *testing.T) {
+			dir := filepath.Join("..", "testdata", "golden", c.name)
+			var m meta
+			b, err := os.ReadFile(filepath.Join(dir, "golden.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			model, err := zoo.Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := loaders.OpenSafetensors(filepath.Join(dir, "golden.safetensors"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			ids, err := readIDs(g, "input_ids")
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := func(dev cuda.Backend, opts graphs.Options) [][]float32 {
+				opts.Device, opts.Buckets = dev, []int{8}
+				s, err := graphs.NewSession(model, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				rows, err := s.AppendAll(graphs.IDs(ids...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 6 {
+					next := argmax(rows[len(rows)-1])
+					logits, err := s.AppendInput(graphs.IDs(next))
+					if err != nil {
+						t.Fatal(err)
+					}
+					rows = append(rows, logits)
+				}
+				return rows
+			}
+			want, got, plain := run(nil, c.opts), run(cudaemu.New(t), c.opts), run(nil, graphs.Options{})
+			var worst, diff, effect float64
+			for i := range want {
+				worst = max(worst, MaxAbsDiff(got[i], want[i]))
+				for j := range want[i] {
+					diff += math.Abs(float64(got[i][j] - want[i][j]))
+					effect += math.Abs(float64(want[i][j] - plain[i][j]))
+				}
+			}
+			t.Logf("the device's logits within %.3g of the CPU's; on average %.3g of the options' effect", worst, diff/effect)
+			if worst > m.Tolerance.LogitsAtol && !(diff < effect/2) {
+				t.Fatalf("the device's logits differ from the CPU's by %.3g > %g, on average by %.3g of what the options change",
+					worst, m.Tolerance.LogitsAtol, diff/effect)
+			}
+		})
+	}
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// TestCapturesEmulated compares what the device brings down besides
+// logits with the CPU's: every hidden state and attention probability
+// capture of each forward, over a prefill in chunks of 8 and decode
+// steps, with a sliding window among the layers.
+func TestCapturesEmulated(t *testing.T) {
+	for _, name := range []string{"qwen3_gqa_tied", "gemma3_sliding_mqa"} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join("..", "testdata", "golden", name)
+			model, err := zoo.Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			type step map[string][]float32
+			run := func(dev cuda.Backend) []step {
+				s, err := graphs.NewSession(model, graphs.Options{Device: dev, Buckets: []int{8}, Capacity: 64,
+					Capture: []string{graphs.HiddenStates + ".*", graphs.Attentions + ".*"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				var steps []step
+				feeds := [][]int{{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {12}, {13, 14, 15}, {16}}
+				for _, ids := range feeds {
+					if _, err := s.Append(ids); err != nil {
+						t.Fatal(err)
+					}
+					st := step{}
+					for _, n := range s.CapturedNames() {
+						v, _ := s.Captured(n)
+						st[n] = append([]float32(nil), v.Float32s()...)
+						st[n+" shape"] = []float32{float32(len(v.Shape()))}
+					}
+					steps = append(steps, st)
+				}
+				return steps
+			}
+			want, got := run(nil), run(cudaemu.New(t))
+			if _, ok := want[0][graphs.Attentions+".0"]; !ok {
+				t.Fatalf("no %s.0 among the captures", graphs.Attentions)
+			}
+			for i := range want {
+				if len(got[i]) != len(want[i]) || len(want[i]) == 0 {
+					t.Fatalf("step %d: %d captures, want %d", i, len(got[i]), len(want[i]))
+				}
+				for n, w := range want[i] {
+					g := got[i][n]
+					if len(g) != len(w) {
+						t.Fatalf("step %d: %s has %d values, want %d", i, n, len(g), len(w))
+					}
+					if d := MaxAbsDiff(g, w); !(d <= 1e-4) {
+						t.Errorf("step %d: %s differs by %.3g", i, n, d)
+					}
+				}
+			}
+		})
+	}
+}
