@@ -2,9 +2,11 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -314,4 +316,40 @@ func TestGGUF(t *testing.T) {
 	}
 	resp, body := post(t, hs, "/v1/completions", `{"model": "model.bin", "prompt": "Hello"}`)
 	wantError(t, resp, body, 404, "model")
+}
+
+// TestTemplateRefusal: a template's own raise_exception is a 400 with
+// its message (Mistral's template, on the trained tiny model's weights).
+func TestTemplateRefusal(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "kjv-mistral")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"config.json", "generation_config.json", "model.safetensors", "tokenizer.json"} {
+		data, err := os.ReadFile(filepath.Join(kjvTiny, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmpl, err := os.ReadFile(filepath.Join("..", "testdata", "chat_templates", "mistral", "template.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, _ := json.Marshal(map[string]any{"chat_template": string(tmpl), "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"})
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), tc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, hs := newServer(t, dir, Options{})
+	resp, body := post(t, hs, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]}`)
+	if e := wantError(t, resp, body, 400, "messages"); !strings.Contains(e.Error.Message, "Conversation roles must alternate user/assistant/user/assistant/...") {
+		t.Errorf("message %q", e.Error.Message)
+	}
+	resp, body = post(t, hs, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "a"}], "tools": [{"type": "function", "function": {"name": "f"}}]}`)
+	wantError(t, resp, body, 400, "tools")
+	if resp, body := post(t, hs, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "In the beginning"}], "max_tokens": 3}`); resp.StatusCode != 200 {
+		t.Errorf("a conversation the template takes: %s", body)
+	}
 }
