@@ -43,9 +43,6 @@ import (
 // Emulator is the built emulator of every kernel module.
 type Emulator struct {
 	bin string
-	// op is the device RunOp runs on, made on first use.
-	opMu sync.Mutex
-	op   *Device
 }
 
 var (

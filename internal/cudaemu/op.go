@@ -73,28 +73,18 @@ func (w *Workspace) Scratch(i, n int) (cuda.Ptr, error) {
 	return p, nil
 }
 
-// reset frees every allocation.
-func (d *Device) reset() {
-	d.st.Lock()
-	defer d.st.Unlock()
-	d.allocs, d.free, d.used, d.err = nil, []span{{0, d.size}}, 0, nil
-}
-
 // RunOp runs kernel k's CUDA calls over host inputs in the emulator and
 // returns its float32 output, as cudatest.Run does on a device. Its
 // host steps run after the launches.
 func (e *Emulator) RunOp(k ops.Kernel, in ...G.Value) (*tensor.Dense, error) {
-	e.opMu.Lock()
-	defer e.opMu.Unlock()
-	if e.op == nil {
-		d, err := e.Open(0)
-		if err != nil {
-			return nil, err
-		}
-		e.op = d
+	// A device of its own, closed before returning: a process left
+	// running would outlive the test (and fail the leak checks of the
+	// tests after it).
+	d, err := e.Open(0)
+	if err != nil {
+		return nil, err
 	}
-	d := e.op
-	defer d.reset()
+	defer d.Close()
 	var shapes []tensor.Shape
 	var din []cuda.Tensor
 	for _, v := range in {
