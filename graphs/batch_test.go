@@ -38,9 +38,9 @@ func TestBatchSoak(t *testing.T) { batchSoak(t, nil, 16) }
 // device memory, with its slab tables, block tables, forks' block copies
 // and the prefix cache's shared blocks; the references run on the CPU.
 func TestBatchSoakEmulated(t *testing.T) {
-	n := 8
+	n := 6
 	if testing.Short() {
-		n = 4
+		n = 3
 	}
 	batchSoak(t, func(t *testing.T) cuda.Backend { return cudaemu.New(t) }, n)
 }
