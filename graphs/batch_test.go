@@ -308,3 +308,25 @@ func TestBatchRefusesBadWork(t *testing.T) {
 		t.Errorf("a run that fits, after the refused one: %v", err)
 	}
 }
+
+// TestPrepareEmulated: Prepare and PrepareRows plan graphs on the device
+// (allocations, weight uploads) under its lock, as Run does; the CUDA
+// emulator's Device reports calls made without it.
+func TestPrepareEmulated(t *testing.T) {
+	m := randomModel(t, "qwen3_gqa_tied", nil)
+	b, err := graphs.NewBatch(m, graphs.BatchOptions{Options: graphs.Options{Capacity: 48, Device: cudaemu.New(t)}, KVBudget: graphs.KVBytes(m, 4*48, false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Prepare(20); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PrepareRows(3); err != nil {
+		t.Fatal(err)
+	}
+	s := b.Add()
+	if _, err := b.Run(context.Background(), []graphs.Feed{{Seq: s, Input: graphs.IDs(1, 2, 3)}}); err != nil {
+		t.Fatal(err)
+	}
+}

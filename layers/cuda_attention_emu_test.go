@@ -25,6 +25,8 @@ import (
 // returns its output.
 func emuOp(t *testing.T, dev *cudaemu.Device, k ops.Kernel, in ...G.Value) []float32 {
 	t.Helper()
+	dev.Lock()
+	defer dev.Unlock()
 	var shapes []tensor.Shape
 	var din []cuda.Tensor
 	for _, v := range in {

@@ -126,6 +126,7 @@ func (d *Device) Unlock() { d.mu.Unlock() }
 func (d *Device) MemInfo() (free, total int64, err error) {
 	d.st.Lock()
 	defer d.st.Unlock()
+	d.locked("MemInfo")
 	return int64(d.size - d.used), int64(d.size), nil
 }
 
@@ -133,6 +134,7 @@ func (d *Device) MemInfo() (free, total int64, err error) {
 func (d *Device) Alloc(n int) (cuda.Ptr, error) {
 	d.st.Lock()
 	defer d.st.Unlock()
+	d.locked("Alloc")
 	if d.closed {
 		return 0, fmt.Errorf("%s is closed", d)
 	}
@@ -206,6 +208,16 @@ func (d *Device) Free(p cuda.Ptr) {
 	}
 }
 
+// locked records a misuse when the device is not locked: cuda.Backend's
+// calls other than Lock, Unlock, String, Key and Free are made between
+// Lock and Unlock (a Device's context is current only there).
+func (d *Device) locked(call string) {
+	if d.mu.TryLock() {
+		d.mu.Unlock()
+		d.fail(fmt.Errorf("%s called without the device's lock", call))
+	}
+}
+
 func (d *Device) fail(err error) {
 	if d.err == nil {
 		d.err = err
@@ -257,6 +269,7 @@ func (d *Device) Float32s(p cuda.Ptr, n int) []float32 {
 func (d *Device) Zero(p cuda.Ptr, n int) error {
 	d.st.Lock()
 	defer d.st.Unlock()
+	d.locked("Zero")
 	if _, err := d.find(p, n); err != nil {
 		return fmt.Errorf("%s: Zero: %w", d, err)
 	}
@@ -268,6 +281,7 @@ func (d *Device) Zero(p cuda.Ptr, n int) error {
 func (d *Device) Copy(dst, src cuda.Ptr, n int) error {
 	d.st.Lock()
 	defer d.st.Unlock()
+	d.locked("Copy")
 	if _, err := d.find(dst, n); err != nil {
 		return fmt.Errorf("%s: Copy to: %w", d, err)
 	}
@@ -282,6 +296,7 @@ func (d *Device) Copy(dst, src cuda.Ptr, n int) error {
 func (d *Device) Upload(dst cuda.Ptr, src unsafe.Pointer, n int) error {
 	d.st.Lock()
 	defer d.st.Unlock()
+	d.locked("Upload")
 	if _, err := d.find(dst, n); err != nil {
 		return fmt.Errorf("%s: Upload: %w", d, err)
 	}
@@ -295,6 +310,7 @@ func (d *Device) Upload(dst cuda.Ptr, src unsafe.Pointer, n int) error {
 func (d *Device) Download(dst unsafe.Pointer, src cuda.Ptr, n int) error {
 	d.st.Lock()
 	defer d.st.Unlock()
+	d.locked("Download")
 	if _, err := d.find(src, n); err != nil {
 		return fmt.Errorf("%s: Download: %w", d, err)
 	}
@@ -326,6 +342,7 @@ func (d *Device) Calls() int {
 func (d *Device) Sync() error {
 	d.st.Lock()
 	defer d.st.Unlock()
+	d.locked("Sync")
 	err := d.err
 	d.err = nil
 	return err
@@ -338,6 +355,7 @@ func (d *Device) Sync() error {
 func (d *Device) Run(calls ...cuda.Call) error {
 	d.st.Lock()
 	defer d.st.Unlock()
+	d.locked("Run")
 	if err := d.err; err != nil {
 		d.err = nil
 		return err

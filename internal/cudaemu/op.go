@@ -94,6 +94,8 @@ func (e *Emulator) RunOp(k ops.Kernel, in ...G.Value) (*tensor.Dense, error) {
 		e.op = d
 	}
 	d := e.op
+	d.Lock()
+	defer d.Unlock()
 	defer d.reset()
 	var shapes []tensor.Shape
 	var din []cuda.Tensor
