@@ -1,11 +1,13 @@
 package golden
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/gozoo/gozoo/cuda"
@@ -150,8 +152,9 @@ func argmax(x []float32) int {
 
 // TestCapturesEmulated compares what the device brings down besides
 // logits with the CPU's: every hidden state and attention probability
-// capture of each forward, over a prefill in chunks of 8 and decode
-// steps, with a sliding window among the layers.
+// capture of each sequence of a batch of three, over prefills in chunks
+// of 8, rows of several sequences in one forward and decode steps, with
+// a sliding window among the layers.
 func TestCapturesEmulated(t *testing.T) {
 	for _, name := range []string{"qwen3_gqa_tied", "gemma3_sliding_mqa"} {
 		t.Run(name, func(t *testing.T) {
@@ -160,29 +163,47 @@ func TestCapturesEmulated(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			type step map[string][]float32
-			run := func(dev cuda.Backend) []step {
-				s, err := graphs.NewSession(model, graphs.Options{Device: dev, Buckets: []int{8}, Capacity: 64,
-					Capture: []string{graphs.HiddenStates + ".*", graphs.Attentions + ".*"}})
+			type capture struct {
+				shape  []int
+				values []float32
+			}
+			run := func(dev cuda.Backend) []map[string]capture {
+				b, err := graphs.NewBatch(model, graphs.BatchOptions{BlockTokens: 4, KVBudget: 16 << 20,
+					Options: graphs.Options{Device: dev, Buckets: []int{8}, Capacity: 64,
+						Capture: []string{graphs.HiddenStates + ".*", graphs.Attentions + ".*"}}})
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer s.Close()
-				var steps []step
-				feeds := [][]int{{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {12}, {13, 14, 15}, {16}}
-				for _, ids := range feeds {
-					if _, err := s.Append(ids); err != nil {
+				defer b.Close()
+				seqs := []graphs.SeqID{b.Add(), b.Add(), b.Add()}
+				steps := [][][]int{ // per step, each sequence's ids (nil: not fed)
+					{{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {20, 21, 22}, nil},
+					{{12}, {23}, {30, 31, 32, 33, 34}},
+					{{13, 14, 15}, nil, {35}},
+					{{16}, {24}, {36}},
+				}
+				var out []map[string]capture
+				for _, step := range steps {
+					var feeds []graphs.Feed
+					for i, ids := range step {
+						if ids != nil {
+							feeds = append(feeds, graphs.Feed{Seq: seqs[i], Input: graphs.IDs(ids...)})
+						}
+					}
+					outs, err := b.Run(context.Background(), feeds)
+					if err != nil {
 						t.Fatal(err)
 					}
-					st := step{}
-					for _, n := range s.CapturedNames() {
-						v, _ := s.Captured(n)
-						st[n] = append([]float32(nil), v.Float32s()...)
-						st[n+" shape"] = []float32{float32(len(v.Shape()))}
+					for _, o := range outs {
+						m := map[string]capture{}
+						for _, n := range o.CapturedNames() {
+							v, _ := o.Captured(n)
+							m[n] = capture{[]int(v.Shape().Clone()), slices.Clone(v.Float32s())}
+						}
+						out = append(out, m)
 					}
-					steps = append(steps, st)
 				}
-				return steps
+				return out
 			}
 			want, got := run(nil), run(cudaemu.New(t))
 			if _, ok := want[0][graphs.Attentions+".0"]; !ok {
@@ -190,15 +211,15 @@ func TestCapturesEmulated(t *testing.T) {
 			}
 			for i := range want {
 				if len(got[i]) != len(want[i]) || len(want[i]) == 0 {
-					t.Fatalf("step %d: %d captures, want %d", i, len(got[i]), len(want[i]))
+					t.Fatalf("output %d: %d captures, want %d", i, len(got[i]), len(want[i]))
 				}
 				for n, w := range want[i] {
 					g := got[i][n]
-					if len(g) != len(w) {
-						t.Fatalf("step %d: %s has %d values, want %d", i, n, len(g), len(w))
+					if !slices.Equal(g.shape, w.shape) {
+						t.Fatalf("output %d: %s of shape %v, want %v", i, n, g.shape, w.shape)
 					}
-					if d := MaxAbsDiff(g, w); !(d <= 1e-4) {
-						t.Errorf("step %d: %s differs by %.3g", i, n, d)
+					if d := MaxAbsDiff(g.values, w.values); !(d <= 1e-4) {
+						t.Errorf("output %d: %s differs by %.3g", i, n, d)
 					}
 				}
 			}
