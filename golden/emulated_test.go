@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gozoo/gozoo/cuda"
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/internal/cudaemu"
+	"github.com/gozoo/gozoo/internal/testfiles"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/zoo"
 )
@@ -20,37 +22,49 @@ import (
 // TestGoldenEmulated runs the golden cases through the device runtime on
 // the CUDA emulator (internal/cudaemu): each model's graphs on a
 // cuda.Backend, every op's kernels and cuBLAS products, the KV pool in
-// device memory. The cases' own tolerances apply. Every case runs alone,
-// two inside a batch of 4 sequences too (a sliding window's dropped
-// blocks, a MoE's gathered rows); -short runs one case of each kind.
+// device memory. The cases' own tolerances apply. Every vendored case runs
+// alone, two inside a batch of 4 sequences too (a sliding window's
+// dropped blocks, a MoE's gathered rows), and of the cases in ../shared
+// (where present) the Q8_0 MoE alone and the F16 one in fast mode against
+// llama.cpp's logits; -short runs one case of each kind.
 func TestGoldenEmulated(t *testing.T) {
-	cases, _ := filepath.Glob(filepath.Join("..", "testdata", "golden", "*"))
-	gguf, _ := filepath.Glob(filepath.Join("..", "testdata", "gguf", "*"))
-	cases = append(cases, gguf...)
-	if len(cases) == 0 {
+	type run struct {
+		kind, name string
+		batch      int
+		fast       bool
+	}
+	var runs []run
+	for _, kind := range []string{"golden", "gguf"} {
+		dirs, _ := filepath.Glob(filepath.Join("..", "testdata", kind, "*"))
+		for _, dir := range dirs {
+			runs = append(runs, run{kind, filepath.Base(dir), 1, false})
+		}
+	}
+	if len(runs) == 0 {
 		t.Fatal("no golden cases in ../testdata")
 	}
-	batched := map[string]bool{"gemma3_sliding_mqa": true, "qwen3_moe_normtopk": true}
-	short := map[string]bool{"gemma3_sliding_mqa": true, "qwen3_moe_normtopk": true, "llama_q4_0": true, "smolvlm-full": true}
-	for _, dir := range cases {
-		name := filepath.Base(dir)
-		if testing.Short() && !short[name] {
+	runs = append(runs, run{"golden", "gemma3_sliding_mqa", 4, false}, run{"golden", "qwen3_moe_normtopk", 4, false},
+		run{"gguf", "qwen3moe_q8_0", 1, false}, run{"gguf", "qwen3_f16", 1, true})
+	short := map[run]bool{{"golden", "gemma3_sliding_mqa", 1, false}: true, {"golden", "gemma3_sliding_mqa", 4, false}: true,
+		{"golden", "qwen3_moe_normtopk", 1, false}: true, {"gguf", "llama_q4_0", 1, false}: true, {"golden", "smolvlm-full", 1, false}: true}
+	for _, r := range runs {
+		if testing.Short() && !short[r] {
 			continue
 		}
-		for _, batch := range []int{1, 4} {
-			if batch > 1 && (!batched[name] || testing.Short() && name != "gemma3_sliding_mqa") {
-				continue
+		t.Run(fmt.Sprintf("%s/batch=%d/fast=%v", r.name, r.batch, r.fast), func(t *testing.T) {
+			dir := testfiles.Fixture(t, r.kind, r.name)
+			dev := cudaemu.New(t)
+			check := RunWith
+			if r.fast {
+				check = RunFastWith
 			}
-			t.Run(fmt.Sprintf("%s/batch=%d", name, batch), func(t *testing.T) {
-				dev := cudaemu.New(t)
-				r := RunWith(dir, Options{Device: dev, Batch: batch})
-				if !r.Pass {
-					t.Fatal(r)
-				}
-				n, bytes := dev.Allocations()
-				t.Logf("%v (%d launches and products; %d allocations of %d bytes left)", r, dev.Calls(), n, bytes)
-			})
-		}
+			res := check(dir, Options{Device: dev, Batch: r.batch})
+			if !res.Pass {
+				t.Fatal(res)
+			}
+			n, bytes := dev.Allocations()
+			t.Logf("%v (%d launches and products; %d allocations of %d bytes left)", res, dev.Calls(), n, bytes)
+		})
 	}
 }
 
@@ -224,5 +238,71 @@ func TestCapturesEmulated(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestInputsEmulated feeds the device embedding rows instead of ids, and
+// ids with some rows replaced by embeddings (an image's), in a batch with
+// an ids-only sequence, and holds the logits to the CPU's.
+func TestInputsEmulated(t *testing.T) {
+	model, err := zoo.Load(filepath.Join("..", "testdata", "golden", "qwen3_gqa_tied"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	D := model.HiddenSize()
+	embeds := func(rows int, seed float32) []float32 {
+		e := make([]float32, rows*D)
+		for i := range e {
+			e[i] = float32(math.Sin(float64(seed) + float64(i)*0.37))
+		}
+		return e
+	}
+	inputs := [][]graphs.Input{
+		{graphs.Embeddings(embeds(5, 1)), graphs.IDs(1, 2, 3)},
+		{graphs.Input{IDs: []int{4, 5, 6, 7, 8, 9}, Replace: []int{1, 2, 4}, Embeds: embeds(3, 2)}, graphs.IDs(10)},
+		{graphs.IDs(11), graphs.Embeddings(embeds(1, 3))},
+	}
+	run := func(dev cuda.Backend) [][]float32 {
+		b, err := graphs.NewBatch(model, graphs.BatchOptions{BlockTokens: 4, KVBudget: 16 << 20,
+			Options: graphs.Options{Device: dev, Capacity: 64}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		seqs := []graphs.SeqID{b.Add(), b.Add()}
+		var out [][]float32
+		for _, step := range inputs {
+			var feeds []graphs.Feed
+			for i, in := range step {
+				feeds = append(feeds, graphs.Feed{Seq: seqs[i], Input: in, Logits: graphs.AllLogits})
+			}
+			outs, err := b.Run(context.Background(), feeds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range outs {
+				out = append(out, o.Logits...)
+			}
+		}
+		return out
+	}
+	want, got := run(nil), run(cudaemu.New(t))
+	if len(got) != len(want) {
+		t.Fatalf("%d rows of logits, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if d := MaxAbsDiff(got[i], want[i]); !(d <= 1e-4) {
+			t.Errorf("row %d: logits differ by %.3g", i, d)
+		}
+	}
+}
+
+// TestFastRefusesEmulated: the check against llama.cpp's logits does not
+// apply to a device's fast mode on quantized weights (its products are
+// exact), and says so rather than failing on the numbers.
+func TestFastRefusesEmulated(t *testing.T) {
+	r := RunFastWith(filepath.Join("..", "testdata", "gguf", "llama_q4_0"), Options{Device: cudaemu.New(t)})
+	if r.Pass || !strings.Contains(r.Reason, "exactly") {
+		t.Errorf("fast mode on the device: %v", r)
 	}
 }
