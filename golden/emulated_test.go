@@ -1,16 +1,20 @@
 package golden
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gozoo/gozoo/cuda"
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/internal/cudaemu"
+	"github.com/gozoo/gozoo/internal/testfiles"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/zoo"
 )
@@ -18,36 +22,49 @@ import (
 // TestGoldenEmulated runs the golden cases through the device runtime on
 // the CUDA emulator (internal/cudaemu): each model's graphs on a
 // cuda.Backend, every op's kernels and cuBLAS products, the KV pool in
-// device memory. The cases' own tolerances apply. Every case runs alone;
-// a few run inside a batch of 4 sequences too (-short: two cases alone,
-// one batched).
+// device memory. The cases' own tolerances apply. Every vendored case runs
+// alone, two inside a batch of 4 sequences too (a sliding window's
+// dropped blocks, a MoE's gathered rows), and of the cases in ../shared
+// (where present) the Q8_0 MoE alone and the F16 one in fast mode against
+// llama.cpp's logits; -short runs one case of each kind.
 func TestGoldenEmulated(t *testing.T) {
-	cases, _ := filepath.Glob(filepath.Join("..", "testdata", "golden", "*"))
-	gguf, _ := filepath.Glob(filepath.Join("..", "testdata", "gguf", "*"))
-	cases = append(cases, gguf...)
-	batched := map[string]bool{"gemma3_sliding_mqa": true, "qwen3_moe_normtopk": true, "llama_q4_0": true}
-	if testing.Short() {
-		cases = []string{filepath.Join("..", "testdata", "golden", "qwen3_moe_normtopk"), filepath.Join("..", "testdata", "golden", "gemma3_sliding_mqa")}
-		batched = map[string]bool{"gemma3_sliding_mqa": true}
+	type run struct {
+		kind, name string
+		batch      int
+		fast       bool
 	}
-	if len(cases) == 0 {
+	var runs []run
+	for _, kind := range []string{"golden", "gguf"} {
+		dirs, _ := filepath.Glob(filepath.Join("..", "testdata", kind, "*"))
+		for _, dir := range dirs {
+			runs = append(runs, run{kind, filepath.Base(dir), 1, false})
+		}
+	}
+	if len(runs) == 0 {
 		t.Fatal("no golden cases in ../testdata")
 	}
-	for _, dir := range cases {
-		for _, batch := range []int{1, 4} {
-			if batch > 1 && !batched[filepath.Base(dir)] {
-				continue
-			}
-			t.Run(fmt.Sprintf("%s/batch=%d", filepath.Base(dir), batch), func(t *testing.T) {
-				dev := cudaemu.New(t)
-				r := RunWith(dir, Options{Device: dev, Batch: batch})
-				if !r.Pass {
-					t.Fatal(r)
-				}
-				n, bytes := dev.Allocations()
-				t.Logf("%v (%d launches and products; %d allocations of %d bytes left)", r, dev.Calls(), n, bytes)
-			})
+	runs = append(runs, run{"golden", "gemma3_sliding_mqa", 4, false}, run{"golden", "qwen3_moe_normtopk", 4, false},
+		run{"gguf", "qwen3moe_q8_0", 1, false}, run{"gguf", "qwen3_f16", 1, true})
+	short := map[run]bool{{"golden", "gemma3_sliding_mqa", 1, false}: true, {"golden", "gemma3_sliding_mqa", 4, false}: true,
+		{"golden", "qwen3_moe_normtopk", 1, false}: true, {"gguf", "llama_q4_0", 1, false}: true, {"golden", "smolvlm-full", 1, false}: true}
+	for _, r := range runs {
+		if testing.Short() && !short[r] {
+			continue
 		}
+		t.Run(fmt.Sprintf("%s/batch=%d/fast=%v", r.name, r.batch, r.fast), func(t *testing.T) {
+			dir := testfiles.Fixture(t, r.kind, r.name)
+			dev := cudaemu.New(t)
+			check := RunWith
+			if r.fast {
+				check = RunFastWith
+			}
+			res := check(dir, Options{Device: dev, Batch: r.batch})
+			if !res.Pass {
+				t.Fatal(res)
+			}
+			n, bytes := dev.Allocations()
+			t.Logf("%v (%d launches and products; %d allocations of %d bytes left)", res, dev.Calls(), n, bytes)
+		})
 	}
 }
 
@@ -149,8 +166,9 @@ func argmax(x []float32) int {
 
 // TestCapturesEmulated compares what the device brings down besides
 // logits with the CPU's: every hidden state and attention probability
-// capture of each forward, over a prefill in chunks of 8 and decode
-// steps, with a sliding window among the layers.
+// capture of each sequence of a batch of three, over prefills in chunks
+// of 8, rows of several sequences in one forward and decode steps, with
+// a sliding window among the layers.
 func TestCapturesEmulated(t *testing.T) {
 	for _, name := range []string{"qwen3_gqa_tied", "gemma3_sliding_mqa"} {
 		t.Run(name, func(t *testing.T) {
@@ -159,29 +177,47 @@ func TestCapturesEmulated(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			type step map[string][]float32
-			run := func(dev cuda.Backend) []step {
-				s, err := graphs.NewSession(model, graphs.Options{Device: dev, Buckets: []int{8}, Capacity: 64,
-					Capture: []string{graphs.HiddenStates + ".*", graphs.Attentions + ".*"}})
+			type capture struct {
+				shape  []int
+				values []float32
+			}
+			run := func(dev cuda.Backend) []map[string]capture {
+				b, err := graphs.NewBatch(model, graphs.BatchOptions{BlockTokens: 4, KVBudget: 16 << 20,
+					Options: graphs.Options{Device: dev, Buckets: []int{8}, Capacity: 64,
+						Capture: []string{graphs.HiddenStates + ".*", graphs.Attentions + ".*"}}})
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer s.Close()
-				var steps []step
-				feeds := [][]int{{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {12}, {13, 14, 15}, {16}}
-				for _, ids := range feeds {
-					if _, err := s.Append(ids); err != nil {
+				defer b.Close()
+				seqs := []graphs.SeqID{b.Add(), b.Add(), b.Add()}
+				steps := [][][]int{ // per step, each sequence's ids (nil: not fed)
+					{{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {20, 21, 22}, nil},
+					{{12}, {23}, {30, 31, 32, 33, 34}},
+					{{13, 14, 15}, nil, {35}},
+					{{16}, {24}, {36}},
+				}
+				var out []map[string]capture
+				for _, step := range steps {
+					var feeds []graphs.Feed
+					for i, ids := range step {
+						if ids != nil {
+							feeds = append(feeds, graphs.Feed{Seq: seqs[i], Input: graphs.IDs(ids...)})
+						}
+					}
+					outs, err := b.Run(context.Background(), feeds)
+					if err != nil {
 						t.Fatal(err)
 					}
-					st := step{}
-					for _, n := range s.CapturedNames() {
-						v, _ := s.Captured(n)
-						st[n] = append([]float32(nil), v.Float32s()...)
-						st[n+" shape"] = []float32{float32(len(v.Shape()))}
+					for _, o := range outs {
+						m := map[string]capture{}
+						for _, n := range o.CapturedNames() {
+							v, _ := o.Captured(n)
+							m[n] = capture{[]int(v.Shape().Clone()), slices.Clone(v.Float32s())}
+						}
+						out = append(out, m)
 					}
-					steps = append(steps, st)
 				}
-				return steps
+				return out
 			}
 			want, got := run(nil), run(cudaemu.New(t))
 			if _, ok := want[0][graphs.Attentions+".0"]; !ok {
@@ -189,18 +225,84 @@ func TestCapturesEmulated(t *testing.T) {
 			}
 			for i := range want {
 				if len(got[i]) != len(want[i]) || len(want[i]) == 0 {
-					t.Fatalf("step %d: %d captures, want %d", i, len(got[i]), len(want[i]))
+					t.Fatalf("output %d: %d captures, want %d", i, len(got[i]), len(want[i]))
 				}
 				for n, w := range want[i] {
 					g := got[i][n]
-					if len(g) != len(w) {
-						t.Fatalf("step %d: %s has %d values, want %d", i, n, len(g), len(w))
+					if !slices.Equal(g.shape, w.shape) {
+						t.Fatalf("output %d: %s of shape %v, want %v", i, n, g.shape, w.shape)
 					}
-					if d := MaxAbsDiff(g, w); !(d <= 1e-4) {
-						t.Errorf("step %d: %s differs by %.3g", i, n, d)
+					if d := MaxAbsDiff(g.values, w.values); !(d <= 1e-4) {
+						t.Errorf("output %d: %s differs by %.3g", i, n, d)
 					}
 				}
 			}
 		})
+	}
+}
+
+// TestInputsEmulated feeds the device embedding rows instead of ids, and
+// ids with some rows replaced by embeddings (an image's), in a batch with
+// an ids-only sequence, and holds the logits to the CPU's.
+func TestInputsEmulated(t *testing.T) {
+	model, err := zoo.Load(filepath.Join("..", "testdata", "golden", "qwen3_gqa_tied"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	D := model.HiddenSize()
+	embeds := func(rows int, seed float32) []float32 {
+		e := make([]float32, rows*D)
+		for i := range e {
+			e[i] = float32(math.Sin(float64(seed) + float64(i)*0.37))
+		}
+		return e
+	}
+	inputs := [][]graphs.Input{
+		{graphs.Embeddings(embeds(5, 1)), graphs.IDs(1, 2, 3)},
+		{graphs.Input{IDs: []int{4, 5, 6, 7, 8, 9}, Replace: []int{1, 2, 4}, Embeds: embeds(3, 2)}, graphs.IDs(10)},
+		{graphs.IDs(11), graphs.Embeddings(embeds(1, 3))},
+	}
+	run := func(dev cuda.Backend) [][]float32 {
+		b, err := graphs.NewBatch(model, graphs.BatchOptions{BlockTokens: 4, KVBudget: 16 << 20,
+			Options: graphs.Options{Device: dev, Capacity: 64}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		seqs := []graphs.SeqID{b.Add(), b.Add()}
+		var out [][]float32
+		for _, step := range inputs {
+			var feeds []graphs.Feed
+			for i, in := range step {
+				feeds = append(feeds, graphs.Feed{Seq: seqs[i], Input: in, Logits: graphs.AllLogits})
+			}
+			outs, err := b.Run(context.Background(), feeds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range outs {
+				out = append(out, o.Logits...)
+			}
+		}
+		return out
+	}
+	want, got := run(nil), run(cudaemu.New(t))
+	if len(got) != len(want) {
+		t.Fatalf("%d rows of logits, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if d := MaxAbsDiff(got[i], want[i]); !(d <= 1e-4) {
+			t.Errorf("row %d: logits differ by %.3g", i, d)
+		}
+	}
+}
+
+// TestFastRefusesEmulated: the check against llama.cpp's logits does not
+// apply to a device's fast mode on quantized weights (its products are
+// exact), and says so rather than failing on the numbers.
+func TestFastRefusesEmulated(t *testing.T) {
+	r := RunFastWith(filepath.Join("..", "testdata", "gguf", "llama_q4_0"), Options{Device: cudaemu.New(t)})
+	if r.Pass || !strings.Contains(r.Reason, "exactly") {
+		t.Errorf("fast mode on the device: %v", r)
 	}
 }

@@ -87,6 +87,16 @@ func runFast(dir string, r *Result, fast bool, o Options) error {
 	if err != nil {
 		return err
 	}
+	if o.Device != nil && fast {
+		// A device computes fast mode's quantized products exactly
+		// (layers/cuda_matmul.go), not with llama.cpp's 8-bit
+		// activations, so they cannot follow llama.cpp's logits.
+		for _, p := range model.Params().All() {
+			if _, q := p.DType.Quant(); q {
+				return fmt.Errorf("fast mode on %s computes products with quantized weights (%s is %s) exactly, not as llama.cpp does: the check against llama.cpp applies on the CPU", o.Device, p.Name, p.DType)
+			}
+		}
+	}
 	g, err := loaders.OpenSafetensors(filepath.Join(dir, "golden.safetensors"))
 	if err != nil {
 		return err

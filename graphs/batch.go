@@ -159,7 +159,12 @@ func NewBatch(m Model, opts BatchOptions) (*Batch, error) {
 	}
 	avail, known := procstat.AvailableMemory()
 	if opts.Device != nil {
+		// Under the device's lock, where its context is current: a
+		// query from another thread fails, and the budget would ignore
+		// the device's memory.
+		opts.Device.Lock()
 		free, _, err := opts.Device.MemInfo()
+		opts.Device.Unlock()
 		avail, known = max(free, 0), err == nil
 	}
 	if opts.KVBudget == 0 {
@@ -683,6 +688,8 @@ func rowsIn(parts []part) int {
 func (b *Batch) Prepare(n int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.lockDevice()
+	defer b.unlockDevice()
 	for rest := n; rest > 0; {
 		take, T := chunk(b.opts.Buckets, rest)
 		if _, err := b.compiled(programKey{T, 1, fromIDs}); err != nil {
@@ -699,11 +706,30 @@ func (b *Batch) Prepare(n int) error {
 func (b *Batch) PrepareRows(rows int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.lockDevice()
+	defer b.unlockDevice()
 	_, T := b.chunk(rows, 2)
 	_, err := b.compiled(programKey{T, logitRows(rows, T), fromIDs})
 	return err
 }
 
+// lockDevice takes Options.Device, if any, for planning graphs on it
+// (allocations and weight uploads), as Run holds it while it plans and
+// runs them.
+func (b *Batch) lockDevice() {
+	if dev := b.opts.Device; dev != nil {
+		dev.Lock()
+	}
+}
+
+func (b *Batch) unlockDevice() {
+	if dev := b.opts.Device; dev != nil {
+		dev.Unlock()
+	}
+}
+
+// compiled returns the program of key, built and planned the first time
+// (on Options.Device, whose lock the caller holds).
 func (b *Batch) compiled(key programKey) (*program, error) {
 	if p, ok := b.program[key]; ok {
 		return p, nil

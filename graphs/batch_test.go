@@ -38,9 +38,9 @@ func TestBatchSoak(t *testing.T) { batchSoak(t, nil, 16) }
 // device memory, with its slab tables, block tables, forks' block copies
 // and the prefix cache's shared blocks; the references run on the CPU.
 func TestBatchSoakEmulated(t *testing.T) {
-	n := 8
+	n := 6
 	if testing.Short() {
-		n = 4
+		n = 3
 	}
 	batchSoak(t, func(t *testing.T) cuda.Backend { return cudaemu.New(t) }, n)
 }
@@ -306,5 +306,27 @@ func TestBatchRefusesBadWork(t *testing.T) {
 	}
 	if _, err := b.Run(ctx, []graphs.Feed{{Seq: a, Input: graphs.IDs(4)}, {Seq: c, Input: graphs.IDs(5, 6)}}); err != nil {
 		t.Errorf("a run that fits, after the refused one: %v", err)
+	}
+}
+
+// TestPrepareEmulated: Prepare and PrepareRows plan graphs on the device
+// (allocations, weight uploads) under its lock, as Run does; the CUDA
+// emulator's Device reports calls made without it.
+func TestPrepareEmulated(t *testing.T) {
+	m := randomModel(t, "qwen3_gqa_tied", nil)
+	b, err := graphs.NewBatch(m, graphs.BatchOptions{Options: graphs.Options{Capacity: 48, Device: cudaemu.New(t)}, KVBudget: graphs.KVBytes(m, 4*48, false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Prepare(20); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PrepareRows(3); err != nil {
+		t.Fatal(err)
+	}
+	s := b.Add()
+	if _, err := b.Run(context.Background(), []graphs.Feed{{Seq: s, Input: graphs.IDs(1, 2, 3)}}); err != nil {
+		t.Fatal(err)
 	}
 }

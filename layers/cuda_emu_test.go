@@ -298,6 +298,8 @@ func TestKernelsEmulatedVision(t *testing.T) {
 // for negative inputs), fast mode's GELU table exactly.
 func TestKernelsEmulatedActivations(t *testing.T) {
 	dev := cudaemu.New(t)
+	dev.Lock()
+	defer dev.Unlock()
 	r := rand.New(rand.NewPCG(29, 30))
 	const n = 4096
 	g := randVals(r, n, 4)

@@ -15,9 +15,14 @@
 // checks; copies, launches' pointer arguments and products must fall in
 // live allocations.
 //
-// Tests call Build, which skips them where there is no C++ compiler or
-// the host is not Linux; the emulator is built once per set of sources and
-// kept in the user's cache.
+// Threads run in order, each until it waits; CUDAEMU_REVERSE=1 runs them,
+// and a grid's blocks, in reverse, which shows a missing barrier or a
+// kernel that depends on the order. CUDAEMU_PROFILE=FILE makes each
+// emulator process append its kernels' calls, blocks and seconds to FILE.
+//
+// Tests call Build (or New), which skips them where there is no C++
+// compiler or the host is not Linux; the emulator is built once per set
+// of sources and kept in the user's cache.
 package cudaemu
 
 import (

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -58,7 +59,7 @@ type Device struct {
 	proc   *exec.Cmd
 	stdin  io.WriteCloser
 	stdout *bufio.Reader
-	stderr *bytes.Buffer
+	stderr *os.File // an unlinked file: exec copies into no goroutine
 	job    bytes.Buffer
 	args   cuda.Args
 	calls  int
@@ -126,6 +127,7 @@ func (d *Device) Unlock() { d.mu.Unlock() }
 func (d *Device) MemInfo() (free, total int64, err error) {
 	d.st.Lock()
 	defer d.st.Unlock()
+	d.locked("MemInfo")
 	return int64(d.size - d.used), int64(d.size), nil
 }
 
@@ -133,6 +135,7 @@ func (d *Device) MemInfo() (free, total int64, err error) {
 func (d *Device) Alloc(n int) (cuda.Ptr, error) {
 	d.st.Lock()
 	defer d.st.Unlock()
+	d.locked("Alloc")
 	if d.closed {
 		return 0, fmt.Errorf("%s is closed", d)
 	}
@@ -206,6 +209,16 @@ func (d *Device) Free(p cuda.Ptr) {
 	}
 }
 
+// locked records a misuse when the device is not locked: cuda.Backend's
+// calls other than Lock, Unlock, String, Key and Free are made between
+// Lock and Unlock (a Device's context is current only there).
+func (d *Device) locked(call string) {
+	if d.mu.TryLock() {
+		d.mu.Unlock()
+		d.fail(fmt.Errorf("%s called without the device's lock", call))
+	}
+}
+
 func (d *Device) fail(err error) {
 	if d.err == nil {
 		d.err = err
@@ -257,6 +270,7 @@ func (d *Device) Float32s(p cuda.Ptr, n int) []float32 {
 func (d *Device) Zero(p cuda.Ptr, n int) error {
 	d.st.Lock()
 	defer d.st.Unlock()
+	d.locked("Zero")
 	if _, err := d.find(p, n); err != nil {
 		return fmt.Errorf("%s: Zero: %w", d, err)
 	}
@@ -268,6 +282,7 @@ func (d *Device) Zero(p cuda.Ptr, n int) error {
 func (d *Device) Copy(dst, src cuda.Ptr, n int) error {
 	d.st.Lock()
 	defer d.st.Unlock()
+	d.locked("Copy")
 	if _, err := d.find(dst, n); err != nil {
 		return fmt.Errorf("%s: Copy to: %w", d, err)
 	}
@@ -282,6 +297,7 @@ func (d *Device) Copy(dst, src cuda.Ptr, n int) error {
 func (d *Device) Upload(dst cuda.Ptr, src unsafe.Pointer, n int) error {
 	d.st.Lock()
 	defer d.st.Unlock()
+	d.locked("Upload")
 	if _, err := d.find(dst, n); err != nil {
 		return fmt.Errorf("%s: Upload: %w", d, err)
 	}
@@ -295,6 +311,7 @@ func (d *Device) Upload(dst cuda.Ptr, src unsafe.Pointer, n int) error {
 func (d *Device) Download(dst unsafe.Pointer, src cuda.Ptr, n int) error {
 	d.st.Lock()
 	defer d.st.Unlock()
+	d.locked("Download")
 	if _, err := d.find(src, n); err != nil {
 		return fmt.Errorf("%s: Download: %w", d, err)
 	}
@@ -326,6 +343,7 @@ func (d *Device) Calls() int {
 func (d *Device) Sync() error {
 	d.st.Lock()
 	defer d.st.Unlock()
+	d.locked("Sync")
 	err := d.err
 	d.err = nil
 	return err
@@ -338,6 +356,7 @@ func (d *Device) Sync() error {
 func (d *Device) Run(calls ...cuda.Call) error {
 	d.st.Lock()
 	defer d.st.Unlock()
+	d.locked("Run")
 	if err := d.err; err != nil {
 		d.err = nil
 		return err
@@ -425,12 +444,18 @@ func (d *Device) exec() error {
 	if err != nil {
 		// The process ended (a kernel's fault, a deadlock): its message
 		// says why. The next Run starts another on the same arena.
+		f := d.stderr
+		d.stderr = nil // kept open for the message
 		werr := d.stop()
-		msg := strings.TrimSpace(d.stderr.String())
+		var msg []byte
+		if _, serr := f.Seek(0, io.SeekStart); serr == nil {
+			msg, _ = io.ReadAll(io.LimitReader(f, 64<<10))
+		}
+		f.Close()
 		if werr != nil {
 			err = werr
 		}
-		return fmt.Errorf("emulator: %v\n%s", err, msg)
+		return fmt.Errorf("emulator: %v\n%s", err, strings.TrimSpace(string(msg)))
 	}
 	return nil
 }
@@ -438,19 +463,29 @@ func (d *Device) exec() error {
 func (d *Device) start() error {
 	cmd := exec.Command(d.e.bin, fmt.Sprint(uint64(Base)), fmt.Sprint(d.size))
 	cmd.ExtraFiles = d.arena.files()
-	d.stderr = &bytes.Buffer{}
-	cmd.Stderr = d.stderr
+	// Pipes and files only: exec starts no goroutines to copy, so none
+	// outlives a test (goleak) while the process waits for jobs.
+	stderr, err := os.CreateTemp("", "gozoo-cudaemu-*.stderr")
+	if err != nil {
+		return err
+	}
+	os.Remove(stderr.Name())
+	cmd.Stderr = stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
+		stderr.Close()
 		return err
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
+		stderr.Close()
 		return err
 	}
 	if err := cmd.Start(); err != nil {
+		stderr.Close()
 		return fmt.Errorf("starting the emulator: %w", err)
 	}
+	d.stderr = stderr
 	d.proc, d.stdin, d.stdout = cmd, in, bufio.NewReader(out)
 	return nil
 }
@@ -463,6 +498,10 @@ func (d *Device) stop() error {
 	d.stdin.Close()
 	err := d.proc.Wait()
 	d.proc = nil
+	if d.stderr != nil {
+		d.stderr.Close()
+		d.stderr = nil
+	}
 	return err
 }
 
@@ -476,6 +515,10 @@ func (d *Device) checkRed(calls []cuda.Call) error {
 			continue
 		}
 		i := bytesNot(red, redByte)
+		j := len(red) - 1
+		for red[j] == redByte {
+			j--
+		}
 		fill(red, redByte) // so that the device stays usable
 		p := Base + cuda.Ptr(a.off)
 		var who []string
@@ -492,8 +535,8 @@ func (d *Device) checkRed(calls []cuda.Call) error {
 				}
 			}
 		}
-		return fmt.Errorf("%s: a call wrote %d bytes past the %d-byte allocation at %#x; calls given pointers into it: %s",
-			d, i+1, a.n, p, strings.Join(who, ", "))
+		return fmt.Errorf("%s: a call wrote past the end of the %d-byte allocation at %#x (bytes %d to %d after it changed); calls given pointers into it: %s",
+			d, a.n, p, i, j, strings.Join(who, ", "))
 	}
 	return nil
 }

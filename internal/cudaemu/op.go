@@ -85,6 +85,8 @@ func (e *Emulator) RunOp(k ops.Kernel, in ...G.Value) (*tensor.Dense, error) {
 		return nil, err
 	}
 	defer d.Close()
+	d.Lock()
+	defer d.Unlock()
 	var shapes []tensor.Shape
 	var din []cuda.Tensor
 	for _, v := range in {

@@ -28,7 +28,10 @@ dim3 gridDim_, blockDim_, blockIdx_;
 
 // A fiber switch. On x86-64, a few instructions that save the callee-saved
 // registers on the stack and swap stacks (swapcontext's signal-mask system
-// call would be most of the emulator's time); elsewhere, ucontext.
+// call would be most of the emulator's time), then jump to the other
+// side's return address (an indirect jump: a ret to another stack than
+// the call's would miss the return predictor every time); elsewhere,
+// ucontext.
 #if defined(__x86_64__)
 extern "C" void emu_switch(void **save, void *to);
 asm(R"(
@@ -50,7 +53,8 @@ emu_switch:
     popq %r12
     popq %rbx
     popq %rbp
-    ret
+    popq %rax
+    jmp *%rax
 .size emu_switch, .-emu_switch
 )");
 struct Context {
@@ -124,12 +128,17 @@ static void entry() {
     abort();
 }
 
-static void start(Thread &t) {
+// start readies thread i to run the kernel from the top of its stack.
+// The tops are staggered (i's cache line in a page, and its page in 16):
+// stacks a power of two apart would put every thread's hot frames in the
+// same cache sets, and each switch would miss.
+static void start(Thread &t, int i) {
+    size_t color = (size_t)(i % 64) * 64 + (size_t)(i / 64 % 16) * 4096;
 #if defined(__x86_64__)
     // The stack emu_switch pops: six registers, then entry as the return
     // address, above it a dummy return address of entry's own, so entry
     // starts with the stack aligned as after a call.
-    uintptr_t top = ((uintptr_t)t.stack.get() + stackSize) & ~(uintptr_t)15;
+    uintptr_t top = ((uintptr_t)t.stack.get() + stackSize - color) & ~(uintptr_t)15;
     void **sp = (void **)top;
     *--sp = nullptr;
     *--sp = (void *)entry;
@@ -138,7 +147,7 @@ static void start(Thread &t) {
 #else
     getcontext(&t.ctx.uc);
     t.ctx.uc.uc_stack.ss_sp = t.stack.get();
-    t.ctx.uc.uc_stack.ss_size = stackSize;
+    t.ctx.uc.uc_stack.ss_size = stackSize - color;
     t.ctx.uc.uc_link = nullptr;
     makecontext(&t.ctx.uc, entry, 0);
 #endif
@@ -238,12 +247,17 @@ static void run_block() {
     int n = blockDim_.x * blockDim_.y * blockDim_.z;
     int warps = (n + 31) / 32;
     if ((int)threads.size() < n) threads.resize(n);
+    uint3v idx{0, 0, 0};
     for (int i = 0; i < n; i++) {
         Thread &t = threads[i];
-        t.idx = uint3v{i % blockDim_.x, i / blockDim_.x % blockDim_.y, i / (blockDim_.x * blockDim_.y)};
+        t.idx = idx;
+        if (++idx.x == blockDim_.x) {
+            idx.x = 0;
+            if (++idx.y == blockDim_.y) idx.y = 0, idx.z++;
+        }
         t.wait = RUNNING;
         if (!t.stack) t.stack.reset(new char[stackSize]);
-        start(t);
+        start(t, i);
     }
     for (;;) {
         for (int k = 0; k < warps; k++) run_warp(reverse ? warps - 1 - k : k, n);
