@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gozoo/gozoo/grammar"
+
 	"github.com/gozoo/gozoo/zoo/generate"
 )
 
@@ -92,4 +94,30 @@ func (s *Server) compile(c *Constraint) (func(promptLen int) generate.LogitsProc
 		return nil, invalid(c.Field, "'%s': %v", c.Field, err)
 	}
 	return mk, nil
+}
+
+// SchemaGrammar is Grammar by package grammar over g's vocabulary: the
+// constraint compiles to a token automaton (cached by the generator per
+// schema), and each sample gets its own matcher. gozoo serve uses it.
+func SchemaGrammar(g *generate.Generator) Grammar { return schemaGrammar{g} }
+
+type schemaGrammar struct{ g *generate.Generator }
+
+func (s schemaGrammar) Compile(c Constraint) (func(promptLen int) generate.LogitsProcessor, error) {
+	var con *grammar.Constraint
+	var err error
+	switch c.Kind {
+	case "json_object":
+		con, err = s.g.JSONObject(nil)
+	case "json_schema":
+		con, err = s.g.JSONSchema(c.Schema, nil)
+	case "tool_call":
+		con, err = s.g.JSONSchema(c.Schema, &grammar.Options{Prefix: c.Prefix, Suffix: c.Suffix})
+	default:
+		return nil, fmt.Errorf("constraint kind %q", c.Kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func(int) generate.LogitsProcessor { return con.NewProcessor() }, nil
 }

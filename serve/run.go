@@ -141,6 +141,9 @@ func Run(ctx context.Context, cfg Config) error {
 	defer gen.Close()
 	opts := cfg.Options
 	opts.Pipeline = pipe
+	if opts.Grammar == nil {
+		opts.Grammar = SchemaGrammar(gen)
+	}
 	s, err := New(gen, opts)
 	if err != nil {
 		stop()

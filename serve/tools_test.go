@@ -175,3 +175,44 @@ func TestToolChoiceNone(t *testing.T) {
 		t.Fatalf("the <tool_call> token is %d", s.openID)
 	}
 }
+
+// TestSchemaGrammar: with package grammar plugged in (as gozoo serve
+// does), a random-weight model's json_schema answer validates, and a
+// forced tool call names an allowed function with arguments that fit
+// its parameters.
+func TestSchemaGrammar(t *testing.T) {
+	m := load(t, qwen3Tiny)
+	_, hs := newServer(t, qwen3Tiny, Options{Grammar: SchemaGrammar(m.g)})
+	msgs := `[{"role": "user", "content": "Give me JSON."}]`
+	schema := `{"type": "object", "properties": {"answer": {"type": "integer", "minimum": 0, "maximum": 99}, "tag": {"enum": ["a", "b"]}}, "required": ["answer", "tag"]}`
+	resp, body := post(t, hs, "/v1/chat/completions", fmt.Sprintf(`{"messages": %s, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": %s, "strict": true}}, "max_tokens": 200}`, msgs, schema))
+	if resp.StatusCode != 200 {
+		t.Fatalf("json_schema: %s", body)
+	}
+	c := decode[completionResp](t, body)
+	var got struct {
+		Answer *int    `json:"answer"`
+		Tag    *string `json:"tag"`
+	}
+	if err := json.Unmarshal([]byte(*c.Choices[0].Message.Content), &got); err != nil || got.Answer == nil || *got.Answer < 0 || *got.Answer > 99 || got.Tag == nil || (*got.Tag != "a" && *got.Tag != "b") {
+		t.Errorf("json_schema content %q (finish %s): %v", *c.Choices[0].Message.Content, c.Choices[0].FinishReason, err)
+	}
+	// A random model writes strings until it is cut: the city is an enum.
+	tools := `[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]}}, "required": ["city"]}}},
+		{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}]`
+	resp, body = post(t, hs, "/v1/chat/completions", fmt.Sprintf(`{"messages": %s, "tools": %s, "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "max_tokens": 300}`, msgs, tools))
+	if resp.StatusCode != 200 {
+		t.Fatalf("tool_choice: %s", body)
+	}
+	c = decode[completionResp](t, body)
+	calls := c.Choices[0].Message.ToolCalls
+	if len(calls) != 1 || calls[0].Function.Name != "get_weather" || c.Choices[0].FinishReason != "tool_calls" {
+		t.Fatalf("tool_choice: %s", body)
+	}
+	var args struct {
+		City *string `json:"city"`
+	}
+	if err := json.Unmarshal([]byte(calls[0].Function.Arguments), &args); err != nil || args.City == nil || (*args.City != "Paris" && *args.City != "Rome") {
+		t.Errorf("arguments %q: %v", calls[0].Function.Arguments, err)
+	}
+}
