@@ -190,8 +190,16 @@ func TestHealthAndMetrics(t *testing.T) {
 	}
 	post(t, hs, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": true}`)
 	post(t, hs, "/v1/chat/completions", `{"messages": []}`)
-	_, body := do(t, hs, http.MethodGet, "/metrics", nil, nil)
-	m := string(body)
+	// The engine's loop publishes its state after the step that ended the
+	// request, which may come after the answer: wait for it to settle.
+	var m string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, body := do(t, hs, http.MethodGet, "/metrics", nil, nil)
+		m = string(body)
+		if strings.Contains(m, "gozoo_sequences_running 0") && strings.Contains(m, `gozoo_kv_pool_bytes{state="in_use"} 0`) || time.Now().After(deadline) {
+			break
+		}
+	}
 	for _, want := range []string{
 		`gozoo_requests_total{endpoint="/v1/chat/completions",code="200"} 1`,
 		`gozoo_requests_total{endpoint="/v1/chat/completions",code="400"} 1`,
