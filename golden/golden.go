@@ -69,6 +69,7 @@ type meta struct {
 		LogitsAtol float64 `json:"logits_atol"`
 		HiddenAtol float64 `json:"hidden_states_atol"`
 	} `json:"tolerance"`
+	Adapter *adapterMeta `json:"adapter"`
 }
 
 // Run checks the case in dir. Errors (unreadable files, unsupported model
@@ -106,6 +107,9 @@ func run(dir string, r *Result, o Options) error {
 		if errors.As(err, &unsupported) {
 			return fmt.Errorf("model_type %q is not supported yet", unsupported.ModelType)
 		}
+		return err
+	}
+	if err := applyAdapter(dir, model, m.Adapter); err != nil {
 		return err
 	}
 	r.Tolerance = m.Tolerance.LogitsAtol

@@ -190,6 +190,13 @@ type Param struct {
 	// may keep a prepared form of them (Prepare) and give the file's pages
 	// back.
 	ReadOnly bool
+	// Linear says a Linear declared this weight [out, in]
+	// (layers.NewLinear): a module a LoRA adapter may adapt.
+	Linear bool
+	// LoRA holds, by adapter slot (Params.Adapters), each attached
+	// adapter's update of this Linear weight; a nil entry, or none past
+	// the end, leaves the weight alone for that adapter.
+	LoRA []*LoRA
 
 	// forms are the prepared forms by key (Prepare), guarded by the
 	// owner's formsMu.
@@ -470,6 +477,8 @@ type Params struct {
 	keep []any
 	// formsMu guards the parameters' prepared forms (Param.Prepare).
 	formsMu sync.Mutex
+	// adapters are the LoRA adapters attached (ApplyLoRA), by slot.
+	adapters []*Adapter
 }
 
 // NewParams makes an empty parameter set; Root declares into it.

@@ -12,6 +12,25 @@ import (
 // the embeddings themselves.
 type trainState struct {
 	shift *G.Node
+	// only, when set, are the parameters that take gradients (TrainOnly).
+	only map[*Param]bool
+}
+
+// TrainOnly restricts a training step's gradients to ps (a LoRA
+// adapter's factors): the layers build no gradient for any other weight,
+// so a frozen base costs no gradient buffers. Call it before the model
+// is built on the step.
+func (s *Step) TrainOnly(ps []*Param) {
+	s.train.only = map[*Param]bool{}
+	for _, p := range ps {
+		s.train.only[p] = true
+	}
+}
+
+// Frozen says whether a training step takes no gradient for p (see
+// TrainOnly); outside training steps nothing is frozen.
+func (s *Step) Frozen(p *Param) bool {
+	return s.train != nil && s.train.only != nil && !s.train.only[p]
 }
 
 // NewTrainingStep returns the Step of a training graph over T rows, the

@@ -568,12 +568,12 @@ func (k matmulT) Grad(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 		gdims = 3
 	}
 	var dw, db func() (*G.Node, error)
-	if ops.Differentiable(ops.T(2, k.dtype.Storage())) {
+	if !k.frozen && ops.Differentiable(ops.T(2, k.dtype.Storage())) {
 		// F32 and 16-bit weights: the gradient is float32, as for the
 		// widened weight. Quantized weights take none.
 		dw = func() (*G.Node, error) { return node(matmulWeightGrad{name: k.name, gdims: gdims}, grad, in[0]) }
 	}
-	if k.bias {
+	if k.bias && !k.frozen {
 		db = func() (*G.Node, error) { return node(columnSum{dims: gdims, width: in[2].Shape()[0]}, grad) }
 	}
 	build := []func() (*G.Node, error){
@@ -587,6 +587,9 @@ func (k matmulT) Grad(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	}
 	return nodes(build...)
 }
+
+// Constant says a frozen weight and its bias take no gradient.
+func (k matmulT) Constant(i int) bool { return k.frozen && i >= 1 }
 
 // matmulInputGrad is the gradient of x·Wᵀ with respect to x: g·W, with W
 // [out, in] widened (or dequantized) to float32.

@@ -41,6 +41,7 @@ type Linear struct {
 // NewLinear declares p.weight [out, in] and, with bias, p.bias [out].
 func NewLinear(p graphs.Scope, in, out int, bias bool) Linear {
 	l := Linear{Weight: p.Param("weight", graphs.Matrix, out, in)}
+	l.Weight.Linear = true
 	if bias {
 		l.Bias = p.Param("bias", graphs.Bias, out)
 	}
@@ -61,7 +62,7 @@ func (l Linear) forward(s *graphs.Step, x *G.Node, heads int) *G.Node {
 	if l.Bias != nil {
 		in = append(in, s.Bind(l.Bias))
 	}
-	y := ops.Apply(matmulT{dtype: l.Weight.DType, bias: l.Bias != nil, name: l.Weight.Name, heads: heads, fast: s.Fast, pack: pack}, in...)
+	y := ops.Apply(matmulT{dtype: l.Weight.DType, bias: l.Bias != nil, name: l.Weight.Name, heads: heads, fast: s.Fast, pack: pack, frozen: s.Frozen(l.Weight)}, in...)
 	if hd := l.Weight.PermutedHeads; hd > 0 {
 		// The weight's rows are in llama.cpp's order (a GGUF's Q and K
 		// projections): put the output's columns in the declared order.
@@ -74,7 +75,28 @@ func (l Linear) forward(s *graphs.Step, x *G.Node, heads int) *G.Node {
 		}
 		y = ops.Apply(headRows{hd: hd, dims: dims}, y)
 	}
+	for slot, lo := range l.Weight.LoRA {
+		if lo != nil {
+			y = addLoRA(s, y, x, lo, slot, heads)
+		}
+	}
 	return y
+}
+
+// addLoRA adds an adapter's update Scale·(x·Aᵀ)·Bᵀ to y, in float32 and
+// in the order PEFT computes it, from the same kernels as the base (so
+// the factors take gradients like any F32 weight). The update is added
+// after the base's rows are in declared order.
+func addLoRA(s *graphs.Step, y, x *G.Node, lo *graphs.LoRA, slot, heads int) *G.Node {
+	h := ops.Apply(matmulT{dtype: graphs.F32, name: lo.A.Name, frozen: s.Frozen(lo.A)}, x, s.Bind(lo.A))
+	d := ops.Apply(matmulT{dtype: graphs.F32, name: lo.B.Name, heads: heads, frozen: s.Frozen(lo.B)}, h, s.Bind(lo.B))
+	d = Scale(d, lo.Scale)
+	if rows := s.AdapterRows(slot); rows != nil {
+		// A batch mixing adapters: rows of other adapters (or none) get
+		// exact zeros, so each row's sum is what it would be alone.
+		d = ops.Apply(maskRows{dims: d.Dims(), slot: slot}, d, rows)
+	}
+	return Add(y, d)
 }
 
 // Embedding is a lookup table [V, D].

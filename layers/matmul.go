@@ -24,11 +24,14 @@ type matmulT struct {
 	fast  bool   // llama.cpp's arithmetic (graphs.Options.Fast)
 	// pack is the weight's packing for decode (packForDecode), or nil.
 	pack *simd.Packing
+	// frozen: a training step takes no gradient for the weight (a base
+	// under a LoRA adapter), so its backward builds none.
+	frozen bool
 }
 
 func (k matmulT) Name() string { return "matmul " + k.name }
 func (k matmulT) String() string {
-	return fmt.Sprintf("MatMulT{%s,%s,bias=%v,heads=%d,fast=%v}", k.name, k.dtype, k.bias, k.heads, k.fast)
+	return fmt.Sprintf("MatMulT{%s,%s,bias=%v,heads=%d,fast=%v,frozen=%v}", k.name, k.dtype, k.bias, k.heads, k.fast, k.frozen)
 }
 func (k matmulT) Signature() []hm.Type {
 	sig := []hm.Type{ops.T(2, nil), ops.T(2, k.dtype.Storage())}

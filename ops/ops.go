@@ -149,11 +149,19 @@ func (o Op) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda.C
 // marked here, so the two must agree.
 func (o Op) DiffWRT(inputs int) []bool {
 	sig := o.K.Signature()
+	c, _ := o.K.(ConstantInputs)
 	out := make([]bool, inputs)
 	for i := range out {
-		out[i] = i >= len(sig)-1 || Differentiable(sig[i])
+		out[i] = i >= len(sig)-1 || Differentiable(sig[i]) && (c == nil || !c.Constant(i))
 	}
 	return out
+}
+
+// ConstantInputs is implemented by a kernel some of whose float inputs
+// take no gradient in this graph (a weight frozen under a LoRA adapter):
+// Constant(i) says input i is one, and its Grad leaves it nil.
+type ConstantInputs interface {
+	Constant(i int) bool
 }
 
 // Differentiable reports whether an input of type t can take a gradient:

@@ -40,7 +40,9 @@ type Gradients struct {
 	// Hugging Face name) to dLoss/dW, float32, in the weight's declared
 	// (PyTorch) shape. A weight used twice (an embedding tied to the
 	// head) gets the sum of both uses. Block-quantized weights take no
-	// gradient and are absent. A stacked weight whose checkpoint stores
+	// gradient and are absent. A model with LoRA adapters attached
+	// (graphs.Params.ApplyLoRA) has its base frozen: Weights holds the
+	// adapters' factors only, under PEFT's names. A stacked weight whose checkpoint stores
 	// it in parts (graphs.Param.Parts: a MoE's experts, one tensor each)
 	// has one gradient per part, under the part's name and shape, as the
 	// checkpoint names them. A weight the checkpoint stores transposed
@@ -102,6 +104,11 @@ func NewGraph(m graphs.Model, T int) (gr *Graph, err error) {
 		}
 	}()
 	s := graphs.NewTrainingStep(T)
+	trainable := m.Params().Trainable()
+	if len(m.Params().Adapters()) > 0 {
+		// LoRA: only the adapters' factors take gradients.
+		s.TrainOnly(trainable)
+	}
 	gr = &Graph{T: T, model: m, hidden: m.HiddenSize(), shapes: map[string][]int{}, grads: map[string]*[]float32{}}
 	gr.idsV = tensor.New(tensor.WithShape(T), tensor.Of(tensor.Int))
 	gr.targetsV = tensor.New(tensor.WithShape(T), tensor.Of(tensor.Int))
@@ -118,11 +125,12 @@ func NewGraph(m graphs.Model, T int) (gr *Graph, err error) {
 	}
 	loss := layers.CrossEntropy(logits, gr.targets)
 
-	// Differentiate with respect to every bound weight that can take a
-	// gradient, in declaration order, and to the embeddings' zero shift.
+	// Differentiate with respect to every bound trainable weight that can
+	// take a gradient, in declaration order, and to the embeddings' zero
+	// shift.
 	bound := s.Bound()
 	var wrt []*G.Node
-	for _, p := range m.Params().All() {
+	for _, p := range trainable {
 		n, ok := bound[p]
 		if !ok || !ops.Differentiable(G.TensorType{Dims: len(p.Shape), Of: p.DType.Storage()}) {
 			continue

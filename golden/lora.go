@@ -1,0 +1,64 @@
+package golden
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/gozoo/gozoo/zoo"
+)
+
+// adapterMeta is golden.json's adapter, the description of a LoRA case's
+// adapter/ (../shared/golden/README.md, "LoRA adapter cases"); the
+// greedy ids of the base alone and the adapter's effect are informative.
+type adapterMeta struct {
+	Folder         string   `json:"folder"`
+	R              int      `json:"r"`
+	Scaling        float64  `json:"scaling"`
+	AdaptedModules []string `json:"adapted_modules"`
+	NTensors       int      `json:"n_tensors"`
+}
+
+// AdapterDir is the folder of a case's LoRA adapter.
+const AdapterDir = "adapter"
+
+// applyAdapter attaches dir/adapter/ to model when the case has one, and
+// checks it against golden.json's description, so that an adapter read
+// differently (another scaling, other modules) fails here, by name,
+// rather than as a logits difference.
+func applyAdapter(dir string, model zoo.Model, m *adapterMeta) error {
+	path := filepath.Join(dir, AdapterDir)
+	if m != nil && m.Folder != "" {
+		path = filepath.Join(dir, m.Folder)
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if m != nil {
+			return fmt.Errorf("golden.json describes an adapter, but %s is missing", path)
+		}
+		return nil
+	}
+	ad, err := model.Params().LoadLoRA("adapter", path)
+	if err != nil {
+		return err
+	}
+	if m == nil {
+		return nil
+	}
+	if s := ad.Config.Scaling(); math.Abs(s-m.Scaling) > 1e-5*m.Scaling {
+		return fmt.Errorf("%s: scaling %g, golden.json says %g", path, s, m.Scaling)
+	}
+	if ad.Config.R != m.R {
+		return fmt.Errorf("%s: r = %d, golden.json says %d", path, ad.Config.R, m.R)
+	}
+	want := slices.Sorted(slices.Values(m.AdaptedModules))
+	if !slices.Equal(ad.Modules, want) {
+		return fmt.Errorf("%s adapts %v, golden.json says %v", path, ad.Modules, want)
+	}
+	if n := len(ad.Params.All()); n != m.NTensors {
+		return fmt.Errorf("%s holds %d factors, golden.json says %d", path, n, m.NTensors)
+	}
+	return nil
+}

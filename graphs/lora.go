@@ -1,0 +1,182 @@
+package graphs
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gozoo/gozoo/loaders"
+)
+
+// LoRA is one adapter's low-rank update of a Linear weight W [out, in]:
+// the Linear computes x·Wᵀ + Scale·(x·Aᵀ)·Bᵀ (PEFT's lora.Linear,
+// unmerged), with A [r, in] and B [out, r] in float32 whatever W's type.
+type LoRA struct {
+	A, B  *Param
+	Scale float32
+}
+
+// Adapter is a LoRA adapter attached to a model's parameters
+// (Params.ApplyLoRA): its factors, in a set of their own under PEFT's
+// tensor names, and the slot that names it in a batch (Step.AdapterRows).
+type Adapter struct {
+	Name   string
+	Slot   int
+	Config *loaders.LoRAConfig
+	// Params holds every A and B, named as adapter_model.safetensors
+	// names them (base_model.model.<module>.lora_A.weight).
+	Params *Params
+	// Modules lists the adapted modules' HF paths, sorted.
+	Modules []string
+}
+
+// Adapters lists the adapters attached to the set, by slot.
+func (ps *Params) Adapters() []*Adapter { return ps.adapters }
+
+// Trainable lists what a training step differentiates: the attached
+// adapters' factors when there are any (the base is frozen, as PEFT
+// trains it), else every parameter.
+func (ps *Params) Trainable() []*Param {
+	if len(ps.adapters) == 0 {
+		return ps.list
+	}
+	var out []*Param
+	for _, a := range ps.adapters {
+		out = append(out, a.Params.All()...)
+	}
+	return out
+}
+
+// ApplyLoRA attaches an adapter read from a PEFT folder to the Linear
+// weights it targets, unmerged: the base weights stay as they are, in
+// their stored type, and every graph built afterwards adds the update.
+// The adapter must fit the model exactly: every tensor of its file is a
+// factor of a targeted Linear of matching shape, and every targeted
+// Linear has both factors; otherwise the error names the tensor.
+func (ps *Params) ApplyLoRA(name string, a *loaders.LoRA) (*Adapter, error) {
+	c := a.Config
+	where := a.Dir
+	if where == "" {
+		where = "LoRA adapter " + name
+	}
+	ad := &Adapter{Name: name, Slot: len(ps.adapters), Config: c, Params: NewParams()}
+	scale := float32(c.Scaling())
+	factors := map[string]*LoRA{}
+	for _, t := range a.Tensors {
+		w, ok := ps.byName[t.Module+".weight"]
+		if !ok || !w.Linear {
+			return nil, fmt.Errorf("%s: tensor %q adapts %q, which is not a Linear module of this model", where, t.Name, t.Module)
+		}
+		if !c.Adapts(t.Module) {
+			return nil, fmt.Errorf("%s: tensor %q adapts %q, which target_modules does not select", where, t.Name, t.Module)
+		}
+		want := []int{c.R, w.Shape[1]}
+		if t.Factor == 'B' {
+			want = []int{w.Shape[0], c.R}
+		}
+		if !slices.Equal(t.Shape, want) {
+			return nil, fmt.Errorf("%s: tensor %q has shape %v, want %v for %q %v at r=%d", where, t.Name, t.Shape, want, w.Name, w.Shape, c.R)
+		}
+		p := ad.Params.Root().Param(t.Name, Matrix, t.Shape...)
+		if err := p.Set(F32, tensor.New(tensor.WithShape(t.Shape...), tensor.WithBacking(t.Data))); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		l := factors[t.Module]
+		if l == nil {
+			l = &LoRA{Scale: scale}
+			factors[t.Module] = l
+		}
+		if t.Factor == 'A' {
+			l.A = p
+		} else {
+			l.B = p
+		}
+	}
+	for _, w := range ps.list {
+		module, _ := strings.CutSuffix(w.Name, ".weight")
+		if !w.Linear || !c.Adapts(module) {
+			continue
+		}
+		l := factors[module]
+		switch {
+		case l == nil || l.A == nil:
+			return nil, fmt.Errorf("%s: no tensor %q for the targeted module %q", where, loaders.LoRAPrefix+module+".lora_A.weight", module)
+		case l.B == nil:
+			return nil, fmt.Errorf("%s: no tensor %q for the targeted module %q", where, loaders.LoRAPrefix+module+".lora_B.weight", module)
+		}
+		ad.Modules = append(ad.Modules, module)
+	}
+	if len(ad.Modules) == 0 {
+		return nil, fmt.Errorf("%s: target_modules selects no Linear module of this model", where)
+	}
+	slices.Sort(ad.Modules)
+	for _, m := range ad.Modules {
+		w := ps.byName[m+".weight"]
+		for len(w.LoRA) < ad.Slot {
+			w.LoRA = append(w.LoRA, nil)
+		}
+		w.LoRA = append(w.LoRA, factors[m])
+	}
+	ps.adapters = append(ps.adapters, ad)
+	return ad, nil
+}
+
+// LoadLoRA reads the PEFT folder dir and attaches it (ApplyLoRA).
+func (ps *Params) LoadLoRA(name, dir string) (*Adapter, error) {
+	a, err := loaders.ReadLoRA(dir)
+	if err != nil {
+		return nil, err
+	}
+	return ps.ApplyLoRA(name, a)
+}
+
+// Merge adds the adapter into its base weights, W' = W + Scale·B·A, and
+// detaches it: afterwards the model computes the adapted outputs with no
+// extra work (up to float32 rounding). Only an F32 base can take it;
+// a 16-bit or quantized base is refused by name (widen it first). Graphs
+// built before still add the update: build new ones.
+func (a *Adapter) Merge(base *Params) error {
+	if len(base.adapters) == 0 || base.adapters[a.Slot] != a {
+		return fmt.Errorf("adapter %q is not attached to these parameters", a.Name)
+	}
+	for _, m := range a.Modules {
+		w := base.byName[m+".weight"]
+		if w.DType != F32 || w.Data == nil || w.PermutedHeads != 0 {
+			return fmt.Errorf("adapter %q: merging into %q needs an F32 weight in declared order, it is %s", a.Name, w.Name, w.DType)
+		}
+	}
+	for _, m := range a.Modules {
+		w := base.byName[m+".weight"]
+		l := w.LoRA[a.Slot]
+		out, in := w.Shape[0], w.Shape[1]
+		r := l.A.Shape[0]
+		src := w.Data.Data().([]float32)
+		dst := make([]float32, len(src)) // a fresh copy: the data may be a read-only mapping
+		A, B := l.A.Data.Data().([]float32), l.B.Data.Data().([]float32)
+		for i := range out {
+			for j := range in {
+				var d float64
+				for k := range r {
+					d += float64(B[i*r+k]) * float64(A[k*in+j])
+				}
+				dst[i*in+j] = src[i*in+j] + float32(float64(l.Scale)*d)
+			}
+		}
+		if err := w.Set(F32, tensor.New(tensor.WithShape(out, in), tensor.WithBacking(dst))); err != nil {
+			return err
+		}
+		w.LoRA[a.Slot] = nil
+	}
+	return nil
+}
+
+// AdapterRows, in a step that routes rows to adapters (a batch whose
+// sequences name theirs, see Batch), is the input that says which rows
+// use adapter slot. Nil means the step does not route: every attached
+// adapter applies to every row.
+func (s *Step) AdapterRows(slot int) *G.Node {
+	return nil
+}
