@@ -115,6 +115,9 @@ type Batch struct {
 type batchSeq struct {
 	kv  *seqKV
 	pos int
+	// adapter is the slot of the LoRA adapter the sequence runs with
+	// (Params.Adapters), -1 for the bare base.
+	adapter int
 }
 
 type programKey struct {
@@ -238,8 +241,53 @@ func (b *Batch) Add() SeqID {
 	defer b.mu.Unlock()
 	id := b.next
 	b.next++
-	b.seqs[id] = &batchSeq{kv: b.pool.newSeq()}
+	b.seqs[id] = &batchSeq{kv: b.pool.newSeq(), adapter: b.defaultAdapter()}
+	b.seqs[id].kv.salt = uint64(b.seqs[id].adapter + 1)
 	return id
+}
+
+// defaultAdapter is the adapter a new sequence runs with: the first one
+// attached to the model, if any, so that a model loaded with one adapter
+// runs with it; SetAdapter picks another, or none.
+func (b *Batch) defaultAdapter() int {
+	if len(b.model.Params().Adapters()) > 0 {
+		return 0
+	}
+	return -1
+}
+
+// SetAdapter makes sequence id run with the LoRA adapter in slot (see
+// graphs.Params.Adapters), or with the bare base for -1. Sequences with
+// different adapters share forwards: each row gets its own sequence's
+// update. It must be set before the sequence holds positions, whose keys
+// and values another adapter computed; the prefix cache never lends
+// blocks across adapters.
+func (b *Batch) SetAdapter(id SeqID, slot int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, err := b.seq(id)
+	if err != nil {
+		return fmt.Errorf("set adapter: %w", err)
+	}
+	if n := len(b.model.Params().Adapters()); slot < -1 || slot >= n {
+		return fmt.Errorf("sequence %d: no adapter in slot %d (the model has %d)", id, slot, n)
+	}
+	if s.pos > 0 {
+		return fmt.Errorf("sequence %d holds %d positions: its adapter can no longer change", id, s.pos)
+	}
+	s.adapter, s.kv.salt = slot, uint64(slot+1)
+	return nil
+}
+
+// Adapter is the adapter slot sequence id runs with (-1: none).
+func (b *Batch) Adapter(id SeqID) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, err := b.seq(id)
+	if err != nil {
+		return 0, err
+	}
+	return s.adapter, nil
 }
 
 func (b *Batch) seq(id SeqID) (*batchSeq, error) {
@@ -261,7 +309,7 @@ func (b *Batch) Fork(id SeqID) (SeqID, error) {
 	}
 	c := b.next
 	b.next++
-	b.seqs[c] = &batchSeq{kv: b.pool.fork(s.kv), pos: s.pos}
+	b.seqs[c] = &batchSeq{kv: b.pool.fork(s.kv), pos: s.pos, adapter: s.adapter}
 	return c, nil
 }
 
@@ -531,6 +579,9 @@ func (b *Batch) forward(feeds []Feed, st []feedState, outs []Output, take, T int
 	if p.mask != nil {
 		clear(p.mask)
 	}
+	for _, m := range p.adapterMasks {
+		clear(m)
+	}
 	for gi := range b.plan.runs {
 		b.plan.runs[gi] = b.plan.runs[gi][:0]
 	}
@@ -540,6 +591,11 @@ func (b *Batch) forward(feeds []Feed, st []feedState, outs []Output, take, T int
 		in := feeds[pt.feed].Input.Slice(pt.from, pt.from+pt.n, D)
 		for r := 0; r < pt.n; r++ {
 			p.positions[pt.row+r] = s.pos + r
+		}
+		if m := p.adapterMasks[s.adapter]; m != nil {
+			for r := 0; r < pt.n; r++ {
+				m[pt.row+r] = 1
+			}
 		}
 		switch {
 		case kind == fromIDs:
@@ -586,6 +642,9 @@ func (b *Batch) forward(feeds []Feed, st []feedState, outs []Output, take, T int
 		let(p.graph.mask, p.input(p.graph.mask, p.mask, T))
 	}
 	let(p.graph.rows, p.input(p.graph.rows, p.rows, R))
+	for slot, n := range p.step.adapterRows {
+		let(n, p.input(n, p.adapterMasks[slot], T))
+	}
 	if err2 != nil {
 		return err2
 	}
@@ -767,6 +826,12 @@ func (b *Batch) compiled(key programKey) (*program, error) {
 	if gr.mask != nil {
 		p.mask = make([]int, key.T)
 	}
+	if len(gr.step.adapterRows) > 0 {
+		p.adapterMasks = map[int][]float32{}
+		for slot := range gr.step.adapterRows {
+			p.adapterMasks[slot] = make([]float32, key.T)
+		}
+	}
 	b.program[key] = p
 	return p, nil
 }
@@ -804,7 +869,9 @@ type program struct {
 	positions, ids, mask []int
 	rows                 []int
 	embeds               []float32
-	inputs               map[*G.Node]*tensor.Dense
+	// adapterMasks are the rows of each adapter slot (Step.AdapterRows).
+	adapterMasks map[int][]float32
+	inputs       map[*G.Node]*tensor.Dense
 	// dev runs the graph on Options.Device, whose logits come down into
 	// logitsHost.
 	dev        *devTape

@@ -128,6 +128,10 @@ type Step struct {
 	inputs  map[string]*G.Node // a Program's named inputs
 	rc      *runContext        // a Program's run context (see Checkpoint)
 	train   *trainState        // a training step's (see NewTrainingStep)
+	// adapterRows are the row masks of the adapter slots (AdapterRows).
+	adapterRows map[int]*G.Node
+	// names counts the parameters bound under each name (Bind).
+	names map[string]int
 }
 
 // OnDevice says whether the graph runs on a device (Options.Device): its
@@ -153,7 +157,17 @@ func (s *Step) Bind(p *Param) *G.Node {
 	// flip a tensor's access pattern while it multiplies, and sessions
 	// running at once must not see each other's flips.
 	v := p.Data.ShallowClone()
-	n := G.NewTensor(s.G, p.DType.Storage(), v.Dims(), G.WithShape(v.Shape().Clone()...), G.WithName(p.Name), G.WithValue(v))
+	// Nodes of one name merge: two adapters' factors of one module share
+	// PEFT's name, so a second parameter of a name gets a suffix.
+	name := p.Name
+	if k := s.names[name]; k > 0 {
+		name = fmt.Sprintf("%s#%d", name, k)
+	}
+	if s.names == nil {
+		s.names = map[string]int{}
+	}
+	s.names[p.Name]++
+	n := G.NewTensor(s.G, p.DType.Storage(), v.Dims(), G.WithShape(v.Shape().Clone()...), G.WithName(name), G.WithValue(v))
 	s.weights[p] = n
 	return n
 }

@@ -173,10 +173,22 @@ func (a *Adapter) Merge(base *Params) error {
 	return nil
 }
 
-// AdapterRows, in a step that routes rows to adapters (a batch whose
-// sequences name theirs, see Batch), is the input that says which rows
-// use adapter slot. Nil means the step does not route: every attached
-// adapter applies to every row.
+// AdapterRows, in a step of a Batch (a Session is one), is the input
+// that marks the rows of the sequences running with adapter slot: a [T]
+// float32 vector of ones and zeros the batch fills at every forward (see
+// Batch.SetAdapter). Nil in steps without sequences (training steps,
+// Programs): there every attached adapter applies to every row.
 func (s *Step) AdapterRows(slot int) *G.Node {
-	return nil
+	if s.kv == nil {
+		return nil
+	}
+	if n, ok := s.adapterRows[slot]; ok {
+		return n
+	}
+	if s.adapterRows == nil {
+		s.adapterRows = map[int]*G.Node{}
+	}
+	n := G.NewVector(s.G, tensor.Float32, G.WithShape(s.T), G.WithName(fmt.Sprintf("adapter_rows.%d", slot)))
+	s.adapterRows[slot] = n
+	return n
 }

@@ -276,6 +276,9 @@ type seqKV struct {
 	// plain is false once a row came as an embedding: such a prefix is
 	// never shared.
 	plain bool
+	// salt starts the hash chain: the sequence's LoRA adapter, whose keys
+	// and values differ from another's for the same tokens.
+	salt uint64
 }
 
 func (p *KVPool) newSeq() *seqKV {
@@ -284,7 +287,7 @@ func (p *KVPool) newSeq() *seqKV {
 
 // fork returns a sequence that shares every block of s.
 func (p *KVPool) fork(s *seqKV) *seqKV {
-	c := &seqKV{tables: make([][]int32, len(s.tables)), tokens: slices.Clone(s.tokens), hashes: slices.Clone(s.hashes), plain: s.plain}
+	c := &seqKV{tables: make([][]int32, len(s.tables)), tokens: slices.Clone(s.tokens), hashes: slices.Clone(s.hashes), plain: s.plain, salt: s.salt}
 	for gi, t := range s.tables {
 		c.tables[gi] = slices.Clone(t)
 		for _, b := range t {
@@ -435,7 +438,7 @@ func (p *KVPool) advanced(s *seqKV, ids []int, n int) {
 	g := p.groups[0]
 	t := s.tables[0]
 	for i := len(s.hashes); (i+1)*B <= n; i++ {
-		h := p.chain(s.hashes, s.tokens[i*B:(i+1)*B])
+		h := p.chain(s.hashes, s.tokens[i*B:(i+1)*B], s.salt)
 		s.hashes = append(s.hashes, h)
 		b := t[i]
 		if _, taken := g.index[h]; taken || g.hash[b] != 0 {
@@ -455,12 +458,15 @@ func (p *KVPool) advanced(s *seqKV, ids []int, n int) {
 func (p *KVPool) prefixable() bool { return len(p.groups) == 1 && p.groups[0].window == 0 }
 
 // chain hashes a block's tokens after the hashes of the blocks before it.
-func (p *KVPool) chain(prev []uint64, tokens []int) uint64 {
+func (p *KVPool) chain(prev []uint64, tokens []int, salt uint64) uint64 {
 	var h maphash.Hash
 	h.SetSeed(p.seed)
 	var buf [8]byte
 	if n := len(prev); n > 0 {
 		putUint64(buf[:], prev[n-1])
+		h.Write(buf[:])
+	} else if salt != 0 {
+		putUint64(buf[:], salt)
 		h.Write(buf[:])
 	}
 	for _, t := range tokens {
@@ -490,7 +496,7 @@ func (p *KVPool) reuse(s *seqKV, ids []int) int {
 	var table []int32
 	for i := 0; (i+1)*B <= len(ids)-1; i++ {
 		blockIDs := ids[i*B : (i+1)*B]
-		h := p.chain(hashes, blockIDs)
+		h := p.chain(hashes, blockIDs, s.salt)
 		b, ok := g.index[h]
 		if !ok || g.parent[b] != parent || !slices.Equal(g.tokens[b], blockIDs) {
 			break

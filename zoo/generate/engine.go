@@ -226,7 +226,11 @@ func (e *Engine) Submit(ctx context.Context, prompt graphs.Input, opts Options) 
 	if rows >= e.batch.Capacity() {
 		return nil, fmt.Errorf("prompt of %d tokens does not fit the context of %d positions (it needs room for at least one more)", rows, e.batch.Capacity())
 	}
-	j := &job{ctx: ctx, prompt: prompt, opts: opts, rows: rows}
+	slot, err := AdapterSlot(e.g.Model.Params(), opts.Adapter)
+	if err != nil {
+		return nil, err
+	}
+	j := &job{ctx: ctx, prompt: prompt, opts: opts, rows: rows, adapter: slot}
 	for range n {
 		j.samples = append(j.samples, &Sample{ctx: ctx, notify: make(chan struct{}, 1), ended: make(chan struct{}), res: Result{Prompt: slices.Clone(prompt.IDs), PromptLen: rows}})
 	}
@@ -292,6 +296,7 @@ type job struct {
 	rows    int
 	samples []*Sample
 	seq     graphs.SeqID
+	adapter int // the LoRA adapter's slot (AdapterSlot)
 	done    int // prompt rows prefilled
 	started time.Time
 	// resume is the preempted sample this job recomputes (prompt: its
@@ -309,7 +314,7 @@ func (e *Engine) resumeJob(r *running) (*job, error) {
 	toks := r.s.res.Tokens
 	in := graphs.Input{IDs: slices.Concat(p.IDs, toks[:len(toks)-1]), Embeds: p.Embeds, Replace: p.Replace}
 	rows := in.Len(e.g.Model.HiddenSize())
-	return &job{ctx: r.s.ctx, prompt: in, opts: r.job.opts, rows: rows, samples: []*Sample{r.s}, resume: r}, nil
+	return &job{ctx: r.s.ctx, prompt: in, opts: r.job.opts, rows: rows, adapter: r.job.adapter, samples: []*Sample{r.s}, resume: r}, nil
 }
 
 // running is a sample being decoded.
@@ -390,6 +395,8 @@ func (e *Engine) loop() {
 			j := pending[0]
 			pending = pending[1:]
 			j.seq, j.started = e.batch.Add(), time.Now()
+			// The slot was checked at Submit against the same model.
+			_ = e.batch.SetAdapter(j.seq, j.adapter)
 			prefilling = append(prefilling, j)
 			admitted = append(admitted, j)
 			seqs += len(j.samples)

@@ -55,6 +55,39 @@ type Options struct {
 	// N is the number of samples an Engine draws for the prompt (0: one),
 	// sharing its prefill; sample i samples with Seed + i.
 	N int
+	// Adapter names the LoRA adapter an Engine's sequence runs with (see
+	// graphs.Params.ApplyLoRA): "" for the model's first adapter, if it
+	// has any, NoAdapter for the bare base. Sequences with different
+	// adapters share the Engine's forwards.
+	Adapter string
+}
+
+// NoAdapter, as Options.Adapter, runs the bare base model.
+const NoAdapter = "-"
+
+// AdapterSlot resolves an adapter name (Options.Adapter) to its slot in
+// ps, -1 for the bare base.
+func AdapterSlot(ps *graphs.Params, name string) (int, error) {
+	ads := ps.Adapters()
+	switch name {
+	case NoAdapter:
+		return -1, nil
+	case "":
+		if len(ads) == 0 {
+			return -1, nil
+		}
+		return 0, nil
+	}
+	for _, a := range ads {
+		if a.Name == name {
+			return a.Slot, nil
+		}
+	}
+	names := make([]string, len(ads))
+	for i, a := range ads {
+		names[i] = a.Name
+	}
+	return 0, fmt.Errorf("no LoRA adapter %q (the model has %v)", name, names)
 }
 
 // Runner computes next-token logits over a growing context: what
