@@ -21,6 +21,9 @@ type Options struct {
 	Batch int
 	// Device runs the case on a CUDA GPU (graphs.Options.Device).
 	Device cuda.Backend
+	// Adapter, when set, is a PEFT LoRA folder applied to the case's
+	// model instead of the case's own adapter/.
+	Adapter string
 }
 
 // runner is what a case runs its sequence on: a graphs.Session, or the

@@ -109,7 +109,7 @@ func run(dir string, r *Result, o Options) error {
 		}
 		return err
 	}
-	if err := applyAdapter(dir, model, m.Adapter); err != nil {
+	if err := applyAdapter(dir, model, m.Adapter, o.Adapter); err != nil {
 		return err
 	}
 	r.Tolerance = m.Tolerance.LogitsAtol

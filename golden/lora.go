@@ -25,14 +25,18 @@ type adapterMeta struct {
 // AdapterDir is the folder of a case's LoRA adapter.
 const AdapterDir = "adapter"
 
-// applyAdapter attaches dir/adapter/ to model when the case has one, and
+// applyAdapter attaches dir/adapter/ (or override) to model when the case
+// has one, and
 // checks it against golden.json's description, so that an adapter read
 // differently (another scaling, other modules) fails here, by name,
 // rather than as a logits difference.
-func applyAdapter(dir string, model zoo.Model, m *adapterMeta) error {
+func applyAdapter(dir string, model zoo.Model, m *adapterMeta, override string) error {
 	path := filepath.Join(dir, AdapterDir)
 	if m != nil && m.Folder != "" {
 		path = filepath.Join(dir, m.Folder)
+	}
+	if override != "" {
+		path = override
 	}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		if m != nil {

@@ -2,6 +2,8 @@ package graphs
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 
@@ -31,6 +33,9 @@ type Adapter struct {
 	Params *Params
 	// Modules lists the adapted modules' HF paths, sorted.
 	Modules []string
+	// Merged says Merge added the adapter into the base: it keeps its
+	// slot but changes nothing and trains nothing.
+	Merged bool
 }
 
 // Adapters lists the adapters attached to the set, by slot.
@@ -45,7 +50,9 @@ func (ps *Params) Trainable() []*Param {
 	}
 	var out []*Param
 	for _, a := range ps.adapters {
-		out = append(out, a.Params.All()...)
+		if !a.Merged {
+			out = append(out, a.Params.All()...)
+		}
 	}
 	return out
 }
@@ -135,17 +142,18 @@ func (ps *Params) LoadLoRA(name, dir string) (*Adapter, error) {
 
 // Merge adds the adapter into its base weights, W' = W + Scale·B·A, and
 // detaches it: afterwards the model computes the adapted outputs with no
-// extra work (up to float32 rounding). Only an F32 base can take it;
-// a 16-bit or quantized base is refused by name (widen it first). Graphs
-// built before still add the update: build new ones.
+// extra work (up to float32 rounding). A float base (F32, BF16, F16)
+// takes it, and each adapted weight becomes F32 (rounding the sum back to
+// 16 bits would lose most of a small update); a quantized base is refused
+// by name. Graphs built before still add the update: build new ones.
 func (a *Adapter) Merge(base *Params) error {
-	if len(base.adapters) == 0 || base.adapters[a.Slot] != a {
-		return fmt.Errorf("adapter %q is not attached to these parameters", a.Name)
+	if a.Slot >= len(base.adapters) || base.adapters[a.Slot] != a || a.Merged {
+		return fmt.Errorf("adapter %q is not attached to these parameters, or merged already", a.Name)
 	}
 	for _, m := range a.Modules {
 		w := base.byName[m+".weight"]
-		if w.DType != F32 || w.Data == nil || w.PermutedHeads != 0 {
-			return fmt.Errorf("adapter %q: merging into %q needs an F32 weight in declared order, it is %s", a.Name, w.Name, w.DType)
+		if _, q := w.DType.Quant(); q || !w.HasData() {
+			return fmt.Errorf("adapter %q: merging into %q needs a float weight, it is %s", a.Name, w.Name, w.DType)
 		}
 	}
 	for _, m := range a.Modules {
@@ -153,8 +161,10 @@ func (a *Adapter) Merge(base *Params) error {
 		l := w.LoRA[a.Slot]
 		out, in := w.Shape[0], w.Shape[1]
 		r := l.A.Shape[0]
-		src := w.Data.Data().([]float32)
-		dst := make([]float32, len(src)) // a fresh copy: the data may be a read-only mapping
+		// Float32s is in declared order; for F32 it is the stored data,
+		// which may be a read-only mapping: the sum goes to a new slice.
+		src := w.Float32s()
+		dst := make([]float32, len(src))
 		A, B := l.A.Data.Data().([]float32), l.B.Data.Data().([]float32)
 		for i := range out {
 			for j := range in {
@@ -170,6 +180,7 @@ func (a *Adapter) Merge(base *Params) error {
 		}
 		w.LoRA[a.Slot] = nil
 	}
+	a.Merged = true
 	return nil
 }
 
@@ -191,4 +202,54 @@ func (s *Step) AdapterRows(slot int) *G.Node {
 	n := G.NewVector(s.G, tensor.Float32, G.WithShape(s.T), G.WithName(fmt.Sprintf("adapter_rows.%d", slot)))
 	s.adapterRows[slot] = n
 	return n
+}
+
+// NewLoRA attaches a fresh adapter of cfg's rank and targets, initialised
+// as PEFT's LoraLayer.reset_lora_parameters does by default: A from
+// nn.init.kaiming_uniform_(a=√5), uniform in ±1/√in, and B zero, so the
+// adapted model starts as the base. bScale > 0 draws B uniform in
+// ±bScale instead (tests: an adapter that matters). rng draws the values.
+func (ps *Params) NewLoRA(name string, cfg *loaders.LoRAConfig, rng *rand.Rand, bScale float64) (*Adapter, error) {
+	a := &loaders.LoRA{Config: cfg}
+	uniform := func(n int, bound float64) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32((2*rng.Float64() - 1) * bound)
+		}
+		return v
+	}
+	for _, w := range ps.list {
+		module, _ := strings.CutSuffix(w.Name, ".weight")
+		if !w.Linear || !cfg.Adapts(module) {
+			continue
+		}
+		out, in := w.Shape[0], w.Shape[1]
+		// kaiming_uniform_ with a = √5: gain √(2/(1+a²)) = √(1/3), bound
+		// gain·√(3/fan_in) = 1/√fan_in, fan_in = in (A is [r, in]).
+		A := uniform(cfg.R*in, 1/math.Sqrt(float64(in)))
+		B := make([]float32, out*cfg.R)
+		if bScale > 0 {
+			B = uniform(out*cfg.R, bScale)
+		}
+		a.Tensors = append(a.Tensors,
+			loaders.LoRATensor{Name: loaders.LoRAPrefix + module + ".lora_A.weight", Module: module, Factor: 'A', Shape: []int{cfg.R, in}, Data: A},
+			loaders.LoRATensor{Name: loaders.LoRAPrefix + module + ".lora_B.weight", Module: module, Factor: 'B', Shape: []int{out, cfg.R}, Data: B})
+	}
+	return ps.ApplyLoRA(name, a)
+}
+
+// Tensors returns the adapter's factors as a PEFT folder holds them
+// (loaders.WriteLoRA): by name, in PyTorch's layout, float32. Their data
+// is the adapter's own, not a copy.
+func (a *Adapter) Tensors() []loaders.LoRATensor {
+	var out []loaders.LoRATensor
+	for _, p := range a.Params.All() {
+		rest, _ := strings.CutPrefix(p.Name, loaders.LoRAPrefix)
+		module, factor := strings.TrimSuffix(rest, ".lora_A.weight"), byte('A')
+		if strings.HasSuffix(rest, ".lora_B.weight") {
+			module, factor = strings.TrimSuffix(rest, ".lora_B.weight"), 'B'
+		}
+		out = append(out, loaders.LoRATensor{Name: p.Name, Module: module, Factor: factor, Shape: slices.Clone(p.Shape), Data: p.Data.Data().([]float32)})
+	}
+	return out
 }

@@ -35,12 +35,20 @@ type sampling struct {
 	TopLogprobs       int
 	Stream            bool
 	IncludeUsage      bool
+	// Model is the request's model id ("" when absent), which picks the
+	// LoRA adapter (Server.adapterOf).
+	Model string
 }
 
 // readSampling reads the sampling fields shared by chat and completions.
 // maxTokensFields are the names the token budget goes by.
 func readSampling(o object, maxN int, maxTokensFields ...string) (sampling, *apiError) {
 	s := sampling{N: 1}
+	if v, ok, err := o.str("model"); err != nil {
+		return s, err
+	} else if ok {
+		s.Model = v
+	}
 	if v, ok, err := o.intIn("n", 1, int64(maxN)); err != nil {
 		return s, err
 	} else if ok {

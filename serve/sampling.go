@@ -26,6 +26,8 @@ func (s *Server) options(sp sampling, promptLen int) (generate.Options, *apiErro
 		TopLogprobs: sp.TopLogprobs,
 		N:           sp.N,
 	}
+	// readRequest refused unknown ids.
+	opts.Adapter, _ = s.adapterOf(sp.Model)
 	if sp.MaxTokens > 0 {
 		opts.MaxTokens = sp.MaxTokens
 	}

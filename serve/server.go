@@ -340,21 +340,29 @@ type modelObject struct {
 	OwnedBy string `json:"owned_by"`
 }
 
-func (s *Server) model() modelObject {
-	return modelObject{ID: s.opts.Name, Object: "model", Created: s.created, OwnedBy: "gozoo"}
+func (s *Server) model(id string) modelObject {
+	return modelObject{ID: id, Object: "model", Created: s.created, OwnedBy: "gozoo"}
 }
 
+// listModels lists the base model and, for each LoRA adapter attached to
+// it, BASE:ADAPTER: the ids a request's model may name.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelObject{s.model()}})
+	list := []modelObject{s.model(s.opts.Name)}
+	for _, a := range s.g.Model.Params().Adapters() {
+		if !a.Merged {
+			list = append(list, s.model(s.opts.Name+":"+a.Name))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": list})
 }
 
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 	id := strings.TrimPrefix(r.URL.Path, "/v1/models/")
-	if !s.isModel(id) {
+	if _, ok := s.adapterOf(id); !ok {
 		writeError(w, s.notFound(id))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.model())
+	writeJSON(w, http.StatusOK, s.model(id))
 }
 
 // isModel reports whether id names the served model; a GGUF model's id
@@ -362,6 +370,25 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 func (s *Server) isModel(id string) bool {
 	name := s.opts.Name
 	return id == name || strings.TrimSuffix(id, ".gguf") == strings.TrimSuffix(name, ".gguf") && (strings.HasSuffix(id, ".gguf") || strings.HasSuffix(name, ".gguf"))
+}
+
+// adapterOf resolves a request's model id to the generation's adapter
+// (generate.Options.Adapter): the base model (or no id) runs without
+// one, BASE:NAME with the attached adapter NAME.
+func (s *Server) adapterOf(id string) (string, bool) {
+	if id == "" || s.isModel(id) {
+		return generate.NoAdapter, true
+	}
+	i := strings.LastIndexByte(id, ':')
+	if i < 0 || !s.isModel(id[:i]) {
+		return "", false
+	}
+	for _, a := range s.g.Model.Params().Adapters() {
+		if a.Name == id[i+1:] && !a.Merged {
+			return a.Name, true
+		}
+	}
+	return "", false
 }
 
 func (s *Server) notFound(id string) *apiError {
@@ -399,7 +426,7 @@ func (s *Server) readRequest(w http.ResponseWriter, r *http.Request) (object, *a
 	}
 	if id, ok, aerr := o.str("model"); aerr != nil {
 		return o, aerr
-	} else if ok && !s.isModel(id) {
+	} else if _, known := s.adapterOf(id); ok && !known {
 		return o, s.notFound(id)
 	}
 	return o, nil

@@ -107,11 +107,13 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed prefill and decode to `FILE` (go tool pprof)")
 	device := deviceFlag(fs)
 	batch := fs.Int("batch", 1, "run `S` sequences: each prompt prefilled alone, then decode steps that advance all S in one forward (aggregate tokens/s)")
+	adapters := adapterFlag(fs, false)
+	merge := fs.Bool("merge-adapter", false, "add the --adapter into the (F32) base weights before timing")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *model == "" || *promptTokens < 1 || *genTokens < 1 || *batch < 1 {
-		fmt.Fprintln(stderr, "usage: gozoo bench --model DIR|FILE.gguf [--prompt-tokens N] [--gen-tokens M] [--batch S] [--fast] [--kv-f16] [--device cuda[:N]] [--json]")
+		fmt.Fprintln(stderr, "usage: gozoo bench --model DIR|FILE.gguf [--prompt-tokens N] [--gen-tokens M] [--batch S] [--fast] [--kv-f16] [--adapter DIR [--merge-adapter]] [--device cuda[:N]] [--json]")
 		return 2
 	}
 	opts := graphs.Options{Fast: *fast, KVCacheF16: *kvF16}
@@ -121,11 +123,12 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	opts.Device = dev
+	ad := benchAdapters{*adapters, *merge}
 	var res benchResult
 	if *batch > 1 {
-		res, err = benchBatch(*model, *batch, *promptTokens, *genTokens, opts, *cpuProfile)
+		res, err = benchBatch(*model, *batch, *promptTokens, *genTokens, opts, *cpuProfile, ad)
 	} else {
-		res, err = bench(*model, *promptTokens, *genTokens, *seed, opts, *cpuProfile)
+		res, err = bench(*model, *promptTokens, *genTokens, *seed, opts, *cpuProfile, ad)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "gozoo bench:", err)
@@ -156,8 +159,8 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 
 // bench times a prompt of n random ids and m greedy steps on a session
 // with opts (its capacity set to fit them).
-func bench(dir string, n, m int, seed uint64, opts graphs.Options, cpuProfile string) (benchResult, error) {
-	res, model, err := loadForBench(dir, n+m+1, &opts)
+func bench(dir string, n, m int, seed uint64, opts graphs.Options, cpuProfile string, ad benchAdapters) (benchResult, error) {
+	res, model, err := loadForBench(dir, n+m+1, &opts, ad)
 	if err != nil {
 		return res, err
 	}
@@ -222,12 +225,15 @@ func bench(dir string, n, m int, seed uint64, opts graphs.Options, cpuProfile st
 
 // loadForBench loads the model, timed, and sets opts to fit a sequence of
 // n positions with a reused logits buffer.
-func loadForBench(dir string, n int, opts *graphs.Options) (benchResult, zoo.Model, error) {
+func loadForBench(dir string, n int, opts *graphs.Options, ad benchAdapters) (benchResult, zoo.Model, error) {
 	res := benchResult{Kernels: simd.Name()}
 	procstat.ResetPeak()
 	t0 := time.Now()
 	model, err := zoo.Load(dir)
 	if err != nil {
+		return res, nil, err
+	}
+	if err := applyAdapters(model, ad.dirs, ad.merge); err != nil {
 		return res, nil, err
 	}
 	res.LoadS = time.Since(t0).Seconds()
@@ -260,8 +266,8 @@ func startProfile(path string) (stop func(), err error) {
 // ../shared/bench/side_by_side.py gives llama.cpp), prefilled one
 // sequence per Run, then m greedy decode steps that each advance all S in
 // one Run. Prefill and decode are aggregate tokens/s.
-func benchBatch(dir string, S, n, m int, opts graphs.Options, cpuProfile string) (benchResult, error) {
-	res, model, err := loadForBench(dir, n+m+1, &opts)
+func benchBatch(dir string, S, n, m int, opts graphs.Options, cpuProfile string, ad benchAdapters) (benchResult, error) {
+	res, model, err := loadForBench(dir, n+m+1, &opts, ad)
 	if err != nil {
 		return res, err
 	}
@@ -389,4 +395,11 @@ func weightTraffic(m zoo.Model) (bytes, weights, head int64) {
 func peakRSSMB() float64 {
 	kb, _ := procstat.KB("VmHWM")
 	return kb / 1024
+}
+
+// benchAdapters are the LoRA adapters a bench applies (--adapter), and
+// whether it merges them first.
+type benchAdapters struct {
+	dirs  []string
+	merge bool
 }

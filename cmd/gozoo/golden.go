@@ -21,6 +21,7 @@ func runGolden(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fast := fs.Bool("fast", false, "check fast mode (llama.cpp's arithmetic) against llama.cpp's own logits and greedy ids (GGUF cases)")
 	device := deviceFlag(fs)
+	adapter := fs.String("adapter", "", "apply the PEFT LoRA adapter in `DIR` to every case (instead of a case's own adapter/)")
 	batch := fs.Int("batch", 1, "run each case's forward and greedy decode inside a batch of `N` sequences (the case and N-1 companions that join and leave)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: gozoo golden DIR...\n\nEach DIR is a golden case (config.json, model.safetensors, golden.safetensors,\ngolden.json). Prints PASS or FAIL per case; exits 1 if any case fails.\n\nWith --fast, each DIR is a GGUF case (../shared/gguf) checked in fast mode\nagainst llama.cpp's llama_logits and llama_greedy_ids.")
@@ -48,7 +49,7 @@ func runGolden(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if *fast {
 			run = golden.RunFastWith
 		}
-		r := run(dir, golden.Options{Batch: *batch, Device: dev})
+		r := run(dir, golden.Options{Batch: *batch, Device: dev, Adapter: *adapter})
 		fmt.Fprintln(stdout, r)
 		if !r.Pass {
 			status = 1

@@ -47,8 +47,9 @@ func runPerplexity(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights), not exact")
 	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16, as llama.cpp does by default (keys and values rounded, not exact)")
 	device := deviceFlag(fs)
+	adapters := adapterFlag(fs, false)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: gozoo perplexity --model DIR|FILE.gguf (--file TEXT | --ids IDS.json) [--ctx N] [--batch S] [--json] [--fast] [--kv-f16] [--device cuda[:N]]
+		fmt.Fprintln(stderr, `usage: gozoo perplexity --model DIR|FILE.gguf (--file TEXT | --ids IDS.json) [--ctx N] [--batch S] [--json] [--fast] [--kv-f16] [--adapter DIR] [--device cuda[:N]]
 
 Cuts the tokens into len/ctx chunks of ctx tokens (the rest is unused) and
 evaluates each chunk alone from an empty cache; the second half of each
@@ -117,6 +118,9 @@ tokens as they are).`)
 		if err != nil {
 			return fail(err)
 		}
+	}
+	if err := applyAdapters(m, *adapters, false); err != nil {
+		return fail(err)
 	}
 	source := *idsPath
 	if *file != "" {

@@ -35,14 +35,15 @@ func runQuantize(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	typ := fs.String("type", "q8_0", "q8_0, q4_0, q4_k_m or f32")
 	out := fs.String("out", "", "GGUF file to write (required)")
 	pre := fs.String("pre", "", "llama.cpp pre-tokenizer name (default: the family's: "+preList()+")")
+	adapters := adapterFlag(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *model == "" || *out == "" {
-		fmt.Fprintln(stderr, "usage: gozoo quantize --model DIR --type q8_0|q4_0|q4_k_m --out FILE.gguf [--pre NAME]")
+		fmt.Fprintln(stderr, "usage: gozoo quantize --model DIR --type q8_0|q4_0|q4_k_m --out FILE.gguf [--pre NAME] [--adapter DIR]")
 		return 2
 	}
-	if err := quantize(*model, *typ, *out, *pre, stdout); err != nil {
+	if err := quantize(*model, *typ, *out, *pre, *adapters, stdout); err != nil {
 		fmt.Fprintln(stderr, "gozoo quantize:", err)
 		return 1
 	}
@@ -58,13 +59,19 @@ func preList() string {
 	return fmt.Sprint(out)
 }
 
-func quantize(dir, typ, out, pre string, stdout io.Writer) error {
+// quantize writes dir's checkpoint as a GGUF of type typ, with the LoRA
+// adapters merged into the float weights first (a GGUF has no place for
+// an unmerged adapter).
+func quantize(dir, typ, out, pre string, adapters []string, stdout io.Writer) error {
 	folder, err := loaders.OpenFolder(dir)
 	if err != nil {
 		return err
 	}
 	m, err := zoo.LoadConfig(dir, folder.Config, nil)
 	if err != nil {
+		return err
+	}
+	if err := applyAdapters(m, adapters, true); err != nil {
 		return err
 	}
 	extra, err := tokenizerKVs(folder, m, pre)

@@ -56,6 +56,8 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	samples := fs.Int("n", 1, "samples per prompt, sharing the prompt's prefill (batched; sample i uses seed+i)")
 	logprobs := fs.Int("logprobs", -1, "with --prompts or --n: give each token's log-probability and the `K` most likely alternatives")
 	jsonSchema := fs.String("json-schema", "", "constrain the output to JSON valid against the JSON Schema in `FILE` (constrained decoding; ends at EOS once the JSON is complete)")
+	adapters := adapterFlag(fs, false)
+	merge := fs.Bool("merge-adapter", false, "add the --adapter into the base weights once (an F32 base), instead of computing it beside them at every step")
 	var stops, imagePaths stringList
 	fs.Var(&stops, "stop", "stop when the text contains this string (repeatable)")
 	fs.Var(&imagePaths, "image", "an image for a vision-language model (repeatable; the prompt's <image> tokens, or one per image in front)")
@@ -68,7 +70,7 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if (*prompt == "") == (*promptsFile == "") || *samples < 1 {
-		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] (--prompt TEXT | --prompts FILE) [--n K] [--logprobs K] [--json-schema FILE] [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--fast] [--kv-f16] [--device cuda[:N]]")
+		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] (--prompt TEXT | --prompts FILE) [--n K] [--logprobs K] [--json-schema FILE] [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--fast] [--kv-f16] [--adapter DIR [--merge-adapter]] [--device cuda[:N]]")
 		return 2
 	}
 	set := map[string]bool{}
@@ -92,6 +94,10 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer g.Close()
+	if err := applyAdapters(g.Model, *adapters, *merge); err != nil {
+		fmt.Fprintln(stderr, "gozoo run:", err)
+		return 1
+	}
 
 	opts := g.Defaults
 	if opts.MaxTokens == 0 {

@@ -47,11 +47,12 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic, faster on GGUF files, not exact")
 	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16: half its memory, not exact")
 	device := deviceFlag(fs)
+	adapters := adapterFlag(fs, true)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *model == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: gozoo serve --model DIR|FILE.gguf [--addr 127.0.0.1:8080] [--name NAME] [--api-key KEY] [--parallel N] [--max-queue Q] [--ctx C] [--kv-memory BYTES] [--max-body BYTES] [--grace D] [--fast] [--kv-f16] [--device cuda[:N]]")
+		fmt.Fprintln(stderr, "usage: gozoo serve --model DIR|FILE.gguf [--addr 127.0.0.1:8080] [--name NAME] [--api-key KEY] [--parallel N] [--max-queue Q] [--ctx C] [--kv-memory BYTES] [--max-body BYTES] [--grace D] [--fast] [--kv-f16] [--adapter [NAME=]DIR]... [--device cuda[:N]]")
 		return 2
 	}
 	fail := func(err error) int {
@@ -94,6 +95,9 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Addr: *addr, Model: *model, Options: opts, Grace: *grace, Stderr: stderr,
 		Setup: func(g *generate.Generator) error {
 			g.SessionOptions = opts.Session
+			if err := applyAdapters(g.Model, *adapters, false); err != nil {
+				return err
+			}
 			if vlm, ok := g.Model.(*idefics3.Model); ok {
 				vlm.SetDevice(dev)
 			}
