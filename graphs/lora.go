@@ -45,7 +45,7 @@ func (ps *Params) Adapters() []*Adapter { return ps.adapters }
 // adapters' factors when there are any (the base is frozen, as PEFT
 // trains it), else every parameter.
 func (ps *Params) Trainable() []*Param {
-	if len(ps.adapters) == 0 {
+	if !ps.HasLoRA() {
 		return ps.list
 	}
 	var out []*Param
@@ -55,6 +55,17 @@ func (ps *Params) Trainable() []*Param {
 		}
 	}
 	return out
+}
+
+// HasLoRA says whether an adapter is attached and not merged: the base
+// is then frozen in training.
+func (ps *Params) HasLoRA() bool {
+	for _, a := range ps.adapters {
+		if !a.Merged {
+			return true
+		}
+	}
+	return false
 }
 
 // ApplyLoRA attaches an adapter read from a PEFT folder to the Linear

@@ -281,6 +281,21 @@ func LoRAConfigJSON(r int, alpha float64, rslora bool, targets []string, base st
 	}
 }
 
+// JSON is the adapter_config.json of c (LoRAConfigJSON) with its targets
+// as read: a list, or the regular expression string.
+func (c *LoRAConfig) JSON(base string) map[string]any {
+	m := LoRAConfigJSON(c.R, c.Alpha, c.RSLoRA, c.Targets, base)
+	if c.TargetRegex != "" {
+		m["target_modules"] = c.TargetRegex
+	}
+	if c.ExcludeRegex != "" {
+		m["exclude_modules"] = c.ExcludeRegex
+	} else if c.Exclude != nil {
+		m["exclude_modules"] = c.Exclude
+	}
+	return m
+}
+
 // WriteLoRA writes a PEFT LoRA folder: config (LoRAConfigJSON, or a
 // config read back: LoRAConfig.Raw) as adapter_config.json, and the
 // factors as F32 in adapter_model.safetensors under their names, with

@@ -15,6 +15,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/zoo"
 )
 
@@ -94,7 +95,9 @@ type Trainer struct {
 // NewTrainer prepares m for training on tokens (ids below the model's
 // vocabulary, at least T+1 of them): its weights become writable float32
 // copies (Trainable), and the training graph for windows of T+1 tokens is
-// compiled.
+// compiled. A model with a LoRA adapter attached (graphs.Params.NewLoRA
+// or ApplyLoRA) trains the adapter only: the base stays as stored, in
+// its own type, with no optimizer state and no gradient.
 func NewTrainer(m graphs.Model, tokens []int, opt Options) (*Trainer, error) {
 	if opt.SeqLen == 0 {
 		opt.SeqLen = min(128, m.MaxPositions()-1)
@@ -124,10 +127,12 @@ func NewTrainer(m graphs.Model, tokens []int, opt Options) (*Trainer, error) {
 	if opt.Warmup == 0 {
 		opt.Warmup = min(100, opt.Steps/10)
 	}
-	if err := Trainable(m); err != nil {
-		return nil, err
+	if !m.Params().HasLoRA() {
+		if err := Trainable(m); err != nil {
+			return nil, err
+		}
 	}
-	adam, err := NewAdamW(m.Params().All(), opt.AdamW)
+	adam, err := NewAdamW(m.Params().Trainable(), opt.AdamW)
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
@@ -289,6 +294,31 @@ func (tr *Trainer) LoadOptimizer(dir string) (bool, error) {
 		return false, fmt.Errorf("train: %w", err)
 	}
 	return true, nil
+}
+
+// OptimizerBytes is the memory of AdamW's state: its two moments, float32,
+// for every weight it trains.
+func (tr *Trainer) OptimizerBytes() int64 { return tr.adam.StateBytes() }
+
+// SaveLoRA writes the trained adapter (the model's only attached one) as
+// a PEFT folder: adapter_config.json with LoraConfig's keys and
+// adapter_model.safetensors, which PEFT's from_pretrained and gozoo's
+// --adapter load. base names the base model (base_model_name_or_path).
+func (tr *Trainer) SaveLoRA(dir, base string) error {
+	var live []*graphs.Adapter
+	for _, a := range tr.model.Params().Adapters() {
+		if !a.Merged {
+			live = append(live, a)
+		}
+	}
+	if len(live) != 1 {
+		return fmt.Errorf("train: saving a LoRA adapter needs exactly one attached, the model has %d", len(live))
+	}
+	a := live[0]
+	if err := loaders.WriteLoRA(dir, a.Config.JSON(base), a.Tensors()); err != nil {
+		return fmt.Errorf("train: saving the LoRA adapter after step %d: %w", tr.step, err)
+	}
+	return nil
 }
 
 // OptimizerSteps is the number of AdamW updates its state has seen,

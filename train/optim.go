@@ -82,6 +82,18 @@ func NewAdamW(params []*graphs.Param, cfg AdamWConfig) (*AdamW, error) {
 // Steps is the number of updates made so far.
 func (o *AdamW) Steps() int { return o.t }
 
+// StateBytes is the memory of the moments: two float32 per weight value.
+func (o *AdamW) StateBytes() int64 {
+	var n int64
+	for _, m := range o.m {
+		n += 4 * int64(len(m))
+	}
+	for _, v := range o.v {
+		n += 4 * int64(len(v))
+	}
+	return n
+}
+
 // Step updates every weight that has a gradient in grads (keyed by weight
 // name, shaped as the weight, or for a stacked weight by the names of its
 // parts, as Gradients keys them) with learning rate lr. A weight without

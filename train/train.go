@@ -105,7 +105,7 @@ func NewGraph(m graphs.Model, T int) (gr *Graph, err error) {
 	}()
 	s := graphs.NewTrainingStep(T)
 	trainable := m.Params().Trainable()
-	if len(m.Params().Adapters()) > 0 {
+	if m.Params().HasLoRA() {
 		// LoRA: only the adapters' factors take gradients.
 		s.TrainOnly(trainable)
 	}

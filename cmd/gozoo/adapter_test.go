@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,5 +134,37 @@ func TestAdapterFlags(t *testing.T) {
 	}
 	if _, errb, status := ppl("--adapter", t.TempDir()); status != 1 || !strings.Contains(errb, "adapter_config.json") {
 		t.Errorf("perplexity --adapter of an empty folder: %d %s", status, errb)
+	}
+}
+
+// TestTrainLoRA: gozoo train --lora-r trains an adapter on the bundled
+// model, reports its optimizer state against full fine-tuning's, writes
+// a PEFT folder, and gozoo run loads it back with --adapter.
+func TestTrainLoRA(t *testing.T) {
+	model := filepath.Join("..", "..", bundledModel)
+	data := filepath.Join(t.TempDir(), "data.txt")
+	if err := os.WriteFile(data, []byte(strings.Repeat("In the beginning God created the heaven and the earth.\n", 40)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "adapter")
+	stdout, stderr, status := gozoo(t, "", "train", "--model", model, "--data", data, "--steps", "3", "--seq-len", "16",
+		"--lr", "1e-2", "--lora-r", "4", "--lora-targets", "q_proj,v_proj", "--out", out)
+	if status != 0 {
+		t.Fatalf("status %d\n%s%s", status, stdout, stderr)
+	}
+	// kjv-tiny: 6 layers, q_proj 128→128, v_proj 128→64; r=4.
+	const params = 6 * 4 * ((128 + 128) + (128 + 64))
+	if !strings.Contains(stdout, fmt.Sprintf("%d trained parameters, AdamW state %d bytes", params, 8*params)) {
+		t.Errorf("stdout does not report %d trained parameters and %d bytes of state:\n%s", params, 8*params, stdout)
+	}
+	a, err := loaders.ReadLoRA(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Config.R != 4 || a.Config.Alpha != 8 || len(a.Tensors) != 24 {
+		t.Errorf("saved r=%d alpha=%g with %d tensors", a.Config.R, a.Config.Alpha, len(a.Tensors))
+	}
+	if stdout, stderr, status := gozoo(t, "", "run", "--model", model, "--adapter", out, "--prompt", "In the", "--max-tokens", "3", "--temperature", "0"); status != 0 {
+		t.Errorf("run --adapter: %d %s%s", status, stdout, stderr)
 	}
 }

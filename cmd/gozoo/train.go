@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -54,7 +56,7 @@ type fileList []string
 func (l *fileList) String() string     { return strings.Join(*l, ",") }
 func (l *fileList) Set(s string) error { *l = append(*l, s); return nil }
 
-const trainUsage = "usage: gozoo train --config CONFIG --data TEXT_FILES... --tokenizer DIR --steps N --out DIR [--model DIR] [--seq-len T] [--batch B] [--accum A] [--lr LR] [--seed S]"
+const trainUsage = "usage: gozoo train --config CONFIG --data TEXT_FILES... --tokenizer DIR --steps N --out DIR [--model DIR] [--seq-len T] [--batch B] [--accum A] [--lr LR] [--seed S] [--lora-r R [--lora-alpha A] [--lora-targets q_proj,v_proj] [--rslora]]"
 
 func runTrain(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
@@ -80,6 +82,10 @@ func runTrain(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	stopAt := fs.Int("stop-at", 0, "stop and save after this step, with the schedule still spanning --steps (0: run all the steps); a shorter run that follows the full run's curve")
 	saveOptimizer := fs.Bool("save-optimizer", true, "also save AdamW's state (optimizer.safetensors, twice the F32 weights) so that --model DIR continues with it")
 	saveDType := fs.String("save-dtype", "f32", "dtype of the saved weights: f32, or bf16 for a model to ship (half the file; training goes on in float32)")
+	loraR := fs.Int("lora-r", 0, "train a LoRA adapter of rank `R` on the frozen base instead of every weight, saved to --out as a PEFT folder")
+	loraAlpha := fs.Float64("lora-alpha", 0, "the adapter's lora_alpha (default: 2 × --lora-r); its update is scaled by alpha/r (alpha/√r with --rslora)")
+	loraTargets := fs.String("lora-targets", "q_proj,v_proj", "comma-separated module names the adapter adapts (PEFT's target_modules)")
+	rslora := fs.Bool("rslora", false, "scale the adapter by lora_alpha/√r (rsLoRA)")
 	if err := parseWithFiles(fs, args, &data); err != nil {
 		return 2
 	}
@@ -116,6 +122,20 @@ func runTrain(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	if *loraR > 0 {
+		if *loraAlpha == 0 {
+			*loraAlpha = 2 * float64(*loraR)
+		}
+		b, _ := json.Marshal(loaders.LoRAConfigJSON(*loraR, *loraAlpha, *rslora, strings.Split(*loraTargets, ","), *model))
+		cfg, err := loaders.ParseLoRAConfig(b)
+		if err != nil {
+			return fail(fmt.Errorf("--lora-*: %w", err))
+		}
+		if _, err := m.Params().NewLoRA("lora", cfg, rand.New(rand.NewPCG(*seed, 0x6c6f7261)), 0); err != nil {
+			return fail(err)
+		}
+		*saveOptimizer = false
+	}
 	tok, err := loadTokenizer(*tokDir)
 	if err != nil {
 		return fail(err)
@@ -124,9 +144,12 @@ func runTrain(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	var nparams int64
+	var nparams, trained int64
 	for _, p := range m.Params().All() {
 		nparams += p.Numel()
+	}
+	for _, p := range m.Params().Trainable() {
+		trained += p.Numel()
 	}
 	fmt.Fprintf(stdout, "%s model, %d parameters; %d tokens from %d files; %d steps of %d×%d sequences of %d tokens\n",
 		m.ModelType(), nparams, len(ids), len(data), *steps, *batch, *accum, *seqLen+1)
@@ -140,7 +163,11 @@ func runTrain(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer tr.Close()
-	if *model != "" {
+	if *loraR > 0 {
+		fmt.Fprintf(stdout, "LoRA r=%d alpha=%g on %s: %d trained parameters, AdamW state %d bytes (full fine-tuning: %d)\n",
+			*loraR, *loraAlpha, *loraTargets, trained, tr.OptimizerBytes(), 8*nparams)
+	}
+	if *model != "" && *loraR == 0 {
 		ok, err := tr.LoadOptimizer(*model)
 		if err != nil {
 			return fail(err)
@@ -148,6 +175,13 @@ func runTrain(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if ok {
 			fmt.Fprintf(stdout, "continuing AdamW from %s/%s (%d updates)\n", *model, train.OptimizerFile, tr.OptimizerSteps())
 		}
+	}
+	// save writes the checkpoint, or the adapter alone when training one.
+	save := func() error {
+		if *loraR > 0 {
+			return tr.SaveLoRA(*out, *model)
+		}
+		return tr.SaveAs(*out, configJSON, dtype)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -173,12 +207,22 @@ func runTrain(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			avg, n = 0, 0
 		}
 		if *saveEvery > 0 && p.Step%*saveEvery == 0 && p.Step < last {
-			if err := tr.SaveAs(*out, configJSON, dtype); err != nil {
+			if err := save(); err != nil {
 				return fail(err)
 			}
 		}
 	}
-	if err := tr.SaveAs(*out, configJSON, dtype); err != nil {
+	if *loraR > 0 {
+		if err := save(); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "wrote %s/%s and %s/%s (step %d)\n", *out, loaders.LoRAConfigFile, *out, loaders.LoRAWeightsFile, tr.Steps())
+		if ctx.Err() != nil {
+			return 1
+		}
+		return 0
+	}
+	if err := save(); err != nil {
 		return fail(err)
 	}
 	copied, err := copyTokenizer(*tokDir, *out)
