@@ -75,8 +75,11 @@ func (b sparseMoEGrad) diff(i int) bool {
 	if i == 0 {
 		return true
 	}
-	return ops.Differentiable(ops.T(2, b.k.inputType(i).Storage()))
+	return !b.k.frozen && ops.Differentiable(ops.T(2, b.k.inputType(i).Storage()))
 }
+
+// Constant says a frozen MoE's router and experts take no gradient.
+func (k sparseMoE) Constant(i int) bool { return k.frozen && i >= 1 }
 
 func (b sparseMoEGrad) Signature() []hm.Type {
 	sig := b.k.Signature()

@@ -286,6 +286,7 @@ func (m *MoE) Forward(s *graphs.Step, x *G.Node) *G.Node {
 		routerType:  m.Router.Weight.DType,
 		fast:        s.Fast,
 		expertTypes: [3]graphs.DType{m.Gate.DType, m.Up.DType, m.Down.DType},
+		frozen:      s.Frozen(m.Router.Weight),
 	}
 	in := []*G.Node{x, s.Bind(m.Router.Weight)}
 	if !s.Training() && !s.OnDevice() && (m.Gate.Slices != nil || m.Up.Slices != nil || m.Down.Slices != nil) {

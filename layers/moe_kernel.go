@@ -35,6 +35,9 @@ type sparseMoE struct {
 	// Q4_K_M file keeps some down projections in Q6_K or Q8_0).
 	expertTypes [3]graphs.DType
 	fast        bool // llama.cpp's arithmetic in the experts' products
+	// frozen: a training step takes no gradient for the router and the
+	// experts (a base under a LoRA adapter), only for x.
+	frozen bool
 	// sliced, when set, holds the gate, up and down experts, read once
 	// when the graph is built (readExperts): the op's inputs are then x
 	// and the router.
@@ -86,7 +89,7 @@ func readExperts(ps [3]*graphs.Param) (*expertSet, error) {
 func (k sparseMoE) Name() string { return "moe " + k.name }
 func (k sparseMoE) String() string {
 	// expertTypes takes %v: %s prints an array of uint8 types as raw bytes.
-	return fmt.Sprintf("SparseMoE{%s,experts=%d,top%d,norm=%v,%s,%s,%v,fast=%v}", k.name, k.experts, k.topK, k.normTopK, k.act, k.routerType, k.expertTypes, k.fast)
+	return fmt.Sprintf("SparseMoE{%s,experts=%d,top%d,norm=%v,%s,%s,%v,fast=%v,frozen=%v}", k.name, k.experts, k.topK, k.normTopK, k.act, k.routerType, k.expertTypes, k.fast, k.frozen)
 }
 func (k sparseMoE) Signature() []hm.Type {
 	sig := []hm.Type{ops.T(2, nil), ops.T(2, k.routerType.Storage())}

@@ -10,8 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gozoo/gozoo/internal/familytest"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/train"
+	"github.com/gozoo/gozoo/zoo"
 )
 
 // qvConfig is LoRA r=8 on q_proj and v_proj, alpha 16.
@@ -190,4 +192,60 @@ func mean(v []float64) float64 {
 		s += x
 	}
 	return s / float64(len(v))
+}
+
+// TestLoRAGradientsMoE: an adapter on the attention of a MoE model (base
+// frozen, router and experts included) gets the gradients central finite
+// differences of the loss give, and only the adapter gets any.
+func TestLoRAGradientsMoE(t *testing.T) {
+	dir := testdata(t, "golden", "qwen3_moe_normtopk")
+	m, err := zoo.NewRandom(familytest.ParseConfig(t, dir), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loaders.ParseLoRAConfig([]byte(`{"peft_type":"LORA","r":4,"lora_alpha":8,"target_modules":["q_proj","v_proj","o_proj"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.Params().NewLoRA("a", cfg, rand.New(rand.NewPCG(5, 5)), 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := sequence(10, m.VocabSize())
+	g, err := train.LossAndGradients(m, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Weights) != len(a.Params.All()) {
+		t.Fatalf("%d gradients for %d adapter tensors: %v", len(g.Weights), len(a.Params.All()), g.Names)
+	}
+	loss := func() float64 {
+		r, err := train.LossAndGradients(m, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Loss
+	}
+	const h = 1e-2
+	for _, p := range a.Params.All()[:4] {
+		w := p.Data.Data().([]float32)
+		gv := g.Weights[p.Name].Data().([]float32)
+		// The entry of the largest gradient, well above float32 noise.
+		j := 0
+		for i := range gv {
+			if math.Abs(float64(gv[i])) > math.Abs(float64(gv[j])) {
+				j = i
+			}
+		}
+		w0 := w[j]
+		w[j] = w0 + h
+		up := loss()
+		w[j] = w0 - h
+		down := loss()
+		w[j] = w0
+		fd := (up - down) / (2 * h)
+		if d := math.Abs(fd - float64(gv[j])); d > 2e-2*math.Abs(fd)+1e-4 {
+			t.Errorf("%s[%d]: gradient %g, finite differences %g", p.Name, j, gv[j], fd)
+		}
+	}
 }
