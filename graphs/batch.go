@@ -827,9 +827,9 @@ func (b *Batch) compiled(key programKey) (*program, error) {
 		p.mask = make([]int, key.T)
 	}
 	if len(gr.step.adapterRows) > 0 {
-		p.adapterMasks = map[int][]float32{}
+		p.adapterMasks = map[int][]int{}
 		for slot := range gr.step.adapterRows {
-			p.adapterMasks[slot] = make([]float32, key.T)
+			p.adapterMasks[slot] = make([]int, key.T)
 		}
 	}
 	b.program[key] = p
@@ -870,7 +870,7 @@ type program struct {
 	rows                 []int
 	embeds               []float32
 	// adapterMasks are the rows of each adapter slot (Step.AdapterRows).
-	adapterMasks map[int][]float32
+	adapterMasks map[int][]int
 	inputs       map[*G.Node]*tensor.Dense
 	// dev runs the graph on Options.Device, whose logits come down into
 	// logitsHost.

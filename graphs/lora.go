@@ -197,7 +197,7 @@ func (a *Adapter) Merge(base *Params) error {
 
 // AdapterRows, in a step of a Batch (a Session is one), is the input
 // that marks the rows of the sequences running with adapter slot: a [T]
-// float32 vector of ones and zeros the batch fills at every forward (see
+// int vector of ones and zeros the batch fills at every forward (see
 // Batch.SetAdapter). Nil in steps without sequences (training steps,
 // Programs): there every attached adapter applies to every row.
 func (s *Step) AdapterRows(slot int) *G.Node {
@@ -210,7 +210,7 @@ func (s *Step) AdapterRows(slot int) *G.Node {
 	if s.adapterRows == nil {
 		s.adapterRows = map[int]*G.Node{}
 	}
-	n := G.NewVector(s.G, tensor.Float32, G.WithShape(s.T), G.WithName(fmt.Sprintf("adapter_rows.%d", slot)))
+	n := G.NewVector(s.G, tensor.Int, G.WithShape(s.T), G.WithName(fmt.Sprintf("adapter_rows.%d", slot)))
 	s.adapterRows[slot] = n
 	return n
 }

@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gozoo/gozoo/cuda"
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/cudaemu"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/zoo"
 )
@@ -57,7 +59,15 @@ func loraModel(t *testing.T) zoo.Model {
 // adapter checks that the prefix cache lends no blocks across adapters,
 // and two adapters on one module that their factors, which share PEFT's
 // names, stay apart.
-func TestBatchMixesAdapters(t *testing.T) {
+func TestBatchMixesAdapters(t *testing.T) { batchMixesAdapters(t, nil) }
+
+// TestBatchMixesAdaptersEmulated is the same on the CUDA emulator: the
+// row selection runs as replace_rows, the masks go up as inputs.
+func TestBatchMixesAdaptersEmulated(t *testing.T) {
+	batchMixesAdapters(t, func(t *testing.T) cuda.Backend { return cudaemu.New(t) })
+}
+
+func batchMixesAdapters(t *testing.T, dev func(t *testing.T) cuda.Backend) {
 	m := loraModel(t)
 	ctx := context.Background()
 	prompt := []int{5, 17, 250, 3, 99, 42, 7, 311, 64, 1}
@@ -70,6 +80,10 @@ func TestBatchMixesAdapters(t *testing.T) {
 	var cached []int // per sequence of the last run, prompt positions lent
 	run := func(slots []int, warm bool) [][][]float32 {
 		cached = make([]int, len(slots))
+		opts := opts
+		if dev != nil {
+			opts.Device = dev(t)
+		}
 		b, err := graphs.NewBatch(m, opts)
 		if err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 func TestEveryInferenceOpHasCUDA(t *testing.T) {
 	for _, k := range []ops.Kernel{
 		rmsNorm{}, layerNorm{}, rope{}, gatedAct{}, activate{}, pointwise{}, add{}, headRange{}, headRows{},
-		matmulT{}, embeddingLookup{}, sparseMoE{}, cachedAttention{}, blockAttention{}, patchEmbed{}, pixelShuffle{},
+		matmulT{}, embeddingLookup{}, sparseMoE{}, cachedAttention{}, blockAttention{}, patchEmbed{}, pixelShuffle{}, selectRows{},
 	} {
 		if _, ok := k.(ops.CUDAKernel); !ok {
 			t.Errorf("%T has no CUDA kernel", k)

@@ -90,13 +90,13 @@ func (l Linear) forward(s *graphs.Step, x *G.Node, heads int) *G.Node {
 func addLoRA(s *graphs.Step, y, x *G.Node, lo *graphs.LoRA, slot, heads int) *G.Node {
 	h := ops.Apply(matmulT{dtype: graphs.F32, name: lo.A.Name, frozen: s.Frozen(lo.A)}, x, s.Bind(lo.A))
 	d := ops.Apply(matmulT{dtype: graphs.F32, name: lo.B.Name, heads: heads, frozen: s.Frozen(lo.B)}, h, s.Bind(lo.B))
-	d = Scale(d, lo.Scale)
+	sum := Add(y, Scale(d, lo.Scale))
 	if rows := s.AdapterRows(slot); rows != nil {
-		// A batch mixing adapters: rows of other adapters (or none) get
-		// exact zeros, so each row's sum is what it would be alone.
-		d = ops.Apply(maskRows{dims: d.Dims(), slot: slot}, d, rows)
+		// A batch mixing adapters: rows of other adapters (or none) keep
+		// y, so each row is what it would be alone.
+		return ops.Apply(selectRows{dims: y.Dims(), slot: slot}, y, sum, rows)
 	}
-	return Add(y, d)
+	return sum
 }
 
 // Embedding is a lookup table [V, D].
