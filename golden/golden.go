@@ -156,7 +156,7 @@ func run(dir string, r *Result, o Options) error {
 		r.LogitsMaxAbs = max(r.LogitsMaxAbs, MaxAbsDiff(row, want[t*V:(t+1)*V]))
 	}
 	if r.LogitsMaxAbs > r.Tolerance {
-		return fmt.Errorf("full-forward logits differ by %.3g > %g", r.LogitsMaxAbs, r.Tolerance)
+		return fmt.Errorf("full-forward logits differ by %.3g > %g%s", r.LogitsMaxAbs, r.Tolerance, adapterHint(m.Adapter, r.LogitsMaxAbs))
 	}
 	if err := compareHidden(full, g, model.NumLayers(), len(ids), model.HiddenSize(), r); err != nil {
 		return err

@@ -20,6 +20,17 @@ type adapterMeta struct {
 	Scaling        float64  `json:"scaling"`
 	AdaptedModules []string `json:"adapted_modules"`
 	NTensors       int      `json:"n_tensors"`
+	// Effect is max |logits with the adapter - logits without|.
+	Effect float64 `json:"effect_max_abs_logits"`
+}
+
+// adapterHint says, for logits off by d, whether that is about the
+// adapter's whole effect: the mark of an adapter read but not applied.
+func adapterHint(m *adapterMeta, d float64) string {
+	if m == nil || m.Effect <= 0 || math.Abs(d-m.Effect) > 0.1*m.Effect {
+		return ""
+	}
+	return fmt.Sprintf(" (about the adapter's whole effect, golden.json effect_max_abs_logits %.3g: is it applied?)", m.Effect)
 }
 
 // AdapterDir is the folder of a case's LoRA adapter.

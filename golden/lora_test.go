@@ -110,7 +110,7 @@ func TestLoRARefused(t *testing.T) {
 				}
 			}
 			return ts
-		}, "logits differ"},
+		}, "the adapter's whole effect"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir, config, ts := loraCopy(t, "llama_lora_qv")
