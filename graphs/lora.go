@@ -31,8 +31,13 @@ type Adapter struct {
 	// Params holds every A and B, named as adapter_model.safetensors
 	// names them (base_model.model.<module>.lora_A.weight).
 	Params *Params
-	// Modules lists the adapted modules' HF paths, sorted.
+	// Modules lists the adapted modules' HF paths, sorted, as PEFT names
+	// them: Prefix and the declared name.
 	Modules []string
+	// Prefix is what PEFT's module paths hold before the declared names:
+	// "" mostly, "transformer." for GPT2LMHeadModel, whose checkpoint
+	// gozoo reads with or without it (found from the file).
+	Prefix string
 	// Merged says Merge added the adapter into the base: it keeps its
 	// slot but changes nothing and trains nothing.
 	Merged bool
@@ -80,12 +85,13 @@ func (ps *Params) ApplyLoRA(name string, a *loaders.LoRA) (*Adapter, error) {
 	if where == "" {
 		where = "LoRA adapter " + name
 	}
-	ad := &Adapter{Name: name, Slot: len(ps.adapters), Config: c, Params: NewParams()}
+	ad := &Adapter{Name: name, Slot: len(ps.adapters), Config: c, Params: NewParams(), Prefix: ps.peftPrefix(a.Tensors)}
 	scale := float32(c.Scaling())
 	factors := map[string]*LoRA{}
 	for _, t := range a.Tensors {
-		w, ok := ps.byName[t.Module+".weight"]
-		if !ok || !w.Linear {
+		declared, ok := strings.CutPrefix(t.Module, ad.Prefix)
+		w, found := ps.byName[declared+".weight"]
+		if !ok || !found || !w.Linear {
 			return nil, fmt.Errorf("%s: tensor %q adapts %q, which is not a Linear module of this model", where, t.Name, t.Module)
 		}
 		if !c.Adapts(t.Module) {
@@ -102,10 +108,10 @@ func (ps *Params) ApplyLoRA(name string, a *loaders.LoRA) (*Adapter, error) {
 		if err := p.Set(F32, tensor.New(tensor.WithShape(t.Shape...), tensor.WithBacking(t.Data))); err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
-		l := factors[t.Module]
+		l := factors[declared]
 		if l == nil {
 			l = &LoRA{Scale: scale}
-			factors[t.Module] = l
+			factors[declared] = l
 		}
 		if t.Factor == 'A' {
 			l.A = p
@@ -114,11 +120,12 @@ func (ps *Params) ApplyLoRA(name string, a *loaders.LoRA) (*Adapter, error) {
 		}
 	}
 	for _, w := range ps.list {
-		module, _ := strings.CutSuffix(w.Name, ".weight")
+		declared, _ := strings.CutSuffix(w.Name, ".weight")
+		module := ad.Prefix + declared
 		if !w.Linear || !c.Adapts(module) {
 			continue
 		}
-		l := factors[module]
+		l := factors[declared]
 		switch {
 		case l == nil || l.A == nil:
 			return nil, fmt.Errorf("%s: no tensor %q for the targeted module %q", where, loaders.LoRAPrefix+module+".lora_A.weight", module)
@@ -132,14 +139,34 @@ func (ps *Params) ApplyLoRA(name string, a *loaders.LoRA) (*Adapter, error) {
 	}
 	slices.Sort(ad.Modules)
 	for _, m := range ad.Modules {
-		w := ps.byName[m+".weight"]
+		w := ps.byName[strings.TrimPrefix(m, ad.Prefix)+".weight"]
 		for len(w.LoRA) < ad.Slot {
 			w.LoRA = append(w.LoRA, nil)
 		}
-		w.LoRA = append(w.LoRA, factors[m])
+		w.LoRA = append(w.LoRA, factors[strings.TrimPrefix(m, ad.Prefix)])
 	}
 	ps.adapters = append(ps.adapters, ad)
 	return ad, nil
+}
+
+// peftPrefix finds what the file's module paths hold before the declared
+// names: nothing when its first tensor names a declared Linear, else the
+// part before the one declared Linear name its path ends with.
+func (ps *Params) peftPrefix(ts []loaders.LoRATensor) string {
+	if len(ts) == 0 {
+		return ""
+	}
+	m := ts[0].Module
+	if w, ok := ps.byName[m+".weight"]; ok && w.Linear {
+		return ""
+	}
+	for _, w := range ps.list {
+		declared := strings.TrimSuffix(w.Name, ".weight")
+		if w.Linear && strings.HasSuffix(m, "."+declared) {
+			return m[:len(m)-len(declared)]
+		}
+	}
+	return ""
 }
 
 // LoadLoRA reads the PEFT folder dir and attaches it (ApplyLoRA).
@@ -162,13 +189,13 @@ func (a *Adapter) Merge(base *Params) error {
 		return fmt.Errorf("adapter %q is not attached to these parameters, or merged already", a.Name)
 	}
 	for _, m := range a.Modules {
-		w := base.byName[m+".weight"]
+		w := base.byName[strings.TrimPrefix(m, a.Prefix)+".weight"]
 		if _, q := w.DType.Quant(); q || !w.HasData() {
 			return fmt.Errorf("adapter %q: merging into %q needs a float weight, it is %s", a.Name, w.Name, w.DType)
 		}
 	}
 	for _, m := range a.Modules {
-		w := base.byName[m+".weight"]
+		w := base.byName[strings.TrimPrefix(m, a.Prefix)+".weight"]
 		l := w.LoRA[a.Slot]
 		out, in := w.Shape[0], w.Shape[1]
 		r := l.A.Shape[0]

@@ -51,9 +51,14 @@ func TestQuantizeMergesAdapter(t *testing.T) {
 		name    string
 		args    []string
 		matches bool
+		// unmerged applies the adapter to the GGUF's model: llama's Q
+		// rows are in llama.cpp's order there, and the update must meet
+		// them in HF's.
+		unmerged bool
 	}{
-		{"merged", []string{"--adapter", filepath.Join(loraCase, "adapter")}, true},
-		{"base", nil, false},
+		{"merged", []string{"--adapter", filepath.Join(loraCase, "adapter")}, true, false},
+		{"base", nil, false, false},
+		{"adapter on the GGUF", nil, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "m.gguf")
@@ -67,6 +72,14 @@ func TestQuantizeMergesAdapter(t *testing.T) {
 			}
 			if n := len(m.Params().Adapters()); n != 0 {
 				t.Fatalf("the GGUF came back with %d adapters", n)
+			}
+			if c.unmerged {
+				if q, _ := m.Params().Get("model.layers.0.self_attn.q_proj.weight"); q.PermutedHeads == 0 {
+					t.Fatal("the GGUF's q_proj is not in llama.cpp's row order: the case tests nothing")
+				}
+				if _, err := m.Params().LoadLoRA("a", filepath.Join(loraCase, "adapter")); err != nil {
+					t.Fatal(err)
+				}
 			}
 			s, err := graphs.NewSession(m, graphs.Options{})
 			if err != nil {
