@@ -408,7 +408,7 @@ type chatCompletion struct {
 
 // chunk writes one stream event for a choice.
 func (o *chatOutput) chunk(c chunkChoice) error {
-	ch := chatChunk{ID: o.id, Object: "chat.completion.chunk", Created: o.created, Model: o.s.opts.Name, Choices: []chunkChoice{c}}
+	ch := chatChunk{ID: o.id, Object: "chat.completion.chunk", Created: o.created, Model: o.s.responseModel(o.req.Model), Choices: []chunkChoice{c}}
 	if o.req.IncludeUsage {
 		ch.Usage = json.RawMessage("null")
 	}
@@ -531,12 +531,12 @@ func (o *chatOutput) finish() {
 	u := newUsage(o.promptLen, total)
 	if o.req.Stream {
 		if o.req.IncludeUsage {
-			o.sse.data(chatChunk{ID: o.id, Object: "chat.completion.chunk", Created: o.created, Model: o.s.opts.Name, Choices: []chunkChoice{}, Usage: u})
+			o.sse.data(chatChunk{ID: o.id, Object: "chat.completion.chunk", Created: o.created, Model: o.s.responseModel(o.req.Model), Choices: []chunkChoice{}, Usage: u})
 		}
 		o.sse.done()
 		return
 	}
-	resp := chatCompletion{ID: o.id, Object: "chat.completion", Created: o.created, Model: o.s.opts.Name, Usage: u}
+	resp := chatCompletion{ID: o.id, Object: "chat.completion", Created: o.created, Model: o.s.responseModel(o.req.Model), Usage: u}
 	for _, c := range o.choices {
 		msg := chatMessage{Role: "assistant"}
 		text := c.content.String()

@@ -254,7 +254,7 @@ type completionOutput struct {
 }
 
 func (o *completionOutput) chunk(c completionChoiceJSON) error {
-	ch := completionJSON{ID: o.id, Object: "text_completion", Created: o.created, Model: o.s.opts.Name, Choices: []completionChoiceJSON{c}}
+	ch := completionJSON{ID: o.id, Object: "text_completion", Created: o.created, Model: o.s.responseModel(o.sp.Model), Choices: []completionChoiceJSON{c}}
 	if o.sp.IncludeUsage {
 		ch.Usage = json.RawMessage("null")
 	}
@@ -336,12 +336,12 @@ func (o *completionOutput) finish() {
 	u := newUsage(o.promptLen, total)
 	if o.sp.Stream {
 		if o.sp.IncludeUsage {
-			o.sse.data(completionJSON{ID: o.id, Object: "text_completion", Created: o.created, Model: o.s.opts.Name, Choices: []completionChoiceJSON{}, Usage: u})
+			o.sse.data(completionJSON{ID: o.id, Object: "text_completion", Created: o.created, Model: o.s.responseModel(o.sp.Model), Choices: []completionChoiceJSON{}, Usage: u})
 		}
 		o.sse.done()
 		return
 	}
-	resp := completionJSON{ID: o.id, Object: "text_completion", Created: o.created, Model: o.s.opts.Name, Usage: u}
+	resp := completionJSON{ID: o.id, Object: "text_completion", Created: o.created, Model: o.s.responseModel(o.sp.Model), Usage: u}
 	for _, c := range o.choices {
 		cj := completionChoiceJSON{Text: c.text.String(), Index: c.index, FinishReason: &c.finish}
 		if o.logprobs {

@@ -44,8 +44,11 @@ func TestServeAdapters(t *testing.T) {
 	}
 	text := func(model string) string {
 		_, body := post(t, hs, "/v1/completions", `{"model": "`+model+`", "prompt": "In the beginning", "max_tokens": 8, "temperature": 0}`)
-		c := decode[completionResp](t, body)
-		if len(c.Choices) != 1 {
+		c := decode[struct {
+			Model   string
+			Choices []struct{ Text string }
+		}](t, body)
+		if len(c.Choices) != 1 || c.Model != model {
 			t.Fatalf("model %s: %s", model, body)
 		}
 		return c.Choices[0].Text

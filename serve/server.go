@@ -391,6 +391,15 @@ func (s *Server) adapterOf(id string) (string, bool) {
 	return "", false
 }
 
+// responseModel is the model a response names: BASE:NAME for a request
+// that ran an adapter, else the served model's id.
+func (s *Server) responseModel(requested string) string {
+	if a, ok := s.adapterOf(requested); ok && a != generate.NoAdapter {
+		return requested
+	}
+	return s.opts.Name
+}
+
 func (s *Server) notFound(id string) *apiError {
 	return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
 		Message: fmt.Sprintf("the model %q does not exist: this server serves %q", id, s.opts.Name)}
