@@ -211,14 +211,6 @@ func matchAny(patterns []string, name string) bool {
 	return false
 }
 
-// kvBytes is the size of a cached key or value.
-func kvBytes(f16 bool) int {
-	if f16 {
-		return 2
-	}
-	return 4
-}
-
 // inputKind says what feeds a graph's first layer.
 type inputKind uint8
 
