@@ -51,6 +51,7 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 0, "sampling seed (default: random)")
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights), faster on GGUF files, not exact")
 	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16, as llama.cpp does by default: half its memory, keys and values rounded, not exact")
+	kvCache := kvCacheFlag(fs, kvF16)
 	device := deviceFlag(fs)
 	promptsFile := fs.String("prompts", "", "generate for every line of `FILE` (- for stdin) at once, in one batch; prints a JSON line per sample")
 	samples := fs.Int("n", 1, "samples per prompt, sharing the prompt's prefill (batched; sample i uses seed+i)")
@@ -68,7 +69,7 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if (*prompt == "") == (*promptsFile == "") || *samples < 1 {
-		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] (--prompt TEXT | --prompts FILE) [--n K] [--logprobs K] [--json-schema FILE] [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--fast] [--kv-f16] [--device cuda[:N]]")
+		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] (--prompt TEXT | --prompts FILE) [--n K] [--logprobs K] [--json-schema FILE] [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--fast] [--kv-f16] "+kvUsage+" [--device cuda[:N]]")
 		return 2
 	}
 	set := map[string]bool{}
@@ -123,7 +124,12 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	opts.Stop = stops
 	g.SessionOptions.Fast = *fast
-	g.SessionOptions.KVCacheF16 = *kvF16
+	kvType, err := kvCache.typ()
+	if err != nil {
+		fmt.Fprintln(stderr, "gozoo run:", err)
+		return 2
+	}
+	g.SessionOptions.KVCache = kvType
 	g.SessionOptions.Device = dev
 	if vlm, ok := g.Model.(*idefics3.Model); ok {
 		vlm.SetDevice(dev)

@@ -186,6 +186,8 @@ func (c *Config) New(p graphs.Scope) (zoo.Model, error) {
 				RoPE:   layers.NewRoPE(c.HeadDim, r.Theta, r.Factor),
 				Scale:  1 / math.Sqrt(c.QueryPreAttnScalar),
 				Window: c.windows[i],
+				// llama.cpp scales Q in the graph and attends with scale 1.
+				PreScale: true,
 			}),
 			mlp: layers.NewGatedMLP(lp.Sub("mlp"), D, c.IntermediateSize, c.HiddenActivation, false),
 		}

@@ -32,6 +32,11 @@ type Variant struct {
 	// Window is each layer's sliding window in keys (0: full attention);
 	// nil when every layer attends to the whole context.
 	Window []int
+	// Interleaved says llama.cpp's GGUF holds the Q and K rows permuted
+	// into rope's interleaved order (its llama architecture, which
+	// SmolLM3 and SmolVLM's text model use): a quantized KV cache follows
+	// that order (layers.AttentionConfig.Interleaved).
+	Interleaved bool
 	// MoE, when set, replaces the MLP of its sparse layers with routed
 	// experts (Qwen3-MoE).
 	MoE *MoE
@@ -185,7 +190,8 @@ func (d *Decoder) attention(i int) layers.AttentionConfig {
 	c := layers.AttentionConfig{
 		Layer: i, Heads: d.NumHeads, KVHeads: d.NumKVHeads, HeadDim: d.HeadDim,
 		Bias: d.AttentionBias, NormEps: d.RMSNormEps,
-		Scale: 1 / math.Sqrt(float64(d.HeadDim)),
+		Scale:       1 / math.Sqrt(float64(d.HeadDim)),
+		Interleaved: d.Interleaved,
 	}
 	if d.Window != nil {
 		c.Window = d.Window[i]
