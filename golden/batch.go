@@ -25,6 +25,9 @@ type Options struct {
 	// a quantized one is checked against llama.cpp's logits and greedy
 	// ids with that cache (llama_logits_kv_<type>).
 	KVCache graphs.KVCacheType
+	// cache, when set, is the session's cache type in place of KVCache
+	// (a test that holds another cache to KVCache's references).
+	cache *graphs.KVCacheType
 }
 
 // runner is what a case runs its sequence on: a graphs.Session, or the
@@ -41,6 +44,9 @@ func newRunner(m graphs.Model, opts graphs.Options, o Options) (runner, error) {
 	opts.Device = o.Device
 	if opts.KVCache == graphs.KVF32 && !opts.KVCacheF16 {
 		opts.KVCache = o.KVCache
+	}
+	if o.cache != nil {
+		opts.KVCache = *o.cache
 	}
 	if o.Batch <= 1 {
 		return graphs.NewSession(m, opts)
