@@ -29,6 +29,10 @@ type AttentionConfig struct {
 	// (Gemma3) and scores by 1: a quantized KV cache quantizes the scaled
 	// query, as llama.cpp does.
 	PreScale bool
+	// NoPE marks a layer without positional encoding in a model whose
+	// other layers use RoPE (SmolLM3): its cached keys move unchanged in a
+	// context shift. A layer with neither RoPE nor NoPE cannot be shifted.
+	NoPE bool
 }
 
 // Attention is the self-attention block of every decoder in the zoo:
@@ -80,7 +84,7 @@ func declareCache(p graphs.Scope, c AttentionConfig) {
 	if c.Window > 0 {
 		kind = graphs.SlidingCache
 	}
-	p.Cache(c.Layer, graphs.LayerCache{Kind: kind, KVHeads: c.KVHeads, KeyDim: c.HeadDim, ValueDim: c.HeadDim, Window: c.Window})
+	p.Cache(c.Layer, graphs.LayerCache{Kind: kind, KVHeads: c.KVHeads, KeyDim: c.HeadDim, ValueDim: c.HeadDim, Window: c.Window, Shift: keyShifter(c)})
 }
 
 // Forward maps x [T, D] to [T, D]. When the step captures

@@ -3,8 +3,6 @@ package layers
 import (
 	"math"
 
-	"github.com/x448/float16"
-
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/internal/quant"
 	"github.com/gozoo/gozoo/internal/simd"
@@ -96,27 +94,9 @@ func kvFormat(t graphs.KVCacheType) quant.Format {
 	return quant.Q8_0
 }
 
-// quantizeKV stores x (whole blocks of 32) into dst as f's blocks, as
-// ggml_set_rows does: Q8_0 by x86's quantize_row_q8_0 (scale amax/127 as
-// F16, values rounded half to even; the activation quantizer's arithmetic),
-// Q4_0 by quantize_row_q4_0_ref (scale max/−8, values truncated).
-func quantizeKV(f quant.Format, x []float32, dst []byte) {
-	if f == quant.Q4_0 {
-		quant.QuantizeRow(quant.Q4_0, x, dst)
-		return
-	}
-	var q [32]int8
-	var d [1]float32
-	for b := 0; b < len(x)/32; b++ {
-		quant.QuantizeActs(quant.Q8_0, x[b*32:b*32+32], q[:], d[:], nil)
-		blk := dst[b*34 : b*34+34]
-		h := float16.Fromfloat32(d[0]).Bits() // d is already an F16 value
-		blk[0], blk[1] = byte(h), byte(h>>8)
-		for j, v := range q {
-			blk[2+j] = byte(v)
-		}
-	}
-}
+// quantizeKV stores x into dst as f's blocks, as llama.cpp's cache does
+// (quant.QuantizeKV).
+func quantizeKV(f quant.Format, x []float32, dst []byte) { quant.QuantizeKV(f, x, dst) }
 
 // quantCache is how a layer's attention reads and writes a quantized
 // cache.

@@ -201,6 +201,8 @@ func (d *Decoder) attention(i int) layers.AttentionConfig {
 	}
 	if d.NoPE == nil || !d.NoPE[i] {
 		c.RoPE = layers.NewRoPE(d.HeadDim, d.RoPE.Theta, d.RoPE.Factor)
+	} else {
+		c.NoPE = true
 	}
 	return c
 }
