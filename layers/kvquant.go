@@ -185,7 +185,7 @@ func (t *quantTask) Part(i int) {
 	d, k, c := t.d, t.k, &t.c
 	r, h := t.runs[i/d.Hq], i%d.Hq
 	g := h / (d.Hq / d.Hkv)
-	qf := make([]float32, d.Dk)
+	qf, scaled := make([]float32, d.Dk), make([]float32, d.Dk)
 	qq := make([]int8, d.Dk)
 	qd := make([]float32, d.Dk/32)
 	acc := make([]float32, d.Dv)
@@ -200,11 +200,10 @@ func (t *quantTask) Part(i int) {
 		src := t.q[((r.Row+row)*d.Hq+h)*d.Dk:][:d.Dk]
 		if c.preScale {
 			// Gemma3's graph multiplies Q by its scale before attention.
-			tmp := make([]float32, d.Dk)
 			for j, x := range src {
-				tmp[j] = x * c.scale
+				scaled[j] = x * c.scale
 			}
-			src = tmp
+			src = scaled
 		}
 		c.prepareKey(qf, src)
 		quant.QuantizeActs(quant.Q8_0, qf, qq, qd, nil)
