@@ -81,6 +81,14 @@ func (k rope) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda
 	if err := cuda.CheckInputs(in, cuda.F32, cuda.I32); err != nil {
 		return nil, err
 	}
+	// The kernel takes a fixed table: a table that follows the positions
+	// (dynamic NTK) or a factor on cos and sin (YaRN) would need it changed.
+	if k.dyn != nil {
+		return nil, fmt.Errorf("rope with dynamic NTK scaling has no CUDA kernel")
+	}
+	if k.scale != 0 && k.scale != 1 {
+		return nil, fmt.Errorf("rope with a yarn attention factor (%g on cos and sin) has no CUDA kernel", k.scale)
+	}
 	x, pos := in[0], in[1]
 	half := len(k.invFreq)
 	if len(x.Shape) != 3 || x.Shape[2] != 2*half || len(pos.Shape) != 1 || pos.Shape[0] != x.Shape[0] {
