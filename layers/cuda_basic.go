@@ -81,13 +81,10 @@ func (k rope) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda
 	if err := cuda.CheckInputs(in, cuda.F32, cuda.I32); err != nil {
 		return nil, err
 	}
-	// The kernel takes a fixed table: a table that follows the positions
-	// (dynamic NTK) or a factor on cos and sin (YaRN) would need it changed.
+	// The kernel takes a fixed table; dynamic NTK's follows the positions,
+	// which stay on the device.
 	if k.dyn != nil {
 		return nil, fmt.Errorf("rope with dynamic NTK scaling has no CUDA kernel")
-	}
-	if k.scale != 0 && k.scale != 1 {
-		return nil, fmt.Errorf("rope with a yarn attention factor (%g on cos and sin) has no CUDA kernel", k.scale)
 	}
 	x, pos := in[0], in[1]
 	half := len(k.invFreq)
@@ -107,8 +104,8 @@ func (k rope) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda
 	if T == 0 || H == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, 5+cuda.RoPEMaxHalf)
-	args = append(args, out.Ptr, x.Ptr, pos.Ptr, H, half)
+	args := make([]any, 0, 6+cuda.RoPEMaxHalf)
+	args = append(args, out.Ptr, x.Ptr, pos.Ptr, H, half, k.scale)
 	for i := range cuda.RoPEMaxHalf {
 		var f float32
 		if i < half {
