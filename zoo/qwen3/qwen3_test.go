@@ -17,7 +17,9 @@ import (
 
 func caseDir(name string) string { return familytest.GoldenDir(name) }
 
-func TestGolden(t *testing.T) { familytest.Golden(t, "qwen3_gqa_tied", "qwen3_untied_v5rope", "qwen3_rope_yarn") }
+func TestGolden(t *testing.T) {
+	familytest.Golden(t, "qwen3_gqa_tied", "qwen3_untied_v5rope", "qwen3_rope_yarn")
+}
 
 func TestRuntime(t *testing.T) { familytest.Run(t, caseDir("qwen3_untied_v5rope")) }
 
