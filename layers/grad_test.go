@@ -558,8 +558,8 @@ func TestGradientsMatchFiniteDifferences(t *testing.T) {
 	}
 	cases = append(cases, fdCase{
 		name: "rope yarn", tol: 1e-5,
-		in:  []fdInput{{name: "x", shape: []int{4, 2, 6}, vals: f32(r, 48, 1), dtype: graphs.F32}, {name: "pos", shape: []int{4}, ints: pos}},
-		op:  func(n []*G.Node) *G.Node { return ops.Apply(yarn.kernel(), n...) },
+		in: []fdInput{{name: "x", shape: []int{4, 2, 6}, vals: f32(r, 48, 1), dtype: graphs.F32}, {name: "pos", shape: []int{4}, ints: pos}},
+		op: func(n []*G.Node) *G.Node { return ops.Apply(yarn.kernel(), n...) },
 		ref: func(v [][]float64, iv [][]int) []float64 {
 			out := refRope(v[0], 4, 2, 6, yarn.InvFreq, iv[1])
 			for i := range out {
