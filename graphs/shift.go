@@ -36,7 +36,7 @@ func (b *Batch) Shift(id SeqID, keep, discard int) error {
 				return fmt.Errorf("shift sequence %d: layer %d attends within a sliding window of %d positions, whose ring cannot be shifted", id, g.layers[i], g.window)
 			}
 			if st.cache.Shift == nil {
-				return fmt.Errorf("shift sequence %d: layer %d's keys cannot move to other positions (they are not rotated by position)", id, g.layers[i])
+				return fmt.Errorf("shift sequence %d: layer %d's keys cannot move to other positions (no RoPE rotation a shift can redo: learned positions, or dynamic RoPE scaling)", id, g.layers[i])
 			}
 		}
 	}

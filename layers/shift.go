@@ -10,7 +10,8 @@ import (
 // rotates each pair (i, i+Dh/2) by position·invFreq[i], so a key cached at
 // position p and rotated by delta·invFreq[i] is the key at p+delta up to
 // float32 rounding (llama.cpp's K-shift applies ggml_rope_ext with the
-// position delta the same way).
+// position delta the same way). YaRN's factor on cos and sin (RoPE.Scale)
+// is in the cached key already, so the shift is a pure rotation.
 type ropeShift struct {
 	invFreq     []float32
 	interleaved bool // the layer's AttentionConfig.Interleaved
@@ -56,10 +57,14 @@ type stillKeys struct{}
 func (stillKeys) ShiftKeys([]float32, graphs.KVCacheType, int) {}
 
 // keyShifter is how layer c's cached keys move in a context shift, or nil
-// when they cannot (no RoPE and not marked NoPE: positions may enter
-// elsewhere, as GPT-2's learned embeddings do).
+// when they cannot: no RoPE and not marked NoPE (positions may enter
+// elsewhere, as GPT-2's learned embeddings do), or dynamic NTK scaling
+// (its frequencies depend on the context's length, so a cached key's
+// angle is not position·InvFreq).
 func keyShifter(c AttentionConfig) graphs.KeyShifter {
 	switch {
+	case c.RoPE != nil && c.RoPE.dyn != nil:
+		return nil
 	case c.RoPE != nil:
 		return &ropeShift{invFreq: c.RoPE.InvFreq, interleaved: c.Interleaved}
 	case c.NoPE:

@@ -66,6 +66,7 @@ type Decoder struct {
 	EOS                    []int
 	// RoPE is the rotary embedding of every layer but the NoPE ones.
 	RoPE loaders.RoPE
+	rope *layers.RoPE // its table, shared by the layers
 }
 
 // NewDecoder is the one step from a Llama-derived family's config.json to
@@ -94,8 +95,11 @@ func NewDecoder(c *Config, v Variant) (*Decoder, error) {
 		d.HeadDim = c.HiddenSize / c.NumAttentionHeads
 	}
 	var err error
-	if d.RoPE, err = c.RoPEFields.Resolve("full_attention", v.Theta); err != nil {
+	if d.RoPE, err = c.RoPEFields.Resolve("full_attention", v.Theta, c.MaxPositionEmbeddings); err != nil {
 		return nil, err
+	}
+	if d.rope, err = layers.NewScaledRoPE(d.HeadDim, d.RoPE); err != nil {
+		return nil, fmt.Errorf("config.json: head_dim %d: %w", d.HeadDim, err)
 	}
 	if err := d.validate(); err != nil {
 		return nil, err
@@ -200,7 +204,7 @@ func (d *Decoder) attention(i int) layers.AttentionConfig {
 		c.QKNorm = layers.PlainNorm
 	}
 	if d.NoPE == nil || !d.NoPE[i] {
-		c.RoPE = layers.NewRoPE(d.HeadDim, d.RoPE.Theta, d.RoPE.Factor)
+		c.RoPE = d.rope
 	} else {
 		c.NoPE = true
 	}
