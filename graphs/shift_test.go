@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/cudaemu"
 )
 
 // TestShiftMatchesRecompute shifts a one-layer model's context (keep 5 of
@@ -260,5 +261,15 @@ func TestShiftForkedSequence(t *testing.T) {
 	}
 	if n, _ := b.Len(child); n != len(ids)-9+1 {
 		t.Errorf("the fork holds %d positions, want %d", n, len(ids)-9+1)
+	}
+}
+
+// TestQuantizedCacheRefusedOnDevice: the device's attention kernels read
+// float32 or F16 blocks, so a quantized cache there is refused by name.
+func TestQuantizedCacheRefusedOnDevice(t *testing.T) {
+	m := randomModel(t, "qwen3_gqa_tied", nil)
+	_, err := graphs.NewBatch(m, graphs.BatchOptions{Options: graphs.Options{Capacity: 16, KVCache: graphs.KVQ8_0, Device: cudaemu.New(t)}})
+	if err == nil || !strings.Contains(err.Error(), "q8_0") || !strings.Contains(err.Error(), "CPU only") {
+		t.Fatalf("a q8_0 cache on a device: %v", err)
 	}
 }
