@@ -335,9 +335,33 @@ func TestQuantizedCacheAttention(t *testing.T) {
 				pre := forward(0, P, ka)
 				want := refQuantAttention(q, k, v, P, hq, hkv, c.dh, 0, scale, c.window, typ, c.interleaved, c.preScale)
 				assertClose(t, "prefill", pre, want, 1e-4)
+				sink := &graphs.Sink{}
+				ka.sink = sink
 				got := forward(P, T, ka)
 				want = refQuantAttention(q[P*hq*c.dh:], k, v, T, hq, hkv, c.dh, P, scale, c.window, typ, c.interleaved, c.preScale)
 				assertClose(t, "chunk over the prefill", got, want, 1e-4)
+				// Captured probabilities: each row sums to 1 over the keys
+				// it sees and is zero elsewhere.
+				pr, _ := ops.Float32s(sinkValue(sink))
+				keys := len(pr) / (T * hq)
+				for row := 0; row < T; row++ {
+					lo := 0
+					if c.window > 0 {
+						lo = max(0, P+row-c.window+1)
+					}
+					for h := 0; h < hq; h++ {
+						var sum float64
+						for j, x := range pr[(row*hq+h)*keys : (row*hq+h+1)*keys] {
+							if (j < lo || j > P+row) && x != 0 {
+								t.Fatalf("row %d head %d: probability %g at key %d outside %d..%d", row, h, x, j, lo, P+row)
+							}
+							sum += float64(x)
+						}
+						if math.Abs(sum-1) > 1e-5 {
+							t.Fatalf("row %d head %d: probabilities sum to %g", row, h, sum)
+						}
+					}
+				}
 				// The reference tells the order and the rotation apart.
 				if kvRotation(c.dh) > 0 {
 					other := refQuantAttention(q[P*hq*c.dh:], k, v, T, hq, hkv, c.dh, P, scale, c.window, typ, !c.interleaved, c.preScale)
