@@ -356,8 +356,8 @@ var q5Shifts = func() (s [32]uint32) {
 // there and with lanes non-empty -offset times the sum of every four
 // values.
 func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, sums []int16, corr, lanes []int32, offset int32) bool {
-	if active != avx512 || len(x) < quant.ActBlock(f) {
-		return false
+	if active != avx512 || len(x) < quant.ActBlock(f) || quant.ActScales(f) != 1 {
+		return false // Q8_1's block sums are Go's (quant.QuantizeActs)
 	}
 	if quant.KQuant(f) {
 		quantQ8_KActsAVX512(&x[0], len(x)/256, &q[0], &d[0], &sums[0])
