@@ -29,6 +29,20 @@ func QuantizeRow(f Format, src []float32, dst []byte) {
 			quantizeQ4K(x, y)
 		case Q6_K:
 			quantizeQ6K(x, y)
+		case Q4_1:
+			quantizeQ4_1(x, y)
+		case Q5_1:
+			quantizeQ5_1(x, y)
+		case Q2_K:
+			quantizeQ2K(x, y)
+		case Q3_K:
+			quantizeQ3K(x, y)
+		case Q5_K:
+			quantizeQ5K(x, y)
+		case IQ4_NL:
+			quantizeIQ4(x, y, false)
+		case IQ4_XS:
+			quantizeIQ4(x, y, true)
 		default:
 			panic("quant: QuantizeRow of " + f.String())
 		}
@@ -202,8 +216,10 @@ func quantizeQ6K(x []float32, y []byte) {
 
 // makeQKX2Quants is ggml's make_qkx2_quants: an unsigned scale and a min
 // for n values quantized to [0, nmax] by weighted least squares over
-// nstep+1 candidate scales; it returns the scale and -min.
-func makeQKX2Quants(nmax int, x, weights []float32, L, aux []uint8, rmin, rdelta float32, nstep int) (scale, theMin float32) {
+// nstep+1 candidate scales, the error measured as w·|diff| (useMad) or
+// w·diff²; it returns the scale and -min. Sums round as C's
+// left-to-right w*l*l and w*(diff*diff).
+func makeQKX2Quants(nmax int, x, weights []float32, L, aux []uint8, rmin, rdelta float32, nstep int, useMad bool) (scale, theMin float32) {
 	minv, maxv := x[0], x[0]
 	sumW := weights[0]
 	sumX := sumW * x[0]
@@ -217,13 +233,19 @@ func makeQKX2Quants(nmax int, x, weights []float32, L, aux []uint8, rmin, rdelta
 		clear(L)
 		return 0, -minv
 	}
+	errOf := func(diff float32) float32 {
+		if useMad {
+			return float32(math.Abs(float64(diff)))
+		}
+		return diff * diff
+	}
 	iscale := float32(nmax) / (maxv - minv)
 	scale = 1 / iscale
-	var bestMad float32
+	var bestErr float32
 	for i, v := range x {
 		L[i] = uint8(max(0, min(nmax, nearestInt(iscale*(v-minv)))))
-		diff := scale*float32(L[i]) + minv - v
-		bestMad += weights[i] * diff * diff
+		diff := float32(scale*float32(L[i])) + minv - v
+		bestErr += weights[i] * errOf(diff)
 	}
 	for is := 0; is <= nstep; is++ {
 		iscale = (rmin + rdelta*float32(is) + float32(nmax)) / (maxv - minv)
@@ -233,7 +255,7 @@ func makeQKX2Quants(nmax int, x, weights []float32, L, aux []uint8, rmin, rdelta
 			aux[i] = uint8(l)
 			w := weights[i]
 			sumL += w * float32(l)
-			sumL2 += w * float32(l*l)
+			sumL2 += w * float32(l) * float32(l)
 			sumXL += w * float32(l) * v
 		}
 		D := sumW*sumL2 - sumL*sumL
@@ -244,14 +266,14 @@ func makeQKX2Quants(nmax int, x, weights []float32, L, aux []uint8, rmin, rdelta
 				thisMin = 0
 				thisScale = sumXL / sumL2
 			}
-			var mad float32
+			var cur float32
 			for i, v := range x {
-				diff := thisScale*float32(aux[i]) + thisMin - v
-				mad += weights[i] * diff * diff
+				diff := float32(thisScale*float32(aux[i])) + thisMin - v
+				cur += weights[i] * errOf(diff)
 			}
-			if mad < bestMad {
+			if cur < bestErr {
 				copy(L, aux[:len(x)])
-				bestMad, scale, minv = mad, thisScale, thisMin
+				bestErr, scale, minv = cur, thisScale, thisMin
 			}
 		}
 	}
@@ -274,7 +296,7 @@ func quantizeQ4K(x []float32, y []byte) {
 		for l, v := range xs {
 			weights[l] = avX + float32(math.Abs(float64(v)))
 		}
-		scales[j], mins[j] = makeQKX2Quants(15, xs, weights[:], L[32*j:32*j+32], aux[:], -1, 0.1, 20)
+		scales[j], mins[j] = makeQKX2Quants(15, xs, weights[:], L[32*j:32*j+32], aux[:], -1, 0.1, 20, false)
 		maxScale, maxMin = max(maxScale, scales[j]), max(maxMin, mins[j])
 	}
 	var invScale, invMin float32
