@@ -19,7 +19,8 @@ import (
 	_ "github.com/gozoo/gozoo/zoo/all"
 )
 
-var ggufCases = []string{"gemma3_q4_k_m", "gpt2_q4_0", "llama_q4_0", "qwen3_f16", "qwen3_q8_0", "qwen3moe_q8_0"}
+var ggufCases = []string{"gemma3_q4_k_m", "gpt2_q4_0", "llama_q4_0", "qwen3_f16", "qwen3_q8_0", "qwen3moe_q8_0",
+	"llama_q5_k_m", "qwen3_q4_1", "qwen3_iq4_nl", "gemma3_q3_k_m"}
 
 // ggufDir is a GGUF case, vendored or from ../shared (testfiles.Fixture).
 func ggufDir(t testing.TB, name string) string { return testfiles.Fixture(t, "gguf", name) }
@@ -96,7 +97,7 @@ func TestGGUFConfig(t *testing.T) {
 			}
 			wantQuant := 0
 			for _, typ := range meta.TensorTypes {
-				if strings.HasPrefix(typ, "Q") {
+				if strings.HasPrefix(typ, "Q") || strings.HasPrefix(typ, "IQ") {
 					wantQuant++
 				}
 			}
