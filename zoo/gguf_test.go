@@ -303,3 +303,41 @@ func maxAbsDiff(a, b []float32) float64 {
 	}
 	return d
 }
+
+// TestGGUFUnsupportedType: a matrix of a ggml type the zoo has no format
+// for (Q8_K, a valid layout llama.cpp only uses for activations) fails
+// naming the file, the tensor, the type and the supported types.
+func TestGGUFUnsupportedType(t *testing.T) {
+	src, err := gguf.Open(filepath.Join(ggufDir(t, "gemma3_q3_k_m"), "model.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var meta []gguf.KV
+	for _, k := range src.Keys {
+		meta = append(meta, gguf.KV{Key: k, Value: src.Metadata[k]})
+	}
+	var tensors []gguf.WriteTensor
+	for _, ti := range src.Tensors {
+		wt := gguf.WriteTensor{Name: ti.Name, Dims: ti.Dims, Type: ti.Type, Data: src.Data(ti)}
+		if ti.Name == "blk.1.attn_q.weight" {
+			wt.Type, wt.Data = gguf.TypeQ8_K, make([]byte, ti.Elements()/256*292)
+		}
+		tensors = append(tensors, wt)
+	}
+	var buf bytes.Buffer
+	if err := gguf.Write(&buf, meta, tensors); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "bad.gguf")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = zoo.Load(path)
+	t.Log(err)
+	for _, want := range []string{"bad.gguf", `"blk.1.attn_q.weight"`, "Q8_K", "supported: F32, F16, Q4_0, Q4_1"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want an error with %q, got %v", want, err)
+		}
+	}
+}

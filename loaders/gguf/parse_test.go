@@ -244,6 +244,32 @@ var hostileCases = []hostileCase{
 		w.u64(96).u64(2).u32(uint32(TypeQ4_K)).u64(0)
 		return off
 	}, tensor: "w", want: "ne[0] = 96 is not a multiple of Q4_K's block size 256"},
+	{name: "ne0 not a multiple of the IQ4_XS block", build: func(w *builder) int {
+		tensorsOnly(w, 1).str("w").u32(2)
+		off := w.pos()
+		w.u64(320).u64(2).u32(uint32(TypeIQ4_XS)).u64(0)
+		return off
+	}, tensor: "w", want: "ne[0] = 320 is not a multiple of IQ4_XS's block size 256"},
+	{name: "unknown type lists the supported ones", build: func(w *builder) int {
+		tensorsOnly(w, 1).str("w").u32(1).u64(256)
+		off := w.pos()
+		w.u32(16).u64(0) // IQ2_XXS
+		return off
+	}, tensor: "w", want: "unknown ggml type 16 (supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16)"},
+	{name: "Q3_K blocks of the shape past the data", build: func(w *builder) int {
+		// [3, 256] is 3 blocks of 110 bytes; the file holds 2.
+		tensorsOnly(w, 1).str("q").u32(2).u64(256).u64(3).u32(uint32(TypeQ3_K))
+		off := w.pos()
+		w.u64(0).pad(32).zeros(220)
+		return off
+	}, tensor: "q", want: "330 bytes of data at offset 0 (relative to the data section at byte 96) run past the end of the file (the data section has 220 bytes)"},
+	{name: "Q4_1 row count past the data", build: func(w *builder) int {
+		// [5, 64]: 10 blocks of 20 bytes; the file holds 199 bytes.
+		tensorsOnly(w, 1).str("q").u32(2).u64(64).u64(5).u32(uint32(TypeQ4_1))
+		off := w.pos()
+		w.u64(0).pad(32).zeros(199)
+		return off
+	}, tensor: "q", want: "200 bytes of data at offset 0"},
 	{name: "byte count overflows", build: func(w *builder) int {
 		tensorsOnly(w, 1).str("w").u32(1).u64(1 << 62)
 		off := w.pos()
