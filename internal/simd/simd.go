@@ -10,9 +10,10 @@
 //     (exact); prefill runs tiles of R×C dot products, decode one
 //     sequential matrix-vector stream per thread (simd.go).
 //   - Quant in exact mode (MulT): llama.cpp's blocks (Q8_0, Q4_0, Q5_0,
-//     Q4_K, Q6_K) dequantized exactly as ggml does and accumulated in
-//     float32; the 4- and 5-bit decode kernels look each nibble up in a
-//     table of its block's 16 dequantized values.
+//     Q4_K, Q6_K with kernels; Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL,
+//     IQ4_XS through quant.DequantizeRow) dequantized exactly as ggml
+//     does and accumulated in float32; the 4- and 5-bit decode kernels
+//     look each nibble up in a table of its block's 16 dequantized values.
 //   - Quant in fast mode (MulTFast, fast.go, fastgemm.go): llama.cpp's
 //     arithmetic, activations quantized to 8 bits and integer dot
 //     products; on AVX-512 VNNI, prefill repacks 16 weight rows (8 for
