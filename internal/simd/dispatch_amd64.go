@@ -291,6 +291,15 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 		}
 		return true
 	}
+	if w.Format == quant.IQ4_NL {
+		// AVX2 kernels, which AVX-512 machines run too.
+		if x != nil {
+			gemvIQ4_NLAVX2(&x[0], wp, rb, blocks, rows, &y[0])
+		} else {
+			dequantIQ4_NLAVX2(wp, rb, blocks, rows, &dst[0])
+		}
+		return true
+	}
 	if x == nil && active == avx2 && w.Format == quant.Q5_0 {
 		dequantQ5_0AVX2(wp, rb, blocks, rows, &q5Shifts[0], &dst[0])
 		return true
@@ -404,6 +413,8 @@ func asmDotActs(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16,
 		fastQ4_KAVX2(wp, rb, rows, blocks, &q[0], &d[0], &sums[0], &y[0])
 	case quant.Q6_K:
 		fastQ6_KAVX2(wp, rb, rows, blocks, &q[0], &d[0], &sums[0], &y[0])
+	case quant.IQ4_NL:
+		fastIQ4_NLAVX2(wp, rb, rows, blocks, &q[0], &d[0], &y[0])
 	default:
 		return false
 	}
@@ -425,6 +436,8 @@ func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, in int, y []
 		fastQ4_0x4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
 	case quant.Q5_0:
 		fastQ5_0x4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
+	case quant.IQ4_NL:
+		fastIQ4_NLx4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
 	default:
 		return false
 	}

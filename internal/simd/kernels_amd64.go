@@ -451,3 +451,23 @@ func fastGemmQ6_Kx2VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32
 //
 //go:noescape
 func fastGemmQ6_Kx1VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
+
+// fastIQ4_NLAVX2 computes y[r] = w_r · x for rows IQ4_NL rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd.
+//
+//go:noescape
+func fastIQ4_NLAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+
+// fastIQ4_NLx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows IQ4_NL rows of blocks blocks (stride ldw bytes) and four rows of Q8_0 activations (stride ldx values).
+//
+//go:noescape
+func fastIQ4_NLx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+
+// gemvIQ4_NLAVX2 computes y[r] = x · w_r for rows IQ4_NL rows of blocks blocks (stride ldw bytes).
+//
+//go:noescape
+func gemvIQ4_NLAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// dequantIQ4_NLAVX2 dequantizes rows IQ4_NL rows of blocks blocks (stride ldw bytes) into dst, row after row.
+//
+//go:noescape
+func dequantIQ4_NLAVX2(w *byte, ldw int, blocks int, rows int, dst *float32)

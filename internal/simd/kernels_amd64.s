@@ -9307,6 +9307,40 @@ DATA fastq5bits<>+16(SB)/8, $0x7fbfdfeff7fbfdfe
 DATA fastq5bits<>+24(SB)/8, $0x7fbfdfeff7fbfdfe
 GLOBL fastq5bits<>(SB), RODATA|NOPTR, $32
 
+DATA fastiq4levels<>+0(SB)/1, $0x81
+DATA fastiq4levels<>+1(SB)/1, $0x98
+DATA fastiq4levels<>+2(SB)/1, $0xad
+DATA fastiq4levels<>+3(SB)/1, $0xbf
+DATA fastiq4levels<>+4(SB)/1, $0xcf
+DATA fastiq4levels<>+5(SB)/1, $0xdd
+DATA fastiq4levels<>+6(SB)/1, $0xea
+DATA fastiq4levels<>+7(SB)/1, $0xf6
+DATA fastiq4levels<>+8(SB)/1, $0x01
+DATA fastiq4levels<>+9(SB)/1, $0x0d
+DATA fastiq4levels<>+10(SB)/1, $0x19
+DATA fastiq4levels<>+11(SB)/1, $0x26
+DATA fastiq4levels<>+12(SB)/1, $0x35
+DATA fastiq4levels<>+13(SB)/1, $0x45
+DATA fastiq4levels<>+14(SB)/1, $0x59
+DATA fastiq4levels<>+15(SB)/1, $0x71
+DATA fastiq4levels<>+16(SB)/1, $0x81
+DATA fastiq4levels<>+17(SB)/1, $0x98
+DATA fastiq4levels<>+18(SB)/1, $0xad
+DATA fastiq4levels<>+19(SB)/1, $0xbf
+DATA fastiq4levels<>+20(SB)/1, $0xcf
+DATA fastiq4levels<>+21(SB)/1, $0xdd
+DATA fastiq4levels<>+22(SB)/1, $0xea
+DATA fastiq4levels<>+23(SB)/1, $0xf6
+DATA fastiq4levels<>+24(SB)/1, $0x01
+DATA fastiq4levels<>+25(SB)/1, $0x0d
+DATA fastiq4levels<>+26(SB)/1, $0x19
+DATA fastiq4levels<>+27(SB)/1, $0x26
+DATA fastiq4levels<>+28(SB)/1, $0x35
+DATA fastiq4levels<>+29(SB)/1, $0x45
+DATA fastiq4levels<>+30(SB)/1, $0x59
+DATA fastiq4levels<>+31(SB)/1, $0x71
+GLOBL fastiq4levels<>(SB), RODATA|NOPTR, $32
+
 // func fastQ8_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·fastQ8_0AVX2(SB), NOSPLIT, $0-56
@@ -13621,5 +13655,410 @@ fastGemmQ6_Kx1VNNI_block:
 	JMP           fastGemmQ6_Kx1VNNI_rows
 
 fastGemmQ6_Kx1VNNI_end:
+	VZEROUPPER
+	RET
+
+// func fastIQ4_NLAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastIQ4_NLAVX2(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         rows+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         xq+32(FP), SI
+	MOVQ         xd+40(FP), DI
+	MOVQ         y+48(FP), R8
+	MOVL         $0x00010001, R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X1
+	VPBROADCASTD X1, Y1
+	VMOVDQU      fastiq4levels<>+0(SB), Y2
+
+fastIQ4_NLAVX2_row:
+	TESTQ DX, DX
+	JZ    fastIQ4_NLAVX2_end
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	MOVQ  AX, R9
+	MOVQ  SI, R10
+	MOVQ  DI, R11
+	MOVQ  BX, R12
+
+fastIQ4_NLAVX2_block:
+	CMPQ         R12, $0x02
+	JB           fastIQ4_NLAVX2_tail
+	PREFETCHT0   2048(R9)
+	VMOVDQU      2(R9), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSHUFB      Y5, Y2, Y5
+	VMOVDQU      (R10), Y7
+	VPSIGNB      Y5, Y5, Y6
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (R11), X5, X5
+	VBROADCASTSS X5, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000012, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+	PREFETCHT0   2048(R9)
+	VMOVDQU      2(R9), X8
+	VPSRLW       $0x04, X8, X5
+	VINSERTI128  $0x01, X5, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      Y8, Y2, Y8
+	VMOVDQU      (R10), Y7
+	VPSIGNB      Y8, Y8, Y6
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (R11), X5, X5
+	VBROADCASTSS X5, Y7
+	VFMADD231PS  Y6, Y7, Y4
+	ADDQ         $0x00000012, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+	SUBQ         $0x02, R12
+	JMP          fastIQ4_NLAVX2_block
+
+fastIQ4_NLAVX2_tail:
+	TESTQ        R12, R12
+	JZ           fastIQ4_NLAVX2_rowdone
+	PREFETCHT0   2048(R9)
+	VMOVDQU      2(R9), X9
+	VPSRLW       $0x04, X9, X5
+	VINSERTI128  $0x01, X5, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSHUFB      Y9, Y2, Y9
+	VMOVDQU      (R10), Y7
+	VPSIGNB      Y9, Y9, Y6
+	VPSIGNB      Y9, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	MOVWLZX      (R9), R12
+	VMOVD        R12, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (R11), X5, X5
+	VBROADCASTSS X5, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000012, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+
+fastIQ4_NLAVX2_rowdone:
+	VADDPS       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         $0x04, R8
+	ADDQ         CX, AX
+	DECQ         DX
+	JMP          fastIQ4_NLAVX2_row
+
+fastIQ4_NLAVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastIQ4_NLx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·fastIQ4_NLx4AVX2(SB), NOSPLIT, $0-72
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVQ         ldx+48(FP), BX
+	MOVQ         BX, SI
+	SHRQ         $0x03, SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X1
+	VPBROADCASTD X1, Y1
+	VMOVDQU      fastiq4levels<>+0(SB), Y2
+
+fastIQ4_NLx4AVX2_row:
+	TESTQ  CX, CX
+	JZ     fastIQ4_NLx4AVX2_end
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	MOVQ   AX, DI
+	MOVQ   xq+32(FP), R8
+	LEAQ   (R8)(BX*2), R9
+	MOVQ   xd+40(FP), R10
+	LEAQ   (R10)(SI*2), R11
+	MOVQ   blocks+24(FP), R12
+
+fastIQ4_NLx4AVX2_block:
+	TESTQ        R12, R12
+	JZ           fastIQ4_NLx4AVX2_rowdone
+	VMOVDQU      2(DI), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y7
+	VPSIGNB      Y7, Y7, Y8
+	MOVWLZX      (DI), R13
+	VMOVD        R13, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, Y9
+	VMOVDQU      (R8), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R10), Y11
+	VMULPS       Y9, Y11, Y11
+	VFMADD231PS  Y10, Y11, Y3
+	VMOVDQU      (R8)(BX*1), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R10)(SI*1), Y11
+	VMULPS       Y9, Y11, Y11
+	VFMADD231PS  Y10, Y11, Y4
+	VMOVDQU      (R9), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R11), Y11
+	VMULPS       Y9, Y11, Y11
+	VFMADD231PS  Y10, Y11, Y5
+	VMOVDQU      (R9)(BX*1), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R11)(SI*1), Y8
+	VMULPS       Y9, Y8, Y8
+	VFMADD231PS  Y10, Y8, Y6
+	ADDQ         $0x00000012, DI
+	ADDQ         $0x20, R8
+	ADDQ         $0x20, R9
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JMP          fastIQ4_NLx4AVX2_block
+
+fastIQ4_NLx4AVX2_rowdone:
+	MOVQ         ldy+64(FP), R12
+	SHLQ         $0x02, R12
+	MOVQ         DX, R8
+	VEXTRACTF128 $0x01, Y3, X7
+	VADDPS       X7, X3, X3
+	VPERMILPS    $0x4e, X3, X7
+	VADDPS       X7, X3, X3
+	VPERMILPS    $0xb1, X3, X7
+	VADDPS       X7, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y4, X3
+	VADDPS       X3, X4, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y5, X3
+	VADDPS       X3, X5, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y6, X3
+	VADDPS       X3, X6, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         R12, R8
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R12
+	ADDQ         R12, AX
+	DECQ         CX
+	JMP          fastIQ4_NLx4AVX2_row
+
+fastIQ4_NLx4AVX2_end:
+	VZEROUPPER
+	RET
+
+DATA iq4mask<>+0(SB)/1, $0x0f
+DATA iq4mask<>+1(SB)/1, $0x0f
+DATA iq4mask<>+2(SB)/1, $0x0f
+DATA iq4mask<>+3(SB)/1, $0x0f
+DATA iq4mask<>+4(SB)/1, $0x0f
+DATA iq4mask<>+5(SB)/1, $0x0f
+DATA iq4mask<>+6(SB)/1, $0x0f
+DATA iq4mask<>+7(SB)/1, $0x0f
+DATA iq4mask<>+8(SB)/1, $0x0f
+DATA iq4mask<>+9(SB)/1, $0x0f
+DATA iq4mask<>+10(SB)/1, $0x0f
+DATA iq4mask<>+11(SB)/1, $0x0f
+DATA iq4mask<>+12(SB)/1, $0x0f
+DATA iq4mask<>+13(SB)/1, $0x0f
+DATA iq4mask<>+14(SB)/1, $0x0f
+DATA iq4mask<>+15(SB)/1, $0x0f
+GLOBL iq4mask<>(SB), RODATA|NOPTR, $16
+
+// func gemvIQ4_NLAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·gemvIQ4_NLAVX2(SB), NOSPLIT, $0-48
+	MOVQ    x+0(FP), AX
+	MOVQ    w+8(FP), CX
+	MOVQ    ldw+16(FP), DX
+	MOVQ    blocks+24(FP), BX
+	MOVQ    rows+32(FP), SI
+	MOVQ    y+40(FP), DI
+	VMOVDQU fastiq4levels<>+0(SB), X0
+	VMOVDQU iq4mask<>+0(SB), X1
+
+gemvIQ4_NLAVX2_row:
+	TESTQ  SI, SI
+	JZ     gemvIQ4_NLAVX2_end
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	MOVQ   AX, R8
+	MOVQ   CX, R9
+	MOVQ   BX, R10
+
+gemvIQ4_NLAVX2_block:
+	TESTQ        R10, R10
+	JZ           gemvIQ4_NLAVX2_rowdone
+	PREFETCHT0   2048(R9)
+	VPBROADCASTW (R9), X6
+	VCVTPH2PS    X6, Y6
+	VMOVDQU      2(R9), X7
+	VPAND        X1, X7, X8
+	VPSRLW       $0x04, X7, X7
+	VPAND        X1, X7, X7
+	VPSHUFB      X8, X0, X8
+	VPSHUFB      X7, X0, X7
+	VPMOVSXBD    X8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y6, Y9, Y9
+	VFMADD231PS  (R8), Y9, Y2
+	VPSRLDQ      $0x08, X8, X8
+	VPMOVSXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VFMADD231PS  32(R8), Y8, Y3
+	VPMOVSXBD    X7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VFMADD231PS  64(R8), Y8, Y4
+	VPSRLDQ      $0x08, X7, X7
+	VPMOVSXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y6, Y7, Y7
+	VFMADD231PS  96(R8), Y7, Y5
+	ADDQ         $0x00000012, R9
+	ADDQ         $0x00000080, R8
+	DECQ         R10
+	JMP          gemvIQ4_NLAVX2_block
+
+gemvIQ4_NLAVX2_rowdone:
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y4, Y2, Y2
+	VADDPS       Y5, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSS       X2, (DI)
+	ADDQ         $0x04, DI
+	ADDQ         DX, CX
+	DECQ         SI
+	JMP          gemvIQ4_NLAVX2_row
+
+gemvIQ4_NLAVX2_end:
+	VZEROUPPER
+	RET
+
+// func dequantIQ4_NLAVX2(w *byte, ldw int, blocks int, rows int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantIQ4_NLAVX2(SB), NOSPLIT, $0-40
+	MOVQ    w+0(FP), AX
+	MOVQ    ldw+8(FP), CX
+	MOVQ    blocks+16(FP), DX
+	MOVQ    rows+24(FP), BX
+	MOVQ    dst+32(FP), SI
+	VMOVDQU fastiq4levels<>+0(SB), X0
+	VMOVDQU iq4mask<>+0(SB), X1
+
+dequantIQ4_NLAVX2_row:
+	TESTQ BX, BX
+	JZ    dequantIQ4_NLAVX2_end
+	MOVQ  AX, DI
+	MOVQ  DX, R8
+
+dequantIQ4_NLAVX2_block:
+	TESTQ        R8, R8
+	JZ           dequantIQ4_NLAVX2_rowdone
+	VPBROADCASTW (DI), X2
+	VCVTPH2PS    X2, Y2
+	VMOVDQU      2(DI), X3
+	VPAND        X1, X3, X4
+	VPSRLW       $0x04, X3, X3
+	VPAND        X1, X3, X3
+	VPSHUFB      X4, X0, X4
+	VPSHUFB      X3, X0, X3
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VMOVUPS      Y5, (SI)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 32(SI)
+	VPMOVSXBD    X3, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 64(SI)
+	VPSRLDQ      $0x08, X3, X3
+	VPMOVSXBD    X3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 96(SI)
+	ADDQ         $0x00000012, DI
+	ADDQ         $0x00000080, SI
+	DECQ         R8
+	JMP          dequantIQ4_NLAVX2_block
+
+dequantIQ4_NLAVX2_rowdone:
+	ADDQ CX, AX
+	DECQ BX
+	JMP  dequantIQ4_NLAVX2_row
+
+dequantIQ4_NLAVX2_end:
 	VZEROUPPER
 	RET

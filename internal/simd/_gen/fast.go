@@ -24,7 +24,7 @@ var avx2 = isa{"AVX2", 8, YMM, 2}
 // VPSHUFB pattern per sub-block j that spreads 16-bit word j of a lane to
 // all eight; for Q6_K, a VPERMD index per group k that repeats scale 2k
 // four times and 2k+1 four times; and Q5_0's bytes_from_bits tables.
-var q4kShuf, q6kIdx, q5Shuf, q5Bits Mem
+var q4kShuf, q6kIdx, q5Shuf, q5Bits, iq4Levels Mem
 
 func fastConsts() {
 	q4kShuf = GLOBL("fastq4kshuf", RODATA|NOPTR)
@@ -50,6 +50,13 @@ func fastConsts() {
 	for i := 0; i < 4; i++ {
 		DATA(8*i, U64(0x7fbfdfeff7fbfdfe))
 	}
+	// IQ4_NL's 16 levels (ggml's kvalues_iq4nl) in each 128-bit lane, for
+	// VPSHUFB by nibble.
+	iq4Levels = GLOBL("fastiq4levels", RODATA|NOPTR)
+	levels := []int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+	for i := 0; i < 32; i++ { // the assembler wants DATA in ascending order
+		DATA(i, U8(uint8(levels[i%16])))
+	}
 }
 
 // bcast8 puts the byte v in every byte of a new ymm register.
@@ -67,8 +74,8 @@ func scaleOf(h Mem, xd Mem) VecVirtual {
 }
 
 // q8Consts makes the constants of the Q8_0-family kernels: 16-bit ones for
-// VPMADDWD, and the nibble mask, Q4_0's offset 8 and Q5_0's 0xf0 where the
-// format needs them.
+// VPMADDWD, and the nibble mask, Q4_0's offset 8 (IQ4_NL's level table in
+// its place) and Q5_0's 0xf0 where the format needs them.
 func q8Consts(q string) (ones, mask, eight, f0 VecVirtual) {
 	ones = broadcast(avx2, 0x00010001)
 	if q != "Q8_0" {
@@ -76,6 +83,10 @@ func q8Consts(q string) (ones, mask, eight, f0 VecVirtual) {
 	}
 	if q == "Q4_0" {
 		eight = bcast8(8)
+	}
+	if q == "IQ4_NL" {
+		eight = YMM()
+		VMOVDQU(iq4Levels, eight)
 	}
 	if q == "Q5_0" {
 		f0 = bcast8(0xf0)
@@ -95,7 +106,7 @@ func fastQ8(q string) {
 	w, ldw, rows, blocks, xq, xd := params("w", "ldw", "rows", "blocks", "xq", "xd")
 	y := GP64()
 	Load(Param("y"), y)
-	bsize := map[string]int{"Q8_0": 34, "Q4_0": 18, "Q5_0": 22}[q]
+	bsize := map[string]int{"Q8_0": 34, "Q4_0": 18, "Q5_0": 22, "IQ4_NL": 18}[q]
 	ones, mask, eight, f0 := q8Consts(q)
 	wp, xp, dp, b := GP64(), GP64(), GP64(), GP64()
 	rowLoopPairs(name, avx2, rows, w, ldw, y, b, []VecVirtual{YMM(), YMM()}, func() {
@@ -306,7 +317,7 @@ func loadQ8Weights(q string, wp GPVirtual, mask, eight, f0 VecVirtual) VecVirtua
 	switch q {
 	case "Q8_0":
 		VMOVDQU(Mem{Base: wp, Disp: 2}, wv)
-	case "Q4_0", "Q5_0":
+	case "Q4_0", "Q5_0", "IQ4_NL":
 		off := 2
 		if q == "Q5_0" {
 			off = 6
@@ -316,9 +327,13 @@ func loadQ8Weights(q string, wp GPVirtual, mask, eight, f0 VecVirtual) VecVirtua
 		VPSRLW(U8(4), wv.AsX(), hi)
 		VINSERTI128(U8(1), hi, wv, wv)
 		VPAND(mask, wv, wv)
-		if q == "Q4_0" {
+		switch q {
+		case "Q4_0":
 			VPSUBB(eight, wv, wv)
-		} else {
+		case "IQ4_NL":
+			// The nibble indexes the levels (eight holds the table).
+			VPSHUFB(wv, eight, wv)
+		default:
 			// The fifth bits: 0xff bytes where set; a clear bit makes
 			// the value nibble - 16, i.e. nibble | 0xf0 as int8.
 			bits := YMM()
@@ -353,7 +368,7 @@ func fastQ8x4(q string) {
 	Load(Param("ldx"), ldx)
 	MOVQ(ldx, ldd)
 	SHRQ(U8(3), ldd) // bytes of scales per row: ldx/32 float32s
-	bsize := map[string]int{"Q8_0": 34, "Q4_0": 18, "Q5_0": 22}[q]
+	bsize := map[string]int{"Q8_0": 34, "Q4_0": 18, "Q5_0": 22, "IQ4_NL": 18}[q]
 	ones, mask, eight, f0 := q8Consts(q)
 	wp, xp, xp2, dp, dp2, b := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
 	acc := []VecVirtual{YMM(), YMM(), YMM(), YMM()}

@@ -181,6 +181,12 @@ func main() {
 		fastGemmK(q, 2)
 		fastGemmK(q, 1)
 	}
+	// IQ4_NL (fastConsts holds its level table).
+	fastQ8("IQ4_NL")
+	fastQ8x4("IQ4_NL")
+	iq4Consts()
+	iq4nlRows(true)
+	iq4nlRows(false)
 	Generate()
 }
 
