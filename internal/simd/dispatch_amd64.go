@@ -291,6 +291,32 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 		}
 		return true
 	}
+	if x == nil {
+		// The formats with only a widening kernel: rows of whole blocks
+		// lie one after another, so one call (exact decode widens groups
+		// of rows and runs the float32 kernels, mulRowGroups).
+		n := rows * in / w.Format.BlockSize()
+		switch w.Format {
+		case quant.Q4_1:
+			dequantQ4_1AVX2(wp, n, &dst[0])
+			return true
+		case quant.Q5_1:
+			dequantQ5_1AVX2(wp, n, &dst[0])
+			return true
+		case quant.Q2_K:
+			dequantQ2_KAVX2(wp, n, &dst[0])
+			return true
+		case quant.Q3_K:
+			dequantQ3_KAVX2(wp, n, &dst[0])
+			return true
+		case quant.Q5_K:
+			dequantQ5_KAVX2(wp, n, &dst[0])
+			return true
+		case quant.IQ4_XS:
+			dequantIQ4_XSAVX2(wp, n, &dst[0])
+			return true
+		}
+	}
 	if w.Format == quant.IQ4_NL {
 		// AVX2 kernels, which AVX-512 machines run too.
 		if x != nil {

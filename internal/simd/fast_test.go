@@ -95,7 +95,7 @@ func TestFastKernels(t *testing.T) {
 func BenchmarkMulTFast(b *testing.B) {
 	const in, out = 1024, 3072
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q6_K, quant.IQ4_NL} {
+	for _, f := range allQuantFormats {
 		rb, _ := f.RowBytes(in)
 		w := make([]byte, out*rb)
 		src := make([]float32, in)

@@ -471,3 +471,33 @@ func gemvIQ4_NLAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float
 //
 //go:noescape
 func dequantIQ4_NLAVX2(w *byte, ldw int, blocks int, rows int, dst *float32)
+
+// dequantQ4_1AVX2 dequantizes blocks Q4_1 blocks from w into dst, exactly as ggml does.
+//
+//go:noescape
+func dequantQ4_1AVX2(w *byte, blocks int, dst *float32)
+
+// dequantQ5_1AVX2 dequantizes blocks Q5_1 blocks from w into dst, exactly as ggml does.
+//
+//go:noescape
+func dequantQ5_1AVX2(w *byte, blocks int, dst *float32)
+
+// dequantQ2_KAVX2 dequantizes blocks Q2_K blocks from w into dst, exactly as ggml does.
+//
+//go:noescape
+func dequantQ2_KAVX2(w *byte, blocks int, dst *float32)
+
+// dequantQ3_KAVX2 dequantizes blocks Q3_K blocks from w into dst, exactly as ggml does.
+//
+//go:noescape
+func dequantQ3_KAVX2(w *byte, blocks int, dst *float32)
+
+// dequantQ5_KAVX2 dequantizes blocks Q5_K blocks from w into dst, exactly as ggml does.
+//
+//go:noescape
+func dequantQ5_KAVX2(w *byte, blocks int, dst *float32)
+
+// dequantIQ4_XSAVX2 dequantizes blocks IQ4_XS blocks from w into dst, exactly as ggml does.
+//
+//go:noescape
+func dequantIQ4_XSAVX2(w *byte, blocks int, dst *float32)

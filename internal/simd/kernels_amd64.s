@@ -14062,3 +14062,2072 @@ dequantIQ4_NLAVX2_rowdone:
 dequantIQ4_NLAVX2_end:
 	VZEROUPPER
 	RET
+
+DATA lowbitshifts<>+0(SB)/4, $0x00000000
+DATA lowbitshifts<>+4(SB)/4, $0x00000001
+DATA lowbitshifts<>+8(SB)/4, $0x00000002
+DATA lowbitshifts<>+12(SB)/4, $0x00000003
+DATA lowbitshifts<>+16(SB)/4, $0x00000004
+DATA lowbitshifts<>+20(SB)/4, $0x00000005
+DATA lowbitshifts<>+24(SB)/4, $0x00000006
+DATA lowbitshifts<>+28(SB)/4, $0x00000007
+DATA lowbitshifts<>+32(SB)/4, $0x00000008
+DATA lowbitshifts<>+36(SB)/4, $0x00000009
+DATA lowbitshifts<>+40(SB)/4, $0x0000000a
+DATA lowbitshifts<>+44(SB)/4, $0x0000000b
+DATA lowbitshifts<>+48(SB)/4, $0x0000000c
+DATA lowbitshifts<>+52(SB)/4, $0x0000000d
+DATA lowbitshifts<>+56(SB)/4, $0x0000000e
+DATA lowbitshifts<>+60(SB)/4, $0x0000000f
+DATA lowbitshifts<>+64(SB)/4, $0x00000010
+DATA lowbitshifts<>+68(SB)/4, $0x00000011
+DATA lowbitshifts<>+72(SB)/4, $0x00000012
+DATA lowbitshifts<>+76(SB)/4, $0x00000013
+DATA lowbitshifts<>+80(SB)/4, $0x00000014
+DATA lowbitshifts<>+84(SB)/4, $0x00000015
+DATA lowbitshifts<>+88(SB)/4, $0x00000016
+DATA lowbitshifts<>+92(SB)/4, $0x00000017
+DATA lowbitshifts<>+96(SB)/4, $0x00000018
+DATA lowbitshifts<>+100(SB)/4, $0x00000019
+DATA lowbitshifts<>+104(SB)/4, $0x0000001a
+DATA lowbitshifts<>+108(SB)/4, $0x0000001b
+DATA lowbitshifts<>+112(SB)/4, $0x0000001c
+DATA lowbitshifts<>+116(SB)/4, $0x0000001d
+DATA lowbitshifts<>+120(SB)/4, $0x0000001e
+DATA lowbitshifts<>+124(SB)/4, $0x0000001f
+GLOBL lowbitshifts<>(SB), RODATA|NOPTR, $128
+
+// func dequantQ4_1AVX2(w *byte, blocks int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantQ4_1AVX2(SB), NOSPLIT, $0-24
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVL         $0x00000001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000003, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+
+dequantQ4_1AVX2_block:
+	TESTQ        CX, CX
+	JZ           dequantQ4_1AVX2_blocksdone
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X1
+	VCVTPH2PS    X1, X1
+	VBROADCASTSS X1, Y1
+	MOVWLZX      2(AX), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS X2, Y2
+	VPMOVZXBD    4(AX), Y3
+	VPAND        Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, (DX)
+	VPMOVZXBD    12(AX), Y3
+	VPAND        Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 32(DX)
+	VPMOVZXBD    4(AX), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 64(DX)
+	VPMOVZXBD    12(AX), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 96(DX)
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000080, DX
+	DECQ         CX
+	JMP          dequantQ4_1AVX2_block
+
+dequantQ4_1AVX2_blocksdone:
+	VZEROUPPER
+	RET
+
+// func dequantQ5_1AVX2(w *byte, blocks int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantQ5_1AVX2(SB), NOSPLIT, $0-24
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVL         $0x00000001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000003, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+
+dequantQ5_1AVX2_block:
+	TESTQ        CX, CX
+	JZ           dequantQ5_1AVX2_blocksdone
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS X2, Y2
+	MOVWLZX      2(AX), BX
+	VMOVD        BX, X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y3
+	VPBROADCASTD 4(AX), Y4
+	VPMOVZXBD    8(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPSRLVD      lowbitshifts<>+0(SB), Y4, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VADDPS       Y3, Y5, Y5
+	VMOVUPS      Y5, (DX)
+	VPMOVZXBD    16(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPSRLVD      lowbitshifts<>+32(SB), Y4, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VADDPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 32(DX)
+	VPMOVZXBD    8(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSRLVD      lowbitshifts<>+64(SB), Y4, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VADDPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 64(DX)
+	VPMOVZXBD    16(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSRLVD      lowbitshifts<>+96(SB), Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSLLD       $0x04, Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VADDPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 96(DX)
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000080, DX
+	DECQ         CX
+	JMP          dequantQ5_1AVX2_block
+
+dequantQ5_1AVX2_blocksdone:
+	VZEROUPPER
+	RET
+
+// func dequantQ2_KAVX2(w *byte, blocks int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantQ2_KAVX2(SB), NOSPLIT, $0-24
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVL         $0x00000001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000003, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+
+dequantQ2_KAVX2_block:
+	TESTQ        CX, CX
+	JZ           dequantQ2_KAVX2_blocksdone
+	MOVWLZX      80(AX), BX
+	VMOVD        BX, X1
+	VCVTPH2PS    X1, X1
+	MOVWLZX      82(AX), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	MOVBLZX      (AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    16(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, (DX)
+	VPMOVZXBD    24(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 32(DX)
+	MOVBLZX      1(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 64(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 96(DX)
+	MOVBLZX      2(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    16(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 128(DX)
+	VPMOVZXBD    24(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 160(DX)
+	MOVBLZX      3(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 192(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 224(DX)
+	MOVBLZX      4(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    16(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 256(DX)
+	VPMOVZXBD    24(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 288(DX)
+	MOVBLZX      5(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 320(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 352(DX)
+	MOVBLZX      6(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    16(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 384(DX)
+	VPMOVZXBD    24(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 416(DX)
+	MOVBLZX      7(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 448(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 480(DX)
+	MOVBLZX      8(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 512(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 544(DX)
+	MOVBLZX      9(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    64(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 576(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 608(DX)
+	MOVBLZX      10(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 640(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 672(DX)
+	MOVBLZX      11(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    64(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 704(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 736(DX)
+	MOVBLZX      12(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 768(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 800(DX)
+	MOVBLZX      13(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    64(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 832(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 864(DX)
+	MOVBLZX      14(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 896(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 928(DX)
+	MOVBLZX      15(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y1
+	VBROADCASTSS X4, Y2
+	VPMOVZXBD    64(AX), Y3
+	VPSRLD       $0x06, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VSUBPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 960(DX)
+	VPMOVZXBD    72(AX), Y3
+	VPSRLD       $0x06, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VSUBPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 992(DX)
+	ADDQ         $0x00000054, AX
+	ADDQ         $0x00000400, DX
+	DECQ         CX
+	JMP          dequantQ2_KAVX2_block
+
+dequantQ2_KAVX2_blocksdone:
+	VZEROUPPER
+	RET
+
+// func dequantQ3_KAVX2(w *byte, blocks int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantQ3_KAVX2(SB), NOSPLIT, $0-24
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVL         $0x00000001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000003, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X2
+	VPBROADCASTD X2, Y2
+
+dequantQ3_KAVX2_block:
+	TESTQ        CX, CX
+	JZ           dequantQ3_KAVX2_blocksdone
+	MOVWLZX      108(AX), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	MOVL         $0x00000004, BX
+	VMOVD        BX, X3
+	VPBROADCASTD X3, Y3
+	MOVBLZX      96(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      104(AX), SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    (AX), Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, (DX)
+	VPMOVZXBD    40(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    8(AX), Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 32(DX)
+	MOVBLZX      97(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      105(AX), SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    16(AX), Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 64(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    24(AX), Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 96(DX)
+	MOVBLZX      98(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      106(AX), SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    (AX), Y6
+	VPSRLD       $0x01, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 128(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    8(AX), Y6
+	VPSRLD       $0x01, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 160(DX)
+	MOVBLZX      99(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      107(AX), SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    16(AX), Y6
+	VPSRLD       $0x01, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 192(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    24(AX), Y6
+	VPSRLD       $0x01, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 224(DX)
+	MOVBLZX      100(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      104(AX), SI
+	SHRL         $0x02, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    (AX), Y6
+	VPSRLD       $0x02, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 256(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    8(AX), Y6
+	VPSRLD       $0x02, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 288(DX)
+	MOVBLZX      101(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      105(AX), SI
+	SHRL         $0x02, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    16(AX), Y6
+	VPSRLD       $0x02, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 320(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    24(AX), Y6
+	VPSRLD       $0x02, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 352(DX)
+	MOVBLZX      102(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      106(AX), SI
+	SHRL         $0x02, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    (AX), Y6
+	VPSRLD       $0x03, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 384(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    8(AX), Y6
+	VPSRLD       $0x03, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 416(DX)
+	MOVBLZX      103(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      107(AX), SI
+	SHRL         $0x02, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    16(AX), Y6
+	VPSRLD       $0x03, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 448(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    24(AX), Y6
+	VPSRLD       $0x03, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 480(DX)
+	MOVBLZX      96(AX), BX
+	SHRL         $0x04, BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      104(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    64(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    (AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 512(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    8(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 544(DX)
+	MOVBLZX      97(AX), BX
+	SHRL         $0x04, BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      105(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    80(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    16(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 576(DX)
+	VPMOVZXBD    88(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    24(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 608(DX)
+	MOVBLZX      98(AX), BX
+	SHRL         $0x04, BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      106(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    64(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    (AX), Y6
+	VPSRLD       $0x05, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 640(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    8(AX), Y6
+	VPSRLD       $0x05, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 672(DX)
+	MOVBLZX      99(AX), BX
+	SHRL         $0x04, BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      107(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    80(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    16(AX), Y6
+	VPSRLD       $0x05, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 704(DX)
+	VPMOVZXBD    88(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    24(AX), Y6
+	VPSRLD       $0x05, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 736(DX)
+	MOVBLZX      100(AX), BX
+	SHRL         $0x04, BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      104(AX), SI
+	SHRL         $0x06, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    64(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    (AX), Y6
+	VPSRLD       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 768(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    8(AX), Y6
+	VPSRLD       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 800(DX)
+	MOVBLZX      101(AX), BX
+	SHRL         $0x04, BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      105(AX), SI
+	SHRL         $0x06, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    80(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    16(AX), Y6
+	VPSRLD       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 832(DX)
+	VPMOVZXBD    88(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    24(AX), Y6
+	VPSRLD       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 864(DX)
+	MOVBLZX      102(AX), BX
+	SHRL         $0x04, BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      106(AX), SI
+	SHRL         $0x06, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    64(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    (AX), Y6
+	VPSRLD       $0x07, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 896(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    8(AX), Y6
+	VPSRLD       $0x07, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 928(DX)
+	MOVBLZX      103(AX), BX
+	SHRL         $0x04, BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      107(AX), SI
+	SHRL         $0x06, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y2
+	VPMOVZXBD    80(AX), Y4
+	VPSRLD       $0x06, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPMOVZXBD    16(AX), Y5
+	VPSRLD       $0x07, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSLLD       $0x02, Y5, Y5
+	VPSUBD       Y3, Y4, Y4
+	VPADDD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 960(DX)
+	VPMOVZXBD    88(AX), Y4
+	VPSRLD       $0x06, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPMOVZXBD    24(AX), Y5
+	VPSRLD       $0x07, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSLLD       $0x02, Y5, Y5
+	VPSUBD       Y3, Y4, Y4
+	VPADDD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 992(DX)
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000400, DX
+	DECQ         CX
+	JMP          dequantQ3_KAVX2_block
+
+dequantQ3_KAVX2_blocksdone:
+	VZEROUPPER
+	RET
+
+// func dequantQ5_KAVX2(w *byte, blocks int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantQ5_KAVX2(SB), NOSPLIT, $0-24
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVL         $0x00000001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000003, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+
+dequantQ5_KAVX2_block:
+	TESTQ        CX, CX
+	JZ           dequantQ5_KAVX2_blocksdone
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	MOVWLZX      2(AX), BX
+	VMOVD        BX, X3
+	VCVTPH2PS    X3, X3
+	MOVBLZX      4(AX), BX
+	ANDL         $0x0000003f, BX
+	MOVBLZX      8(AX), SI
+	ANDL         $0x0000003f, SI
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VXORPS       X5, X5, X5
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X2, X4, X4
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS X5, Y5
+	VPMOVZXBD    48(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    16(AX), Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, (DX)
+	VPMOVZXBD    56(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    24(AX), Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 32(DX)
+	VPMOVZXBD    64(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    32(AX), Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 64(DX)
+	VPMOVZXBD    72(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    40(AX), Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 96(DX)
+	MOVBLZX      5(AX), BX
+	ANDL         $0x0000003f, BX
+	MOVBLZX      9(AX), SI
+	ANDL         $0x0000003f, SI
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VXORPS       X5, X5, X5
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X2, X4, X4
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS X5, Y5
+	VPMOVZXBD    48(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    16(AX), Y7
+	VPSRLD       $0x01, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 128(DX)
+	VPMOVZXBD    56(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    24(AX), Y7
+	VPSRLD       $0x01, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 160(DX)
+	VPMOVZXBD    64(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    32(AX), Y7
+	VPSRLD       $0x01, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 192(DX)
+	VPMOVZXBD    72(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    40(AX), Y7
+	VPSRLD       $0x01, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 224(DX)
+	MOVBLZX      6(AX), BX
+	ANDL         $0x0000003f, BX
+	MOVBLZX      10(AX), SI
+	ANDL         $0x0000003f, SI
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VXORPS       X5, X5, X5
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X2, X4, X4
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS X5, Y5
+	VPMOVZXBD    80(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    16(AX), Y7
+	VPSRLD       $0x02, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 256(DX)
+	VPMOVZXBD    88(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    24(AX), Y7
+	VPSRLD       $0x02, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 288(DX)
+	VPMOVZXBD    96(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    32(AX), Y7
+	VPSRLD       $0x02, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 320(DX)
+	VPMOVZXBD    104(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    40(AX), Y7
+	VPSRLD       $0x02, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 352(DX)
+	MOVBLZX      7(AX), BX
+	ANDL         $0x0000003f, BX
+	MOVBLZX      11(AX), SI
+	ANDL         $0x0000003f, SI
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VXORPS       X5, X5, X5
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X2, X4, X4
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS X5, Y5
+	VPMOVZXBD    80(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    16(AX), Y7
+	VPSRLD       $0x03, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 384(DX)
+	VPMOVZXBD    88(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    24(AX), Y7
+	VPSRLD       $0x03, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 416(DX)
+	VPMOVZXBD    96(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    32(AX), Y7
+	VPSRLD       $0x03, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 448(DX)
+	VPMOVZXBD    104(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    40(AX), Y7
+	VPSRLD       $0x03, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 480(DX)
+	MOVBLZX      12(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      4(AX), SI
+	SHRL         $0x06, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	MOVBLZX      12(AX), SI
+	SHRL         $0x04, SI
+	MOVBLZX      8(AX), DI
+	SHRL         $0x06, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VXORPS       X5, X5, X5
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X2, X4, X4
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS X5, Y5
+	VPMOVZXBD    112(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    16(AX), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 512(DX)
+	VPMOVZXBD    120(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    24(AX), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 544(DX)
+	VPMOVZXBD    128(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    32(AX), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 576(DX)
+	VPMOVZXBD    136(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    40(AX), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 608(DX)
+	MOVBLZX      13(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      5(AX), SI
+	SHRL         $0x06, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	MOVBLZX      13(AX), SI
+	SHRL         $0x04, SI
+	MOVBLZX      9(AX), DI
+	SHRL         $0x06, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VXORPS       X5, X5, X5
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X2, X4, X4
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS X5, Y5
+	VPMOVZXBD    112(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    16(AX), Y7
+	VPSRLD       $0x05, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 640(DX)
+	VPMOVZXBD    120(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    24(AX), Y7
+	VPSRLD       $0x05, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 672(DX)
+	VPMOVZXBD    128(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    32(AX), Y7
+	VPSRLD       $0x05, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 704(DX)
+	VPMOVZXBD    136(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    40(AX), Y7
+	VPSRLD       $0x05, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 736(DX)
+	MOVBLZX      14(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      6(AX), SI
+	SHRL         $0x06, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	MOVBLZX      14(AX), SI
+	SHRL         $0x04, SI
+	MOVBLZX      10(AX), DI
+	SHRL         $0x06, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VXORPS       X5, X5, X5
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X2, X4, X4
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS X5, Y5
+	VPMOVZXBD    144(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    16(AX), Y7
+	VPSRLD       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 768(DX)
+	VPMOVZXBD    152(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    24(AX), Y7
+	VPSRLD       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 800(DX)
+	VPMOVZXBD    160(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    32(AX), Y7
+	VPSRLD       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 832(DX)
+	VPMOVZXBD    168(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    40(AX), Y7
+	VPSRLD       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 864(DX)
+	MOVBLZX      15(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      7(AX), SI
+	SHRL         $0x06, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	MOVBLZX      15(AX), SI
+	SHRL         $0x04, SI
+	MOVBLZX      11(AX), DI
+	SHRL         $0x06, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VXORPS       X5, X5, X5
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X2, X4, X4
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X4, Y2
+	VBROADCASTSS X5, Y3
+	VPMOVZXBD    144(AX), Y4
+	VPSRLD       $0x04, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPMOVZXBD    16(AX), Y5
+	VPSRLD       $0x07, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSLLD       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VSUBPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 896(DX)
+	VPMOVZXBD    152(AX), Y4
+	VPSRLD       $0x04, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPMOVZXBD    24(AX), Y5
+	VPSRLD       $0x07, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSLLD       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VSUBPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 928(DX)
+	VPMOVZXBD    160(AX), Y4
+	VPSRLD       $0x04, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPSRLD       $0x07, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSLLD       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VSUBPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 960(DX)
+	VPMOVZXBD    168(AX), Y4
+	VPSRLD       $0x04, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPMOVZXBD    40(AX), Y5
+	VPSRLD       $0x07, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSLLD       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VSUBPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 992(DX)
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000400, DX
+	DECQ         CX
+	JMP          dequantQ5_KAVX2_block
+
+dequantQ5_KAVX2_blocksdone:
+	VZEROUPPER
+	RET
+
+// func dequantIQ4_XSAVX2(w *byte, blocks int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantIQ4_XSAVX2(SB), NOSPLIT, $0-24
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVL         $0x00000001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000003, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      fastiq4levels<>+0(SB), X0
+	VMOVDQU      iq4mask<>+0(SB), X1
+
+dequantIQ4_XSAVX2_block:
+	TESTQ        CX, CX
+	JZ           dequantIQ4_XSAVX2_blocksdone
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	MOVWLZX      2(AX), BX
+	MOVBLZX      4(AX), SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      8(AX), X4
+	VPAND        X1, X4, X5
+	VPSRLW       $0x04, X4, X4
+	VPAND        X1, X4, X4
+	VPSHUFB      X5, X0, X5
+	VPSHUFB      X4, X0, X4
+	VPMOVSXBD    X5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVUPS      Y6, (DX)
+	VPSRLDQ      $0x08, X5, X5
+	VPMOVSXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 32(DX)
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 64(DX)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 96(DX)
+	MOVBLZX      4(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x02, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      24(AX), X4
+	VPAND        X1, X4, X5
+	VPSRLW       $0x04, X4, X4
+	VPAND        X1, X4, X4
+	VPSHUFB      X5, X0, X5
+	VPSHUFB      X4, X0, X4
+	VPMOVSXBD    X5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVUPS      Y6, 128(DX)
+	VPSRLDQ      $0x08, X5, X5
+	VPMOVSXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 160(DX)
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 192(DX)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 224(DX)
+	MOVBLZX      5(AX), SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x04, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      40(AX), X4
+	VPAND        X1, X4, X5
+	VPSRLW       $0x04, X4, X4
+	VPAND        X1, X4, X4
+	VPSHUFB      X5, X0, X5
+	VPSHUFB      X4, X0, X4
+	VPMOVSXBD    X5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVUPS      Y6, 256(DX)
+	VPSRLDQ      $0x08, X5, X5
+	VPMOVSXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 288(DX)
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 320(DX)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 352(DX)
+	MOVBLZX      5(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x06, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      56(AX), X4
+	VPAND        X1, X4, X5
+	VPSRLW       $0x04, X4, X4
+	VPAND        X1, X4, X4
+	VPSHUFB      X5, X0, X5
+	VPSHUFB      X4, X0, X4
+	VPMOVSXBD    X5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVUPS      Y6, 384(DX)
+	VPSRLDQ      $0x08, X5, X5
+	VPMOVSXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 416(DX)
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 448(DX)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 480(DX)
+	MOVBLZX      6(AX), SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x08, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      72(AX), X4
+	VPAND        X1, X4, X5
+	VPSRLW       $0x04, X4, X4
+	VPAND        X1, X4, X4
+	VPSHUFB      X5, X0, X5
+	VPSHUFB      X4, X0, X4
+	VPMOVSXBD    X5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVUPS      Y6, 512(DX)
+	VPSRLDQ      $0x08, X5, X5
+	VPMOVSXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 544(DX)
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 576(DX)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 608(DX)
+	MOVBLZX      6(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x0a, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      88(AX), X4
+	VPAND        X1, X4, X5
+	VPSRLW       $0x04, X4, X4
+	VPAND        X1, X4, X4
+	VPSHUFB      X5, X0, X5
+	VPSHUFB      X4, X0, X4
+	VPMOVSXBD    X5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVUPS      Y6, 640(DX)
+	VPSRLDQ      $0x08, X5, X5
+	VPMOVSXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 672(DX)
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 704(DX)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 736(DX)
+	MOVBLZX      7(AX), SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x0c, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      104(AX), X4
+	VPAND        X1, X4, X5
+	VPSRLW       $0x04, X4, X4
+	VPAND        X1, X4, X4
+	VPSHUFB      X5, X0, X5
+	VPSHUFB      X4, X0, X4
+	VPMOVSXBD    X5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVUPS      Y6, 768(DX)
+	VPSRLDQ      $0x08, X5, X5
+	VPMOVSXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 800(DX)
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 832(DX)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 864(DX)
+	MOVBLZX      7(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x0000000f, SI
+	SHRL         $0x0e, BX
+	ANDL         $0x00000003, BX
+	SHLL         $0x04, BX
+	ORL          BX, SI
+	SUBL         $0x00000020, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y2
+	VMOVDQU      120(AX), X3
+	VPAND        X1, X3, X4
+	VPSRLW       $0x04, X3, X3
+	VPAND        X1, X3, X3
+	VPSHUFB      X4, X0, X4
+	VPSHUFB      X3, X0, X3
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VMOVUPS      Y5, 896(DX)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 928(DX)
+	VPMOVSXBD    X3, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 960(DX)
+	VPSRLDQ      $0x08, X3, X3
+	VPMOVSXBD    X3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 992(DX)
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000400, DX
+	DECQ         CX
+	JMP          dequantIQ4_XSAVX2_block
+
+dequantIQ4_XSAVX2_blocksdone:
+	VZEROUPPER
+	RET

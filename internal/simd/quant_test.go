@@ -128,7 +128,7 @@ func isaName(is *isa) string {
 func TestDequantKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(33, 34))
 	for _, is := range supported() {
-		for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K, quant.Q5_0, quant.IQ4_NL} {
+		for _, f := range allQuantFormats {
 			saved := active
 			active = is
 			const rows, in = 5, 512
@@ -138,6 +138,7 @@ func TestDequantKernels(t *testing.T) {
 			ok := asmQuant(nil, Weight{Kind: Quant, Format: f, Bytes: q}, 0, rows, in, rb, nil, got)
 			active = saved
 			if !ok {
+				t.Errorf("%s %s: no dequantizing kernel", is.name, f)
 				continue
 			}
 			quant.DequantizeRow(f, q, want)

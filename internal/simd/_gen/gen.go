@@ -187,6 +187,10 @@ func main() {
 	iq4Consts()
 	iq4nlRows(true)
 	iq4nlRows(false)
+	lowbitConsts()
+	for _, q := range []string{"Q4_1", "Q5_1", "Q2_K", "Q3_K", "Q5_K", "IQ4_XS"} {
+		lowbitDequantAVX2(q)
+	}
 	Generate()
 }
 

@@ -1,0 +1,243 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// lowbitDequantAVX2 writes dequant<q>AVX2(w, blocks, dst) for the formats
+// that have no other kernel (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_XS): blocks
+// whole blocks from w (rows of whole blocks lie one after another) into
+// dst, each value in ggml's dequantize_row_* order of float32 operations:
+// Q4_1/Q5_1 q·d then + m; Q2_K/Q5_K (d·sc)·q then − dmin·m; Q3_K
+// (d·sc)·q; IQ4_XS (d·(ls−32))·K[q]. Multiplies and adds stay separate
+// instructions (no FMA), so each rounds as ggml's does. Exact mode
+// multiplies the widened rows with the float32 kernels.
+func lowbitDequantAVX2(q string) {
+	name := "dequant" + q + "AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, blocks int, dst *float32)")
+	Pragma("noescape")
+	Doc(name + " dequantizes blocks " + q + " blocks from w into dst, exactly as ggml does.")
+	wp, nb, out := GP64(), GP64(), GP64()
+	Load(Param("w"), wp)
+	Load(Param("blocks"), nb)
+	Load(Param("dst"), out)
+	bsize := map[string]int{"Q4_1": 20, "Q5_1": 24, "Q2_K": 84, "Q3_K": 110, "Q5_K": 176, "IQ4_XS": 136}[q]
+	values := 256
+	if q == "Q4_1" || q == "Q5_1" {
+		values = 32
+	}
+	bcast := func(x VecVirtual) VecVirtual {
+		y := YMM()
+		VBROADCASTSS(x, y)
+		return y
+	}
+	// scalarOf converts a general register to a float32 in an XMM.
+	scalarOf := func(r GPVirtual) VecVirtual {
+		f := XMM()
+		VXORPS(f, f, f) // defined here, not live from the entry
+		VCVTSI2SSL(r, f, f)
+		return f
+	}
+	// bits8 loads 8 bytes at m as int32 lanes, shifted right by shift
+	// and masked with mask.
+	bits8 := func(m Mem, shift int, mask VecVirtual) VecVirtual {
+		v := YMM()
+		VPMOVZXBD(m, v)
+		if shift > 0 {
+			VPSRLD(U8(shift), v, v)
+		}
+		if mask != nil {
+			VPAND(mask, v, v)
+		}
+		return v
+	}
+	m1, m3, m15 := broadcast(avx2isa, 1), broadcast(avx2isa, 3), broadcast(avx2isa, 15)
+	var levels, mask16 VecVirtual
+	if q == "IQ4_XS" {
+		levels, mask16 = XMM(), XMM()
+		VMOVDQU(iq4Levels, levels)
+		VMOVDQU(iq4Mask, mask16)
+	}
+	Label(name + "_block")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_blocksdone"))
+	store := func(v VecVirtual, value int) { VMOVUPS(v, Mem{Base: out, Disp: 4 * value}) }
+	switch q {
+	case "Q4_1", "Q5_1":
+		d, m := bcast(halfToScalar(Mem{Base: wp})), bcast(halfToScalar(Mem{Base: wp, Disp: 2}))
+		qs := 4
+		var qh VecVirtual
+		if q == "Q5_1" {
+			qs = 8
+			qh = YMM()
+			VPBROADCASTD(Mem{Base: wp, Disp: 4}, qh)
+		}
+		for v := 0; v < 4; v++ {
+			shift := 0
+			if v >= 2 {
+				shift = 4
+			}
+			x := bits8(Mem{Base: wp, Disp: qs + 8*(v%2)}, shift, m15)
+			if q == "Q5_1" {
+				// Bit j of qh is value j's fifth bit: shift lane i by
+				// 8v+i (lowbitShifts) and keep bit 0.
+				h := YMM()
+				VPSRLVD(lowbitShifts.Offset(32*v), qh, h)
+				VPAND(m1, h, h)
+				VPSLLD(U8(4), h, h)
+				VPOR(h, x, x)
+			}
+			VCVTDQ2PS(x, x)
+			VMULPS(d, x, x)
+			VADDPS(m, x, x)
+			store(x, 8*v)
+		}
+	case "Q5_K":
+		d, dmin := halfToScalar(Mem{Base: wp}), halfToScalar(Mem{Base: wp, Disp: 2})
+		for ch := 0; ch < 4; ch++ {
+			for sub := 0; sub < 2; sub++ {
+				sc, m := q4kScaleMin(wp, 2*ch+sub)
+				dsc, dm := scalarOf(sc), scalarOf(m)
+				VMULSS(d, dsc, dsc)
+				VMULSS(dmin, dm, dm)
+				ds, ms := bcast(dsc), bcast(dm)
+				for l0 := 0; l0 < 32; l0 += 8 {
+					x := bits8(Mem{Base: wp, Disp: 48 + 32*ch + l0}, 4*sub, m15)
+					h := bits8(Mem{Base: wp, Disp: 16 + l0}, 2*ch+sub, m1)
+					VPSLLD(U8(4), h, h)
+					VPOR(h, x, x)
+					VCVTDQ2PS(x, x)
+					VMULPS(ds, x, x)
+					VSUBPS(ms, x, x)
+					store(x, 64*ch+32*sub+l0)
+				}
+			}
+		}
+	case "Q2_K", "Q3_K":
+		qs := map[string]int{"Q2_K": 16, "Q3_K": 32}[q]
+		var d, dmin VecVirtual
+		var four VecVirtual
+		if q == "Q2_K" {
+			d, dmin = halfToScalar(Mem{Base: wp, Disp: 80}), halfToScalar(Mem{Base: wp, Disp: 82})
+		} else {
+			d = halfToScalar(Mem{Base: wp, Disp: 108})
+			four = broadcast(avx2isa, 4)
+		}
+		for h := 0; h < 2; h++ {
+			for j := 0; j < 4; j++ {
+				for p := 0; p < 2; p++ {
+					i := 8*h + 2*j + p
+					var ds, ms VecVirtual
+					if q == "Q2_K" {
+						s, mn := GP32(), GP32()
+						MOVBLZX(Mem{Base: wp, Disp: i}, s)
+						MOVL(s, mn)
+						ANDL(U32(15), s)
+						SHRL(U8(4), mn)
+						dsc, dm := scalarOf(s), scalarOf(mn)
+						VMULSS(d, dsc, dsc)
+						VMULSS(dmin, dm, dm)
+						ds, ms = bcast(dsc), bcast(dm)
+					} else {
+						// sc_i = (scales[i%8] >> 4(i/8)) & 15 | ((scales[8+i%4] >> 2(i/4)) & 3) << 4, less 32.
+						s, hi := GP32(), GP32()
+						MOVBLZX(Mem{Base: wp, Disp: 96 + i%8}, s)
+						if i/8 > 0 {
+							SHRL(U8(4), s)
+						}
+						ANDL(U32(15), s)
+						MOVBLZX(Mem{Base: wp, Disp: 96 + 8 + i%4}, hi)
+						if i/4 > 0 {
+							SHRL(U8(2*(i/4)), hi)
+						}
+						ANDL(U32(3), hi)
+						SHLL(U8(4), hi)
+						ORL(hi, s)
+						SUBL(U32(32), s)
+						dsc := scalarOf(s)
+						VMULSS(d, dsc, dsc)
+						ds = bcast(dsc)
+					}
+					for l0 := 0; l0 < 16; l0 += 8 {
+						x := bits8(Mem{Base: wp, Disp: qs + 32*h + 16*p + l0}, 2*j, m3)
+						if q == "Q3_K" {
+							// A clear hmask bit lowers the value by 4.
+							hb := bits8(Mem{Base: wp, Disp: 16*p + l0}, 4*h+j, m1)
+							VPSLLD(U8(2), hb, hb)
+							VPSUBD(four, x, x)
+							VPADDD(hb, x, x)
+						}
+						VCVTDQ2PS(x, x)
+						VMULPS(ds, x, x)
+						if q == "Q2_K" {
+							VSUBPS(ms, x, x)
+						}
+						store(x, 128*h+32*j+16*p+l0)
+					}
+				}
+			}
+		}
+	case "IQ4_XS":
+		d := halfToScalar(Mem{Base: wp})
+		sh := GP32()
+		MOVWLZX(Mem{Base: wp, Disp: 2}, sh)
+		for b := 0; b < 8; b++ {
+			ls, t := GP32(), GP32()
+			MOVBLZX(Mem{Base: wp, Disp: 4 + b/2}, ls)
+			if b%2 == 1 {
+				SHRL(U8(4), ls)
+			}
+			ANDL(U32(15), ls)
+			MOVL(sh, t)
+			if b > 0 {
+				SHRL(U8(2*b), t)
+			}
+			ANDL(U32(3), t)
+			SHLL(U8(4), t)
+			ORL(t, ls)
+			SUBL(U32(32), ls)
+			dl := scalarOf(ls)
+			VMULSS(d, dl, dl)
+			dv := bcast(dl)
+			raw, lo, hi := XMM(), XMM(), XMM()
+			VMOVDQU(Mem{Base: wp, Disp: 8 + 16*b}, raw)
+			VPAND(mask16, raw, lo)
+			VPSRLW(U8(4), raw, hi)
+			VPAND(mask16, hi, hi)
+			VPSHUFB(lo, levels, lo)
+			VPSHUFB(hi, levels, hi)
+			for v := 0; v < 4; v++ {
+				src := []VecVirtual{lo, lo, hi, hi}[v]
+				if v%2 == 1 {
+					t := XMM()
+					VPSRLDQ(U8(8), src, t)
+					src = t
+				}
+				x := YMM()
+				VPMOVSXBD(src, x)
+				VCVTDQ2PS(x, x)
+				VMULPS(dv, x, x)
+				store(x, 32*b+8*v)
+			}
+		}
+	}
+	ADDQ(U32(bsize), wp)
+	ADDQ(U32(4*values), out)
+	DECQ(nb)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_blocksdone")
+	VZEROUPPER()
+	RET()
+}
+
+// lowbitShifts holds 0..31 as int32: Q5_1's per-lane shifts of qh.
+var lowbitShifts Mem
+
+func lowbitConsts() {
+	lowbitShifts = GLOBL("lowbitshifts", RODATA|NOPTR)
+	for i := 0; i < 32; i++ {
+		DATA(4*i, U32(uint32(i)))
+	}
+}
