@@ -501,3 +501,13 @@ func dequantQ5_KAVX2(w *byte, blocks int, dst *float32)
 //
 //go:noescape
 func dequantIQ4_XSAVX2(w *byte, blocks int, dst *float32)
+
+// fastQ4_1AVX2 computes y[r] = w_r · x for rows Q4_1 rows of blocks blocks (stride ldw bytes) and Q8_1 activations xq, xd (scale and sum pairs).
+//
+//go:noescape
+func fastQ4_1AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+
+// fastQ5_1AVX2 computes y[r] = w_r · x for rows Q5_1 rows of blocks blocks (stride ldw bytes) and Q8_1 activations xq, xd (scale and sum pairs).
+//
+//go:noescape
+func fastQ5_1AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)

@@ -16131,3 +16131,283 @@ dequantIQ4_XSAVX2_block:
 dequantIQ4_XSAVX2_blocksdone:
 	VZEROUPPER
 	RET
+
+// func fastQ4_1AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ4_1AVX2(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         rows+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         xq+32(FP), SI
+	MOVQ         xd+40(FP), DI
+	MOVQ         y+48(FP), R8
+	MOVL         $0x00010001, R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X1
+	VPBROADCASTD X1, Y1
+
+fastQ4_1AVX2_row:
+	TESTQ DX, DX
+	JZ    fastQ4_1AVX2_end
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	MOVQ  AX, R9
+	MOVQ  SI, R10
+	MOVQ  DI, R11
+	MOVQ  BX, R12
+
+fastQ4_1AVX2_block:
+	CMPQ         R12, $0x02
+	JB           fastQ4_1AVX2_tail
+	PREFETCHT0   2048(R9)
+	VMOVDQU      4(R9), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   (R10), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R11), X6, X6
+	VBROADCASTSS X6, Y8
+	VFMADD231PS  Y7, Y8, Y2
+	MOVWLZX      2(R9), R13
+	VMOVD        R13, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       4(R11), X6, X6
+	VADDSS       X6, X3, X3
+	ADDQ         $0x00000014, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x08, R11
+	PREFETCHT0   2048(R9)
+	VMOVDQU      4(R9), X9
+	VPSRLW       $0x04, X9, X6
+	VINSERTI128  $0x01, X6, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMADDUBSW   (R10), Y9, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R11), X6, X6
+	VBROADCASTSS X6, Y8
+	VFMADD231PS  Y7, Y8, Y4
+	MOVWLZX      2(R9), R13
+	VMOVD        R13, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       4(R11), X6, X6
+	VADDSS       X6, X5, X5
+	ADDQ         $0x00000014, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x08, R11
+	SUBQ         $0x02, R12
+	JMP          fastQ4_1AVX2_block
+
+fastQ4_1AVX2_tail:
+	TESTQ        R12, R12
+	JZ           fastQ4_1AVX2_rowdone
+	PREFETCHT0   2048(R9)
+	VMOVDQU      4(R9), X10
+	VPSRLW       $0x04, X10, X6
+	VINSERTI128  $0x01, X6, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPMADDUBSW   (R10), Y10, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (R9), R12
+	VMOVD        R12, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R11), X6, X6
+	VBROADCASTSS X6, Y8
+	VFMADD231PS  Y7, Y8, Y2
+	MOVWLZX      2(R9), R12
+	VMOVD        R12, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       4(R11), X6, X6
+	VADDSS       X6, X3, X3
+	ADDQ         $0x00000014, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x08, R11
+
+fastQ4_1AVX2_rowdone:
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y4, Y2, Y2
+	VADDPS       Y5, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSS       X2, (R8)
+	ADDQ         $0x04, R8
+	ADDQ         CX, AX
+	DECQ         DX
+	JMP          fastQ4_1AVX2_row
+
+fastQ4_1AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastQ5_1AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ5_1AVX2(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         rows+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         xq+32(FP), SI
+	MOVQ         xd+40(FP), DI
+	MOVQ         y+48(FP), R8
+	MOVL         $0x00010001, R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x10101010, R9
+	VMOVD        R9, X2
+	VPBROADCASTD X2, Y2
+
+fastQ5_1AVX2_row:
+	TESTQ DX, DX
+	JZ    fastQ5_1AVX2_end
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	MOVQ  AX, R9
+	MOVQ  SI, R10
+	MOVQ  DI, R11
+	MOVQ  BX, R12
+
+fastQ5_1AVX2_block:
+	CMPQ         R12, $0x02
+	JB           fastQ5_1AVX2_tail
+	PREFETCHT0   2048(R9)
+	VMOVDQU      8(R9), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	MOVL         4(R9), R13
+	VMOVD        R13, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      fastq5shuf<>+0(SB), Y8, Y8
+	VPOR         fastq5bits<>+0(SB), Y8, Y8
+	VPCMPEQB     Y9, Y9, Y9
+	VPCMPEQB     Y9, Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   (R10), Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (R11), X7, X7
+	VBROADCASTSS X7, Y9
+	VFMADD231PS  Y8, Y9, Y3
+	MOVWLZX      2(R9), R13
+	VMOVD        R13, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       4(R11), X7, X7
+	VADDSS       X7, X4, X4
+	ADDQ         $0x00000018, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x08, R11
+	PREFETCHT0   2048(R9)
+	VMOVDQU      8(R9), X10
+	VPSRLW       $0x04, X10, X7
+	VINSERTI128  $0x01, X7, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	MOVL         4(R9), R13
+	VMOVD        R13, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      fastq5shuf<>+0(SB), Y8, Y8
+	VPOR         fastq5bits<>+0(SB), Y8, Y8
+	VPCMPEQB     Y9, Y9, Y9
+	VPCMPEQB     Y9, Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y10, Y10
+	VPMADDUBSW   (R10), Y10, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (R11), X7, X7
+	VBROADCASTSS X7, Y9
+	VFMADD231PS  Y8, Y9, Y5
+	MOVWLZX      2(R9), R13
+	VMOVD        R13, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       4(R11), X7, X7
+	VADDSS       X7, X6, X6
+	ADDQ         $0x00000018, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x08, R11
+	SUBQ         $0x02, R12
+	JMP          fastQ5_1AVX2_block
+
+fastQ5_1AVX2_tail:
+	TESTQ        R12, R12
+	JZ           fastQ5_1AVX2_rowdone
+	PREFETCHT0   2048(R9)
+	VMOVDQU      8(R9), X11
+	VPSRLW       $0x04, X11, X7
+	VINSERTI128  $0x01, X7, Y11, Y11
+	VPAND        Y1, Y11, Y11
+	MOVL         4(R9), R12
+	VMOVD        R12, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      fastq5shuf<>+0(SB), Y8, Y8
+	VPOR         fastq5bits<>+0(SB), Y8, Y8
+	VPCMPEQB     Y9, Y9, Y9
+	VPCMPEQB     Y9, Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y11, Y11
+	VPMADDUBSW   (R10), Y11, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	MOVWLZX      (R9), R12
+	VMOVD        R12, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (R11), X7, X7
+	VBROADCASTSS X7, Y9
+	VFMADD231PS  Y8, Y9, Y3
+	MOVWLZX      2(R9), R12
+	VMOVD        R12, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       4(R11), X7, X7
+	VADDSS       X7, X4, X4
+	ADDQ         $0x00000018, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x08, R11
+
+fastQ5_1AVX2_rowdone:
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y5, Y3, Y3
+	VADDPS       Y6, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         $0x04, R8
+	ADDQ         CX, AX
+	DECQ         DX
+	JMP          fastQ5_1AVX2_row
+
+fastQ5_1AVX2_end:
+	VZEROUPPER
+	RET

@@ -191,6 +191,8 @@ func main() {
 	for _, q := range []string{"Q4_1", "Q5_1", "Q2_K", "Q3_K", "Q5_K", "IQ4_XS"} {
 		lowbitDequantAVX2(q)
 	}
+	fastQ8_1("Q4_1")
+	fastQ8_1("Q5_1")
 	Generate()
 }
 

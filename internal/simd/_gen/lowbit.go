@@ -241,3 +241,70 @@ func lowbitConsts() {
 		DATA(4*i, U32(uint32(i)))
 	}
 }
+
+// fastQ8_1 writes the fast-mode decode kernel for Q4_1 or Q5_1 weights
+// against Q8_1 activations (xq; xd holds (d, s) pairs): per block the
+// integer sum of the unsigned weight values times x (VPMADDUBSW, exact),
+// scaled by d_w·d_x into eight float32 lanes, and m_w·s_x summed apart in
+// the low lane of a second accumulator, as ggml's x86 vec_dot_q4_1_q8_1
+// keeps summs apart from its lanes.
+func fastQ8_1(q string) {
+	name := "fast" + q + "AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = w_r · x for rows " + q + " rows of blocks blocks (stride ldw bytes) and Q8_1 activations xq, xd (scale and sum pairs).")
+	w, ldw, rows, blocks, xq, xd := params("w", "ldw", "rows", "blocks", "xq", "xd")
+	y := GP64()
+	Load(Param("y"), y)
+	bsize, qs := 20, 4
+	if q == "Q5_1" {
+		bsize, qs = 24, 8
+	}
+	ones, mask := broadcast(avx2, 0x00010001), bcast8(0x0f)
+	var m10 VecVirtual
+	if q == "Q5_1" {
+		m10 = bcast8(0x10)
+	}
+	wp, xp, dp, b := GP64(), GP64(), GP64(), GP64()
+	rowLoopPairs(name, avx2, rows, w, ldw, y, b, []VecVirtual{YMM(), YMM(), YMM(), YMM()}, func() {
+		MOVQ(w, wp)
+		MOVQ(xq, xp)
+		MOVQ(xd, dp)
+		MOVQ(blocks, b)
+	}, func(acc []VecVirtual) {
+		prefetchBlock(wp, bsize)
+		wv, hi := YMM(), XMM()
+		VMOVDQU(Mem{Base: wp, Disp: qs}, wv.AsX())
+		VPSRLW(U8(4), wv.AsX(), hi)
+		VINSERTI128(U8(1), hi, wv, wv)
+		VPAND(mask, wv, wv)
+		if q == "Q5_1" {
+			// bytes_from_bits as for Q5_0: 0xff where the fifth bit is
+			// set, kept as 0x10.
+			bits := YMM()
+			t := GP32()
+			MOVL(Mem{Base: wp, Disp: 4}, t)
+			VMOVD(t, bits.AsX())
+			VPBROADCASTD(bits.AsX(), bits)
+			VPSHUFB(q5Shuf, bits, bits)
+			VPOR(q5Bits, bits, bits)
+			allOnes := YMM()
+			VPCMPEQB(allOnes, allOnes, allOnes)
+			VPCMPEQB(allOnes, bits, bits)
+			VPAND(m10, bits, bits)
+			VPOR(bits, wv, wv)
+		}
+		p := YMM()
+		VPMADDUBSW(Mem{Base: xp}, wv, p) // unsigned weights × signed x
+		VPMADDWD(ones, p, p)
+		VCVTDQ2PS(p, p)
+		d := scaleOf(Mem{Base: wp}, Mem{Base: dp})
+		VFMADD231PS(p, d, acc[0])
+		m := halfToScalar(Mem{Base: wp, Disp: 2})
+		VMULSS(Mem{Base: dp, Disp: 4}, m, m)
+		VADDSS(m, acc[1].AsX(), acc[1].AsX())
+		ADDQ(U32(bsize), wp)
+		ADDQ(U8(32), xp)
+		ADDQ(U8(8), dp)
+	})
+}
