@@ -511,3 +511,8 @@ func fastQ4_1AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32,
 //
 //go:noescape
 func fastQ5_1AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+
+// fastQ5_KAVX2 computes y[r] = w_r · x for rows Q5_K rows of blocks super-blocks (stride ldw bytes) and Q8_K activations xq, xd, xs.
+//
+//go:noescape
+func fastQ5_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)

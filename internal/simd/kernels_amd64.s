@@ -16411,3 +16411,178 @@ fastQ5_1AVX2_rowdone:
 fastQ5_1AVX2_end:
 	VZEROUPPER
 	RET
+
+// func fastQ5_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ5_KAVX2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVL         $0x0f0f0f0f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x10101010, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+
+fastQ5_KAVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ5_KAVX2_end
+	VXORPS Y4, Y4, Y4
+	MOVQ   AX, BX
+	MOVQ   xq+32(FP), SI
+	MOVQ   xd+40(FP), DI
+	MOVQ   xs+48(FP), R8
+	MOVQ   blocks+24(FP), R9
+
+fastQ5_KAVX2_block:
+	TESTQ        R9, R9
+	JZ           fastQ5_KAVX2_rowdone
+	PREFETCHT0   2048(BX)
+	PREFETCHT0   2112(BX)
+	PREFETCHT0   2176(BX)
+	MOVL         4(BX), R10
+	MOVL         8(BX), R11
+	MOVL         12(BX), R12
+	MOVL         R10, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ANDL         $0x3f3f3f3f, R10
+	MOVL         R12, R13
+	ANDL         $0x0f0f0f0f, R13
+	ORL          R14, R13
+	MOVL         R11, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ANDL         $0x3f3f3f3f, R11
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	ORL          R14, R12
+	VMOVD        R10, X2
+	VPINSRD      $0x01, R13, X2, X2
+	VPMOVZXBW    X2, X2
+	VINSERTI128  $0x01, X2, Y2, Y2
+	VMOVD        R11, X3
+	VPINSRD      $0x01, R12, X3, X3
+	VPMOVZXBW    X3, X3
+	VPUNPCKHWD   X3, X3, X5
+	VPUNPCKLWD   X3, X3, X3
+	VINSERTI128  $0x01, X5, Y3, Y3
+	VPMADDWD     (R8), Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      16(BX), Y6
+	VMOVDQU      48(BX), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VPSLLW       $0x04, Y6, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPSLLW       $0x03, Y6, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   (SI), Y7, Y7
+	VPSHUFB      fastq4kshuf<>+0(SB), Y2, Y9
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   32(SI), Y8, Y8
+	VPSHUFB      fastq4kshuf<>+32(SB), Y2, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VMOVDQU      80(BX), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VPSLLW       $0x02, Y6, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPSLLW       $0x01, Y6, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   64(SI), Y7, Y7
+	VPSHUFB      fastq4kshuf<>+64(SB), Y2, Y9
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   96(SI), Y8, Y8
+	VPSHUFB      fastq4kshuf<>+96(SB), Y2, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VMOVDQU      112(BX), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VMOVDQA      Y6, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPSRLW       $0x01, Y6, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   128(SI), Y7, Y7
+	VPSHUFB      fastq4kshuf<>+128(SB), Y2, Y9
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   160(SI), Y8, Y8
+	VPSHUFB      fastq4kshuf<>+160(SB), Y2, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VMOVDQU      144(BX), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VPSRLW       $0x02, Y6, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPSRLW       $0x03, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPOR         Y6, Y8, Y8
+	VPMADDUBSW   192(SI), Y7, Y7
+	VPSHUFB      fastq4kshuf<>+192(SB), Y2, Y6
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   224(SI), Y8, Y8
+	VPSHUFB      fastq4kshuf<>+224(SB), Y2, Y6
+	VPMADDWD     Y6, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y3, Y3
+	MOVWLZX      (BX), R10
+	VMOVD        R10, X2
+	VCVTPH2PS    X2, X2
+	VMULSS       (DI), X2, X2
+	VBROADCASTSS X2, Y6
+	VFMADD231PS  Y5, Y6, Y4
+	MOVWLZX      2(BX), R10
+	VMOVD        R10, X2
+	VCVTPH2PS    X2, X2
+	VMULSS       (DI), X2, X2
+	VBROADCASTSS X2, Y5
+	VFNMADD231PS Y3, Y5, Y4
+	ADDQ         $0x000000b0, BX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x04, DI
+	ADDQ         $0x20, R8
+	DECQ         R9
+	JMP          fastQ5_KAVX2_block
+
+fastQ5_KAVX2_rowdone:
+	VEXTRACTF128 $0x01, Y4, X2
+	VADDPS       X2, X4, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R9
+	ADDQ         R9, AX
+	DECQ         CX
+	JMP          fastQ5_KAVX2_row
+
+fastQ5_KAVX2_end:
+	VZEROUPPER
+	RET

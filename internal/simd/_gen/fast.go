@@ -148,11 +148,14 @@ func fastK(q string) {
 	Load(Param("y"), y)
 	mask := bcast8(0x0f)
 	ones := broadcast(avx2, 0x00010001)
-	var m30 VecVirtual
+	var m30, m10 VecVirtual
 	if q == "Q6_K" {
 		m30 = bcast8(0x30)
 	}
-	bsize := map[string]int{"Q4_K": 144, "Q6_K": 210}[q]
+	if q == "Q5_K" {
+		m10 = bcast8(0x10)
+	}
+	bsize := map[string]int{"Q4_K": 144, "Q6_K": 210, "Q5_K": 176}[q]
 	wp, xp, dp, sp, b := GP64(), GP64(), GP64(), GP64(), GP64()
 	acc := YMM()
 	Label(name + "_row")
@@ -169,9 +172,12 @@ func fastK(q string) {
 	JZ(LabelRef(name + "_rowdone"))
 	prefetchBlock(wp, bsize)
 	sumi := YMM()
-	if q == "Q4_K" {
-		q4kBlock(wp, xp, sp, dp, acc, sumi, mask)
-	} else {
+	switch q {
+	case "Q4_K":
+		q4kBlock(wp, xp, sp, dp, acc, sumi, mask, nil)
+	case "Q5_K":
+		q4kBlock(wp, xp, sp, dp, acc, sumi, mask, m10)
+	default:
 		q6kBlock(wp, xp, sp, dp, acc, sumi, mask, m30, ones)
 	}
 	ADDQ(U32(bsize), wp)
@@ -195,7 +201,12 @@ func fastK(q string) {
 // q4kBlock accumulates one Q4_K super-block: d·Σ_j sc_j·(q·x)_j -
 // dmin·Σ_j m_j·(sums of sub-block j), with the 6-bit scales and mins
 // unpacked in general registers as ggml's utmp trick does.
-func q4kBlock(wp, xp, sp, dp GPVirtual, acc, sumi, mask VecVirtual) {
+//
+// With m10 set the block is Q5_K's: the nibbles at byte 48 and the fifth
+// bits from the 32 bytes of qh at byte 16 (bit 2c of qh[l] for the low
+// nibbles of chunk c, bit 2c+1 for the high ones), moved to bit 4 by word
+// shifts (a byte's bits stay in that byte) and masked by m10 (0x10).
+func q4kBlock(wp, xp, sp, dp GPVirtual, acc, sumi, mask, m10 VecVirtual) {
 	a0, a1, a2 := GP32(), GP32(), GP32()
 	MOVL(Mem{Base: wp, Disp: 4}, a0)
 	MOVL(Mem{Base: wp, Disp: 8}, a1)
@@ -237,12 +248,37 @@ func q4kBlock(wp, xp, sp, dp GPVirtual, acc, sumi, mask VecVirtual) {
 	VINSERTI128(U8(1), mhi, mn, mn)
 	VPMADDWD(Mem{Base: sp}, mn, mn)
 	VPXOR(sumi, sumi, sumi)
+	qs := 16
+	var qh VecVirtual
+	if m10 != nil {
+		qs = 48
+		qh = YMM()
+		VMOVDQU(Mem{Base: wp, Disp: 16}, qh)
+	}
+	// fifth ORs into v bit b of each byte of qh, moved to bit 4.
+	fifth := func(v VecVirtual, b int) {
+		t := YMM()
+		switch {
+		case b < 4:
+			VPSLLW(U8(4-b), qh, t)
+		case b > 4:
+			VPSRLW(U8(b-4), qh, t)
+		default:
+			VMOVDQA(qh, t)
+		}
+		VPAND(m10, t, t)
+		VPOR(t, v, v)
+	}
 	for c := 0; c < 4; c++ {
 		qv, hi, s := YMM(), YMM(), YMM()
-		VMOVDQU(Mem{Base: wp, Disp: 16 + 32*c}, qv)
+		VMOVDQU(Mem{Base: wp, Disp: qs + 32*c}, qv)
 		VPSRLW(U8(4), qv, hi)
 		VPAND(mask, qv, qv)
 		VPAND(mask, hi, hi)
+		if m10 != nil {
+			fifth(qv, 2*c)
+			fifth(hi, 2*c+1)
+		}
 		VPMADDUBSW(Mem{Base: xp, Disp: 64 * c}, qv, qv)
 		VPSHUFB(q4kShuf.Offset(32*(2*c)), sc, s)
 		VPMADDWD(s, qv, qv)
