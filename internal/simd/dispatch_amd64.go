@@ -447,6 +447,8 @@ func asmDotActs(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16,
 		fastQ5_1AVX2(wp, rb, rows, blocks, &q[0], &d[0], &y[0])
 	case quant.Q5_K:
 		fastQ5_KAVX2(wp, rb, rows, blocks, &q[0], &d[0], &sums[0], &y[0])
+	case quant.IQ4_XS:
+		fastIQ4_XSAVX2(wp, rb, rows, blocks, &q[0], &d[0], &sums[0], &y[0])
 	default:
 		return false
 	}

@@ -516,3 +516,8 @@ func fastQ5_1AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32,
 //
 //go:noescape
 func fastQ5_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+
+// fastIQ4_XSAVX2 computes y[r] = w_r · x for rows IQ4_XS rows of blocks super-blocks (stride ldw bytes) and Q8_K activations xq, xd, xs.
+//
+//go:noescape
+func fastIQ4_XSAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)

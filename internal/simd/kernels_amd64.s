@@ -16586,3 +16586,245 @@ fastQ5_KAVX2_rowdone:
 fastQ5_KAVX2_end:
 	VZEROUPPER
 	RET
+
+// func fastIQ4_XSAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastIQ4_XSAVX2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVL         $0x0f0f0f0f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	VMOVDQU      fastiq4levels<>+0(SB), Y2
+
+fastIQ4_XSAVX2_row:
+	TESTQ  CX, CX
+	JZ     fastIQ4_XSAVX2_end
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, BX
+	MOVQ   xq+32(FP), SI
+	MOVQ   xd+40(FP), DI
+	MOVQ   xs+48(FP), R8
+	MOVQ   blocks+24(FP), R9
+
+fastIQ4_XSAVX2_block:
+	TESTQ        R9, R9
+	JZ           fastIQ4_XSAVX2_rowdone
+	PREFETCHT0   2048(BX)
+	PREFETCHT0   2112(BX)
+	PREFETCHT0   2176(BX)
+	VPXOR        Y4, Y4, Y4
+	MOVWLZX      2(BX), R10
+	VMOVDQU      8(BX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSHUFB      Y5, Y2, Y5
+	VMOVDQU      (SI), Y7
+	VPSIGNB      Y5, Y5, Y6
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	MOVBLZX      4(BX), R11
+	ANDL         $0x0000000f, R11
+	MOVL         R10, R12
+	ANDL         $0x00000003, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SUBL         $0x00000020, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPMULLD      Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      24(BX), X8
+	VPSRLW       $0x04, X8, X5
+	VINSERTI128  $0x01, X5, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y8, Y2, Y8
+	VMOVDQU      32(SI), Y7
+	VPSIGNB      Y8, Y8, Y6
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	MOVBLZX      4(BX), R11
+	SHRL         $0x04, R11
+	ANDL         $0x0000000f, R11
+	MOVL         R10, R12
+	SHRL         $0x02, R12
+	ANDL         $0x00000003, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SUBL         $0x00000020, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPMULLD      Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      40(BX), X9
+	VPSRLW       $0x04, X9, X5
+	VINSERTI128  $0x01, X5, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VPSHUFB      Y9, Y2, Y9
+	VMOVDQU      64(SI), Y7
+	VPSIGNB      Y9, Y9, Y6
+	VPSIGNB      Y9, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	MOVBLZX      5(BX), R11
+	ANDL         $0x0000000f, R11
+	MOVL         R10, R12
+	SHRL         $0x04, R12
+	ANDL         $0x00000003, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SUBL         $0x00000020, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPMULLD      Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      56(BX), X10
+	VPSRLW       $0x04, X10, X5
+	VINSERTI128  $0x01, X5, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSHUFB      Y10, Y2, Y10
+	VMOVDQU      96(SI), Y7
+	VPSIGNB      Y10, Y10, Y6
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	MOVBLZX      5(BX), R11
+	SHRL         $0x04, R11
+	ANDL         $0x0000000f, R11
+	MOVL         R10, R12
+	SHRL         $0x06, R12
+	ANDL         $0x00000003, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SUBL         $0x00000020, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPMULLD      Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      72(BX), X11
+	VPSRLW       $0x04, X11, X5
+	VINSERTI128  $0x01, X5, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSHUFB      Y11, Y2, Y11
+	VMOVDQU      128(SI), Y7
+	VPSIGNB      Y11, Y11, Y6
+	VPSIGNB      Y11, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	MOVBLZX      6(BX), R11
+	ANDL         $0x0000000f, R11
+	MOVL         R10, R12
+	SHRL         $0x08, R12
+	ANDL         $0x00000003, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SUBL         $0x00000020, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPMULLD      Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      88(BX), X12
+	VPSRLW       $0x04, X12, X5
+	VINSERTI128  $0x01, X5, Y12, Y12
+	VPAND        Y0, Y12, Y12
+	VPSHUFB      Y12, Y2, Y12
+	VMOVDQU      160(SI), Y7
+	VPSIGNB      Y12, Y12, Y6
+	VPSIGNB      Y12, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	MOVBLZX      6(BX), R11
+	SHRL         $0x04, R11
+	ANDL         $0x0000000f, R11
+	MOVL         R10, R12
+	SHRL         $0x0a, R12
+	ANDL         $0x00000003, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SUBL         $0x00000020, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPMULLD      Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      104(BX), X13
+	VPSRLW       $0x04, X13, X5
+	VINSERTI128  $0x01, X5, Y13, Y13
+	VPAND        Y0, Y13, Y13
+	VPSHUFB      Y13, Y2, Y13
+	VMOVDQU      192(SI), Y7
+	VPSIGNB      Y13, Y13, Y6
+	VPSIGNB      Y13, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	MOVBLZX      7(BX), R11
+	ANDL         $0x0000000f, R11
+	MOVL         R10, R12
+	SHRL         $0x0c, R12
+	ANDL         $0x00000003, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SUBL         $0x00000020, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPMULLD      Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      120(BX), X14
+	VPSRLW       $0x04, X14, X5
+	VINSERTI128  $0x01, X5, Y14, Y14
+	VPAND        Y0, Y14, Y14
+	VPSHUFB      Y14, Y2, Y14
+	VMOVDQU      224(SI), Y7
+	VPSIGNB      Y14, Y14, Y6
+	VPSIGNB      Y14, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	MOVBLZX      7(BX), R11
+	SHRL         $0x04, R11
+	ANDL         $0x0000000f, R11
+	SHRL         $0x0e, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	SUBL         $0x00000020, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPMULLD      Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	MOVWLZX      (BX), R10
+	VMOVD        R10, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (DI), X5, X5
+	VBROADCASTSS X5, Y6
+	VFMADD231PS  Y4, Y6, Y3
+	ADDQ         $0x00000088, BX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x04, DI
+	ADDQ         $0x20, R8
+	DECQ         R9
+	JMP          fastIQ4_XSAVX2_block
+
+fastIQ4_XSAVX2_rowdone:
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (DX)
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R9
+	ADDQ         R9, AX
+	DECQ         CX
+	JMP          fastIQ4_XSAVX2_row
+
+fastIQ4_XSAVX2_end:
+	VZEROUPPER
+	RET

@@ -155,7 +155,12 @@ func fastK(q string) {
 	if q == "Q5_K" {
 		m10 = bcast8(0x10)
 	}
-	bsize := map[string]int{"Q4_K": 144, "Q6_K": 210, "Q5_K": 176}[q]
+	var levels VecVirtual
+	if q == "IQ4_XS" {
+		levels = YMM()
+		VMOVDQU(iq4Levels, levels)
+	}
+	bsize := map[string]int{"Q4_K": 144, "Q6_K": 210, "Q5_K": 176, "IQ4_XS": 136}[q]
 	wp, xp, dp, sp, b := GP64(), GP64(), GP64(), GP64(), GP64()
 	acc := YMM()
 	Label(name + "_row")
@@ -177,6 +182,8 @@ func fastK(q string) {
 		q4kBlock(wp, xp, sp, dp, acc, sumi, mask, nil)
 	case "Q5_K":
 		q4kBlock(wp, xp, sp, dp, acc, sumi, mask, m10)
+	case "IQ4_XS":
+		iq4xsBlock(wp, xp, dp, acc, sumi, mask, levels, ones)
 	default:
 		q6kBlock(wp, xp, sp, dp, acc, sumi, mask, m30, ones)
 	}

@@ -194,6 +194,7 @@ func main() {
 	fastQ8_1("Q4_1")
 	fastQ8_1("Q5_1")
 	fastK("Q5_K")
+	fastK("IQ4_XS")
 	Generate()
 }
 

@@ -308,3 +308,50 @@ func fastQ8_1(q string) {
 		ADDQ(U8(8), dp)
 	})
 }
+
+// iq4xsBlock accumulates one IQ4_XS super-block against Q8_K activations:
+// per 32-value sub-block b the levels K[nibble] (VPSHUFB on levels) times
+// x as fastQ8 does (|w| and x with w's signs into VPMADDUBSW), the eight
+// lane sums times ls_b - 32 (VPMULLD), then d_w·d_x times their float32
+// sum, as ggml's x86 vec_dot_iq4_xs_q8_K.
+func iq4xsBlock(wp, xp, dp GPVirtual, acc, sumi, mask, levels, ones VecVirtual) {
+	VPXOR(sumi, sumi, sumi)
+	sh := GP32()
+	MOVWLZX(Mem{Base: wp, Disp: 2}, sh)
+	for b := 0; b < 8; b++ {
+		wv, hi := YMM(), XMM()
+		VMOVDQU(Mem{Base: wp, Disp: 8 + 16*b}, wv.AsX())
+		VPSRLW(U8(4), wv.AsX(), hi)
+		VINSERTI128(U8(1), hi, wv, wv)
+		VPAND(mask, wv, wv)
+		VPSHUFB(wv, levels, wv)
+		ax, sx := YMM(), YMM()
+		VMOVDQU(Mem{Base: xp, Disp: 32 * b}, sx)
+		VPSIGNB(wv, wv, ax)
+		VPSIGNB(wv, sx, sx)
+		VPMADDUBSW(sx, ax, ax)
+		VPMADDWD(ones, ax, ax)
+		ls, t := GP32(), GP32()
+		MOVBLZX(Mem{Base: wp, Disp: 4 + b/2}, ls)
+		if b%2 == 1 {
+			SHRL(U8(4), ls)
+		}
+		ANDL(U32(15), ls)
+		MOVL(sh, t)
+		if b > 0 {
+			SHRL(U8(2*b), t)
+		}
+		ANDL(U32(3), t)
+		SHLL(U8(4), t)
+		ORL(t, ls)
+		SUBL(U32(32), ls)
+		lv := YMM()
+		VMOVD(ls, lv.AsX())
+		VPBROADCASTD(lv.AsX(), lv)
+		VPMULLD(lv, ax, ax)
+		VPADDD(ax, sumi, sumi)
+	}
+	VCVTDQ2PS(sumi, sumi)
+	d := scaleOf(Mem{Base: wp}, Mem{Base: dp})
+	VFMADD231PS(sumi, d, acc)
+}
