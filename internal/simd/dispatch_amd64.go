@@ -449,6 +449,10 @@ func asmDotActs(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16,
 		fastQ5_KAVX2(wp, rb, rows, blocks, &q[0], &d[0], &sums[0], &y[0])
 	case quant.IQ4_XS:
 		fastIQ4_XSAVX2(wp, rb, rows, blocks, &q[0], &d[0], &sums[0], &y[0])
+	case quant.Q2_K:
+		fastQ2_KAVX2(wp, rb, rows, blocks, &q[0], &d[0], &sums[0], &y[0])
+	case quant.Q3_K:
+		fastQ3_KAVX2(wp, rb, rows, blocks, &q[0], &d[0], &sums[0], &y[0])
 	default:
 		return false
 	}

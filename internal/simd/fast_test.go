@@ -32,7 +32,7 @@ func TestFastKernels(t *testing.T) {
 	Force(true)
 	defer func() { active = was }()
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q6_K, quant.IQ4_NL, quant.Q4_1, quant.Q5_1, quant.Q5_K, quant.IQ4_XS} {
+	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q6_K, quant.IQ4_NL, quant.Q4_1, quant.Q5_1, quant.Q5_K, quant.IQ4_XS, quant.Q2_K, quant.Q3_K} {
 		for _, in := range []int{256, 512, 544, 1024} {
 			if in%f.BlockSize() != 0 {
 				continue // 544: an odd count of 32-value blocks, for the two-block loops' tail

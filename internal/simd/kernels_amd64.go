@@ -521,3 +521,13 @@ func fastQ5_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32,
 //
 //go:noescape
 func fastIQ4_XSAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+
+// fastQ2_KAVX2 computes y[r] = w_r · x for rows Q2_K rows of blocks super-blocks (stride ldw bytes) and Q8_K activations xq, xd, xs.
+//
+//go:noescape
+func fastQ2_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+
+// fastQ3_KAVX2 computes y[r] = w_r · x for rows Q3_K rows of blocks super-blocks (stride ldw bytes) and Q8_K activations xq, xd, xs.
+//
+//go:noescape
+func fastQ3_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)

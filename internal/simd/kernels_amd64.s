@@ -16828,3 +16828,370 @@ fastIQ4_XSAVX2_rowdone:
 fastIQ4_XSAVX2_end:
 	VZEROUPPER
 	RET
+
+DATA q3kbias<>+0(SB)/1, $0x20
+DATA q3kbias<>+1(SB)/1, $0x20
+DATA q3kbias<>+2(SB)/1, $0x20
+DATA q3kbias<>+3(SB)/1, $0x20
+DATA q3kbias<>+4(SB)/1, $0x20
+DATA q3kbias<>+5(SB)/1, $0x20
+DATA q3kbias<>+6(SB)/1, $0x20
+DATA q3kbias<>+7(SB)/1, $0x20
+DATA q3kbias<>+8(SB)/1, $0x20
+DATA q3kbias<>+9(SB)/1, $0x20
+DATA q3kbias<>+10(SB)/1, $0x20
+DATA q3kbias<>+11(SB)/1, $0x20
+DATA q3kbias<>+12(SB)/1, $0x20
+DATA q3kbias<>+13(SB)/1, $0x20
+DATA q3kbias<>+14(SB)/1, $0x20
+DATA q3kbias<>+15(SB)/1, $0x20
+GLOBL q3kbias<>(SB), RODATA|NOPTR, $16
+
+// func fastQ2_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ2_KAVX2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVL         $0x0f0f0f0f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x03030303, BX
+	VMOVD        BX, X2
+	VPBROADCASTD X2, Y2
+
+fastQ2_KAVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ2_KAVX2_end
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, BX
+	MOVQ   xq+32(FP), SI
+	MOVQ   xd+40(FP), DI
+	MOVQ   xs+48(FP), R8
+	MOVQ   blocks+24(FP), R9
+
+fastQ2_KAVX2_block:
+	TESTQ        R9, R9
+	JZ           fastQ2_KAVX2_rowdone
+	PREFETCHT0   2048(BX)
+	PREFETCHT0   2112(BX)
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      (BX), X6
+	VPAND        X0, X6, X5
+	VPSRLW       $0x04, X6, X6
+	VPAND        X0, X6, X6
+	VPMOVZXBW    X6, Y6
+	VPSRLDQ      $0x08, X5, X7
+	VPMOVZXBD    X5, Y5
+	VPMOVZXBD    X7, Y7
+	VPMADDWD     (R8), Y6, Y6
+	VMOVDQU      16(BX), Y8
+	VPAND        Y2, Y8, Y9
+	VPMADDUBSW   (SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      fastq6kidx<>+0(SB), Y10
+	VPERMD       Y5, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPSRLW       $0x02, Y8, Y9
+	VPAND        Y2, Y9, Y9
+	VPMADDUBSW   32(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      fastq6kidx<>+32(SB), Y10
+	VPERMD       Y5, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y2, Y9, Y9
+	VPMADDUBSW   64(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      fastq6kidx<>+64(SB), Y10
+	VPERMD       Y5, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VPMADDUBSW   96(SI), Y8, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VMOVDQU      fastq6kidx<>+96(SB), Y9
+	VPERMD       Y5, Y9, Y9
+	VPMULLD      Y9, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VMOVDQU      48(BX), Y5
+	VPAND        Y2, Y5, Y8
+	VPMADDUBSW   128(SI), Y8, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VMOVDQU      fastq6kidx<>+0(SB), Y9
+	VPERMD       Y7, Y9, Y9
+	VPMULLD      Y9, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VPMADDUBSW   160(SI), Y8, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VMOVDQU      fastq6kidx<>+32(SB), Y9
+	VPERMD       Y7, Y9, Y9
+	VPMULLD      Y9, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VPMADDUBSW   192(SI), Y8, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VMOVDQU      fastq6kidx<>+64(SB), Y9
+	VPERMD       Y7, Y9, Y9
+	VPMULLD      Y9, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VPMADDUBSW   224(SI), Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VMOVDQU      fastq6kidx<>+96(SB), Y8
+	VPERMD       Y7, Y8, Y8
+	VPMULLD      Y8, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y6, Y6
+	MOVWLZX      80(BX), R10
+	VMOVD        R10, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (DI), X5, X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS  Y4, Y5, Y3
+	MOVWLZX      82(BX), R10
+	VMOVD        R10, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (DI), X4, X4
+	VBROADCASTSS X4, Y4
+	VFNMADD231PS Y6, Y4, Y3
+	ADDQ         $0x00000054, BX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x04, DI
+	ADDQ         $0x20, R8
+	DECQ         R9
+	JMP          fastQ2_KAVX2_block
+
+fastQ2_KAVX2_rowdone:
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (DX)
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R9
+	ADDQ         R9, AX
+	DECQ         CX
+	JMP          fastQ2_KAVX2_row
+
+fastQ2_KAVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastQ3_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ3_KAVX2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVL         $0x0f0f0f0f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x03030303, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+
+fastQ3_KAVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ3_KAVX2_end
+	VXORPS Y2, Y2, Y2
+	MOVQ   AX, BX
+	MOVQ   xq+32(FP), SI
+	MOVQ   xd+40(FP), DI
+	MOVQ   xs+48(FP), R8
+	MOVQ   blocks+24(FP), R9
+
+fastQ3_KAVX2_block:
+	TESTQ        R9, R9
+	JZ           fastQ3_KAVX2_rowdone
+	PREFETCHT0   2048(BX)
+	PREFETCHT0   2112(BX)
+	VPXOR        Y3, Y3, Y3
+	MOVL         96(BX), R10
+	MOVL         100(BX), R11
+	MOVL         104(BX), R12
+	MOVL         R10, R14
+	ANDL         $0x0f0f0f0f, R14
+	MOVL         R12, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R14
+	MOVL         R11, R15
+	ANDL         $0x0f0f0f0f, R15
+	MOVL         R12, R13
+	SHRL         $0x02, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R15
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R12, R13
+	SHRL         $0x04, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R10
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R12, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R11
+	VMOVD        R14, X4
+	VPINSRD      $0x01, R15, X4, X4
+	VPINSRD      $0x02, R10, X4, X4
+	VPINSRD      $0x03, R11, X4, X4
+	VMOVDQU      q3kbias<>+0(SB), X5
+	VPSUBB       X5, X4, X4
+	VPMOVSXBW    X4, Y5
+	VPSRLDQ      $0x08, X4, X6
+	VPMOVSXBD    X4, Y4
+	VPMOVSXBD    X6, Y6
+	VPMADDWD     (R8), Y5, Y5
+	VMOVDQU      (BX), Y7
+	VPSRLW       $0x01, Y1, Y8
+	VPAND        Y1, Y8, Y8
+	VMOVDQU      32(BX), Y9
+	VPAND        Y1, Y9, Y10
+	VPAND        Y8, Y7, Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   (SI), Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VMOVDQU      fastq6kidx<>+0(SB), Y11
+	VPERMD       Y4, Y11, Y11
+	VPMULLD      Y11, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPSRLW       $0x02, Y9, Y10
+	VPAND        Y1, Y10, Y10
+	VPSRLW       $0x01, Y7, Y11
+	VPAND        Y8, Y11, Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   32(SI), Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VMOVDQU      fastq6kidx<>+32(SB), Y11
+	VPERMD       Y4, Y11, Y11
+	VPMULLD      Y11, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPSRLW       $0x04, Y9, Y10
+	VPAND        Y1, Y10, Y10
+	VPSRLW       $0x02, Y7, Y11
+	VPAND        Y8, Y11, Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   64(SI), Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VMOVDQU      fastq6kidx<>+64(SB), Y11
+	VPERMD       Y4, Y11, Y11
+	VPMULLD      Y11, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLW       $0x03, Y7, Y10
+	VPAND        Y8, Y10, Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   96(SI), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VMOVDQU      fastq6kidx<>+96(SB), Y10
+	VPERMD       Y4, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      64(BX), Y4
+	VPAND        Y1, Y4, Y9
+	VPSRLW       $0x04, Y7, Y10
+	VPAND        Y8, Y10, Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   128(SI), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VMOVDQU      fastq6kidx<>+0(SB), Y10
+	VPERMD       Y6, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSRLW       $0x02, Y4, Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLW       $0x05, Y7, Y10
+	VPAND        Y8, Y10, Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   160(SI), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VMOVDQU      fastq6kidx<>+32(SB), Y10
+	VPERMD       Y6, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSRLW       $0x04, Y4, Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLW       $0x06, Y7, Y10
+	VPAND        Y8, Y10, Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   192(SI), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VMOVDQU      fastq6kidx<>+64(SB), Y10
+	VPERMD       Y6, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPSRLW       $0x07, Y7, Y7
+	VPAND        Y8, Y7, Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VPMADDUBSW   224(SI), Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      fastq6kidx<>+96(SB), Y7
+	VPERMD       Y6, Y7, Y7
+	VPMULLD      Y7, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPSLLD       $0x02, Y5, Y5
+	VPSUBD       Y5, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	MOVWLZX      108(BX), R10
+	VMOVD        R10, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (DI), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         $0x0000006e, BX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x04, DI
+	ADDQ         $0x20, R8
+	DECQ         R9
+	JMP          fastQ3_KAVX2_block
+
+fastQ3_KAVX2_rowdone:
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R9
+	ADDQ         R9, AX
+	DECQ         CX
+	JMP          fastQ3_KAVX2_row
+
+fastQ3_KAVX2_end:
+	VZEROUPPER
+	RET

@@ -155,12 +155,15 @@ func fastK(q string) {
 	if q == "Q5_K" {
 		m10 = bcast8(0x10)
 	}
-	var levels VecVirtual
+	var levels, m3 VecVirtual
+	if q == "Q2_K" || q == "Q3_K" {
+		m3 = bcast8(0x03)
+	}
 	if q == "IQ4_XS" {
 		levels = YMM()
 		VMOVDQU(iq4Levels, levels)
 	}
-	bsize := map[string]int{"Q4_K": 144, "Q6_K": 210, "Q5_K": 176, "IQ4_XS": 136}[q]
+	bsize := map[string]int{"Q4_K": 144, "Q6_K": 210, "Q5_K": 176, "IQ4_XS": 136, "Q2_K": 84, "Q3_K": 110}[q]
 	wp, xp, dp, sp, b := GP64(), GP64(), GP64(), GP64(), GP64()
 	acc := YMM()
 	Label(name + "_row")
@@ -184,6 +187,8 @@ func fastK(q string) {
 		q4kBlock(wp, xp, sp, dp, acc, sumi, mask, m10)
 	case "IQ4_XS":
 		iq4xsBlock(wp, xp, dp, acc, sumi, mask, levels, ones)
+	case "Q2_K", "Q3_K":
+		q23kBlock(q, wp, xp, sp, dp, acc, sumi, ones, m3, mask)
 	default:
 		q6kBlock(wp, xp, sp, dp, acc, sumi, mask, m30, ones)
 	}

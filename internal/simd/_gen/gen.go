@@ -195,6 +195,9 @@ func main() {
 	fastQ8_1("Q5_1")
 	fastK("Q5_K")
 	fastK("IQ4_XS")
+	q3kConsts()
+	fastK("Q2_K")
+	fastK("Q3_K")
 	Generate()
 }
 

@@ -355,3 +355,137 @@ func iq4xsBlock(wp, xp, dp GPVirtual, acc, sumi, mask, levels, ones VecVirtual) 
 	d := scaleOf(Mem{Base: wp}, Mem{Base: dp})
 	VFMADD231PS(sumi, d, acc)
 }
+
+// q23kBlock accumulates one Q2_K or Q3_K super-block against Q8_K
+// activations. Values 128h+32j..+31 are 2-bit fields j of the 32 bytes
+// at h (sub-blocks 8h+2j, 8h+2j+1: the two 128-bit lanes), times x by
+// VPMADDUBSW, lane sums times the sub-block scale (VPERMD of the scales
+// as dwords with q6kIdx's pattern, VPMULLD), then d_w·d_x times their
+// float32 sum. Q2_K subtracts dmin·d_x·Σ m_i·bsums_i; Q3_K's values are
+// field + 4·hbit - 4, the -4 taken as 4·Σ sc_i·bsums_i, as ggml's x86
+// vec_dot_q3_K_q8_K does.
+func q23kBlock(q string, wp, xp, sp, dp GPVirtual, acc, sumi, ones, m3, m0f VecVirtual) {
+	VPXOR(sumi, sumi, sumi)
+	scb := XMM()
+	var scw VecVirtual // scale (Q3_K) or min (Q2_K) words against the sums
+	qs := 16
+	if q == "Q2_K" {
+		raw := XMM()
+		VMOVDQU(Mem{Base: wp}, raw)
+		VPAND(m0f.AsX(), raw, scb)
+		mn := XMM()
+		VPSRLW(U8(4), raw, mn)
+		VPAND(m0f.AsX(), mn, mn)
+		scw = YMM()
+		VPMOVZXBW(mn, scw)
+	} else {
+		qs = 32
+		a0, a1, tmp, t := GP32(), GP32(), GP32(), GP32()
+		MOVL(Mem{Base: wp, Disp: 96}, a0)
+		MOVL(Mem{Base: wp, Disp: 100}, a1)
+		MOVL(Mem{Base: wp, Disp: 104}, tmp)
+		// aux_k = (low or high nibbles of a0 / a1) | ((tmp >> 2k) & 0x03030303) << 4
+		aux := func(src GPVirtual, nib, k int) GPVirtual {
+			r := GP32()
+			MOVL(src, r)
+			if nib > 0 {
+				SHRL(U8(4), r)
+			}
+			ANDL(U32(0x0f0f0f0f), r)
+			MOVL(tmp, t)
+			if k > 0 {
+				SHRL(U8(2*k), t)
+			}
+			ANDL(U32(0x03030303), t)
+			SHLL(U8(4), t)
+			ORL(t, r)
+			return r
+		}
+		u0, u1, u2, u3 := aux(a0, 0, 0), aux(a1, 0, 1), aux(a0, 1, 2), aux(a1, 1, 3)
+		VMOVD(u0, scb)
+		VPINSRD(U8(1), u1, scb, scb)
+		VPINSRD(U8(2), u2, scb, scb)
+		VPINSRD(U8(3), u3, scb, scb)
+		k32 := XMM()
+		VMOVDQU(q3kBias, k32)
+		VPSUBB(k32, scb, scb) // sc_i - 32, signed
+		scw = YMM()
+		VPMOVSXBW(scb, scw)
+	}
+	// The scales as dwords: sub-blocks 0-7 and 8-15.
+	scd := []VecVirtual{YMM(), YMM()}
+	sch := XMM()
+	VPSRLDQ(U8(8), scb, sch)
+	if q == "Q2_K" {
+		VPMOVZXBD(scb, scd[0])
+		VPMOVZXBD(sch, scd[1])
+	} else {
+		VPMOVSXBD(scb, scd[0])
+		VPMOVSXBD(sch, scd[1])
+	}
+	corr := YMM()
+	VPMADDWD(Mem{Base: sp}, scw, corr)
+	var hm, m01 VecVirtual
+	if q == "Q3_K" {
+		hm, m01 = YMM(), YMM()
+		VMOVDQU(Mem{Base: wp}, hm)
+		VPSRLW(U8(1), m3, m01) // 0x0303 words >> 1 are 0x0181:
+		VPAND(m3, m01, m01)    // 0x01 in every byte
+	}
+	for h := 0; h < 2; h++ {
+		q2 := YMM()
+		VMOVDQU(Mem{Base: wp, Disp: qs + 32*h}, q2)
+		for j := 0; j < 4; j++ {
+			qv := YMM()
+			if j > 0 {
+				VPSRLW(U8(2*j), q2, qv)
+				VPAND(m3, qv, qv)
+			} else {
+				VPAND(m3, q2, qv)
+			}
+			if q == "Q3_K" {
+				hb := YMM()
+				if b := 4*h + j; b > 0 {
+					VPSRLW(U8(b), hm, hb)
+					VPAND(m01, hb, hb)
+				} else {
+					VPAND(m01, hm, hb)
+				}
+				VPSLLW(U8(2), hb, hb)
+				VPOR(hb, qv, qv)
+			}
+			VPMADDUBSW(Mem{Base: xp, Disp: 128*h + 32*j}, qv, qv)
+			VPMADDWD(ones, qv, qv)
+			g := 4*h + j
+			s := YMM()
+			VMOVDQU(q6kIdx.Offset(32*(g%4)), s)
+			VPERMD(scd[g/4], s, s)
+			VPMULLD(s, qv, qv)
+			VPADDD(qv, sumi, sumi)
+		}
+	}
+	if q == "Q3_K" {
+		VPSLLD(U8(2), corr, corr)
+		VPSUBD(corr, sumi, sumi)
+		VCVTDQ2PS(sumi, sumi)
+		d := scaleOf(Mem{Base: wp, Disp: 108}, Mem{Base: dp})
+		VFMADD231PS(sumi, d, acc)
+		return
+	}
+	VCVTDQ2PS(sumi, sumi)
+	VCVTDQ2PS(corr, corr)
+	d := scaleOf(Mem{Base: wp, Disp: 80}, Mem{Base: dp})
+	VFMADD231PS(sumi, d, acc)
+	dmin := scaleOf(Mem{Base: wp, Disp: 82}, Mem{Base: dp})
+	VFNMADD231PS(corr, dmin, acc)
+}
+
+// q3kBias is sixteen bytes of 32, Q3_K's scale offset.
+var q3kBias Mem
+
+func q3kConsts() {
+	q3kBias = GLOBL("q3kbias", RODATA|NOPTR)
+	for i := 0; i < 16; i++ {
+		DATA(i, U8(32))
+	}
+}
