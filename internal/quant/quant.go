@@ -182,8 +182,8 @@ func dequantQ4K(blk *[144]byte, y *[256]float32) {
 		d1, min1 := d*float32(sc1), dmin*float32(m1)
 		d2, min2 := d*float32(sc2), dmin*float32(m2)
 		for q := range 16 {
-			lo[q] = d1*float32(q) - min1
-			hi[q] = d2*float32(q) - min2
+			lo[q] = float32(d1*float32(q)) - min1 // no fused multiply-add
+			hi[q] = float32(d2*float32(q)) - min2
 		}
 		q := (*[32]byte)(blk[16+32*c:])
 		yl, yh := (*[32]float32)(y[64*c:]), (*[32]float32)(y[64*c+32:])

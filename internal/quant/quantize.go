@@ -54,7 +54,9 @@ func putHalf(b []byte, v float32) { binary.LittleEndian.PutUint16(b, float16.Fro
 // nearestInt rounds to the nearest integer, ties to even, as ggml's
 // nearest_int does (through the float32 mantissa); |v| <= 4194303.
 func nearestInt(v float32) int {
-	i := int32(math.Float32bits(v + 12582912))
+	// float32(v): inlined into nearestInt(a*b), a*b + 12582912 must not
+	// become one fused multiply-add (GOAMD64=v3 fuses).
+	i := int32(math.Float32bits(float32(v) + 12582912))
 	return int(i&0x007fffff) - 0x00400000
 }
 
@@ -139,8 +141,8 @@ func makeQXQuants(nmax int, x []float32, L []int8) float32 {
 		l := max(-nmax, min(nmax-1, nearestInt(iscale*v)))
 		L[i] = int8(l + nmax)
 		w := v * v
-		sumlx += w * v * float32(l)
-		suml2 += w * float32(l*l)
+		sumlx += float32(w * v * float32(l))
+		suml2 += float32(w * float32(l) * float32(l))
 	}
 	var scale float32
 	if suml2 != 0 {
@@ -156,8 +158,8 @@ func makeQXQuants(nmax int, x []float32, L []int8) float32 {
 		for _, v := range x {
 			l := max(-nmax, min(nmax-1, nearestInt(iscale*v)))
 			w := v * v
-			sumlx += w * v * float32(l)
-			suml2 += w * float32(l*l)
+			sumlx += float32(w * v * float32(l))
+			suml2 += float32(w * float32(l) * float32(l))
 		}
 		if suml2 > 0 && sumlx*sumlx > best*suml2 {
 			for i, v := range x {
@@ -226,7 +228,7 @@ func makeQKX2Quants(nmax int, x, weights []float32, L, aux []uint8, rmin, rdelta
 	for i := 1; i < len(x); i++ {
 		minv, maxv = min(minv, x[i]), max(maxv, x[i])
 		sumW += weights[i]
-		sumX += weights[i] * x[i]
+		sumX += float32(weights[i] * x[i])
 	}
 	minv = min(minv, 0)
 	if maxv == minv {
@@ -245,23 +247,23 @@ func makeQKX2Quants(nmax int, x, weights []float32, L, aux []uint8, rmin, rdelta
 	for i, v := range x {
 		L[i] = uint8(max(0, min(nmax, nearestInt(iscale*(v-minv)))))
 		diff := float32(scale*float32(L[i])) + minv - v
-		bestErr += weights[i] * errOf(diff)
+		bestErr += float32(weights[i] * errOf(diff))
 	}
 	for is := 0; is <= nstep; is++ {
-		iscale = (rmin + rdelta*float32(is) + float32(nmax)) / (maxv - minv)
+		iscale = (rmin + float32(rdelta*float32(is)) + float32(nmax)) / (maxv - minv)
 		var sumL, sumL2, sumXL float32
 		for i, v := range x {
 			l := max(0, min(nmax, nearestInt(iscale*(v-minv))))
 			aux[i] = uint8(l)
 			w := weights[i]
-			sumL += w * float32(l)
-			sumL2 += w * float32(l) * float32(l)
-			sumXL += w * float32(l) * v
+			sumL += float32(w * float32(l))
+			sumL2 += float32(w * float32(l) * float32(l))
+			sumXL += float32(w * float32(l) * v)
 		}
-		D := sumW*sumL2 - sumL*sumL
+		D := float32(sumW*sumL2) - float32(sumL*sumL)
 		if D > 0 {
-			thisScale := (sumW*sumXL - sumX*sumL) / D
-			thisMin := (sumL2*sumX - sumL*sumXL) / D
+			thisScale := (float32(sumW*sumXL) - float32(sumX*sumL)) / D
+			thisMin := (float32(sumL2*sumX) - float32(sumL*sumXL)) / D
 			if thisMin > 0 {
 				thisMin = 0
 				thisScale = sumXL / sumL2
@@ -269,7 +271,7 @@ func makeQKX2Quants(nmax int, x, weights []float32, L, aux []uint8, rmin, rdelta
 			var cur float32
 			for i, v := range x {
 				diff := float32(thisScale*float32(aux[i])) + thisMin - v
-				cur += weights[i] * errOf(diff)
+				cur += float32(weights[i] * errOf(diff))
 			}
 			if cur < bestErr {
 				copy(L, aux[:len(x)])
@@ -290,7 +292,7 @@ func quantizeQ4K(x []float32, y []byte) {
 		xs := x[32*j : 32*j+32]
 		var sumX2 float32
 		for _, v := range xs {
-			sumX2 += v * v
+			sumX2 += float32(v * v)
 		}
 		avX := float32(math.Sqrt(float64(sumX2 / 32)))
 		for l, v := range xs {

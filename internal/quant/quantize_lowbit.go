@@ -139,22 +139,22 @@ func makeQ3Quants(nmax int, x []float32, L []int8) float32 {
 		l := max(-nmax, min(nmax-1, nearestInt(iscale*v)))
 		L[i] = int8(l)
 		w := v * v
-		sumlx += w * v * float32(l)
-		suml2 += w * float32(l) * float32(l)
+		sumlx += float32(w * v * float32(l))
+		suml2 += float32(w * float32(l) * float32(l))
 	}
 	for itry := 0; itry < 5; itry++ {
 		changed := 0
 		for i, v := range x {
 			w := v * v
 			li := float32(L[i])
-			slx := sumlx - w*v*li
+			slx := sumlx - float32(w*v*li)
 			if slx > 0 {
-				sl2 := suml2 - w*li*li
+				sl2 := suml2 - float32(w*li*li)
 				nl := max(-nmax, min(nmax-1, nearestInt(v*sl2/slx)))
 				if nl != int(L[i]) {
 					fl := float32(nl)
-					slx += w * v * fl
-					sl2 += w * fl * fl
+					slx += float32(w * v * fl)
+					sl2 += float32(w * fl * fl)
 					if sl2 > 0 && slx*slx*suml2 > sumlx*sumlx*sl2 {
 						L[i], sumlx, suml2 = int8(nl), slx, sl2
 						changed++
@@ -236,7 +236,7 @@ func quantizeQ5K(x []float32, y []byte) {
 		xs := x[32*j : 32*j+32]
 		var sumX2 float32
 		for _, v := range xs {
-			sumX2 += v * v
+			sumX2 += float32(v * v)
 		}
 		avX := float32(math.Sqrt(float64(sumX2 / 32)))
 		for l, v := range xs {
@@ -352,8 +352,8 @@ func quantizeIQ4(x []float32, y []byte, xs bool) {
 			l := bestIndexIQ4(id * v)
 			Lb[j] = l
 			q, w := float32(kvaluesIQ4NL[l]), v*v
-			sumqx += w * q * v
-			sumq2 += w * q * q
+			sumqx += float32(w * q * v)
+			sumq2 += float32(w * q * q)
 		}
 		d = sumqx / sumq2
 		best := d * sumqx
@@ -362,8 +362,8 @@ func quantizeIQ4(x []float32, y []byte, xs bool) {
 			sumqx, sumq2 = 0, 0
 			for _, v := range xb {
 				q, w := float32(kvaluesIQ4NL[bestIndexIQ4(id*v)]), v*v
-				sumqx += w * q * v
-				sumq2 += w * q * q
+				sumqx += float32(w * q * v)
+				sumq2 += float32(w * q * q)
 			}
 			if sumq2 > 0 && sumqx*sumqx > best*sumq2 {
 				d = sumqx / sumq2
