@@ -29,10 +29,10 @@ var (
 	LayerNorm = NewKernel("basic", "layer_norm", "ppppiil")
 
 	// RoPE rotates x [T, H, 2·half] in the NeoX form, grid (T,
-	// Blocks(H·half, block)): rope(out, x, pos, H, half, f0, ...,
-	// f127), the inverse frequencies as RoPEMaxHalf float parameters
-	// (unused ones 0).
-	RoPE = NewKernel("basic", "rope", "pppii"+strings.Repeat("f", RoPEMaxHalf))
+	// Blocks(H·half, block)): rope(out, x, pos, H, half, scale, f0,
+	// ..., f127), scale the factor on cos and sin (0: none), the inverse
+	// frequencies as RoPEMaxHalf float parameters (unused ones 0).
+	RoPE = NewKernel("basic", "rope", "pppiif"+strings.Repeat("f", RoPEMaxHalf))
 
 	// HeadRange copies heads [from, from+count) of x [T, H, Dh]:
 	// head_range(out, x, n, H, Dh, from, count), n = T·count·Dh.

@@ -1,12 +1,10 @@
 package cuda
 
 import (
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 )
 
@@ -34,20 +32,20 @@ var ptxType = map[byte]string{'p': "u64", 'l': "u64", 'i': "u32", 'u': "u32", 'f
 // live in this package (kernels_*.go), so its test binary sees all of
 // them; the ops launch them by those names.
 func TestKernelsMatchPTX(t *testing.T) {
-	files, err := fs.Glob(PTX, "ptx/*.ptx")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no embedded PTX: %v", err)
+	mods := Modules()
+	if len(mods) == 0 {
+		t.Fatal("no embedded PTX")
 	}
 	entries := map[string][]string{}
 	module := map[string]string{}
-	for _, f := range files {
-		src, err := PTX.ReadFile(f)
+	for _, m := range mods {
+		src, err := ModulePTX(m)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for name, params := range ptxEntries(t, string(src)) {
 			entries[name] = params
-			module[name] = strings.TrimSuffix(filepath.Base(f), ".ptx")
+			module[name] = m
 		}
 	}
 	seen := map[string]bool{}
@@ -85,11 +83,14 @@ func TestPTXAssembles(t *testing.T) {
 	if err != nil {
 		t.Skip("ptxas not found (Debian: nvidia-cuda-toolkit); skipping the PTX assembly check")
 	}
-	files, _ := fs.Glob(PTX, "ptx/*.ptx")
 	dir := t.TempDir()
-	for _, f := range files {
-		src, _ := PTX.ReadFile(f)
-		in := filepath.Join(dir, filepath.Base(f))
+	for _, m := range Modules() {
+		src, err := ModulePTX(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := m + ".ptx"
+		in := filepath.Join(dir, f)
 		if err := os.WriteFile(in, src, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -117,16 +118,23 @@ func TestGenerateReproduces(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gen.sh: %v\n%s", err, out)
 	}
-	files, _ := fs.Glob(PTX, "ptx/*.ptx")
-	made, _ := filepath.Glob(filepath.Join(dir, "*.ptx"))
-	if len(made) != len(files) {
-		t.Errorf("gen.sh made %d PTX files, %d are checked in", len(made), len(files))
+	mods := Modules()
+	made, _ := filepath.Glob(filepath.Join(dir, "*.ptx.zst"))
+	if len(made) != len(mods) {
+		t.Errorf("gen.sh made %d PTX files, %d are checked in", len(made), len(mods))
 	}
-	for _, f := range files {
-		want, _ := PTX.ReadFile(f)
-		got, err := os.ReadFile(filepath.Join(dir, filepath.Base(f)))
+	for _, m := range mods {
+		want, err := ModulePTX(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		z, err := os.ReadFile(filepath.Join(dir, m+".ptx.zst"))
+		var got []byte
+		if err == nil {
+			got, err = zstdDecoder.DecodeAll(z, nil)
+		}
 		if err != nil || string(got) != string(want) {
-			t.Errorf("%s: gen.sh's output differs from the checked-in file (%v); run go generate ./cuda", f, err)
+			t.Errorf("%s: gen.sh's output differs from the checked-in file (%v); run go generate ./cuda", m, err)
 		}
 	}
 }

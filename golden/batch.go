@@ -21,6 +21,13 @@ type Options struct {
 	Batch int
 	// Device runs the case on a CUDA GPU (graphs.Options.Device).
 	Device cuda.Backend
+	// KVCache is the KV cache type (graphs.Options.KVCache). In fast mode
+	// a quantized one is checked against llama.cpp's logits and greedy
+	// ids with that cache (llama_logits_kv_<type>).
+	KVCache graphs.KVCacheType
+	// cache, when set, is the session's cache type in place of KVCache
+	// (a test that holds another cache to KVCache's references).
+	cache *graphs.KVCacheType
 }
 
 // runner is what a case runs its sequence on: a graphs.Session, or the
@@ -35,6 +42,12 @@ type runner interface {
 // newRunner makes the runner of one sequence of the case.
 func newRunner(m graphs.Model, opts graphs.Options, o Options) (runner, error) {
 	opts.Device = o.Device
+	if opts.KVCache == graphs.KVF32 && !opts.KVCacheF16 {
+		opts.KVCache = o.KVCache
+	}
+	if o.cache != nil {
+		opts.KVCache = *o.cache
+	}
 	if o.Batch <= 1 {
 		return graphs.NewSession(m, opts)
 	}

@@ -179,8 +179,6 @@ func (c *Constraint) walk(n, s int32) *walkResult {
 	wk.pops = wk.pops[:0]
 	if nw := (len(v.ttoks) + 63) / 64; len(wk.pos) != nw {
 		wk.pos = make([]uint64, nw)
-	} else {
-		clear(wk.pos)
 	}
 	if len(wk.levels) < v.maxDepth+2 {
 		wk.levels = make([]level, v.maxDepth+2)
@@ -193,6 +191,12 @@ func (c *Constraint) walk(n, s int32) *walkResult {
 	} else if g.flags[s]&fCalls == 0 && g.textBudget[s] >= v.cleanNeed {
 		lo, hi, seed = v.fullEnd, int32(len(v.tb)), true
 	}
+	// The walk sets bits of the token positions of nodes lo..hi-1 only:
+	// the words it reads and clears afterwards are those (a subtree's
+	// walk is short, and most walks are of subtrees).
+	wlo, whi := int(v.toff[lo])>>6, (int(v.toff[hi])+63)>>6
+	pos := wk.pos[wlo:whi]
+	defer clear(pos)
 	res := &walkResult{}
 	// The start: (s, caller) with its calls pushed and ends seen.
 	set, pop, end := g.closure(&wk.tab, s, -1, nil)
@@ -206,16 +210,16 @@ func (c *Constraint) walk(n, s int32) *walkResult {
 		eos = v.eos
 	}
 	count := len(eos)
-	for _, w := range wk.pos {
+	for _, w := range pos {
 		count += bits.OnesCount64(w)
 	}
 	res.count = count
 	switch {
 	case seed:
 		res.dense = slices.Clone(v.clean)
-		for k, w := range wk.pos {
+		for k, w := range pos {
 			for ; w != 0; w &= w - 1 {
-				id := v.ttoks[k<<6+bits.TrailingZeros64(w)]
+				id := v.ttoks[(wlo+k)<<6+bits.TrailingZeros64(w)]
 				res.dense[id>>6] |= 1 << (id & 63)
 			}
 		}
@@ -226,9 +230,9 @@ func (c *Constraint) walk(n, s int32) *walkResult {
 	case count <= v.size/32:
 		res.ids = make([]int32, 0, count)
 		res.ids = append(res.ids, eos...)
-		for k, w := range wk.pos {
+		for k, w := range pos {
 			for ; w != 0; w &= w - 1 {
-				res.ids = append(res.ids, v.ttoks[k<<6+bits.TrailingZeros64(w)])
+				res.ids = append(res.ids, v.ttoks[(wlo+k)<<6+bits.TrailingZeros64(w)])
 			}
 		}
 		res.bytes = len(res.ids) * 4
@@ -253,9 +257,9 @@ func (c *Constraint) walk(n, s int32) *walkResult {
 		res.bytes = len(res.dense) * 8
 	default:
 		res.dense = make([]uint64, (v.size+63)/64)
-		for k, w := range wk.pos {
+		for k, w := range pos {
 			for ; w != 0; w &= w - 1 {
-				id := v.ttoks[k<<6+bits.TrailingZeros64(w)]
+				id := v.ttoks[(wlo+k)<<6+bits.TrailingZeros64(w)]
 				res.dense[id>>6] |= 1 << (id & 63)
 			}
 		}

@@ -149,7 +149,15 @@ func NewBatch(m Model, opts BatchOptions) (*Batch, error) {
 	if len(caches) > m.NumLayers() {
 		return nil, fmt.Errorf("layer %d declared a KV cache, the model has %d layers", len(caches)-1, m.NumLayers())
 	}
-	pool, err := newKVPool(caches, opts.BlockTokens, opts.KVCacheF16, 0)
+	typ, err := opts.kvType()
+	if err != nil {
+		return nil, err
+	}
+	if typ.Quantized() && opts.Device != nil {
+		// The device's attention kernels read float32 or F16 blocks.
+		return nil, fmt.Errorf("a %s KV cache (Options.KVCache) is CPU only: %s has no kernels for it; use f32 or f16 there", typ, opts.Device)
+	}
+	pool, err := newKVPool(caches, opts.BlockTokens, typ, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -177,8 +185,8 @@ func NewBatch(m Model, opts BatchOptions) (*Batch, error) {
 		}
 	}
 	if known && opts.KVBudget > int64(avail) {
-		return nil, fmt.Errorf("KV budget of %d MiB (%d layers, %d-byte keys and values) is more than the %d MiB of memory available; ask for a smaller KVBudget or Capacity",
-			opts.KVBudget>>20, len(caches), kvBytes(opts.KVCacheF16), avail>>20)
+		return nil, fmt.Errorf("KV budget of %d MiB (%d layers, %s keys and values) is more than the %d MiB of memory available; ask for a smaller KVBudget or Capacity",
+			opts.KVBudget>>20, len(caches), typ, avail>>20)
 	}
 	pool.budget = opts.KVBudget
 	rows := rowBuckets(opts.Buckets)
@@ -219,7 +227,16 @@ func (p *KVPool) seqBytesChecked(n int) (int64, bool) {
 // KVBytes is the KV memory one sequence of n positions takes in m's
 // pool (sliding layers hold their window), in whole blocks.
 func KVBytes(m Model, n int, f16 bool) int64 {
-	p, err := newKVPool(m.Params().Caches(), DefaultBlockTokens, f16, 0)
+	typ := KVF32
+	if f16 {
+		typ = KVF16
+	}
+	return KVBytesOf(m, n, typ)
+}
+
+// KVBytesOf is KVBytes for a cache of type typ.
+func KVBytesOf(m Model, n int, typ KVCacheType) int64 {
+	p, err := newKVPool(m.Params().Caches(), DefaultBlockTokens, typ, 0)
 	if err != nil {
 		return 0
 	}
@@ -860,10 +877,27 @@ func (l *LayerKV) BlockTokens() int { return l.pool.blockTokens }
 // F16 reports whether keys and values are stored as F16 bits.
 func (l *LayerKV) F16() bool { return l.pool.f16 }
 
+// Type is how the pool stores keys and values.
+func (l *LayerKV) Type() KVCacheType { return l.pool.typ }
+
+// QuantBlocks returns block b's keys and values as quantized rows
+// ([KVHeads, BlockTokens] rows of Dim/32 blocks), or nil when the pool is
+// not quantized.
+func (l *LayerKV) QuantBlocks(b int32) (keys, values []byte) {
+	st := l.store
+	if st.kq == nil {
+		return nil, nil
+	}
+	return blockOf(st.kq, st.kStride, b), blockOf(st.vq, st.vStride, b)
+}
+
 // KeyBlock returns block b's keys, [KVHeads, BlockTokens, KeyDim], as
 // float32 or F16 bits.
 func (l *LayerKV) KeyBlock(b int32) ([]float32, []uint16) {
 	st := l.store
+	if st.kq != nil {
+		return nil, nil
+	}
 	if st.k16 != nil {
 		return nil, st.block16(st.k16, st.kStride, b)
 	}
@@ -873,6 +907,9 @@ func (l *LayerKV) KeyBlock(b int32) ([]float32, []uint16) {
 // ValueBlock returns block b's values, [KVHeads, BlockTokens, ValueDim].
 func (l *LayerKV) ValueBlock(b int32) ([]float32, []uint16) {
 	st := l.store
+	if st.vq != nil {
+		return nil, nil
+	}
 	if st.v16 != nil {
 		return nil, st.block16(st.v16, st.vStride, b)
 	}

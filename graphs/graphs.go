@@ -81,6 +81,18 @@ type LayerCache struct {
 	Kind                      CacheKind
 	KVHeads, KeyDim, ValueDim int
 	Window                    int
+	// Shift moves the layer's cached keys to other positions (a context
+	// shift, Batch.Shift); nil when they cannot move (positions that are
+	// not a rotation of the keys, such as GPT-2's learned embeddings).
+	Shift KeyShifter
+}
+
+// KeyShifter re-positions cached keys: RoPE keys are rotated by the
+// position delta, keys of a layer without positions stay as they are.
+type KeyShifter interface {
+	// ShiftKeys moves rows (whole rows of KeyDim, as a pool of type typ
+	// holds them, widened to float32) by delta positions, in place.
+	ShiftKeys(rows []float32, typ KVCacheType, delta int)
 }
 
 // slots is the number of positions the cache holds in a session of
@@ -209,14 +221,6 @@ func matchAny(patterns []string, name string) bool {
 		}
 	}
 	return false
-}
-
-// kvBytes is the size of a cached key or value.
-func kvBytes(f16 bool) int {
-	if f16 {
-		return 2
-	}
-	return 4
 }
 
 // inputKind says what feeds a graph's first layer.

@@ -12,7 +12,16 @@ type KVFixture struct {
 
 // NewKVFixture makes a pool for one layer's cache, with no budget limit.
 func NewKVFixture(c LayerCache, blockTokens int, f16 bool) (*KVFixture, error) {
-	p, err := newKVPool([]LayerCache{c}, blockTokens, f16, 1<<62)
+	typ := KVF32
+	if f16 {
+		typ = KVF16
+	}
+	return NewKVFixtureOf(c, blockTokens, typ)
+}
+
+// NewKVFixtureOf is NewKVFixture with a pool of any cache type.
+func NewKVFixtureOf(c LayerCache, blockTokens int, typ KVCacheType) (*KVFixture, error) {
+	p, err := newKVPool([]LayerCache{c}, blockTokens, typ, 1<<62)
 	if err != nil {
 		return nil, err
 	}

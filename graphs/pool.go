@@ -34,7 +34,8 @@ const slabBlocks = 16
 // The pool is used by one goroutine at a time (its Batch's).
 type KVPool struct {
 	blockTokens int
-	f16         bool
+	typ         KVCacheType
+	f16         bool  // typ == KVF16, for the device's layout
 	budget      int64 // bytes
 	used        int64
 	groups      []*kvGroup
@@ -65,22 +66,24 @@ type kvGroup struct {
 }
 
 // kvStore is one layer's keys and values, in slabs of slabBlocks blocks
-// of [KVHeads, blockTokens, dim]: float32, or F16 bits.
+// of [KVHeads, blockTokens, dim]: float32, F16 bits, or rows of quantized
+// blocks (bytes).
 type kvStore struct {
 	cache    LayerCache
-	kStride  int // elements per block
+	kStride  int // elements per block (bytes when quantized)
 	vStride  int
 	k32, v32 [][]float32
 	k16, v16 [][]uint16
+	kq, vq   [][]byte
 }
 
 // newKVPool lays out a pool for the caches the layers declared, with a
 // budget of bytes.
-func newKVPool(layers []LayerCache, blockTokens int, f16 bool, budget int64) (*KVPool, error) {
+func newKVPool(layers []LayerCache, blockTokens int, typ KVCacheType, budget int64) (*KVPool, error) {
 	if blockTokens <= 0 {
 		return nil, fmt.Errorf("KV block size must be positive, got %d", blockTokens)
 	}
-	p := &KVPool{blockTokens: blockTokens, f16: f16, budget: budget, seed: maphash.MakeSeed()}
+	p := &KVPool{blockTokens: blockTokens, typ: typ, f16: typ == KVF16, budget: budget, seed: maphash.MakeSeed()}
 	byWindow := map[int]int{}
 	for i, l := range layers {
 		p.layerGroup = append(p.layerGroup, -1)
@@ -102,8 +105,19 @@ func newKVPool(layers []LayerCache, blockTokens int, f16 bool, budget int64) (*K
 			p.groups = append(p.groups, &kvGroup{window: w, index: map[uint64]int32{}})
 		}
 		g := p.groups[gi]
+		kRow, err := typ.RowBytes(l.KeyDim)
+		if err != nil {
+			return nil, fmt.Errorf("layer %d's keys: %w", i, err)
+		}
+		vRow, err := typ.RowBytes(l.ValueDim)
+		if err != nil {
+			return nil, fmt.Errorf("layer %d's values: %w", i, err)
+		}
 		st := kvStore{cache: l, kStride: l.KVHeads * blockTokens * l.KeyDim, vStride: l.KVHeads * blockTokens * l.ValueDim}
-		hi, lo := bits.Mul64(uint64(st.kStride+st.vStride), uint64(kvBytes(f16)))
+		if typ.Quantized() {
+			st.kStride, st.vStride = l.KVHeads*blockTokens*kRow, l.KVHeads*blockTokens*vRow
+		}
+		hi, lo := bits.Mul64(uint64(l.KVHeads*blockTokens), uint64(kRow+vRow))
 		if hi != 0 || lo > math.MaxInt64/4 {
 			return nil, fmt.Errorf("layer %d's KV block of %d positions overflows", i, blockTokens)
 		}
@@ -120,6 +134,9 @@ func (p *KVPool) BlockTokens() int { return p.blockTokens }
 
 // F16 reports whether keys and values are stored as F16.
 func (p *KVPool) F16() bool { return p.f16 }
+
+// Type is how keys and values are stored.
+func (p *KVPool) Type() KVCacheType { return p.typ }
 
 // Budget is the most bytes the pool's blocks may take.
 func (p *KVPool) Budget() int64 { return p.budget }
@@ -201,6 +218,11 @@ func (p *KVPool) grow(g *kvGroup) {
 	}
 	for i := range g.stores {
 		st := &g.stores[i]
+		if p.typ.Quantized() {
+			st.kq = append(st.kq, make([]byte, slabBlocks*st.kStride))
+			st.vq = append(st.vq, make([]byte, slabBlocks*st.vStride))
+			continue
+		}
 		if p.f16 {
 			st.k16 = append(st.k16, make([]uint16, slabBlocks*st.kStride))
 			st.v16 = append(st.v16, make([]uint16, slabBlocks*st.vStride))
@@ -245,6 +267,11 @@ func (p *KVPool) copyBlock(g *kvGroup, dst, src int32) {
 	}
 	for i := range g.stores {
 		st := &g.stores[i]
+		if st.kq != nil {
+			copy(blockOf(st.kq, st.kStride, dst), blockOf(st.kq, st.kStride, src))
+			copy(blockOf(st.vq, st.vStride, dst), blockOf(st.vq, st.vStride, src))
+			continue
+		}
 		if st.k16 != nil {
 			copy(st.block16(st.k16, st.kStride, dst), st.block16(st.k16, st.kStride, src))
 			copy(st.block16(st.v16, st.vStride, dst), st.block16(st.v16, st.vStride, src))
@@ -256,6 +283,12 @@ func (p *KVPool) copyBlock(g *kvGroup, dst, src int32) {
 }
 
 func (st *kvStore) block32(slabs [][]float32, stride int, b int32) []float32 {
+	off := int(b%slabBlocks) * stride
+	return slabs[b/slabBlocks][off : off+stride]
+}
+
+// blockOf is block b of slabs of stride elements each.
+func blockOf[T any](slabs [][]T, stride int, b int32) []T {
 	off := int(b%slabBlocks) * stride
 	return slabs[b/slabBlocks][off : off+stride]
 }

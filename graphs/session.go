@@ -49,6 +49,14 @@ type Options struct {
 	// even) as they are stored and widened exactly as they are read, so
 	// results differ from transformers' float32 forward by that rounding.
 	KVCacheF16 bool
+	// KVCache is how keys and values are stored: KVF32, KVF16 (as
+	// KVCacheF16), or llama.cpp's quantized KVQ8_0 / KVQ4_0 blocks (CPU
+	// only; a head's dimension must be a multiple of 32). With a
+	// quantized cache attention computes as llama.cpp's flash attention
+	// does on one: Q and K (and V and the output) rotated by a Hadamard
+	// matrix when a head's dimension is a multiple of 64, the query
+	// quantized to Q8_0, integer dot products, an online softmax.
+	KVCache KVCacheType
 	// Device runs the graphs on a CUDA GPU (cuda.Open) instead of the
 	// CPU: weights are copied to it once and shared by every session on
 	// it, the KV pool lives in its memory, and each step sends up only its
@@ -86,7 +94,11 @@ func NewSession(m Model, opts Options) (*Session, error) {
 	if opts.Capacity <= 0 {
 		return nil, fmt.Errorf("context capacity must be positive, got %d", opts.Capacity)
 	}
-	pool, err := newKVPool(m.Params().Caches(), DefaultBlockTokens, opts.KVCacheF16, 0)
+	typ, err := opts.kvType()
+	if err != nil {
+		return nil, err
+	}
+	pool, err := newKVPool(m.Params().Caches(), DefaultBlockTokens, typ, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -95,8 +107,8 @@ func NewSession(m Model, opts Options) (*Session, error) {
 		return nil, fmt.Errorf("context capacity %d: the KV cache's size overflows (%d layers)", opts.Capacity, len(m.Params().Caches()))
 	}
 	if avail, ok := procstat.AvailableMemory(); ok && budget > int64(avail) {
-		return nil, fmt.Errorf("context capacity %d needs %d MiB of KV cache (%d layers, %d-byte keys and values), more than the %d MiB of memory available; ask for a smaller Capacity",
-			opts.Capacity, budget>>20, len(m.Params().Caches()), kvBytes(opts.KVCacheF16), avail>>20)
+		return nil, fmt.Errorf("context capacity %d needs %d MiB of KV cache (%d layers, %s keys and values), more than the %d MiB of memory available; ask for a smaller Capacity",
+			opts.Capacity, budget>>20, len(m.Params().Caches()), typ, avail>>20)
 	}
 	reuse := opts.ReuseLogits
 	opts.ReuseLogits = false

@@ -51,7 +51,7 @@ func TestCacheDeclarations(t *testing.T) {
 	if len(got) != 3 || got[0].Kind != FullCache || got[1].Kind != NoCache || got[2].Kind != SlidingCache {
 		t.Fatalf("declared caches %v", got)
 	}
-	p, err := newKVPool(got, 4, false, 1<<20)
+	p, err := newKVPool(got, 4, KVF32, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,18 @@ type AttentionConfig struct {
 	RoPE                    *RoPE // nil: no rotary embedding (SmolLM3's NoPE layers)
 	Scale                   float64
 	Window                  int // > 0: a sliding window of that many keys, the query included
+	// Interleaved says llama.cpp holds this block's Q and K heads in
+	// rope's interleaved order (Llama's permuted GGUF rows): a quantized
+	// KV cache quantizes and rotates them in that order, as llama.cpp does.
+	Interleaved bool
+	// PreScale says llama.cpp multiplies Q by Scale before attention
+	// (Gemma3) and scores by 1: a quantized KV cache quantizes the scaled
+	// query, as llama.cpp does.
+	PreScale bool
+	// NoPE marks a layer without positional encoding in a model whose
+	// other layers use RoPE (SmolLM3): its cached keys move unchanged in a
+	// context shift. A layer with neither RoPE nor NoPE cannot be shifted.
+	NoPE bool
 }
 
 // Attention is the self-attention block of every decoder in the zoo:
@@ -72,7 +84,7 @@ func declareCache(p graphs.Scope, c AttentionConfig) {
 	if c.Window > 0 {
 		kind = graphs.SlidingCache
 	}
-	p.Cache(c.Layer, graphs.LayerCache{Kind: kind, KVHeads: c.KVHeads, KeyDim: c.HeadDim, ValueDim: c.HeadDim, Window: c.Window})
+	p.Cache(c.Layer, graphs.LayerCache{Kind: kind, KVHeads: c.KVHeads, KeyDim: c.HeadDim, ValueDim: c.HeadDim, Window: c.Window, Shift: keyShifter(c)})
 }
 
 // Forward maps x [T, D] to [T, D]. When the step captures
@@ -103,7 +115,8 @@ func (a *Attention) Forward(s *graphs.Step, x *G.Node) *G.Node {
 		return a.O.Forward(s, o)
 	}
 	name := fmt.Sprintf("%s.%d", graphs.Attentions, c.Layer)
-	o := ops.Apply(cachedAttention{name: fmt.Sprintf("layers.%d", c.Layer), scale: float32(c.Scale), window: c.Window, kv: s.KV(c.Layer), sink: s.Sink(name)},
+	o := ops.Apply(cachedAttention{name: fmt.Sprintf("layers.%d", c.Layer), scale: float32(c.Scale), window: c.Window, kv: s.KV(c.Layer), sink: s.Sink(name),
+		interleaved: c.Interleaved, preScale: c.PreScale},
 		q, k, v, s.Positions)
 	return a.O.Forward(s, o)
 }

@@ -47,11 +47,14 @@ type cachedAttention struct {
 	window int // 0: full causal attention
 	kv     *graphs.LayerKV
 	sink   *graphs.Sink
+	// How llama.cpp holds the layer, which a quantized cache follows
+	// (kvquant.go): AttentionConfig.Interleaved and PreScale.
+	interleaved, preScale bool
 }
 
 func (k cachedAttention) Name() string { return "attention " + k.name }
 func (k cachedAttention) String() string {
-	return fmt.Sprintf("Attention{%s,scale=%g,window=%d,kv16=%v,capture=%v}", k.name, k.scale, k.window, k.kv.F16(), k.sink != nil)
+	return fmt.Sprintf("Attention{%s,scale=%g,window=%d,kv=%s,interleaved=%v,prescale=%v,capture=%v}", k.name, k.scale, k.window, k.kv.Type(), k.interleaved, k.preScale, k.sink != nil)
 }
 func (k cachedAttention) Signature() []hm.Type {
 	return []hm.Type{ops.T(3, nil), ops.T(3, nil), ops.T(3, nil), ops.T(1, tensor.Int), ops.T(2, nil)}
@@ -94,12 +97,21 @@ func (k cachedAttention) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 			return nil, fmt.Errorf("rows %d..%d at positions from %d do not fit %d rows and %d blocks", r.Row, r.Row+r.Len-1, r.Pos, d.T, len(r.Blocks))
 		}
 		keys = max(keys, r.Pos+r.Len)
-		k.store(r, f[1], f[2], d)
+		if !k.kv.Type().Quantized() {
+			k.store(r, f[1], f[2], d)
+		}
 	}
 	var probs []float32
 	if k.sink != nil {
 		keys = max(keys, k.kv.Keys())
 		probs = make([]float32, d.T*d.Hq*keys)
+	}
+	if k.kv.Type().Quantized() {
+		k.cpuQuant(f[0], f[1], f[2], out, probs, keys, runs, d)
+		if k.sink != nil {
+			k.sink.StoreKeyed(ops.NewF32(probs, d.T, d.Hq, keys))
+		}
+		return o.Tensor(out, d.T, d.Hq*d.Dv), nil
 	}
 	t := ops.Shared(o, func() *attnTask { return new(attnTask) })
 	t.k, t.out, t.probs, t.q, t.runs, t.d, t.keys = k, out, probs, f[0], runs, d, keys

@@ -81,6 +81,11 @@ func (k rope) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda
 	if err := cuda.CheckInputs(in, cuda.F32, cuda.I32); err != nil {
 		return nil, err
 	}
+	// The kernel takes a fixed table; dynamic NTK's follows the positions,
+	// which stay on the device.
+	if k.dyn != nil {
+		return nil, fmt.Errorf("rope with dynamic NTK scaling has no CUDA kernel")
+	}
 	x, pos := in[0], in[1]
 	half := len(k.invFreq)
 	if len(x.Shape) != 3 || x.Shape[2] != 2*half || len(pos.Shape) != 1 || pos.Shape[0] != x.Shape[0] {
@@ -99,8 +104,8 @@ func (k rope) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tensor) ([]cuda
 	if T == 0 || H == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, 5+cuda.RoPEMaxHalf)
-	args = append(args, out.Ptr, x.Ptr, pos.Ptr, H, half)
+	args := make([]any, 0, 6+cuda.RoPEMaxHalf)
+	args = append(args, out.Ptr, x.Ptr, pos.Ptr, H, half, k.scale)
 	for i := range cuda.RoPEMaxHalf {
 		var f float32
 		if i < half {

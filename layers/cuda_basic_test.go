@@ -13,6 +13,7 @@ import (
 
 	"github.com/gozoo/gozoo/cuda"
 	"github.com/gozoo/gozoo/internal/cudatest"
+	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/ops"
 )
 
@@ -137,6 +138,12 @@ func cudaCases() []cudaCase {
 	// Gemma's head dimension 256, the rope kernel's largest.
 	rp := NewRoPE(256, 1e4, 1)
 	add1("rope", "gemma/T7/dh256", rope{invFreq: rp.InvFreq, id: rp.id}, f32Value(randVals(r, 7*8*256, 1), 7, 8, 256), intValue(ropePositions(7, 100), 7))
+	// YaRN: a blended table and its factor on cos and sin.
+	yarn, err := NewScaledRoPE(64, loaders.RoPE{Type: "yarn", Theta: 1e6, Factor: 4, OriginalMaxPositions: 16, BetaFast: 32, BetaSlow: 1, Truncate: true, AttentionFactor: 1.1386})
+	if err != nil {
+		panic(err)
+	}
+	add1("rope", "yarn/T7/dh64", yarn.kernel(), f32Value(randVals(r, 7*4*64, 1), 7, 4, 64), intValue(ropePositions(7, 40), 7))
 	// Activations at their edges: zeros, ±10 (the table's ends), large.
 	edge := []float32{0, float32(math.Copysign(0, -1)), 10, -10, 9.99, -9.99, 1e-3, -1e-3, 30, -30, 88, -88, 100, -100, 0.5, -0.5}
 	for _, a := range acts {
@@ -201,12 +208,15 @@ func checkCover(c cudaCase, calls []cuda.Call) error {
 		if call.Args[3] != H || call.Args[4] != half {
 			return fmt.Errorf("rope: H, half = %v, %v, want %d, %d", call.Args[3], call.Args[4], H, half)
 		}
+		if got := call.Args[5].(float32); got != k.scale {
+			return fmt.Errorf("rope: scale %g, want %g", got, k.scale)
+		}
 		for i := range cuda.RoPEMaxHalf {
 			want := float32(0)
 			if i < half {
 				want = k.invFreq[i]
 			}
-			if got := call.Args[5+i].(float32); got != want {
+			if got := call.Args[6+i].(float32); got != want {
 				return fmt.Errorf("rope: frequency %d = %g, want %g", i, got, want)
 			}
 		}
@@ -255,6 +265,7 @@ func TestCUDACallsRefuse(t *testing.T) {
 		{"layer norm of ints", layerNorm{eps: 1e-6, dims: 2}, []G.Value{ints, w, w}},
 		{"rope, float positions", rope{invFreq: NewRoPE(64, 1e4, 1).InvFreq}, []G.Value{f32Value(make([]float32, 7*2*64), 7, 2, 64), f32Value(make([]float32, 7), 7)}},
 		{"rope, head dim 512", rope{invFreq: big.InvFreq}, []G.Value{f32Value(make([]float32, 7*512), 7, 1, 512), pos}},
+		{"rope, dynamic NTK", rope{invFreq: NewRoPE(64, 1e4, 1).InvFreq, dyn: &dynamicNTK{dim: 64, theta: 1e4, factor: 2, maxPos: 8}}, []G.Value{f32Value(make([]float32, 7*64), 7, 1, 64), pos}},
 		{"gated act, unknown", gatedAct{act: "swish"}, []G.Value{x, x}},
 		{"gated act of ints", gatedAct{act: "silu"}, []G.Value{x, ints}},
 		{"activate, unknown", activate{act: "tanh", dims: 2}, []G.Value{x}},

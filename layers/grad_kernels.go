@@ -210,17 +210,15 @@ func narrow(dst []float32, src []float64) []float32 {
 
 func (k rope) Grad(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	// A rotation's gradient is the inverse rotation; positions take none.
-	return nodes(func() (*G.Node, error) { return node(ropeGrad{invFreq: k.invFreq, id: k.id}, grad, in[1]) }, nil)
+	return nodes(func() (*G.Node, error) { return node(ropeGrad{k}, grad, in[1]) }, nil)
 }
 
-// ropeGrad rotates g [T, H, Dh] back by each row's angles.
-type ropeGrad struct {
-	invFreq []float32
-	id      string
-}
+// ropeGrad rotates g [T, H, Dh] back by each row's angles: the forward's
+// table (the dynamic one for the same positions) and cos/sin factor.
+type ropeGrad struct{ fwd rope }
 
 func (k ropeGrad) Name() string   { return "rope gradient" }
-func (k ropeGrad) String() string { return "RoPEGrad{" + k.id + "}" }
+func (k ropeGrad) String() string { return "RoPEGrad{" + k.fwd.id + "}" }
 func (k ropeGrad) Signature() []hm.Type {
 	return []hm.Type{ops.T(3, nil), ops.T(1, tensor.Int), ops.T(3, nil)}
 }
@@ -235,17 +233,21 @@ func (k ropeGrad) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 		return nil, err
 	}
 	s := in[0].Shape()
-	H, half := s[1], len(k.invFreq)
+	inv := k.fwd.tableFor(pos)
+	H, half := s[1], len(inv)
 	dh := 2 * half
 	out := o.Float32s(len(g))
 	for t, p := range pos {
 		if p < 0 {
 			continue // padding rows came out zero
 		}
-		for i, f := range k.invFreq {
+		for i, f := range inv {
 			// The forward's float32 angle, cos and sin.
 			a := float64(float32(p) * f)
 			c, sn := float32(math.Cos(a)), float32(math.Sin(a))
+			if sc := k.fwd.scale; sc != 0 {
+				c, sn = c*sc, sn*sc
+			}
 			for h := 0; h < H; h++ {
 				off := (t*H + h) * dh
 				g1, g2 := g[off+i], g[off+i+half]

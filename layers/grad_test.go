@@ -12,6 +12,7 @@ import (
 
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/internal/quant"
+	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/ops"
 )
 
@@ -547,6 +548,39 @@ func TestGradientsMatchFiniteDifferences(t *testing.T) {
 		in:  []fdInput{{name: "x", shape: []int{4, 2, 6}, vals: f32(r, 48, 1), dtype: graphs.F32}, {name: "pos", shape: []int{4}, ints: pos}},
 		op:  func(n []*G.Node) *G.Node { return ops.Apply(rope{invFreq: rp.InvFreq, id: rp.id}, n...) },
 		ref: func(v [][]float64, iv [][]int) []float64 { return refRope(v[0], 4, 2, 6, rp.InvFreq, iv[1]) },
+	})
+
+	// Scaled RoPE: yarn's factor on cos and sin, and dynamic NTK past its
+	// threshold (the gradient must rotate back by the grown base's table).
+	yarn, err := NewScaledRoPE(6, loaders.RoPE{Type: "yarn", Theta: 100, Factor: 4, OriginalMaxPositions: 64, BetaFast: 32, BetaSlow: 1, Truncate: true, AttentionFactor: 1.3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases, fdCase{
+		name: "rope yarn", tol: 1e-5,
+		in: []fdInput{{name: "x", shape: []int{4, 2, 6}, vals: f32(r, 48, 1), dtype: graphs.F32}, {name: "pos", shape: []int{4}, ints: pos}},
+		op: func(n []*G.Node) *G.Node { return ops.Apply(yarn.kernel(), n...) },
+		ref: func(v [][]float64, iv [][]int) []float64 {
+			out := refRope(v[0], 4, 2, 6, yarn.InvFreq, iv[1])
+			for i := range out {
+				out[i] *= float64(yarn.Scale)
+			}
+			return out
+		},
+	})
+	dyn, err := NewScaledRoPE(6, loaders.RoPE{Type: "dynamic", Theta: 100, Factor: 2, MaxPositions: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown := dyn.kernel().tableFor(pos)
+	if grown[1] == dyn.InvFreq[1] {
+		t.Fatal("dynamic NTK: positions past the threshold kept the default table")
+	}
+	cases = append(cases, fdCase{
+		name: "rope dynamic", tol: 1e-5,
+		in:  []fdInput{{name: "x", shape: []int{4, 2, 6}, vals: f32(r, 48, 1), dtype: graphs.F32}, {name: "pos", shape: []int{4}, ints: pos}},
+		op:  func(n []*G.Node) *G.Node { return ops.Apply(dyn.kernel(), n...) },
+		ref: func(v [][]float64, iv [][]int) []float64 { return refRope(v[0], 4, 2, 6, grown, iv[1]) },
 	})
 
 	// Gated activations and plain ones.

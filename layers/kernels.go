@@ -72,7 +72,9 @@ func rmsNormRows(out, x, w []float32, eps, offset float32) {
 // and cos/sin are taken of that float32 angle, as HF computes them.
 type rope struct {
 	invFreq []float32
-	id      string // names the frequency table in hashes and graph dumps
+	scale   float32     // multiplies cos and sin (YaRN); 0: none
+	dyn     *dynamicNTK // dynamic NTK: the table follows the step's positions
+	id      string      // names the frequency table in hashes and graph dumps
 }
 
 func (k rope) Name() string   { return "rope" }
@@ -98,11 +100,13 @@ func (k rope) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	}
 	s := in[0].Shape()
 	out := o.Float32s(len(x))
-	rotate(out, x, s[1], k.invFreq, pos)
+	rotate(out, x, s[1], k.tableFor(pos), k.scale, pos)
 	return o.Tensor(out, s...), nil
 }
 
-func rotate(out, x []float32, H int, invFreq []float32, positions []int) {
+// rotate applies the rotation; scale (0: none) multiplies cos and sin
+// after they are rounded to float32, as HF's attention_scaling does.
+func rotate(out, x []float32, H int, invFreq []float32, scale float32, positions []int) {
 	half := len(invFreq)
 	dh := 2 * half
 	var cosb, sinb [128]float32 // head_dim up to 256 stays on the stack
@@ -119,6 +123,10 @@ func rotate(out, x []float32, H int, invFreq []float32, positions []int) {
 			a := float64(float32(p) * f)
 			cos[i] = float32(math.Cos(a))
 			sin[i] = float32(math.Sin(a))
+			if scale != 0 {
+				cos[i] *= scale
+				sin[i] *= scale
+			}
 		}
 		for h := 0; h < H; h++ {
 			off := (t*H + h) * dh

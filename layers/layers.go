@@ -25,7 +25,6 @@ package layers
 
 import (
 	"fmt"
-	"math"
 
 	G "gorgonia.org/gorgonia"
 
@@ -142,34 +141,6 @@ func (n *RMSNorm) Forward(s *graphs.Step, x *G.Node) *G.Node {
 		offset = 1
 	}
 	return ops.Apply(rmsNorm{eps: float32(n.Eps), offset: offset, dims: x.Dims()}, x, s.Bind(n.Weight))
-}
-
-// RoPE is a rotary position embedding (NeoX "rotate half" form).
-type RoPE struct {
-	InvFreq []float32
-	id      string
-}
-
-// NewRoPE returns HF's default inverse frequencies 1/theta^(2i/dim) for
-// i < dim/2, computed as HF does in float32 (exponent in float32, power
-// rounded to float32), divided by factor for linear scaling (factor 1:
-// none).
-func NewRoPE(dim int, theta, factor float64) *RoPE {
-	inv := make([]float32, dim/2)
-	for i := range inv {
-		e := float32(2*i) / float32(dim)
-		p := float32(math.Pow(theta, float64(e)))
-		inv[i] = 1 / p
-		if factor != 1 {
-			inv[i] = float32(float64(inv[i]) / factor)
-		}
-	}
-	return &RoPE{InvFreq: inv, id: fmt.Sprintf("dim=%d,theta=%g,factor=%g", dim, theta, factor)}
-}
-
-// Forward rotates x [T, H, Dh] by the step's positions.
-func (r *RoPE) Forward(s *graphs.Step, x *G.Node) *G.Node {
-	return ops.Apply(rope{invFreq: r.InvFreq, id: r.id}, x, s.Positions)
 }
 
 // Add is the residual connection.

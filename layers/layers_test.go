@@ -236,7 +236,7 @@ func TestRoPE(t *testing.T) {
 }
 
 func (r *RoPE) kernelOn(x, positions *G.Node) *G.Node {
-	return ops.Apply(rope{invFreq: r.InvFreq, id: r.id}, x, positions)
+	return ops.Apply(r.kernel(), x, positions)
 }
 
 // refAttention is eager HF attention for positions pos..pos+n-1 over keys

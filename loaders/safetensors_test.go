@@ -203,42 +203,6 @@ func TestShardedCheckpoint(t *testing.T) {
 	}
 }
 
-func TestRoPEFieldsResolve(t *testing.T) {
-	cases := []struct {
-		name      string
-		json      string
-		layerType string
-		want      RoPE
-		errHas    string
-	}{
-		{"absent: default theta", `{}`, "", RoPE{"default", 10000, 1}, ""},
-		{"legacy theta", `{"rope_theta": 1e6, "rope_scaling": null}`, "", RoPE{"default", 1e6, 1}, ""},
-		{"legacy linear scaling", `{"rope_theta": 1e6, "rope_scaling": {"type": "linear", "factor": 4}}`, "", RoPE{"linear", 1e6, 4}, ""},
-		{"v5 flat", `{"rope_parameters": {"rope_theta": 5e5, "rope_type": "default"}}`, "full_attention", RoPE{"default", 5e5, 1}, ""},
-		{"v5 per layer type", `{"rope_parameters": {"full_attention": {"rope_theta": 1e6, "rope_type": "linear", "factor": 8}, "sliding_attention": {"rope_theta": 1e4, "rope_type": "default"}}}`, "sliding_attention", RoPE{"default", 1e4, 1}, ""},
-		{"v5 missing layer type", `{"rope_parameters": {"full_attention": {"rope_theta": 1e6}}}`, "sliding_attention", RoPE{}, "sliding_attention"},
-		{"unsupported type", `{"rope_scaling": {"rope_type": "yarn", "factor": 4}}`, "", RoPE{}, `"yarn"`},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			var f RoPEFields
-			if err := json.Unmarshal([]byte(c.json), &f); err != nil {
-				t.Fatal(err)
-			}
-			got, err := f.Resolve(c.layerType, 10000)
-			if c.errHas != "" {
-				if err == nil || !strings.Contains(err.Error(), c.errHas) {
-					t.Fatalf("error %v, want one mentioning %s", err, c.errHas)
-				}
-				return
-			}
-			if err != nil || got != c.want {
-				t.Fatalf("got %+v, %v; want %+v", got, err, c.want)
-			}
-		})
-	}
-}
-
 func TestIntList(t *testing.T) {
 	for in, want := range map[string][]int{`2`: {2}, `[1, 3]`: {1, 3}, `null`: nil} {
 		var l IntList

@@ -487,11 +487,8 @@ func (o *chatOutput) add(c *chatChoice, text string, calls []toolCall) error {
 
 func (o *chatOutput) end(i int, res generate.Result, err error) error {
 	c := o.choices[i]
-	if err != nil {
-		return sampleError(err, "messages")
-	}
-	if res.StopReason == generate.StopCancelled || res.StopReason == generate.StopCaller {
-		return engineError(context.Canceled, "")
+	if err := sampleFailed(res, err, "messages"); err != nil {
+		return err
 	}
 	if o.req.Stream {
 		if err := o.start(); err != nil { // a choice without any token

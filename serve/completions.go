@@ -310,11 +310,8 @@ func (o *completionOutput) token(i int, tok generate.Token) error {
 
 func (o *completionOutput) end(i int, res generate.Result, err error) error {
 	c := o.choices[i]
-	if err != nil {
-		return sampleError(err, "prompt")
-	}
-	if res.StopReason == generate.StopCancelled || res.StopReason == generate.StopCaller {
-		return engineError(context.Canceled, "")
+	if err := sampleFailed(res, err, "prompt"); err != nil {
+		return err
 	}
 	c.tokens = len(res.Tokens)
 	c.finish = finishReason(res.StopReason, false)

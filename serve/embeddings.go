@@ -86,7 +86,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	vecs, err := generate.Embed(r.Context(), s.g.Model, inputs, generate.EmbedOptions{
 		Pool: s.opts.EmbedPooling, Normalize: s.opts.EmbedNormalize, MaxSeqs: min(len(inputs), 16),
-		Fast: s.opts.Session.Fast, KVCacheF16: s.opts.Session.KVCacheF16,
+		Fast: s.opts.Session.Fast, KVCacheF16: s.opts.Session.KVCacheF16, KVCache: s.opts.Session.KVCache,
 	})
 	<-s.embedSem
 	if err != nil {

@@ -202,6 +202,18 @@ func sampleError(err error, param string) *apiError {
 	return engineError(err, param)
 }
 
+// sampleFailed is the error a sample's end answers with: its own, or a
+// cancellation when the client went away or the request was stopped.
+func sampleFailed(res generate.Result, err error, param string) error {
+	if err != nil {
+		return sampleError(err, param)
+	}
+	if res.StopReason == generate.StopCancelled || res.StopReason == generate.StopCaller {
+		return engineError(context.Canceled, "")
+	}
+	return nil
+}
+
 // promptTooLong checks a prompt against the context before submitting.
 func (s *Server) promptTooLong(n int, param string) *apiError {
 	if n >= s.opts.Context {

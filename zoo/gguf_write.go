@@ -91,6 +91,10 @@ func WriteGGUF(w io.Writer, m Model, configJSON []byte, ftype string, name strin
 	if err != nil {
 		return err
 	}
+	seen := map[string]string{}
+	for i, t := range stored {
+		seen[t.Name] = params[i].Name
+	}
 	var tensors []gguf.WriteTensor
 	for i, p := range params {
 		gname := stored[i].Name
@@ -117,7 +121,26 @@ func WriteGGUF(w io.Writer, m Model, configJSON []byte, ftype string, name strin
 		}
 		tensors = append(tensors, gguf.WriteTensor{Name: gname, Dims: dims, Type: typ, Data: data})
 	}
+	if x, ok := format.GGUF.(GGUFExtraTensors); ok {
+		more, err := x.ExtraTensors(cfg)
+		if err != nil {
+			return err
+		}
+		for _, t := range more {
+			if other, dup := seen[t.Name]; dup {
+				return fmt.Errorf("tensor %q of the format and declared %q share a GGUF name", t.Name, other)
+			}
+		}
+		tensors = append(tensors, more...)
+	}
 	return gguf.Write(w, meta, tensors)
+}
+
+// GGUFExtraTensors is a GGUF whose files hold tensors that no declared
+// weight holds, derived from config.json (llama's rope_freqs.weight for
+// llama3 scaling); WriteGGUF appends them.
+type GGUFExtraTensors interface {
+	ExtraTensors(cfg ConfigMap) ([]gguf.WriteTensor, error)
 }
 
 // ggufPlan names each declared tensor as llama.cpp does and picks its

@@ -104,6 +104,7 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "seed for the random prompt")
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights)")
 	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16, as llama.cpp does by default (half its memory; keys and values rounded)")
+	kvCache := kvCacheFlag(fs, kvF16)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed prefill and decode to `FILE` (go tool pprof)")
 	device := deviceFlag(fs)
 	batch := fs.Int("batch", 1, "run `S` sequences: each prompt prefilled alone, then decode steps that advance all S in one forward (aggregate tokens/s)")
@@ -111,10 +112,15 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *model == "" || *promptTokens < 1 || *genTokens < 1 || *batch < 1 {
-		fmt.Fprintln(stderr, "usage: gozoo bench --model DIR|FILE.gguf [--prompt-tokens N] [--gen-tokens M] [--batch S] [--fast] [--kv-f16] [--device cuda[:N]] [--json]")
+		fmt.Fprintln(stderr, "usage: gozoo bench --model DIR|FILE.gguf [--prompt-tokens N] [--gen-tokens M] [--batch S] [--fast] [--kv-f16] "+kvUsage+" [--device cuda[:N]] [--json]")
 		return 2
 	}
-	opts := graphs.Options{Fast: *fast, KVCacheF16: *kvF16}
+	kvType, err := kvCache.typ()
+	if err != nil {
+		fmt.Fprintf(stderr, "gozoo bench: %v\n", err)
+		return 2
+	}
+	opts := graphs.Options{Fast: *fast, KVCache: kvType}
 	dev, err := openDevice(*device)
 	if err != nil {
 		fmt.Fprintf(stderr, "gozoo bench: %v\n", err)
@@ -265,7 +271,7 @@ func benchBatch(dir string, S, n, m int, opts graphs.Options, cpuProfile string)
 	if err != nil {
 		return res, err
 	}
-	b, err := graphs.NewBatch(model, graphs.BatchOptions{Options: opts, KVBudget: int64(S+1) * graphs.KVBytes(model, opts.Capacity, opts.KVCacheF16)})
+	b, err := graphs.NewBatch(model, graphs.BatchOptions{Options: opts, KVBudget: int64(S+1) * graphs.KVBytesOf(model, opts.Capacity, opts.KVCache)})
 	if err != nil {
 		return res, err
 	}

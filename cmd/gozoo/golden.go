@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/gozoo/gozoo/golden"
+	"github.com/gozoo/gozoo/graphs"
 )
 
 func init() {
@@ -21,9 +22,10 @@ func runGolden(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fast := fs.Bool("fast", false, "check fast mode (llama.cpp's arithmetic) against llama.cpp's own logits and greedy ids (GGUF cases)")
 	device := deviceFlag(fs)
+	kvCache := kvCacheFlag(fs, nil)
 	batch := fs.Int("batch", 1, "run each case's forward and greedy decode inside a batch of `N` sequences (the case and N-1 companions that join and leave)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gozoo golden DIR...\n\nEach DIR is a golden case (config.json, model.safetensors, golden.safetensors,\ngolden.json). Prints PASS or FAIL per case; exits 1 if any case fails.\n\nWith --fast, each DIR is a GGUF case (../shared/gguf) checked in fast mode\nagainst llama.cpp's llama_logits and llama_greedy_ids.")
+		fmt.Fprintln(stderr, "usage: gozoo golden DIR...\n\nEach DIR is a golden case (config.json, model.safetensors, golden.safetensors,\ngolden.json). Prints PASS or FAIL per case; exits 1 if any case fails.\n\nWith --fast, each DIR is a GGUF case (../shared/gguf) checked in fast mode\nagainst llama.cpp's llama_logits and llama_greedy_ids; with --kv-cache q8_0|q4_0,\nagainst llama_logits_kv_<type> and llama_greedy_ids_kv_<type> (the types its\ngolden.json llama_cpp_kv.checks lists; where llama.cpp refused the type, the\ncase passes when gozoo refuses it too).")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -37,6 +39,17 @@ func runGolden(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gozoo golden: --batch must be at least 1, got %d\n", *batch)
 		return 2
 	}
+	kvType, err := kvCache.typ()
+	if err != nil {
+		fmt.Fprintf(stderr, "gozoo golden: %v\n", err)
+		return 2
+	}
+	if kvType != graphs.KVF32 && (!*fast || !kvType.Quantized()) {
+		// Only llama.cpp's references with a q8_0 / q4_0 cache exist; the
+		// others (transformers', llama.cpp's F32 cache) are exact.
+		fmt.Fprintf(stderr, "gozoo golden: --kv-cache %s has no references: the cases hold llama.cpp's with q8_0 and q4_0 caches, checked with --fast\n", kvType)
+		return 2
+	}
 	dev, err := openDevice(*device)
 	if err != nil {
 		fmt.Fprintf(stderr, "gozoo golden: %v\n", err)
@@ -48,7 +61,7 @@ func runGolden(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if *fast {
 			run = golden.RunFastWith
 		}
-		r := run(dir, golden.Options{Batch: *batch, Device: dev})
+		r := run(dir, golden.Options{Batch: *batch, Device: dev, KVCache: kvType})
 		fmt.Fprintln(stdout, r)
 		if !r.Pass {
 			status = 1

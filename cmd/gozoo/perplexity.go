@@ -46,9 +46,10 @@ func runPerplexity(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "end stdout with one JSON line: ppl, nll_mean, tokens_scored, n_chunk")
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights), not exact")
 	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16, as llama.cpp does by default (keys and values rounded, not exact)")
+	kvCache := kvCacheFlag(fs, kvF16)
 	device := deviceFlag(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: gozoo perplexity --model DIR|FILE.gguf (--file TEXT | --ids IDS.json) [--ctx N] [--batch S] [--json] [--fast] [--kv-f16] [--device cuda[:N]]
+		fmt.Fprintln(stderr, `usage: gozoo perplexity --model DIR|FILE.gguf (--file TEXT | --ids IDS.json) [--ctx N] [--batch S] [--json] [--fast] [--kv-f16] `+kvUsage+` [--device cuda[:N]]
 
 Cuts the tokens into len/ctx chunks of ctx tokens (the rest is unused) and
 evaluates each chunk alone from an empty cache; the second half of each
@@ -133,7 +134,12 @@ tokens as they are).`)
 	}
 
 	prog := newProgressBar(stderr, "perplexity")
-	opts := generate.ScoreOptions{MaxSeqs: *batch, Fast: *fast, KVCacheF16: *kvF16, Device: dev, Progress: func(done, total int) { prog.update(int64(done), int64(total)) }}
+	kvType, err := kvCache.typ()
+	if err != nil {
+		fmt.Fprintf(stderr, "gozoo perplexity: %v\n", err)
+		return 2
+	}
+	opts := generate.ScoreOptions{MaxSeqs: *batch, Fast: *fast, KVCache: kvType, Device: dev, Progress: func(done, total int) { prog.update(int64(done), int64(total)) }}
 	res, err := perplexity(ctx, m, ids, n, opts)
 	prog.done()
 	if err != nil {

@@ -51,6 +51,8 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 0, "sampling seed (default: random)")
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights), faster on GGUF files, not exact")
 	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16, as llama.cpp does by default: half its memory, keys and values rounded, not exact")
+	kvCache := kvCacheFlag(fs, kvF16)
+	ctxShift := fs.Int("context-shift", -1, "when the context is full, keep its first `N` positions, drop half of the rest and go on (llama.cpp's context shift; -1: stop at a full context)")
 	device := deviceFlag(fs)
 	promptsFile := fs.String("prompts", "", "generate for every line of `FILE` (- for stdin) at once, in one batch; prints a JSON line per sample")
 	samples := fs.Int("n", 1, "samples per prompt, sharing the prompt's prefill (batched; sample i uses seed+i)")
@@ -68,7 +70,7 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if (*prompt == "") == (*promptsFile == "") || *samples < 1 {
-		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] (--prompt TEXT | --prompts FILE) [--n K] [--logprobs K] [--json-schema FILE] [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--fast] [--kv-f16] [--device cuda[:N]]")
+		fmt.Fprintln(stderr, "usage: gozoo run [--model DIR] (--prompt TEXT | --prompts FILE) [--n K] [--logprobs K] [--json-schema FILE] [--image FILE]... [--chat] [--system S] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--fast] [--kv-f16] "+kvUsage+" [--context-shift N] [--device cuda[:N]]")
 		return 2
 	}
 	set := map[string]bool{}
@@ -122,8 +124,19 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		s.Seed = uint64(time.Now().UnixNano())
 	}
 	opts.Stop = stops
+	if *ctxShift >= 0 {
+		opts.ContextShift = &generate.ContextShift{Keep: *ctxShift}
+	} else if *ctxShift != -1 {
+		fmt.Fprintf(stderr, "gozoo run: --context-shift %d: want a number of positions to keep, or -1\n", *ctxShift)
+		return 2
+	}
 	g.SessionOptions.Fast = *fast
-	g.SessionOptions.KVCacheF16 = *kvF16
+	kvType, err := kvCache.typ()
+	if err != nil {
+		fmt.Fprintln(stderr, "gozoo run:", err)
+		return 2
+	}
+	g.SessionOptions.KVCache = kvType
 	g.SessionOptions.Device = dev
 	if vlm, ok := g.Model.(*idefics3.Model); ok {
 		vlm.SetDevice(dev)
@@ -201,8 +214,12 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gozoo run:", err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "[%d prompt tokens, %d generated; prefill %.1f tok/s, decode %.1f tok/s; graphs built in %.2f s; stop: %s]\n",
-		res.PromptLen, len(res.Tokens), res.PrefillTokS(), res.DecodeTokS(), res.SetupTime.Seconds(), res.StopReason)
+	shifts := ""
+	if res.Shifts > 0 {
+		shifts = fmt.Sprintf("; %d context shifts dropped %d positions", res.Shifts, res.Discarded)
+	}
+	fmt.Fprintf(stderr, "[%d prompt tokens, %d generated; prefill %.1f tok/s, decode %.1f tok/s; graphs built in %.2f s%s; stop: %s]\n",
+		res.PromptLen, len(res.Tokens), res.PrefillTokS(), res.DecodeTokS(), res.SetupTime.Seconds(), shifts, res.StopReason)
 	if res.StopReason == generate.StopCancelled {
 		return 130
 	}

@@ -46,12 +46,13 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	normalize := fs.Bool("embed-normalize", true, "scale embeddings to unit length, as OpenAI's are")
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic, faster on GGUF files, not exact")
 	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16: half its memory, not exact")
+	kvCache := kvCacheFlag(fs, kvF16)
 	device := deviceFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *model == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: gozoo serve --model DIR|FILE.gguf [--addr 127.0.0.1:8080] [--name NAME] [--api-key KEY] [--parallel N] [--max-queue Q] [--ctx C] [--kv-memory BYTES] [--max-body BYTES] [--grace D] [--fast] [--kv-f16] [--device cuda[:N]]")
+		fmt.Fprintln(stderr, "usage: gozoo serve --model DIR|FILE.gguf [--addr 127.0.0.1:8080] [--name NAME] [--api-key KEY] [--parallel N] [--max-queue Q] [--ctx C] [--kv-memory BYTES] [--max-body BYTES] [--grace D] [--fast] [--kv-f16] "+kvUsage+" [--device cuda[:N]]")
 		return 2
 	}
 	fail := func(err error) int {
@@ -87,7 +88,11 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	opts.Session.Fast, opts.Session.KVCacheF16, opts.Session.Device = *fast, *kvF16, dev
+	kvType, err := kvCache.typ()
+	if err != nil {
+		return fail(err)
+	}
+	opts.Session.Fast, opts.Session.KVCache, opts.Session.Device = *fast, kvType, dev
 	ctx, stop := serveSignals()
 	defer stop()
 	err = serve.Run(ctx, serve.Config{

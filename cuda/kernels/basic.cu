@@ -213,9 +213,10 @@ extern "C" __global__ void layer_norm(float *out, const float *x, const float *w
 // rope: grid (T, Blocks(H·half, blockDim)), x and out [T, H, 2·half],
 // pos int32 [T]. Row t at position p = pos[t] (p < 0: padding, zeros):
 // angle a_i = float32(p)·inv_i in float32, cos and sin of it in float64
-// rounded to float32; out[i] = x1·cos - x2·sin, out[i+half] =
+// rounded to float32, then each times scale in float32 when scale != 0
+// (YaRN's attention factor); out[i] = x1·cos - x2·sin, out[i+half] =
 // x2·cos + x1·sin, x1 = x[i], x2 = x[i+half], for each head.
-extern "C" __global__ void rope(float *out, const float *x, const int *pos, int H, int half,
+extern "C" __global__ void rope(float *out, const float *x, const int *pos, int H, int half, float scale,
                                 RF8(00), RF8(01), RF8(02), RF8(03), RF8(04), RF8(05), RF8(06), RF8(07),
                                 RF8(08), RF8(09), RF8(10), RF8(11), RF8(12), RF8(13), RF8(14), RF8(15)) {
     __shared__ float inv[ROPE_MAX_HALF], cs[ROPE_MAX_HALF], sn[ROPE_MAX_HALF];
@@ -243,6 +244,10 @@ extern "C" __global__ void rope(float *out, const float *x, const int *pos, int 
         double a = (double)__fmul_rn(fp, inv[i]);
         cs[i] = (float)cos(a);
         sn[i] = (float)sin(a);
+        if (scale != 0.0f) {
+            cs[i] = __fmul_rn(cs[i], scale);
+            sn[i] = __fmul_rn(sn[i], scale);
+        }
     }
     __syncthreads();
     if (k < pairs) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerates python_fuzz.jsonl: randomly generated expressions and
+"""Regenerates python_fuzz.jsonl.zst: randomly generated expressions and
 whitespace-control templates rendered by Python's jinja2 in transformers'
 chat-template environment (the environment of gen_python_ref.py). The Go
 test TestPythonReference checks the engine against them, like the
@@ -7,7 +7,7 @@ hand-written cases. Cases whose output cannot be reproduced by design are
 left out: object addresses in the repr of generators, and fractional float
 powers (Go's math.Pow and C's pow may differ in the last bit).
 
-Run: python3 gen_python_fuzz.py > python_fuzz.jsonl
+Run: python3 gen_python_fuzz.py | zstd -19 > python_fuzz.jsonl.zst
 """
 import json
 import random

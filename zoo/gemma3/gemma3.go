@@ -50,7 +50,7 @@ type Config struct {
 	EOSTokenID            loaders.IntList `json:"eos_token_id"`
 	loaders.RoPEFields
 
-	rope    []loaders.RoPE // per layer
+	rope    []*layers.RoPE // per layer
 	windows []int          // per layer, 0 for full attention
 }
 
@@ -90,26 +90,37 @@ func ParseConfig(data []byte) (*Config, error) {
 	if c.windows, err = zoo.Windows(c.LayerTypes, c.SlidingWindow, L); err != nil {
 		return nil, err
 	}
-	full, err := c.RoPEFields.Resolve("full_attention", 1e6)
+	full, err := c.RoPEFields.Resolve("full_attention", 1e6, c.MaxPositionEmbeddings)
 	if err != nil {
 		return nil, err
 	}
 	// Sliding layers use rope_local_base_freq and never rope_scaling; in
 	// the v5 form they have their own rope_parameters entry.
-	local := loaders.RoPE{Type: "default", Theta: c.RopeLocalBaseFreq, Factor: 1}
+	local := loaders.RoPE{Type: "default", Theta: c.RopeLocalBaseFreq, Factor: 1, AttentionFactor: 1}
 	if len(c.RopeParameters) > 0 && string(c.RopeParameters) != "null" {
-		if local, err = c.RoPEFields.Resolve("sliding_attention", c.RopeLocalBaseFreq); err != nil {
+		if local, err = c.RoPEFields.Resolve("sliding_attention", c.RopeLocalBaseFreq, c.MaxPositionEmbeddings); err != nil {
 			return nil, err
 		}
 	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	fullRoPE, err := layers.NewScaledRoPE(c.HeadDim, full)
+	if err != nil {
+		return nil, fmt.Errorf("config.json: full_attention rope, head_dim %d: %w", c.HeadDim, err)
+	}
+	localRoPE, err := layers.NewScaledRoPE(c.HeadDim, local)
+	if err != nil {
+		return nil, fmt.Errorf("config.json: sliding_attention rope, head_dim %d: %w", c.HeadDim, err)
+	}
 	for _, w := range c.windows {
 		if w > 0 {
-			c.rope = append(c.rope, local)
+			c.rope = append(c.rope, localRoPE)
 		} else {
-			c.rope = append(c.rope, full)
+			c.rope = append(c.rope, fullRoPE)
 		}
 	}
-	return c, c.validate()
+	return c, nil
 }
 
 func (c *Config) dims() zoo.Dims {
@@ -183,9 +194,11 @@ func (c *Config) New(p graphs.Scope) (zoo.Model, error) {
 			attn: layers.NewAttention(lp.Sub("self_attn"), D, layers.AttentionConfig{
 				Layer: i, Heads: c.NumAttentionHeads, KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim,
 				Bias: c.AttentionBias, QKNorm: layers.OffsetNorm, NormEps: c.RMSNormEps,
-				RoPE:   layers.NewRoPE(c.HeadDim, r.Theta, r.Factor),
+				RoPE:   r,
 				Scale:  1 / math.Sqrt(c.QueryPreAttnScalar),
 				Window: c.windows[i],
+				// llama.cpp scales Q in the graph and attends with scale 1.
+				PreScale: true,
 			}),
 			mlp: layers.NewGatedMLP(lp.Sub("mlp"), D, c.IntermediateSize, c.HiddenActivation, false),
 		}

@@ -115,3 +115,30 @@ func TestRefusesBidirectional(t *testing.T) {
 // window of 6 is shorter than the prompts, so chunked prefill crosses the
 // ring's boundary.
 func TestRuntime(t *testing.T) { familytest.Run(t, familytest.GoldenDir("gemma3_sliding_mqa")) }
+
+// TestScaledRoPEForms: yarn on the full layers reads the same from
+// legacy rope_scaling and from v5's per-layer-type rope_parameters, and
+// reaches the logits.
+func TestScaledRoPEForms(t *testing.T) {
+	const name = "gemma3_pattern_softcap"
+	var theta, local float64
+	config(t, name, func(m map[string]any) { theta, local = m["rope_theta"].(float64), m["rope_local_base_freq"].(float64) })
+	yarn := map[string]any{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8}
+	legacy := familytest.LastLogits(t, withConfig(t, name, func(m map[string]any) { m["rope_scaling"] = yarn }), ids)
+	v5 := familytest.LastLogits(t, withConfig(t, name, func(m map[string]any) {
+		delete(m, "rope_scaling")
+		delete(m, "rope_theta")
+		full := map[string]any{"rope_theta": theta}
+		for k, v := range yarn {
+			full[k] = v
+		}
+		m["rope_parameters"] = map[string]any{"full_attention": full, "sliding_attention": map[string]any{"rope_type": "default", "rope_theta": local}}
+	}), ids)
+	if d := familytest.MaxDiff(legacy, v5); d != 0 {
+		t.Errorf("legacy and v5 yarn differ by %g", d)
+	}
+	linear := familytest.LastLogits(t, withConfig(t, name, func(map[string]any) {}), ids)
+	if d := familytest.MaxDiff(legacy, linear); d < 1e-4 {
+		t.Errorf("yarn instead of linear scaling moved the logits by only %g", d)
+	}
+}

@@ -54,6 +54,8 @@ type EmbedOptions struct {
 	MaxSeqs int
 	// Fast and KVCacheF16 are graphs.Options' (not exact).
 	Fast, KVCacheF16 bool
+	// KVCache is graphs.Options.KVCache.
+	KVCache graphs.KVCacheType
 	// Progress, when set, is called after each group of inputs with the
 	// number embedded so far and the total.
 	Progress func(done, total int)
@@ -93,7 +95,7 @@ func Embed(ctx context.Context, m zoo.Model, inputs [][]int, opts EmbedOptions) 
 	}
 	last := fmt.Sprintf("%s.%d", graphs.HiddenStates, m.NumLayers())
 	b, err := graphs.NewBatch(m, graphs.BatchOptions{
-		Options:  graphs.Options{Capacity: need, Capture: []string{last}, Fast: opts.Fast, KVCacheF16: opts.KVCacheF16},
+		Options:  graphs.Options{Capacity: need, Capture: []string{last}, Fast: opts.Fast, KVCacheF16: opts.KVCacheF16, KVCache: opts.KVCache},
 		KVBudget: kvBudget(m, need, min(opts.MaxSeqs, len(inputs)), opts.KVCacheF16),
 	})
 	if err != nil {

@@ -216,6 +216,10 @@ func (e *Engine) Submit(ctx context.Context, prompt graphs.Input, opts Options) 
 	if opts.N < 0 {
 		return nil, fmt.Errorf("N is %d: want 1 or more samples", opts.N)
 	}
+	if opts.ContextShift != nil {
+		// The engine's sequences share a pool and stop at its capacity.
+		return nil, errors.New("Options.ContextShift: the engine does not shift contexts; generate with Generator.Stream")
+	}
 	if n > e.opts.MaxSeqs {
 		return nil, fmt.Errorf("%d samples exceed the engine's %d sequences at once (MaxSeqs)", n, e.opts.MaxSeqs)
 	}

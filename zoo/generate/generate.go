@@ -55,6 +55,26 @@ type Options struct {
 	// N is the number of samples an Engine draws for the prompt (0: one),
 	// sharing its prefill; sample i samples with Seed + i.
 	N int
+	// ContextShift, when set, makes room when the context is full instead
+	// of stopping: the first Keep positions stay, half of the rest is
+	// dropped and the later keys move down (llama.cpp's context shift).
+	// The Runner must be a Shifter (a *graphs.Session is).
+	ContextShift *ContextShift
+}
+
+// ContextShift is what a full context keeps: its first Keep positions
+// (a system prompt, say). Each shift drops n_discard = (n_past − Keep)/2
+// positions after them, as llama.cpp's server does, and the keys after
+// those are re-rotated to their new positions; what the model attended to
+// before is gone, so generation goes on over a shorter context.
+type ContextShift struct {
+	Keep int
+}
+
+// Shifter is a Runner that can drop positions keep..keep+discard-1 and
+// move the later ones down (graphs.Session.Shift).
+type Shifter interface {
+	Shift(keep, discard int) error
 }
 
 // Runner computes next-token logits over a growing context: what
@@ -149,6 +169,9 @@ type Result struct {
 	// ids (nil for an embeddings prompt).
 	SetupTime, PrefillTime, DecodeTime time.Duration
 	DecodeSteps                        int
+	// Shifts counts the context shifts (Options.ContextShift) that made
+	// room during generation, and Discarded the positions they dropped.
+	Shifts, Discarded int
 }
 
 // PrefillTokS is the prompt throughput in tokens per second.
@@ -319,6 +342,14 @@ func (s *Stream) run(yield func(Token) bool) error {
 	if n >= sess.Capacity() {
 		return fmt.Errorf("prompt of %d tokens does not fit the context of %d positions (it needs room for at least one more)", n, sess.Capacity())
 	}
+	if cs := opts.ContextShift; cs != nil {
+		if _, ok := sess.(Shifter); !ok {
+			return fmt.Errorf("Options.ContextShift: the runner %T cannot shift its context", sess)
+		}
+		if cs.Keep < 0 || cs.Keep > sess.Capacity()-2 {
+			return fmt.Errorf("Options.ContextShift.Keep %d: want 0..%d, leaving room to drop a position of the context of %d", cs.Keep, sess.Capacity()-2, sess.Capacity())
+		}
+	}
 	if err := s.ctx.Err(); err != nil {
 		s.res.StopReason = StopCancelled
 		return nil
@@ -380,8 +411,19 @@ func (s *Stream) run(yield func(Token) bool) error {
 			break
 		}
 		if sess.Pos() >= sess.Capacity() {
-			s.res.StopReason = StopContextFull
-			break
+			cs := opts.ContextShift
+			if cs == nil {
+				s.res.StopReason = StopContextFull
+				break
+			}
+			// llama.cpp's server: n_discard = (n_past - n_keep) / 2.
+			past := sess.Pos()
+			discard := (past - cs.Keep) / 2
+			if err := sess.(Shifter).Shift(cs.Keep, discard); err != nil {
+				return fmt.Errorf("context shift at %d positions (keep %d, discard %d): %w", past, cs.Keep, discard, err)
+			}
+			s.res.Shifts++
+			s.res.Discarded += discard
 		}
 		if logits, err = appendInput(s.ctx, sess, graphs.Input{IDs: []int{tok.ID}}); err != nil {
 			if s.cancelled(err) {

@@ -38,6 +38,8 @@ type ScoreOptions struct {
 	MaxSeqs int
 	// Fast and KVCacheF16 are graphs.Options' (not exact).
 	Fast, KVCacheF16 bool
+	// KVCache is graphs.Options.KVCache.
+	KVCache graphs.KVCacheType
 	// Device runs the pairs on a CUDA GPU (graphs.Options.Device).
 	Device cuda.Backend
 	// Progress, when set, is called after each group of pairs with the
@@ -75,7 +77,7 @@ func ScorePairs(ctx context.Context, m zoo.Model, pairs []ScorePair, opts ScoreO
 		need = max(need, n)
 	}
 	b, err := graphs.NewBatch(m, graphs.BatchOptions{
-		Options:     graphs.Options{Capacity: need, Fast: opts.Fast, KVCacheF16: opts.KVCacheF16, Device: opts.Device},
+		Options:     graphs.Options{Capacity: need, Fast: opts.Fast, KVCacheF16: opts.KVCacheF16, KVCache: opts.KVCache, Device: opts.Device},
 		KVBudget:    kvBudget(m, need, 2*min(opts.MaxSeqs, len(pairs)), opts.KVCacheF16),
 		PrefixCache: true,
 	})

@@ -81,7 +81,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	// The head is tied or not by the top-level flag (Idefics3Config's
 	// tie_word_embeddings).
 	lc.TieWordEmbeddings = c.TieWordEmbeddings
-	if c.Text, err = llama.NewDecoder(lc, llama.Variant{ModelType: "idefics3", Theta: 10000, Prefix: "model.text_model"}); err != nil {
+	if c.Text, err = llama.NewDecoder(lc, llama.Variant{ModelType: "idefics3", Theta: 10000, Prefix: "model.text_model", Interleaved: true}); err != nil {
 		return nil, fmt.Errorf("text_config: %w", err)
 	}
 	return c, c.Validate()

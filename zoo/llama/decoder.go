@@ -32,6 +32,11 @@ type Variant struct {
 	// Window is each layer's sliding window in keys (0: full attention);
 	// nil when every layer attends to the whole context.
 	Window []int
+	// Interleaved says llama.cpp's GGUF holds the Q and K rows permuted
+	// into rope's interleaved order (its llama architecture, which
+	// SmolLM3 and SmolVLM's text model use): a quantized KV cache follows
+	// that order (layers.AttentionConfig.Interleaved).
+	Interleaved bool
 	// MoE, when set, replaces the MLP of its sparse layers with routed
 	// experts (Qwen3-MoE).
 	MoE *MoE
@@ -61,6 +66,7 @@ type Decoder struct {
 	EOS                    []int
 	// RoPE is the rotary embedding of every layer but the NoPE ones.
 	RoPE loaders.RoPE
+	rope *layers.RoPE // its table, shared by the layers
 }
 
 // NewDecoder is the one step from a Llama-derived family's config.json to
@@ -89,8 +95,11 @@ func NewDecoder(c *Config, v Variant) (*Decoder, error) {
 		d.HeadDim = c.HiddenSize / c.NumAttentionHeads
 	}
 	var err error
-	if d.RoPE, err = c.RoPEFields.Resolve("full_attention", v.Theta); err != nil {
+	if d.RoPE, err = c.RoPEFields.Resolve("full_attention", v.Theta, c.MaxPositionEmbeddings); err != nil {
 		return nil, err
+	}
+	if d.rope, err = layers.NewScaledRoPE(d.HeadDim, d.RoPE); err != nil {
+		return nil, fmt.Errorf("config.json: head_dim %d: %w", d.HeadDim, err)
 	}
 	if err := d.validate(); err != nil {
 		return nil, err
@@ -185,7 +194,8 @@ func (d *Decoder) attention(i int) layers.AttentionConfig {
 	c := layers.AttentionConfig{
 		Layer: i, Heads: d.NumHeads, KVHeads: d.NumKVHeads, HeadDim: d.HeadDim,
 		Bias: d.AttentionBias, NormEps: d.RMSNormEps,
-		Scale: 1 / math.Sqrt(float64(d.HeadDim)),
+		Scale:       1 / math.Sqrt(float64(d.HeadDim)),
+		Interleaved: d.Interleaved,
 	}
 	if d.Window != nil {
 		c.Window = d.Window[i]
@@ -194,7 +204,9 @@ func (d *Decoder) attention(i int) layers.AttentionConfig {
 		c.QKNorm = layers.PlainNorm
 	}
 	if d.NoPE == nil || !d.NoPE[i] {
-		c.RoPE = layers.NewRoPE(d.HeadDim, d.RoPE.Theta, d.RoPE.Factor)
+		c.RoPE = d.rope
+	} else {
+		c.NoPE = true
 	}
 	return c
 }

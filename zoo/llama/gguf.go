@@ -40,11 +40,16 @@ func (ggufLlama) Tensor(cfg zoo.ConfigMap, p *graphs.Param) (zoo.GGUFTensor, boo
 }
 
 func (ggufLlama) Metadata(cfg zoo.ConfigMap, m zoo.Model) ([]gguf.KV, error) {
-	kv, hd, err := GGUFMetadata(cfg, m)
+	kv, hd, err := ggufMetadata(cfg, m, true)
 	if err != nil {
 		return nil, err
 	}
-	return append(kv, gguf.KV{Key: "rope.dimension_count", Value: uint32(hd)}, gguf.KV{Key: "vocab_size", Value: uint32(m.VocabSize())}), nil
+	kv = append(kv, gguf.KV{Key: "rope.dimension_count", Value: uint32(hd)}, gguf.KV{Key: "vocab_size", Value: uint32(m.VocabSize())})
+	if heads := cfg.Int("num_attention_heads", 0); hd != m.HiddenSize()/heads {
+		// An explicit head_dim (Llama 3.2's layout) GGUFConfig reads back.
+		kv = append(kv, GGUFHeadLengths(hd)...)
+	}
+	return kv, nil
 }
 
 // GGUFConfig fills the config.json fields every Llama-style decoder
@@ -82,24 +87,34 @@ func GGUFConfig(m zoo.GGUFMeta, c zoo.ConfigMap) error {
 	c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"] = layers, heads, kv
 	c["head_dim"], c["max_position_embeddings"], c["rope_theta"] = headDim, ctx, theta
 	c["rms_norm_eps"], c["tie_word_embeddings"] = eps, !m.HasTensor("output.weight")
-	return nil
+	return ggufRoPEConfig(m, c)
 }
 
 // GGUFMetadata is the inverse of GGUFConfig: the keys every Llama-style
 // decoder shares, for m and its config.json cfg, and its head size.
 func GGUFMetadata(cfg zoo.ConfigMap, m zoo.Model) (kv []gguf.KV, headDim int, err error) {
+	return ggufMetadata(cfg, m, false)
+}
+
+// ggufMetadata is GGUFMetadata for an architecture that stores llama3
+// scaling as rope_freqs.weight (withFreqs) or not.
+func ggufMetadata(cfg zoo.ConfigMap, m zoo.Model, withFreqs bool) (kv []gguf.KV, headDim int, err error) {
 	heads := cfg.Int("num_attention_heads", 0)
 	if heads == 0 {
 		return nil, 0, fmt.Errorf("config.json has no num_attention_heads")
 	}
+	rope, err := ggufRoPEMetadata(cfg, withFreqs)
+	if err != nil {
+		return nil, 0, err
+	}
 	u := func(v int) uint32 { return uint32(v) }
-	return []gguf.KV{
+	return append([]gguf.KV{
 		{Key: "block_count", Value: u(m.NumLayers())}, {Key: "context_length", Value: u(m.MaxPositions())},
 		{Key: "embedding_length", Value: u(m.HiddenSize())}, {Key: "feed_forward_length", Value: u(cfg.Int("intermediate_size", 0))},
 		{Key: "attention.head_count", Value: u(heads)}, {Key: "attention.head_count_kv", Value: u(cfg.Int("num_key_value_heads", heads))},
 		{Key: "rope.freq_base", Value: float32(cfg.Float("rope_theta", 10000))},
 		{Key: "attention.layer_norm_rms_epsilon", Value: float32(cfg.Float("rms_norm_eps", 1e-6))},
-	}, cfg.Int("head_dim", m.HiddenSize()/heads), nil
+	}, rope...), cfg.Int("head_dim", m.HiddenSize()/heads), nil
 }
 
 // GGUFHeadLengths are the attention.key_length and

@@ -71,5 +71,5 @@ func ParseConfig(data []byte) (*Config, error) {
 // Decoder is Llama itself: a rotary embedding (base 10000 by default) and
 // full attention in every layer.
 func (c *Config) Decoder() (*Decoder, error) {
-	return NewDecoder(c, Variant{ModelType: "llama", Theta: 10000})
+	return NewDecoder(c, Variant{ModelType: "llama", Theta: 10000, Interleaved: true})
 }

@@ -10,7 +10,7 @@ import (
 )
 
 func TestGolden(t *testing.T) {
-	familytest.Golden(t, "llama_mha_untied", "llama_smollm2_gqa_bf16")
+	familytest.Golden(t, "llama_mha_untied", "llama_smollm2_gqa_bf16", "llama_rope_llama3")
 }
 
 func TestConfigDefaults(t *testing.T) {

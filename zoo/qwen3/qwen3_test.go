@@ -17,7 +17,9 @@ import (
 
 func caseDir(name string) string { return familytest.GoldenDir(name) }
 
-func TestGolden(t *testing.T) { familytest.Golden(t, "qwen3_gqa_tied", "qwen3_untied_v5rope") }
+func TestGolden(t *testing.T) {
+	familytest.Golden(t, "qwen3_gqa_tied", "qwen3_untied_v5rope", "qwen3_rope_yarn")
+}
 
 func TestRuntime(t *testing.T) { familytest.Run(t, caseDir("qwen3_untied_v5rope")) }
 
@@ -75,7 +77,8 @@ func TestConfigDefaultsAndForms(t *testing.T) {
 	}{
 		{func(m map[string]any) { m["num_key_value_heads"] = 3 }, "num_key_value_heads"},
 		{func(m map[string]any) { m["hidden_act"] = "relu" }, `"relu"`},
-		{func(m map[string]any) { m["rope_scaling"] = map[string]any{"rope_type": "yarn", "factor": 2} }, `"yarn"`},
+		{func(m map[string]any) { m["rope_scaling"] = map[string]any{"rope_type": "longrope", "factor": 2} }, `rope type "longrope" is not supported`},
+		{func(m map[string]any) { m["rope_scaling"] = map[string]any{"rope_type": "yarn"} }, `rope type "yarn" needs factor`},
 		{func(m map[string]any) { m["hidden_size"] = 0 }, "hidden_size"},
 		{func(m map[string]any) { m["layer_types"] = []string{"full_attention"} }, "layer_types"},
 	}

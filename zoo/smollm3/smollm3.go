@@ -86,5 +86,5 @@ func (c *Config) Decoder() (*llama.Decoder, error) {
 	for i := range nope {
 		nope[i] = c.NoRopeLayers[i] == 0
 	}
-	return llama.NewDecoder(&c.Config, llama.Variant{ModelType: "smollm3", Theta: 2e6, NoPE: nope, Window: windows})
+	return llama.NewDecoder(&c.Config, llama.Variant{ModelType: "smollm3", Theta: 2e6, NoPE: nope, Window: windows, Interleaved: true})
 }
