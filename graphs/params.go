@@ -16,7 +16,7 @@ import (
 // 16-bit float, so BF16 and F16 weights travel as raw uint16 storage into
 // the ops that read them (layers' matmul and embedding kernels widen them in
 // registers); they are never widened as a whole. Block-quantized weights
-// (llama.cpp's Q8_0, Q4_0, Q4_K, Q6_K) travel as their bytes, a uint8
+// (llama.cpp's formats of internal/quant) travel as their bytes, a uint8
 // tensor [rows, bytes per row], and are dequantized a block at a time by
 // the same kernels.
 type DType uint8
@@ -30,7 +30,21 @@ const (
 	Q4_K
 	Q6_K
 	Q5_0
+	Q4_1
+	Q5_1
+	Q2_K
+	Q3_K
+	Q5_K
+	IQ4_NL
+	IQ4_XS
 )
+
+// quantDTypes pairs each quantized dtype with its block format.
+var quantDTypes = map[DType]quant.Format{
+	Q8_0: quant.Q8_0, Q4_0: quant.Q4_0, Q4_K: quant.Q4_K, Q6_K: quant.Q6_K, Q5_0: quant.Q5_0,
+	Q4_1: quant.Q4_1, Q5_1: quant.Q5_1, Q2_K: quant.Q2_K, Q3_K: quant.Q3_K, Q5_K: quant.Q5_K,
+	IQ4_NL: quant.IQ4_NL, IQ4_XS: quant.IQ4_XS,
+}
 
 func (d DType) String() string {
 	switch d {
@@ -49,25 +63,14 @@ func (d DType) String() string {
 
 // Quant is the block format of a quantized dtype.
 func (d DType) Quant() (quant.Format, bool) {
-	switch d {
-	case Q8_0:
-		return quant.Q8_0, true
-	case Q4_0:
-		return quant.Q4_0, true
-	case Q4_K:
-		return quant.Q4_K, true
-	case Q6_K:
-		return quant.Q6_K, true
-	case Q5_0:
-		return quant.Q5_0, true
-	}
-	return 0, false
+	f, ok := quantDTypes[d]
+	return f, ok
 }
 
 // QuantDType is the dtype of a block format.
 func QuantDType(f quant.Format) DType {
-	for d := Q8_0; d <= Q5_0; d++ {
-		if g, _ := d.Quant(); g == f {
+	for d, g := range quantDTypes {
+		if g == f {
 			return d
 		}
 	}

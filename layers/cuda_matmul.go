@@ -2,6 +2,8 @@ package layers
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/gozoo/gozoo/cuda"
 	"github.com/gozoo/gozoo/graphs"
@@ -36,6 +38,18 @@ var mmByType = map[graphs.DType]mmKernels{
 	graphs.Q5_0: {cuda.MatMulVecQ5_0, cuda.MatMulFewQ5_0, cuda.MatMulTileQ5_0, cuda.EmbedQ5_0},
 	graphs.Q4_K: {cuda.MatMulVecQ4_K, cuda.MatMulFewQ4_K, cuda.MatMulTileQ4_K, cuda.EmbedQ4_K},
 	graphs.Q6_K: {cuda.MatMulVecQ6_K, cuda.MatMulFewQ6_K, cuda.MatMulTileQ6_K, cuda.EmbedQ6_K},
+}
+
+// deviceTypes lists the stored types with device kernels, for refusals:
+// the newer GGUF formats (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS)
+// have none yet.
+func deviceTypes() string {
+	var names []string
+	for d := range mmByType {
+		names = append(names, d.String())
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // halfKind is the kind argument of to_half and round_half for a 16-bit
@@ -119,7 +133,7 @@ func (p product) calls(ws cuda.Workspace) ([]cuda.Call, error) {
 	}
 	ks, ok := mmByType[p.dtype]
 	if !ok {
-		return nil, fmt.Errorf("no device product for %s weights", p.dtype)
+		return nil, fmt.Errorf("no device product for %s weights (the device has %s; run this model on the CPU)", p.dtype, deviceTypes())
 	}
 	gather := p.list != 0
 	var calls []cuda.Call
@@ -273,7 +287,7 @@ func (k embeddingLookup) CUDA(ws cuda.Workspace, out cuda.Tensor, in []cuda.Tens
 	}
 	ks, ok := mmByType[k.dtype]
 	if !ok {
-		return nil, fmt.Errorf("no device lookup for a %s table", k.dtype)
+		return nil, fmt.Errorf("no device lookup for a %s table (the device has %s; run this model on the CPU)", k.dtype, deviceTypes())
 	}
 	return []cuda.Call{{K: ks.embed, Grid: cuda.D1(T), Block: cuda.D1(128),
 		Args: []any{out.Ptr, ids.Ptr, table.Ptr, T, table.Shape[0], D}}}, nil

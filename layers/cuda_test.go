@@ -282,3 +282,20 @@ func TestWrongShapesCUDA(t *testing.T) {
 		}
 	}
 }
+
+// TestCUDARefusesNewQuantTypes: the GGUF formats without device kernels
+// are refused by name (op, weight and type), in products and lookups.
+func TestCUDARefusesNewQuantTypes(t *testing.T) {
+	for _, d := range []graphs.DType{graphs.Q4_1, graphs.Q5_1, graphs.Q2_K, graphs.Q3_K, graphs.Q5_K, graphs.IQ4_NL, graphs.IQ4_XS} {
+		k := matmulT{dtype: d, name: "model.layers.0.mlp.down_proj.weight"}
+		_, err := cudatest.Check(k, f32s(2, 256), weightOf(d, 64, 256))
+		if err == nil || !strings.Contains(err.Error(), "matmul model.layers.0.mlp.down_proj.weight") || !strings.Contains(err.Error(), "no device product for "+d.String()+" weights") {
+			t.Errorf("%s product: %v", d, err)
+		}
+		e := embeddingLookup{dtype: d, name: "model.embed_tokens.weight"}
+		_, err = cudatest.Check(e, weightOf(d, 64, 256), shaped(tensor.Int, 3))
+		if err == nil || !strings.Contains(err.Error(), "embedding model.embed_tokens.weight") || !strings.Contains(err.Error(), d.String()) {
+			t.Errorf("%s lookup: %v", d, err)
+		}
+	}
+}

@@ -59,8 +59,8 @@ func loraLinear(t *testing.T, dtype graphs.DType, w, a, b []float32, in, out, r 
 // the base keeps its type and the update is float32 whatever it is.
 func TestLinearLoRA(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	const in, out, r, T = 64, 48, 4, 5
-	for _, dtype := range []graphs.DType{graphs.F32, graphs.BF16, graphs.Q8_0, graphs.Q4_0} {
+	const in, out, r, T = 256, 48, 4, 5
+	for _, dtype := range []graphs.DType{graphs.F32, graphs.BF16, graphs.Q8_0, graphs.Q4_0, graphs.Q4_K, graphs.Q6_K} {
 		for _, heads := range []int{0, 6} {
 			t.Run(fmt.Sprintf("%s/heads=%d", dtype, heads), func(t *testing.T) {
 				w, a, b, x := randVals(rng, out*in, 0.1), randVals(rng, r*in, 0.2), randVals(rng, out*r, 0.2), randVals(rng, T*in, 1)

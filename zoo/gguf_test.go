@@ -19,7 +19,8 @@ import (
 	_ "github.com/gozoo/gozoo/zoo/all"
 )
 
-var ggufCases = []string{"gemma3_q4_k_m", "gpt2_q4_0", "llama_q4_0", "qwen3_f16", "qwen3_q8_0", "qwen3moe_q8_0"}
+var ggufCases = []string{"gemma3_q4_k_m", "gpt2_q4_0", "llama_q4_0", "qwen3_f16", "qwen3_q8_0", "qwen3moe_q8_0",
+	"llama_q5_k_m", "qwen3_q4_1", "qwen3_iq4_nl", "gemma3_q3_k_m"}
 
 // ggufDir is a GGUF case, vendored or from ../shared (testfiles.Fixture).
 func ggufDir(t testing.TB, name string) string { return testfiles.Fixture(t, "gguf", name) }
@@ -96,7 +97,7 @@ func TestGGUFConfig(t *testing.T) {
 			}
 			wantQuant := 0
 			for _, typ := range meta.TensorTypes {
-				if strings.HasPrefix(typ, "Q") {
+				if strings.HasPrefix(typ, "Q") || strings.HasPrefix(typ, "IQ") {
 					wantQuant++
 				}
 			}
@@ -301,4 +302,42 @@ func maxAbsDiff(a, b []float32) float64 {
 		d = max(d, math.Abs(float64(a[i]-b[i])))
 	}
 	return d
+}
+
+// TestGGUFUnsupportedType: a matrix of a ggml type the zoo has no format
+// for (Q8_K, a valid layout llama.cpp only uses for activations) fails
+// naming the file, the tensor, the type and the supported types.
+func TestGGUFUnsupportedType(t *testing.T) {
+	src, err := gguf.Open(filepath.Join(ggufDir(t, "gemma3_q3_k_m"), "model.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var meta []gguf.KV
+	for _, k := range src.Keys {
+		meta = append(meta, gguf.KV{Key: k, Value: src.Metadata[k]})
+	}
+	var tensors []gguf.WriteTensor
+	for _, ti := range src.Tensors {
+		wt := gguf.WriteTensor{Name: ti.Name, Dims: ti.Dims, Type: ti.Type, Data: src.Data(ti)}
+		if ti.Name == "blk.1.attn_q.weight" {
+			wt.Type, wt.Data = gguf.TypeQ8_K, make([]byte, ti.Elements()/256*292)
+		}
+		tensors = append(tensors, wt)
+	}
+	var buf bytes.Buffer
+	if err := gguf.Write(&buf, meta, tensors); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "bad.gguf")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = zoo.Load(path)
+	t.Log(err)
+	for _, want := range []string{"bad.gguf", `"blk.1.attn_q.weight"`, "Q8_K", "supported: F32, F16, Q4_0, Q4_1"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want an error with %q, got %v", want, err)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package zoo
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,29 +9,48 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/x448/float16"
+
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/internal/quant"
 	"github.com/gozoo/gozoo/loaders/gguf"
 )
 
-// GGUF file types `gozoo quantize` writes, with llama.cpp's llama_ftype
-// numbers (general.file_type).
-var ggufFileTypes = map[string]uint32{"f32": 0, "q4_0": 2, "q8_0": 7, "q4_k_m": 15}
+// ggufFileType is a file type `gozoo quantize` writes: llama.cpp's
+// llama_ftype number (general.file_type) and its base tensor type.
+type ggufFileType struct {
+	id   uint32
+	base gguf.Type
+}
 
-// WriteGGUF writes a loaded model as a GGUF file of file type ftype
-// ("q8_0", "q4_0", "q4_k_m" or "f32") with llama.cpp's tensor names and
-// metadata (its family's GGUF, see RegisterGGUF) and type choices: vectors, position tables and MoE routers in
-// F32; the output matrix (the token embeddings when tied) in Q6_K for the
-// 4-bit types; Q4_K_M's Q6_K on attn_v and ffn_down of the layers
-// llama.cpp picks (use_more_bits); K-quants falling back to Q5_0 / Q8_0
-// for rows that are not whole super-blocks. configJSON is the model's
-// config.json; extra is written after the model's metadata (the
-// tokenizer's).
-func WriteGGUF(w io.Writer, m Model, configJSON []byte, ftype string, name string, extra []gguf.KV) error {
-	fileType, ok := ggufFileTypes[ftype]
-	if !ok {
-		return fmt.Errorf("quantization type %q is not supported (supported: q8_0, q4_0, q4_k_m, f32)", ftype)
+var ggufFileTypes = map[string]ggufFileType{
+	"f32": {0, gguf.TypeF32}, "q4_0": {2, gguf.TypeQ4_0}, "q4_1": {3, gguf.TypeQ4_1}, "q8_0": {7, gguf.TypeQ8_0},
+	"q5_1": {9, gguf.TypeQ5_1}, "q2_k": {10, gguf.TypeQ2_K}, "q3_k_m": {12, gguf.TypeQ3_K}, "q4_k_m": {15, gguf.TypeQ4_K},
+	"q5_k_s": {16, gguf.TypeQ5_K}, "q5_k_m": {17, gguf.TypeQ5_K}, "iq4_nl": {25, gguf.TypeIQ4_NL}, "iq4_xs": {30, gguf.TypeIQ4_XS},
+}
+
+// GGUFFileTypes lists the file types WriteGGUF writes.
+func GGUFFileTypes() []string {
+	var out []string
+	for k := range ggufFileTypes {
+		out = append(out, k)
 	}
+	slices.Sort(out)
+	return out
+}
+
+// WriteGGUF writes a loaded model as a GGUF file of file type ftype (one
+// of GGUFFileTypes: "q4_k_m", "iq4_xs", "f32", ...) with llama.cpp's
+// tensor names and metadata (its family's GGUF, see RegisterGGUF) and
+// llama.cpp's per-tensor type choices without an importance matrix
+// (ggufTypeFor). configJSON is the model's config.json; extra is written
+// after the model's metadata (the tokenizer's).
+func WriteGGUF(w io.Writer, m Model, configJSON []byte, ftype string, name string, extra []gguf.KV) error {
+	ft, ok := ggufFileTypes[ftype]
+	if !ok {
+		return fmt.Errorf("quantization type %q is not supported (supported: %s)", ftype, strings.Join(GGUFFileTypes(), ", "))
+	}
+	fileType := ft.id
 	format, ok := ggufFormatOf(m.ModelType())
 	if !ok {
 		var types []string
@@ -66,26 +86,15 @@ func WriteGGUF(w io.Writer, m Model, configJSON []byte, ftype string, name strin
 		meta = append(meta, gguf.KV{Key: "tokenizer.ggml.bos_token_id", Value: uint32(bos)})
 	}
 
-	// One GGUF tensor per declared one: a MoE's experts are declared
-	// stacked, [experts, out, in], as ffn_*_exps hold them.
 	params := m.Params().All()
-	stored := make([]GGUFTensor, len(params))
-	seen := map[string]string{}
-	for i, p := range params {
-		t, ok := format.Tensor(cfg, p)
-		if !ok {
-			return fmt.Errorf("no GGUF name for tensor %q of a %s model", p.Name, format.arch)
-		}
-		if other, dup := seen[t.Name]; dup {
-			return fmt.Errorf("tensors %q and %q both map to GGUF tensor %q", other, p.Name, t.Name)
-		}
-		if err := checkPermuted(p, t); err != nil {
-			return err
-		}
-		seen[t.Name], stored[i] = p.Name, t
+	stored, types, err := ggufPlan(m, format, cfg, ftype)
+	if err != nil {
+		return err
 	}
-	layers := m.NumLayers()
-	_, untied := seen["output.weight"]
+	seen := map[string]string{}
+	for i, t := range stored {
+		seen[t.Name] = params[i].Name
+	}
 	var tensors []gguf.WriteTensor
 	for i, p := range params {
 		gname := stored[i].Name
@@ -105,7 +114,7 @@ func WriteGGUF(w io.Writer, m Model, configJSON []byte, ftype string, name strin
 		for i := len(p.Shape) - 1; i >= 0; i-- {
 			dims = append(dims, uint64(p.Shape[i]))
 		}
-		typ := ggufTypeFor(ftype, gname, p, layers, !untied)
+		typ := types[i]
 		data, err := encodeTensor(typ, vals)
 		if err != nil {
 			return fmt.Errorf("tensor %q: %w", gname, err)
@@ -134,29 +143,164 @@ type GGUFExtraTensors interface {
 	ExtraTensors(cfg ConfigMap) ([]gguf.WriteTensor, error)
 }
 
-// ggufTypeFor is llama.cpp's choice of type for one tensor.
-func ggufTypeFor(ftype, name string, p *graphs.Param, layers int, tied bool) gguf.Type {
+// ggufPlan names each declared tensor as llama.cpp does and picks its
+// type for file type ftype. One GGUF tensor per declared one: a MoE's
+// experts are declared stacked, [experts, out, in], as ffn_*_exps hold
+// them.
+func ggufPlan(m Model, format ggufFormat, cfg ConfigMap, ftype string) ([]GGUFTensor, []gguf.Type, error) {
+	params := m.Params().All()
+	stored := make([]GGUFTensor, len(params))
+	seen := map[string]string{}
+	for i, p := range params {
+		t, ok := format.Tensor(cfg, p)
+		if !ok {
+			return nil, nil, fmt.Errorf("no GGUF name for tensor %q of a %s model", p.Name, format.arch)
+		}
+		if other, dup := seen[t.Name]; dup {
+			return nil, nil, fmt.Errorf("tensors %q and %q both map to GGUF tensor %q", other, p.Name, t.Name)
+		}
+		if err := checkPermuted(p, t); err != nil {
+			return nil, nil, err
+		}
+		seen[t.Name], stored[i] = p.Name, t
+	}
+	_, untied := seen["output.weight"]
+	facts := ggufModelFacts{layers: m.NumLayers(), tied: !untied, gqa: 1, experts: cfg.Int("num_experts", cfg.Int("num_local_experts", 0))}
+	if heads := cfg.Int("num_attention_heads", cfg.Int("n_head", 0)); heads > 0 {
+		if kv := cfg.Int("num_key_value_heads", heads); kv > 0 {
+			facts.gqa = heads / kv
+		}
+	}
+	types := make([]gguf.Type, len(params))
+	for i, p := range params {
+		types[i] = ggufTypeFor(ftype, stored[i].Name, p, facts)
+	}
+	return stored, types, nil
+}
+
+// GGUFTensorTypes is the type of each GGUF tensor (by llama.cpp name) that
+// WriteGGUF would write for a file of type ftype.
+func GGUFTensorTypes(m Model, configJSON []byte, ftype string) (map[string]gguf.Type, error) {
+	if _, ok := ggufFileTypes[ftype]; !ok {
+		return nil, fmt.Errorf("quantization type %q is not supported (supported: %s)", ftype, strings.Join(GGUFFileTypes(), ", "))
+	}
+	format, ok := ggufFormatOf(m.ModelType())
+	if !ok {
+		return nil, fmt.Errorf("model_type %q has no llama.cpp architecture here", m.ModelType())
+	}
+	var cfg ConfigMap
+	if err := json.Unmarshal(configJSON, &cfg); err != nil {
+		return nil, fmt.Errorf("config.json: %w", err)
+	}
+	stored, types, err := ggufPlan(m, format, cfg, ftype)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]gguf.Type{}
+	for i, t := range stored {
+		out[t.Name] = types[i]
+	}
+	return out, nil
+}
+
+// ggufModelFacts is what llama.cpp's type choices read of a model.
+type ggufModelFacts struct {
+	layers  int
+	tied    bool // no output.weight: token_embd serves as the output
+	gqa     int  // query heads per KV head (n_gqa)
+	experts int  // routed experts (n_expert)
+}
+
+// ggufTypeFor is llama.cpp's choice of type for one tensor
+// (llama-quant.cpp's llama_tensor_get_type_impl without an importance
+// matrix, for the file types of ggufFileTypes; the layer of attn_v and
+// ffn_down tensors stands for llama.cpp's counters, which equal it when
+// each layer has one), then its fallback for rows that are not whole
+// blocks.
+func ggufTypeFor(ftype, name string, p *graphs.Param, m ggufModelFacts) gguf.Type {
 	cols := p.Shape[len(p.Shape)-1]
 	if p.Role != graphs.Matrix || len(p.Shape) < 2 || name == "position_embd.weight" || strings.Contains(name, "ffn_gate_inp") || ftype == "f32" {
 		return gguf.TypeF32
 	}
-	base := map[string]gguf.Type{"q8_0": gguf.TypeQ8_0, "q4_0": gguf.TypeQ4_0, "q4_k_m": gguf.TypeQ4_K}[ftype]
+	base := ggufFileTypes[ftype].base
 	t := base
-	output := name == "output.weight" || (tied && name == "token_embd.weight")
+	i, inLayer := layerOf(name)
+	n := m.layers
+	attnV := strings.Contains(name, "attn_v.weight") || strings.Contains(name, "attn_qkv.weight") || strings.Contains(name, "attn_kv_b.weight")
 	switch {
-	case output && ftype != "q8_0":
-		t = gguf.TypeQ6_K
-	case ftype == "q4_k_m" && (strings.Contains(name, ".attn_v.") || strings.Contains(name, ".ffn_down")):
-		if i, ok := layerOf(name); ok && useMoreBits(i, layers) {
+	case name == "output.weight" || (m.tied && name == "token_embd.weight"):
+		if cols%base.BlockSize() != 0 {
+			t = gguf.TypeQ8_0
+		} else if base != gguf.TypeQ8_0 {
 			t = gguf.TypeQ6_K
 		}
-	}
-	if t.BlockSize() == 256 && cols%256 != 0 {
-		// llama.cpp's fallbacks for rows that are not whole super-blocks.
-		t = map[gguf.Type]gguf.Type{gguf.TypeQ4_K: gguf.TypeQ5_0, gguf.TypeQ6_K: gguf.TypeQ8_0}[t]
+	case name == "token_embd.weight":
+	case attnV:
+		switch ftype {
+		case "q2_k":
+			t = gguf.TypeQ3_K
+			if m.gqa >= 4 {
+				t = gguf.TypeQ4_K
+			}
+		case "q3_k_m":
+			t = gguf.TypeQ4_K
+			if inLayer && i < 2 {
+				t = gguf.TypeQ5_K
+			}
+		case "iq4_nl", "iq4_xs":
+			if m.gqa >= 4 {
+				t = gguf.TypeQ5_K
+			}
+		case "q4_k_m", "q5_k_m":
+			if inLayer && useMoreBits(i, n) {
+				t = gguf.TypeQ6_K
+			}
+		}
+		if m.experts == 8 {
+			t = gguf.TypeQ8_0 // llama.cpp: "for the 8-expert model, bumping this to Q8_0"
+		}
+	case strings.Contains(name, "attn_k.weight"):
+		if m.experts == 8 {
+			t = gguf.TypeQ8_0
+		}
+	case strings.Contains(name, "ffn_down") && inLayer:
+		switch {
+		case ftype == "q2_k":
+			t = gguf.TypeQ3_K
+		case ftype == "q3_k_m":
+			t = gguf.TypeQ4_K
+			if i < n/16 {
+				t = gguf.TypeQ5_K
+			}
+		case ftype == "q4_k_m" || ftype == "q5_k_m":
+			if useMoreBits(i, n) {
+				t = gguf.TypeQ6_K
+			}
+		case (ftype == "iq4_nl" || ftype == "iq4_xs") && i < n/8:
+			t = gguf.TypeQ5_K
+		}
+	case strings.Contains(name, "attn_output.weight"):
+		switch {
+		case m.experts == 8:
+			if ftype == "q2_k" || ftype == "q3_k_m" || ftype == "iq4_nl" || ftype == "q4_k_m" || ftype == "iq4_xs" {
+				t = gguf.TypeQ5_K
+			}
+		case ftype == "q2_k":
+			t = gguf.TypeQ3_K
+		case ftype == "q3_k_m":
+			t = gguf.TypeQ4_K
+		}
 	}
 	if cols%t.BlockSize() != 0 {
-		return gguf.TypeF32
+		// llama.cpp's fallbacks for rows that are not whole blocks.
+		t = map[gguf.Type]gguf.Type{gguf.TypeQ2_K: gguf.TypeQ4_0, gguf.TypeQ3_K: gguf.TypeQ4_0, gguf.TypeQ4_K: gguf.TypeQ5_0,
+			gguf.TypeQ5_K: gguf.TypeQ5_1, gguf.TypeQ6_K: gguf.TypeQ8_0, gguf.TypeIQ4_XS: gguf.TypeIQ4_NL}[t]
+		switch {
+		case t == gguf.TypeF32:
+			return gguf.TypeF32 // llama.cpp has no fallback and refuses: keep the values
+		case cols%t.BlockSize() != 0:
+			return gguf.TypeF16
+		}
 	}
 	return t
 }
@@ -177,6 +321,13 @@ func encodeTensor(t gguf.Type, v []float32) ([]byte, error) {
 		for i, x := range v {
 			bits := math.Float32bits(x)
 			out[4*i], out[4*i+1], out[4*i+2], out[4*i+3] = byte(bits), byte(bits>>8), byte(bits>>16), byte(bits>>24)
+		}
+		return out, nil
+	}
+	if t == gguf.TypeF16 {
+		out := make([]byte, 2*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint16(out[2*i:], float16.Fromfloat32(x).Bits())
 		}
 		return out, nil
 	}

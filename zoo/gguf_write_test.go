@@ -2,6 +2,7 @@ package zoo_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gozoo/gozoo/golden"
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/testfiles"
 	"github.com/gozoo/gozoo/loaders/gguf"
 	"github.com/gozoo/gozoo/zoo"
 )
@@ -59,7 +61,12 @@ func TestWriteGGUF(t *testing.T) {
 		for _, tc := range []struct {
 			ftype string
 			tol   float64
-		}{{"f32", 1e-6}, {"q8_0", 0.005}, {"q4_0", 0.13}, {"q4_k_m", 0.13}} {
+		}{{"f32", 1e-6}, {"q8_0", 0.005}, {"q4_0", 0.13}, {"q4_k_m", 0.13},
+			// The new types' worst round-trip errors per block (quant's
+			// TestQuantizeRoundTrip) bound them relative to a tensor's
+			// largest value too; Q2_K's 2 bits the loosest.
+			{"q4_1", 0.07}, {"q5_1", 0.036}, {"q2_k", 0.45}, {"q3_k_m", 0.23}, {"q5_k_s", 0.07}, {"q5_k_m", 0.07},
+			{"iq4_nl", 0.13}, {"iq4_xs", 0.14}} {
 			t.Run(name+"/"+tc.ftype, func(t *testing.T) {
 				var buf bytes.Buffer
 				if err := zoo.WriteGGUF(&buf, m, cfgJSON, tc.ftype, name, nil); err != nil {
@@ -127,5 +134,62 @@ func TestWriteGGUFRefusesDenseMoE(t *testing.T) {
 	}
 	if err := zoo.WriteGGUF(&bytes.Buffer{}, m, cfgJSON, "q8_0", "x", nil); err == nil || !strings.Contains(err.Error(), "mlp_only_layers") {
 		t.Errorf("want an error naming mlp_only_layers, got %v", err)
+	}
+}
+
+// TestGGUFTypeChoicesMatchLlamaCPP: for every llama.cpp case (not pure,
+// not F16) the types WriteGGUF picks for its file type are the ones
+// llama.cpp's quantizer picked (golden.json tensor_types): Q4_K_M's and
+// Q5_K_M's use_more_bits layers, Q3_K_M's attn_v/attn_output/ffn_down
+// mix, IQ4_NL's n_gqa rule, Q4_1's output fallback to Q8_0, 8-expert
+// rules on qwen3moe.
+func TestGGUFTypeChoicesMatchLlamaCPP(t *testing.T) {
+	checked := map[string]bool{}
+	for _, dir := range testfiles.Cases(t, "gguf") {
+		var g struct {
+			Quantize struct {
+				Ftype string `json:"llama_ftype"`
+				Pure  bool   `json:"pure"`
+			} `json:"quantize"`
+			TensorTypes map[string]string `json:"tensor_types"`
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "golden.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &g); err != nil {
+			t.Fatal(err)
+		}
+		if g.Quantize.Pure || g.Quantize.Ftype == "f16" {
+			continue
+		}
+		path := filepath.Join(dir, "model.gguf")
+		m, err := zoo.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := zoo.GGUFConfigJSON(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := zoo.GGUFTensorTypes(m, cfg, g.Quantize.Ftype)
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		if len(got) != len(g.TensorTypes) {
+			t.Errorf("%s: %d tensors, llama.cpp wrote %d", filepath.Base(dir), len(got), len(g.TensorTypes))
+		}
+		for name, want := range g.TensorTypes {
+			if got[name].String() != want {
+				t.Errorf("%s %s: %s picks %s, llama.cpp %s", filepath.Base(dir), name, g.Quantize.Ftype, got[name], want)
+			}
+		}
+		checked[g.Quantize.Ftype] = true
+	}
+	t.Logf("file types checked: %v", checked)
+	for _, ft := range []string{"q4_1", "q3_k_m", "q4_k_m"} { // the vendored cases
+		if !checked[ft] {
+			t.Errorf("no case checked %s", ft)
+		}
 	}
 }

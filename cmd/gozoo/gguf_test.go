@@ -94,7 +94,7 @@ func TestQuantize(t *testing.T) {
 	if status != 0 {
 		t.Fatalf("encode: %s", errb)
 	}
-	for _, typ := range []string{"q8_0", "q4_0", "q4_k_m"} {
+	for _, typ := range []string{"q8_0", "q4_0", "q4_k_m", "q4_1", "q5_1", "q2_k", "q3_k_m", "q5_k_s", "q5_k_m", "iq4_nl", "iq4_xs"} {
 		out := filepath.Join(t.TempDir(), "tiny-"+typ+".gguf")
 		if _, errb, status := gozoo(t, "", "quantize", "--model", model, "--type", typ, "--out", out); status != 0 {
 			t.Fatalf("%s: status %d: %s", typ, status, errb)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/gozoo/gozoo/chat"
 	"github.com/gozoo/gozoo/loaders"
@@ -19,7 +20,7 @@ import (
 func init() {
 	register(command{
 		name:    "quantize",
-		summary: "write a Hugging Face checkpoint as a quantized GGUF file (q8_0, q4_0, q4_k_m) that llama.cpp loads",
+		summary: "write a Hugging Face checkpoint as a quantized GGUF file (q8_0, q4_k_m, iq4_xs, ...) that llama.cpp loads",
 		run:     runQuantize,
 	})
 }
@@ -32,7 +33,7 @@ func runQuantize(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("quantize", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	model := fs.String("model", "", "Hugging Face checkpoint folder (config.json, safetensors, tokenizer.json) (required)")
-	typ := fs.String("type", "q8_0", "q8_0, q4_0, q4_k_m or f32")
+	typ := fs.String("type", "q8_0", "file type, llama.cpp's per-tensor mix without an importance matrix: "+strings.Join(zoo.GGUFFileTypes(), ", "))
 	out := fs.String("out", "", "GGUF file to write (required)")
 	pre := fs.String("pre", "", "llama.cpp pre-tokenizer name (default: the family's: "+preList()+")")
 	adapters := adapterFlag(fs, false)
@@ -40,7 +41,7 @@ func runQuantize(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *model == "" || *out == "" {
-		fmt.Fprintln(stderr, "usage: gozoo quantize --model DIR --type q8_0|q4_0|q4_k_m --out FILE.gguf [--pre NAME] [--adapter DIR]")
+		fmt.Fprintln(stderr, "usage: gozoo quantize --model DIR --type "+strings.Join(zoo.GGUFFileTypes(), "|")+" --out FILE.gguf [--pre NAME] [--adapter DIR]")
 		return 2
 	}
 	if err := quantize(*model, *typ, *out, *pre, *adapters, stdout); err != nil {

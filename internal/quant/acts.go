@@ -8,8 +8,9 @@ import (
 
 // Fast mode: llama.cpp's CPU matmuls do not multiply quantized weights by
 // float32 activations. They first quantize each activation row to 8 bits
-// (the weight format's "vec_dot_type": Q8_0 blocks of 32 for Q8_0, Q4_0 and
-// Q5_0 weights, Q8_K blocks of 256 for the K-quants) and take integer dot
+// (the weight format's "vec_dot_type": Q8_0 blocks of 32 for Q8_0, Q4_0,
+// Q5_0 and IQ4_NL weights, Q8_1 (Q8_0 plus a block sum) for Q4_1 and Q5_1,
+// Q8_K blocks of 256 for the K-quants and IQ4_XS) and take integer dot
 // products block by block, scaled by both blocks' scales. The functions
 // here are that arithmetic in plain Go, the reference the SIMD kernels of
 // internal/simd are tested against.
@@ -17,10 +18,20 @@ import (
 // ActBlock is the block size activations are quantized in for products
 // with weights of format f: 32 (Q8_0) or 256 (Q8_K).
 func ActBlock(f Format) int {
-	if f == Q4_K || f == Q6_K {
+	if f.BlockSize() == 256 {
 		return 256
 	}
 	return 32
+}
+
+// ActScales is the number of float32s QuantizeActs writes to d per
+// activation block: 2 for Q4_1 and Q5_1, whose activations are Q8_1 (the
+// scale, then s = f16(d·Σq) that the weights' min multiplies), else 1.
+func ActScales(f Format) int {
+	if f == Q4_1 || f == Q5_1 {
+		return 2
+	}
+	return 1
 }
 
 // KQuant reports whether f's activations are quantized as Q8_K (with the
@@ -42,6 +53,10 @@ func QuantizeActs(f Format, x []float32, q []int8, d []float32, sums []int16) {
 		quantizeQ8K(x, q, d, sums)
 		return
 	}
+	if ActScales(f) == 2 {
+		quantizeQ8_1(x, q, d)
+		return
+	}
 	for b := 0; b < len(x)/32; b++ {
 		xs, qs := x[b*32:b*32+32], q[b*32:b*32+32]
 		var amax float32
@@ -56,6 +71,31 @@ func QuantizeActs(f Format, x []float32, q []int8, d []float32, sums []int16) {
 		for j, v := range xs {
 			qs[j] = int8(math.RoundToEven(float64(v * id)))
 		}
+	}
+}
+
+// quantizeQ8_1 is ggml-cpu's x86 quantize_row_q8_1: Q8_0's scale and
+// values, and per block s = f16(d·Σq) with the float32 d before its f16
+// rounding; d holds (f16 d, s) pairs.
+func quantizeQ8_1(x []float32, q []int8, d []float32) {
+	for b := 0; b < len(x)/32; b++ {
+		xs, qs := x[b*32:b*32+32], q[b*32:b*32+32]
+		var amax float32
+		for _, v := range xs {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		dd := amax / 127
+		var id float32
+		if amax != 0 {
+			id = 127 / amax
+		}
+		var s int32
+		for j, v := range xs {
+			qs[j] = int8(math.RoundToEven(float64(v * id)))
+			s += int32(qs[j])
+		}
+		d[2*b] = float16.Fromfloat32(dd).Float32()
+		d[2*b+1] = float16.Fromfloat32(dd * float32(s)).Float32()
 	}
 }
 
@@ -174,6 +214,10 @@ func DotActs(f Format, w []byte, q []int8, d []float32, sums []int16) float32 {
 			}
 			sum += d[b] * half(blk[208:]) * float32(sumi)
 		}
+	case Q4_1, Q5_1, IQ4_NL:
+		return dotSmall(f, w, q, d)
+	case Q2_K, Q3_K, Q5_K, IQ4_XS:
+		return dotK(f, w, q, d, sums)
 	}
 	return sum
 }

@@ -1,5 +1,6 @@
 // Package quant holds llama.cpp's block-quantized weight formats as the
-// zoo keeps them in memory (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K) and the plain-Go
+// zoo keeps them in memory (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL; the
+// K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) and the plain-Go
 // reference of their arithmetic, which the SIMD kernels of internal/simd
 // are tested against:
 //
@@ -41,17 +42,47 @@ const (
 	// nibbles; y = (q-16)·d. llama.cpp's Q4_K_M falls back to it for rows
 	// that are not whole 256-value super-blocks (SmolLM2's 576).
 	Q5_0
+	// Q4_1 is blocks of 32: f16 d, f16 m, 16 bytes of nibbles; y = q·d + m.
+	Q4_1
+	// Q5_1 is blocks of 32: f16 d, f16 m, 32 high bits (u32), 16 bytes of
+	// low nibbles; y = q·d + m.
+	Q5_1
+	// Q2_K is super-blocks of 256: 16 bytes of 4-bit scale|min pairs, 64
+	// bytes of 2-bit values, then f16 d and f16 dmin (last).
+	Q2_K
+	// Q3_K is super-blocks of 256: 32 bytes of high bits (hmask), 64 bytes
+	// of 2-bit values, 12 bytes of 6-bit scales, f16 d (last).
+	Q3_K
+	// Q5_K is super-blocks of 256: f16 d, f16 dmin, Q4_K's 12 scale bytes,
+	// 32 bytes of fifth bits, 128 bytes of nibbles.
+	Q5_K
+	// IQ4_NL is blocks of 32: f16 d, 16 bytes of nibbles indexing the
+	// non-linear table kvaluesIQ4NL; y = d·K[q].
+	IQ4_NL
+	// IQ4_XS is super-blocks of 256: f16 d, u16 scales_h, 4 bytes
+	// scales_l, 128 bytes of nibbles indexing kvaluesIQ4NL.
+	IQ4_XS
 )
+
+// lastFormat is the highest Format value: valid formats are Q8_0..lastFormat.
+const lastFormat = IQ4_XS
 
 var formats = [...]struct {
 	name              string
 	blockSize, blockB int
 }{
-	Q8_0: {"Q8_0", 32, 34},
-	Q4_0: {"Q4_0", 32, 18},
-	Q4_K: {"Q4_K", 256, 144},
-	Q6_K: {"Q6_K", 256, 210},
-	Q5_0: {"Q5_0", 32, 22},
+	Q8_0:   {"Q8_0", 32, 34},
+	Q4_0:   {"Q4_0", 32, 18},
+	Q4_K:   {"Q4_K", 256, 144},
+	Q6_K:   {"Q6_K", 256, 210},
+	Q5_0:   {"Q5_0", 32, 22},
+	Q4_1:   {"Q4_1", 32, 20},
+	Q5_1:   {"Q5_1", 32, 24},
+	Q2_K:   {"Q2_K", 256, 84},
+	Q3_K:   {"Q3_K", 256, 110},
+	Q5_K:   {"Q5_K", 256, 176},
+	IQ4_NL: {"IQ4_NL", 32, 18},
+	IQ4_XS: {"IQ4_XS", 256, 136},
 }
 
 func (f Format) String() string {
@@ -61,7 +92,7 @@ func (f Format) String() string {
 	return fmt.Sprintf("Format(%d)", uint8(f))
 }
 
-func (f Format) valid() bool { return f >= Q8_0 && f <= Q5_0 }
+func (f Format) valid() bool { return f >= Q8_0 && f <= lastFormat }
 
 // BlockSize is the number of values in one block.
 func (f Format) BlockSize() int { return formats[f].blockSize }
@@ -129,6 +160,10 @@ func DequantizeRow(f Format, src []byte, dst []float32) {
 				y[j+16] = float32(int(q>>4|h1)-16) * d
 			}
 		}
+	case Q4_1, Q5_1, IQ4_NL:
+		dequantSmall(f, src, dst)
+	case Q2_K, Q3_K, Q5_K, IQ4_XS:
+		dequantK(f, src, dst)
 	default:
 		panic(fmt.Sprintf("quant: DequantizeRow of %s", f))
 	}
@@ -147,8 +182,8 @@ func dequantQ4K(blk *[144]byte, y *[256]float32) {
 		d1, min1 := d*float32(sc1), dmin*float32(m1)
 		d2, min2 := d*float32(sc2), dmin*float32(m2)
 		for q := range 16 {
-			lo[q] = d1*float32(q) - min1
-			hi[q] = d2*float32(q) - min2
+			lo[q] = float32(d1*float32(q)) - min1 // no fused multiply-add
+			hi[q] = float32(d2*float32(q)) - min2
 		}
 		q := (*[32]byte)(blk[16+32*c:])
 		yl, yh := (*[32]float32)(y[64*c:]), (*[32]float32)(y[64*c+32:])

@@ -29,6 +29,20 @@ func QuantizeRow(f Format, src []float32, dst []byte) {
 			quantizeQ4K(x, y)
 		case Q6_K:
 			quantizeQ6K(x, y)
+		case Q4_1:
+			quantizeQ4_1(x, y)
+		case Q5_1:
+			quantizeQ5_1(x, y)
+		case Q2_K:
+			quantizeQ2K(x, y)
+		case Q3_K:
+			quantizeQ3K(x, y)
+		case Q5_K:
+			quantizeQ5K(x, y)
+		case IQ4_NL:
+			quantizeIQ4(x, y, false)
+		case IQ4_XS:
+			quantizeIQ4(x, y, true)
 		default:
 			panic("quant: QuantizeRow of " + f.String())
 		}
@@ -40,7 +54,9 @@ func putHalf(b []byte, v float32) { binary.LittleEndian.PutUint16(b, float16.Fro
 // nearestInt rounds to the nearest integer, ties to even, as ggml's
 // nearest_int does (through the float32 mantissa); |v| <= 4194303.
 func nearestInt(v float32) int {
-	i := int32(math.Float32bits(v + 12582912))
+	// float32(v): inlined into nearestInt(a*b), a*b + 12582912 must not
+	// become one fused multiply-add (GOAMD64=v3 fuses).
+	i := int32(math.Float32bits(float32(v) + 12582912))
 	return int(i&0x007fffff) - 0x00400000
 }
 
@@ -125,8 +141,8 @@ func makeQXQuants(nmax int, x []float32, L []int8) float32 {
 		l := max(-nmax, min(nmax-1, nearestInt(iscale*v)))
 		L[i] = int8(l + nmax)
 		w := v * v
-		sumlx += w * v * float32(l)
-		suml2 += w * float32(l*l)
+		sumlx += float32(w * v * float32(l))
+		suml2 += float32(w * float32(l) * float32(l))
 	}
 	var scale float32
 	if suml2 != 0 {
@@ -142,8 +158,8 @@ func makeQXQuants(nmax int, x []float32, L []int8) float32 {
 		for _, v := range x {
 			l := max(-nmax, min(nmax-1, nearestInt(iscale*v)))
 			w := v * v
-			sumlx += w * v * float32(l)
-			suml2 += w * float32(l*l)
+			sumlx += float32(w * v * float32(l))
+			suml2 += float32(w * float32(l) * float32(l))
 		}
 		if suml2 > 0 && sumlx*sumlx > best*suml2 {
 			for i, v := range x {
@@ -202,56 +218,64 @@ func quantizeQ6K(x []float32, y []byte) {
 
 // makeQKX2Quants is ggml's make_qkx2_quants: an unsigned scale and a min
 // for n values quantized to [0, nmax] by weighted least squares over
-// nstep+1 candidate scales; it returns the scale and -min.
-func makeQKX2Quants(nmax int, x, weights []float32, L, aux []uint8, rmin, rdelta float32, nstep int) (scale, theMin float32) {
+// nstep+1 candidate scales, the error measured as w·|diff| (useMad) or
+// w·diff²; it returns the scale and -min. Sums round as C's
+// left-to-right w*l*l and w*(diff*diff).
+func makeQKX2Quants(nmax int, x, weights []float32, L, aux []uint8, rmin, rdelta float32, nstep int, useMad bool) (scale, theMin float32) {
 	minv, maxv := x[0], x[0]
 	sumW := weights[0]
 	sumX := sumW * x[0]
 	for i := 1; i < len(x); i++ {
 		minv, maxv = min(minv, x[i]), max(maxv, x[i])
 		sumW += weights[i]
-		sumX += weights[i] * x[i]
+		sumX += float32(weights[i] * x[i])
 	}
 	minv = min(minv, 0)
 	if maxv == minv {
 		clear(L)
 		return 0, -minv
 	}
+	errOf := func(diff float32) float32 {
+		if useMad {
+			return float32(math.Abs(float64(diff)))
+		}
+		return diff * diff
+	}
 	iscale := float32(nmax) / (maxv - minv)
 	scale = 1 / iscale
-	var bestMad float32
+	var bestErr float32
 	for i, v := range x {
 		L[i] = uint8(max(0, min(nmax, nearestInt(iscale*(v-minv)))))
-		diff := scale*float32(L[i]) + minv - v
-		bestMad += weights[i] * diff * diff
+		diff := float32(scale*float32(L[i])) + minv - v
+		bestErr += float32(weights[i] * errOf(diff))
 	}
 	for is := 0; is <= nstep; is++ {
-		iscale = (rmin + rdelta*float32(is) + float32(nmax)) / (maxv - minv)
+		iscale = (rmin + float32(rdelta*float32(is)) + float32(nmax)) / (maxv - minv)
 		var sumL, sumL2, sumXL float32
 		for i, v := range x {
 			l := max(0, min(nmax, nearestInt(iscale*(v-minv))))
 			aux[i] = uint8(l)
 			w := weights[i]
-			sumL += w * float32(l)
-			sumL2 += w * float32(l*l)
-			sumXL += w * float32(l) * v
+			sumL += float32(w * float32(l))
+			sumL2 += float32(w * float32(l) * float32(l))
+			sumXL += float32(w * float32(l) * v)
 		}
-		D := sumW*sumL2 - sumL*sumL
+		D := float32(sumW*sumL2) - float32(sumL*sumL)
 		if D > 0 {
-			thisScale := (sumW*sumXL - sumX*sumL) / D
-			thisMin := (sumL2*sumX - sumL*sumXL) / D
+			thisScale := (float32(sumW*sumXL) - float32(sumX*sumL)) / D
+			thisMin := (float32(sumL2*sumX) - float32(sumL*sumXL)) / D
 			if thisMin > 0 {
 				thisMin = 0
 				thisScale = sumXL / sumL2
 			}
-			var mad float32
+			var cur float32
 			for i, v := range x {
-				diff := thisScale*float32(aux[i]) + thisMin - v
-				mad += weights[i] * diff * diff
+				diff := float32(thisScale*float32(aux[i])) + thisMin - v
+				cur += float32(weights[i] * errOf(diff))
 			}
-			if mad < bestMad {
+			if cur < bestErr {
 				copy(L, aux[:len(x)])
-				bestMad, scale, minv = mad, thisScale, thisMin
+				bestErr, scale, minv = cur, thisScale, thisMin
 			}
 		}
 	}
@@ -268,13 +292,13 @@ func quantizeQ4K(x []float32, y []byte) {
 		xs := x[32*j : 32*j+32]
 		var sumX2 float32
 		for _, v := range xs {
-			sumX2 += v * v
+			sumX2 += float32(v * v)
 		}
 		avX := float32(math.Sqrt(float64(sumX2 / 32)))
 		for l, v := range xs {
 			weights[l] = avX + float32(math.Abs(float64(v)))
 		}
-		scales[j], mins[j] = makeQKX2Quants(15, xs, weights[:], L[32*j:32*j+32], aux[:], -1, 0.1, 20)
+		scales[j], mins[j] = makeQKX2Quants(15, xs, weights[:], L[32*j:32*j+32], aux[:], -1, 0.1, 20, false)
 		maxScale, maxMin = max(maxScale, scales[j]), max(maxMin, mins[j])
 	}
 	var invScale, invMin float32

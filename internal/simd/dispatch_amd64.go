@@ -291,6 +291,41 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 		}
 		return true
 	}
+	if x == nil {
+		// The formats with only a widening kernel: rows of whole blocks
+		// lie one after another, so one call (exact decode widens groups
+		// of rows and runs the float32 kernels, mulRowGroups).
+		n := rows * in / w.Format.BlockSize()
+		switch w.Format {
+		case quant.Q4_1:
+			dequantQ4_1AVX2(wp, n, &dst[0])
+			return true
+		case quant.Q5_1:
+			dequantQ5_1AVX2(wp, n, &dst[0])
+			return true
+		case quant.Q2_K:
+			dequantQ2_KAVX2(wp, n, &dst[0])
+			return true
+		case quant.Q3_K:
+			dequantQ3_KAVX2(wp, n, &dst[0])
+			return true
+		case quant.Q5_K:
+			dequantQ5_KAVX2(wp, n, &dst[0])
+			return true
+		case quant.IQ4_XS:
+			dequantIQ4_XSAVX2(wp, n, &dst[0])
+			return true
+		}
+	}
+	if w.Format == quant.IQ4_NL {
+		// AVX2 kernels, which AVX-512 machines run too.
+		if x != nil {
+			gemvIQ4_NLAVX2(&x[0], wp, rb, blocks, rows, &y[0])
+		} else {
+			dequantIQ4_NLAVX2(wp, rb, blocks, rows, &dst[0])
+		}
+		return true
+	}
 	if x == nil && active == avx2 && w.Format == quant.Q5_0 {
 		dequantQ5_0AVX2(wp, rb, blocks, rows, &q5Shifts[0], &dst[0])
 		return true
@@ -356,8 +391,8 @@ var q5Shifts = func() (s [32]uint32) {
 // there and with lanes non-empty -offset times the sum of every four
 // values.
 func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, sums []int16, corr, lanes []int32, offset int32) bool {
-	if active != avx512 || len(x) < quant.ActBlock(f) {
-		return false
+	if active != avx512 || len(x) < quant.ActBlock(f) || quant.ActScales(f) != 1 {
+		return false // Q8_1's block sums are Go's (quant.QuantizeActs)
 	}
 	if quant.KQuant(f) {
 		quantQ8_KActsAVX512(&x[0], len(x)/256, &q[0], &d[0], &sums[0])
@@ -404,6 +439,20 @@ func asmDotActs(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16,
 		fastQ4_KAVX2(wp, rb, rows, blocks, &q[0], &d[0], &sums[0], &y[0])
 	case quant.Q6_K:
 		fastQ6_KAVX2(wp, rb, rows, blocks, &q[0], &d[0], &sums[0], &y[0])
+	case quant.IQ4_NL:
+		fastIQ4_NLAVX2(wp, rb, rows, blocks, &q[0], &d[0], &y[0])
+	case quant.Q4_1:
+		fastQ4_1AVX2(wp, rb, rows, blocks, &q[0], &d[0], &y[0])
+	case quant.Q5_1:
+		fastQ5_1AVX2(wp, rb, rows, blocks, &q[0], &d[0], &y[0])
+	case quant.Q5_K:
+		fastQ5_KAVX2(wp, rb, rows, blocks, &q[0], &d[0], &sums[0], &y[0])
+	case quant.IQ4_XS:
+		fastIQ4_XSAVX2(wp, rb, rows, blocks, &q[0], &d[0], &sums[0], &y[0])
+	case quant.Q2_K:
+		fastQ2_KAVX2(wp, rb, rows, blocks, &q[0], &d[0], &sums[0], &y[0])
+	case quant.Q3_K:
+		fastQ3_KAVX2(wp, rb, rows, blocks, &q[0], &d[0], &sums[0], &y[0])
 	default:
 		return false
 	}
@@ -425,6 +474,8 @@ func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, in int, y []
 		fastQ4_0x4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
 	case quant.Q5_0:
 		fastQ5_0x4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
+	case quant.IQ4_NL:
+		fastIQ4_NLx4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
 	default:
 		return false
 	}

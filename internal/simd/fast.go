@@ -83,7 +83,8 @@ func RoundActs(k Kind, dst, x []float32) {
 }
 
 // acts is the quantized activations of one product: per row of x, the
-// 8-bit values, one scale per block and (Q8_K) the sums of every 16.
+// 8-bit values, one scale per block (Q8_1: a scale and its f16 sum) and
+// (Q8_K) the sums of every 16.
 type acts struct {
 	f    quant.Format // the weight format they are quantized for
 	in   int
@@ -105,7 +106,7 @@ func (a *acts) quantize(f quant.Format, x []float32, T, in int) {
 	bs := quant.ActBlock(f)
 	a.f, a.in = f, in
 	a.q = grow(a.q, T*in)
-	a.d = grow(a.d, T*in/bs)
+	a.d = grow(a.d, T*in/bs*quant.ActScales(f))
 	if quant.KQuant(f) {
 		a.sums = grow(a.sums, T*in/16)
 	}
@@ -167,7 +168,7 @@ func (a *acts) Part(t int) {
 
 // row returns row t's values, scales and sums.
 func (a *acts) row(t int) ([]int8, []float32, []int16) {
-	in, nb := a.in, a.in/quant.ActBlock(a.f)
+	in, nb := a.in, a.in/quant.ActBlock(a.f)*quant.ActScales(a.f)
 	q, d := a.q[t*in:(t+1)*in], a.d[t*nb:(t+1)*nb]
 	if !quant.KQuant(a.f) {
 		return q, d, nil

@@ -14,6 +14,11 @@ import (
 	"github.com/gozoo/gozoo/internal/quant"
 )
 
+// allQuantFormats are every block format, those with kernels and those
+// that run the plain-Go paths.
+var allQuantFormats = []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q6_K,
+	quant.Q4_1, quant.Q5_1, quant.Q2_K, quant.Q3_K, quant.Q5_K, quant.IQ4_NL, quant.IQ4_XS}
+
 // TestFastKernels checks the integer kernels of fast mode against the
 // plain-Go reference (quant.DotActs) on random rows of every format: the
 // integer sums are exact, so the results differ only by float32
@@ -27,7 +32,7 @@ func TestFastKernels(t *testing.T) {
 	Force(true)
 	defer func() { active = was }()
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q6_K} {
+	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q6_K, quant.IQ4_NL, quant.Q4_1, quant.Q5_1, quant.Q5_K, quant.IQ4_XS, quant.Q2_K, quant.Q3_K} {
 		for _, in := range []int{256, 512, 544, 1024} {
 			if in%f.BlockSize() != 0 {
 				continue // 544: an odd count of 32-value blocks, for the two-block loops' tail
@@ -50,7 +55,7 @@ func TestFastKernels(t *testing.T) {
 				x[i] = float32(r.NormFloat64() * 3)
 			}
 			x[5] = 40 // one large value sets its block's scale
-			q, d, sums := make([]int8, in), make([]float32, in/quant.ActBlock(f)), make([]int16, in/16)
+			q, d, sums := make([]int8, in), make([]float32, in/quant.ActBlock(f)*quant.ActScales(f)), make([]int16, in/16)
 			quant.QuantizeActs(f, x, q, d, sums)
 			want := make([]float32, rows)
 			var mag float64
@@ -90,7 +95,7 @@ func TestFastKernels(t *testing.T) {
 func BenchmarkMulTFast(b *testing.B) {
 	const in, out = 1024, 3072
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q6_K} {
+	for _, f := range allQuantFormats {
 		rb, _ := f.RowBytes(in)
 		w := make([]byte, out*rb)
 		src := make([]float32, in)
@@ -175,7 +180,7 @@ func TestGELUTable(t *testing.T) {
 func TestMulTFast(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	const in, out = 512, 37
-	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q6_K} {
+	for _, f := range allQuantFormats {
 		rb, _ := f.RowBytes(in)
 		w := make([]byte, out*rb)
 		src := make([]float32, in)
@@ -192,14 +197,22 @@ func TestMulTFast(t *testing.T) {
 			}
 			got := make([]float32, T*out)
 			MulTFast(got, x, T, Weight{Kind: Quant, Format: f, Bytes: w}, out, in)
-			q, d, sums := make([]int8, in), make([]float32, in/quant.ActBlock(f)), make([]int16, in/16)
+			q, d, sums := make([]int8, in), make([]float32, in/quant.ActBlock(f)*quant.ActScales(f)), make([]int16, in/16)
+			want := make([]float32, T*out)
+			var mag float64
 			for tt := 0; tt < T; tt++ {
 				quant.QuantizeActs(f, x[tt*in:(tt+1)*in], q, d, sums)
 				for j := 0; j < out; j++ {
-					want := quant.DotActs(f, w[j*rb:(j+1)*rb], q, d, sums)
-					if diff := math.Abs(float64(got[tt*out+j] - want)); diff > 1e-5*(math.Abs(float64(want))+1) {
-						t.Fatalf("%s T=%d row %d col %d: %g, reference %g", f, T, tt, j, got[tt*out+j], want)
-					}
+					want[tt*out+j] = quant.DotActs(f, w[j*rb:(j+1)*rb], q, d, sums)
+					mag = max(mag, math.Abs(float64(want[tt*out+j])))
+				}
+			}
+			// Float32 summation order moves a result by the size of its
+			// terms, not of what they cancel down to (Q4_1's min terms
+			// cancel much of the rest): bound by the largest result.
+			for i, g := range got {
+				if diff := math.Abs(float64(g - want[i])); diff > 1e-5*(mag+1) {
+					t.Fatalf("%s T=%d row %d col %d: %g, reference %g", f, T, i/out, i%out, g, want[i])
 				}
 			}
 		}
@@ -216,7 +229,7 @@ func TestFastGemm(t *testing.T) {
 	defer func() { active = was }()
 	t.Logf("kernels %s, VNNI prefill %v", Name(), fastGemmOK())
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.Q4_K, quant.Q6_K} {
+	for _, f := range allQuantFormats {
 		for _, shape := range [][2]int{{256, 8}, {512, 13}, {768, 35}} {
 			in, out := shape[0], shape[1]
 			rb, _ := f.RowBytes(in)
@@ -235,7 +248,7 @@ func TestFastGemm(t *testing.T) {
 				}
 				y := make([]float32, T*out)
 				MulTFast(y, x, T, Weight{Kind: Quant, Format: f, Bytes: w}, out, in)
-				q, d, sums := make([]int8, in), make([]float32, in/quant.ActBlock(f)), make([]int16, in/16)
+				q, d, sums := make([]int8, in), make([]float32, in/quant.ActBlock(f)*quant.ActScales(f)), make([]int16, in/16)
 				want := make([]float32, T*out)
 				var mag float64
 				for tt := 0; tt < T; tt++ {

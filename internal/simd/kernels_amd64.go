@@ -451,3 +451,83 @@ func fastGemmQ6_Kx2VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32
 //
 //go:noescape
 func fastGemmQ6_Kx1VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
+
+// fastIQ4_NLAVX2 computes y[r] = w_r · x for rows IQ4_NL rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd.
+//
+//go:noescape
+func fastIQ4_NLAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+
+// fastIQ4_NLx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows IQ4_NL rows of blocks blocks (stride ldw bytes) and four rows of Q8_0 activations (stride ldx values).
+//
+//go:noescape
+func fastIQ4_NLx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+
+// gemvIQ4_NLAVX2 computes y[r] = x · w_r for rows IQ4_NL rows of blocks blocks (stride ldw bytes).
+//
+//go:noescape
+func gemvIQ4_NLAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// dequantIQ4_NLAVX2 dequantizes rows IQ4_NL rows of blocks blocks (stride ldw bytes) into dst, row after row.
+//
+//go:noescape
+func dequantIQ4_NLAVX2(w *byte, ldw int, blocks int, rows int, dst *float32)
+
+// dequantQ4_1AVX2 dequantizes blocks Q4_1 blocks from w into dst, exactly as ggml does.
+//
+//go:noescape
+func dequantQ4_1AVX2(w *byte, blocks int, dst *float32)
+
+// dequantQ5_1AVX2 dequantizes blocks Q5_1 blocks from w into dst, exactly as ggml does.
+//
+//go:noescape
+func dequantQ5_1AVX2(w *byte, blocks int, dst *float32)
+
+// dequantQ2_KAVX2 dequantizes blocks Q2_K blocks from w into dst, exactly as ggml does.
+//
+//go:noescape
+func dequantQ2_KAVX2(w *byte, blocks int, dst *float32)
+
+// dequantQ3_KAVX2 dequantizes blocks Q3_K blocks from w into dst, exactly as ggml does.
+//
+//go:noescape
+func dequantQ3_KAVX2(w *byte, blocks int, dst *float32)
+
+// dequantQ5_KAVX2 dequantizes blocks Q5_K blocks from w into dst, exactly as ggml does.
+//
+//go:noescape
+func dequantQ5_KAVX2(w *byte, blocks int, dst *float32)
+
+// dequantIQ4_XSAVX2 dequantizes blocks IQ4_XS blocks from w into dst, exactly as ggml does.
+//
+//go:noescape
+func dequantIQ4_XSAVX2(w *byte, blocks int, dst *float32)
+
+// fastQ4_1AVX2 computes y[r] = w_r · x for rows Q4_1 rows of blocks blocks (stride ldw bytes) and Q8_1 activations xq, xd (scale and sum pairs).
+//
+//go:noescape
+func fastQ4_1AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+
+// fastQ5_1AVX2 computes y[r] = w_r · x for rows Q5_1 rows of blocks blocks (stride ldw bytes) and Q8_1 activations xq, xd (scale and sum pairs).
+//
+//go:noescape
+func fastQ5_1AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+
+// fastQ5_KAVX2 computes y[r] = w_r · x for rows Q5_K rows of blocks super-blocks (stride ldw bytes) and Q8_K activations xq, xd, xs.
+//
+//go:noescape
+func fastQ5_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+
+// fastIQ4_XSAVX2 computes y[r] = w_r · x for rows IQ4_XS rows of blocks super-blocks (stride ldw bytes) and Q8_K activations xq, xd, xs.
+//
+//go:noescape
+func fastIQ4_XSAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+
+// fastQ2_KAVX2 computes y[r] = w_r · x for rows Q2_K rows of blocks super-blocks (stride ldw bytes) and Q8_K activations xq, xd, xs.
+//
+//go:noescape
+func fastQ2_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+
+// fastQ3_KAVX2 computes y[r] = w_r · x for rows Q3_K rows of blocks super-blocks (stride ldw bytes) and Q8_K activations xq, xd, xs.
+//
+//go:noescape
+func fastQ3_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)

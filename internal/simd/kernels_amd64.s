@@ -9307,6 +9307,40 @@ DATA fastq5bits<>+16(SB)/8, $0x7fbfdfeff7fbfdfe
 DATA fastq5bits<>+24(SB)/8, $0x7fbfdfeff7fbfdfe
 GLOBL fastq5bits<>(SB), RODATA|NOPTR, $32
 
+DATA fastiq4levels<>+0(SB)/1, $0x81
+DATA fastiq4levels<>+1(SB)/1, $0x98
+DATA fastiq4levels<>+2(SB)/1, $0xad
+DATA fastiq4levels<>+3(SB)/1, $0xbf
+DATA fastiq4levels<>+4(SB)/1, $0xcf
+DATA fastiq4levels<>+5(SB)/1, $0xdd
+DATA fastiq4levels<>+6(SB)/1, $0xea
+DATA fastiq4levels<>+7(SB)/1, $0xf6
+DATA fastiq4levels<>+8(SB)/1, $0x01
+DATA fastiq4levels<>+9(SB)/1, $0x0d
+DATA fastiq4levels<>+10(SB)/1, $0x19
+DATA fastiq4levels<>+11(SB)/1, $0x26
+DATA fastiq4levels<>+12(SB)/1, $0x35
+DATA fastiq4levels<>+13(SB)/1, $0x45
+DATA fastiq4levels<>+14(SB)/1, $0x59
+DATA fastiq4levels<>+15(SB)/1, $0x71
+DATA fastiq4levels<>+16(SB)/1, $0x81
+DATA fastiq4levels<>+17(SB)/1, $0x98
+DATA fastiq4levels<>+18(SB)/1, $0xad
+DATA fastiq4levels<>+19(SB)/1, $0xbf
+DATA fastiq4levels<>+20(SB)/1, $0xcf
+DATA fastiq4levels<>+21(SB)/1, $0xdd
+DATA fastiq4levels<>+22(SB)/1, $0xea
+DATA fastiq4levels<>+23(SB)/1, $0xf6
+DATA fastiq4levels<>+24(SB)/1, $0x01
+DATA fastiq4levels<>+25(SB)/1, $0x0d
+DATA fastiq4levels<>+26(SB)/1, $0x19
+DATA fastiq4levels<>+27(SB)/1, $0x26
+DATA fastiq4levels<>+28(SB)/1, $0x35
+DATA fastiq4levels<>+29(SB)/1, $0x45
+DATA fastiq4levels<>+30(SB)/1, $0x59
+DATA fastiq4levels<>+31(SB)/1, $0x71
+GLOBL fastiq4levels<>(SB), RODATA|NOPTR, $32
+
 // func fastQ8_0AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·fastQ8_0AVX2(SB), NOSPLIT, $0-56
@@ -13621,5 +13655,3543 @@ fastGemmQ6_Kx1VNNI_block:
 	JMP           fastGemmQ6_Kx1VNNI_rows
 
 fastGemmQ6_Kx1VNNI_end:
+	VZEROUPPER
+	RET
+
+// func fastIQ4_NLAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastIQ4_NLAVX2(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         rows+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         xq+32(FP), SI
+	MOVQ         xd+40(FP), DI
+	MOVQ         y+48(FP), R8
+	MOVL         $0x00010001, R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X1
+	VPBROADCASTD X1, Y1
+	VMOVDQU      fastiq4levels<>+0(SB), Y2
+
+fastIQ4_NLAVX2_row:
+	TESTQ DX, DX
+	JZ    fastIQ4_NLAVX2_end
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	MOVQ  AX, R9
+	MOVQ  SI, R10
+	MOVQ  DI, R11
+	MOVQ  BX, R12
+
+fastIQ4_NLAVX2_block:
+	CMPQ         R12, $0x02
+	JB           fastIQ4_NLAVX2_tail
+	PREFETCHT0   2048(R9)
+	VMOVDQU      2(R9), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSHUFB      Y5, Y2, Y5
+	VMOVDQU      (R10), Y7
+	VPSIGNB      Y5, Y5, Y6
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (R11), X5, X5
+	VBROADCASTSS X5, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000012, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+	PREFETCHT0   2048(R9)
+	VMOVDQU      2(R9), X8
+	VPSRLW       $0x04, X8, X5
+	VINSERTI128  $0x01, X5, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      Y8, Y2, Y8
+	VMOVDQU      (R10), Y7
+	VPSIGNB      Y8, Y8, Y6
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (R11), X5, X5
+	VBROADCASTSS X5, Y7
+	VFMADD231PS  Y6, Y7, Y4
+	ADDQ         $0x00000012, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+	SUBQ         $0x02, R12
+	JMP          fastIQ4_NLAVX2_block
+
+fastIQ4_NLAVX2_tail:
+	TESTQ        R12, R12
+	JZ           fastIQ4_NLAVX2_rowdone
+	PREFETCHT0   2048(R9)
+	VMOVDQU      2(R9), X9
+	VPSRLW       $0x04, X9, X5
+	VINSERTI128  $0x01, X5, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSHUFB      Y9, Y2, Y9
+	VMOVDQU      (R10), Y7
+	VPSIGNB      Y9, Y9, Y6
+	VPSIGNB      Y9, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	MOVWLZX      (R9), R12
+	VMOVD        R12, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (R11), X5, X5
+	VBROADCASTSS X5, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000012, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x04, R11
+
+fastIQ4_NLAVX2_rowdone:
+	VADDPS       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         $0x04, R8
+	ADDQ         CX, AX
+	DECQ         DX
+	JMP          fastIQ4_NLAVX2_row
+
+fastIQ4_NLAVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastIQ4_NLx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·fastIQ4_NLx4AVX2(SB), NOSPLIT, $0-72
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVQ         ldx+48(FP), BX
+	MOVQ         BX, SI
+	SHRQ         $0x03, SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X1
+	VPBROADCASTD X1, Y1
+	VMOVDQU      fastiq4levels<>+0(SB), Y2
+
+fastIQ4_NLx4AVX2_row:
+	TESTQ  CX, CX
+	JZ     fastIQ4_NLx4AVX2_end
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	MOVQ   AX, DI
+	MOVQ   xq+32(FP), R8
+	LEAQ   (R8)(BX*2), R9
+	MOVQ   xd+40(FP), R10
+	LEAQ   (R10)(SI*2), R11
+	MOVQ   blocks+24(FP), R12
+
+fastIQ4_NLx4AVX2_block:
+	TESTQ        R12, R12
+	JZ           fastIQ4_NLx4AVX2_rowdone
+	VMOVDQU      2(DI), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y7
+	VPSIGNB      Y7, Y7, Y8
+	MOVWLZX      (DI), R13
+	VMOVD        R13, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, Y9
+	VMOVDQU      (R8), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R10), Y11
+	VMULPS       Y9, Y11, Y11
+	VFMADD231PS  Y10, Y11, Y3
+	VMOVDQU      (R8)(BX*1), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R10)(SI*1), Y11
+	VMULPS       Y9, Y11, Y11
+	VFMADD231PS  Y10, Y11, Y4
+	VMOVDQU      (R9), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R11), Y11
+	VMULPS       Y9, Y11, Y11
+	VFMADD231PS  Y10, Y11, Y5
+	VMOVDQU      (R9)(BX*1), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R11)(SI*1), Y8
+	VMULPS       Y9, Y8, Y8
+	VFMADD231PS  Y10, Y8, Y6
+	ADDQ         $0x00000012, DI
+	ADDQ         $0x20, R8
+	ADDQ         $0x20, R9
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JMP          fastIQ4_NLx4AVX2_block
+
+fastIQ4_NLx4AVX2_rowdone:
+	MOVQ         ldy+64(FP), R12
+	SHLQ         $0x02, R12
+	MOVQ         DX, R8
+	VEXTRACTF128 $0x01, Y3, X7
+	VADDPS       X7, X3, X3
+	VPERMILPS    $0x4e, X3, X7
+	VADDPS       X7, X3, X3
+	VPERMILPS    $0xb1, X3, X7
+	VADDPS       X7, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y4, X3
+	VADDPS       X3, X4, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y5, X3
+	VADDPS       X3, X5, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y6, X3
+	VADDPS       X3, X6, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         R12, R8
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R12
+	ADDQ         R12, AX
+	DECQ         CX
+	JMP          fastIQ4_NLx4AVX2_row
+
+fastIQ4_NLx4AVX2_end:
+	VZEROUPPER
+	RET
+
+DATA iq4mask<>+0(SB)/1, $0x0f
+DATA iq4mask<>+1(SB)/1, $0x0f
+DATA iq4mask<>+2(SB)/1, $0x0f
+DATA iq4mask<>+3(SB)/1, $0x0f
+DATA iq4mask<>+4(SB)/1, $0x0f
+DATA iq4mask<>+5(SB)/1, $0x0f
+DATA iq4mask<>+6(SB)/1, $0x0f
+DATA iq4mask<>+7(SB)/1, $0x0f
+DATA iq4mask<>+8(SB)/1, $0x0f
+DATA iq4mask<>+9(SB)/1, $0x0f
+DATA iq4mask<>+10(SB)/1, $0x0f
+DATA iq4mask<>+11(SB)/1, $0x0f
+DATA iq4mask<>+12(SB)/1, $0x0f
+DATA iq4mask<>+13(SB)/1, $0x0f
+DATA iq4mask<>+14(SB)/1, $0x0f
+DATA iq4mask<>+15(SB)/1, $0x0f
+GLOBL iq4mask<>(SB), RODATA|NOPTR, $16
+
+// func gemvIQ4_NLAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·gemvIQ4_NLAVX2(SB), NOSPLIT, $0-48
+	MOVQ    x+0(FP), AX
+	MOVQ    w+8(FP), CX
+	MOVQ    ldw+16(FP), DX
+	MOVQ    blocks+24(FP), BX
+	MOVQ    rows+32(FP), SI
+	MOVQ    y+40(FP), DI
+	VMOVDQU fastiq4levels<>+0(SB), X0
+	VMOVDQU iq4mask<>+0(SB), X1
+
+gemvIQ4_NLAVX2_row:
+	TESTQ  SI, SI
+	JZ     gemvIQ4_NLAVX2_end
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	MOVQ   AX, R8
+	MOVQ   CX, R9
+	MOVQ   BX, R10
+
+gemvIQ4_NLAVX2_block:
+	TESTQ        R10, R10
+	JZ           gemvIQ4_NLAVX2_rowdone
+	PREFETCHT0   2048(R9)
+	VPBROADCASTW (R9), X6
+	VCVTPH2PS    X6, Y6
+	VMOVDQU      2(R9), X7
+	VPAND        X1, X7, X8
+	VPSRLW       $0x04, X7, X7
+	VPAND        X1, X7, X7
+	VPSHUFB      X8, X0, X8
+	VPSHUFB      X7, X0, X7
+	VPMOVSXBD    X8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y6, Y9, Y9
+	VFMADD231PS  (R8), Y9, Y2
+	VPSRLDQ      $0x08, X8, X8
+	VPMOVSXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VFMADD231PS  32(R8), Y8, Y3
+	VPMOVSXBD    X7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VFMADD231PS  64(R8), Y8, Y4
+	VPSRLDQ      $0x08, X7, X7
+	VPMOVSXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y6, Y7, Y7
+	VFMADD231PS  96(R8), Y7, Y5
+	ADDQ         $0x00000012, R9
+	ADDQ         $0x00000080, R8
+	DECQ         R10
+	JMP          gemvIQ4_NLAVX2_block
+
+gemvIQ4_NLAVX2_rowdone:
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y4, Y2, Y2
+	VADDPS       Y5, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSS       X2, (DI)
+	ADDQ         $0x04, DI
+	ADDQ         DX, CX
+	DECQ         SI
+	JMP          gemvIQ4_NLAVX2_row
+
+gemvIQ4_NLAVX2_end:
+	VZEROUPPER
+	RET
+
+// func dequantIQ4_NLAVX2(w *byte, ldw int, blocks int, rows int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantIQ4_NLAVX2(SB), NOSPLIT, $0-40
+	MOVQ    w+0(FP), AX
+	MOVQ    ldw+8(FP), CX
+	MOVQ    blocks+16(FP), DX
+	MOVQ    rows+24(FP), BX
+	MOVQ    dst+32(FP), SI
+	VMOVDQU fastiq4levels<>+0(SB), X0
+	VMOVDQU iq4mask<>+0(SB), X1
+
+dequantIQ4_NLAVX2_row:
+	TESTQ BX, BX
+	JZ    dequantIQ4_NLAVX2_end
+	MOVQ  AX, DI
+	MOVQ  DX, R8
+
+dequantIQ4_NLAVX2_block:
+	TESTQ        R8, R8
+	JZ           dequantIQ4_NLAVX2_rowdone
+	VPBROADCASTW (DI), X2
+	VCVTPH2PS    X2, Y2
+	VMOVDQU      2(DI), X3
+	VPAND        X1, X3, X4
+	VPSRLW       $0x04, X3, X3
+	VPAND        X1, X3, X3
+	VPSHUFB      X4, X0, X4
+	VPSHUFB      X3, X0, X3
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VMOVUPS      Y5, (SI)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 32(SI)
+	VPMOVSXBD    X3, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 64(SI)
+	VPSRLDQ      $0x08, X3, X3
+	VPMOVSXBD    X3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 96(SI)
+	ADDQ         $0x00000012, DI
+	ADDQ         $0x00000080, SI
+	DECQ         R8
+	JMP          dequantIQ4_NLAVX2_block
+
+dequantIQ4_NLAVX2_rowdone:
+	ADDQ CX, AX
+	DECQ BX
+	JMP  dequantIQ4_NLAVX2_row
+
+dequantIQ4_NLAVX2_end:
+	VZEROUPPER
+	RET
+
+DATA lowbitshifts<>+0(SB)/4, $0x00000000
+DATA lowbitshifts<>+4(SB)/4, $0x00000001
+DATA lowbitshifts<>+8(SB)/4, $0x00000002
+DATA lowbitshifts<>+12(SB)/4, $0x00000003
+DATA lowbitshifts<>+16(SB)/4, $0x00000004
+DATA lowbitshifts<>+20(SB)/4, $0x00000005
+DATA lowbitshifts<>+24(SB)/4, $0x00000006
+DATA lowbitshifts<>+28(SB)/4, $0x00000007
+DATA lowbitshifts<>+32(SB)/4, $0x00000008
+DATA lowbitshifts<>+36(SB)/4, $0x00000009
+DATA lowbitshifts<>+40(SB)/4, $0x0000000a
+DATA lowbitshifts<>+44(SB)/4, $0x0000000b
+DATA lowbitshifts<>+48(SB)/4, $0x0000000c
+DATA lowbitshifts<>+52(SB)/4, $0x0000000d
+DATA lowbitshifts<>+56(SB)/4, $0x0000000e
+DATA lowbitshifts<>+60(SB)/4, $0x0000000f
+DATA lowbitshifts<>+64(SB)/4, $0x00000010
+DATA lowbitshifts<>+68(SB)/4, $0x00000011
+DATA lowbitshifts<>+72(SB)/4, $0x00000012
+DATA lowbitshifts<>+76(SB)/4, $0x00000013
+DATA lowbitshifts<>+80(SB)/4, $0x00000014
+DATA lowbitshifts<>+84(SB)/4, $0x00000015
+DATA lowbitshifts<>+88(SB)/4, $0x00000016
+DATA lowbitshifts<>+92(SB)/4, $0x00000017
+DATA lowbitshifts<>+96(SB)/4, $0x00000018
+DATA lowbitshifts<>+100(SB)/4, $0x00000019
+DATA lowbitshifts<>+104(SB)/4, $0x0000001a
+DATA lowbitshifts<>+108(SB)/4, $0x0000001b
+DATA lowbitshifts<>+112(SB)/4, $0x0000001c
+DATA lowbitshifts<>+116(SB)/4, $0x0000001d
+DATA lowbitshifts<>+120(SB)/4, $0x0000001e
+DATA lowbitshifts<>+124(SB)/4, $0x0000001f
+GLOBL lowbitshifts<>(SB), RODATA|NOPTR, $128
+
+// func dequantQ4_1AVX2(w *byte, blocks int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantQ4_1AVX2(SB), NOSPLIT, $0-24
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVL         $0x00000001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000003, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+
+dequantQ4_1AVX2_block:
+	TESTQ        CX, CX
+	JZ           dequantQ4_1AVX2_blocksdone
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X1
+	VCVTPH2PS    X1, X1
+	VBROADCASTSS X1, Y1
+	MOVWLZX      2(AX), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS X2, Y2
+	VPMOVZXBD    4(AX), Y3
+	VPAND        Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, (DX)
+	VPMOVZXBD    12(AX), Y3
+	VPAND        Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 32(DX)
+	VPMOVZXBD    4(AX), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 64(DX)
+	VPMOVZXBD    12(AX), Y3
+	VPSRLD       $0x04, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VADDPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 96(DX)
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000080, DX
+	DECQ         CX
+	JMP          dequantQ4_1AVX2_block
+
+dequantQ4_1AVX2_blocksdone:
+	VZEROUPPER
+	RET
+
+// func dequantQ5_1AVX2(w *byte, blocks int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantQ5_1AVX2(SB), NOSPLIT, $0-24
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVL         $0x00000001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000003, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+
+dequantQ5_1AVX2_block:
+	TESTQ        CX, CX
+	JZ           dequantQ5_1AVX2_blocksdone
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS X2, Y2
+	MOVWLZX      2(AX), BX
+	VMOVD        BX, X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y3
+	VPBROADCASTD 4(AX), Y4
+	VPMOVZXBD    8(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPSRLVD      lowbitshifts<>+0(SB), Y4, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VADDPS       Y3, Y5, Y5
+	VMOVUPS      Y5, (DX)
+	VPMOVZXBD    16(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPSRLVD      lowbitshifts<>+32(SB), Y4, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VADDPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 32(DX)
+	VPMOVZXBD    8(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSRLVD      lowbitshifts<>+64(SB), Y4, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x04, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VADDPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 64(DX)
+	VPMOVZXBD    16(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPSRLVD      lowbitshifts<>+96(SB), Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSLLD       $0x04, Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VADDPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 96(DX)
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000080, DX
+	DECQ         CX
+	JMP          dequantQ5_1AVX2_block
+
+dequantQ5_1AVX2_blocksdone:
+	VZEROUPPER
+	RET
+
+// func dequantQ2_KAVX2(w *byte, blocks int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantQ2_KAVX2(SB), NOSPLIT, $0-24
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVL         $0x00000001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000003, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+
+dequantQ2_KAVX2_block:
+	TESTQ        CX, CX
+	JZ           dequantQ2_KAVX2_blocksdone
+	MOVWLZX      80(AX), BX
+	VMOVD        BX, X1
+	VCVTPH2PS    X1, X1
+	MOVWLZX      82(AX), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	MOVBLZX      (AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    16(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, (DX)
+	VPMOVZXBD    24(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 32(DX)
+	MOVBLZX      1(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 64(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 96(DX)
+	MOVBLZX      2(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    16(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 128(DX)
+	VPMOVZXBD    24(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 160(DX)
+	MOVBLZX      3(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 192(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 224(DX)
+	MOVBLZX      4(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    16(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 256(DX)
+	VPMOVZXBD    24(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 288(DX)
+	MOVBLZX      5(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 320(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 352(DX)
+	MOVBLZX      6(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    16(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 384(DX)
+	VPMOVZXBD    24(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 416(DX)
+	MOVBLZX      7(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 448(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 480(DX)
+	MOVBLZX      8(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 512(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 544(DX)
+	MOVBLZX      9(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    64(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 576(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 608(DX)
+	MOVBLZX      10(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 640(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 672(DX)
+	MOVBLZX      11(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    64(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 704(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 736(DX)
+	MOVBLZX      12(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 768(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 800(DX)
+	MOVBLZX      13(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    64(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 832(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 864(DX)
+	MOVBLZX      14(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 896(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VSUBPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 928(DX)
+	MOVBLZX      15(AX), BX
+	MOVL         BX, SI
+	ANDL         $0x0000000f, BX
+	SHRL         $0x04, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   BX, X3, X3
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   SI, X4, X4
+	VMULSS       X1, X3, X3
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X3, Y1
+	VBROADCASTSS X4, Y2
+	VPMOVZXBD    64(AX), Y3
+	VPSRLD       $0x06, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VSUBPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 960(DX)
+	VPMOVZXBD    72(AX), Y3
+	VPSRLD       $0x06, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VSUBPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 992(DX)
+	ADDQ         $0x00000054, AX
+	ADDQ         $0x00000400, DX
+	DECQ         CX
+	JMP          dequantQ2_KAVX2_block
+
+dequantQ2_KAVX2_blocksdone:
+	VZEROUPPER
+	RET
+
+// func dequantQ3_KAVX2(w *byte, blocks int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantQ3_KAVX2(SB), NOSPLIT, $0-24
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVL         $0x00000001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000003, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X2
+	VPBROADCASTD X2, Y2
+
+dequantQ3_KAVX2_block:
+	TESTQ        CX, CX
+	JZ           dequantQ3_KAVX2_blocksdone
+	MOVWLZX      108(AX), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	MOVL         $0x00000004, BX
+	VMOVD        BX, X3
+	VPBROADCASTD X3, Y3
+	MOVBLZX      96(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      104(AX), SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    (AX), Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, (DX)
+	VPMOVZXBD    40(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    8(AX), Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 32(DX)
+	MOVBLZX      97(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      105(AX), SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    16(AX), Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 64(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    24(AX), Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 96(DX)
+	MOVBLZX      98(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      106(AX), SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    (AX), Y6
+	VPSRLD       $0x01, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 128(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    8(AX), Y6
+	VPSRLD       $0x01, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 160(DX)
+	MOVBLZX      99(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      107(AX), SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    16(AX), Y6
+	VPSRLD       $0x01, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 192(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    24(AX), Y6
+	VPSRLD       $0x01, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 224(DX)
+	MOVBLZX      100(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      104(AX), SI
+	SHRL         $0x02, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    (AX), Y6
+	VPSRLD       $0x02, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 256(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    8(AX), Y6
+	VPSRLD       $0x02, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 288(DX)
+	MOVBLZX      101(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      105(AX), SI
+	SHRL         $0x02, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    16(AX), Y6
+	VPSRLD       $0x02, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 320(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    24(AX), Y6
+	VPSRLD       $0x02, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 352(DX)
+	MOVBLZX      102(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      106(AX), SI
+	SHRL         $0x02, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    (AX), Y6
+	VPSRLD       $0x03, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 384(DX)
+	VPMOVZXBD    40(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    8(AX), Y6
+	VPSRLD       $0x03, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 416(DX)
+	MOVBLZX      103(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      107(AX), SI
+	SHRL         $0x02, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    48(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    16(AX), Y6
+	VPSRLD       $0x03, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 448(DX)
+	VPMOVZXBD    56(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    24(AX), Y6
+	VPSRLD       $0x03, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 480(DX)
+	MOVBLZX      96(AX), BX
+	SHRL         $0x04, BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      104(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    64(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    (AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 512(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    8(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 544(DX)
+	MOVBLZX      97(AX), BX
+	SHRL         $0x04, BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      105(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    80(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    16(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 576(DX)
+	VPMOVZXBD    88(AX), Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    24(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 608(DX)
+	MOVBLZX      98(AX), BX
+	SHRL         $0x04, BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      106(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    64(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    (AX), Y6
+	VPSRLD       $0x05, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 640(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    8(AX), Y6
+	VPSRLD       $0x05, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 672(DX)
+	MOVBLZX      99(AX), BX
+	SHRL         $0x04, BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      107(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    80(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    16(AX), Y6
+	VPSRLD       $0x05, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 704(DX)
+	VPMOVZXBD    88(AX), Y5
+	VPSRLD       $0x02, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    24(AX), Y6
+	VPSRLD       $0x05, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 736(DX)
+	MOVBLZX      100(AX), BX
+	SHRL         $0x04, BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      104(AX), SI
+	SHRL         $0x06, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    64(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    (AX), Y6
+	VPSRLD       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 768(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    8(AX), Y6
+	VPSRLD       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 800(DX)
+	MOVBLZX      101(AX), BX
+	SHRL         $0x04, BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      105(AX), SI
+	SHRL         $0x06, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    80(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    16(AX), Y6
+	VPSRLD       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 832(DX)
+	VPMOVZXBD    88(AX), Y5
+	VPSRLD       $0x04, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    24(AX), Y6
+	VPSRLD       $0x06, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 864(DX)
+	MOVBLZX      102(AX), BX
+	SHRL         $0x04, BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      106(AX), SI
+	SHRL         $0x06, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVZXBD    64(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    (AX), Y6
+	VPSRLD       $0x07, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 896(DX)
+	VPMOVZXBD    72(AX), Y5
+	VPSRLD       $0x06, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VPMOVZXBD    8(AX), Y6
+	VPSRLD       $0x07, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x02, Y6, Y6
+	VPSUBD       Y3, Y5, Y5
+	VPADDD       Y6, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 928(DX)
+	MOVBLZX      103(AX), BX
+	SHRL         $0x04, BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      107(AX), SI
+	SHRL         $0x06, SI
+	ANDL         $0x00000003, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	SUBL         $0x00000020, BX
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VMULSS       X2, X4, X4
+	VBROADCASTSS X4, Y2
+	VPMOVZXBD    80(AX), Y4
+	VPSRLD       $0x06, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPMOVZXBD    16(AX), Y5
+	VPSRLD       $0x07, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSLLD       $0x02, Y5, Y5
+	VPSUBD       Y3, Y4, Y4
+	VPADDD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 960(DX)
+	VPMOVZXBD    88(AX), Y4
+	VPSRLD       $0x06, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPMOVZXBD    24(AX), Y5
+	VPSRLD       $0x07, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSLLD       $0x02, Y5, Y5
+	VPSUBD       Y3, Y4, Y4
+	VPADDD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 992(DX)
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000400, DX
+	DECQ         CX
+	JMP          dequantQ3_KAVX2_block
+
+dequantQ3_KAVX2_blocksdone:
+	VZEROUPPER
+	RET
+
+// func dequantQ5_KAVX2(w *byte, blocks int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantQ5_KAVX2(SB), NOSPLIT, $0-24
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVL         $0x00000001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000003, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+
+dequantQ5_KAVX2_block:
+	TESTQ        CX, CX
+	JZ           dequantQ5_KAVX2_blocksdone
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	MOVWLZX      2(AX), BX
+	VMOVD        BX, X3
+	VCVTPH2PS    X3, X3
+	MOVBLZX      4(AX), BX
+	ANDL         $0x0000003f, BX
+	MOVBLZX      8(AX), SI
+	ANDL         $0x0000003f, SI
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VXORPS       X5, X5, X5
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X2, X4, X4
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS X5, Y5
+	VPMOVZXBD    48(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    16(AX), Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, (DX)
+	VPMOVZXBD    56(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    24(AX), Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 32(DX)
+	VPMOVZXBD    64(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    32(AX), Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 64(DX)
+	VPMOVZXBD    72(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    40(AX), Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 96(DX)
+	MOVBLZX      5(AX), BX
+	ANDL         $0x0000003f, BX
+	MOVBLZX      9(AX), SI
+	ANDL         $0x0000003f, SI
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VXORPS       X5, X5, X5
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X2, X4, X4
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS X5, Y5
+	VPMOVZXBD    48(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    16(AX), Y7
+	VPSRLD       $0x01, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 128(DX)
+	VPMOVZXBD    56(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    24(AX), Y7
+	VPSRLD       $0x01, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 160(DX)
+	VPMOVZXBD    64(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    32(AX), Y7
+	VPSRLD       $0x01, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 192(DX)
+	VPMOVZXBD    72(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    40(AX), Y7
+	VPSRLD       $0x01, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 224(DX)
+	MOVBLZX      6(AX), BX
+	ANDL         $0x0000003f, BX
+	MOVBLZX      10(AX), SI
+	ANDL         $0x0000003f, SI
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VXORPS       X5, X5, X5
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X2, X4, X4
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS X5, Y5
+	VPMOVZXBD    80(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    16(AX), Y7
+	VPSRLD       $0x02, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 256(DX)
+	VPMOVZXBD    88(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    24(AX), Y7
+	VPSRLD       $0x02, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 288(DX)
+	VPMOVZXBD    96(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    32(AX), Y7
+	VPSRLD       $0x02, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 320(DX)
+	VPMOVZXBD    104(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    40(AX), Y7
+	VPSRLD       $0x02, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 352(DX)
+	MOVBLZX      7(AX), BX
+	ANDL         $0x0000003f, BX
+	MOVBLZX      11(AX), SI
+	ANDL         $0x0000003f, SI
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VXORPS       X5, X5, X5
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X2, X4, X4
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS X5, Y5
+	VPMOVZXBD    80(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    16(AX), Y7
+	VPSRLD       $0x03, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 384(DX)
+	VPMOVZXBD    88(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    24(AX), Y7
+	VPSRLD       $0x03, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 416(DX)
+	VPMOVZXBD    96(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    32(AX), Y7
+	VPSRLD       $0x03, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 448(DX)
+	VPMOVZXBD    104(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    40(AX), Y7
+	VPSRLD       $0x03, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 480(DX)
+	MOVBLZX      12(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      4(AX), SI
+	SHRL         $0x06, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	MOVBLZX      12(AX), SI
+	SHRL         $0x04, SI
+	MOVBLZX      8(AX), DI
+	SHRL         $0x06, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VXORPS       X5, X5, X5
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X2, X4, X4
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS X5, Y5
+	VPMOVZXBD    112(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    16(AX), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 512(DX)
+	VPMOVZXBD    120(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    24(AX), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 544(DX)
+	VPMOVZXBD    128(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    32(AX), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 576(DX)
+	VPMOVZXBD    136(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    40(AX), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 608(DX)
+	MOVBLZX      13(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      5(AX), SI
+	SHRL         $0x06, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	MOVBLZX      13(AX), SI
+	SHRL         $0x04, SI
+	MOVBLZX      9(AX), DI
+	SHRL         $0x06, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VXORPS       X5, X5, X5
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X2, X4, X4
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS X5, Y5
+	VPMOVZXBD    112(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    16(AX), Y7
+	VPSRLD       $0x05, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 640(DX)
+	VPMOVZXBD    120(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    24(AX), Y7
+	VPSRLD       $0x05, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 672(DX)
+	VPMOVZXBD    128(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    32(AX), Y7
+	VPSRLD       $0x05, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 704(DX)
+	VPMOVZXBD    136(AX), Y6
+	VPSRLD       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    40(AX), Y7
+	VPSRLD       $0x05, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 736(DX)
+	MOVBLZX      14(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      6(AX), SI
+	SHRL         $0x06, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	MOVBLZX      14(AX), SI
+	SHRL         $0x04, SI
+	MOVBLZX      10(AX), DI
+	SHRL         $0x06, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VXORPS       X5, X5, X5
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X2, X4, X4
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS X5, Y5
+	VPMOVZXBD    144(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    16(AX), Y7
+	VPSRLD       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 768(DX)
+	VPMOVZXBD    152(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    24(AX), Y7
+	VPSRLD       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 800(DX)
+	VPMOVZXBD    160(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    32(AX), Y7
+	VPSRLD       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 832(DX)
+	VPMOVZXBD    168(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPMOVZXBD    40(AX), Y7
+	VPSRLD       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VSUBPS       Y5, Y6, Y6
+	VMOVUPS      Y6, 864(DX)
+	MOVBLZX      15(AX), BX
+	ANDL         $0x0000000f, BX
+	MOVBLZX      7(AX), SI
+	SHRL         $0x06, SI
+	SHLL         $0x04, SI
+	ORL          SI, BX
+	MOVBLZX      15(AX), SI
+	SHRL         $0x04, SI
+	MOVBLZX      11(AX), DI
+	SHRL         $0x06, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	VXORPS       X4, X4, X4
+	VCVTSI2SSL   BX, X4, X4
+	VXORPS       X5, X5, X5
+	VCVTSI2SSL   SI, X5, X5
+	VMULSS       X2, X4, X4
+	VMULSS       X3, X5, X5
+	VBROADCASTSS X4, Y2
+	VBROADCASTSS X5, Y3
+	VPMOVZXBD    144(AX), Y4
+	VPSRLD       $0x04, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPMOVZXBD    16(AX), Y5
+	VPSRLD       $0x07, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSLLD       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VSUBPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 896(DX)
+	VPMOVZXBD    152(AX), Y4
+	VPSRLD       $0x04, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPMOVZXBD    24(AX), Y5
+	VPSRLD       $0x07, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSLLD       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VSUBPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 928(DX)
+	VPMOVZXBD    160(AX), Y4
+	VPSRLD       $0x04, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPMOVZXBD    32(AX), Y5
+	VPSRLD       $0x07, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSLLD       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VSUBPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 960(DX)
+	VPMOVZXBD    168(AX), Y4
+	VPSRLD       $0x04, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPMOVZXBD    40(AX), Y5
+	VPSRLD       $0x07, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSLLD       $0x04, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VSUBPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 992(DX)
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000400, DX
+	DECQ         CX
+	JMP          dequantQ5_KAVX2_block
+
+dequantQ5_KAVX2_blocksdone:
+	VZEROUPPER
+	RET
+
+// func dequantIQ4_XSAVX2(w *byte, blocks int, dst *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dequantIQ4_XSAVX2(SB), NOSPLIT, $0-24
+	MOVQ         w+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVL         $0x00000001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000003, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0000000f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      fastiq4levels<>+0(SB), X0
+	VMOVDQU      iq4mask<>+0(SB), X1
+
+dequantIQ4_XSAVX2_block:
+	TESTQ        CX, CX
+	JZ           dequantIQ4_XSAVX2_blocksdone
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X2
+	VCVTPH2PS    X2, X2
+	MOVWLZX      2(AX), BX
+	MOVBLZX      4(AX), SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      8(AX), X4
+	VPAND        X1, X4, X5
+	VPSRLW       $0x04, X4, X4
+	VPAND        X1, X4, X4
+	VPSHUFB      X5, X0, X5
+	VPSHUFB      X4, X0, X4
+	VPMOVSXBD    X5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVUPS      Y6, (DX)
+	VPSRLDQ      $0x08, X5, X5
+	VPMOVSXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 32(DX)
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 64(DX)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 96(DX)
+	MOVBLZX      4(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x02, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      24(AX), X4
+	VPAND        X1, X4, X5
+	VPSRLW       $0x04, X4, X4
+	VPAND        X1, X4, X4
+	VPSHUFB      X5, X0, X5
+	VPSHUFB      X4, X0, X4
+	VPMOVSXBD    X5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVUPS      Y6, 128(DX)
+	VPSRLDQ      $0x08, X5, X5
+	VPMOVSXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 160(DX)
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 192(DX)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 224(DX)
+	MOVBLZX      5(AX), SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x04, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      40(AX), X4
+	VPAND        X1, X4, X5
+	VPSRLW       $0x04, X4, X4
+	VPAND        X1, X4, X4
+	VPSHUFB      X5, X0, X5
+	VPSHUFB      X4, X0, X4
+	VPMOVSXBD    X5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVUPS      Y6, 256(DX)
+	VPSRLDQ      $0x08, X5, X5
+	VPMOVSXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 288(DX)
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 320(DX)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 352(DX)
+	MOVBLZX      5(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x06, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      56(AX), X4
+	VPAND        X1, X4, X5
+	VPSRLW       $0x04, X4, X4
+	VPAND        X1, X4, X4
+	VPSHUFB      X5, X0, X5
+	VPSHUFB      X4, X0, X4
+	VPMOVSXBD    X5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVUPS      Y6, 384(DX)
+	VPSRLDQ      $0x08, X5, X5
+	VPMOVSXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 416(DX)
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 448(DX)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 480(DX)
+	MOVBLZX      6(AX), SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x08, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      72(AX), X4
+	VPAND        X1, X4, X5
+	VPSRLW       $0x04, X4, X4
+	VPAND        X1, X4, X4
+	VPSHUFB      X5, X0, X5
+	VPSHUFB      X4, X0, X4
+	VPMOVSXBD    X5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVUPS      Y6, 512(DX)
+	VPSRLDQ      $0x08, X5, X5
+	VPMOVSXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 544(DX)
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 576(DX)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 608(DX)
+	MOVBLZX      6(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x0a, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      88(AX), X4
+	VPAND        X1, X4, X5
+	VPSRLW       $0x04, X4, X4
+	VPAND        X1, X4, X4
+	VPSHUFB      X5, X0, X5
+	VPSHUFB      X4, X0, X4
+	VPMOVSXBD    X5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVUPS      Y6, 640(DX)
+	VPSRLDQ      $0x08, X5, X5
+	VPMOVSXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 672(DX)
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 704(DX)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 736(DX)
+	MOVBLZX      7(AX), SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x0c, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      104(AX), X4
+	VPAND        X1, X4, X5
+	VPSRLW       $0x04, X4, X4
+	VPAND        X1, X4, X4
+	VPSHUFB      X5, X0, X5
+	VPSHUFB      X4, X0, X4
+	VPMOVSXBD    X5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVUPS      Y6, 768(DX)
+	VPSRLDQ      $0x08, X5, X5
+	VPMOVSXBD    X5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 800(DX)
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMOVUPS      Y5, 832(DX)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 864(DX)
+	MOVBLZX      7(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x0000000f, SI
+	SHRL         $0x0e, BX
+	ANDL         $0x00000003, BX
+	SHLL         $0x04, BX
+	ORL          BX, SI
+	SUBL         $0x00000020, SI
+	VXORPS       X3, X3, X3
+	VCVTSI2SSL   SI, X3, X3
+	VMULSS       X2, X3, X3
+	VBROADCASTSS X3, Y2
+	VMOVDQU      120(AX), X3
+	VPAND        X1, X3, X4
+	VPSRLW       $0x04, X3, X3
+	VPAND        X1, X3, X3
+	VPSHUFB      X4, X0, X4
+	VPSHUFB      X3, X0, X3
+	VPMOVSXBD    X4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y2, Y5, Y5
+	VMOVUPS      Y5, 896(DX)
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 928(DX)
+	VPMOVSXBD    X3, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VMOVUPS      Y4, 960(DX)
+	VPSRLDQ      $0x08, X3, X3
+	VPMOVSXBD    X3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y2, Y3, Y3
+	VMOVUPS      Y3, 992(DX)
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000400, DX
+	DECQ         CX
+	JMP          dequantIQ4_XSAVX2_block
+
+dequantIQ4_XSAVX2_blocksdone:
+	VZEROUPPER
+	RET
+
+// func fastQ4_1AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ4_1AVX2(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         rows+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         xq+32(FP), SI
+	MOVQ         xd+40(FP), DI
+	MOVQ         y+48(FP), R8
+	MOVL         $0x00010001, R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X1
+	VPBROADCASTD X1, Y1
+
+fastQ4_1AVX2_row:
+	TESTQ DX, DX
+	JZ    fastQ4_1AVX2_end
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	MOVQ  AX, R9
+	MOVQ  SI, R10
+	MOVQ  DI, R11
+	MOVQ  BX, R12
+
+fastQ4_1AVX2_block:
+	CMPQ         R12, $0x02
+	JB           fastQ4_1AVX2_tail
+	PREFETCHT0   2048(R9)
+	VMOVDQU      4(R9), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   (R10), Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R11), X6, X6
+	VBROADCASTSS X6, Y8
+	VFMADD231PS  Y7, Y8, Y2
+	MOVWLZX      2(R9), R13
+	VMOVD        R13, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       4(R11), X6, X6
+	VADDSS       X6, X3, X3
+	ADDQ         $0x00000014, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x08, R11
+	PREFETCHT0   2048(R9)
+	VMOVDQU      4(R9), X9
+	VPSRLW       $0x04, X9, X6
+	VINSERTI128  $0x01, X6, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMADDUBSW   (R10), Y9, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R11), X6, X6
+	VBROADCASTSS X6, Y8
+	VFMADD231PS  Y7, Y8, Y4
+	MOVWLZX      2(R9), R13
+	VMOVD        R13, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       4(R11), X6, X6
+	VADDSS       X6, X5, X5
+	ADDQ         $0x00000014, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x08, R11
+	SUBQ         $0x02, R12
+	JMP          fastQ4_1AVX2_block
+
+fastQ4_1AVX2_tail:
+	TESTQ        R12, R12
+	JZ           fastQ4_1AVX2_rowdone
+	PREFETCHT0   2048(R9)
+	VMOVDQU      4(R9), X10
+	VPSRLW       $0x04, X10, X6
+	VINSERTI128  $0x01, X6, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPMADDUBSW   (R10), Y10, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (R9), R12
+	VMOVD        R12, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R11), X6, X6
+	VBROADCASTSS X6, Y8
+	VFMADD231PS  Y7, Y8, Y2
+	MOVWLZX      2(R9), R12
+	VMOVD        R12, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       4(R11), X6, X6
+	VADDSS       X6, X3, X3
+	ADDQ         $0x00000014, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x08, R11
+
+fastQ4_1AVX2_rowdone:
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y4, Y2, Y2
+	VADDPS       Y5, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSS       X2, (R8)
+	ADDQ         $0x04, R8
+	ADDQ         CX, AX
+	DECQ         DX
+	JMP          fastQ4_1AVX2_row
+
+fastQ4_1AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastQ5_1AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ5_1AVX2(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         rows+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         xq+32(FP), SI
+	MOVQ         xd+40(FP), DI
+	MOVQ         y+48(FP), R8
+	MOVL         $0x00010001, R9
+	VMOVD        R9, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, R9
+	VMOVD        R9, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x10101010, R9
+	VMOVD        R9, X2
+	VPBROADCASTD X2, Y2
+
+fastQ5_1AVX2_row:
+	TESTQ DX, DX
+	JZ    fastQ5_1AVX2_end
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	MOVQ  AX, R9
+	MOVQ  SI, R10
+	MOVQ  DI, R11
+	MOVQ  BX, R12
+
+fastQ5_1AVX2_block:
+	CMPQ         R12, $0x02
+	JB           fastQ5_1AVX2_tail
+	PREFETCHT0   2048(R9)
+	VMOVDQU      8(R9), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	MOVL         4(R9), R13
+	VMOVD        R13, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      fastq5shuf<>+0(SB), Y8, Y8
+	VPOR         fastq5bits<>+0(SB), Y8, Y8
+	VPCMPEQB     Y9, Y9, Y9
+	VPCMPEQB     Y9, Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   (R10), Y7, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (R11), X7, X7
+	VBROADCASTSS X7, Y9
+	VFMADD231PS  Y8, Y9, Y3
+	MOVWLZX      2(R9), R13
+	VMOVD        R13, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       4(R11), X7, X7
+	VADDSS       X7, X4, X4
+	ADDQ         $0x00000018, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x08, R11
+	PREFETCHT0   2048(R9)
+	VMOVDQU      8(R9), X10
+	VPSRLW       $0x04, X10, X7
+	VINSERTI128  $0x01, X7, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	MOVL         4(R9), R13
+	VMOVD        R13, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      fastq5shuf<>+0(SB), Y8, Y8
+	VPOR         fastq5bits<>+0(SB), Y8, Y8
+	VPCMPEQB     Y9, Y9, Y9
+	VPCMPEQB     Y9, Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y10, Y10
+	VPMADDUBSW   (R10), Y10, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	MOVWLZX      (R9), R13
+	VMOVD        R13, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (R11), X7, X7
+	VBROADCASTSS X7, Y9
+	VFMADD231PS  Y8, Y9, Y5
+	MOVWLZX      2(R9), R13
+	VMOVD        R13, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       4(R11), X7, X7
+	VADDSS       X7, X6, X6
+	ADDQ         $0x00000018, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x08, R11
+	SUBQ         $0x02, R12
+	JMP          fastQ5_1AVX2_block
+
+fastQ5_1AVX2_tail:
+	TESTQ        R12, R12
+	JZ           fastQ5_1AVX2_rowdone
+	PREFETCHT0   2048(R9)
+	VMOVDQU      8(R9), X11
+	VPSRLW       $0x04, X11, X7
+	VINSERTI128  $0x01, X7, Y11, Y11
+	VPAND        Y1, Y11, Y11
+	MOVL         4(R9), R12
+	VMOVD        R12, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      fastq5shuf<>+0(SB), Y8, Y8
+	VPOR         fastq5bits<>+0(SB), Y8, Y8
+	VPCMPEQB     Y9, Y9, Y9
+	VPCMPEQB     Y9, Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VPOR         Y8, Y11, Y11
+	VPMADDUBSW   (R10), Y11, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	MOVWLZX      (R9), R12
+	VMOVD        R12, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (R11), X7, X7
+	VBROADCASTSS X7, Y9
+	VFMADD231PS  Y8, Y9, Y3
+	MOVWLZX      2(R9), R12
+	VMOVD        R12, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       4(R11), X7, X7
+	VADDSS       X7, X4, X4
+	ADDQ         $0x00000018, R9
+	ADDQ         $0x20, R10
+	ADDQ         $0x08, R11
+
+fastQ5_1AVX2_rowdone:
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y5, Y3, Y3
+	VADDPS       Y6, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         $0x04, R8
+	ADDQ         CX, AX
+	DECQ         DX
+	JMP          fastQ5_1AVX2_row
+
+fastQ5_1AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastQ5_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ5_KAVX2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVL         $0x0f0f0f0f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x10101010, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+
+fastQ5_KAVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ5_KAVX2_end
+	VXORPS Y4, Y4, Y4
+	MOVQ   AX, BX
+	MOVQ   xq+32(FP), SI
+	MOVQ   xd+40(FP), DI
+	MOVQ   xs+48(FP), R8
+	MOVQ   blocks+24(FP), R9
+
+fastQ5_KAVX2_block:
+	TESTQ        R9, R9
+	JZ           fastQ5_KAVX2_rowdone
+	PREFETCHT0   2048(BX)
+	PREFETCHT0   2112(BX)
+	PREFETCHT0   2176(BX)
+	MOVL         4(BX), R10
+	MOVL         8(BX), R11
+	MOVL         12(BX), R12
+	MOVL         R10, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ANDL         $0x3f3f3f3f, R10
+	MOVL         R12, R13
+	ANDL         $0x0f0f0f0f, R13
+	ORL          R14, R13
+	MOVL         R11, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ANDL         $0x3f3f3f3f, R11
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	ORL          R14, R12
+	VMOVD        R10, X2
+	VPINSRD      $0x01, R13, X2, X2
+	VPMOVZXBW    X2, X2
+	VINSERTI128  $0x01, X2, Y2, Y2
+	VMOVD        R11, X3
+	VPINSRD      $0x01, R12, X3, X3
+	VPMOVZXBW    X3, X3
+	VPUNPCKHWD   X3, X3, X5
+	VPUNPCKLWD   X3, X3, X3
+	VINSERTI128  $0x01, X5, Y3, Y3
+	VPMADDWD     (R8), Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      16(BX), Y6
+	VMOVDQU      48(BX), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VPSLLW       $0x04, Y6, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPSLLW       $0x03, Y6, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   (SI), Y7, Y7
+	VPSHUFB      fastq4kshuf<>+0(SB), Y2, Y9
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   32(SI), Y8, Y8
+	VPSHUFB      fastq4kshuf<>+32(SB), Y2, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VMOVDQU      80(BX), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VPSLLW       $0x02, Y6, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPSLLW       $0x01, Y6, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   64(SI), Y7, Y7
+	VPSHUFB      fastq4kshuf<>+64(SB), Y2, Y9
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   96(SI), Y8, Y8
+	VPSHUFB      fastq4kshuf<>+96(SB), Y2, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VMOVDQU      112(BX), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VMOVDQA      Y6, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPSRLW       $0x01, Y6, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   128(SI), Y7, Y7
+	VPSHUFB      fastq4kshuf<>+128(SB), Y2, Y9
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   160(SI), Y8, Y8
+	VPSHUFB      fastq4kshuf<>+160(SB), Y2, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VMOVDQU      144(BX), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y0, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VPSRLW       $0x02, Y6, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VPSRLW       $0x03, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPOR         Y6, Y8, Y8
+	VPMADDUBSW   192(SI), Y7, Y7
+	VPSHUFB      fastq4kshuf<>+192(SB), Y2, Y6
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMADDUBSW   224(SI), Y8, Y8
+	VPSHUFB      fastq4kshuf<>+224(SB), Y2, Y6
+	VPMADDWD     Y6, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y3, Y3
+	MOVWLZX      (BX), R10
+	VMOVD        R10, X2
+	VCVTPH2PS    X2, X2
+	VMULSS       (DI), X2, X2
+	VBROADCASTSS X2, Y6
+	VFMADD231PS  Y5, Y6, Y4
+	MOVWLZX      2(BX), R10
+	VMOVD        R10, X2
+	VCVTPH2PS    X2, X2
+	VMULSS       (DI), X2, X2
+	VBROADCASTSS X2, Y5
+	VFNMADD231PS Y3, Y5, Y4
+	ADDQ         $0x000000b0, BX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x04, DI
+	ADDQ         $0x20, R8
+	DECQ         R9
+	JMP          fastQ5_KAVX2_block
+
+fastQ5_KAVX2_rowdone:
+	VEXTRACTF128 $0x01, Y4, X2
+	VADDPS       X2, X4, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R9
+	ADDQ         R9, AX
+	DECQ         CX
+	JMP          fastQ5_KAVX2_row
+
+fastQ5_KAVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastIQ4_XSAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastIQ4_XSAVX2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVL         $0x0f0f0f0f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	VMOVDQU      fastiq4levels<>+0(SB), Y2
+
+fastIQ4_XSAVX2_row:
+	TESTQ  CX, CX
+	JZ     fastIQ4_XSAVX2_end
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, BX
+	MOVQ   xq+32(FP), SI
+	MOVQ   xd+40(FP), DI
+	MOVQ   xs+48(FP), R8
+	MOVQ   blocks+24(FP), R9
+
+fastIQ4_XSAVX2_block:
+	TESTQ        R9, R9
+	JZ           fastIQ4_XSAVX2_rowdone
+	PREFETCHT0   2048(BX)
+	PREFETCHT0   2112(BX)
+	PREFETCHT0   2176(BX)
+	VPXOR        Y4, Y4, Y4
+	MOVWLZX      2(BX), R10
+	VMOVDQU      8(BX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSHUFB      Y5, Y2, Y5
+	VMOVDQU      (SI), Y7
+	VPSIGNB      Y5, Y5, Y6
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	MOVBLZX      4(BX), R11
+	ANDL         $0x0000000f, R11
+	MOVL         R10, R12
+	ANDL         $0x00000003, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SUBL         $0x00000020, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPMULLD      Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      24(BX), X8
+	VPSRLW       $0x04, X8, X5
+	VINSERTI128  $0x01, X5, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y8, Y2, Y8
+	VMOVDQU      32(SI), Y7
+	VPSIGNB      Y8, Y8, Y6
+	VPSIGNB      Y8, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	MOVBLZX      4(BX), R11
+	SHRL         $0x04, R11
+	ANDL         $0x0000000f, R11
+	MOVL         R10, R12
+	SHRL         $0x02, R12
+	ANDL         $0x00000003, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SUBL         $0x00000020, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPMULLD      Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      40(BX), X9
+	VPSRLW       $0x04, X9, X5
+	VINSERTI128  $0x01, X5, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VPSHUFB      Y9, Y2, Y9
+	VMOVDQU      64(SI), Y7
+	VPSIGNB      Y9, Y9, Y6
+	VPSIGNB      Y9, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	MOVBLZX      5(BX), R11
+	ANDL         $0x0000000f, R11
+	MOVL         R10, R12
+	SHRL         $0x04, R12
+	ANDL         $0x00000003, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SUBL         $0x00000020, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPMULLD      Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      56(BX), X10
+	VPSRLW       $0x04, X10, X5
+	VINSERTI128  $0x01, X5, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSHUFB      Y10, Y2, Y10
+	VMOVDQU      96(SI), Y7
+	VPSIGNB      Y10, Y10, Y6
+	VPSIGNB      Y10, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	MOVBLZX      5(BX), R11
+	SHRL         $0x04, R11
+	ANDL         $0x0000000f, R11
+	MOVL         R10, R12
+	SHRL         $0x06, R12
+	ANDL         $0x00000003, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SUBL         $0x00000020, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPMULLD      Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      72(BX), X11
+	VPSRLW       $0x04, X11, X5
+	VINSERTI128  $0x01, X5, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSHUFB      Y11, Y2, Y11
+	VMOVDQU      128(SI), Y7
+	VPSIGNB      Y11, Y11, Y6
+	VPSIGNB      Y11, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	MOVBLZX      6(BX), R11
+	ANDL         $0x0000000f, R11
+	MOVL         R10, R12
+	SHRL         $0x08, R12
+	ANDL         $0x00000003, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SUBL         $0x00000020, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPMULLD      Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      88(BX), X12
+	VPSRLW       $0x04, X12, X5
+	VINSERTI128  $0x01, X5, Y12, Y12
+	VPAND        Y0, Y12, Y12
+	VPSHUFB      Y12, Y2, Y12
+	VMOVDQU      160(SI), Y7
+	VPSIGNB      Y12, Y12, Y6
+	VPSIGNB      Y12, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	MOVBLZX      6(BX), R11
+	SHRL         $0x04, R11
+	ANDL         $0x0000000f, R11
+	MOVL         R10, R12
+	SHRL         $0x0a, R12
+	ANDL         $0x00000003, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SUBL         $0x00000020, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPMULLD      Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      104(BX), X13
+	VPSRLW       $0x04, X13, X5
+	VINSERTI128  $0x01, X5, Y13, Y13
+	VPAND        Y0, Y13, Y13
+	VPSHUFB      Y13, Y2, Y13
+	VMOVDQU      192(SI), Y7
+	VPSIGNB      Y13, Y13, Y6
+	VPSIGNB      Y13, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	MOVBLZX      7(BX), R11
+	ANDL         $0x0000000f, R11
+	MOVL         R10, R12
+	SHRL         $0x0c, R12
+	ANDL         $0x00000003, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	SUBL         $0x00000020, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPMULLD      Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      120(BX), X14
+	VPSRLW       $0x04, X14, X5
+	VINSERTI128  $0x01, X5, Y14, Y14
+	VPAND        Y0, Y14, Y14
+	VPSHUFB      Y14, Y2, Y14
+	VMOVDQU      224(SI), Y7
+	VPSIGNB      Y14, Y14, Y6
+	VPSIGNB      Y14, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y6
+	VPMADDWD     Y1, Y6, Y6
+	MOVBLZX      7(BX), R11
+	SHRL         $0x04, R11
+	ANDL         $0x0000000f, R11
+	SHRL         $0x0e, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	SUBL         $0x00000020, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPMULLD      Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	MOVWLZX      (BX), R10
+	VMOVD        R10, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (DI), X5, X5
+	VBROADCASTSS X5, Y6
+	VFMADD231PS  Y4, Y6, Y3
+	ADDQ         $0x00000088, BX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x04, DI
+	ADDQ         $0x20, R8
+	DECQ         R9
+	JMP          fastIQ4_XSAVX2_block
+
+fastIQ4_XSAVX2_rowdone:
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (DX)
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R9
+	ADDQ         R9, AX
+	DECQ         CX
+	JMP          fastIQ4_XSAVX2_row
+
+fastIQ4_XSAVX2_end:
+	VZEROUPPER
+	RET
+
+DATA q3kbias<>+0(SB)/1, $0x20
+DATA q3kbias<>+1(SB)/1, $0x20
+DATA q3kbias<>+2(SB)/1, $0x20
+DATA q3kbias<>+3(SB)/1, $0x20
+DATA q3kbias<>+4(SB)/1, $0x20
+DATA q3kbias<>+5(SB)/1, $0x20
+DATA q3kbias<>+6(SB)/1, $0x20
+DATA q3kbias<>+7(SB)/1, $0x20
+DATA q3kbias<>+8(SB)/1, $0x20
+DATA q3kbias<>+9(SB)/1, $0x20
+DATA q3kbias<>+10(SB)/1, $0x20
+DATA q3kbias<>+11(SB)/1, $0x20
+DATA q3kbias<>+12(SB)/1, $0x20
+DATA q3kbias<>+13(SB)/1, $0x20
+DATA q3kbias<>+14(SB)/1, $0x20
+DATA q3kbias<>+15(SB)/1, $0x20
+GLOBL q3kbias<>(SB), RODATA|NOPTR, $16
+
+// func fastQ2_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ2_KAVX2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVL         $0x0f0f0f0f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x03030303, BX
+	VMOVD        BX, X2
+	VPBROADCASTD X2, Y2
+
+fastQ2_KAVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ2_KAVX2_end
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, BX
+	MOVQ   xq+32(FP), SI
+	MOVQ   xd+40(FP), DI
+	MOVQ   xs+48(FP), R8
+	MOVQ   blocks+24(FP), R9
+
+fastQ2_KAVX2_block:
+	TESTQ        R9, R9
+	JZ           fastQ2_KAVX2_rowdone
+	PREFETCHT0   2048(BX)
+	PREFETCHT0   2112(BX)
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      (BX), X6
+	VPAND        X0, X6, X5
+	VPSRLW       $0x04, X6, X6
+	VPAND        X0, X6, X6
+	VPMOVZXBW    X6, Y6
+	VPSRLDQ      $0x08, X5, X7
+	VPMOVZXBD    X5, Y5
+	VPMOVZXBD    X7, Y7
+	VPMADDWD     (R8), Y6, Y6
+	VMOVDQU      16(BX), Y8
+	VPAND        Y2, Y8, Y9
+	VPMADDUBSW   (SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      fastq6kidx<>+0(SB), Y10
+	VPERMD       Y5, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPSRLW       $0x02, Y8, Y9
+	VPAND        Y2, Y9, Y9
+	VPMADDUBSW   32(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      fastq6kidx<>+32(SB), Y10
+	VPERMD       Y5, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y2, Y9, Y9
+	VPMADDUBSW   64(SI), Y9, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VMOVDQU      fastq6kidx<>+64(SB), Y10
+	VPERMD       Y5, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VPMADDUBSW   96(SI), Y8, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VMOVDQU      fastq6kidx<>+96(SB), Y9
+	VPERMD       Y5, Y9, Y9
+	VPMULLD      Y9, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VMOVDQU      48(BX), Y5
+	VPAND        Y2, Y5, Y8
+	VPMADDUBSW   128(SI), Y8, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VMOVDQU      fastq6kidx<>+0(SB), Y9
+	VPERMD       Y7, Y9, Y9
+	VPMULLD      Y9, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VPMADDUBSW   160(SI), Y8, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VMOVDQU      fastq6kidx<>+32(SB), Y9
+	VPERMD       Y7, Y9, Y9
+	VPMULLD      Y9, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y2, Y8, Y8
+	VPMADDUBSW   192(SI), Y8, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VMOVDQU      fastq6kidx<>+64(SB), Y9
+	VPERMD       Y7, Y9, Y9
+	VPMULLD      Y9, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VPMADDUBSW   224(SI), Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VMOVDQU      fastq6kidx<>+96(SB), Y8
+	VPERMD       Y7, Y8, Y8
+	VPMULLD      Y8, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y6, Y6
+	MOVWLZX      80(BX), R10
+	VMOVD        R10, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (DI), X5, X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS  Y4, Y5, Y3
+	MOVWLZX      82(BX), R10
+	VMOVD        R10, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (DI), X4, X4
+	VBROADCASTSS X4, Y4
+	VFNMADD231PS Y6, Y4, Y3
+	ADDQ         $0x00000054, BX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x04, DI
+	ADDQ         $0x20, R8
+	DECQ         R9
+	JMP          fastQ2_KAVX2_block
+
+fastQ2_KAVX2_rowdone:
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (DX)
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R9
+	ADDQ         R9, AX
+	DECQ         CX
+	JMP          fastQ2_KAVX2_row
+
+fastQ2_KAVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastQ3_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ3_KAVX2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVL         $0x0f0f0f0f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00010001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x03030303, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+
+fastQ3_KAVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ3_KAVX2_end
+	VXORPS Y2, Y2, Y2
+	MOVQ   AX, BX
+	MOVQ   xq+32(FP), SI
+	MOVQ   xd+40(FP), DI
+	MOVQ   xs+48(FP), R8
+	MOVQ   blocks+24(FP), R9
+
+fastQ3_KAVX2_block:
+	TESTQ        R9, R9
+	JZ           fastQ3_KAVX2_rowdone
+	PREFETCHT0   2048(BX)
+	PREFETCHT0   2112(BX)
+	VPXOR        Y3, Y3, Y3
+	MOVL         96(BX), R10
+	MOVL         100(BX), R11
+	MOVL         104(BX), R12
+	MOVL         R10, R14
+	ANDL         $0x0f0f0f0f, R14
+	MOVL         R12, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R14
+	MOVL         R11, R15
+	ANDL         $0x0f0f0f0f, R15
+	MOVL         R12, R13
+	SHRL         $0x02, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R15
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R12, R13
+	SHRL         $0x04, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R10
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R12, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R11
+	VMOVD        R14, X4
+	VPINSRD      $0x01, R15, X4, X4
+	VPINSRD      $0x02, R10, X4, X4
+	VPINSRD      $0x03, R11, X4, X4
+	VMOVDQU      q3kbias<>+0(SB), X5
+	VPSUBB       X5, X4, X4
+	VPMOVSXBW    X4, Y5
+	VPSRLDQ      $0x08, X4, X6
+	VPMOVSXBD    X4, Y4
+	VPMOVSXBD    X6, Y6
+	VPMADDWD     (R8), Y5, Y5
+	VMOVDQU      (BX), Y7
+	VPSRLW       $0x01, Y1, Y8
+	VPAND        Y1, Y8, Y8
+	VMOVDQU      32(BX), Y9
+	VPAND        Y1, Y9, Y10
+	VPAND        Y8, Y7, Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   (SI), Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VMOVDQU      fastq6kidx<>+0(SB), Y11
+	VPERMD       Y4, Y11, Y11
+	VPMULLD      Y11, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPSRLW       $0x02, Y9, Y10
+	VPAND        Y1, Y10, Y10
+	VPSRLW       $0x01, Y7, Y11
+	VPAND        Y8, Y11, Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   32(SI), Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VMOVDQU      fastq6kidx<>+32(SB), Y11
+	VPERMD       Y4, Y11, Y11
+	VPMULLD      Y11, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPSRLW       $0x04, Y9, Y10
+	VPAND        Y1, Y10, Y10
+	VPSRLW       $0x02, Y7, Y11
+	VPAND        Y8, Y11, Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPMADDUBSW   64(SI), Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VMOVDQU      fastq6kidx<>+64(SB), Y11
+	VPERMD       Y4, Y11, Y11
+	VPMULLD      Y11, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPSRLW       $0x06, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLW       $0x03, Y7, Y10
+	VPAND        Y8, Y10, Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   96(SI), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VMOVDQU      fastq6kidx<>+96(SB), Y10
+	VPERMD       Y4, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      64(BX), Y4
+	VPAND        Y1, Y4, Y9
+	VPSRLW       $0x04, Y7, Y10
+	VPAND        Y8, Y10, Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   128(SI), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VMOVDQU      fastq6kidx<>+0(SB), Y10
+	VPERMD       Y6, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSRLW       $0x02, Y4, Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLW       $0x05, Y7, Y10
+	VPAND        Y8, Y10, Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   160(SI), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VMOVDQU      fastq6kidx<>+32(SB), Y10
+	VPERMD       Y6, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSRLW       $0x04, Y4, Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLW       $0x06, Y7, Y10
+	VPAND        Y8, Y10, Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDUBSW   192(SI), Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VMOVDQU      fastq6kidx<>+64(SB), Y10
+	VPERMD       Y6, Y10, Y10
+	VPMULLD      Y10, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPSRLW       $0x07, Y7, Y7
+	VPAND        Y8, Y7, Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VPMADDUBSW   224(SI), Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      fastq6kidx<>+96(SB), Y7
+	VPERMD       Y6, Y7, Y7
+	VPMULLD      Y7, Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPSLLD       $0x02, Y5, Y5
+	VPSUBD       Y5, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	MOVWLZX      108(BX), R10
+	VMOVD        R10, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (DI), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         $0x0000006e, BX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x04, DI
+	ADDQ         $0x20, R8
+	DECQ         R9
+	JMP          fastQ3_KAVX2_block
+
+fastQ3_KAVX2_rowdone:
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R9
+	ADDQ         R9, AX
+	DECQ         CX
+	JMP          fastQ3_KAVX2_row
+
+fastQ3_KAVX2_end:
 	VZEROUPPER
 	RET

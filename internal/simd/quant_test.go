@@ -29,13 +29,18 @@ func randomBlocks(r *rand.Rand, f quant.Format, rows, cols int) []byte {
 	for blk := 0; blk < len(b)/f.BlockBytes(); blk++ {
 		o := blk * f.BlockBytes()
 		switch f {
-		case quant.Q8_0, quant.Q4_0, quant.Q5_0:
+		case quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.IQ4_XS:
 			scale(o)
-		case quant.Q4_K:
+		case quant.Q4_K, quant.Q4_1, quant.Q5_1, quant.Q5_K:
 			scale(o)
 			scale(o + 2)
 		case quant.Q6_K:
 			scale(o + 208)
+		case quant.Q3_K:
+			scale(o + 108)
+		case quant.Q2_K:
+			scale(o + 80)
+			scale(o + 82)
 		}
 	}
 	return b
@@ -45,7 +50,7 @@ func randomBlocks(r *rand.Rand, f quant.Format, rows, cols int) []byte {
 // dequantization does, in decode and prefill shapes, on every path.
 func TestMulTQuant(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 32))
-	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K, quant.Q5_0} {
+	for _, f := range allQuantFormats {
 		// Odd counts of blocks, so the 32-value formats' two-block loops
 		// meet their last block, and the K-quant kernels (which unpack
 		// the next super-block's scales while using this one's) meet rows
@@ -123,7 +128,7 @@ func isaName(is *isa) string {
 func TestDequantKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(33, 34))
 	for _, is := range supported() {
-		for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K, quant.Q5_0} {
+		for _, f := range allQuantFormats {
 			saved := active
 			active = is
 			const rows, in = 5, 512
@@ -133,6 +138,7 @@ func TestDequantKernels(t *testing.T) {
 			ok := asmQuant(nil, Weight{Kind: Quant, Format: f, Bytes: q}, 0, rows, in, rb, nil, got)
 			active = saved
 			if !ok {
+				t.Errorf("%s %s: no dequantizing kernel", is.name, f)
 				continue
 			}
 			quant.DequantizeRow(f, q, want)

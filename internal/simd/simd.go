@@ -10,7 +10,8 @@
 //     (exact); prefill runs tiles of R×C dot products, decode one
 //     sequential matrix-vector stream per thread (simd.go).
 //   - Quant in exact mode (MulT): llama.cpp's blocks (Q8_0, Q4_0, Q5_0,
-//     Q4_K, Q6_K) dequantized exactly as ggml does and accumulated in
+//     Q4_K, Q6_K, and the AVX2 widening of Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K,
+//     Q5_K, IQ4_XS) dequantized exactly as ggml does and accumulated in
 //     float32; the 4- and 5-bit decode kernels look each nibble up in a
 //     table of its block's 16 dequantized values.
 //   - Quant in fast mode (MulTFast, fast.go, fastgemm.go): llama.cpp's
@@ -23,7 +24,7 @@
 //   - X16 (x16.go): a Q4_0, Q8_0, Q4_K or Q6_K matrix of a file mapping,
 //     regrouped by 16 rows for exact decode (PackQuant).
 //
-// The inner loops, about 80 kernels, are Go assembly generated with avo
+// The inner loops, about 90 kernels, are Go assembly generated with avo
 // (see _gen, and README.md for which file writes which kernels; the
 // generated .s is checked in, so a plain go build needs nothing else):
 // AVX-512 where the CPU has it (avx512f and avx512bw; VBMI, VNNI and GFNI

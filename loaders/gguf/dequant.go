@@ -15,7 +15,7 @@ import (
 // order, with no fused multiply-add.
 func Dequantize(t Type, src []byte, dst []float32) error {
 	if !t.Supported() {
-		return fmt.Errorf("gguf: dequantizing %s is not supported (only F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K, Q5_0)", t)
+		return fmt.Errorf("gguf: dequantizing %s is not supported (supported: %s)", t, SupportedTypes())
 	}
 	bs := t.BlockSize()
 	if len(dst)%bs != 0 {
@@ -42,14 +42,15 @@ func DequantizeRow(t Type, src []byte, dst []float32) {
 		dequantF16(src, dst)
 	case TypeBF16:
 		dequantBF16(src, dst)
-	case TypeQ8_0, TypeQ4_0, TypeQ4_K, TypeQ6_K, TypeQ5_0:
+	default:
 		// The block formats live in internal/quant, which the kernels
 		// share: one implementation of ggml's order.
-		f, _ := t.Format()
+		f, ok := t.Format()
+		if !ok {
+			panic("gguf: DequantizeRow: type " + t.String() + " is not supported")
+		}
 		checkBlocks(len(dst), f.BlockSize(), t)
 		quant.DequantizeRow(f, src, dst)
-	default:
-		panic("gguf: DequantizeRow: type " + t.String() + " is not supported")
 	}
 }
 
@@ -109,20 +110,15 @@ func dequantBF16(src []byte, dst []float32) {
 
 // Q8_0: f16 d, int8 q[32]; y = q*d.
 
-// Format is the block format of a quantized type the zoo keeps in memory
-// (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K), from internal/quant.
+// Format is the block format of a quantized type the zoo keeps in memory,
+// from internal/quant.
 func (t Type) Format() (quant.Format, bool) {
-	switch t {
-	case TypeQ8_0:
-		return quant.Q8_0, true
-	case TypeQ4_0:
-		return quant.Q4_0, true
-	case TypeQ4_K:
-		return quant.Q4_K, true
-	case TypeQ6_K:
-		return quant.Q6_K, true
-	case TypeQ5_0:
-		return quant.Q5_0, true
-	}
-	return 0, false
+	f, ok := typeFormats[t]
+	return f, ok
+}
+
+var typeFormats = map[Type]quant.Format{
+	TypeQ8_0: quant.Q8_0, TypeQ4_0: quant.Q4_0, TypeQ4_K: quant.Q4_K, TypeQ6_K: quant.Q6_K,
+	TypeQ5_0: quant.Q5_0, TypeQ4_1: quant.Q4_1, TypeQ5_1: quant.Q5_1, TypeQ2_K: quant.Q2_K,
+	TypeQ3_K: quant.Q3_K, TypeQ5_K: quant.Q5_K, TypeIQ4_NL: quant.IQ4_NL, TypeIQ4_XS: quant.IQ4_XS,
 }

@@ -137,8 +137,151 @@ func refQ5_0(src []byte, n int) []float64 {
 	return out
 }
 
+// refQ4_1 and refQ5_1: y = r(q·d) + m, rounded again (no fused add).
+func refQ4_1(src []byte, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		blk := src[i/32*20:]
+		d := refHalf(binary.LittleEndian.Uint16(blk))
+		m := refHalf(binary.LittleEndian.Uint16(blk[2:]))
+		j := i % 32
+		q := int(blk[4+j%16]) % 16
+		if j >= 16 {
+			q = int(blk[4+j%16]) / 16
+		}
+		out[i] = r(r(float64(q)*d) + m)
+	}
+	return out
+}
+
+func refQ5_1(src []byte, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		blk := src[i/32*24:]
+		d := refHalf(binary.LittleEndian.Uint16(blk))
+		m := refHalf(binary.LittleEndian.Uint16(blk[2:]))
+		j := i % 32
+		q := int(blk[8+j%16]) % 16
+		if j >= 16 {
+			q = int(blk[8+j%16]) / 16
+		}
+		q += 16 * int(binary.LittleEndian.Uint32(blk[4:])>>j&1)
+		out[i] = r(r(float64(q)*d) + m)
+	}
+	return out
+}
+
+// kq16 splits a value index of a Q2_K / Q3_K super-block into its half,
+// its 2-bit field, the byte of the field and its 16-value sub-block.
+func kq16(k int) (h, j, byteIdx, sub int) {
+	h, j = k/128, k%128/32
+	p, l := k%32/16, k%16
+	return h, j, 32*h + 16*p + l, 8*h + 2*j + p
+}
+
+func refQ2K(src []byte, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		blk := src[i/256*84:]
+		d := refHalf(binary.LittleEndian.Uint16(blk[80:]))
+		dmin := refHalf(binary.LittleEndian.Uint16(blk[82:]))
+		_, j, bi, sub := kq16(i % 256)
+		q := int(blk[16+bi]) >> (2 * j) % 4
+		sc, m := int(blk[sub])%16, int(blk[sub])/16
+		out[i] = r(r(r(d*float64(sc))*float64(q)) - r(dmin*float64(m)))
+	}
+	return out
+}
+
+func refQ3K(src []byte, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		blk := src[i/256*110:]
+		d := refHalf(binary.LittleEndian.Uint16(blk[108:]))
+		h, j, bi, sub := kq16(i % 256)
+		q := int(blk[32+bi]) >> (2 * j) % 4
+		if int(blk[bi%32])>>(4*h+j)%2 == 0 {
+			q -= 4
+		}
+		sc := blk[96:108]
+		low := int(sc[sub%8]) >> (4 * (sub / 8)) % 16
+		high := int(sc[8+sub%4]) >> (2 * (sub / 4)) % 4
+		out[i] = r(r(d*float64(low+16*high-32)) * float64(q))
+	}
+	return out
+}
+
+func refQ5K(src []byte, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		blk := src[i/256*176:]
+		d := refHalf(binary.LittleEndian.Uint16(blk[0:]))
+		dmin := refHalf(binary.LittleEndian.Uint16(blk[2:]))
+		k := i % 256
+		sub, chunk := k/32, k/64
+		b := blk[48+32*chunk+k%32]
+		q := int(b) % 16
+		if sub%2 == 1 {
+			q = int(b) / 16
+		}
+		q += 16 * (int(blk[16+k%32]) >> sub % 2)
+		sc, m := refScaleMin(blk[4:16], sub)
+		out[i] = r(r(r(d*float64(sc))*float64(q)) - r(dmin*float64(m)))
+	}
+	return out
+}
+
+var refIQ4 = [16]float64{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+
+func refIQ4NL(src []byte, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		blk := src[i/32*18:]
+		d := refHalf(binary.LittleEndian.Uint16(blk))
+		j := i % 32
+		idx := int(blk[2+j%16]) % 16
+		if j >= 16 {
+			idx = int(blk[2+j%16]) / 16
+		}
+		out[i] = r(d * refIQ4[idx])
+	}
+	return out
+}
+
+func refIQ4XS(src []byte, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		blk := src[i/256*136:]
+		d := refHalf(binary.LittleEndian.Uint16(blk))
+		sh := int(binary.LittleEndian.Uint16(blk[2:]))
+		k := i % 256
+		sb, j := k/32, k%32
+		ls := int(blk[4+sb/2])>>(4*(sb%2))%16 + 16*(sh>>(2*sb)%4)
+		idx := int(blk[8+16*sb+j%16]) % 16
+		if j >= 16 {
+			idx = int(blk[8+16*sb+j%16]) / 16
+		}
+		out[i] = r(r(d*float64(ls-32)) * refIQ4[idx])
+	}
+	return out
+}
+
 func reference(t Type, src []byte, n int) []float64 {
 	switch t {
+	case TypeQ4_1:
+		return refQ4_1(src, n)
+	case TypeQ5_1:
+		return refQ5_1(src, n)
+	case TypeQ2_K:
+		return refQ2K(src, n)
+	case TypeQ3_K:
+		return refQ3K(src, n)
+	case TypeQ5_K:
+		return refQ5K(src, n)
+	case TypeIQ4_NL:
+		return refIQ4NL(src, n)
+	case TypeIQ4_XS:
+		return refIQ4XS(src, n)
 	case TypeQ5_0:
 		return refQ5_0(src, n)
 	case TypeQ8_0:
@@ -294,7 +437,7 @@ func TestDequantizeHandBuilt(t *testing.T) {
 
 func TestDequantizeRandomBlocks(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, ty := range []Type{TypeQ8_0, TypeQ4_0, TypeQ4_K, TypeQ6_K, TypeQ5_0, TypeF16, TypeBF16, TypeF32} {
+	for _, ty := range []Type{TypeQ8_0, TypeQ4_0, TypeQ4_K, TypeQ6_K, TypeQ5_0, TypeQ4_1, TypeQ5_1, TypeQ2_K, TypeQ3_K, TypeQ5_K, TypeIQ4_NL, TypeIQ4_XS, TypeF16, TypeBF16, TypeF32} {
 		n := 4 * ty.BlockSize() * 8
 		if ty.BlockSize() == 1 {
 			n = 1024
@@ -308,7 +451,8 @@ func TestDequantizeRandomBlocks(t *testing.T) {
 		bb := ty.BlockBytes()
 		for b := 0; b < len(src)/bb && ty.BlockSize() > 1; b++ {
 			blk := src[b*bb:]
-			halves := map[Type][]int{TypeQ8_0: {0}, TypeQ4_0: {0}, TypeQ4_K: {0, 2}, TypeQ6_K: {208}, TypeQ5_0: {0}}[ty]
+			halves := map[Type][]int{TypeQ8_0: {0}, TypeQ4_0: {0}, TypeQ4_K: {0, 2}, TypeQ6_K: {208}, TypeQ5_0: {0},
+				TypeQ4_1: {0, 2}, TypeQ5_1: {0, 2}, TypeQ2_K: {80, 82}, TypeQ3_K: {108}, TypeQ5_K: {0, 2}, TypeIQ4_NL: {0}, TypeIQ4_XS: {0}}[ty]
 			for _, off := range halves {
 				h := uint16(rng.IntN(0x7800)) | uint16(rng.IntN(2))<<15 // exponent < 30: finite
 				binary.LittleEndian.PutUint16(blk[off:], h)
@@ -370,7 +514,7 @@ func TestDequantizeErrors(t *testing.T) {
 		dst  int
 		want string
 	}{
-		{TypeQ5_1, 24, 32, "dequantizing Q5_1 is not supported"},
+		{TypeQ8_1, 36, 32, "dequantizing Q8_1 is not supported (supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16)"},
 		{Type(99), 100, 1, "Type(99) is not supported"},
 		{TypeQ4_0, 18, 31, "31 values of Q4_0: not a multiple of the block size 32"},
 		{TypeQ4_K, 144, 255, "not a multiple of the block size 256"},
@@ -389,7 +533,7 @@ func TestDequantizeErrors(t *testing.T) {
 	for _, tc := range []struct {
 		t        Type
 		src, dst int
-	}{{TypeQ5_1, 24, 32}, {TypeQ8_0, 33, 32}, {TypeQ4_K, 144, 128}, {TypeF32, 7, 2}} {
+	}{{TypeQ8_1, 36, 32}, {TypeQ8_0, 33, 32}, {TypeQ4_K, 144, 128}, {TypeF32, 7, 2}} {
 		func() {
 			defer func() {
 				if recover() == nil {

@@ -1,7 +1,7 @@
 // Package gguf reads GGUF files (llama.cpp's model format, versions 3 and 2)
 // and dequantizes the ggml weight types F32, F16, BF16, Q8_0, Q4_0, Q5_0,
-// Q4_K and Q6_K to float32, bit for bit as ggml's dequantize_row_* functions
-// do. Write writes a GGUF v3 file (what gozoo quantize produces).
+// Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS to float32,
+// bit for bit as ggml's dequantize_row_* functions do. Write writes a GGUF v3 file (what gozoo quantize produces).
 //
 // Open memory-maps the file read-only and parses the header, the metadata
 // and the tensor infos; tensor data stays in the mapping and File.Data hands

@@ -790,7 +790,7 @@ func (p *parser) readTensorInfo(f *File, i uint64) (TensorInfo, int, error) {
 	t.Type = Type(ty)
 	bs, bb := t.Type.BlockSize(), t.Type.BlockBytes()
 	if bs == 0 {
-		return t, 0, p.errAt(typeOff, "unknown ggml type %d", ty)
+		return t, 0, p.errAt(typeOff, "unknown ggml type %d (supported: %s)", ty, SupportedTypes())
 	}
 	if t.Dims[0]%uint64(bs) != 0 {
 		return t, 0, p.errAt(dim0Off, "ne[0] = %d is not a multiple of %s's block size %d", t.Dims[0], t.Type, bs)

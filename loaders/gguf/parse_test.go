@@ -244,6 +244,32 @@ var hostileCases = []hostileCase{
 		w.u64(96).u64(2).u32(uint32(TypeQ4_K)).u64(0)
 		return off
 	}, tensor: "w", want: "ne[0] = 96 is not a multiple of Q4_K's block size 256"},
+	{name: "ne0 not a multiple of the IQ4_XS block", build: func(w *builder) int {
+		tensorsOnly(w, 1).str("w").u32(2)
+		off := w.pos()
+		w.u64(320).u64(2).u32(uint32(TypeIQ4_XS)).u64(0)
+		return off
+	}, tensor: "w", want: "ne[0] = 320 is not a multiple of IQ4_XS's block size 256"},
+	{name: "unknown type lists the supported ones", build: func(w *builder) int {
+		tensorsOnly(w, 1).str("w").u32(1).u64(256)
+		off := w.pos()
+		w.u32(16).u64(0) // IQ2_XXS
+		return off
+	}, tensor: "w", want: "unknown ggml type 16 (supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16)"},
+	{name: "Q3_K blocks of the shape past the data", build: func(w *builder) int {
+		// [3, 256] is 3 blocks of 110 bytes; the file holds 2.
+		tensorsOnly(w, 1).str("q").u32(2).u64(256).u64(3).u32(uint32(TypeQ3_K))
+		off := w.pos()
+		w.u64(0).pad(32).zeros(220)
+		return off
+	}, tensor: "q", want: "330 bytes of data at offset 0 (relative to the data section at byte 96) run past the end of the file (the data section has 220 bytes)"},
+	{name: "Q4_1 row count past the data", build: func(w *builder) int {
+		// [5, 64]: 10 blocks of 20 bytes; the file holds 199 bytes.
+		tensorsOnly(w, 1).str("q").u32(2).u64(64).u64(5).u32(uint32(TypeQ4_1))
+		off := w.pos()
+		w.u64(0).pad(32).zeros(199)
+		return off
+	}, tensor: "q", want: "200 bytes of data at offset 0"},
 	{name: "byte count overflows", build: func(w *builder) int {
 		tensorsOnly(w, 1).str("w").u32(1).u64(1 << 62)
 		off := w.pos()
@@ -551,17 +577,20 @@ func TestTypes(t *testing.T) {
 		{TypeF32, 0, "F32", 1, 4, true},
 		{TypeF16, 1, "F16", 1, 2, true},
 		{TypeQ4_0, 2, "Q4_0", 32, 18, true},
-		{TypeQ4_1, 3, "Q4_1", 32, 20, false},
+		{TypeQ4_1, 3, "Q4_1", 32, 20, true},
 		{TypeQ5_0, 6, "Q5_0", 32, 22, true},
-		{TypeQ5_1, 7, "Q5_1", 32, 24, false},
+		{TypeQ5_1, 7, "Q5_1", 32, 24, true},
 		{TypeQ8_0, 8, "Q8_0", 32, 34, true},
 		{TypeQ8_1, 9, "Q8_1", 32, 36, false},
-		{TypeQ2_K, 10, "Q2_K", 256, 84, false},
-		{TypeQ3_K, 11, "Q3_K", 256, 110, false},
+		{TypeQ2_K, 10, "Q2_K", 256, 84, true},
+		{TypeQ3_K, 11, "Q3_K", 256, 110, true},
 		{TypeQ4_K, 12, "Q4_K", 256, 144, true},
-		{TypeQ5_K, 13, "Q5_K", 256, 176, false},
+		{TypeQ5_K, 13, "Q5_K", 256, 176, true},
 		{TypeQ6_K, 14, "Q6_K", 256, 210, true},
 		{TypeQ8_K, 15, "Q8_K", 256, 292, false},
+		{TypeIQ4_NL, 20, "IQ4_NL", 32, 18, true},
+		{TypeIQ4_XS, 23, "IQ4_XS", 256, 136, true},
+		{Type(16), 16, "Type(16)", 0, 0, false}, // IQ2_XXS: not handled
 		{TypeBF16, 30, "BF16", 1, 2, true},
 		{Type(4), 4, "Type(4)", 0, 0, false},
 		{Type(31), 31, "Type(31)", 0, 0, false},

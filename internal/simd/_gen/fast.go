@@ -24,7 +24,7 @@ var avx2 = isa{"AVX2", 8, YMM, 2}
 // VPSHUFB pattern per sub-block j that spreads 16-bit word j of a lane to
 // all eight; for Q6_K, a VPERMD index per group k that repeats scale 2k
 // four times and 2k+1 four times; and Q5_0's bytes_from_bits tables.
-var q4kShuf, q6kIdx, q5Shuf, q5Bits Mem
+var q4kShuf, q6kIdx, q5Shuf, q5Bits, iq4Levels Mem
 
 func fastConsts() {
 	q4kShuf = GLOBL("fastq4kshuf", RODATA|NOPTR)
@@ -50,6 +50,13 @@ func fastConsts() {
 	for i := 0; i < 4; i++ {
 		DATA(8*i, U64(0x7fbfdfeff7fbfdfe))
 	}
+	// IQ4_NL's 16 levels (ggml's kvalues_iq4nl) in each 128-bit lane, for
+	// VPSHUFB by nibble.
+	iq4Levels = GLOBL("fastiq4levels", RODATA|NOPTR)
+	levels := []int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+	for i := 0; i < 32; i++ { // the assembler wants DATA in ascending order
+		DATA(i, U8(uint8(levels[i%16])))
+	}
 }
 
 // bcast8 puts the byte v in every byte of a new ymm register.
@@ -67,8 +74,8 @@ func scaleOf(h Mem, xd Mem) VecVirtual {
 }
 
 // q8Consts makes the constants of the Q8_0-family kernels: 16-bit ones for
-// VPMADDWD, and the nibble mask, Q4_0's offset 8 and Q5_0's 0xf0 where the
-// format needs them.
+// VPMADDWD, and the nibble mask, Q4_0's offset 8 (IQ4_NL's level table in
+// its place) and Q5_0's 0xf0 where the format needs them.
 func q8Consts(q string) (ones, mask, eight, f0 VecVirtual) {
 	ones = broadcast(avx2, 0x00010001)
 	if q != "Q8_0" {
@@ -76,6 +83,10 @@ func q8Consts(q string) (ones, mask, eight, f0 VecVirtual) {
 	}
 	if q == "Q4_0" {
 		eight = bcast8(8)
+	}
+	if q == "IQ4_NL" {
+		eight = YMM()
+		VMOVDQU(iq4Levels, eight)
 	}
 	if q == "Q5_0" {
 		f0 = bcast8(0xf0)
@@ -95,7 +106,7 @@ func fastQ8(q string) {
 	w, ldw, rows, blocks, xq, xd := params("w", "ldw", "rows", "blocks", "xq", "xd")
 	y := GP64()
 	Load(Param("y"), y)
-	bsize := map[string]int{"Q8_0": 34, "Q4_0": 18, "Q5_0": 22}[q]
+	bsize := map[string]int{"Q8_0": 34, "Q4_0": 18, "Q5_0": 22, "IQ4_NL": 18}[q]
 	ones, mask, eight, f0 := q8Consts(q)
 	wp, xp, dp, b := GP64(), GP64(), GP64(), GP64()
 	rowLoopPairs(name, avx2, rows, w, ldw, y, b, []VecVirtual{YMM(), YMM()}, func() {
@@ -137,11 +148,22 @@ func fastK(q string) {
 	Load(Param("y"), y)
 	mask := bcast8(0x0f)
 	ones := broadcast(avx2, 0x00010001)
-	var m30 VecVirtual
+	var m30, m10 VecVirtual
 	if q == "Q6_K" {
 		m30 = bcast8(0x30)
 	}
-	bsize := map[string]int{"Q4_K": 144, "Q6_K": 210}[q]
+	if q == "Q5_K" {
+		m10 = bcast8(0x10)
+	}
+	var levels, m3 VecVirtual
+	if q == "Q2_K" || q == "Q3_K" {
+		m3 = bcast8(0x03)
+	}
+	if q == "IQ4_XS" {
+		levels = YMM()
+		VMOVDQU(iq4Levels, levels)
+	}
+	bsize := map[string]int{"Q4_K": 144, "Q6_K": 210, "Q5_K": 176, "IQ4_XS": 136, "Q2_K": 84, "Q3_K": 110}[q]
 	wp, xp, dp, sp, b := GP64(), GP64(), GP64(), GP64(), GP64()
 	acc := YMM()
 	Label(name + "_row")
@@ -158,9 +180,16 @@ func fastK(q string) {
 	JZ(LabelRef(name + "_rowdone"))
 	prefetchBlock(wp, bsize)
 	sumi := YMM()
-	if q == "Q4_K" {
-		q4kBlock(wp, xp, sp, dp, acc, sumi, mask)
-	} else {
+	switch q {
+	case "Q4_K":
+		q4kBlock(wp, xp, sp, dp, acc, sumi, mask, nil)
+	case "Q5_K":
+		q4kBlock(wp, xp, sp, dp, acc, sumi, mask, m10)
+	case "IQ4_XS":
+		iq4xsBlock(wp, xp, dp, acc, sumi, mask, levels, ones)
+	case "Q2_K", "Q3_K":
+		q23kBlock(q, wp, xp, sp, dp, acc, sumi, ones, m3, mask)
+	default:
 		q6kBlock(wp, xp, sp, dp, acc, sumi, mask, m30, ones)
 	}
 	ADDQ(U32(bsize), wp)
@@ -184,7 +213,12 @@ func fastK(q string) {
 // q4kBlock accumulates one Q4_K super-block: d·Σ_j sc_j·(q·x)_j -
 // dmin·Σ_j m_j·(sums of sub-block j), with the 6-bit scales and mins
 // unpacked in general registers as ggml's utmp trick does.
-func q4kBlock(wp, xp, sp, dp GPVirtual, acc, sumi, mask VecVirtual) {
+//
+// With m10 set the block is Q5_K's: the nibbles at byte 48 and the fifth
+// bits from the 32 bytes of qh at byte 16 (bit 2c of qh[l] for the low
+// nibbles of chunk c, bit 2c+1 for the high ones), moved to bit 4 by word
+// shifts (a byte's bits stay in that byte) and masked by m10 (0x10).
+func q4kBlock(wp, xp, sp, dp GPVirtual, acc, sumi, mask, m10 VecVirtual) {
 	a0, a1, a2 := GP32(), GP32(), GP32()
 	MOVL(Mem{Base: wp, Disp: 4}, a0)
 	MOVL(Mem{Base: wp, Disp: 8}, a1)
@@ -226,12 +260,37 @@ func q4kBlock(wp, xp, sp, dp GPVirtual, acc, sumi, mask VecVirtual) {
 	VINSERTI128(U8(1), mhi, mn, mn)
 	VPMADDWD(Mem{Base: sp}, mn, mn)
 	VPXOR(sumi, sumi, sumi)
+	qs := 16
+	var qh VecVirtual
+	if m10 != nil {
+		qs = 48
+		qh = YMM()
+		VMOVDQU(Mem{Base: wp, Disp: 16}, qh)
+	}
+	// fifth ORs into v bit b of each byte of qh, moved to bit 4.
+	fifth := func(v VecVirtual, b int) {
+		t := YMM()
+		switch {
+		case b < 4:
+			VPSLLW(U8(4-b), qh, t)
+		case b > 4:
+			VPSRLW(U8(b-4), qh, t)
+		default:
+			VMOVDQA(qh, t)
+		}
+		VPAND(m10, t, t)
+		VPOR(t, v, v)
+	}
 	for c := 0; c < 4; c++ {
 		qv, hi, s := YMM(), YMM(), YMM()
-		VMOVDQU(Mem{Base: wp, Disp: 16 + 32*c}, qv)
+		VMOVDQU(Mem{Base: wp, Disp: qs + 32*c}, qv)
 		VPSRLW(U8(4), qv, hi)
 		VPAND(mask, qv, qv)
 		VPAND(mask, hi, hi)
+		if m10 != nil {
+			fifth(qv, 2*c)
+			fifth(hi, 2*c+1)
+		}
 		VPMADDUBSW(Mem{Base: xp, Disp: 64 * c}, qv, qv)
 		VPSHUFB(q4kShuf.Offset(32*(2*c)), sc, s)
 		VPMADDWD(s, qv, qv)
@@ -306,7 +365,7 @@ func loadQ8Weights(q string, wp GPVirtual, mask, eight, f0 VecVirtual) VecVirtua
 	switch q {
 	case "Q8_0":
 		VMOVDQU(Mem{Base: wp, Disp: 2}, wv)
-	case "Q4_0", "Q5_0":
+	case "Q4_0", "Q5_0", "IQ4_NL":
 		off := 2
 		if q == "Q5_0" {
 			off = 6
@@ -316,9 +375,13 @@ func loadQ8Weights(q string, wp GPVirtual, mask, eight, f0 VecVirtual) VecVirtua
 		VPSRLW(U8(4), wv.AsX(), hi)
 		VINSERTI128(U8(1), hi, wv, wv)
 		VPAND(mask, wv, wv)
-		if q == "Q4_0" {
+		switch q {
+		case "Q4_0":
 			VPSUBB(eight, wv, wv)
-		} else {
+		case "IQ4_NL":
+			// The nibble indexes the levels (eight holds the table).
+			VPSHUFB(wv, eight, wv)
+		default:
 			// The fifth bits: 0xff bytes where set; a clear bit makes
 			// the value nibble - 16, i.e. nibble | 0xf0 as int8.
 			bits := YMM()
@@ -353,7 +416,7 @@ func fastQ8x4(q string) {
 	Load(Param("ldx"), ldx)
 	MOVQ(ldx, ldd)
 	SHRQ(U8(3), ldd) // bytes of scales per row: ldx/32 float32s
-	bsize := map[string]int{"Q8_0": 34, "Q4_0": 18, "Q5_0": 22}[q]
+	bsize := map[string]int{"Q8_0": 34, "Q4_0": 18, "Q5_0": 22, "IQ4_NL": 18}[q]
 	ones, mask, eight, f0 := q8Consts(q)
 	wp, xp, xp2, dp, dp2, b := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
 	acc := []VecVirtual{YMM(), YMM(), YMM(), YMM()}

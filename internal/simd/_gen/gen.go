@@ -181,6 +181,23 @@ func main() {
 		fastGemmK(q, 2)
 		fastGemmK(q, 1)
 	}
+	// IQ4_NL (fastConsts holds its level table).
+	fastQ8("IQ4_NL")
+	fastQ8x4("IQ4_NL")
+	iq4Consts()
+	iq4nlRows(true)
+	iq4nlRows(false)
+	lowbitConsts()
+	for _, q := range []string{"Q4_1", "Q5_1", "Q2_K", "Q3_K", "Q5_K", "IQ4_XS"} {
+		lowbitDequantAVX2(q)
+	}
+	fastQ8_1("Q4_1")
+	fastQ8_1("Q5_1")
+	fastK("Q5_K")
+	fastK("IQ4_XS")
+	q3kConsts()
+	fastK("Q2_K")
+	fastK("Q3_K")
 	Generate()
 }
 

@@ -1,0 +1,491 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// lowbitDequantAVX2 writes dequant<q>AVX2(w, blocks, dst) for the formats
+// that have no other kernel (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_XS): blocks
+// whole blocks from w (rows of whole blocks lie one after another) into
+// dst, each value in ggml's dequantize_row_* order of float32 operations:
+// Q4_1/Q5_1 q·d then + m; Q2_K/Q5_K (d·sc)·q then − dmin·m; Q3_K
+// (d·sc)·q; IQ4_XS (d·(ls−32))·K[q]. Multiplies and adds stay separate
+// instructions (no FMA), so each rounds as ggml's does. Exact mode
+// multiplies the widened rows with the float32 kernels.
+func lowbitDequantAVX2(q string) {
+	name := "dequant" + q + "AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, blocks int, dst *float32)")
+	Pragma("noescape")
+	Doc(name + " dequantizes blocks " + q + " blocks from w into dst, exactly as ggml does.")
+	wp, nb, out := GP64(), GP64(), GP64()
+	Load(Param("w"), wp)
+	Load(Param("blocks"), nb)
+	Load(Param("dst"), out)
+	bsize := map[string]int{"Q4_1": 20, "Q5_1": 24, "Q2_K": 84, "Q3_K": 110, "Q5_K": 176, "IQ4_XS": 136}[q]
+	values := 256
+	if q == "Q4_1" || q == "Q5_1" {
+		values = 32
+	}
+	bcast := func(x VecVirtual) VecVirtual {
+		y := YMM()
+		VBROADCASTSS(x, y)
+		return y
+	}
+	// scalarOf converts a general register to a float32 in an XMM.
+	scalarOf := func(r GPVirtual) VecVirtual {
+		f := XMM()
+		VXORPS(f, f, f) // defined here, not live from the entry
+		VCVTSI2SSL(r, f, f)
+		return f
+	}
+	// bits8 loads 8 bytes at m as int32 lanes, shifted right by shift
+	// and masked with mask.
+	bits8 := func(m Mem, shift int, mask VecVirtual) VecVirtual {
+		v := YMM()
+		VPMOVZXBD(m, v)
+		if shift > 0 {
+			VPSRLD(U8(shift), v, v)
+		}
+		if mask != nil {
+			VPAND(mask, v, v)
+		}
+		return v
+	}
+	m1, m3, m15 := broadcast(avx2isa, 1), broadcast(avx2isa, 3), broadcast(avx2isa, 15)
+	var levels, mask16 VecVirtual
+	if q == "IQ4_XS" {
+		levels, mask16 = XMM(), XMM()
+		VMOVDQU(iq4Levels, levels)
+		VMOVDQU(iq4Mask, mask16)
+	}
+	Label(name + "_block")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_blocksdone"))
+	store := func(v VecVirtual, value int) { VMOVUPS(v, Mem{Base: out, Disp: 4 * value}) }
+	switch q {
+	case "Q4_1", "Q5_1":
+		d, m := bcast(halfToScalar(Mem{Base: wp})), bcast(halfToScalar(Mem{Base: wp, Disp: 2}))
+		qs := 4
+		var qh VecVirtual
+		if q == "Q5_1" {
+			qs = 8
+			qh = YMM()
+			VPBROADCASTD(Mem{Base: wp, Disp: 4}, qh)
+		}
+		for v := 0; v < 4; v++ {
+			shift := 0
+			if v >= 2 {
+				shift = 4
+			}
+			x := bits8(Mem{Base: wp, Disp: qs + 8*(v%2)}, shift, m15)
+			if q == "Q5_1" {
+				// Bit j of qh is value j's fifth bit: shift lane i by
+				// 8v+i (lowbitShifts) and keep bit 0.
+				h := YMM()
+				VPSRLVD(lowbitShifts.Offset(32*v), qh, h)
+				VPAND(m1, h, h)
+				VPSLLD(U8(4), h, h)
+				VPOR(h, x, x)
+			}
+			VCVTDQ2PS(x, x)
+			VMULPS(d, x, x)
+			VADDPS(m, x, x)
+			store(x, 8*v)
+		}
+	case "Q5_K":
+		d, dmin := halfToScalar(Mem{Base: wp}), halfToScalar(Mem{Base: wp, Disp: 2})
+		for ch := 0; ch < 4; ch++ {
+			for sub := 0; sub < 2; sub++ {
+				sc, m := q4kScaleMin(wp, 2*ch+sub)
+				dsc, dm := scalarOf(sc), scalarOf(m)
+				VMULSS(d, dsc, dsc)
+				VMULSS(dmin, dm, dm)
+				ds, ms := bcast(dsc), bcast(dm)
+				for l0 := 0; l0 < 32; l0 += 8 {
+					x := bits8(Mem{Base: wp, Disp: 48 + 32*ch + l0}, 4*sub, m15)
+					h := bits8(Mem{Base: wp, Disp: 16 + l0}, 2*ch+sub, m1)
+					VPSLLD(U8(4), h, h)
+					VPOR(h, x, x)
+					VCVTDQ2PS(x, x)
+					VMULPS(ds, x, x)
+					VSUBPS(ms, x, x)
+					store(x, 64*ch+32*sub+l0)
+				}
+			}
+		}
+	case "Q2_K", "Q3_K":
+		qs := map[string]int{"Q2_K": 16, "Q3_K": 32}[q]
+		var d, dmin VecVirtual
+		var four VecVirtual
+		if q == "Q2_K" {
+			d, dmin = halfToScalar(Mem{Base: wp, Disp: 80}), halfToScalar(Mem{Base: wp, Disp: 82})
+		} else {
+			d = halfToScalar(Mem{Base: wp, Disp: 108})
+			four = broadcast(avx2isa, 4)
+		}
+		for h := 0; h < 2; h++ {
+			for j := 0; j < 4; j++ {
+				for p := 0; p < 2; p++ {
+					i := 8*h + 2*j + p
+					var ds, ms VecVirtual
+					if q == "Q2_K" {
+						s, mn := GP32(), GP32()
+						MOVBLZX(Mem{Base: wp, Disp: i}, s)
+						MOVL(s, mn)
+						ANDL(U32(15), s)
+						SHRL(U8(4), mn)
+						dsc, dm := scalarOf(s), scalarOf(mn)
+						VMULSS(d, dsc, dsc)
+						VMULSS(dmin, dm, dm)
+						ds, ms = bcast(dsc), bcast(dm)
+					} else {
+						// sc_i = (scales[i%8] >> 4(i/8)) & 15 | ((scales[8+i%4] >> 2(i/4)) & 3) << 4, less 32.
+						s, hi := GP32(), GP32()
+						MOVBLZX(Mem{Base: wp, Disp: 96 + i%8}, s)
+						if i/8 > 0 {
+							SHRL(U8(4), s)
+						}
+						ANDL(U32(15), s)
+						MOVBLZX(Mem{Base: wp, Disp: 96 + 8 + i%4}, hi)
+						if i/4 > 0 {
+							SHRL(U8(2*(i/4)), hi)
+						}
+						ANDL(U32(3), hi)
+						SHLL(U8(4), hi)
+						ORL(hi, s)
+						SUBL(U32(32), s)
+						dsc := scalarOf(s)
+						VMULSS(d, dsc, dsc)
+						ds = bcast(dsc)
+					}
+					for l0 := 0; l0 < 16; l0 += 8 {
+						x := bits8(Mem{Base: wp, Disp: qs + 32*h + 16*p + l0}, 2*j, m3)
+						if q == "Q3_K" {
+							// A clear hmask bit lowers the value by 4.
+							hb := bits8(Mem{Base: wp, Disp: 16*p + l0}, 4*h+j, m1)
+							VPSLLD(U8(2), hb, hb)
+							VPSUBD(four, x, x)
+							VPADDD(hb, x, x)
+						}
+						VCVTDQ2PS(x, x)
+						VMULPS(ds, x, x)
+						if q == "Q2_K" {
+							VSUBPS(ms, x, x)
+						}
+						store(x, 128*h+32*j+16*p+l0)
+					}
+				}
+			}
+		}
+	case "IQ4_XS":
+		d := halfToScalar(Mem{Base: wp})
+		sh := GP32()
+		MOVWLZX(Mem{Base: wp, Disp: 2}, sh)
+		for b := 0; b < 8; b++ {
+			ls, t := GP32(), GP32()
+			MOVBLZX(Mem{Base: wp, Disp: 4 + b/2}, ls)
+			if b%2 == 1 {
+				SHRL(U8(4), ls)
+			}
+			ANDL(U32(15), ls)
+			MOVL(sh, t)
+			if b > 0 {
+				SHRL(U8(2*b), t)
+			}
+			ANDL(U32(3), t)
+			SHLL(U8(4), t)
+			ORL(t, ls)
+			SUBL(U32(32), ls)
+			dl := scalarOf(ls)
+			VMULSS(d, dl, dl)
+			dv := bcast(dl)
+			raw, lo, hi := XMM(), XMM(), XMM()
+			VMOVDQU(Mem{Base: wp, Disp: 8 + 16*b}, raw)
+			VPAND(mask16, raw, lo)
+			VPSRLW(U8(4), raw, hi)
+			VPAND(mask16, hi, hi)
+			VPSHUFB(lo, levels, lo)
+			VPSHUFB(hi, levels, hi)
+			for v := 0; v < 4; v++ {
+				src := []VecVirtual{lo, lo, hi, hi}[v]
+				if v%2 == 1 {
+					t := XMM()
+					VPSRLDQ(U8(8), src, t)
+					src = t
+				}
+				x := YMM()
+				VPMOVSXBD(src, x)
+				VCVTDQ2PS(x, x)
+				VMULPS(dv, x, x)
+				store(x, 32*b+8*v)
+			}
+		}
+	}
+	ADDQ(U32(bsize), wp)
+	ADDQ(U32(4*values), out)
+	DECQ(nb)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_blocksdone")
+	VZEROUPPER()
+	RET()
+}
+
+// lowbitShifts holds 0..31 as int32: Q5_1's per-lane shifts of qh.
+var lowbitShifts Mem
+
+func lowbitConsts() {
+	lowbitShifts = GLOBL("lowbitshifts", RODATA|NOPTR)
+	for i := 0; i < 32; i++ {
+		DATA(4*i, U32(uint32(i)))
+	}
+}
+
+// fastQ8_1 writes the fast-mode decode kernel for Q4_1 or Q5_1 weights
+// against Q8_1 activations (xq; xd holds (d, s) pairs): per block the
+// integer sum of the unsigned weight values times x (VPMADDUBSW, exact),
+// scaled by d_w·d_x into eight float32 lanes, and m_w·s_x summed apart in
+// the low lane of a second accumulator, as ggml's x86 vec_dot_q4_1_q8_1
+// keeps summs apart from its lanes.
+func fastQ8_1(q string) {
+	name := "fast" + q + "AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = w_r · x for rows " + q + " rows of blocks blocks (stride ldw bytes) and Q8_1 activations xq, xd (scale and sum pairs).")
+	w, ldw, rows, blocks, xq, xd := params("w", "ldw", "rows", "blocks", "xq", "xd")
+	y := GP64()
+	Load(Param("y"), y)
+	bsize, qs := 20, 4
+	if q == "Q5_1" {
+		bsize, qs = 24, 8
+	}
+	ones, mask := broadcast(avx2, 0x00010001), bcast8(0x0f)
+	var m10 VecVirtual
+	if q == "Q5_1" {
+		m10 = bcast8(0x10)
+	}
+	wp, xp, dp, b := GP64(), GP64(), GP64(), GP64()
+	rowLoopPairs(name, avx2, rows, w, ldw, y, b, []VecVirtual{YMM(), YMM(), YMM(), YMM()}, func() {
+		MOVQ(w, wp)
+		MOVQ(xq, xp)
+		MOVQ(xd, dp)
+		MOVQ(blocks, b)
+	}, func(acc []VecVirtual) {
+		prefetchBlock(wp, bsize)
+		wv, hi := YMM(), XMM()
+		VMOVDQU(Mem{Base: wp, Disp: qs}, wv.AsX())
+		VPSRLW(U8(4), wv.AsX(), hi)
+		VINSERTI128(U8(1), hi, wv, wv)
+		VPAND(mask, wv, wv)
+		if q == "Q5_1" {
+			// bytes_from_bits as for Q5_0: 0xff where the fifth bit is
+			// set, kept as 0x10.
+			bits := YMM()
+			t := GP32()
+			MOVL(Mem{Base: wp, Disp: 4}, t)
+			VMOVD(t, bits.AsX())
+			VPBROADCASTD(bits.AsX(), bits)
+			VPSHUFB(q5Shuf, bits, bits)
+			VPOR(q5Bits, bits, bits)
+			allOnes := YMM()
+			VPCMPEQB(allOnes, allOnes, allOnes)
+			VPCMPEQB(allOnes, bits, bits)
+			VPAND(m10, bits, bits)
+			VPOR(bits, wv, wv)
+		}
+		p := YMM()
+		VPMADDUBSW(Mem{Base: xp}, wv, p) // unsigned weights × signed x
+		VPMADDWD(ones, p, p)
+		VCVTDQ2PS(p, p)
+		d := scaleOf(Mem{Base: wp}, Mem{Base: dp})
+		VFMADD231PS(p, d, acc[0])
+		m := halfToScalar(Mem{Base: wp, Disp: 2})
+		VMULSS(Mem{Base: dp, Disp: 4}, m, m)
+		VADDSS(m, acc[1].AsX(), acc[1].AsX())
+		ADDQ(U32(bsize), wp)
+		ADDQ(U8(32), xp)
+		ADDQ(U8(8), dp)
+	})
+}
+
+// iq4xsBlock accumulates one IQ4_XS super-block against Q8_K activations:
+// per 32-value sub-block b the levels K[nibble] (VPSHUFB on levels) times
+// x as fastQ8 does (|w| and x with w's signs into VPMADDUBSW), the eight
+// lane sums times ls_b - 32 (VPMULLD), then d_w·d_x times their float32
+// sum, as ggml's x86 vec_dot_iq4_xs_q8_K.
+func iq4xsBlock(wp, xp, dp GPVirtual, acc, sumi, mask, levels, ones VecVirtual) {
+	VPXOR(sumi, sumi, sumi)
+	sh := GP32()
+	MOVWLZX(Mem{Base: wp, Disp: 2}, sh)
+	for b := 0; b < 8; b++ {
+		wv, hi := YMM(), XMM()
+		VMOVDQU(Mem{Base: wp, Disp: 8 + 16*b}, wv.AsX())
+		VPSRLW(U8(4), wv.AsX(), hi)
+		VINSERTI128(U8(1), hi, wv, wv)
+		VPAND(mask, wv, wv)
+		VPSHUFB(wv, levels, wv)
+		ax, sx := YMM(), YMM()
+		VMOVDQU(Mem{Base: xp, Disp: 32 * b}, sx)
+		VPSIGNB(wv, wv, ax)
+		VPSIGNB(wv, sx, sx)
+		VPMADDUBSW(sx, ax, ax)
+		VPMADDWD(ones, ax, ax)
+		ls, t := GP32(), GP32()
+		MOVBLZX(Mem{Base: wp, Disp: 4 + b/2}, ls)
+		if b%2 == 1 {
+			SHRL(U8(4), ls)
+		}
+		ANDL(U32(15), ls)
+		MOVL(sh, t)
+		if b > 0 {
+			SHRL(U8(2*b), t)
+		}
+		ANDL(U32(3), t)
+		SHLL(U8(4), t)
+		ORL(t, ls)
+		SUBL(U32(32), ls)
+		lv := YMM()
+		VMOVD(ls, lv.AsX())
+		VPBROADCASTD(lv.AsX(), lv)
+		VPMULLD(lv, ax, ax)
+		VPADDD(ax, sumi, sumi)
+	}
+	VCVTDQ2PS(sumi, sumi)
+	d := scaleOf(Mem{Base: wp}, Mem{Base: dp})
+	VFMADD231PS(sumi, d, acc)
+}
+
+// q23kBlock accumulates one Q2_K or Q3_K super-block against Q8_K
+// activations. Values 128h+32j..+31 are 2-bit fields j of the 32 bytes
+// at h (sub-blocks 8h+2j, 8h+2j+1: the two 128-bit lanes), times x by
+// VPMADDUBSW, lane sums times the sub-block scale (VPERMD of the scales
+// as dwords with q6kIdx's pattern, VPMULLD), then d_w·d_x times their
+// float32 sum. Q2_K subtracts dmin·d_x·Σ m_i·bsums_i; Q3_K's values are
+// field + 4·hbit - 4, the -4 taken as 4·Σ sc_i·bsums_i, as ggml's x86
+// vec_dot_q3_K_q8_K does.
+func q23kBlock(q string, wp, xp, sp, dp GPVirtual, acc, sumi, ones, m3, m0f VecVirtual) {
+	VPXOR(sumi, sumi, sumi)
+	scb := XMM()
+	var scw VecVirtual // scale (Q3_K) or min (Q2_K) words against the sums
+	qs := 16
+	if q == "Q2_K" {
+		raw := XMM()
+		VMOVDQU(Mem{Base: wp}, raw)
+		VPAND(m0f.AsX(), raw, scb)
+		mn := XMM()
+		VPSRLW(U8(4), raw, mn)
+		VPAND(m0f.AsX(), mn, mn)
+		scw = YMM()
+		VPMOVZXBW(mn, scw)
+	} else {
+		qs = 32
+		a0, a1, tmp, t := GP32(), GP32(), GP32(), GP32()
+		MOVL(Mem{Base: wp, Disp: 96}, a0)
+		MOVL(Mem{Base: wp, Disp: 100}, a1)
+		MOVL(Mem{Base: wp, Disp: 104}, tmp)
+		// aux_k = (low or high nibbles of a0 / a1) | ((tmp >> 2k) & 0x03030303) << 4
+		aux := func(src GPVirtual, nib, k int) GPVirtual {
+			r := GP32()
+			MOVL(src, r)
+			if nib > 0 {
+				SHRL(U8(4), r)
+			}
+			ANDL(U32(0x0f0f0f0f), r)
+			MOVL(tmp, t)
+			if k > 0 {
+				SHRL(U8(2*k), t)
+			}
+			ANDL(U32(0x03030303), t)
+			SHLL(U8(4), t)
+			ORL(t, r)
+			return r
+		}
+		u0, u1, u2, u3 := aux(a0, 0, 0), aux(a1, 0, 1), aux(a0, 1, 2), aux(a1, 1, 3)
+		VMOVD(u0, scb)
+		VPINSRD(U8(1), u1, scb, scb)
+		VPINSRD(U8(2), u2, scb, scb)
+		VPINSRD(U8(3), u3, scb, scb)
+		k32 := XMM()
+		VMOVDQU(q3kBias, k32)
+		VPSUBB(k32, scb, scb) // sc_i - 32, signed
+		scw = YMM()
+		VPMOVSXBW(scb, scw)
+	}
+	// The scales as dwords: sub-blocks 0-7 and 8-15.
+	scd := []VecVirtual{YMM(), YMM()}
+	sch := XMM()
+	VPSRLDQ(U8(8), scb, sch)
+	if q == "Q2_K" {
+		VPMOVZXBD(scb, scd[0])
+		VPMOVZXBD(sch, scd[1])
+	} else {
+		VPMOVSXBD(scb, scd[0])
+		VPMOVSXBD(sch, scd[1])
+	}
+	corr := YMM()
+	VPMADDWD(Mem{Base: sp}, scw, corr)
+	var hm, m01 VecVirtual
+	if q == "Q3_K" {
+		hm, m01 = YMM(), YMM()
+		VMOVDQU(Mem{Base: wp}, hm)
+		VPSRLW(U8(1), m3, m01) // 0x0303 words >> 1 are 0x0181:
+		VPAND(m3, m01, m01)    // 0x01 in every byte
+	}
+	for h := 0; h < 2; h++ {
+		q2 := YMM()
+		VMOVDQU(Mem{Base: wp, Disp: qs + 32*h}, q2)
+		for j := 0; j < 4; j++ {
+			qv := YMM()
+			if j > 0 {
+				VPSRLW(U8(2*j), q2, qv)
+				VPAND(m3, qv, qv)
+			} else {
+				VPAND(m3, q2, qv)
+			}
+			if q == "Q3_K" {
+				hb := YMM()
+				if b := 4*h + j; b > 0 {
+					VPSRLW(U8(b), hm, hb)
+					VPAND(m01, hb, hb)
+				} else {
+					VPAND(m01, hm, hb)
+				}
+				VPSLLW(U8(2), hb, hb)
+				VPOR(hb, qv, qv)
+			}
+			VPMADDUBSW(Mem{Base: xp, Disp: 128*h + 32*j}, qv, qv)
+			VPMADDWD(ones, qv, qv)
+			g := 4*h + j
+			s := YMM()
+			VMOVDQU(q6kIdx.Offset(32*(g%4)), s)
+			VPERMD(scd[g/4], s, s)
+			VPMULLD(s, qv, qv)
+			VPADDD(qv, sumi, sumi)
+		}
+	}
+	if q == "Q3_K" {
+		VPSLLD(U8(2), corr, corr)
+		VPSUBD(corr, sumi, sumi)
+		VCVTDQ2PS(sumi, sumi)
+		d := scaleOf(Mem{Base: wp, Disp: 108}, Mem{Base: dp})
+		VFMADD231PS(sumi, d, acc)
+		return
+	}
+	VCVTDQ2PS(sumi, sumi)
+	VCVTDQ2PS(corr, corr)
+	d := scaleOf(Mem{Base: wp, Disp: 80}, Mem{Base: dp})
+	VFMADD231PS(sumi, d, acc)
+	dmin := scaleOf(Mem{Base: wp, Disp: 82}, Mem{Base: dp})
+	VFNMADD231PS(corr, dmin, acc)
+}
+
+// q3kBias is sixteen bytes of 32, Q3_K's scale offset.
+var q3kBias Mem
+
+func q3kConsts() {
+	q3kBias = GLOBL("q3kbias", RODATA|NOPTR)
+	for i := 0; i < 16; i++ {
+		DATA(i, U8(32))
+	}
+}
