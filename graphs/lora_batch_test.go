@@ -178,3 +178,49 @@ func batchMixesAdapters(t *testing.T, dev func(t *testing.T) cuda.Backend) {
 		t.Error("the adapter of a sequence holding positions changed")
 	}
 }
+
+// TestSessionSetAdapter: a session of an adapted model run without its
+// adapter (slot -1) gives the logits of the model loaded without any,
+// bit for bit (rows keep the base's own sum); with one, others.
+func TestSessionSetAdapter(t *testing.T) {
+	m := loraModel(t)
+	bare, err := zoo.Load(filepath.Join("..", "testdata", "golden", "llama_lora_qv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int{5, 17, 250, 3, 99}
+	logits := func(m zoo.Model, slot *int) []float32 {
+		s, err := graphs.NewSession(m, graphs.Options{Capacity: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := s.Append([]int{1}); err != nil {
+			t.Fatal(err)
+		}
+		if slot != nil {
+			if err := s.SetAdapter(*slot); err == nil {
+				t.Error("the adapter changed while the session held a position")
+			}
+			s.Reset()
+			if err := s.SetAdapter(*slot); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			s.Reset()
+		}
+		out, err := s.Append(prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	none, b := -1, 1
+	want := logits(bare, nil)
+	if d := maxDiff(logits(m, &none), want); d != 0 {
+		t.Errorf("without its adapter the session differs from the bare model by %g", d)
+	}
+	if d := maxDiff(logits(m, &b), want); d < 1e-3 {
+		t.Errorf("adapter b changes the logits by %g only", d)
+	}
+}

@@ -132,6 +132,11 @@ func (s *Session) Pool() *KVPool { return s.batch.pool }
 // of them, or about its window for a sliding layer.
 func (s *Session) Held(layer int) (int, error) { return s.batch.Held(s.seq, layer) }
 
+// SetAdapter makes the session run with the LoRA adapter in slot
+// (Params.Adapters; -1: the bare base) instead of the first one, while
+// it holds no positions (after Reset, say). See Batch.SetAdapter.
+func (s *Session) SetAdapter(slot int) error { return s.batch.SetAdapter(s.seq, slot) }
+
 // Reset empties the context and returns its blocks to the pool.
 func (s *Session) Reset() {
 	if err := s.batch.Truncate(s.seq, 0); err != nil {

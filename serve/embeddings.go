@@ -37,6 +37,12 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, aerr)
 		return
 	}
+	model, _, aerr := o.str("model")
+	if aerr != nil {
+		s.fail(w, r, aerr)
+		return
+	}
+	adapter, _ := s.adapterOf(model) // readRequest refused unknown ids
 	format, ok, aerr := o.str("encoding_format")
 	if aerr != nil {
 		s.fail(w, r, aerr)
@@ -87,13 +93,14 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 	vecs, err := generate.Embed(r.Context(), s.g.Model, inputs, generate.EmbedOptions{
 		Pool: s.opts.EmbedPooling, Normalize: s.opts.EmbedNormalize, MaxSeqs: min(len(inputs), 16),
 		Fast: s.opts.Session.Fast, KVCacheF16: s.opts.Session.KVCacheF16, KVCache: s.opts.Session.KVCache,
+		Adapter: adapter,
 	})
 	<-s.embedSem
 	if err != nil {
 		s.fail(w, r, engineError(err, "input"))
 		return
 	}
-	resp := embeddingsJSON{Object: "list", Model: s.opts.Name}
+	resp := embeddingsJSON{Object: "list", Model: s.responseModel(model)}
 	resp.Usage.PromptTokens, resp.Usage.TotalTokens = tokens, tokens
 	for i, v := range vecs {
 		e := embeddingJSON{Object: "embedding", Index: i}

@@ -2,12 +2,15 @@ package serve
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"github.com/gozoo/gozoo/loaders"
+	"github.com/gozoo/gozoo/zoo/generate"
 )
 
 // TestServeAdapters: a model served with LoRA adapters lists BASE and
@@ -64,4 +67,27 @@ func TestServeAdapters(t *testing.T) {
 	}
 	resp, body := post(t, hs, "/v1/completions", `{"model": "kjv-tiny:other", "prompt": "x", "max_tokens": 1}`)
 	wantError(t, resp, body, 404, "model")
+	// Embeddings too: the base's without an adapter, the adapter's with.
+	embed := func(model string) []float64 {
+		_, body := post(t, hs, "/v1/embeddings", `{"model": "`+model+`", "input": "In the beginning"}`)
+		e := decode[struct {
+			Model string
+			Data  []struct{ Embedding []float64 }
+		}](t, body)
+		if len(e.Data) != 1 || e.Model != model {
+			t.Fatalf("embeddings for %s: %s", model, body)
+		}
+		return e.Data[0].Embedding
+	}
+	eb, ea := embed("kjv-tiny"), embed("kjv-tiny:bold")
+	ref, err := generate.Embed(context.Background(), load(t, kjvTiny).g.Model, [][]int{ids}, generate.EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(eb, ref[0], func(a float64, b float32) bool { return math.Abs(a-float64(b)) < 1e-6 }) {
+		t.Errorf("the base's embedding differs from the model's without adapters")
+	}
+	if slices.Equal(eb, ea) {
+		t.Errorf("the adapter does not change the embedding")
+	}
 }

@@ -56,6 +56,9 @@ type EmbedOptions struct {
 	Fast, KVCacheF16 bool
 	// KVCache is graphs.Options.KVCache.
 	KVCache graphs.KVCacheType
+	// Adapter names the LoRA adapter the inputs run with, as
+	// Options.Adapter does ("": the model's first, NoAdapter: none).
+	Adapter string
 	// Progress, when set, is called after each group of inputs with the
 	// number embedded so far and the total.
 	Progress func(done, total int)
@@ -93,6 +96,10 @@ func Embed(ctx context.Context, m zoo.Model, inputs [][]int, opts EmbedOptions) 
 		}
 		need = max(need, len(ids))
 	}
+	slot, err := AdapterSlot(m.Params(), opts.Adapter)
+	if err != nil {
+		return nil, err
+	}
 	last := fmt.Sprintf("%s.%d", graphs.HiddenStates, m.NumLayers())
 	b, err := graphs.NewBatch(m, graphs.BatchOptions{
 		Options:  graphs.Options{Capacity: need, Capture: []string{last}, Fast: opts.Fast, KVCacheF16: opts.KVCacheF16, KVCache: opts.KVCache},
@@ -106,7 +113,7 @@ func Embed(ctx context.Context, m zoo.Model, inputs [][]int, opts EmbedOptions) 
 	out := make([][]float32, len(inputs))
 	for start := 0; start < len(inputs); start += opts.MaxSeqs {
 		end := min(start+opts.MaxSeqs, len(inputs))
-		rows, err := embedGroup(ctx, b, inputs[start:end], last)
+		rows, err := embedGroup(ctx, b, inputs[start:end], last, slot)
 		if err != nil {
 			return nil, fmt.Errorf("embedding inputs %d to %d: %w", start, end-1, err)
 		}
@@ -125,10 +132,11 @@ func Embed(ctx context.Context, m zoo.Model, inputs [][]int, opts EmbedOptions) 
 
 // embedGroup runs inputs as sequences of b and returns each one's
 // captured rows of name, [len(input), D] row-major.
-func embedGroup(ctx context.Context, b *graphs.Batch, inputs [][]int, name string) ([][]float32, error) {
+func embedGroup(ctx context.Context, b *graphs.Batch, inputs [][]int, name string, adapter int) ([][]float32, error) {
 	feeds := make([]graphs.Feed, len(inputs))
 	for i, ids := range inputs {
 		feeds[i] = graphs.Feed{Seq: b.Add(), Input: graphs.IDs(ids...), Logits: graphs.NoLogits}
+		_ = b.SetAdapter(feeds[i].Seq, adapter) // a fresh sequence, a checked slot
 	}
 	defer func() {
 		for _, f := range feeds {
