@@ -1,6 +1,8 @@
 package golden
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,32 +12,34 @@ import (
 	_ "github.com/gozoo/gozoo/zoo/all"
 )
 
-// TestFastKVCacheAgainstLlamaCPP runs the GGUF cases in fast mode with
+// TestFastKVCacheAgainstLlamaCPP runs every GGUF case in fast mode with
 // q8_0 and q4_0 KV caches against llama.cpp's logits and greedy ids with
-// that cache (llama_logits_kv_<type>): gemma3_q4_k_m (head_dim 256: Q and
-// K rotated by the 256-point Hadamard matrix, V by the 64-point one) is
-// held to q8_0, and the head_dim-16 cases must refuse both types, as
-// llama.cpp does. The check tells the cache types apart: an F16 cache
-// (0.36 max from llama.cpp's q8_0 logits, golden.json) and the q4_0 cache
-// fail against the q8_0 references.
+// that cache (llama_logits_kv_<type>), as golden.json's llama_cpp_kv says:
+// a type llama.cpp refused (head_dim 16) must be refused; a type in
+// checks must pass, alone and in a batch of 4; a type whose references
+// are not held (a float32 tie, README) is reported, not judged. Cases
+// with head_dim 64, 128 or 256 (gemma3, llama_q5_k_m) rotate Q and K by
+// the Hadamard matrix first. The check tells the cache types apart: an
+// F16 cache, or the other quantized type, fails against the references.
 func TestFastKVCacheAgainstLlamaCPP(t *testing.T) {
 	for _, dir := range testfiles.Cases(t, "gguf") {
 		name := filepath.Base(dir)
+		kv := readKVChecks(t, dir)
 		for _, typ := range []graphs.KVCacheType{graphs.KVQ8_0, graphs.KVQ4_0} {
 			t.Run(name+"/"+typ.String(), func(t *testing.T) {
 				r := RunFastWith(dir, Options{KVCache: typ})
 				if !r.Pass {
 					t.Fatal(r)
 				}
-				if name != "gemma3_q4_k_m" {
+				switch {
+				case kv.refused[typ.String()]:
 					if !strings.Contains(r.Detail, "refused") {
-						t.Fatalf("head_dim 16: want a refusal, got %v", r)
+						t.Fatalf("llama.cpp refused a %s cache here: want a refusal, got %v", typ, r)
 					}
 					return
-				}
-				if typ == graphs.KVQ4_0 {
+				case !kv.checks[typ.String()]:
 					if !strings.Contains(r.Detail, "not held") {
-						t.Fatalf("gemma3's q4_0 references are not in checks: %v", r)
+						t.Fatalf("%s's %s references are not in checks: %v", name, typ, r)
 					}
 					return
 				}
@@ -45,7 +49,10 @@ func TestFastKVCacheAgainstLlamaCPP(t *testing.T) {
 				if b := RunFastWith(dir, Options{KVCache: typ, Batch: 4}); !b.Pass {
 					t.Fatalf("batch 4: %v", b)
 				}
-				for _, other := range []graphs.KVCacheType{graphs.KVF16, graphs.KVQ4_0} {
+				for _, other := range []graphs.KVCacheType{graphs.KVF16, graphs.KVQ8_0, graphs.KVQ4_0} {
+					if other == typ {
+						continue
+					}
 					wrong := Result{Case: r.Case}
 					if err := runFast(dir, &wrong, true, Options{KVCache: typ, cache: &other}); err == nil {
 						t.Errorf("a %s cache passes the check against llama.cpp's %s cache (%s)", other, typ, wrong.Detail)
@@ -54,4 +61,39 @@ func TestFastKVCacheAgainstLlamaCPP(t *testing.T) {
 			})
 		}
 	}
+}
+
+// kvChecks is golden.json's llama_cpp_kv: the cache types held to
+// llama.cpp's references, and those llama.cpp refused.
+type kvChecks struct{ checks, refused map[string]bool }
+
+func readKVChecks(t *testing.T, dir string) kvChecks {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		KV map[string]json.RawMessage `json:"llama_cpp_kv"`
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatalf("%s/golden.json: %v", dir, err)
+	}
+	kv := kvChecks{checks: map[string]bool{}, refused: map[string]bool{}}
+	var checks string
+	if raw, ok := g.KV["checks"]; ok {
+		if err := json.Unmarshal(raw, &checks); err != nil {
+			t.Fatalf("%s/golden.json: llama_cpp_kv.checks: %v", dir, err)
+		}
+	}
+	for _, typ := range strings.Fields(checks) {
+		kv.checks[typ] = true
+	}
+	for _, typ := range []string{"q8_0", "q4_0"} {
+		var per map[string]any
+		if raw, ok := g.KV[typ]; ok && json.Unmarshal(raw, &per) == nil {
+			_, kv.refused[typ] = per["refused"]
+		}
+	}
+	return kv
 }

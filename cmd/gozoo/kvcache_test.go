@@ -13,7 +13,7 @@ import (
 // alias and contradicting it names both flags; golden refuses a type it
 // has no references for.
 func TestKVCacheFlag(t *testing.T) {
-	dir := testfiles.Fixture(t, "gguf", "gemma3_q4_k_m")
+	dir := testfiles.Fixture(t, "gguf", "gemma3_q3_k_m")
 	out, errb, status := gozoo(t, "", "golden", "--fast", "--kv-cache", "q8_0", dir)
 	if status != 0 || !strings.Contains(out, "PASS") || !strings.Contains(out, "kv=q8_0") {
 		t.Fatalf("golden --fast --kv-cache q8_0: status %d: %q %q", status, out, errb)

@@ -27,7 +27,7 @@ func FuzzParse(f *testing.F) {
 	// The real files' first 64 KB and shorter prefixes (header, metadata and
 	// tensor infos, cut at various points).
 	root := filepath.Join(testfiles.Root(f), "testdata", "gguf")
-	for _, name := range []string{"gpt2_q4_0", "llama_q4_0", "gemma3_q4_k_m"} {
+	for _, name := range []string{"gpt2_q4_0", "llama_q4_0", "gemma3_q3_k_m"} {
 		data, err := os.ReadFile(filepath.Join(root, name, "model.gguf"))
 		if err != nil {
 			f.Fatal(err)

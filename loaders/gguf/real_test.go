@@ -26,8 +26,8 @@ type golden struct {
 }
 
 // TestRealFiles checks every llama.cpp case of testfiles.Cases (gpt2_q4_0,
-// llama_q4_0, gemma3_q4_k_m, qwen3_q4_1, gemma3_q3_k_m vendored in
-// testdata/gguf; qwen3_f16, qwen3_q8_0, qwen3moe_q8_0, llama_q5_k_m,
+// llama_q4_0, qwen3_q4_1, gemma3_q3_k_m vendored in testdata/gguf;
+// qwen3_f16, qwen3_q8_0, qwen3moe_q8_0, gemma3_q4_k_m, llama_q5_k_m,
 // qwen3_iq4_nl from ../shared/gguf; see
 // ../shared/gguf/README.md for what each exercises).
 func TestRealFiles(t *testing.T) {
@@ -39,7 +39,7 @@ func TestRealFiles(t *testing.T) {
 	}
 	// The small cases are the only real Q4_0, Q4_K, Q6_K, Q4_1, Q3_K and
 	// Q5_K data; they must be there.
-	for _, name := range []string{"gpt2_q4_0", "llama_q4_0", "gemma3_q4_k_m", "qwen3_q4_1", "gemma3_q3_k_m"} {
+	for _, name := range []string{"gpt2_q4_0", "llama_q4_0", "qwen3_q4_1", "gemma3_q3_k_m"} {
 		if !seen[name] {
 			t.Errorf("testdata/gguf/%s is missing", name)
 		}
