@@ -282,8 +282,12 @@ func makeQKX2Quants(nmax int, x, weights []float32, L, aux []uint8, rmin, rdelta
 	return scale, -minv
 }
 
-func quantizeQ4K(x []float32, y []byte) {
-	var L [256]uint8
+// quantizeKScaleMin is the part of Q4_K's and Q5_K's reference
+// quantizers they share (ggml's quantize_row_q4_K_ref and _q5_K_ref): each
+// sub-block's scale and min searched for levels 0..nmax, both packed as
+// 6-bit values beside the f16 d and dmin in y[0:16], and every value's
+// level in L from the rounded scales.
+func quantizeKScaleMin(x []float32, y []byte, L *[256]uint8, nmax int, rmin float32, nstep int) {
 	var aux [32]uint8
 	var weights [32]float32
 	var scales, mins [8]float32
@@ -298,7 +302,7 @@ func quantizeQ4K(x []float32, y []byte) {
 		for l, v := range xs {
 			weights[l] = avX + float32(math.Abs(float64(v)))
 		}
-		scales[j], mins[j] = makeQKX2Quants(15, xs, weights[:], L[32*j:32*j+32], aux[:], -1, 0.1, 20, false)
+		scales[j], mins[j] = makeQKX2Quants(nmax, xs, weights[:], L[32*j:32*j+32], aux[:], rmin, 0.1, nstep, false)
 		maxScale, maxMin = max(maxScale, scales[j]), max(maxMin, mins[j])
 	}
 	var invScale, invMin float32
@@ -323,8 +327,7 @@ func quantizeQ4K(x []float32, y []byte) {
 	}
 	putHalf(y[0:], maxScale/63)
 	putHalf(y[2:], maxMin/63)
-	d0 := half(y[0:])
-	dmin0 := half(y[2:])
+	d0, dmin0 := half(y[0:]), half(y[2:])
 	for j := 0; j < 8; j++ {
 		s, m := scaleMinK4(j, sc)
 		d := d0 * float32(s)
@@ -333,9 +336,14 @@ func quantizeQ4K(x []float32, y []byte) {
 		}
 		dm := dmin0 * float32(m)
 		for ii := 0; ii < 32; ii++ {
-			L[32*j+ii] = uint8(max(0, min(15, nearestInt((x[32*j+ii]+dm)/d))))
+			L[32*j+ii] = uint8(max(0, min(nmax, nearestInt((x[32*j+ii]+dm)/d))))
 		}
 	}
+}
+
+func quantizeQ4K(x []float32, y []byte) {
+	var L [256]uint8
+	quantizeKScaleMin(x, y, &L, 15, -1, 20)
 	q := y[16:144]
 	for j := 0; j < 256; j += 64 {
 		for l := 0; l < 32; l++ {

@@ -228,57 +228,7 @@ func quantizeQ3K(x []float32, y []byte) {
 
 func quantizeQ5K(x []float32, y []byte) {
 	var L [256]uint8
-	var aux [32]uint8
-	var weights [32]float32
-	var scales, mins [8]float32
-	var maxScale, maxMin float32
-	for j := 0; j < 8; j++ {
-		xs := x[32*j : 32*j+32]
-		var sumX2 float32
-		for _, v := range xs {
-			sumX2 += float32(v * v)
-		}
-		avX := float32(math.Sqrt(float64(sumX2 / 32)))
-		for l, v := range xs {
-			weights[l] = avX + float32(math.Abs(float64(v)))
-		}
-		scales[j], mins[j] = makeQKX2Quants(31, xs, weights[:], L[32*j:32*j+32], aux[:], -0.5, 0.1, 15, false)
-		maxScale, maxMin = max(maxScale, scales[j]), max(maxMin, mins[j])
-	}
-	var invScale, invMin float32
-	if maxScale > 0 {
-		invScale = 63 / maxScale
-	}
-	if maxMin > 0 {
-		invMin = 63 / maxMin
-	}
-	sc := y[4:16]
-	clear(sc)
-	for j := 0; j < 8; j++ {
-		ls := min(63, byte(nearestInt(invScale*scales[j])))
-		lm := min(63, byte(nearestInt(invMin*mins[j])))
-		if j < 4 {
-			sc[j], sc[j+4] = ls, lm
-		} else {
-			sc[j+4] = ls&15 | (lm&15)<<4
-			sc[j-4] |= (ls >> 4) << 6
-			sc[j] |= (lm >> 4) << 6
-		}
-	}
-	putHalf(y[0:], maxScale/63)
-	putHalf(y[2:], maxMin/63)
-	d0, dmin0 := half(y[0:]), half(y[2:])
-	for j := 0; j < 8; j++ {
-		s, m := scaleMinK4(j, sc)
-		d := d0 * float32(s)
-		if d == 0 {
-			continue
-		}
-		dm := dmin0 * float32(m)
-		for ii := 0; ii < 32; ii++ {
-			L[32*j+ii] = uint8(max(0, min(31, nearestInt((x[32*j+ii]+dm)/d))))
-		}
-	}
+	quantizeKScaleMin(x, y, &L, 31, -0.5, 15)
 	qh, ql := y[16:48], y[48:176]
 	clear(qh)
 	for c := 0; c < 4; c++ {
