@@ -58,6 +58,11 @@ type benchResult struct {
 	Device        string  `json:"device,omitempty"`
 	KernelShare   float64 `json:"kernel_share,omitempty"`
 	BandwidthFrac float64 `json:"bandwidth_fraction,omitempty"`
+	// The KV cache's type and its bytes a token (all layers, keys and
+	// values), and what an F16 cache takes.
+	KVCache            string  `json:"kv_cache"`
+	KVBytesPerToken    float64 `json:"kv_bytes_per_token"`
+	KVF16BytesPerToken float64 `json:"kv_f16_bytes_per_token"`
 }
 
 // deviceFigures fills the GPU's figures of res: busy is the device time
@@ -159,6 +164,9 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if res.Device != "" {
 		fmt.Fprintf(stdout, "device     %s: kernels ran %.0f%% of decode's wall time; decode read %.0f%% of its memory bandwidth\n", res.Device, 100*res.KernelShare, 100*res.BandwidthFrac)
 	}
+	if res.KVF16BytesPerToken > 0 {
+		fmt.Fprintf(stdout, "kv cache   %s: %.0f bytes a token (%.0f%% of an F16 cache's %.0f)\n", res.KVCache, res.KVBytesPerToken, 100*res.KVBytesPerToken/res.KVF16BytesPerToken, res.KVF16BytesPerToken)
+	}
 	fmt.Fprintf(stdout, "peak RSS   %.0f MB\n", res.PeakRSSMB)
 	return 0
 }
@@ -247,6 +255,12 @@ func loadForBench(dir string, n int, opts *graphs.Options, ad benchAdapters) (be
 		vlm.SetDevice(opts.Device)
 	}
 	opts.Capacity, opts.ReuseLogits = min(model.MaxPositions(), n), true
+	// The KV cache's bytes a token, over whole blocks of positions, and
+	// the same for F16 (llama.cpp's default) to compare with.
+	const span = 64 * graphs.DefaultBlockTokens
+	res.KVCache = opts.KVCache.String()
+	res.KVBytesPerToken = float64(graphs.KVBytesOf(model, span, opts.KVCache)) / span
+	res.KVF16BytesPerToken = float64(graphs.KVBytesOf(model, span, graphs.KVF16)) / span
 	return res, model, nil
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,6 +32,19 @@ func TestKVCacheFlag(t *testing.T) {
 	}
 	if _, errb, status := gozoo(t, "", "bench", "--model", model, "--prompt-tokens", "4", "--gen-tokens", "2", "--kv-cache", "q8_1"); status != 2 || !strings.Contains(errb, "q8_1") {
 		t.Errorf("bench --kv-cache q8_1: status %d: %q", status, errb)
+	}
+	// bench reports the cache's bytes a token: q8_0 blocks are 34 bytes
+	// for 32 values, q4_0 18, F16 64 (sliding layers' windows included
+	// alike, so the ratios are the blocks').
+	for typ, want := range map[string]float64{"q8_0": 34.0 / 64, "q4_0": 18.0 / 64, "f16": 1, "f32": 2} {
+		out, errb, status := gozoo(t, "", "bench", "--model", model, "--prompt-tokens", "4", "--gen-tokens", "2", "--kv-cache", typ, "--json")
+		var res benchResult
+		if status != 0 || json.Unmarshal([]byte(out), &res) != nil {
+			t.Fatalf("bench --kv-cache %s --json: status %d: %q %q", typ, status, out, errb)
+		}
+		if got := res.KVBytesPerToken / res.KVF16BytesPerToken; res.KVCache != typ || math.Abs(got-want) > 1e-9 {
+			t.Errorf("bench --kv-cache %s: %s, %g bytes a token against F16's %g (ratio %g, want %g)", typ, res.KVCache, res.KVBytesPerToken, res.KVF16BytesPerToken, got, want)
+		}
 	}
 }
 
