@@ -196,7 +196,12 @@ func BenchmarkServe(b *testing.B) {
 			}
 		}
 	}
-	s, hs := newServer(b, path, Options{Parallel: slices.Max(ns), Context: graphs.DefaultBuckets[len(graphs.DefaultBuckets)-1] + tokens})
+	// The KV pool holds every client's sequence at once (a prompt of under
+	// 64 tokens and its output), as gozoo bench --batch N's does: the
+	// figures are of N running together, not of a queue.
+	parallel := slices.Max(ns)
+	kv := int64(parallel+1) * graphs.KVBytesOf(load(b, path).g.Model, 64+tokens, graphs.KVF32)
+	s, hs := newServer(b, path, Options{Parallel: parallel, Context: graphs.DefaultBuckets[len(graphs.DefaultBuckets)-1] + tokens, KVMemory: kv})
 	report := func(b *testing.B, r loadResult) {
 		b.ReportMetric(r.tokS(), "tok/s")
 		b.ReportMetric(float64(percentile(r.ttft, 0.5).Microseconds())/1e3, "ttft-p50-ms")
