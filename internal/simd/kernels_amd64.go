@@ -531,3 +531,43 @@ func fastQ2_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32,
 //
 //go:noescape
 func fastQ3_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+
+// gemvQ4_1AVX2 computes y[r] = x · w_r for rows Q4_1 rows of blocks blocks (stride ldw bytes), dequantizing as ggml does.
+//
+//go:noescape
+func gemvQ4_1AVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// gemvQ5_1AVX2 computes y[r] = x · w_r for rows Q5_1 rows of blocks blocks (stride ldw bytes), dequantizing as ggml does.
+//
+//go:noescape
+func gemvQ5_1AVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// gemvQ2_KAVX2 computes y[r] = x · w_r for rows Q2_K rows of blocks blocks (stride ldw bytes), dequantizing as ggml does.
+//
+//go:noescape
+func gemvQ2_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// gemvQ3_KAVX2 computes y[r] = x · w_r for rows Q3_K rows of blocks blocks (stride ldw bytes), dequantizing as ggml does.
+//
+//go:noescape
+func gemvQ3_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// gemvQ5_KAVX2 computes y[r] = x · w_r for rows Q5_K rows of blocks blocks (stride ldw bytes), dequantizing as ggml does.
+//
+//go:noescape
+func gemvQ5_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// gemvIQ4_XSAVX2 computes y[r] = x · w_r for rows IQ4_XS rows of blocks blocks (stride ldw bytes), dequantizing as ggml does.
+//
+//go:noescape
+func gemvIQ4_XSAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// gemvQ4_KAVX2 computes y[r] = x · w_r for rows Q4_K rows of blocks super-blocks (stride ldw bytes), dequantizing as ggml does.
+//
+//go:noescape
+func gemvQ4_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// gemvQ6_KAVX2 computes y[r] = x · w_r for rows Q6_K rows of blocks super-blocks (stride ldw bytes), dequantizing as ggml does.
+//
+//go:noescape
+func gemvQ6_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)

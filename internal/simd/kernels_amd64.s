@@ -14103,12 +14103,6 @@ TEXT ·dequantQ4_1AVX2(SB), NOSPLIT, $0-24
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
 	MOVQ         dst+16(FP), DX
-	MOVL         $0x00000001, BX
-	VMOVD        BX, X0
-	VPBROADCASTD X0, Y0
-	MOVL         $0x00000003, BX
-	VMOVD        BX, X0
-	VPBROADCASTD X0, Y0
 	MOVL         $0x0000000f, BX
 	VMOVD        BX, X0
 	VPBROADCASTD X0, Y0
@@ -14168,9 +14162,6 @@ TEXT ·dequantQ5_1AVX2(SB), NOSPLIT, $0-24
 	MOVL         $0x00000001, BX
 	VMOVD        BX, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x00000003, BX
-	VMOVD        BX, X1
-	VPBROADCASTD X1, Y1
 	MOVL         $0x0000000f, BX
 	VMOVD        BX, X1
 	VPBROADCASTD X1, Y1
@@ -14244,15 +14235,9 @@ TEXT ·dequantQ2_KAVX2(SB), NOSPLIT, $0-24
 	MOVQ         w+0(FP), AX
 	MOVQ         blocks+8(FP), CX
 	MOVQ         dst+16(FP), DX
-	MOVL         $0x00000001, BX
-	VMOVD        BX, X0
-	VPBROADCASTD X0, Y0
 	MOVL         $0x00000003, BX
 	VMOVD        BX, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x0000000f, BX
-	VMOVD        BX, X1
-	VPBROADCASTD X1, Y1
 
 dequantQ2_KAVX2_block:
 	TESTQ        CX, CX
@@ -14692,9 +14677,6 @@ TEXT ·dequantQ3_KAVX2(SB), NOSPLIT, $0-24
 	MOVL         $0x00000003, BX
 	VMOVD        BX, X1
 	VPBROADCASTD X1, Y1
-	MOVL         $0x0000000f, BX
-	VMOVD        BX, X2
-	VPBROADCASTD X2, Y2
 
 dequantQ3_KAVX2_block:
 	TESTQ        CX, CX
@@ -15291,9 +15273,6 @@ TEXT ·dequantQ5_KAVX2(SB), NOSPLIT, $0-24
 	MOVL         $0x00000001, BX
 	VMOVD        BX, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x00000003, BX
-	VMOVD        BX, X1
-	VPBROADCASTD X1, Y1
 	MOVL         $0x0000000f, BX
 	VMOVD        BX, X1
 	VPBROADCASTD X1, Y1
@@ -15811,20 +15790,11 @@ dequantQ5_KAVX2_blocksdone:
 // func dequantIQ4_XSAVX2(w *byte, blocks int, dst *float32)
 // Requires: AVX, AVX2, F16C
 TEXT ·dequantIQ4_XSAVX2(SB), NOSPLIT, $0-24
-	MOVQ         w+0(FP), AX
-	MOVQ         blocks+8(FP), CX
-	MOVQ         dst+16(FP), DX
-	MOVL         $0x00000001, BX
-	VMOVD        BX, X0
-	VPBROADCASTD X0, Y0
-	MOVL         $0x00000003, BX
-	VMOVD        BX, X0
-	VPBROADCASTD X0, Y0
-	MOVL         $0x0000000f, BX
-	VMOVD        BX, X0
-	VPBROADCASTD X0, Y0
-	VMOVDQU      fastiq4levels<>+0(SB), X0
-	VMOVDQU      iq4mask<>+0(SB), X1
+	MOVQ    w+0(FP), AX
+	MOVQ    blocks+8(FP), CX
+	MOVQ    dst+16(FP), DX
+	VMOVDQU fastiq4levels<>+0(SB), X0
+	VMOVDQU iq4mask<>+0(SB), X1
 
 dequantIQ4_XSAVX2_block:
 	TESTQ        CX, CX
@@ -17193,5 +17163,3120 @@ fastQ3_KAVX2_rowdone:
 	JMP          fastQ3_KAVX2_row
 
 fastQ3_KAVX2_end:
+	VZEROUPPER
+	RET
+
+// func gemvQ4_1AVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·gemvQ4_1AVX2(SB), NOSPLIT, $0-48
+	MOVQ         w+8(FP), BX
+	MOVQ         ldw+16(FP), SI
+	MOVQ         rows+32(FP), DI
+	MOVQ         y+40(FP), DX
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+
+gemvQ4_1AVX2_row:
+	TESTQ  DI, DI
+	JZ     gemvQ4_1AVX2_end
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   x+0(FP), R8
+	MOVQ   blocks+24(FP), CX
+	MOVQ   BX, AX
+
+gemvQ4_1AVX2_block:
+	TESTQ        CX, CX
+	JZ           gemvQ4_1AVX2_blocksdone
+	PREFETCHT0   2048(AX)
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS X5, Y5
+	MOVWLZX      2(AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	VPMOVZXBD    4(AX), Y7
+	VPAND        Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y5, Y7, Y7
+	VADDPS       Y6, Y7, Y7
+	VFMADD231PS  (R8), Y7, Y1
+	VPMOVZXBD    12(AX), Y7
+	VPAND        Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y5, Y7, Y7
+	VADDPS       Y6, Y7, Y7
+	VFMADD231PS  32(R8), Y7, Y2
+	VPMOVZXBD    4(AX), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y5, Y7, Y7
+	VADDPS       Y6, Y7, Y7
+	VFMADD231PS  64(R8), Y7, Y3
+	VPMOVZXBD    12(AX), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y5, Y7, Y7
+	VADDPS       Y6, Y7, Y7
+	VFMADD231PS  96(R8), Y7, Y4
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000080, R8
+	DECQ         CX
+	JMP          gemvQ4_1AVX2_block
+
+gemvQ4_1AVX2_blocksdone:
+	VADDPS       Y2, Y1, Y1
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         $0x04, DX
+	ADDQ         SI, BX
+	DECQ         DI
+	JMP          gemvQ4_1AVX2_row
+
+gemvQ4_1AVX2_end:
+	VZEROUPPER
+	RET
+
+// func gemvQ5_1AVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·gemvQ5_1AVX2(SB), NOSPLIT, $0-48
+	MOVQ         w+8(FP), BX
+	MOVQ         ldw+16(FP), SI
+	MOVQ         rows+32(FP), DI
+	MOVQ         y+40(FP), DX
+	MOVL         $0x00000001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+gemvQ5_1AVX2_row:
+	TESTQ  DI, DI
+	JZ     gemvQ5_1AVX2_end
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	MOVQ   x+0(FP), R8
+	MOVQ   blocks+24(FP), CX
+	MOVQ   BX, AX
+
+gemvQ5_1AVX2_block:
+	TESTQ        CX, CX
+	JZ           gemvQ5_1AVX2_blocksdone
+	PREFETCHT0   2048(AX)
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	MOVWLZX      2(AX), R9
+	VMOVD        R9, X7
+	VCVTPH2PS    X7, X7
+	VBROADCASTSS X7, Y7
+	VPBROADCASTD 4(AX), Y8
+	VPMOVZXBD    8(AX), Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLVD      lowbitshifts<>+0(SB), Y8, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y6, Y9, Y9
+	VADDPS       Y7, Y9, Y9
+	VFMADD231PS  (R8), Y9, Y2
+	VPMOVZXBD    16(AX), Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLVD      lowbitshifts<>+32(SB), Y8, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y6, Y9, Y9
+	VADDPS       Y7, Y9, Y9
+	VFMADD231PS  32(R8), Y9, Y3
+	VPMOVZXBD    8(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLVD      lowbitshifts<>+64(SB), Y8, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y6, Y9, Y9
+	VADDPS       Y7, Y9, Y9
+	VFMADD231PS  64(R8), Y9, Y4
+	VPMOVZXBD    16(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPSRLVD      lowbitshifts<>+96(SB), Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPOR         Y8, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y6, Y9, Y9
+	VADDPS       Y7, Y9, Y9
+	VFMADD231PS  96(R8), Y9, Y5
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000080, R8
+	DECQ         CX
+	JMP          gemvQ5_1AVX2_block
+
+gemvQ5_1AVX2_blocksdone:
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         $0x04, DX
+	ADDQ         SI, BX
+	DECQ         DI
+	JMP          gemvQ5_1AVX2_row
+
+gemvQ5_1AVX2_end:
+	VZEROUPPER
+	RET
+
+// func gemvQ2_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·gemvQ2_KAVX2(SB), NOSPLIT, $0-48
+	MOVQ         w+8(FP), BX
+	MOVQ         ldw+16(FP), SI
+	MOVQ         rows+32(FP), DI
+	MOVQ         y+40(FP), DX
+	MOVL         $0x00000003, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+
+gemvQ2_KAVX2_row:
+	TESTQ  DI, DI
+	JZ     gemvQ2_KAVX2_end
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   x+0(FP), R8
+	MOVQ   blocks+24(FP), CX
+	MOVQ   BX, AX
+
+gemvQ2_KAVX2_block:
+	TESTQ        CX, CX
+	JZ           gemvQ2_KAVX2_blocksdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      80(AX), R9
+	VMOVD        R9, X5
+	VCVTPH2PS    X5, X5
+	MOVWLZX      82(AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	MOVBLZX      (AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000000f, R9
+	SHRL         $0x04, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R9, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X5, X7, X7
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    16(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  (R8), Y9, Y1
+	VPMOVZXBD    24(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  32(R8), Y9, Y2
+	MOVBLZX      1(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000000f, R9
+	SHRL         $0x04, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R9, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X5, X7, X7
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    32(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  64(R8), Y9, Y3
+	VPMOVZXBD    40(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  96(R8), Y9, Y4
+	MOVBLZX      2(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000000f, R9
+	SHRL         $0x04, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R9, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X5, X7, X7
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    16(AX), Y9
+	VPSRLD       $0x02, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  128(R8), Y9, Y1
+	VPMOVZXBD    24(AX), Y9
+	VPSRLD       $0x02, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  160(R8), Y9, Y2
+	MOVBLZX      3(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000000f, R9
+	SHRL         $0x04, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R9, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X5, X7, X7
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    32(AX), Y9
+	VPSRLD       $0x02, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  192(R8), Y9, Y3
+	VPMOVZXBD    40(AX), Y9
+	VPSRLD       $0x02, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  224(R8), Y9, Y4
+	MOVBLZX      4(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000000f, R9
+	SHRL         $0x04, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R9, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X5, X7, X7
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    16(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  256(R8), Y9, Y1
+	VPMOVZXBD    24(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  288(R8), Y9, Y2
+	MOVBLZX      5(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000000f, R9
+	SHRL         $0x04, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R9, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X5, X7, X7
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    32(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  320(R8), Y9, Y3
+	VPMOVZXBD    40(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  352(R8), Y9, Y4
+	MOVBLZX      6(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000000f, R9
+	SHRL         $0x04, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R9, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X5, X7, X7
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    16(AX), Y9
+	VPSRLD       $0x06, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  384(R8), Y9, Y1
+	VPMOVZXBD    24(AX), Y9
+	VPSRLD       $0x06, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  416(R8), Y9, Y2
+	MOVBLZX      7(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000000f, R9
+	SHRL         $0x04, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R9, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X5, X7, X7
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    32(AX), Y9
+	VPSRLD       $0x06, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  448(R8), Y9, Y3
+	VPMOVZXBD    40(AX), Y9
+	VPSRLD       $0x06, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  480(R8), Y9, Y4
+	MOVBLZX      8(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000000f, R9
+	SHRL         $0x04, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R9, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X5, X7, X7
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    48(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  512(R8), Y9, Y1
+	VPMOVZXBD    56(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  544(R8), Y9, Y2
+	MOVBLZX      9(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000000f, R9
+	SHRL         $0x04, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R9, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X5, X7, X7
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    64(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  576(R8), Y9, Y3
+	VPMOVZXBD    72(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  608(R8), Y9, Y4
+	MOVBLZX      10(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000000f, R9
+	SHRL         $0x04, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R9, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X5, X7, X7
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    48(AX), Y9
+	VPSRLD       $0x02, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  640(R8), Y9, Y1
+	VPMOVZXBD    56(AX), Y9
+	VPSRLD       $0x02, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  672(R8), Y9, Y2
+	MOVBLZX      11(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000000f, R9
+	SHRL         $0x04, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R9, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X5, X7, X7
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    64(AX), Y9
+	VPSRLD       $0x02, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  704(R8), Y9, Y3
+	VPMOVZXBD    72(AX), Y9
+	VPSRLD       $0x02, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  736(R8), Y9, Y4
+	MOVBLZX      12(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000000f, R9
+	SHRL         $0x04, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R9, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X5, X7, X7
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    48(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  768(R8), Y9, Y1
+	VPMOVZXBD    56(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  800(R8), Y9, Y2
+	MOVBLZX      13(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000000f, R9
+	SHRL         $0x04, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R9, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X5, X7, X7
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    64(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  832(R8), Y9, Y3
+	VPMOVZXBD    72(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  864(R8), Y9, Y4
+	MOVBLZX      14(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000000f, R9
+	SHRL         $0x04, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R9, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X5, X7, X7
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    48(AX), Y9
+	VPSRLD       $0x06, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  896(R8), Y9, Y1
+	VPMOVZXBD    56(AX), Y9
+	VPSRLD       $0x06, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  928(R8), Y9, Y2
+	MOVBLZX      15(AX), R9
+	MOVL         R9, R10
+	ANDL         $0x0000000f, R9
+	SHRL         $0x04, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R9, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X5, X7, X7
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y5
+	VBROADCASTSS X8, Y6
+	VPMOVZXBD    64(AX), Y7
+	VPSRLD       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y5, Y7, Y7
+	VSUBPS       Y6, Y7, Y7
+	VFMADD231PS  960(R8), Y7, Y3
+	VPMOVZXBD    72(AX), Y7
+	VPSRLD       $0x06, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y5, Y7, Y7
+	VSUBPS       Y6, Y7, Y7
+	VFMADD231PS  992(R8), Y7, Y4
+	ADDQ         $0x00000054, AX
+	ADDQ         $0x00000400, R8
+	DECQ         CX
+	JMP          gemvQ2_KAVX2_block
+
+gemvQ2_KAVX2_blocksdone:
+	VADDPS       Y2, Y1, Y1
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         $0x04, DX
+	ADDQ         SI, BX
+	DECQ         DI
+	JMP          gemvQ2_KAVX2_row
+
+gemvQ2_KAVX2_end:
+	VZEROUPPER
+	RET
+
+// func gemvQ3_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·gemvQ3_KAVX2(SB), NOSPLIT, $0-48
+	MOVQ         w+8(FP), BX
+	MOVQ         ldw+16(FP), SI
+	MOVQ         rows+32(FP), DI
+	MOVQ         y+40(FP), DX
+	MOVL         $0x00000001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000003, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+gemvQ3_KAVX2_row:
+	TESTQ  DI, DI
+	JZ     gemvQ3_KAVX2_end
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	MOVQ   x+0(FP), R8
+	MOVQ   blocks+24(FP), CX
+	MOVQ   BX, AX
+
+gemvQ3_KAVX2_block:
+	TESTQ        CX, CX
+	JZ           gemvQ3_KAVX2_blocksdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	MOVWLZX      108(AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	MOVL         $0x00000004, R9
+	VMOVD        R9, X7
+	VPBROADCASTD X7, Y7
+	MOVBLZX      96(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      104(AX), R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    32(AX), Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    (AX), Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  (R8), Y9, Y2
+	VPMOVZXBD    40(AX), Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    8(AX), Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  32(R8), Y9, Y3
+	MOVBLZX      97(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      105(AX), R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    48(AX), Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    16(AX), Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  64(R8), Y9, Y4
+	VPMOVZXBD    56(AX), Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    24(AX), Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  96(R8), Y9, Y5
+	MOVBLZX      98(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      106(AX), R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    32(AX), Y9
+	VPSRLD       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    (AX), Y10
+	VPSRLD       $0x01, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  128(R8), Y9, Y2
+	VPMOVZXBD    40(AX), Y9
+	VPSRLD       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    8(AX), Y10
+	VPSRLD       $0x01, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  160(R8), Y9, Y3
+	MOVBLZX      99(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      107(AX), R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    48(AX), Y9
+	VPSRLD       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    16(AX), Y10
+	VPSRLD       $0x01, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  192(R8), Y9, Y4
+	VPMOVZXBD    56(AX), Y9
+	VPSRLD       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    24(AX), Y10
+	VPSRLD       $0x01, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  224(R8), Y9, Y5
+	MOVBLZX      100(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      104(AX), R10
+	SHRL         $0x02, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    32(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    (AX), Y10
+	VPSRLD       $0x02, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  256(R8), Y9, Y2
+	VPMOVZXBD    40(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    8(AX), Y10
+	VPSRLD       $0x02, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  288(R8), Y9, Y3
+	MOVBLZX      101(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      105(AX), R10
+	SHRL         $0x02, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    48(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    16(AX), Y10
+	VPSRLD       $0x02, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  320(R8), Y9, Y4
+	VPMOVZXBD    56(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    24(AX), Y10
+	VPSRLD       $0x02, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  352(R8), Y9, Y5
+	MOVBLZX      102(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      106(AX), R10
+	SHRL         $0x02, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    32(AX), Y9
+	VPSRLD       $0x06, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    (AX), Y10
+	VPSRLD       $0x03, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  384(R8), Y9, Y2
+	VPMOVZXBD    40(AX), Y9
+	VPSRLD       $0x06, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    8(AX), Y10
+	VPSRLD       $0x03, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  416(R8), Y9, Y3
+	MOVBLZX      103(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      107(AX), R10
+	SHRL         $0x02, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    48(AX), Y9
+	VPSRLD       $0x06, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    16(AX), Y10
+	VPSRLD       $0x03, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  448(R8), Y9, Y4
+	VPMOVZXBD    56(AX), Y9
+	VPSRLD       $0x06, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    24(AX), Y10
+	VPSRLD       $0x03, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  480(R8), Y9, Y5
+	MOVBLZX      96(AX), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      104(AX), R10
+	SHRL         $0x04, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    64(AX), Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    (AX), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  512(R8), Y9, Y2
+	VPMOVZXBD    72(AX), Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    8(AX), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  544(R8), Y9, Y3
+	MOVBLZX      97(AX), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      105(AX), R10
+	SHRL         $0x04, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    80(AX), Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    16(AX), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  576(R8), Y9, Y4
+	VPMOVZXBD    88(AX), Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    24(AX), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  608(R8), Y9, Y5
+	MOVBLZX      98(AX), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      106(AX), R10
+	SHRL         $0x04, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    64(AX), Y9
+	VPSRLD       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    (AX), Y10
+	VPSRLD       $0x05, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  640(R8), Y9, Y2
+	VPMOVZXBD    72(AX), Y9
+	VPSRLD       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    8(AX), Y10
+	VPSRLD       $0x05, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  672(R8), Y9, Y3
+	MOVBLZX      99(AX), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      107(AX), R10
+	SHRL         $0x04, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    80(AX), Y9
+	VPSRLD       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    16(AX), Y10
+	VPSRLD       $0x05, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  704(R8), Y9, Y4
+	VPMOVZXBD    88(AX), Y9
+	VPSRLD       $0x02, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    24(AX), Y10
+	VPSRLD       $0x05, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  736(R8), Y9, Y5
+	MOVBLZX      100(AX), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      104(AX), R10
+	SHRL         $0x06, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    64(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    (AX), Y10
+	VPSRLD       $0x06, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  768(R8), Y9, Y2
+	VPMOVZXBD    72(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    8(AX), Y10
+	VPSRLD       $0x06, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  800(R8), Y9, Y3
+	MOVBLZX      101(AX), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      105(AX), R10
+	SHRL         $0x06, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    80(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    16(AX), Y10
+	VPSRLD       $0x06, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  832(R8), Y9, Y4
+	VPMOVZXBD    88(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    24(AX), Y10
+	VPSRLD       $0x06, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  864(R8), Y9, Y5
+	MOVBLZX      102(AX), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      106(AX), R10
+	SHRL         $0x06, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    64(AX), Y9
+	VPSRLD       $0x06, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    (AX), Y10
+	VPSRLD       $0x07, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  896(R8), Y9, Y2
+	VPMOVZXBD    72(AX), Y9
+	VPSRLD       $0x06, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPMOVZXBD    8(AX), Y10
+	VPSRLD       $0x07, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VPSLLD       $0x02, Y10, Y10
+	VPSUBD       Y7, Y9, Y9
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  928(R8), Y9, Y3
+	MOVBLZX      103(AX), R9
+	SHRL         $0x04, R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      107(AX), R10
+	SHRL         $0x06, R10
+	ANDL         $0x00000003, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	SUBL         $0x00000020, R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X8, Y6
+	VPMOVZXBD    80(AX), Y8
+	VPSRLD       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPMOVZXBD    16(AX), Y9
+	VPSRLD       $0x07, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VPSLLD       $0x02, Y9, Y9
+	VPSUBD       Y7, Y8, Y8
+	VPADDD       Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VFMADD231PS  960(R8), Y8, Y4
+	VPMOVZXBD    88(AX), Y8
+	VPSRLD       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPMOVZXBD    24(AX), Y9
+	VPSRLD       $0x07, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VPSLLD       $0x02, Y9, Y9
+	VPSUBD       Y7, Y8, Y8
+	VPADDD       Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VFMADD231PS  992(R8), Y8, Y5
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000400, R8
+	DECQ         CX
+	JMP          gemvQ3_KAVX2_block
+
+gemvQ3_KAVX2_blocksdone:
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         $0x04, DX
+	ADDQ         SI, BX
+	DECQ         DI
+	JMP          gemvQ3_KAVX2_row
+
+gemvQ3_KAVX2_end:
+	VZEROUPPER
+	RET
+
+// func gemvQ5_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·gemvQ5_KAVX2(SB), NOSPLIT, $0-48
+	MOVQ         w+8(FP), BX
+	MOVQ         ldw+16(FP), SI
+	MOVQ         rows+32(FP), DI
+	MOVQ         y+40(FP), DX
+	MOVL         $0x00000001, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+
+gemvQ5_KAVX2_row:
+	TESTQ  DI, DI
+	JZ     gemvQ5_KAVX2_end
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	MOVQ   x+0(FP), R8
+	MOVQ   blocks+24(FP), CX
+	MOVQ   BX, AX
+
+gemvQ5_KAVX2_block:
+	TESTQ        CX, CX
+	JZ           gemvQ5_KAVX2_blocksdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	MOVWLZX      2(AX), R9
+	VMOVD        R9, X7
+	VCVTPH2PS    X7, X7
+	MOVBLZX      4(AX), R9
+	ANDL         $0x0000003f, R9
+	MOVBLZX      8(AX), R10
+	ANDL         $0x0000003f, R10
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VXORPS       X9, X9, X9
+	VCVTSI2SSL   R10, X9, X9
+	VMULSS       X6, X8, X8
+	VMULSS       X7, X9, X9
+	VBROADCASTSS X8, Y8
+	VBROADCASTSS X9, Y9
+	VPMOVZXBD    48(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    16(AX), Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  (R8), Y10, Y2
+	VPMOVZXBD    56(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    24(AX), Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  32(R8), Y10, Y3
+	VPMOVZXBD    64(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    32(AX), Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  64(R8), Y10, Y4
+	VPMOVZXBD    72(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    40(AX), Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  96(R8), Y10, Y5
+	MOVBLZX      5(AX), R9
+	ANDL         $0x0000003f, R9
+	MOVBLZX      9(AX), R10
+	ANDL         $0x0000003f, R10
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VXORPS       X9, X9, X9
+	VCVTSI2SSL   R10, X9, X9
+	VMULSS       X6, X8, X8
+	VMULSS       X7, X9, X9
+	VBROADCASTSS X8, Y8
+	VBROADCASTSS X9, Y9
+	VPMOVZXBD    48(AX), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    16(AX), Y11
+	VPSRLD       $0x01, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  128(R8), Y10, Y2
+	VPMOVZXBD    56(AX), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    24(AX), Y11
+	VPSRLD       $0x01, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  160(R8), Y10, Y3
+	VPMOVZXBD    64(AX), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    32(AX), Y11
+	VPSRLD       $0x01, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  192(R8), Y10, Y4
+	VPMOVZXBD    72(AX), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    40(AX), Y11
+	VPSRLD       $0x01, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  224(R8), Y10, Y5
+	MOVBLZX      6(AX), R9
+	ANDL         $0x0000003f, R9
+	MOVBLZX      10(AX), R10
+	ANDL         $0x0000003f, R10
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VXORPS       X9, X9, X9
+	VCVTSI2SSL   R10, X9, X9
+	VMULSS       X6, X8, X8
+	VMULSS       X7, X9, X9
+	VBROADCASTSS X8, Y8
+	VBROADCASTSS X9, Y9
+	VPMOVZXBD    80(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    16(AX), Y11
+	VPSRLD       $0x02, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  256(R8), Y10, Y2
+	VPMOVZXBD    88(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    24(AX), Y11
+	VPSRLD       $0x02, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  288(R8), Y10, Y3
+	VPMOVZXBD    96(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    32(AX), Y11
+	VPSRLD       $0x02, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  320(R8), Y10, Y4
+	VPMOVZXBD    104(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    40(AX), Y11
+	VPSRLD       $0x02, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  352(R8), Y10, Y5
+	MOVBLZX      7(AX), R9
+	ANDL         $0x0000003f, R9
+	MOVBLZX      11(AX), R10
+	ANDL         $0x0000003f, R10
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VXORPS       X9, X9, X9
+	VCVTSI2SSL   R10, X9, X9
+	VMULSS       X6, X8, X8
+	VMULSS       X7, X9, X9
+	VBROADCASTSS X8, Y8
+	VBROADCASTSS X9, Y9
+	VPMOVZXBD    80(AX), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    16(AX), Y11
+	VPSRLD       $0x03, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  384(R8), Y10, Y2
+	VPMOVZXBD    88(AX), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    24(AX), Y11
+	VPSRLD       $0x03, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  416(R8), Y10, Y3
+	VPMOVZXBD    96(AX), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    32(AX), Y11
+	VPSRLD       $0x03, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  448(R8), Y10, Y4
+	VPMOVZXBD    104(AX), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    40(AX), Y11
+	VPSRLD       $0x03, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  480(R8), Y10, Y5
+	MOVBLZX      12(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      4(AX), R10
+	SHRL         $0x06, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	MOVBLZX      12(AX), R10
+	SHRL         $0x04, R10
+	MOVBLZX      8(AX), R11
+	SHRL         $0x06, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VXORPS       X9, X9, X9
+	VCVTSI2SSL   R10, X9, X9
+	VMULSS       X6, X8, X8
+	VMULSS       X7, X9, X9
+	VBROADCASTSS X8, Y8
+	VBROADCASTSS X9, Y9
+	VPMOVZXBD    112(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    16(AX), Y11
+	VPSRLD       $0x04, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  512(R8), Y10, Y2
+	VPMOVZXBD    120(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    24(AX), Y11
+	VPSRLD       $0x04, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  544(R8), Y10, Y3
+	VPMOVZXBD    128(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    32(AX), Y11
+	VPSRLD       $0x04, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  576(R8), Y10, Y4
+	VPMOVZXBD    136(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    40(AX), Y11
+	VPSRLD       $0x04, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  608(R8), Y10, Y5
+	MOVBLZX      13(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      5(AX), R10
+	SHRL         $0x06, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	MOVBLZX      13(AX), R10
+	SHRL         $0x04, R10
+	MOVBLZX      9(AX), R11
+	SHRL         $0x06, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VXORPS       X9, X9, X9
+	VCVTSI2SSL   R10, X9, X9
+	VMULSS       X6, X8, X8
+	VMULSS       X7, X9, X9
+	VBROADCASTSS X8, Y8
+	VBROADCASTSS X9, Y9
+	VPMOVZXBD    112(AX), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    16(AX), Y11
+	VPSRLD       $0x05, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  640(R8), Y10, Y2
+	VPMOVZXBD    120(AX), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    24(AX), Y11
+	VPSRLD       $0x05, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  672(R8), Y10, Y3
+	VPMOVZXBD    128(AX), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    32(AX), Y11
+	VPSRLD       $0x05, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  704(R8), Y10, Y4
+	VPMOVZXBD    136(AX), Y10
+	VPSRLD       $0x04, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    40(AX), Y11
+	VPSRLD       $0x05, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  736(R8), Y10, Y5
+	MOVBLZX      14(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      6(AX), R10
+	SHRL         $0x06, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	MOVBLZX      14(AX), R10
+	SHRL         $0x04, R10
+	MOVBLZX      10(AX), R11
+	SHRL         $0x06, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VXORPS       X9, X9, X9
+	VCVTSI2SSL   R10, X9, X9
+	VMULSS       X6, X8, X8
+	VMULSS       X7, X9, X9
+	VBROADCASTSS X8, Y8
+	VBROADCASTSS X9, Y9
+	VPMOVZXBD    144(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    16(AX), Y11
+	VPSRLD       $0x06, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  768(R8), Y10, Y2
+	VPMOVZXBD    152(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    24(AX), Y11
+	VPSRLD       $0x06, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  800(R8), Y10, Y3
+	VPMOVZXBD    160(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    32(AX), Y11
+	VPSRLD       $0x06, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  832(R8), Y10, Y4
+	VPMOVZXBD    168(AX), Y10
+	VPAND        Y1, Y10, Y10
+	VPMOVZXBD    40(AX), Y11
+	VPSRLD       $0x06, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VPSLLD       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VSUBPS       Y9, Y10, Y10
+	VFMADD231PS  864(R8), Y10, Y5
+	MOVBLZX      15(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      7(AX), R10
+	SHRL         $0x06, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	MOVBLZX      15(AX), R10
+	SHRL         $0x04, R10
+	MOVBLZX      11(AX), R11
+	SHRL         $0x06, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VXORPS       X9, X9, X9
+	VCVTSI2SSL   R10, X9, X9
+	VMULSS       X6, X8, X8
+	VMULSS       X7, X9, X9
+	VBROADCASTSS X8, Y6
+	VBROADCASTSS X9, Y7
+	VPMOVZXBD    144(AX), Y8
+	VPSRLD       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPMOVZXBD    16(AX), Y9
+	VPSRLD       $0x07, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VPSLLD       $0x04, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VSUBPS       Y7, Y8, Y8
+	VFMADD231PS  896(R8), Y8, Y2
+	VPMOVZXBD    152(AX), Y8
+	VPSRLD       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPMOVZXBD    24(AX), Y9
+	VPSRLD       $0x07, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VPSLLD       $0x04, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VSUBPS       Y7, Y8, Y8
+	VFMADD231PS  928(R8), Y8, Y3
+	VPMOVZXBD    160(AX), Y8
+	VPSRLD       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPMOVZXBD    32(AX), Y9
+	VPSRLD       $0x07, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VPSLLD       $0x04, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VSUBPS       Y7, Y8, Y8
+	VFMADD231PS  960(R8), Y8, Y4
+	VPMOVZXBD    168(AX), Y8
+	VPSRLD       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPMOVZXBD    40(AX), Y9
+	VPSRLD       $0x07, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VPSLLD       $0x04, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VSUBPS       Y7, Y8, Y8
+	VFMADD231PS  992(R8), Y8, Y5
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000400, R8
+	DECQ         CX
+	JMP          gemvQ5_KAVX2_block
+
+gemvQ5_KAVX2_blocksdone:
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         $0x04, DX
+	ADDQ         SI, BX
+	DECQ         DI
+	JMP          gemvQ5_KAVX2_row
+
+gemvQ5_KAVX2_end:
+	VZEROUPPER
+	RET
+
+// func gemvIQ4_XSAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·gemvIQ4_XSAVX2(SB), NOSPLIT, $0-48
+	MOVQ    w+8(FP), BX
+	MOVQ    ldw+16(FP), SI
+	MOVQ    rows+32(FP), DI
+	MOVQ    y+40(FP), DX
+	VMOVDQU fastiq4levels<>+0(SB), X0
+	VMOVDQU iq4mask<>+0(SB), X1
+
+gemvIQ4_XSAVX2_row:
+	TESTQ  DI, DI
+	JZ     gemvIQ4_XSAVX2_end
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	MOVQ   x+0(FP), R8
+	MOVQ   blocks+24(FP), CX
+	MOVQ   BX, AX
+
+gemvIQ4_XSAVX2_block:
+	TESTQ        CX, CX
+	JZ           gemvIQ4_XSAVX2_blocksdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	MOVWLZX      2(AX), R9
+	MOVBLZX      4(AX), R10
+	ANDL         $0x0000000f, R10
+	MOVL         R9, R11
+	ANDL         $0x00000003, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	SUBL         $0x00000020, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R10, X7, X7
+	VMULSS       X6, X7, X7
+	VBROADCASTSS X7, Y7
+	VMOVDQU      8(AX), X8
+	VPAND        X1, X8, X9
+	VPSRLW       $0x04, X8, X8
+	VPAND        X1, X8, X8
+	VPSHUFB      X9, X0, X9
+	VPSHUFB      X8, X0, X8
+	VPMOVSXBD    X9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y7, Y10, Y10
+	VFMADD231PS  (R8), Y10, Y2
+	VPSRLDQ      $0x08, X9, X9
+	VPMOVSXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  32(R8), Y9, Y3
+	VPMOVSXBD    X8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  64(R8), Y9, Y4
+	VPSRLDQ      $0x08, X8, X8
+	VPMOVSXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VFMADD231PS  96(R8), Y8, Y5
+	MOVBLZX      4(AX), R10
+	SHRL         $0x04, R10
+	ANDL         $0x0000000f, R10
+	MOVL         R9, R11
+	SHRL         $0x02, R11
+	ANDL         $0x00000003, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	SUBL         $0x00000020, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R10, X7, X7
+	VMULSS       X6, X7, X7
+	VBROADCASTSS X7, Y7
+	VMOVDQU      24(AX), X8
+	VPAND        X1, X8, X9
+	VPSRLW       $0x04, X8, X8
+	VPAND        X1, X8, X8
+	VPSHUFB      X9, X0, X9
+	VPSHUFB      X8, X0, X8
+	VPMOVSXBD    X9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y7, Y10, Y10
+	VFMADD231PS  128(R8), Y10, Y2
+	VPSRLDQ      $0x08, X9, X9
+	VPMOVSXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  160(R8), Y9, Y3
+	VPMOVSXBD    X8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  192(R8), Y9, Y4
+	VPSRLDQ      $0x08, X8, X8
+	VPMOVSXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VFMADD231PS  224(R8), Y8, Y5
+	MOVBLZX      5(AX), R10
+	ANDL         $0x0000000f, R10
+	MOVL         R9, R11
+	SHRL         $0x04, R11
+	ANDL         $0x00000003, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	SUBL         $0x00000020, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R10, X7, X7
+	VMULSS       X6, X7, X7
+	VBROADCASTSS X7, Y7
+	VMOVDQU      40(AX), X8
+	VPAND        X1, X8, X9
+	VPSRLW       $0x04, X8, X8
+	VPAND        X1, X8, X8
+	VPSHUFB      X9, X0, X9
+	VPSHUFB      X8, X0, X8
+	VPMOVSXBD    X9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y7, Y10, Y10
+	VFMADD231PS  256(R8), Y10, Y2
+	VPSRLDQ      $0x08, X9, X9
+	VPMOVSXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  288(R8), Y9, Y3
+	VPMOVSXBD    X8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  320(R8), Y9, Y4
+	VPSRLDQ      $0x08, X8, X8
+	VPMOVSXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VFMADD231PS  352(R8), Y8, Y5
+	MOVBLZX      5(AX), R10
+	SHRL         $0x04, R10
+	ANDL         $0x0000000f, R10
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x00000003, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	SUBL         $0x00000020, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R10, X7, X7
+	VMULSS       X6, X7, X7
+	VBROADCASTSS X7, Y7
+	VMOVDQU      56(AX), X8
+	VPAND        X1, X8, X9
+	VPSRLW       $0x04, X8, X8
+	VPAND        X1, X8, X8
+	VPSHUFB      X9, X0, X9
+	VPSHUFB      X8, X0, X8
+	VPMOVSXBD    X9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y7, Y10, Y10
+	VFMADD231PS  384(R8), Y10, Y2
+	VPSRLDQ      $0x08, X9, X9
+	VPMOVSXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  416(R8), Y9, Y3
+	VPMOVSXBD    X8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  448(R8), Y9, Y4
+	VPSRLDQ      $0x08, X8, X8
+	VPMOVSXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VFMADD231PS  480(R8), Y8, Y5
+	MOVBLZX      6(AX), R10
+	ANDL         $0x0000000f, R10
+	MOVL         R9, R11
+	SHRL         $0x08, R11
+	ANDL         $0x00000003, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	SUBL         $0x00000020, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R10, X7, X7
+	VMULSS       X6, X7, X7
+	VBROADCASTSS X7, Y7
+	VMOVDQU      72(AX), X8
+	VPAND        X1, X8, X9
+	VPSRLW       $0x04, X8, X8
+	VPAND        X1, X8, X8
+	VPSHUFB      X9, X0, X9
+	VPSHUFB      X8, X0, X8
+	VPMOVSXBD    X9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y7, Y10, Y10
+	VFMADD231PS  512(R8), Y10, Y2
+	VPSRLDQ      $0x08, X9, X9
+	VPMOVSXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  544(R8), Y9, Y3
+	VPMOVSXBD    X8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  576(R8), Y9, Y4
+	VPSRLDQ      $0x08, X8, X8
+	VPMOVSXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VFMADD231PS  608(R8), Y8, Y5
+	MOVBLZX      6(AX), R10
+	SHRL         $0x04, R10
+	ANDL         $0x0000000f, R10
+	MOVL         R9, R11
+	SHRL         $0x0a, R11
+	ANDL         $0x00000003, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	SUBL         $0x00000020, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R10, X7, X7
+	VMULSS       X6, X7, X7
+	VBROADCASTSS X7, Y7
+	VMOVDQU      88(AX), X8
+	VPAND        X1, X8, X9
+	VPSRLW       $0x04, X8, X8
+	VPAND        X1, X8, X8
+	VPSHUFB      X9, X0, X9
+	VPSHUFB      X8, X0, X8
+	VPMOVSXBD    X9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y7, Y10, Y10
+	VFMADD231PS  640(R8), Y10, Y2
+	VPSRLDQ      $0x08, X9, X9
+	VPMOVSXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  672(R8), Y9, Y3
+	VPMOVSXBD    X8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  704(R8), Y9, Y4
+	VPSRLDQ      $0x08, X8, X8
+	VPMOVSXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VFMADD231PS  736(R8), Y8, Y5
+	MOVBLZX      7(AX), R10
+	ANDL         $0x0000000f, R10
+	MOVL         R9, R11
+	SHRL         $0x0c, R11
+	ANDL         $0x00000003, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	SUBL         $0x00000020, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R10, X7, X7
+	VMULSS       X6, X7, X7
+	VBROADCASTSS X7, Y7
+	VMOVDQU      104(AX), X8
+	VPAND        X1, X8, X9
+	VPSRLW       $0x04, X8, X8
+	VPAND        X1, X8, X8
+	VPSHUFB      X9, X0, X9
+	VPSHUFB      X8, X0, X8
+	VPMOVSXBD    X9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y7, Y10, Y10
+	VFMADD231PS  768(R8), Y10, Y2
+	VPSRLDQ      $0x08, X9, X9
+	VPMOVSXBD    X9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  800(R8), Y9, Y3
+	VPMOVSXBD    X8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  832(R8), Y9, Y4
+	VPSRLDQ      $0x08, X8, X8
+	VPMOVSXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VFMADD231PS  864(R8), Y8, Y5
+	MOVBLZX      7(AX), R10
+	SHRL         $0x04, R10
+	ANDL         $0x0000000f, R10
+	SHRL         $0x0e, R9
+	ANDL         $0x00000003, R9
+	SHLL         $0x04, R9
+	ORL          R9, R10
+	SUBL         $0x00000020, R10
+	VXORPS       X7, X7, X7
+	VCVTSI2SSL   R10, X7, X7
+	VMULSS       X6, X7, X7
+	VBROADCASTSS X7, Y6
+	VMOVDQU      120(AX), X7
+	VPAND        X1, X7, X8
+	VPSRLW       $0x04, X7, X7
+	VPAND        X1, X7, X7
+	VPSHUFB      X8, X0, X8
+	VPSHUFB      X7, X0, X7
+	VPMOVSXBD    X8, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y6, Y9, Y9
+	VFMADD231PS  896(R8), Y9, Y2
+	VPSRLDQ      $0x08, X8, X8
+	VPMOVSXBD    X8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VFMADD231PS  928(R8), Y8, Y3
+	VPMOVSXBD    X7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VFMADD231PS  960(R8), Y8, Y4
+	VPSRLDQ      $0x08, X7, X7
+	VPMOVSXBD    X7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y6, Y7, Y7
+	VFMADD231PS  992(R8), Y7, Y5
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000400, R8
+	DECQ         CX
+	JMP          gemvIQ4_XSAVX2_block
+
+gemvIQ4_XSAVX2_blocksdone:
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSS       X2, (DX)
+	ADDQ         $0x04, DX
+	ADDQ         SI, BX
+	DECQ         DI
+	JMP          gemvIQ4_XSAVX2_row
+
+gemvIQ4_XSAVX2_end:
+	VZEROUPPER
+	RET
+
+// func gemvQ4_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·gemvQ4_KAVX2(SB), NOSPLIT, $0-48
+	MOVQ         w+8(FP), BX
+	MOVQ         ldw+16(FP), SI
+	MOVQ         rows+32(FP), DI
+	MOVQ         y+40(FP), DX
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+
+gemvQ4_KAVX2_row:
+	TESTQ  DI, DI
+	JZ     gemvQ4_KAVX2_end
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   x+0(FP), R8
+	MOVQ   blocks+24(FP), CX
+	MOVQ   BX, AX
+
+gemvQ4_KAVX2_block:
+	TESTQ        CX, CX
+	JZ           gemvQ4_KAVX2_blocksdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X5
+	VCVTPH2PS    X5, X5
+	MOVWLZX      2(AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	MOVBLZX      4(AX), R9
+	ANDL         $0x0000003f, R9
+	MOVBLZX      8(AX), R10
+	ANDL         $0x0000003f, R10
+	VXORPS       X7, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X7, X7
+	VMULSS       X5, X7, X7
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    16(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  (R8), Y9, Y1
+	VPMOVZXBD    24(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  32(R8), Y9, Y2
+	VPMOVZXBD    32(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  64(R8), Y9, Y3
+	VPMOVZXBD    40(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  96(R8), Y9, Y4
+	MOVBLZX      5(AX), R9
+	ANDL         $0x0000003f, R9
+	MOVBLZX      9(AX), R10
+	ANDL         $0x0000003f, R10
+	VXORPS       X7, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X7, X7
+	VMULSS       X5, X7, X7
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    16(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  128(R8), Y9, Y1
+	VPMOVZXBD    24(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  160(R8), Y9, Y2
+	VPMOVZXBD    32(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  192(R8), Y9, Y3
+	VPMOVZXBD    40(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  224(R8), Y9, Y4
+	MOVBLZX      6(AX), R9
+	ANDL         $0x0000003f, R9
+	MOVBLZX      10(AX), R10
+	ANDL         $0x0000003f, R10
+	VXORPS       X7, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X7, X7
+	VMULSS       X5, X7, X7
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    48(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  256(R8), Y9, Y1
+	VPMOVZXBD    56(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  288(R8), Y9, Y2
+	VPMOVZXBD    64(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  320(R8), Y9, Y3
+	VPMOVZXBD    72(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  352(R8), Y9, Y4
+	MOVBLZX      7(AX), R9
+	ANDL         $0x0000003f, R9
+	MOVBLZX      11(AX), R10
+	ANDL         $0x0000003f, R10
+	VXORPS       X7, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X7, X7
+	VMULSS       X5, X7, X7
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    48(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  384(R8), Y9, Y1
+	VPMOVZXBD    56(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  416(R8), Y9, Y2
+	VPMOVZXBD    64(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  448(R8), Y9, Y3
+	VPMOVZXBD    72(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  480(R8), Y9, Y4
+	MOVBLZX      12(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      4(AX), R10
+	SHRL         $0x06, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	MOVBLZX      12(AX), R10
+	SHRL         $0x04, R10
+	MOVBLZX      8(AX), R11
+	SHRL         $0x06, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	VXORPS       X7, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X7, X7
+	VMULSS       X5, X7, X7
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    80(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  512(R8), Y9, Y1
+	VPMOVZXBD    88(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  544(R8), Y9, Y2
+	VPMOVZXBD    96(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  576(R8), Y9, Y3
+	VPMOVZXBD    104(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  608(R8), Y9, Y4
+	MOVBLZX      13(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      5(AX), R10
+	SHRL         $0x06, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	MOVBLZX      13(AX), R10
+	SHRL         $0x04, R10
+	MOVBLZX      9(AX), R11
+	SHRL         $0x06, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	VXORPS       X7, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X7, X7
+	VMULSS       X5, X7, X7
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    80(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  640(R8), Y9, Y1
+	VPMOVZXBD    88(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  672(R8), Y9, Y2
+	VPMOVZXBD    96(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  704(R8), Y9, Y3
+	VPMOVZXBD    104(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  736(R8), Y9, Y4
+	MOVBLZX      14(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      6(AX), R10
+	SHRL         $0x06, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	MOVBLZX      14(AX), R10
+	SHRL         $0x04, R10
+	MOVBLZX      10(AX), R11
+	SHRL         $0x06, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	VXORPS       X7, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X7, X7
+	VMULSS       X5, X7, X7
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y7
+	VBROADCASTSS X8, Y8
+	VPMOVZXBD    112(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  768(R8), Y9, Y1
+	VPMOVZXBD    120(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  800(R8), Y9, Y2
+	VPMOVZXBD    128(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  832(R8), Y9, Y3
+	VPMOVZXBD    136(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VSUBPS       Y8, Y9, Y9
+	VFMADD231PS  864(R8), Y9, Y4
+	MOVBLZX      15(AX), R9
+	ANDL         $0x0000000f, R9
+	MOVBLZX      7(AX), R10
+	SHRL         $0x06, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	MOVBLZX      15(AX), R10
+	SHRL         $0x04, R10
+	MOVBLZX      11(AX), R11
+	SHRL         $0x06, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	VXORPS       X7, X7, X7
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X7, X7
+	VMULSS       X5, X7, X7
+	VCVTSI2SSL   R10, X8, X8
+	VMULSS       X6, X8, X8
+	VBROADCASTSS X7, Y5
+	VBROADCASTSS X8, Y6
+	VPMOVZXBD    112(AX), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y5, Y7, Y7
+	VSUBPS       Y6, Y7, Y7
+	VFMADD231PS  896(R8), Y7, Y1
+	VPMOVZXBD    120(AX), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y5, Y7, Y7
+	VSUBPS       Y6, Y7, Y7
+	VFMADD231PS  928(R8), Y7, Y2
+	VPMOVZXBD    128(AX), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y5, Y7, Y7
+	VSUBPS       Y6, Y7, Y7
+	VFMADD231PS  960(R8), Y7, Y3
+	VPMOVZXBD    136(AX), Y7
+	VPSRLD       $0x04, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y5, Y7, Y7
+	VSUBPS       Y6, Y7, Y7
+	VFMADD231PS  992(R8), Y7, Y4
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000400, R8
+	DECQ         CX
+	JMP          gemvQ4_KAVX2_block
+
+gemvQ4_KAVX2_blocksdone:
+	VADDPS       Y2, Y1, Y1
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSS       X1, (DX)
+	ADDQ         $0x04, DX
+	ADDQ         SI, BX
+	DECQ         DI
+	JMP          gemvQ4_KAVX2_row
+
+gemvQ4_KAVX2_end:
+	VZEROUPPER
+	RET
+
+// func gemvQ6_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·gemvQ6_KAVX2(SB), NOSPLIT, $0-48
+	MOVQ         w+8(FP), BX
+	MOVQ         ldw+16(FP), SI
+	MOVQ         rows+32(FP), DI
+	MOVQ         y+40(FP), DX
+	MOVL         $0x0000000f, AX
+	VMOVD        AX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000003, AX
+	VMOVD        AX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x00000020, AX
+	VMOVD        AX, X2
+	VPBROADCASTD X2, Y2
+
+gemvQ6_KAVX2_row:
+	TESTQ  DI, DI
+	JZ     gemvQ6_KAVX2_end
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	MOVQ   x+0(FP), R8
+	MOVQ   blocks+24(FP), CX
+	MOVQ   BX, AX
+
+gemvQ6_KAVX2_block:
+	TESTQ        CX, CX
+	JZ           gemvQ6_KAVX2_blocksdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	MOVWLZX      208(AX), R9
+	VMOVD        R9, X7
+	VCVTPH2PS    X7, X7
+	VPMOVZXBD    128(AX), Y8
+	VPMOVZXBD    (AX), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLD       $0x00, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      192(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  (R8), Y9, Y3
+	VPMOVZXBD    32(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLD       $0x02, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      194(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  128(R8), Y9, Y3
+	VPMOVZXBD    (AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLD       $0x04, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      196(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  256(R8), Y9, Y3
+	VPMOVZXBD    32(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLD       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPOR         Y8, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      198(AX), R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X7, X8, X8
+	VBROADCASTSS X8, Y8
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  384(R8), Y9, Y3
+	VPMOVZXBD    136(AX), Y8
+	VPMOVZXBD    8(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLD       $0x00, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      192(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  32(R8), Y9, Y4
+	VPMOVZXBD    40(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLD       $0x02, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      194(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  160(R8), Y9, Y4
+	VPMOVZXBD    8(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLD       $0x04, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      196(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  288(R8), Y9, Y4
+	VPMOVZXBD    40(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLD       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPOR         Y8, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      198(AX), R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X7, X8, X8
+	VBROADCASTSS X8, Y8
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  416(R8), Y9, Y4
+	VPMOVZXBD    144(AX), Y8
+	VPMOVZXBD    16(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLD       $0x00, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      193(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  64(R8), Y9, Y5
+	VPMOVZXBD    48(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLD       $0x02, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      195(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  192(R8), Y9, Y5
+	VPMOVZXBD    16(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLD       $0x04, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      197(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  320(R8), Y9, Y5
+	VPMOVZXBD    48(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLD       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPOR         Y8, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      199(AX), R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X7, X8, X8
+	VBROADCASTSS X8, Y8
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  448(R8), Y9, Y5
+	VPMOVZXBD    152(AX), Y8
+	VPMOVZXBD    24(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLD       $0x00, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      193(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  96(R8), Y9, Y6
+	VPMOVZXBD    56(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLD       $0x02, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      195(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  224(R8), Y9, Y6
+	VPMOVZXBD    24(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLD       $0x04, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      197(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  352(R8), Y9, Y6
+	VPMOVZXBD    56(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLD       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPOR         Y8, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      199(AX), R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X7, X8, X8
+	VBROADCASTSS X8, Y8
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  480(R8), Y9, Y6
+	VPMOVZXBD    160(AX), Y8
+	VPMOVZXBD    64(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLD       $0x00, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      200(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  512(R8), Y9, Y3
+	VPMOVZXBD    96(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLD       $0x02, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      202(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  640(R8), Y9, Y3
+	VPMOVZXBD    64(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLD       $0x04, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      204(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  768(R8), Y9, Y3
+	VPMOVZXBD    96(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLD       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPOR         Y8, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      206(AX), R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X7, X8, X8
+	VBROADCASTSS X8, Y8
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  896(R8), Y9, Y3
+	VPMOVZXBD    168(AX), Y8
+	VPMOVZXBD    72(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLD       $0x00, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      200(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  544(R8), Y9, Y4
+	VPMOVZXBD    104(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLD       $0x02, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      202(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  672(R8), Y9, Y4
+	VPMOVZXBD    72(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLD       $0x04, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      204(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  800(R8), Y9, Y4
+	VPMOVZXBD    104(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLD       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPOR         Y8, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      206(AX), R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X7, X8, X8
+	VBROADCASTSS X8, Y8
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  928(R8), Y9, Y4
+	VPMOVZXBD    176(AX), Y8
+	VPMOVZXBD    80(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLD       $0x00, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      201(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  576(R8), Y9, Y5
+	VPMOVZXBD    112(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLD       $0x02, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      203(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  704(R8), Y9, Y5
+	VPMOVZXBD    80(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLD       $0x04, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      205(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  832(R8), Y9, Y5
+	VPMOVZXBD    112(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLD       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPOR         Y8, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      207(AX), R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X7, X8, X8
+	VBROADCASTSS X8, Y8
+	VMULPS       Y8, Y9, Y9
+	VFMADD231PS  960(R8), Y9, Y5
+	VPMOVZXBD    184(AX), Y8
+	VPMOVZXBD    88(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLD       $0x00, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      201(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  608(R8), Y9, Y6
+	VPMOVZXBD    120(AX), Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLD       $0x02, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      203(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  736(R8), Y9, Y6
+	VPMOVZXBD    88(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLD       $0x04, Y8, Y10
+	VPAND        Y1, Y10, Y10
+	VPSLLD       $0x04, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      205(AX), R9
+	VXORPS       X10, X10, X10
+	VCVTSI2SSL   R9, X10, X10
+	VMULSS       X7, X10, X10
+	VBROADCASTSS X10, Y10
+	VMULPS       Y10, Y9, Y9
+	VFMADD231PS  864(R8), Y9, Y6
+	VPMOVZXBD    120(AX), Y9
+	VPSRLD       $0x04, Y9, Y9
+	VPSRLD       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLD       $0x04, Y8, Y8
+	VPOR         Y8, Y9, Y9
+	VPSUBD       Y2, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	MOVBLSX      207(AX), R9
+	VXORPS       X8, X8, X8
+	VCVTSI2SSL   R9, X8, X8
+	VMULSS       X7, X8, X8
+	VBROADCASTSS X8, Y7
+	VMULPS       Y7, Y9, Y9
+	VFMADD231PS  992(R8), Y9, Y6
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000400, R8
+	DECQ         CX
+	JMP          gemvQ6_KAVX2_block
+
+gemvQ6_KAVX2_blocksdone:
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y6, Y5, Y5
+	VADDPS       Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0x4e, X3, X4
+	VADDPS       X4, X3, X3
+	VPERMILPS    $0xb1, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSS       X3, (DX)
+	ADDQ         $0x04, DX
+	ADDQ         SI, BX
+	DECQ         DI
+	JMP          gemvQ6_KAVX2_row
+
+gemvQ6_KAVX2_end:
 	VZEROUPPER
 	RET

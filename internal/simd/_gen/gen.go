@@ -198,6 +198,12 @@ func main() {
 	q3kConsts()
 	fastK("Q2_K")
 	fastK("Q3_K")
+	// Exact decode fused with dequantization on AVX2.
+	for _, q := range []string{"Q4_1", "Q5_1", "Q2_K", "Q3_K", "Q5_K", "IQ4_XS"} {
+		lowbitGemvAVX2(q)
+	}
+	kquantGemvAVX2("Q4_K")
+	kquantGemvAVX2("Q6_K")
 	Generate()
 }
 
@@ -1002,16 +1008,43 @@ func q5RowsAVX2() {
 // kquantDequantAVX2 is kquantRows' dequantizing kernel for AVX2: the same
 // float32 operations on 8 values at a time, so that batched products over
 // K-quant weights (widened once per step for all rows) need no AVX-512.
-func kquantDequantAVX2(q string) {
+func kquantDequantAVX2(q string) { kquantRowsAVX2(q, false) }
+
+// kquantGemvAVX2 is exact decode for Q4_K and Q6_K on AVX2: each
+// super-block is dequantized in registers by kquantDequantAVX2's
+// instructions, and each vector of 8 values goes into one of four float32
+// accumulators by an FMA with x instead of being stored.
+func kquantGemvAVX2(q string) { kquantRowsAVX2(q, true) }
+
+func kquantRowsAVX2(q string, dot bool) {
 	name := "dequant" + q + "AVX2"
-	TEXT(name, NOSPLIT, "func(w *byte, blocks int, dst *float32)")
+	sig := "func(w *byte, blocks int, dst *float32)"
+	if dot {
+		name = "gemv" + q + "AVX2"
+		sig = "func(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)"
+	}
+	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc(name + " dequantizes blocks " + q + " super-blocks from w into dst.")
-	w, nb, out := GP64(), GP64(), GP64()
-	Load(Param("dst"), out)
-	Load(Param("w"), w)
-	Load(Param("blocks"), nb)
-	wp := w
+	if dot {
+		Doc(name + " computes y[r] = x · w_r for rows " + q + " rows of blocks super-blocks (stride ldw bytes), dequantizing as ggml does.")
+	} else {
+		Doc(name + " dequantizes blocks " + q + " super-blocks from w into dst.")
+	}
+	wp, nb, out := GP64(), GP64(), GP64()
+	var w, ldw, rows, xp GPVirtual
+	if dot {
+		// x and blocks are read from the arguments at each row: the
+		// scales' unpacking needs the registers.
+		w, ldw, rows, xp = GP64(), GP64(), GP64(), GP64()
+		Load(Param("w"), w)
+		Load(Param("ldw"), ldw)
+		Load(Param("rows"), rows)
+		Load(Param("y"), out)
+	} else {
+		Load(Param("dst"), out)
+		Load(Param("w"), wp)
+		Load(Param("blocks"), nb)
+	}
 	m15 := broadcast(avx2isa, 15)
 	var m3, k32 VecVirtual
 	if q == "Q6_K" {
@@ -1022,9 +1055,33 @@ func kquantDequantAVX2(q string) {
 		VBROADCASTSS(x, y)
 		return y
 	}
+	bsize := map[string]int{"Q6_K": 210, "Q4_K": 144}[q]
+	var acc []VecVirtual
+	if dot {
+		acc = []VecVirtual{YMM(), YMM(), YMM(), YMM()}
+		Label(name + "_row")
+		TESTQ(rows, rows)
+		JZ(LabelRef(name + "_end"))
+		for _, a := range acc {
+			VXORPS(a, a, a)
+		}
+		Load(Param("x"), xp)
+		Load(Param("blocks"), nb)
+		MOVQ(w, wp)
+	}
+	store := func(v VecVirtual, value int) {
+		if dot {
+			VFMADD231PS(Mem{Base: xp, Disp: 4 * value}, v, acc[(value/8)%4])
+			return
+		}
+		VMOVUPS(v, Mem{Base: out, Disp: 4 * value})
+	}
 	Label(name + "_block")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_blocksdone"))
+	if dot {
+		prefetchBlock(wp, bsize)
+	}
 	if q == "Q6_K" {
 		d := halfToScalar(Mem{Base: wp, Disp: 208})
 		for half := 0; half < 2; half++ {
@@ -1055,7 +1112,7 @@ func kquantDequantAVX2(q string) {
 					VCVTSI2SSL(sv, sf, sf)
 					VMULSS(d, sf, sf)
 					VMULPS(bcast(sf), lo, lo)
-					VMOVUPS(lo, Mem{Base: out, Disp: 4 * (128*half + l0 + 32*k)})
+					store(lo, 128*half+l0+32*k)
 				}
 			}
 		}
@@ -1084,15 +1141,24 @@ func kquantDequantAVX2(q string) {
 					VCVTDQ2PS(qv, qv)
 					VMULPS(ds, qv, qv)
 					VSUBPS(ms, qv, qv)
-					VMOVUPS(qv, Mem{Base: out, Disp: 4 * (64*ch + 32*sub + l0)})
+					store(qv, 64*ch+32*sub+l0)
 				}
 			}
 		}
 	}
-	nextBlock(name, wp, nb, nil, out, map[string]int{"Q6_K": 210, "Q4_K": 144}[q], 256, false)
+	nextBlock(name, wp, nb, xp, out, bsize, 256, dot)
 	Label(name + "_blocksdone")
-	VZEROUPPER()
-	RET()
+	if !dot {
+		VZEROUPPER()
+		RET()
+		return
+	}
+	VADDPS(acc[1], acc[0], acc[0])
+	VADDPS(acc[3], acc[2], acc[2])
+	VADDPS(acc[2], acc[0], acc[0])
+	reduce(avx2isa, acc[0], Mem{Base: out})
+	ADDQ(U8(4), out)
+	endRows(name, w, ldw, rows)
 }
 
 // q4kScaleMin unpacks Q4_K sub-block j's 6-bit scale and min from the

@@ -12,17 +12,47 @@ import (
 // dst, each value in ggml's dequantize_row_* order of float32 operations:
 // Q4_1/Q5_1 q·d then + m; Q2_K/Q5_K (d·sc)·q then − dmin·m; Q3_K
 // (d·sc)·q; IQ4_XS (d·(ls−32))·K[q]. Multiplies and adds stay separate
-// instructions (no FMA), so each rounds as ggml's does. Exact mode
-// multiplies the widened rows with the float32 kernels.
-func lowbitDequantAVX2(q string) {
+// instructions (no FMA), so each rounds as ggml's does. Prefill multiplies
+// the widened rows with the float32 kernels.
+func lowbitDequantAVX2(q string) { lowbitRowsAVX2(q, false) }
+
+// lowbitGemvAVX2 writes gemv<q>AVX2(x, w, ldw, blocks, rows, y), exact
+// decode for the same formats: each block is dequantized in registers by
+// the very instructions of dequant<q>AVX2, and each vector of 8 values,
+// instead of being stored, goes into one of four float32 accumulators by
+// an FMA with x (y[r] = x · w_r, summed in another order than the float32
+// kernels, as every fused kernel does).
+func lowbitGemvAVX2(q string) { lowbitRowsAVX2(q, true) }
+
+func lowbitRowsAVX2(q string, dot bool) {
 	name := "dequant" + q + "AVX2"
-	TEXT(name, NOSPLIT, "func(w *byte, blocks int, dst *float32)")
+	sig := "func(w *byte, blocks int, dst *float32)"
+	if dot {
+		name = "gemv" + q + "AVX2"
+		sig = "func(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)"
+	}
+	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc(name + " dequantizes blocks " + q + " blocks from w into dst, exactly as ggml does.")
+	if dot {
+		Doc(name + " computes y[r] = x · w_r for rows " + q + " rows of blocks blocks (stride ldw bytes), dequantizing as ggml does.")
+	} else {
+		Doc(name + " dequantizes blocks " + q + " blocks from w into dst, exactly as ggml does.")
+	}
 	wp, nb, out := GP64(), GP64(), GP64()
-	Load(Param("w"), wp)
-	Load(Param("blocks"), nb)
-	Load(Param("dst"), out)
+	var w, ldw, rows, xp GPVirtual
+	if dot {
+		// x and blocks are read from the arguments at each row: the
+		// scales' unpacking needs the registers.
+		w, ldw, rows, xp = GP64(), GP64(), GP64(), GP64()
+		Load(Param("w"), w)
+		Load(Param("ldw"), ldw)
+		Load(Param("rows"), rows)
+		Load(Param("y"), out)
+	} else {
+		Load(Param("w"), wp)
+		Load(Param("blocks"), nb)
+		Load(Param("dst"), out)
+	}
 	bsize := map[string]int{"Q4_1": 20, "Q5_1": 24, "Q2_K": 84, "Q3_K": 110, "Q5_K": 176, "IQ4_XS": 136}[q]
 	values := 256
 	if q == "Q4_1" || q == "Q5_1" {
@@ -53,17 +83,49 @@ func lowbitDequantAVX2(q string) {
 		}
 		return v
 	}
-	m1, m3, m15 := broadcast(avx2isa, 1), broadcast(avx2isa, 3), broadcast(avx2isa, 15)
+	var m1, m3, m15 VecVirtual
+	switch q {
+	case "Q4_1":
+		m15 = broadcast(avx2isa, 15)
+	case "Q5_1", "Q5_K":
+		m1, m15 = broadcast(avx2isa, 1), broadcast(avx2isa, 15)
+	case "Q2_K":
+		m3 = broadcast(avx2isa, 3)
+	case "Q3_K":
+		m1, m3 = broadcast(avx2isa, 1), broadcast(avx2isa, 3)
+	}
 	var levels, mask16 VecVirtual
 	if q == "IQ4_XS" {
 		levels, mask16 = XMM(), XMM()
 		VMOVDQU(iq4Levels, levels)
 		VMOVDQU(iq4Mask, mask16)
 	}
+	var acc []VecVirtual
+	if dot {
+		acc = []VecVirtual{YMM(), YMM(), YMM(), YMM()}
+		Label(name + "_row")
+		TESTQ(rows, rows)
+		JZ(LabelRef(name + "_end"))
+		for _, a := range acc {
+			VXORPS(a, a, a)
+		}
+		Load(Param("x"), xp)
+		Load(Param("blocks"), nb)
+		MOVQ(w, wp)
+	}
 	Label(name + "_block")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_blocksdone"))
-	store := func(v VecVirtual, value int) { VMOVUPS(v, Mem{Base: out, Disp: 4 * value}) }
+	if dot {
+		prefetchBlock(wp, bsize)
+	}
+	store := func(v VecVirtual, value int) {
+		if dot {
+			VFMADD231PS(Mem{Base: xp, Disp: 4 * value}, v, acc[(value/8)%4])
+			return
+		}
+		VMOVUPS(v, Mem{Base: out, Disp: 4 * value})
+	}
 	switch q {
 	case "Q4_1", "Q5_1":
 		d, m := bcast(halfToScalar(Mem{Base: wp})), bcast(halfToScalar(Mem{Base: wp, Disp: 2}))
@@ -224,12 +286,25 @@ func lowbitDequantAVX2(q string) {
 		}
 	}
 	ADDQ(U32(bsize), wp)
-	ADDQ(U32(4*values), out)
+	if dot {
+		ADDQ(U32(4*values), xp)
+	} else {
+		ADDQ(U32(4*values), out)
+	}
 	DECQ(nb)
 	JMP(LabelRef(name + "_block"))
 	Label(name + "_blocksdone")
-	VZEROUPPER()
-	RET()
+	if !dot {
+		VZEROUPPER()
+		RET()
+		return
+	}
+	VADDPS(acc[1], acc[0], acc[0])
+	VADDPS(acc[3], acc[2], acc[2])
+	VADDPS(acc[2], acc[0], acc[0])
+	reduce(avx2isa, acc[0], Mem{Base: out})
+	ADDQ(U8(4), out)
+	endRows(name, w, ldw, rows)
 }
 
 // lowbitShifts holds 0..31 as int32: Q5_1's per-lane shifts of qh.
