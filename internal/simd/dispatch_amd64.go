@@ -512,6 +512,10 @@ func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, in int, y []
 		fastQ5_0x4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
 	case quant.IQ4_NL:
 		fastIQ4_NLx4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
+	case quant.Q4_1:
+		fastQ4_1x4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
+	case quant.Q5_1:
+		fastQ5_1x4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
 	default:
 		return false
 	}

@@ -571,3 +571,13 @@ func gemvQ4_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32
 //
 //go:noescape
 func gemvQ6_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// fastQ4_1x4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q4_1 rows of blocks blocks (stride ldw bytes) and four rows of Q8_1 activations (stride ldx values).
+//
+//go:noescape
+func fastQ4_1x4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+
+// fastQ5_1x4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q5_1 rows of blocks blocks (stride ldw bytes) and four rows of Q8_1 activations (stride ldx values).
+//
+//go:noescape
+func fastQ5_1x4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)

@@ -20280,3 +20280,289 @@ gemvQ6_KAVX2_blocksdone:
 gemvQ6_KAVX2_end:
 	VZEROUPPER
 	RET
+
+// func fastQ4_1x4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ4_1x4AVX2(SB), NOSPLIT, $0-72
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVQ         ldx+48(FP), BX
+	MOVQ         BX, SI
+	SHRQ         $0x02, SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X1
+	VPBROADCASTD X1, Y1
+
+fastQ4_1x4AVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ4_1x4AVX2_end
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS X6, X6, X6
+	MOVQ   AX, DI
+	MOVQ   xq+32(FP), R8
+	LEAQ   (R8)(BX*2), R9
+	MOVQ   xd+40(FP), R10
+	LEAQ   (R10)(SI*2), R11
+	MOVQ   blocks+24(FP), R12
+
+fastQ4_1x4AVX2_block:
+	TESTQ        R12, R12
+	JZ           fastQ4_1x4AVX2_rowdone
+	PREFETCHT0   2048(DI)
+	VMOVDQU      4(DI), X7
+	VPSRLW       $0x04, X7, X8
+	VINSERTI128  $0x01, X8, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	MOVWLZX      (DI), R13
+	VMOVD        R13, X8
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS X8, Y8
+	MOVWLZX      2(DI), R13
+	VMOVD        R13, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, X9
+	VPMADDUBSW   (R8), Y7, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R10), Y11
+	VMULPS       Y8, Y11, Y11
+	VFMADD231PS  Y10, Y11, Y2
+	VPMADDUBSW   (R8)(BX*1), Y7, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R10)(SI*1), Y11
+	VMULPS       Y8, Y11, Y11
+	VFMADD231PS  Y10, Y11, Y3
+	VPMADDUBSW   (R9), Y7, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R11), Y11
+	VMULPS       Y8, Y11, Y11
+	VFMADD231PS  Y10, Y11, Y4
+	VPMADDUBSW   (R9)(BX*1), Y7, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (R11)(SI*1), Y11
+	VMULPS       Y8, Y11, Y11
+	VFMADD231PS  Y10, Y11, Y5
+	VMOVSS       4(R10), X7
+	VINSERTPS    $0x10, 4(R10)(SI*1), X7, X7
+	VINSERTPS    $0x20, 4(R11), X7, X7
+	VINSERTPS    $0x30, 4(R11)(SI*1), X7, X7
+	VMULPS       X9, X7, X7
+	VADDPS       X7, X6, X6
+	ADDQ         $0x00000014, DI
+	ADDQ         $0x20, R8
+	ADDQ         $0x20, R9
+	ADDQ         $0x08, R10
+	ADDQ         $0x08, R11
+	DECQ         R12
+	JMP          fastQ4_1x4AVX2_block
+
+fastQ4_1x4AVX2_rowdone:
+	MOVQ         ldy+64(FP), R12
+	SHLQ         $0x02, R12
+	MOVQ         DX, R8
+	VEXTRACTF128 $0x01, Y2, X7
+	VADDPS       X7, X2, X2
+	VPERMILPS    $0x4e, X2, X7
+	VADDPS       X7, X2, X2
+	VPERMILPS    $0xb1, X2, X7
+	VADDPS       X7, X2, X2
+	VADDSS       X6, X2, X2
+	VMOVSS       X2, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X2, X3, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x01, X6, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y4, X2
+	VADDPS       X2, X4, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x02, X6, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y5, X2
+	VADDPS       X2, X5, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x03, X6, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R8)
+	ADDQ         R12, R8
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R12
+	ADDQ         R12, AX
+	DECQ         CX
+	JMP          fastQ4_1x4AVX2_row
+
+fastQ4_1x4AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastQ5_1x4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ5_1x4AVX2(SB), NOSPLIT, $0-72
+	MOVQ         w+0(FP), AX
+	MOVQ         rows+16(FP), CX
+	MOVQ         y+56(FP), DX
+	MOVQ         ldx+48(FP), BX
+	MOVQ         BX, SI
+	SHRQ         $0x02, SI
+	MOVL         $0x00010001, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, DI
+	VMOVD        DI, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x10101010, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	VPCMPEQB     Y3, Y3, Y3
+
+fastQ5_1x4AVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ5_1x4AVX2_end
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS X8, X8, X8
+	MOVQ   AX, DI
+	MOVQ   xq+32(FP), R8
+	LEAQ   (R8)(BX*2), R9
+	MOVQ   xd+40(FP), R10
+	LEAQ   (R10)(SI*2), R11
+	MOVQ   blocks+24(FP), R12
+
+fastQ5_1x4AVX2_block:
+	TESTQ        R12, R12
+	JZ           fastQ5_1x4AVX2_rowdone
+	PREFETCHT0   2048(DI)
+	VMOVDQU      8(DI), X9
+	VPSRLW       $0x04, X9, X10
+	VINSERTI128  $0x01, X10, Y9, Y9
+	VPAND        Y1, Y9, Y9
+	VPBROADCASTD 4(DI), Y10
+	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
+	VPOR         fastq5bits<>+0(SB), Y10, Y10
+	VPCMPEQB     Y3, Y10, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	MOVWLZX      (DI), R13
+	VMOVD        R13, X10
+	VCVTPH2PS    X10, X10
+	VBROADCASTSS X10, Y10
+	MOVWLZX      2(DI), R13
+	VMOVD        R13, X11
+	VCVTPH2PS    X11, X11
+	VBROADCASTSS X11, X11
+	VPMADDUBSW   (R8), Y9, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (R10), Y13
+	VMULPS       Y10, Y13, Y13
+	VFMADD231PS  Y12, Y13, Y4
+	VPMADDUBSW   (R8)(BX*1), Y9, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (R10)(SI*1), Y13
+	VMULPS       Y10, Y13, Y13
+	VFMADD231PS  Y12, Y13, Y5
+	VPMADDUBSW   (R9), Y9, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (R11), Y13
+	VMULPS       Y10, Y13, Y13
+	VFMADD231PS  Y12, Y13, Y6
+	VPMADDUBSW   (R9)(BX*1), Y9, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (R11)(SI*1), Y13
+	VMULPS       Y10, Y13, Y13
+	VFMADD231PS  Y12, Y13, Y7
+	VMOVSS       4(R10), X9
+	VINSERTPS    $0x10, 4(R10)(SI*1), X9, X9
+	VINSERTPS    $0x20, 4(R11), X9, X9
+	VINSERTPS    $0x30, 4(R11)(SI*1), X9, X9
+	VMULPS       X11, X9, X9
+	VADDPS       X9, X8, X8
+	ADDQ         $0x00000018, DI
+	ADDQ         $0x20, R8
+	ADDQ         $0x20, R9
+	ADDQ         $0x08, R10
+	ADDQ         $0x08, R11
+	DECQ         R12
+	JMP          fastQ5_1x4AVX2_block
+
+fastQ5_1x4AVX2_rowdone:
+	MOVQ         ldy+64(FP), R12
+	SHLQ         $0x02, R12
+	MOVQ         DX, R8
+	VEXTRACTF128 $0x01, Y4, X9
+	VADDPS       X9, X4, X4
+	VPERMILPS    $0x4e, X4, X9
+	VADDPS       X9, X4, X4
+	VPERMILPS    $0xb1, X4, X9
+	VADDPS       X9, X4, X4
+	VADDSS       X8, X4, X4
+	VMOVSS       X4, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y5, X4
+	VADDPS       X4, X5, X4
+	VPERMILPS    $0x4e, X4, X5
+	VADDPS       X5, X4, X4
+	VPERMILPS    $0xb1, X4, X5
+	VADDPS       X5, X4, X4
+	VPERMILPS    $0x01, X8, X5
+	VADDSS       X5, X4, X4
+	VMOVSS       X4, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y6, X4
+	VADDPS       X4, X6, X4
+	VPERMILPS    $0x4e, X4, X5
+	VADDPS       X5, X4, X4
+	VPERMILPS    $0xb1, X4, X5
+	VADDPS       X5, X4, X4
+	VPERMILPS    $0x02, X8, X5
+	VADDSS       X5, X4, X4
+	VMOVSS       X4, (R8)
+	ADDQ         R12, R8
+	VEXTRACTF128 $0x01, Y7, X4
+	VADDPS       X4, X7, X4
+	VPERMILPS    $0x4e, X4, X5
+	VADDPS       X5, X4, X4
+	VPERMILPS    $0xb1, X4, X5
+	VADDPS       X5, X4, X4
+	VPERMILPS    $0x03, X8, X5
+	VADDSS       X5, X4, X4
+	VMOVSS       X4, (R8)
+	ADDQ         R12, R8
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R12
+	ADDQ         R12, AX
+	DECQ         CX
+	JMP          fastQ5_1x4AVX2_row
+
+fastQ5_1x4AVX2_end:
+	VZEROUPPER
+	RET

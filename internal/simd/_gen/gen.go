@@ -204,6 +204,8 @@ func main() {
 	}
 	kquantGemvAVX2("Q4_K")
 	kquantGemvAVX2("Q6_K")
+	fastQ8_1x4("Q4_1")
+	fastQ8_1x4("Q5_1")
 	Generate()
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -563,4 +565,122 @@ func q3kConsts() {
 	for i := 0; i < 16; i++ {
 		DATA(i, U8(32))
 	}
+}
+
+// fastQ8_1x4 is fastQ8_1 for four rows of Q8_1 activations (stride ldx
+// values; their (d, s) pairs at stride ldx/16 float32s): each block's
+// unsigned weight values are built once and go into VPMADDUBSW against
+// the four rows. Per row, d_w·d_x times the block's integer lane sums goes
+// into that row's eight float32 lanes; m_w·s_x of the four rows goes into
+// the four lanes of one XMM (lane i row i), added to row i's lane sum at
+// the end, as ggml's vec_dot_q4_1_q8_1 adds its summs after hsum.
+func fastQ8_1x4(q string) {
+	name := "fast" + q + "x4AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes y[i*ldy+r] = w_r · x_i for rows %s rows of blocks blocks (stride ldw bytes) and four rows of Q8_1 activations (stride ldx values).", name, q))
+	w, rows, y, ldx, ldd := GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("w"), w)
+	Load(Param("rows"), rows)
+	Load(Param("y"), y)
+	Load(Param("ldx"), ldx)
+	MOVQ(ldx, ldd)
+	SHRQ(U8(2), ldd) // bytes of (d, s) pairs per row: ldx/16 float32s
+	bsize, qs := 20, 4
+	if q == "Q5_1" {
+		bsize, qs = 24, 8
+	}
+	ones, mask := broadcast(avx2, 0x00010001), bcast8(0x0f)
+	var m10, allOnes VecVirtual
+	if q == "Q5_1" {
+		m10, allOnes = bcast8(0x10), YMM()
+		VPCMPEQB(allOnes, allOnes, allOnes)
+	}
+	wp, xp, xp2, dp, dp2, b := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	acc := []VecVirtual{YMM(), YMM(), YMM(), YMM()}
+	summs := XMM()
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	for _, a := range acc {
+		VXORPS(a, a, a)
+	}
+	VXORPS(summs, summs, summs)
+	MOVQ(w, wp)
+	Load(Param("xq"), xp)
+	LEAQ(Mem{Base: xp, Index: ldx, Scale: 2}, xp2)
+	Load(Param("xd"), dp)
+	LEAQ(Mem{Base: dp, Index: ldd, Scale: 2}, dp2)
+	Load(Param("blocks"), b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_rowdone"))
+	prefetchBlock(wp, bsize)
+	wv, hi := YMM(), XMM()
+	VMOVDQU(Mem{Base: wp, Disp: qs}, wv.AsX())
+	VPSRLW(U8(4), wv.AsX(), hi)
+	VINSERTI128(U8(1), hi, wv, wv)
+	VPAND(mask, wv, wv)
+	if q == "Q5_1" {
+		bits := YMM()
+		VPBROADCASTD(Mem{Base: wp, Disp: 4}, bits)
+		VPSHUFB(q5Shuf, bits, bits)
+		VPOR(q5Bits, bits, bits)
+		VPCMPEQB(allOnes, bits, bits)
+		VPAND(m10, bits, bits)
+		VPOR(bits, wv, wv)
+	}
+	dw := YMM()
+	VBROADCASTSS(halfToScalar(Mem{Base: wp}), dw)
+	mw := XMM()
+	VBROADCASTSS(halfToScalar(Mem{Base: wp, Disp: 2}), mw)
+	dms := []Mem{{Base: dp}, {Base: dp, Index: ldd, Scale: 1}, {Base: dp2}, {Base: dp2, Index: ldd, Scale: 1}}
+	for i, a := range acc {
+		xm := []Mem{{Base: xp}, {Base: xp, Index: ldx, Scale: 1}, {Base: xp2}, {Base: xp2, Index: ldx, Scale: 1}}[i]
+		p, d := YMM(), YMM()
+		VPMADDUBSW(xm, wv, p) // unsigned weights × signed x
+		VPMADDWD(ones, p, p)
+		VCVTDQ2PS(p, p)
+		VBROADCASTSS(dms[i], d)
+		VMULPS(dw, d, d)
+		VFMADD231PS(p, d, a)
+	}
+	// The four rows' s_x into one XMM's lanes, times m_w.
+	s := XMM()
+	VMOVSS(dms[0].Offset(4), s)
+	for i := 1; i < 4; i++ {
+		VINSERTPS(U8(i<<4), dms[i].Offset(4), s, s)
+	}
+	VMULPS(mw, s, s)
+	VADDPS(s, summs, summs)
+	ADDQ(U32(bsize), wp)
+	ADDQ(U8(32), xp)
+	ADDQ(U8(32), xp2)
+	ADDQ(U8(8), dp)
+	ADDQ(U8(8), dp2)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_rowdone")
+	Load(Param("ldy"), b)
+	SHLQ(U8(2), b)
+	MOVQ(y, xp)
+	for i, a := range acc {
+		r := fold(a, 8, VADDPS)
+		m := summs
+		if i > 0 {
+			m = XMM()
+			VPERMILPS(U8(i), summs, m) // lane i to lane 0
+		}
+		VADDSS(m, r, r)
+		VMOVSS(r, Mem{Base: xp})
+		ADDQ(b, xp)
+	}
+	ADDQ(U8(4), y)
+	Load(Param("ldw"), b)
+	ADDQ(b, w)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
 }
