@@ -496,9 +496,9 @@ func asmDotActs(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16,
 }
 
 // asmDotActs4 is asmDotActs for four rows of activations at once (row
-// stride in values; scales and outputs likewise), for the formats with a
-// four-row kernel; false otherwise.
-func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, in int, y []float32, ldy int) bool {
+// stride in values; scales, the K-quants' sums and outputs likewise), for
+// the formats with a four-row kernel; false otherwise.
+func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16, in int, y []float32, ldy int) bool {
 	if active == nil || rows == 0 {
 		return false
 	}
@@ -516,6 +516,10 @@ func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, in int, y []
 		fastQ4_1x4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
 	case quant.Q5_1:
 		fastQ5_1x4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
+	case quant.Q4_K:
+		fastQ4_Kx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
+	case quant.Q5_K:
+		fastQ5_Kx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
 	default:
 		return false
 	}

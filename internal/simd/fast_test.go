@@ -456,8 +456,12 @@ func TestFastKernels4(t *testing.T) {
 	Force(true)
 	defer func() { active = was }()
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.Q4_1, quant.Q5_1} {
-		const rows, T, in = 7, 4, 544
+	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.Q4_1, quant.Q5_1, quant.Q4_K, quant.Q5_K} {
+		const rows, T = 7, 4
+		in := 544
+		if quant.KQuant(f) {
+			in = 768
+		}
 		rb, _ := f.RowBytes(in)
 		w := make([]byte, rows*rb)
 		src := make([]float32, in)
@@ -468,7 +472,7 @@ func TestFastKernels4(t *testing.T) {
 			quant.QuantizeRow(f, src, w[j*rb:(j+1)*rb])
 		}
 		nd := in / quant.ActBlock(f) * quant.ActScales(f)
-		q, d, sums := make([]int8, T*in), make([]float32, T*nd), make([]int16, in/16)
+		q, d, sums := make([]int8, T*in), make([]float32, T*nd), make([]int16, T*in/16)
 		want := make([]float32, T*rows)
 		var mag float64
 		for tt := 0; tt < T; tt++ {
@@ -476,14 +480,15 @@ func TestFastKernels4(t *testing.T) {
 			for i := range x {
 				x[i] = float32(r.NormFloat64() * 3)
 			}
-			quant.QuantizeActs(f, x, q[tt*in:(tt+1)*in], d[tt*nd:(tt+1)*nd], sums)
+			st := sums[tt*in/16 : (tt+1)*in/16]
+			quant.QuantizeActs(f, x, q[tt*in:(tt+1)*in], d[tt*nd:(tt+1)*nd], st)
 			for j := 0; j < rows; j++ {
-				want[tt*rows+j] = quant.DotActs(f, w[j*rb:(j+1)*rb], q[tt*in:(tt+1)*in], d[tt*nd:(tt+1)*nd], sums)
+				want[tt*rows+j] = quant.DotActs(f, w[j*rb:(j+1)*rb], q[tt*in:(tt+1)*in], d[tt*nd:(tt+1)*nd], st)
 				mag = max(mag, math.Abs(float64(want[tt*rows+j])))
 			}
 		}
 		got := make([]float32, T*rows)
-		if !asmDotActs4(Weight{Kind: Quant, Format: f, Bytes: w}, 0, rows, rb, q, d, in, got, rows) {
+		if !asmDotActs4(Weight{Kind: Quant, Format: f, Bytes: w}, 0, rows, rb, q, d, sums, in, got, rows) {
 			t.Fatalf("%s: no four-row kernel", f)
 		}
 		for i := range got {

@@ -581,3 +581,13 @@ func fastQ4_1x4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float3
 //
 //go:noescape
 func fastQ5_1x4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+
+// fastQ4_Kx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q4_K rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastQ4_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastQ5_Kx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q5_K rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastQ5_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)

@@ -20566,3 +20566,761 @@ fastQ5_1x4AVX2_rowdone:
 fastQ5_1x4AVX2_end:
 	VZEROUPPER
 	RET
+
+// func fastQ4_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ4_Kx4AVX2(SB), NOSPLIT, $544-80
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ y+64(FP), DX
+	MOVQ ldx+56(FP), BX
+
+fastQ4_Kx4AVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ4_Kx4AVX2_end
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, SI
+	MOVQ   xq+32(FP), DI
+	MOVQ   xd+40(FP), R8
+	MOVQ   xs+48(FP), R9
+	MOVQ   blocks+24(FP), R10
+
+fastQ4_Kx4AVX2_block:
+	TESTQ        R10, R10
+	JZ           fastQ4_Kx4AVX2_rowdone
+	PREFETCHT0   2048(SI)
+	PREFETCHT0   2112(SI)
+	PREFETCHT0   2176(SI)
+	MOVL         4(SI), R11
+	MOVL         8(SI), R12
+	MOVL         12(SI), R13
+	MOVL         R11, R15
+	SHRL         $0x06, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R13, R14
+	ANDL         $0x0f0f0f0f, R14
+	ORL          R15, R14
+	MOVL         R12, R15
+	SHRL         $0x06, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ANDL         $0x3f3f3f3f, R12
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	ORL          R15, R13
+	VMOVD        R11, X4
+	VPINSRD      $0x01, R14, X4, X4
+	VPMOVZXBW    X4, X4
+	VINSERTI128  $0x01, X4, Y4, Y4
+	VMOVD        R12, X5
+	VPINSRD      $0x01, R13, X5, X5
+	VPMOVZXBW    X5, X5
+	VPUNPCKHWD   X5, X5, X6
+	VPUNPCKLWD   X5, X5, X5
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VMOVDQU      Y5, 512(SP)
+	MOVL         $0x0f0f0f0f, R11
+	VMOVD        R11, X5
+	VPBROADCASTD X5, Y6
+	VMOVDQU      16(SI), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y6, Y7, Y7
+	VPAND        Y6, Y8, Y8
+	VMOVDQU      Y7, (SP)
+	VMOVDQU      Y8, 32(SP)
+	VPSHUFB      fastq4kshuf<>+0(SB), Y4, Y7
+	VMOVDQU      Y7, 256(SP)
+	VPSHUFB      fastq4kshuf<>+32(SB), Y4, Y7
+	VMOVDQU      Y7, 288(SP)
+	VMOVDQU      48(SI), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y6, Y7, Y7
+	VPAND        Y6, Y8, Y8
+	VMOVDQU      Y7, 64(SP)
+	VMOVDQU      Y8, 96(SP)
+	VPSHUFB      fastq4kshuf<>+64(SB), Y4, Y7
+	VMOVDQU      Y7, 320(SP)
+	VPSHUFB      fastq4kshuf<>+96(SB), Y4, Y7
+	VMOVDQU      Y7, 352(SP)
+	VMOVDQU      80(SI), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y6, Y7, Y7
+	VPAND        Y6, Y8, Y8
+	VMOVDQU      Y7, 128(SP)
+	VMOVDQU      Y8, 160(SP)
+	VPSHUFB      fastq4kshuf<>+128(SB), Y4, Y7
+	VMOVDQU      Y7, 384(SP)
+	VPSHUFB      fastq4kshuf<>+160(SB), Y4, Y7
+	VMOVDQU      Y7, 416(SP)
+	VMOVDQU      112(SI), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y6, Y7, Y7
+	VPAND        Y6, Y8, Y8
+	VMOVDQU      Y7, 192(SP)
+	VMOVDQU      Y8, 224(SP)
+	VPSHUFB      fastq4kshuf<>+192(SB), Y4, Y6
+	VMOVDQU      Y6, 448(SP)
+	VPSHUFB      fastq4kshuf<>+224(SB), Y4, Y6
+	VMOVDQU      Y6, 480(SP)
+	MOVQ         DI, R11
+	MOVQ         R8, R12
+	MOVQ         R9, R13
+	VMOVDQU      (SP), Y6
+	VPMADDUBSW   (R11), Y6, Y6
+	VPMADDWD     256(SP), Y6, Y6
+	VMOVDQU      32(SP), Y7
+	VPMADDUBSW   32(R11), Y7, Y7
+	VPMADDWD     288(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      64(SP), Y7
+	VPMADDUBSW   64(R11), Y7, Y7
+	VPMADDWD     320(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      96(SP), Y7
+	VPMADDUBSW   96(R11), Y7, Y7
+	VPMADDWD     352(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      128(SP), Y7
+	VPMADDUBSW   128(R11), Y7, Y7
+	VPMADDWD     384(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      160(SP), Y7
+	VPMADDUBSW   160(R11), Y7, Y7
+	VPMADDWD     416(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      192(SP), Y7
+	VPMADDUBSW   192(R11), Y7, Y7
+	VPMADDWD     448(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      224(SP), Y7
+	VPMADDUBSW   224(R11), Y7, Y7
+	VPMADDWD     480(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      512(SP), Y7
+	VPMADDWD     (R13), Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y8
+	VFMADD231PS  Y6, Y8, Y0
+	MOVWLZX      2(SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y6
+	VFNMADD231PS Y7, Y6, Y0
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	VMOVDQU      (SP), Y6
+	VPMADDUBSW   (R11), Y6, Y6
+	VPMADDWD     256(SP), Y6, Y6
+	VMOVDQU      32(SP), Y7
+	VPMADDUBSW   32(R11), Y7, Y7
+	VPMADDWD     288(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      64(SP), Y7
+	VPMADDUBSW   64(R11), Y7, Y7
+	VPMADDWD     320(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      96(SP), Y7
+	VPMADDUBSW   96(R11), Y7, Y7
+	VPMADDWD     352(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      128(SP), Y7
+	VPMADDUBSW   128(R11), Y7, Y7
+	VPMADDWD     384(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      160(SP), Y7
+	VPMADDUBSW   160(R11), Y7, Y7
+	VPMADDWD     416(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      192(SP), Y7
+	VPMADDUBSW   192(R11), Y7, Y7
+	VPMADDWD     448(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      224(SP), Y7
+	VPMADDUBSW   224(R11), Y7, Y7
+	VPMADDWD     480(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      512(SP), Y7
+	VPMADDWD     (R13), Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y8
+	VFMADD231PS  Y6, Y8, Y1
+	MOVWLZX      2(SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y6
+	VFNMADD231PS Y7, Y6, Y1
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	VMOVDQU      (SP), Y6
+	VPMADDUBSW   (R11), Y6, Y6
+	VPMADDWD     256(SP), Y6, Y6
+	VMOVDQU      32(SP), Y7
+	VPMADDUBSW   32(R11), Y7, Y7
+	VPMADDWD     288(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      64(SP), Y7
+	VPMADDUBSW   64(R11), Y7, Y7
+	VPMADDWD     320(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      96(SP), Y7
+	VPMADDUBSW   96(R11), Y7, Y7
+	VPMADDWD     352(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      128(SP), Y7
+	VPMADDUBSW   128(R11), Y7, Y7
+	VPMADDWD     384(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      160(SP), Y7
+	VPMADDUBSW   160(R11), Y7, Y7
+	VPMADDWD     416(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      192(SP), Y7
+	VPMADDUBSW   192(R11), Y7, Y7
+	VPMADDWD     448(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      224(SP), Y7
+	VPMADDUBSW   224(R11), Y7, Y7
+	VPMADDWD     480(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      512(SP), Y7
+	VPMADDWD     (R13), Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y8
+	VFMADD231PS  Y6, Y8, Y2
+	MOVWLZX      2(SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y6
+	VFNMADD231PS Y7, Y6, Y2
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	VMOVDQU      (SP), Y6
+	VPMADDUBSW   (R11), Y6, Y6
+	VPMADDWD     256(SP), Y6, Y6
+	VMOVDQU      32(SP), Y7
+	VPMADDUBSW   32(R11), Y7, Y7
+	VPMADDWD     288(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      64(SP), Y7
+	VPMADDUBSW   64(R11), Y7, Y7
+	VPMADDWD     320(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      96(SP), Y7
+	VPMADDUBSW   96(R11), Y7, Y7
+	VPMADDWD     352(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      128(SP), Y7
+	VPMADDUBSW   128(R11), Y7, Y7
+	VPMADDWD     384(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      160(SP), Y7
+	VPMADDUBSW   160(R11), Y7, Y7
+	VPMADDWD     416(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      192(SP), Y7
+	VPMADDUBSW   192(R11), Y7, Y7
+	VPMADDWD     448(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      224(SP), Y7
+	VPMADDUBSW   224(R11), Y7, Y7
+	VPMADDWD     480(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      512(SP), Y7
+	VPMADDWD     (R13), Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (SI), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y8
+	VFMADD231PS  Y6, Y8, Y3
+	MOVWLZX      2(SI), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y6
+	VFNMADD231PS Y7, Y6, Y3
+	ADDQ         $0x00000090, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x04, R8
+	ADDQ         $0x20, R9
+	DECQ         R10
+	JMP          fastQ4_Kx4AVX2_block
+
+fastQ4_Kx4AVX2_rowdone:
+	MOVQ         ldy+72(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         DX, DI
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0xb1, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R10
+	ADDQ         R10, AX
+	DECQ         CX
+	JMP          fastQ4_Kx4AVX2_row
+
+fastQ4_Kx4AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastQ5_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ5_Kx4AVX2(SB), NOSPLIT, $544-80
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ y+64(FP), DX
+	MOVQ ldx+56(FP), BX
+
+fastQ5_Kx4AVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ5_Kx4AVX2_end
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, SI
+	MOVQ   xq+32(FP), DI
+	MOVQ   xd+40(FP), R8
+	MOVQ   xs+48(FP), R9
+	MOVQ   blocks+24(FP), R10
+
+fastQ5_Kx4AVX2_block:
+	TESTQ        R10, R10
+	JZ           fastQ5_Kx4AVX2_rowdone
+	PREFETCHT0   2048(SI)
+	PREFETCHT0   2112(SI)
+	PREFETCHT0   2176(SI)
+	MOVL         4(SI), R11
+	MOVL         8(SI), R12
+	MOVL         12(SI), R13
+	MOVL         R11, R15
+	SHRL         $0x06, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R13, R14
+	ANDL         $0x0f0f0f0f, R14
+	ORL          R15, R14
+	MOVL         R12, R15
+	SHRL         $0x06, R15
+	ANDL         $0x03030303, R15
+	SHLL         $0x04, R15
+	ANDL         $0x3f3f3f3f, R12
+	SHRL         $0x04, R13
+	ANDL         $0x0f0f0f0f, R13
+	ORL          R15, R13
+	VMOVD        R11, X4
+	VPINSRD      $0x01, R14, X4, X4
+	VPMOVZXBW    X4, X4
+	VINSERTI128  $0x01, X4, Y4, Y4
+	VMOVD        R12, X5
+	VPINSRD      $0x01, R13, X5, X5
+	VPMOVZXBW    X5, X5
+	VPUNPCKHWD   X5, X5, X6
+	VPUNPCKLWD   X5, X5, X5
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VMOVDQU      Y5, 512(SP)
+	MOVL         $0x0f0f0f0f, R11
+	VMOVD        R11, X5
+	VPBROADCASTD X5, Y6
+	VMOVDQU      16(SI), Y7
+	MOVL         $0x10101010, R11
+	VMOVD        R11, X5
+	VPBROADCASTD X5, Y8
+	VMOVDQU      48(SI), Y9
+	VPSRLW       $0x04, Y9, Y10
+	VPAND        Y6, Y9, Y9
+	VPAND        Y6, Y10, Y10
+	VPSLLW       $0x04, Y7, Y11
+	VPAND        Y8, Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSLLW       $0x03, Y7, Y11
+	VPAND        Y8, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQU      Y9, (SP)
+	VMOVDQU      Y10, 32(SP)
+	VPSHUFB      fastq4kshuf<>+0(SB), Y4, Y9
+	VMOVDQU      Y9, 256(SP)
+	VPSHUFB      fastq4kshuf<>+32(SB), Y4, Y9
+	VMOVDQU      Y9, 288(SP)
+	VMOVDQU      80(SI), Y9
+	VPSRLW       $0x04, Y9, Y10
+	VPAND        Y6, Y9, Y9
+	VPAND        Y6, Y10, Y10
+	VPSLLW       $0x02, Y7, Y11
+	VPAND        Y8, Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSLLW       $0x01, Y7, Y11
+	VPAND        Y8, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQU      Y9, 64(SP)
+	VMOVDQU      Y10, 96(SP)
+	VPSHUFB      fastq4kshuf<>+64(SB), Y4, Y9
+	VMOVDQU      Y9, 320(SP)
+	VPSHUFB      fastq4kshuf<>+96(SB), Y4, Y9
+	VMOVDQU      Y9, 352(SP)
+	VMOVDQU      112(SI), Y9
+	VPSRLW       $0x04, Y9, Y10
+	VPAND        Y6, Y9, Y9
+	VPAND        Y6, Y10, Y10
+	VMOVDQA      Y7, Y11
+	VPAND        Y8, Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSRLW       $0x01, Y7, Y11
+	VPAND        Y8, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQU      Y9, 128(SP)
+	VMOVDQU      Y10, 160(SP)
+	VPSHUFB      fastq4kshuf<>+128(SB), Y4, Y9
+	VMOVDQU      Y9, 384(SP)
+	VPSHUFB      fastq4kshuf<>+160(SB), Y4, Y9
+	VMOVDQU      Y9, 416(SP)
+	VMOVDQU      144(SI), Y9
+	VPSRLW       $0x04, Y9, Y10
+	VPAND        Y6, Y9, Y9
+	VPAND        Y6, Y10, Y10
+	VPSRLW       $0x02, Y7, Y6
+	VPAND        Y8, Y6, Y6
+	VPOR         Y6, Y9, Y9
+	VPSRLW       $0x03, Y7, Y6
+	VPAND        Y8, Y6, Y6
+	VPOR         Y6, Y10, Y10
+	VMOVDQU      Y9, 192(SP)
+	VMOVDQU      Y10, 224(SP)
+	VPSHUFB      fastq4kshuf<>+192(SB), Y4, Y6
+	VMOVDQU      Y6, 448(SP)
+	VPSHUFB      fastq4kshuf<>+224(SB), Y4, Y6
+	VMOVDQU      Y6, 480(SP)
+	MOVQ         DI, R11
+	MOVQ         R8, R12
+	MOVQ         R9, R13
+	VMOVDQU      (SP), Y6
+	VPMADDUBSW   (R11), Y6, Y6
+	VPMADDWD     256(SP), Y6, Y6
+	VMOVDQU      32(SP), Y7
+	VPMADDUBSW   32(R11), Y7, Y7
+	VPMADDWD     288(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      64(SP), Y7
+	VPMADDUBSW   64(R11), Y7, Y7
+	VPMADDWD     320(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      96(SP), Y7
+	VPMADDUBSW   96(R11), Y7, Y7
+	VPMADDWD     352(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      128(SP), Y7
+	VPMADDUBSW   128(R11), Y7, Y7
+	VPMADDWD     384(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      160(SP), Y7
+	VPMADDUBSW   160(R11), Y7, Y7
+	VPMADDWD     416(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      192(SP), Y7
+	VPMADDUBSW   192(R11), Y7, Y7
+	VPMADDWD     448(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      224(SP), Y7
+	VPMADDUBSW   224(R11), Y7, Y7
+	VPMADDWD     480(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      512(SP), Y7
+	VPMADDWD     (R13), Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y8
+	VFMADD231PS  Y6, Y8, Y0
+	MOVWLZX      2(SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y6
+	VFNMADD231PS Y7, Y6, Y0
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	VMOVDQU      (SP), Y6
+	VPMADDUBSW   (R11), Y6, Y6
+	VPMADDWD     256(SP), Y6, Y6
+	VMOVDQU      32(SP), Y7
+	VPMADDUBSW   32(R11), Y7, Y7
+	VPMADDWD     288(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      64(SP), Y7
+	VPMADDUBSW   64(R11), Y7, Y7
+	VPMADDWD     320(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      96(SP), Y7
+	VPMADDUBSW   96(R11), Y7, Y7
+	VPMADDWD     352(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      128(SP), Y7
+	VPMADDUBSW   128(R11), Y7, Y7
+	VPMADDWD     384(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      160(SP), Y7
+	VPMADDUBSW   160(R11), Y7, Y7
+	VPMADDWD     416(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      192(SP), Y7
+	VPMADDUBSW   192(R11), Y7, Y7
+	VPMADDWD     448(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      224(SP), Y7
+	VPMADDUBSW   224(R11), Y7, Y7
+	VPMADDWD     480(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      512(SP), Y7
+	VPMADDWD     (R13), Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y8
+	VFMADD231PS  Y6, Y8, Y1
+	MOVWLZX      2(SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y6
+	VFNMADD231PS Y7, Y6, Y1
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	VMOVDQU      (SP), Y6
+	VPMADDUBSW   (R11), Y6, Y6
+	VPMADDWD     256(SP), Y6, Y6
+	VMOVDQU      32(SP), Y7
+	VPMADDUBSW   32(R11), Y7, Y7
+	VPMADDWD     288(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      64(SP), Y7
+	VPMADDUBSW   64(R11), Y7, Y7
+	VPMADDWD     320(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      96(SP), Y7
+	VPMADDUBSW   96(R11), Y7, Y7
+	VPMADDWD     352(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      128(SP), Y7
+	VPMADDUBSW   128(R11), Y7, Y7
+	VPMADDWD     384(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      160(SP), Y7
+	VPMADDUBSW   160(R11), Y7, Y7
+	VPMADDWD     416(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      192(SP), Y7
+	VPMADDUBSW   192(R11), Y7, Y7
+	VPMADDWD     448(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      224(SP), Y7
+	VPMADDUBSW   224(R11), Y7, Y7
+	VPMADDWD     480(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      512(SP), Y7
+	VPMADDWD     (R13), Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y8
+	VFMADD231PS  Y6, Y8, Y2
+	MOVWLZX      2(SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y6
+	VFNMADD231PS Y7, Y6, Y2
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	VMOVDQU      (SP), Y6
+	VPMADDUBSW   (R11), Y6, Y6
+	VPMADDWD     256(SP), Y6, Y6
+	VMOVDQU      32(SP), Y7
+	VPMADDUBSW   32(R11), Y7, Y7
+	VPMADDWD     288(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      64(SP), Y7
+	VPMADDUBSW   64(R11), Y7, Y7
+	VPMADDWD     320(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      96(SP), Y7
+	VPMADDUBSW   96(R11), Y7, Y7
+	VPMADDWD     352(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      128(SP), Y7
+	VPMADDUBSW   128(R11), Y7, Y7
+	VPMADDWD     384(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      160(SP), Y7
+	VPMADDUBSW   160(R11), Y7, Y7
+	VPMADDWD     416(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      192(SP), Y7
+	VPMADDUBSW   192(R11), Y7, Y7
+	VPMADDWD     448(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      224(SP), Y7
+	VPMADDUBSW   224(R11), Y7, Y7
+	VPMADDWD     480(SP), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      512(SP), Y7
+	VPMADDWD     (R13), Y7, Y7
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (SI), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y8
+	VFMADD231PS  Y6, Y8, Y3
+	MOVWLZX      2(SI), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y6
+	VFNMADD231PS Y7, Y6, Y3
+	ADDQ         $0x000000b0, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x04, R8
+	ADDQ         $0x20, R9
+	DECQ         R10
+	JMP          fastQ5_Kx4AVX2_block
+
+fastQ5_Kx4AVX2_rowdone:
+	MOVQ         ldy+72(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         DX, DI
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0xb1, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R10
+	ADDQ         R10, AX
+	DECQ         CX
+	JMP          fastQ5_Kx4AVX2_row
+
+fastQ5_Kx4AVX2_end:
+	VZEROUPPER
+	RET

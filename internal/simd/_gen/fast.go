@@ -477,3 +477,178 @@ func fastQ8x4(q string) {
 	VZEROUPPER()
 	RET()
 }
+
+// fastKx4 writes fast<q>x4AVX2 for Q4_K and Q5_K weights against four
+// rows of Q8_K activations (stride ldx values; ldx/256 scales and ldx/16
+// sums a row). Per super-block the weight side of q4kBlock is done once:
+// the eight 32-value groups' unsigned values (with Q5_K's fifth bits),
+// each group's 16-bit scale vector and the mins go to the stack. Then
+// each row runs only VPMADDUBSW, VPMADDWD and VPADDD per group against
+// them, and d·sumi − dmin·(mins·sums) into its eight float32 lanes as
+// q4kBlock does.
+func fastKx4(q string) {
+	name := "fast" + q + "x4AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes y[i*ldy+r] = w_r · x_i for rows %s rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).", name, q))
+	wq := AllocLocal(8 * 32) // the groups' unsigned values
+	ws := AllocLocal(8 * 32) // the groups' scales as 16-bit words
+	wm := AllocLocal(32)     // the mins, each twice, as 16-bit words
+	w, rows, y, ldx := GP64(), GP64(), GP64(), GP64()
+	Load(Param("w"), w)
+	Load(Param("rows"), rows)
+	Load(Param("y"), y)
+	Load(Param("ldx"), ldx)
+	bsize := map[string]int{"Q4_K": 144, "Q5_K": 176}[q]
+	wp, xp, dp, sp, b := GP64(), GP64(), GP64(), GP64(), GP64()
+	acc := []VecVirtual{YMM(), YMM(), YMM(), YMM()}
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	for _, a := range acc {
+		VXORPS(a, a, a)
+	}
+	MOVQ(w, wp)
+	Load(Param("xq"), xp)
+	Load(Param("xd"), dp)
+	Load(Param("xs"), sp)
+	Load(Param("blocks"), b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_rowdone"))
+	prefetchBlock(wp, bsize)
+	// The weight side, as q4kBlock.
+	a0, a1, a2 := GP32(), GP32(), GP32()
+	MOVL(Mem{Base: wp, Disp: 4}, a0)
+	MOVL(Mem{Base: wp, Disp: 8}, a1)
+	MOVL(Mem{Base: wp, Disp: 12}, a2)
+	u1, t := GP32(), GP32()
+	MOVL(a0, t)
+	SHRL(U8(6), t)
+	ANDL(U32(0x03030303), t)
+	SHLL(U8(4), t)
+	ANDL(U32(0x3f3f3f3f), a0) // u0
+	MOVL(a2, u1)
+	ANDL(U32(0x0f0f0f0f), u1)
+	ORL(t, u1)
+	MOVL(a1, t)
+	SHRL(U8(6), t)
+	ANDL(U32(0x03030303), t)
+	SHLL(U8(4), t)
+	ANDL(U32(0x3f3f3f3f), a1) // u2
+	SHRL(U8(4), a2)
+	ANDL(U32(0x0f0f0f0f), a2)
+	ORL(t, a2) // u3
+	sc, mn := YMM(), YMM()
+	VMOVD(a0, sc.AsX())
+	VPINSRD(U8(1), u1, sc.AsX(), sc.AsX())
+	VPMOVZXBW(sc.AsX(), sc.AsX())
+	VINSERTI128(U8(1), sc.AsX(), sc, sc)
+	VMOVD(a1, mn.AsX())
+	VPINSRD(U8(1), a2, mn.AsX(), mn.AsX())
+	VPMOVZXBW(mn.AsX(), mn.AsX())
+	mhi := XMM()
+	VPUNPCKHWD(mn.AsX(), mn.AsX(), mhi)
+	VPUNPCKLWD(mn.AsX(), mn.AsX(), mn.AsX())
+	VINSERTI128(U8(1), mhi, mn, mn)
+	VMOVDQU(mn, wm)
+	mask := bcast8(0x0f)
+	qs := 16
+	var qh, m10 VecVirtual
+	if q == "Q5_K" {
+		qs = 48
+		qh = YMM()
+		VMOVDQU(Mem{Base: wp, Disp: 16}, qh)
+		m10 = bcast8(0x10)
+	}
+	fifth := func(v VecVirtual, b int) {
+		t := YMM()
+		switch {
+		case b < 4:
+			VPSLLW(U8(4-b), qh, t)
+		case b > 4:
+			VPSRLW(U8(b-4), qh, t)
+		default:
+			VMOVDQA(qh, t)
+		}
+		VPAND(m10, t, t)
+		VPOR(t, v, v)
+	}
+	for c := 0; c < 4; c++ {
+		qv, hi, s := YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: wp, Disp: qs + 32*c}, qv)
+		VPSRLW(U8(4), qv, hi)
+		VPAND(mask, qv, qv)
+		VPAND(mask, hi, hi)
+		if q == "Q5_K" {
+			fifth(qv, 2*c)
+			fifth(hi, 2*c+1)
+		}
+		VMOVDQU(qv, wq.Offset(64*c))
+		VMOVDQU(hi, wq.Offset(64*c+32))
+		VPSHUFB(q4kShuf.Offset(32*(2*c)), sc, s)
+		VMOVDQU(s, ws.Offset(64*c))
+		s2 := YMM()
+		VPSHUFB(q4kShuf.Offset(32*(2*c+1)), sc, s2)
+		VMOVDQU(s2, ws.Offset(64*c+32))
+	}
+	// Each row: its x at tx, its scale at td, its sums at ts.
+	tx, td, ts, st := GP64(), GP64(), GP64(), GP64()
+	MOVQ(xp, tx)
+	MOVQ(dp, td)
+	MOVQ(sp, ts)
+	for i, a := range acc {
+		if i > 0 {
+			ADDQ(ldx, tx)
+			MOVQ(ldx, st)
+			SHRQ(U8(6), st) // ldx/256 float32s
+			ADDQ(st, td)
+			MOVQ(ldx, st)
+			SHRQ(U8(3), st) // ldx/16 int16s
+			ADDQ(st, ts)
+		}
+		sumi := YMM()
+		for g := 0; g < 8; g++ {
+			p := YMM()
+			VMOVDQU(wq.Offset(32*g), p)
+			VPMADDUBSW(Mem{Base: tx, Disp: 32 * g}, p, p)
+			VPMADDWD(ws.Offset(32*g), p, p)
+			if g == 0 {
+				sumi = p
+			} else {
+				VPADDD(p, sumi, sumi)
+			}
+		}
+		m := YMM()
+		VMOVDQU(wm, m)
+		VPMADDWD(Mem{Base: ts}, m, m)
+		VCVTDQ2PS(sumi, sumi)
+		VCVTDQ2PS(m, m)
+		d := scaleOf(Mem{Base: wp}, Mem{Base: td})
+		VFMADD231PS(sumi, d, a)
+		dmin := scaleOf(Mem{Base: wp, Disp: 2}, Mem{Base: td})
+		VFNMADD231PS(m, dmin, a)
+	}
+	ADDQ(U32(bsize), wp)
+	ADDQ(U32(256), xp)
+	ADDQ(U8(4), dp)
+	ADDQ(U8(32), sp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_rowdone")
+	Load(Param("ldy"), b)
+	SHLQ(U8(2), b)
+	MOVQ(y, xp)
+	for _, a := range acc {
+		reduce(avx2, a, Mem{Base: xp})
+		ADDQ(b, xp)
+	}
+	ADDQ(U8(4), y)
+	Load(Param("ldw"), b)
+	ADDQ(b, w)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}

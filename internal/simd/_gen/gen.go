@@ -206,6 +206,8 @@ func main() {
 	kquantGemvAVX2("Q6_K")
 	fastQ8_1x4("Q4_1")
 	fastQ8_1x4("Q5_1")
+	fastKx4("Q4_K")
+	fastKx4("Q5_K")
 	Generate()
 }
 
