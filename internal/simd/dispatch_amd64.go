@@ -520,6 +520,8 @@ func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16
 		fastQ4_Kx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
 	case quant.Q5_K:
 		fastQ5_Kx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
+	case quant.Q6_K:
+		fastQ6_Kx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
 	default:
 		return false
 	}

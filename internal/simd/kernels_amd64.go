@@ -591,3 +591,8 @@ func fastQ4_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float3
 //
 //go:noescape
 func fastQ5_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastQ6_Kx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q6_K rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastQ6_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)

@@ -21324,3 +21324,404 @@ fastQ5_Kx4AVX2_rowdone:
 fastQ5_Kx4AVX2_end:
 	VZEROUPPER
 	RET
+
+// func fastQ6_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ6_Kx4AVX2(SB), NOSPLIT, $544-80
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ y+64(FP), DX
+	MOVQ ldx+56(FP), BX
+
+fastQ6_Kx4AVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ6_Kx4AVX2_end
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, SI
+	MOVQ   xq+32(FP), DI
+	MOVQ   xd+40(FP), R8
+	MOVQ   xs+48(FP), R9
+	MOVQ   blocks+24(FP), R10
+
+fastQ6_Kx4AVX2_block:
+	TESTQ        R10, R10
+	JZ           fastQ6_Kx4AVX2_rowdone
+	PREFETCHT0   2048(SI)
+	PREFETCHT0   2112(SI)
+	PREFETCHT0   2176(SI)
+	PREFETCHT0   2240(SI)
+	MOVL         $0x0f0f0f0f, R11
+	VMOVD        R11, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x30303030, R11
+	VMOVD        R11, X5
+	VPBROADCASTD X5, Y5
+	VMOVDQU      128(SI), Y6
+	VMOVDQU      (SI), Y7
+	VMOVDQU      32(SI), Y8
+	VPMOVSXBD    192(SI), Y9
+	VPAND        Y4, Y7, Y10
+	VPSLLW       $0x04, Y6, Y11
+	VPAND        Y5, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQU      Y10, (SP)
+	VMOVDQU      fastq6kidx<>+0(SB), Y10
+	VPERMD       Y9, Y10, Y10
+	VMOVDQU      Y10, 256(SP)
+	VPAND        Y4, Y8, Y10
+	VPSLLW       $0x02, Y6, Y11
+	VPAND        Y5, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQU      Y10, 32(SP)
+	VMOVDQU      fastq6kidx<>+32(SB), Y10
+	VPERMD       Y9, Y10, Y10
+	VMOVDQU      Y10, 288(SP)
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y4, Y7, Y7
+	VMOVDQA      Y6, Y10
+	VPAND        Y5, Y10, Y10
+	VPOR         Y10, Y7, Y7
+	VMOVDQU      Y7, 64(SP)
+	VMOVDQU      fastq6kidx<>+64(SB), Y7
+	VPERMD       Y9, Y7, Y7
+	VMOVDQU      Y7, 320(SP)
+	VPSRLW       $0x04, Y8, Y7
+	VPAND        Y4, Y7, Y7
+	VPSRLW       $0x02, Y6, Y6
+	VPAND        Y5, Y6, Y6
+	VPOR         Y6, Y7, Y7
+	VMOVDQU      Y7, 96(SP)
+	VMOVDQU      fastq6kidx<>+96(SB), Y6
+	VPERMD       Y9, Y6, Y6
+	VMOVDQU      Y6, 352(SP)
+	VMOVDQU      160(SI), Y6
+	VMOVDQU      64(SI), Y7
+	VMOVDQU      96(SI), Y8
+	VPMOVSXBD    200(SI), Y9
+	VPAND        Y4, Y7, Y10
+	VPSLLW       $0x04, Y6, Y11
+	VPAND        Y5, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQU      Y10, 128(SP)
+	VMOVDQU      fastq6kidx<>+0(SB), Y10
+	VPERMD       Y9, Y10, Y10
+	VMOVDQU      Y10, 384(SP)
+	VPAND        Y4, Y8, Y10
+	VPSLLW       $0x02, Y6, Y11
+	VPAND        Y5, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VMOVDQU      Y10, 160(SP)
+	VMOVDQU      fastq6kidx<>+32(SB), Y10
+	VPERMD       Y9, Y10, Y10
+	VMOVDQU      Y10, 416(SP)
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        Y4, Y7, Y7
+	VMOVDQA      Y6, Y10
+	VPAND        Y5, Y10, Y10
+	VPOR         Y10, Y7, Y7
+	VMOVDQU      Y7, 192(SP)
+	VMOVDQU      fastq6kidx<>+64(SB), Y7
+	VPERMD       Y9, Y7, Y7
+	VMOVDQU      Y7, 448(SP)
+	VPSRLW       $0x04, Y8, Y7
+	VPAND        Y4, Y7, Y7
+	VPSRLW       $0x02, Y6, Y4
+	VPAND        Y5, Y4, Y4
+	VPOR         Y4, Y7, Y7
+	VMOVDQU      Y7, 224(SP)
+	VMOVDQU      fastq6kidx<>+96(SB), Y4
+	VPERMD       Y9, Y4, Y4
+	VMOVDQU      Y4, 480(SP)
+	VPMOVSXBW    192(SI), Y4
+	VMOVDQU      Y4, 512(SP)
+	MOVQ         DI, R11
+	MOVQ         R8, R12
+	MOVQ         R9, R13
+	MOVL         $0x00010001, R14
+	VMOVD        R14, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      (SP), Y5
+	VPMADDUBSW   (R11), Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMULLD      256(SP), Y5, Y5
+	VMOVDQU      32(SP), Y6
+	VPMADDUBSW   32(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      288(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      64(SP), Y6
+	VPMADDUBSW   64(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      320(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      96(SP), Y6
+	VPMADDUBSW   96(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      352(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      128(SP), Y6
+	VPMADDUBSW   128(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      384(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      160(SP), Y6
+	VPMADDUBSW   160(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      416(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      192(SP), Y6
+	VPMADDUBSW   192(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      448(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      224(SP), Y6
+	VPMADDUBSW   224(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      480(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      512(SP), Y4
+	VPMADDWD     (R13), Y4, Y4
+	VPSLLD       $0x05, Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWLZX      208(SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y5, Y4, Y0
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	MOVL         $0x00010001, R14
+	VMOVD        R14, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      (SP), Y5
+	VPMADDUBSW   (R11), Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMULLD      256(SP), Y5, Y5
+	VMOVDQU      32(SP), Y6
+	VPMADDUBSW   32(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      288(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      64(SP), Y6
+	VPMADDUBSW   64(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      320(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      96(SP), Y6
+	VPMADDUBSW   96(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      352(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      128(SP), Y6
+	VPMADDUBSW   128(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      384(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      160(SP), Y6
+	VPMADDUBSW   160(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      416(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      192(SP), Y6
+	VPMADDUBSW   192(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      448(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      224(SP), Y6
+	VPMADDUBSW   224(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      480(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      512(SP), Y4
+	VPMADDWD     (R13), Y4, Y4
+	VPSLLD       $0x05, Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWLZX      208(SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y5, Y4, Y1
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	MOVL         $0x00010001, R14
+	VMOVD        R14, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      (SP), Y5
+	VPMADDUBSW   (R11), Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMULLD      256(SP), Y5, Y5
+	VMOVDQU      32(SP), Y6
+	VPMADDUBSW   32(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      288(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      64(SP), Y6
+	VPMADDUBSW   64(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      320(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      96(SP), Y6
+	VPMADDUBSW   96(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      352(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      128(SP), Y6
+	VPMADDUBSW   128(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      384(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      160(SP), Y6
+	VPMADDUBSW   160(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      416(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      192(SP), Y6
+	VPMADDUBSW   192(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      448(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      224(SP), Y6
+	VPMADDUBSW   224(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      480(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      512(SP), Y4
+	VPMADDWD     (R13), Y4, Y4
+	VPSLLD       $0x05, Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWLZX      208(SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y5, Y4, Y2
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	MOVL         $0x00010001, R14
+	VMOVD        R14, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      (SP), Y5
+	VPMADDUBSW   (R11), Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMULLD      256(SP), Y5, Y5
+	VMOVDQU      32(SP), Y6
+	VPMADDUBSW   32(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      288(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      64(SP), Y6
+	VPMADDUBSW   64(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      320(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      96(SP), Y6
+	VPMADDUBSW   96(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      352(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      128(SP), Y6
+	VPMADDUBSW   128(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      384(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      160(SP), Y6
+	VPMADDUBSW   160(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      416(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      192(SP), Y6
+	VPMADDUBSW   192(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      448(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      224(SP), Y6
+	VPMADDUBSW   224(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      480(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      512(SP), Y4
+	VPMADDWD     (R13), Y4, Y4
+	VPSLLD       $0x05, Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWLZX      208(SI), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y5, Y4, Y3
+	ADDQ         $0x000000d2, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x04, R8
+	ADDQ         $0x20, R9
+	DECQ         R10
+	JMP          fastQ6_Kx4AVX2_block
+
+fastQ6_Kx4AVX2_rowdone:
+	MOVQ         ldy+72(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         DX, DI
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0xb1, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R10
+	ADDQ         R10, AX
+	DECQ         CX
+	JMP          fastQ6_Kx4AVX2_row
+
+fastQ6_Kx4AVX2_end:
+	VZEROUPPER
+	RET

@@ -499,7 +499,7 @@ func fastKx4(q string) {
 	Load(Param("rows"), rows)
 	Load(Param("y"), y)
 	Load(Param("ldx"), ldx)
-	bsize := map[string]int{"Q4_K": 144, "Q5_K": 176}[q]
+	bsize := map[string]int{"Q4_K": 144, "Q5_K": 176, "Q6_K": 210}[q]
 	wp, xp, dp, sp, b := GP64(), GP64(), GP64(), GP64(), GP64()
 	acc := []VecVirtual{YMM(), YMM(), YMM(), YMM()}
 	Label(name + "_row")
@@ -517,7 +517,60 @@ func fastKx4(q string) {
 	TESTQ(b, b)
 	JZ(LabelRef(name + "_rowdone"))
 	prefetchBlock(wp, bsize)
-	// The weight side, as q4kBlock.
+	if q == "Q6_K" {
+		q6kStage(wp, wq, ws, wm)
+	} else {
+		q4kStage(q, wp, wq, ws, wm)
+	}
+	// Each row: its x at tx, its scale at td, its sums at ts.
+	tx, td, ts, st := GP64(), GP64(), GP64(), GP64()
+	MOVQ(xp, tx)
+	MOVQ(dp, td)
+	MOVQ(sp, ts)
+	for i, a := range acc {
+		if i > 0 {
+			ADDQ(ldx, tx)
+			MOVQ(ldx, st)
+			SHRQ(U8(6), st) // ldx/256 float32s
+			ADDQ(st, td)
+			MOVQ(ldx, st)
+			SHRQ(U8(3), st) // ldx/16 int16s
+			ADDQ(st, ts)
+		}
+		if q == "Q6_K" {
+			q6kRow(wp, tx, td, ts, wq, ws, wm, a)
+		} else {
+			q4kRow(wp, tx, td, ts, wq, ws, wm, a)
+		}
+	}
+	ADDQ(U32(bsize), wp)
+	ADDQ(U32(256), xp)
+	ADDQ(U8(4), dp)
+	ADDQ(U8(32), sp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_rowdone")
+	Load(Param("ldy"), b)
+	SHLQ(U8(2), b)
+	MOVQ(y, xp)
+	for _, a := range acc {
+		reduce(avx2, a, Mem{Base: xp})
+		ADDQ(b, xp)
+	}
+	ADDQ(U8(4), y)
+	Load(Param("ldw"), b)
+	ADDQ(b, w)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// q4kStage stages the weight side of a Q4_K or Q5_K super-block at wp
+// for fastKx4: the eight groups' unsigned values at wq, their 16-bit scale
+// vectors at ws, the mins (each twice, as 16-bit words) at wm.
+func q4kStage(q string, wp GPVirtual, wq, ws, wm Mem) {
 	a0, a1, a2 := GP32(), GP32(), GP32()
 	MOVL(Mem{Base: wp, Disp: 4}, a0)
 	MOVL(Mem{Base: wp, Disp: 8}, a1)
@@ -592,63 +645,101 @@ func fastKx4(q string) {
 		VPSHUFB(q4kShuf.Offset(32*(2*c+1)), sc, s2)
 		VMOVDQU(s2, ws.Offset(64*c+32))
 	}
-	// Each row: its x at tx, its scale at td, its sums at ts.
-	tx, td, ts, st := GP64(), GP64(), GP64(), GP64()
-	MOVQ(xp, tx)
-	MOVQ(dp, td)
-	MOVQ(sp, ts)
-	for i, a := range acc {
-		if i > 0 {
-			ADDQ(ldx, tx)
-			MOVQ(ldx, st)
-			SHRQ(U8(6), st) // ldx/256 float32s
-			ADDQ(st, td)
-			MOVQ(ldx, st)
-			SHRQ(U8(3), st) // ldx/16 int16s
-			ADDQ(st, ts)
+}
+
+// q4kRow adds one activation row's share of a staged Q4_K or Q5_K
+// super-block into acc: d·sumi − dmin·(mins·sums), as q4kBlock.
+func q4kRow(wp, tx, td, ts GPVirtual, wq, ws, wm Mem, acc VecVirtual) {
+	sumi := YMM()
+	for g := 0; g < 8; g++ {
+		p := YMM()
+		VMOVDQU(wq.Offset(32*g), p)
+		VPMADDUBSW(Mem{Base: tx, Disp: 32 * g}, p, p)
+		VPMADDWD(ws.Offset(32*g), p, p)
+		if g == 0 {
+			sumi = p
+		} else {
+			VPADDD(p, sumi, sumi)
 		}
-		sumi := YMM()
-		for g := 0; g < 8; g++ {
-			p := YMM()
-			VMOVDQU(wq.Offset(32*g), p)
-			VPMADDUBSW(Mem{Base: tx, Disp: 32 * g}, p, p)
-			VPMADDWD(ws.Offset(32*g), p, p)
-			if g == 0 {
-				sumi = p
-			} else {
-				VPADDD(p, sumi, sumi)
+	}
+	m := YMM()
+	VMOVDQU(wm, m)
+	VPMADDWD(Mem{Base: ts}, m, m)
+	VCVTDQ2PS(sumi, sumi)
+	VCVTDQ2PS(m, m)
+	d := scaleOf(Mem{Base: wp}, Mem{Base: td})
+	VFMADD231PS(sumi, d, acc)
+	dmin := scaleOf(Mem{Base: wp, Disp: 2}, Mem{Base: td})
+	VFNMADD231PS(m, dmin, acc)
+}
+
+// q6kStage stages a Q6_K super-block at wp for fastKx4: the eight groups'
+// unsigned 6-bit values at wq, each group's scales as int32 lanes (for
+// VPMULLD, as q6kBlock) at ws, the sixteen scales as 16-bit words at wm.
+func q6kStage(wp GPVirtual, wq, ws, wm Mem) {
+	mask, m30 := bcast8(0x0f), bcast8(0x30)
+	for h := 0; h < 2; h++ {
+		qh, l0, l1 := YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: wp, Disp: 128 + 32*h}, qh)
+		VMOVDQU(Mem{Base: wp, Disp: 64 * h}, l0)
+		VMOVDQU(Mem{Base: wp, Disp: 64*h + 32}, l1)
+		sc := YMM()
+		VPMOVSXBD(Mem{Base: wp, Disp: 192 + 8*h}, sc)
+		for k := 0; k < 4; k++ {
+			qv, hb := YMM(), YMM()
+			switch k {
+			case 0:
+				VPAND(mask, l0, qv)
+				VPSLLW(U8(4), qh, hb)
+			case 1:
+				VPAND(mask, l1, qv)
+				VPSLLW(U8(2), qh, hb)
+			case 2:
+				VPSRLW(U8(4), l0, qv)
+				VPAND(mask, qv, qv)
+				VMOVDQA(qh, hb)
+			case 3:
+				VPSRLW(U8(4), l1, qv)
+				VPAND(mask, qv, qv)
+				VPSRLW(U8(2), qh, hb)
 			}
+			VPAND(m30, hb, hb)
+			VPOR(hb, qv, qv)
+			VMOVDQU(qv, wq.Offset(32*(4*h+k)))
+			s := YMM()
+			VMOVDQU(q6kIdx.Offset(32*k), s)
+			VPERMD(sc, s, s)
+			VMOVDQU(s, ws.Offset(32*(4*h+k)))
 		}
-		m := YMM()
-		VMOVDQU(wm, m)
-		VPMADDWD(Mem{Base: ts}, m, m)
-		VCVTDQ2PS(sumi, sumi)
-		VCVTDQ2PS(m, m)
-		d := scaleOf(Mem{Base: wp}, Mem{Base: td})
-		VFMADD231PS(sumi, d, a)
-		dmin := scaleOf(Mem{Base: wp, Disp: 2}, Mem{Base: td})
-		VFNMADD231PS(m, dmin, a)
 	}
-	ADDQ(U32(bsize), wp)
-	ADDQ(U32(256), xp)
-	ADDQ(U8(4), dp)
-	ADDQ(U8(32), sp)
-	DECQ(b)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_rowdone")
-	Load(Param("ldy"), b)
-	SHLQ(U8(2), b)
-	MOVQ(y, xp)
-	for _, a := range acc {
-		reduce(avx2, a, Mem{Base: xp})
-		ADDQ(b, xp)
+	sc16 := YMM()
+	VPMOVSXBW(Mem{Base: wp, Disp: 192}, sc16)
+	VMOVDQU(sc16, wm)
+}
+
+// q6kRow adds one activation row's share of a staged Q6_K super-block
+// into acc: d·(Σ_g sc_g·(q·x)_g − 32·Σ_g sc_g·sums_g), as q6kBlock.
+func q6kRow(wp, tx, td, ts GPVirtual, wq, ws, wm Mem, acc VecVirtual) {
+	ones := broadcast(avx2, 0x00010001)
+	sumi := YMM()
+	for g := 0; g < 8; g++ {
+		p := YMM()
+		VMOVDQU(wq.Offset(32*g), p)
+		VPMADDUBSW(Mem{Base: tx, Disp: 32 * g}, p, p)
+		VPMADDWD(ones, p, p)
+		VPMULLD(ws.Offset(32*g), p, p)
+		if g == 0 {
+			sumi = p
+		} else {
+			VPADDD(p, sumi, sumi)
+		}
 	}
-	ADDQ(U8(4), y)
-	Load(Param("ldw"), b)
-	ADDQ(b, w)
-	DECQ(rows)
-	JMP(LabelRef(name + "_row"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+	sc16 := YMM()
+	VMOVDQU(wm, sc16)
+	VPMADDWD(Mem{Base: ts}, sc16, sc16)
+	VPSLLD(U8(5), sc16, sc16)
+	VPSUBD(sc16, sumi, sumi)
+	VCVTDQ2PS(sumi, sumi)
+	d := scaleOf(Mem{Base: wp, Disp: 208}, Mem{Base: td})
+	VFMADD231PS(sumi, d, acc)
 }

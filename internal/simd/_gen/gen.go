@@ -208,6 +208,7 @@ func main() {
 	fastQ8_1x4("Q5_1")
 	fastKx4("Q4_K")
 	fastKx4("Q5_K")
+	fastKx4("Q6_K")
 	Generate()
 }
 
