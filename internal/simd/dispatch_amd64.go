@@ -522,6 +522,12 @@ func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16
 		fastQ5_Kx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
 	case quant.Q6_K:
 		fastQ6_Kx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
+	case quant.Q2_K:
+		fastQ2_Kx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
+	case quant.Q3_K:
+		fastQ3_Kx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
+	case quant.IQ4_XS:
+		fastIQ4_XSx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
 	default:
 		return false
 	}

@@ -456,7 +456,7 @@ func TestFastKernels4(t *testing.T) {
 	Force(true)
 	defer func() { active = was }()
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.Q4_1, quant.Q5_1, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.Q4_1, quant.Q5_1, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.Q2_K, quant.Q3_K, quant.IQ4_XS} {
 		const rows, T = 7, 4
 		in := 544
 		if quant.KQuant(f) {

@@ -596,3 +596,18 @@ func fastQ5_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float3
 //
 //go:noescape
 func fastQ6_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastQ2_Kx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q2_K rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastQ2_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastQ3_Kx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q3_K rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastQ3_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastIQ4_XSx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows IQ4_XS rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastIQ4_XSx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)

@@ -20569,7 +20569,7 @@ fastQ5_1x4AVX2_end:
 
 // func fastQ4_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·fastQ4_Kx4AVX2(SB), NOSPLIT, $544-80
+TEXT ·fastQ4_Kx4AVX2(SB), NOSPLIT, $768-80
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ y+64(FP), DX
@@ -20934,7 +20934,7 @@ fastQ4_Kx4AVX2_end:
 
 // func fastQ5_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·fastQ5_Kx4AVX2(SB), NOSPLIT, $544-80
+TEXT ·fastQ5_Kx4AVX2(SB), NOSPLIT, $768-80
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ y+64(FP), DX
@@ -21327,7 +21327,7 @@ fastQ5_Kx4AVX2_end:
 
 // func fastQ6_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·fastQ6_Kx4AVX2(SB), NOSPLIT, $544-80
+TEXT ·fastQ6_Kx4AVX2(SB), NOSPLIT, $768-80
 	MOVQ w+0(FP), AX
 	MOVQ rows+16(FP), CX
 	MOVQ y+64(FP), DX
@@ -21723,5 +21723,1371 @@ fastQ6_Kx4AVX2_rowdone:
 	JMP          fastQ6_Kx4AVX2_row
 
 fastQ6_Kx4AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastQ2_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ2_Kx4AVX2(SB), NOSPLIT, $768-80
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ y+64(FP), DX
+	MOVQ ldx+56(FP), BX
+
+fastQ2_Kx4AVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ2_Kx4AVX2_end
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, SI
+	MOVQ   xq+32(FP), DI
+	MOVQ   xd+40(FP), R8
+	MOVQ   xs+48(FP), R9
+	MOVQ   blocks+24(FP), R10
+
+fastQ2_Kx4AVX2_block:
+	TESTQ        R10, R10
+	JZ           fastQ2_Kx4AVX2_rowdone
+	PREFETCHT0   2048(SI)
+	PREFETCHT0   2112(SI)
+	MOVL         $0x03030303, R11
+	VMOVD        R11, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x0f0f0f0f, R11
+	VMOVD        R11, X5
+	VPBROADCASTD X5, Y5
+	VMOVDQU      (SI), X7
+	VPAND        X5, X7, X6
+	VPSRLW       $0x04, X7, X7
+	VPAND        X5, X7, X7
+	VPMOVZXBW    X7, Y5
+	VMOVDQU      Y5, 512(SP)
+	VPSRLDQ      $0x08, X6, X5
+	VPMOVZXBD    X6, Y6
+	VPMOVZXBD    X5, Y5
+	VMOVDQU      fastq6kidx<>+0(SB), Y7
+	VPERMD       Y6, Y7, Y7
+	VMOVDQU      Y7, 256(SP)
+	VMOVDQU      fastq6kidx<>+32(SB), Y7
+	VPERMD       Y6, Y7, Y7
+	VMOVDQU      Y7, 288(SP)
+	VMOVDQU      fastq6kidx<>+64(SB), Y7
+	VPERMD       Y6, Y7, Y7
+	VMOVDQU      Y7, 320(SP)
+	VMOVDQU      fastq6kidx<>+96(SB), Y7
+	VPERMD       Y6, Y7, Y7
+	VMOVDQU      Y7, 352(SP)
+	VMOVDQU      fastq6kidx<>+0(SB), Y6
+	VPERMD       Y5, Y6, Y6
+	VMOVDQU      Y6, 384(SP)
+	VMOVDQU      fastq6kidx<>+32(SB), Y6
+	VPERMD       Y5, Y6, Y6
+	VMOVDQU      Y6, 416(SP)
+	VMOVDQU      fastq6kidx<>+64(SB), Y6
+	VPERMD       Y5, Y6, Y6
+	VMOVDQU      Y6, 448(SP)
+	VMOVDQU      fastq6kidx<>+96(SB), Y6
+	VPERMD       Y5, Y6, Y6
+	VMOVDQU      Y6, 480(SP)
+	VMOVDQU      16(SI), Y5
+	VPAND        Y4, Y5, Y6
+	VMOVDQU      Y6, (SP)
+	VPSRLW       $0x02, Y5, Y6
+	VPAND        Y4, Y6, Y6
+	VMOVDQU      Y6, 32(SP)
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y4, Y6, Y6
+	VMOVDQU      Y6, 64(SP)
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        Y4, Y5, Y5
+	VMOVDQU      Y5, 96(SP)
+	VMOVDQU      48(SI), Y5
+	VPAND        Y4, Y5, Y6
+	VMOVDQU      Y6, 128(SP)
+	VPSRLW       $0x02, Y5, Y6
+	VPAND        Y4, Y6, Y6
+	VMOVDQU      Y6, 160(SP)
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        Y4, Y6, Y6
+	VMOVDQU      Y6, 192(SP)
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        Y4, Y5, Y5
+	VMOVDQU      Y5, 224(SP)
+	MOVQ         DI, R11
+	MOVQ         R8, R12
+	MOVQ         R9, R13
+	MOVL         $0x00010001, R14
+	VMOVD        R14, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      (SP), Y5
+	VPMADDUBSW   (R11), Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMULLD      256(SP), Y5, Y5
+	VMOVDQU      32(SP), Y6
+	VPMADDUBSW   32(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      288(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      64(SP), Y6
+	VPMADDUBSW   64(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      320(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      96(SP), Y6
+	VPMADDUBSW   96(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      352(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      128(SP), Y6
+	VPMADDUBSW   128(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      384(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      160(SP), Y6
+	VPMADDUBSW   160(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      416(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      192(SP), Y6
+	VPMADDUBSW   192(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      448(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      224(SP), Y6
+	VPMADDUBSW   224(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      480(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      512(SP), Y4
+	VPMADDWD     (R13), Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y4, Y4
+	MOVWLZX      80(SI), R14
+	VMOVD        R14, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R12), X6, X6
+	VBROADCASTSS X6, Y6
+	VFMADD231PS  Y5, Y6, Y0
+	MOVWLZX      82(SI), R14
+	VMOVD        R14, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (R12), X5, X5
+	VBROADCASTSS X5, Y5
+	VFNMADD231PS Y4, Y5, Y0
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	MOVL         $0x00010001, R14
+	VMOVD        R14, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      (SP), Y5
+	VPMADDUBSW   (R11), Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMULLD      256(SP), Y5, Y5
+	VMOVDQU      32(SP), Y6
+	VPMADDUBSW   32(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      288(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      64(SP), Y6
+	VPMADDUBSW   64(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      320(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      96(SP), Y6
+	VPMADDUBSW   96(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      352(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      128(SP), Y6
+	VPMADDUBSW   128(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      384(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      160(SP), Y6
+	VPMADDUBSW   160(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      416(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      192(SP), Y6
+	VPMADDUBSW   192(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      448(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      224(SP), Y6
+	VPMADDUBSW   224(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      480(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      512(SP), Y4
+	VPMADDWD     (R13), Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y4, Y4
+	MOVWLZX      80(SI), R14
+	VMOVD        R14, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R12), X6, X6
+	VBROADCASTSS X6, Y6
+	VFMADD231PS  Y5, Y6, Y1
+	MOVWLZX      82(SI), R14
+	VMOVD        R14, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (R12), X5, X5
+	VBROADCASTSS X5, Y5
+	VFNMADD231PS Y4, Y5, Y1
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	MOVL         $0x00010001, R14
+	VMOVD        R14, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      (SP), Y5
+	VPMADDUBSW   (R11), Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMULLD      256(SP), Y5, Y5
+	VMOVDQU      32(SP), Y6
+	VPMADDUBSW   32(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      288(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      64(SP), Y6
+	VPMADDUBSW   64(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      320(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      96(SP), Y6
+	VPMADDUBSW   96(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      352(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      128(SP), Y6
+	VPMADDUBSW   128(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      384(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      160(SP), Y6
+	VPMADDUBSW   160(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      416(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      192(SP), Y6
+	VPMADDUBSW   192(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      448(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      224(SP), Y6
+	VPMADDUBSW   224(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      480(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      512(SP), Y4
+	VPMADDWD     (R13), Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y4, Y4
+	MOVWLZX      80(SI), R14
+	VMOVD        R14, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R12), X6, X6
+	VBROADCASTSS X6, Y6
+	VFMADD231PS  Y5, Y6, Y2
+	MOVWLZX      82(SI), R14
+	VMOVD        R14, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (R12), X5, X5
+	VBROADCASTSS X5, Y5
+	VFNMADD231PS Y4, Y5, Y2
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	MOVL         $0x00010001, R14
+	VMOVD        R14, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      (SP), Y5
+	VPMADDUBSW   (R11), Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMULLD      256(SP), Y5, Y5
+	VMOVDQU      32(SP), Y6
+	VPMADDUBSW   32(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      288(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      64(SP), Y6
+	VPMADDUBSW   64(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      320(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      96(SP), Y6
+	VPMADDUBSW   96(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      352(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      128(SP), Y6
+	VPMADDUBSW   128(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      384(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      160(SP), Y6
+	VPMADDUBSW   160(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      416(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      192(SP), Y6
+	VPMADDUBSW   192(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      448(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      224(SP), Y6
+	VPMADDUBSW   224(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      480(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      512(SP), Y4
+	VPMADDWD     (R13), Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y4, Y4
+	MOVWLZX      80(SI), R11
+	VMOVD        R11, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R12), X6, X6
+	VBROADCASTSS X6, Y6
+	VFMADD231PS  Y5, Y6, Y3
+	MOVWLZX      82(SI), R11
+	VMOVD        R11, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (R12), X5, X5
+	VBROADCASTSS X5, Y5
+	VFNMADD231PS Y4, Y5, Y3
+	ADDQ         $0x00000054, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x04, R8
+	ADDQ         $0x20, R9
+	DECQ         R10
+	JMP          fastQ2_Kx4AVX2_block
+
+fastQ2_Kx4AVX2_rowdone:
+	MOVQ         ldy+72(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         DX, DI
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0xb1, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R10
+	ADDQ         R10, AX
+	DECQ         CX
+	JMP          fastQ2_Kx4AVX2_row
+
+fastQ2_Kx4AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastQ3_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ3_Kx4AVX2(SB), NOSPLIT, $768-80
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ y+64(FP), DX
+	MOVQ ldx+56(FP), BX
+
+fastQ3_Kx4AVX2_row:
+	TESTQ  CX, CX
+	JZ     fastQ3_Kx4AVX2_end
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, SI
+	MOVQ   xq+32(FP), DI
+	MOVQ   xd+40(FP), R8
+	MOVQ   xs+48(FP), R9
+	MOVQ   blocks+24(FP), R10
+
+fastQ3_Kx4AVX2_block:
+	TESTQ        R10, R10
+	JZ           fastQ3_Kx4AVX2_rowdone
+	PREFETCHT0   2048(SI)
+	PREFETCHT0   2112(SI)
+	MOVL         $0x03030303, R11
+	VMOVD        R11, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x0f0f0f0f, R11
+	VMOVD        R11, X5
+	VPBROADCASTD X5, Y5
+	MOVL         96(SI), R11
+	MOVL         100(SI), R12
+	MOVL         104(SI), R13
+	MOVL         R11, R15
+	ANDL         $0x0f0f0f0f, R15
+	MOVL         R13, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R15
+	VMOVD        R15, X5
+	MOVL         R12, R15
+	ANDL         $0x0f0f0f0f, R15
+	MOVL         R13, R14
+	SHRL         $0x02, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R15
+	VPINSRD      $0x01, R15, X5, X5
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R13, R14
+	SHRL         $0x04, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R11
+	VPINSRD      $0x02, R11, X5, X5
+	MOVL         R12, R11
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R13, R14
+	SHRL         $0x06, R14
+	ANDL         $0x03030303, R14
+	SHLL         $0x04, R14
+	ORL          R14, R11
+	VPINSRD      $0x03, R11, X5, X5
+	VMOVDQU      q3kbias<>+0(SB), X6
+	VPSUBB       X6, X5, X5
+	VPMOVSXBW    X5, Y6
+	VMOVDQU      Y6, 512(SP)
+	VPSRLDQ      $0x08, X5, X6
+	VPMOVSXBD    X5, Y5
+	VPMOVSXBD    X6, Y6
+	VMOVDQU      fastq6kidx<>+0(SB), Y7
+	VPERMD       Y5, Y7, Y7
+	VMOVDQU      Y7, 256(SP)
+	VMOVDQU      fastq6kidx<>+32(SB), Y7
+	VPERMD       Y5, Y7, Y7
+	VMOVDQU      Y7, 288(SP)
+	VMOVDQU      fastq6kidx<>+64(SB), Y7
+	VPERMD       Y5, Y7, Y7
+	VMOVDQU      Y7, 320(SP)
+	VMOVDQU      fastq6kidx<>+96(SB), Y7
+	VPERMD       Y5, Y7, Y7
+	VMOVDQU      Y7, 352(SP)
+	VMOVDQU      fastq6kidx<>+0(SB), Y5
+	VPERMD       Y6, Y5, Y5
+	VMOVDQU      Y5, 384(SP)
+	VMOVDQU      fastq6kidx<>+32(SB), Y5
+	VPERMD       Y6, Y5, Y5
+	VMOVDQU      Y5, 416(SP)
+	VMOVDQU      fastq6kidx<>+64(SB), Y5
+	VPERMD       Y6, Y5, Y5
+	VMOVDQU      Y5, 448(SP)
+	VMOVDQU      fastq6kidx<>+96(SB), Y5
+	VPERMD       Y6, Y5, Y5
+	VMOVDQU      Y5, 480(SP)
+	VMOVDQU      (SI), Y5
+	VPSRLW       $0x01, Y4, Y6
+	VPAND        Y4, Y6, Y6
+	VMOVDQU      32(SI), Y7
+	VPAND        Y4, Y7, Y8
+	VPAND        Y6, Y5, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      Y8, (SP)
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y4, Y8, Y8
+	VPSRLW       $0x01, Y5, Y9
+	VPAND        Y6, Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      Y8, 32(SP)
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y4, Y8, Y8
+	VPSRLW       $0x02, Y5, Y9
+	VPAND        Y6, Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      Y8, 64(SP)
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y4, Y7, Y7
+	VPSRLW       $0x03, Y5, Y8
+	VPAND        Y6, Y8, Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      Y7, 96(SP)
+	VMOVDQU      64(SI), Y7
+	VPAND        Y4, Y7, Y8
+	VPSRLW       $0x04, Y5, Y9
+	VPAND        Y6, Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      Y8, 128(SP)
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y4, Y8, Y8
+	VPSRLW       $0x05, Y5, Y9
+	VPAND        Y6, Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      Y8, 160(SP)
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y4, Y8, Y8
+	VPSRLW       $0x06, Y5, Y9
+	VPAND        Y6, Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VMOVDQU      Y8, 192(SP)
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y4, Y7, Y7
+	VPSRLW       $0x07, Y5, Y4
+	VPAND        Y6, Y4, Y4
+	VPSLLW       $0x02, Y4, Y4
+	VPOR         Y4, Y7, Y7
+	VMOVDQU      Y7, 224(SP)
+	MOVQ         DI, R11
+	MOVQ         R8, R12
+	MOVQ         R9, R13
+	MOVL         $0x00010001, R14
+	VMOVD        R14, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      (SP), Y5
+	VPMADDUBSW   (R11), Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMULLD      256(SP), Y5, Y5
+	VMOVDQU      32(SP), Y6
+	VPMADDUBSW   32(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      288(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      64(SP), Y6
+	VPMADDUBSW   64(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      320(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      96(SP), Y6
+	VPMADDUBSW   96(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      352(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      128(SP), Y6
+	VPMADDUBSW   128(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      384(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      160(SP), Y6
+	VPMADDUBSW   160(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      416(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      192(SP), Y6
+	VPMADDUBSW   192(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      448(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      224(SP), Y6
+	VPMADDUBSW   224(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      480(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      512(SP), Y4
+	VPMADDWD     (R13), Y4, Y4
+	VPSLLD       $0x02, Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWLZX      108(SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y5, Y4, Y0
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	MOVL         $0x00010001, R14
+	VMOVD        R14, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      (SP), Y5
+	VPMADDUBSW   (R11), Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMULLD      256(SP), Y5, Y5
+	VMOVDQU      32(SP), Y6
+	VPMADDUBSW   32(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      288(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      64(SP), Y6
+	VPMADDUBSW   64(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      320(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      96(SP), Y6
+	VPMADDUBSW   96(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      352(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      128(SP), Y6
+	VPMADDUBSW   128(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      384(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      160(SP), Y6
+	VPMADDUBSW   160(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      416(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      192(SP), Y6
+	VPMADDUBSW   192(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      448(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      224(SP), Y6
+	VPMADDUBSW   224(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      480(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      512(SP), Y4
+	VPMADDWD     (R13), Y4, Y4
+	VPSLLD       $0x02, Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWLZX      108(SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y5, Y4, Y1
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	MOVL         $0x00010001, R14
+	VMOVD        R14, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      (SP), Y5
+	VPMADDUBSW   (R11), Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMULLD      256(SP), Y5, Y5
+	VMOVDQU      32(SP), Y6
+	VPMADDUBSW   32(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      288(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      64(SP), Y6
+	VPMADDUBSW   64(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      320(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      96(SP), Y6
+	VPMADDUBSW   96(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      352(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      128(SP), Y6
+	VPMADDUBSW   128(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      384(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      160(SP), Y6
+	VPMADDUBSW   160(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      416(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      192(SP), Y6
+	VPMADDUBSW   192(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      448(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      224(SP), Y6
+	VPMADDUBSW   224(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      480(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      512(SP), Y4
+	VPMADDWD     (R13), Y4, Y4
+	VPSLLD       $0x02, Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWLZX      108(SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y5, Y4, Y2
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	MOVL         $0x00010001, R14
+	VMOVD        R14, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      (SP), Y5
+	VPMADDUBSW   (R11), Y5, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPMULLD      256(SP), Y5, Y5
+	VMOVDQU      32(SP), Y6
+	VPMADDUBSW   32(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      288(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      64(SP), Y6
+	VPMADDUBSW   64(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      320(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      96(SP), Y6
+	VPMADDUBSW   96(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      352(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      128(SP), Y6
+	VPMADDUBSW   128(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      384(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      160(SP), Y6
+	VPMADDUBSW   160(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      416(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      192(SP), Y6
+	VPMADDUBSW   192(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      448(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      224(SP), Y6
+	VPMADDUBSW   224(R11), Y6, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPMULLD      480(SP), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      512(SP), Y4
+	VPMADDWD     (R13), Y4, Y4
+	VPSLLD       $0x02, Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	MOVWLZX      108(SI), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y5, Y4, Y3
+	ADDQ         $0x0000006e, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x04, R8
+	ADDQ         $0x20, R9
+	DECQ         R10
+	JMP          fastQ3_Kx4AVX2_block
+
+fastQ3_Kx4AVX2_rowdone:
+	MOVQ         ldy+72(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         DX, DI
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0xb1, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R10
+	ADDQ         R10, AX
+	DECQ         CX
+	JMP          fastQ3_Kx4AVX2_row
+
+fastQ3_Kx4AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastIQ4_XSx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastIQ4_XSx4AVX2(SB), NOSPLIT, $768-80
+	MOVQ w+0(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ y+64(FP), DX
+	MOVQ ldx+56(FP), BX
+
+fastIQ4_XSx4AVX2_row:
+	TESTQ  CX, CX
+	JZ     fastIQ4_XSx4AVX2_end
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   AX, SI
+	MOVQ   xq+32(FP), DI
+	MOVQ   xd+40(FP), R8
+	MOVQ   xs+48(FP), R9
+	MOVQ   blocks+24(FP), R10
+
+fastIQ4_XSx4AVX2_block:
+	TESTQ        R10, R10
+	JZ           fastIQ4_XSx4AVX2_rowdone
+	PREFETCHT0   2048(SI)
+	PREFETCHT0   2112(SI)
+	PREFETCHT0   2176(SI)
+	MOVL         $0x0f0f0f0f, R11
+	VMOVD        R11, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      fastiq4levels<>+0(SB), Y5
+	MOVWLZX      2(SI), R11
+	VMOVDQU      8(SI), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y6
+	VPAND        Y4, Y6, Y6
+	VPSHUFB      Y6, Y5, Y6
+	VMOVDQU      Y6, (SP)
+	VPSIGNB      Y6, Y6, Y6
+	VMOVDQU      Y6, 256(SP)
+	MOVBLZX      4(SI), R12
+	ANDL         $0x0000000f, R12
+	MOVL         R11, R13
+	ANDL         $0x00000003, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	SUBL         $0x00000020, R12
+	VMOVD        R12, X7
+	VPBROADCASTD X7, Y7
+	VMOVDQU      Y7, 512(SP)
+	VMOVDQU      24(SI), X8
+	VPSRLW       $0x04, X8, X6
+	VINSERTI128  $0x01, X6, Y8, Y8
+	VPAND        Y4, Y8, Y8
+	VPSHUFB      Y8, Y5, Y8
+	VMOVDQU      Y8, 32(SP)
+	VPSIGNB      Y8, Y8, Y8
+	VMOVDQU      Y8, 288(SP)
+	MOVBLZX      4(SI), R12
+	SHRL         $0x04, R12
+	ANDL         $0x0000000f, R12
+	MOVL         R11, R13
+	SHRL         $0x02, R13
+	ANDL         $0x00000003, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	SUBL         $0x00000020, R12
+	VMOVD        R12, X7
+	VPBROADCASTD X7, Y7
+	VMOVDQU      Y7, 544(SP)
+	VMOVDQU      40(SI), X9
+	VPSRLW       $0x04, X9, X6
+	VINSERTI128  $0x01, X6, Y9, Y9
+	VPAND        Y4, Y9, Y9
+	VPSHUFB      Y9, Y5, Y9
+	VMOVDQU      Y9, 64(SP)
+	VPSIGNB      Y9, Y9, Y9
+	VMOVDQU      Y9, 320(SP)
+	MOVBLZX      5(SI), R12
+	ANDL         $0x0000000f, R12
+	MOVL         R11, R13
+	SHRL         $0x04, R13
+	ANDL         $0x00000003, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	SUBL         $0x00000020, R12
+	VMOVD        R12, X7
+	VPBROADCASTD X7, Y7
+	VMOVDQU      Y7, 576(SP)
+	VMOVDQU      56(SI), X10
+	VPSRLW       $0x04, X10, X6
+	VINSERTI128  $0x01, X6, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VPSHUFB      Y10, Y5, Y10
+	VMOVDQU      Y10, 96(SP)
+	VPSIGNB      Y10, Y10, Y10
+	VMOVDQU      Y10, 352(SP)
+	MOVBLZX      5(SI), R12
+	SHRL         $0x04, R12
+	ANDL         $0x0000000f, R12
+	MOVL         R11, R13
+	SHRL         $0x06, R13
+	ANDL         $0x00000003, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	SUBL         $0x00000020, R12
+	VMOVD        R12, X7
+	VPBROADCASTD X7, Y7
+	VMOVDQU      Y7, 608(SP)
+	VMOVDQU      72(SI), X11
+	VPSRLW       $0x04, X11, X6
+	VINSERTI128  $0x01, X6, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPSHUFB      Y11, Y5, Y11
+	VMOVDQU      Y11, 128(SP)
+	VPSIGNB      Y11, Y11, Y11
+	VMOVDQU      Y11, 384(SP)
+	MOVBLZX      6(SI), R12
+	ANDL         $0x0000000f, R12
+	MOVL         R11, R13
+	SHRL         $0x08, R13
+	ANDL         $0x00000003, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	SUBL         $0x00000020, R12
+	VMOVD        R12, X7
+	VPBROADCASTD X7, Y7
+	VMOVDQU      Y7, 640(SP)
+	VMOVDQU      88(SI), X12
+	VPSRLW       $0x04, X12, X6
+	VINSERTI128  $0x01, X6, Y12, Y12
+	VPAND        Y4, Y12, Y12
+	VPSHUFB      Y12, Y5, Y12
+	VMOVDQU      Y12, 160(SP)
+	VPSIGNB      Y12, Y12, Y12
+	VMOVDQU      Y12, 416(SP)
+	MOVBLZX      6(SI), R12
+	SHRL         $0x04, R12
+	ANDL         $0x0000000f, R12
+	MOVL         R11, R13
+	SHRL         $0x0a, R13
+	ANDL         $0x00000003, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	SUBL         $0x00000020, R12
+	VMOVD        R12, X7
+	VPBROADCASTD X7, Y7
+	VMOVDQU      Y7, 672(SP)
+	VMOVDQU      104(SI), X13
+	VPSRLW       $0x04, X13, X6
+	VINSERTI128  $0x01, X6, Y13, Y13
+	VPAND        Y4, Y13, Y13
+	VPSHUFB      Y13, Y5, Y13
+	VMOVDQU      Y13, 192(SP)
+	VPSIGNB      Y13, Y13, Y13
+	VMOVDQU      Y13, 448(SP)
+	MOVBLZX      7(SI), R12
+	ANDL         $0x0000000f, R12
+	MOVL         R11, R13
+	SHRL         $0x0c, R13
+	ANDL         $0x00000003, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	SUBL         $0x00000020, R12
+	VMOVD        R12, X7
+	VPBROADCASTD X7, Y7
+	VMOVDQU      Y7, 704(SP)
+	VMOVDQU      120(SI), X14
+	VPSRLW       $0x04, X14, X6
+	VINSERTI128  $0x01, X6, Y14, Y14
+	VPAND        Y4, Y14, Y14
+	VPSHUFB      Y14, Y5, Y14
+	VMOVDQU      Y14, 224(SP)
+	VPSIGNB      Y14, Y14, Y14
+	VMOVDQU      Y14, 480(SP)
+	MOVBLZX      7(SI), R12
+	SHRL         $0x04, R12
+	ANDL         $0x0000000f, R12
+	SHRL         $0x0e, R11
+	ANDL         $0x00000003, R11
+	SHLL         $0x04, R11
+	ORL          R11, R12
+	SUBL         $0x00000020, R12
+	VMOVD        R12, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      Y4, 736(SP)
+	MOVQ         DI, R11
+	MOVQ         R8, R12
+	MOVQ         R9, R13
+	MOVL         $0x00010001, R14
+	VMOVD        R14, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      (R11), Y5
+	VPSIGNB      (SP), Y5, Y5
+	VMOVDQU      256(SP), Y7
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y4, Y7, Y7
+	VPMULLD      512(SP), Y7, Y7
+	VMOVDQU      32(R11), Y5
+	VPSIGNB      32(SP), Y5, Y5
+	VMOVDQU      288(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      544(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      64(R11), Y5
+	VPSIGNB      64(SP), Y5, Y5
+	VMOVDQU      320(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      576(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      96(R11), Y5
+	VPSIGNB      96(SP), Y5, Y5
+	VMOVDQU      352(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      608(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      128(R11), Y5
+	VPSIGNB      128(SP), Y5, Y5
+	VMOVDQU      384(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      640(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      160(R11), Y5
+	VPSIGNB      160(SP), Y5, Y5
+	VMOVDQU      416(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      672(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      192(R11), Y5
+	VPSIGNB      192(SP), Y5, Y5
+	VMOVDQU      448(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      704(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      224(R11), Y5
+	VPSIGNB      224(SP), Y5, Y5
+	VMOVDQU      480(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      736(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y7, Y4, Y0
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	MOVL         $0x00010001, R14
+	VMOVD        R14, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      (R11), Y5
+	VPSIGNB      (SP), Y5, Y5
+	VMOVDQU      256(SP), Y7
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y4, Y7, Y7
+	VPMULLD      512(SP), Y7, Y7
+	VMOVDQU      32(R11), Y5
+	VPSIGNB      32(SP), Y5, Y5
+	VMOVDQU      288(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      544(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      64(R11), Y5
+	VPSIGNB      64(SP), Y5, Y5
+	VMOVDQU      320(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      576(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      96(R11), Y5
+	VPSIGNB      96(SP), Y5, Y5
+	VMOVDQU      352(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      608(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      128(R11), Y5
+	VPSIGNB      128(SP), Y5, Y5
+	VMOVDQU      384(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      640(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      160(R11), Y5
+	VPSIGNB      160(SP), Y5, Y5
+	VMOVDQU      416(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      672(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      192(R11), Y5
+	VPSIGNB      192(SP), Y5, Y5
+	VMOVDQU      448(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      704(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      224(R11), Y5
+	VPSIGNB      224(SP), Y5, Y5
+	VMOVDQU      480(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      736(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y7, Y4, Y1
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	MOVL         $0x00010001, R14
+	VMOVD        R14, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      (R11), Y5
+	VPSIGNB      (SP), Y5, Y5
+	VMOVDQU      256(SP), Y7
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y4, Y7, Y7
+	VPMULLD      512(SP), Y7, Y7
+	VMOVDQU      32(R11), Y5
+	VPSIGNB      32(SP), Y5, Y5
+	VMOVDQU      288(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      544(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      64(R11), Y5
+	VPSIGNB      64(SP), Y5, Y5
+	VMOVDQU      320(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      576(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      96(R11), Y5
+	VPSIGNB      96(SP), Y5, Y5
+	VMOVDQU      352(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      608(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      128(R11), Y5
+	VPSIGNB      128(SP), Y5, Y5
+	VMOVDQU      384(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      640(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      160(R11), Y5
+	VPSIGNB      160(SP), Y5, Y5
+	VMOVDQU      416(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      672(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      192(R11), Y5
+	VPSIGNB      192(SP), Y5, Y5
+	VMOVDQU      448(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      704(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      224(R11), Y5
+	VPSIGNB      224(SP), Y5, Y5
+	VMOVDQU      480(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      736(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (SI), R14
+	VMOVD        R14, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y7, Y4, Y2
+	ADDQ         BX, R11
+	MOVQ         BX, R14
+	SHRQ         $0x06, R14
+	ADDQ         R14, R12
+	MOVQ         BX, R14
+	SHRQ         $0x03, R14
+	ADDQ         R14, R13
+	MOVL         $0x00010001, R13
+	VMOVD        R13, X4
+	VPBROADCASTD X4, Y4
+	VMOVDQU      (R11), Y5
+	VPSIGNB      (SP), Y5, Y5
+	VMOVDQU      256(SP), Y7
+	VPMADDUBSW   Y5, Y7, Y7
+	VPMADDWD     Y4, Y7, Y7
+	VPMULLD      512(SP), Y7, Y7
+	VMOVDQU      32(R11), Y5
+	VPSIGNB      32(SP), Y5, Y5
+	VMOVDQU      288(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      544(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      64(R11), Y5
+	VPSIGNB      64(SP), Y5, Y5
+	VMOVDQU      320(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      576(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      96(R11), Y5
+	VPSIGNB      96(SP), Y5, Y5
+	VMOVDQU      352(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      608(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      128(R11), Y5
+	VPSIGNB      128(SP), Y5, Y5
+	VMOVDQU      384(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      640(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      160(R11), Y5
+	VPSIGNB      160(SP), Y5, Y5
+	VMOVDQU      416(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      672(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      192(R11), Y5
+	VPSIGNB      192(SP), Y5, Y5
+	VMOVDQU      448(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      704(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      224(R11), Y5
+	VPSIGNB      224(SP), Y5, Y5
+	VMOVDQU      480(SP), Y15
+	VPMADDUBSW   Y5, Y15, Y15
+	VPMADDWD     Y4, Y15, Y15
+	VPMULLD      736(SP), Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (SI), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R12), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y7, Y4, Y3
+	ADDQ         $0x00000088, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x04, R8
+	ADDQ         $0x20, R9
+	DECQ         R10
+	JMP          fastIQ4_XSx4AVX2_block
+
+fastIQ4_XSx4AVX2_rowdone:
+	MOVQ         ldy+72(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         DX, DI
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0x4e, X0, X4
+	VADDPS       X4, X0, X0
+	VPERMILPS    $0xb1, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VPERMILPS    $0x4e, X0, X1
+	VADDPS       X1, X0, X0
+	VPERMILPS    $0xb1, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSS       X0, (DI)
+	ADDQ         R10, DI
+	ADDQ         $0x04, DX
+	MOVQ         ldw+8(FP), R10
+	ADDQ         R10, AX
+	DECQ         CX
+	JMP          fastIQ4_XSx4AVX2_row
+
+fastIQ4_XSx4AVX2_end:
 	VZEROUPPER
 	RET

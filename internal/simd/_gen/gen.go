@@ -209,6 +209,9 @@ func main() {
 	fastKx4("Q4_K")
 	fastKx4("Q5_K")
 	fastKx4("Q6_K")
+	fastKx4("Q2_K")
+	fastKx4("Q3_K")
+	fastKx4("IQ4_XS")
 	Generate()
 }
 
