@@ -85,12 +85,14 @@ func lowbitRowsAVX2(q string, dot bool) {
 		}
 		return v
 	}
-	var m1, m3, m15 VecVirtual
+	var m1, m3, m15, b0f, b10 VecVirtual
 	switch q {
 	case "Q4_1":
 		m15 = broadcast(avx2isa, 15)
-	case "Q5_1", "Q5_K":
+	case "Q5_1":
 		m1, m15 = broadcast(avx2isa, 1), broadcast(avx2isa, 15)
+	case "Q5_K":
+		b0f, b10 = broadcast(avx2isa, 0x0f0f0f0f), broadcast(avx2isa, 0x10101010)
 	case "Q2_K":
 		m3 = broadcast(avx2isa, 3)
 	case "Q3_K":
@@ -160,23 +162,44 @@ func lowbitRowsAVX2(q string, dot bool) {
 		}
 	case "Q5_K":
 		d, dmin := halfToScalar(Mem{Base: wp}), halfToScalar(Mem{Base: wp, Disp: 2})
+		qh := YMM()
+		VMOVDQU(Mem{Base: wp, Disp: 16}, qh)
+		// fifth ORs into v bit b of each byte of qh, moved to bit 4.
+		fifth := func(v VecVirtual, b int) {
+			t := YMM()
+			switch {
+			case b < 4:
+				VPSLLW(U8(4-b), qh, t)
+			case b > 4:
+				VPSRLW(U8(b-4), qh, t)
+			default:
+				VMOVDQA(qh, t)
+			}
+			VPAND(b10, t, t)
+			VPOR(t, v, v)
+		}
 		for ch := 0; ch < 4; ch++ {
-			for sub := 0; sub < 2; sub++ {
+			// Chunk ch's 64 values as bytes: low nibbles are sub-block
+			// 2ch, high nibbles 2ch+1, byte l value l.
+			lo, hi := YMM(), YMM()
+			VMOVDQU(Mem{Base: wp, Disp: 48 + 32*ch}, lo)
+			VPSRLW(U8(4), lo, hi)
+			VPAND(b0f, lo, lo)
+			VPAND(b0f, hi, hi)
+			fifth(lo, 2*ch)
+			fifth(hi, 2*ch+1)
+			for sub, v := range []VecVirtual{lo, hi} {
 				sc, m := q4kScaleMin(wp, 2*ch+sub)
 				dsc, dm := scalarOf(sc), scalarOf(m)
 				VMULSS(d, dsc, dsc)
 				VMULSS(dmin, dm, dm)
 				ds, ms := bcast(dsc), bcast(dm)
-				for l0 := 0; l0 < 32; l0 += 8 {
-					x := bits8(Mem{Base: wp, Disp: 48 + 32*ch + l0}, 4*sub, m15)
-					h := bits8(Mem{Base: wp, Disp: 16 + l0}, 2*ch+sub, m1)
-					VPSLLD(U8(4), h, h)
-					VPOR(h, x, x)
+				widen32(v, func(x VecVirtual, k int) {
 					VCVTDQ2PS(x, x)
 					VMULPS(ds, x, x)
 					VSUBPS(ms, x, x)
-					store(x, 64*ch+32*sub+l0)
-				}
+					store(x, 64*ch+32*sub+8*k)
+				})
 			}
 		}
 	case "Q2_K", "Q3_K":
@@ -307,6 +330,29 @@ func lowbitRowsAVX2(q string, dot bool) {
 	reduce(avx2isa, acc[0], Mem{Base: out})
 	ADDQ(U8(4), out)
 	endRows(name, w, ldw, rows)
+}
+
+// widen32 widens the 32 bytes of v (values 0-31 in order) to four
+// vectors of int32 lanes, values 8k..8k+7 in the k-th, and hands each to
+// emit.
+func widen32(v VecVirtual, emit func(x VecVirtual, k int)) {
+	x0 := YMM()
+	VPMOVZXBD(v.AsX(), x0)
+	emit(x0, 0)
+	t := XMM()
+	VPSRLDQ(U8(8), v.AsX(), t)
+	x1 := YMM()
+	VPMOVZXBD(t, x1)
+	emit(x1, 1)
+	h := XMM()
+	VEXTRACTI128(U8(1), v, h)
+	x2 := YMM()
+	VPMOVZXBD(h, x2)
+	emit(x2, 2)
+	VPSRLDQ(U8(8), h, h)
+	x3 := YMM()
+	VPMOVZXBD(h, x3)
+	emit(x3, 3)
 }
 
 // lowbitShifts holds 0..31 as int32: Q5_1's per-lane shifts of qh.
