@@ -1053,10 +1053,11 @@ func kquantRowsAVX2(q string, dot bool) {
 		Load(Param("w"), wp)
 		Load(Param("blocks"), nb)
 	}
-	m15 := broadcast(avx2isa, 15)
-	var m3, k32 VecVirtual
+	var m15, b0f, b30, b32 VecVirtual
 	if q == "Q6_K" {
-		m3, k32 = broadcast(avx2isa, 3), broadcast(avx2isa, 32)
+		b0f, b30, b32 = broadcast(avx2isa, 0x0f0f0f0f), broadcast(avx2isa, 0x30303030), broadcast(avx2isa, 0x20202020)
+	} else {
+		m15 = broadcast(avx2isa, 15)
 	}
 	bcast := func(x VecVirtual) VecVirtual {
 		y := YMM()
@@ -1091,37 +1092,49 @@ func kquantRowsAVX2(q string, dot bool) {
 		prefetchBlock(wp, bsize)
 	}
 	if q == "Q6_K" {
+		// Each group of 32 values as bytes q−32 (q6kBlock's byte moves),
+		// widened signed to int32, converted, times d·sc: the float32
+		// operations of ggml's dequantize_row_q6_K.
 		d := halfToScalar(Mem{Base: wp, Disp: 208})
 		for half := 0; half < 2; half++ {
-			ql, qh, sc := 64*half, 128+32*half, 192+8*half
-			for l0 := 0; l0 < 32; l0 += 8 {
-				is := l0 / 16
-				hv := YMM()
-				VPMOVZXBD(Mem{Base: wp, Disp: qh + l0}, hv)
-				for k := 0; k < 4; k++ {
-					lo := YMM()
-					VPMOVZXBD(Mem{Base: wp, Disp: ql + l0 + 32*(k%2)}, lo)
-					if k >= 2 {
-						VPSRLD(U8(4), lo, lo)
-					} else {
-						VPAND(m15, lo, lo)
-					}
-					hi := YMM()
-					VPSRLD(U8(2*k), hv, hi)
-					VPAND(m3, hi, hi)
-					VPSLLD(U8(4), hi, hi)
-					VPOR(hi, lo, lo)
-					VPSUBD(k32, lo, lo)
-					VCVTDQ2PS(lo, lo)
+			ql, sc := 64*half, 192+8*half
+			qh := YMM()
+			VMOVDQU(Mem{Base: wp, Disp: 128 + 32*half}, qh)
+			for k := 0; k < 4; k++ {
+				qv, hb := YMM(), YMM()
+				VMOVDQU(Mem{Base: wp, Disp: ql + 32*(k%2)}, qv)
+				if k >= 2 {
+					VPSRLW(U8(4), qv, qv)
+				}
+				VPAND(b0f, qv, qv)
+				switch k {
+				case 0:
+					VPSLLW(U8(4), qh, hb)
+				case 1:
+					VPSLLW(U8(2), qh, hb)
+				case 2:
+					VMOVDQA(qh, hb)
+				case 3:
+					VPSRLW(U8(2), qh, hb)
+				}
+				VPAND(b30, hb, hb)
+				VPOR(hb, qv, qv)
+				VPSUBB(b32, qv, qv)
+				var ss [2]VecVirtual
+				for is := 0; is < 2; is++ {
 					sv := GP32()
 					MOVBLSX(Mem{Base: wp, Disp: sc + is + 2*k}, sv)
 					sf := XMM()
 					VXORPS(sf, sf, sf) // defined here, not live from the entry
 					VCVTSI2SSL(sv, sf, sf)
 					VMULSS(d, sf, sf)
-					VMULPS(bcast(sf), lo, lo)
-					store(lo, 128*half+l0+32*k)
+					ss[is] = bcast(sf)
 				}
+				widenBytes(qv, true, func(x VecVirtual, j int) {
+					VCVTDQ2PS(x, x)
+					VMULPS(ss[j/2], x, x)
+					store(x, 128*half+32*k+8*j)
+				})
 			}
 		}
 	} else {

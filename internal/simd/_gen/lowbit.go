@@ -335,23 +335,30 @@ func lowbitRowsAVX2(q string, dot bool) {
 // widen32 widens the 32 bytes of v (values 0-31 in order) to four
 // vectors of int32 lanes, values 8k..8k+7 in the k-th, and hands each to
 // emit.
-func widen32(v VecVirtual, emit func(x VecVirtual, k int)) {
+func widen32(v VecVirtual, emit func(x VecVirtual, k int)) { widenBytes(v, false, emit) }
+
+// widenBytes is widen32 with the bytes signed (VPMOVSXBD) or not.
+func widenBytes(v VecVirtual, signed bool, emit func(x VecVirtual, k int)) {
+	mov := VPMOVZXBD
+	if signed {
+		mov = VPMOVSXBD
+	}
 	x0 := YMM()
-	VPMOVZXBD(v.AsX(), x0)
+	mov(v.AsX(), x0)
 	emit(x0, 0)
 	t := XMM()
 	VPSRLDQ(U8(8), v.AsX(), t)
 	x1 := YMM()
-	VPMOVZXBD(t, x1)
+	mov(t, x1)
 	emit(x1, 1)
 	h := XMM()
 	VEXTRACTI128(U8(1), v, h)
 	x2 := YMM()
-	VPMOVZXBD(h, x2)
+	mov(h, x2)
 	emit(x2, 2)
 	VPSRLDQ(U8(8), h, h)
 	x3 := YMM()
-	VPMOVZXBD(h, x3)
+	mov(h, x3)
 	emit(x3, 3)
 }
 
