@@ -85,7 +85,7 @@ func lowbitRowsAVX2(q string, dot bool) {
 		}
 		return v
 	}
-	var m1, m3, m15, b0f, b10 VecVirtual
+	var m1, m15, b0f, b10, b01, b03, b04 VecVirtual
 	switch q {
 	case "Q4_1":
 		m15 = broadcast(avx2isa, 15)
@@ -94,9 +94,9 @@ func lowbitRowsAVX2(q string, dot bool) {
 	case "Q5_K":
 		b0f, b10 = broadcast(avx2isa, 0x0f0f0f0f), broadcast(avx2isa, 0x10101010)
 	case "Q2_K":
-		m3 = broadcast(avx2isa, 3)
+		b03 = broadcast(avx2isa, 0x03030303)
 	case "Q3_K":
-		m1, m3 = broadcast(avx2isa, 1), broadcast(avx2isa, 3)
+		b03, b01, b04 = broadcast(avx2isa, 0x03030303), broadcast(avx2isa, 0x01010101), broadcast(avx2isa, 0x04040404)
 	}
 	var levels, mask16 VecVirtual
 	if q == "IQ4_XS" {
@@ -203,67 +203,87 @@ func lowbitRowsAVX2(q string, dot bool) {
 			}
 		}
 	case "Q2_K", "Q3_K":
+		// Each group of 32 values (two sub-blocks of 16) as bytes: the
+		// 2-bit field of qs, Q3_K's hmask bit as 4 and its −4 (signed),
+		// widened to int32 four vectors at a time; then ggml's float32
+		// steps per sub-block.
 		qs := map[string]int{"Q2_K": 16, "Q3_K": 32}[q]
-		var d, dmin VecVirtual
-		var four VecVirtual
+		var d, dmin, hm VecVirtual
 		if q == "Q2_K" {
 			d, dmin = halfToScalar(Mem{Base: wp, Disp: 80}), halfToScalar(Mem{Base: wp, Disp: 82})
 		} else {
 			d = halfToScalar(Mem{Base: wp, Disp: 108})
-			four = broadcast(avx2isa, 4)
+			hm = YMM()
+			VMOVDQU(Mem{Base: wp}, hm)
+		}
+		// scales returns sub-block i's d·sc broadcast (and Q2_K's
+		// dmin·m).
+		scales := func(i int) (ds, ms VecVirtual) {
+			if q == "Q2_K" {
+				s, mn := GP32(), GP32()
+				MOVBLZX(Mem{Base: wp, Disp: i}, s)
+				MOVL(s, mn)
+				ANDL(U32(15), s)
+				SHRL(U8(4), mn)
+				dsc, dm := scalarOf(s), scalarOf(mn)
+				VMULSS(d, dsc, dsc)
+				VMULSS(dmin, dm, dm)
+				return bcast(dsc), bcast(dm)
+			}
+			// sc_i = (scales[i%8] >> 4(i/8)) & 15 | ((scales[8+i%4] >> 2(i/4)) & 3) << 4, less 32.
+			s, hi := GP32(), GP32()
+			MOVBLZX(Mem{Base: wp, Disp: 96 + i%8}, s)
+			if i/8 > 0 {
+				SHRL(U8(4), s)
+			}
+			ANDL(U32(15), s)
+			MOVBLZX(Mem{Base: wp, Disp: 96 + 8 + i%4}, hi)
+			if i/4 > 0 {
+				SHRL(U8(2*(i/4)), hi)
+			}
+			ANDL(U32(3), hi)
+			SHLL(U8(4), hi)
+			ORL(hi, s)
+			SUBL(U32(32), s)
+			dsc := scalarOf(s)
+			VMULSS(d, dsc, dsc)
+			return bcast(dsc), nil
 		}
 		for h := 0; h < 2; h++ {
+			q2 := YMM()
+			VMOVDQU(Mem{Base: wp, Disp: qs + 32*h}, q2)
 			for j := 0; j < 4; j++ {
-				for p := 0; p < 2; p++ {
-					i := 8*h + 2*j + p
-					var ds, ms VecVirtual
-					if q == "Q2_K" {
-						s, mn := GP32(), GP32()
-						MOVBLZX(Mem{Base: wp, Disp: i}, s)
-						MOVL(s, mn)
-						ANDL(U32(15), s)
-						SHRL(U8(4), mn)
-						dsc, dm := scalarOf(s), scalarOf(mn)
-						VMULSS(d, dsc, dsc)
-						VMULSS(dmin, dm, dm)
-						ds, ms = bcast(dsc), bcast(dm)
-					} else {
-						// sc_i = (scales[i%8] >> 4(i/8)) & 15 | ((scales[8+i%4] >> 2(i/4)) & 3) << 4, less 32.
-						s, hi := GP32(), GP32()
-						MOVBLZX(Mem{Base: wp, Disp: 96 + i%8}, s)
-						if i/8 > 0 {
-							SHRL(U8(4), s)
-						}
-						ANDL(U32(15), s)
-						MOVBLZX(Mem{Base: wp, Disp: 96 + 8 + i%4}, hi)
-						if i/4 > 0 {
-							SHRL(U8(2*(i/4)), hi)
-						}
-						ANDL(U32(3), hi)
-						SHLL(U8(4), hi)
-						ORL(hi, s)
-						SUBL(U32(32), s)
-						dsc := scalarOf(s)
-						VMULSS(d, dsc, dsc)
-						ds = bcast(dsc)
-					}
-					for l0 := 0; l0 < 16; l0 += 8 {
-						x := bits8(Mem{Base: wp, Disp: qs + 32*h + 16*p + l0}, 2*j, m3)
-						if q == "Q3_K" {
-							// A clear hmask bit lowers the value by 4.
-							hb := bits8(Mem{Base: wp, Disp: 16*p + l0}, 4*h+j, m1)
-							VPSLLD(U8(2), hb, hb)
-							VPSUBD(four, x, x)
-							VPADDD(hb, x, x)
-						}
-						VCVTDQ2PS(x, x)
-						VMULPS(ds, x, x)
-						if q == "Q2_K" {
-							VSUBPS(ms, x, x)
-						}
-						store(x, 128*h+32*j+16*p+l0)
-					}
+				qv := YMM()
+				if j > 0 {
+					VPSRLW(U8(2*j), q2, qv)
+					VPAND(b03, qv, qv)
+				} else {
+					VPAND(b03, q2, qv)
 				}
+				if q == "Q3_K" {
+					hb := YMM()
+					if b := 4*h + j; b > 0 {
+						VPSRLW(U8(b), hm, hb)
+						VPAND(b01, hb, hb)
+					} else {
+						VPAND(b01, hm, hb)
+					}
+					VPSLLW(U8(2), hb, hb)
+					VPOR(hb, qv, qv)
+					VPSUBB(b04, qv, qv)
+				}
+				var ds, ms VecVirtual
+				widenBytes(qv, q == "Q3_K", func(x VecVirtual, k int) {
+					if k%2 == 0 {
+						ds, ms = scales(8*h + 2*j + k/2)
+					}
+					VCVTDQ2PS(x, x)
+					VMULPS(ds, x, x)
+					if q == "Q2_K" {
+						VSUBPS(ms, x, x)
+					}
+					store(x, 128*h+32*j+8*k)
+				})
 			}
 		}
 	case "IQ4_XS":
