@@ -15621,16 +15621,13 @@ fastQ4_1AVX2_block:
 	VPMADDUBSW   (R10), Y6, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
-	MOVWLZX      (R9), R13
-	VMOVD        R13, X6
+	VMOVD        (R9), X6
 	VCVTPH2PS    X6, X6
-	VMULSS       (R11), X6, X6
+	VMOVQ        (R11), X8
+	VMULPS       X8, X6, X6
 	VBROADCASTSS X6, Y8
 	VFMADD231PS  Y7, Y8, Y2
-	MOVWLZX      2(R9), R13
-	VMOVD        R13, X6
-	VCVTPH2PS    X6, X6
-	VMULSS       4(R11), X6, X6
+	VMOVSHDUP    X6, X6
 	VADDSS       X6, X3, X3
 	ADDQ         $0x00000014, R9
 	ADDQ         $0x20, R10
@@ -15643,16 +15640,13 @@ fastQ4_1AVX2_block:
 	VPMADDUBSW   (R10), Y9, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
-	MOVWLZX      (R9), R13
-	VMOVD        R13, X6
+	VMOVD        (R9), X6
 	VCVTPH2PS    X6, X6
-	VMULSS       (R11), X6, X6
+	VMOVQ        (R11), X8
+	VMULPS       X8, X6, X6
 	VBROADCASTSS X6, Y8
 	VFMADD231PS  Y7, Y8, Y4
-	MOVWLZX      2(R9), R13
-	VMOVD        R13, X6
-	VCVTPH2PS    X6, X6
-	VMULSS       4(R11), X6, X6
+	VMOVSHDUP    X6, X6
 	VADDSS       X6, X5, X5
 	ADDQ         $0x00000014, R9
 	ADDQ         $0x20, R10
@@ -15671,16 +15665,13 @@ fastQ4_1AVX2_tail:
 	VPMADDUBSW   (R10), Y10, Y7
 	VPMADDWD     Y0, Y7, Y7
 	VCVTDQ2PS    Y7, Y7
-	MOVWLZX      (R9), R12
-	VMOVD        R12, X6
+	VMOVD        (R9), X6
 	VCVTPH2PS    X6, X6
-	VMULSS       (R11), X6, X6
+	VMOVQ        (R11), X8
+	VMULPS       X8, X6, X6
 	VBROADCASTSS X6, Y8
 	VFMADD231PS  Y7, Y8, Y2
-	MOVWLZX      2(R9), R12
-	VMOVD        R12, X6
-	VCVTPH2PS    X6, X6
-	VMULSS       4(R11), X6, X6
+	VMOVSHDUP    X6, X6
 	VADDSS       X6, X3, X3
 	ADDQ         $0x00000014, R9
 	ADDQ         $0x20, R10
@@ -15725,14 +15716,15 @@ TEXT ·fastQ5_1AVX2(SB), NOSPLIT, $0-56
 	MOVL         $0x10101010, R9
 	VMOVD        R9, X2
 	VPBROADCASTD X2, Y2
+	VPCMPEQB     Y3, Y3, Y3
 
 fastQ5_1AVX2_row:
 	TESTQ DX, DX
 	JZ    fastQ5_1AVX2_end
-	VPXOR Y3, Y3, Y3
 	VPXOR Y4, Y4, Y4
 	VPXOR Y5, Y5, Y5
 	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
 	MOVQ  AX, R9
 	MOVQ  SI, R10
 	MOVQ  DI, R11
@@ -15742,64 +15734,52 @@ fastQ5_1AVX2_block:
 	CMPQ         R12, $0x02
 	JB           fastQ5_1AVX2_tail
 	PREFETCHT0   2048(R9)
-	VMOVDQU      8(R9), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	MOVL         4(R9), R13
-	VMOVD        R13, X8
-	VPBROADCASTD X8, Y8
-	VPSHUFB      fastq5shuf<>+0(SB), Y8, Y8
-	VPOR         fastq5bits<>+0(SB), Y8, Y8
-	VPCMPEQB     Y9, Y9, Y9
-	VPCMPEQB     Y9, Y8, Y8
-	VPAND        Y2, Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPMADDUBSW   (R10), Y7, Y8
-	VPMADDWD     Y0, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	MOVWLZX      (R9), R13
-	VMOVD        R13, X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (R11), X7, X7
-	VBROADCASTSS X7, Y9
-	VFMADD231PS  Y8, Y9, Y3
-	MOVWLZX      2(R9), R13
-	VMOVD        R13, X7
-	VCVTPH2PS    X7, X7
-	VMULSS       4(R11), X7, X7
-	VADDSS       X7, X4, X4
+	VMOVDQU      8(R9), X8
+	VPSRLW       $0x04, X8, X9
+	VINSERTI128  $0x01, X9, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPBROADCASTD 4(R9), Y9
+	VPSHUFB      fastq5shuf<>+0(SB), Y9, Y9
+	VPOR         fastq5bits<>+0(SB), Y9, Y9
+	VPCMPEQB     Y3, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   (R10), Y8, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVD        (R9), X8
+	VCVTPH2PS    X8, X8
+	VMOVQ        (R11), X10
+	VMULPS       X10, X8, X8
+	VBROADCASTSS X8, Y12
+	VFMADD231PS  Y9, Y12, Y4
+	VMOVSHDUP    X8, X8
+	VADDSS       X8, X5, X5
 	ADDQ         $0x00000018, R9
 	ADDQ         $0x20, R10
 	ADDQ         $0x08, R11
 	PREFETCHT0   2048(R9)
 	VMOVDQU      8(R9), X10
-	VPSRLW       $0x04, X10, X7
-	VINSERTI128  $0x01, X7, Y10, Y10
+	VPSRLW       $0x04, X10, X8
+	VINSERTI128  $0x01, X8, Y10, Y10
 	VPAND        Y1, Y10, Y10
-	MOVL         4(R9), R13
-	VMOVD        R13, X8
-	VPBROADCASTD X8, Y8
-	VPSHUFB      fastq5shuf<>+0(SB), Y8, Y8
-	VPOR         fastq5bits<>+0(SB), Y8, Y8
-	VPCMPEQB     Y9, Y9, Y9
-	VPCMPEQB     Y9, Y8, Y8
-	VPAND        Y2, Y8, Y8
-	VPOR         Y8, Y10, Y10
-	VPMADDUBSW   (R10), Y10, Y8
-	VPMADDWD     Y0, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	MOVWLZX      (R9), R13
-	VMOVD        R13, X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (R11), X7, X7
-	VBROADCASTSS X7, Y9
-	VFMADD231PS  Y8, Y9, Y5
-	MOVWLZX      2(R9), R13
-	VMOVD        R13, X7
-	VCVTPH2PS    X7, X7
-	VMULSS       4(R11), X7, X7
-	VADDSS       X7, X6, X6
+	VPBROADCASTD 4(R9), Y9
+	VPSHUFB      fastq5shuf<>+0(SB), Y9, Y9
+	VPOR         fastq5bits<>+0(SB), Y9, Y9
+	VPCMPEQB     Y3, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y10, Y10
+	VPMADDUBSW   (R10), Y10, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVD        (R9), X8
+	VCVTPH2PS    X8, X8
+	VMOVQ        (R11), X10
+	VMULPS       X10, X8, X8
+	VBROADCASTSS X8, Y12
+	VFMADD231PS  Y9, Y12, Y6
+	VMOVSHDUP    X8, X8
+	VADDSS       X8, X7, X7
 	ADDQ         $0x00000018, R9
 	ADDQ         $0x20, R10
 	ADDQ         $0x08, R11
@@ -15811,47 +15791,41 @@ fastQ5_1AVX2_tail:
 	JZ           fastQ5_1AVX2_rowdone
 	PREFETCHT0   2048(R9)
 	VMOVDQU      8(R9), X11
-	VPSRLW       $0x04, X11, X7
-	VINSERTI128  $0x01, X7, Y11, Y11
+	VPSRLW       $0x04, X11, X8
+	VINSERTI128  $0x01, X8, Y11, Y11
 	VPAND        Y1, Y11, Y11
-	MOVL         4(R9), R12
-	VMOVD        R12, X8
-	VPBROADCASTD X8, Y8
-	VPSHUFB      fastq5shuf<>+0(SB), Y8, Y8
-	VPOR         fastq5bits<>+0(SB), Y8, Y8
-	VPCMPEQB     Y9, Y9, Y9
-	VPCMPEQB     Y9, Y8, Y8
-	VPAND        Y2, Y8, Y8
-	VPOR         Y8, Y11, Y11
-	VPMADDUBSW   (R10), Y11, Y8
-	VPMADDWD     Y0, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	MOVWLZX      (R9), R12
-	VMOVD        R12, X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (R11), X7, X7
-	VBROADCASTSS X7, Y9
-	VFMADD231PS  Y8, Y9, Y3
-	MOVWLZX      2(R9), R12
-	VMOVD        R12, X7
-	VCVTPH2PS    X7, X7
-	VMULSS       4(R11), X7, X7
-	VADDSS       X7, X4, X4
+	VPBROADCASTD 4(R9), Y9
+	VPSHUFB      fastq5shuf<>+0(SB), Y9, Y9
+	VPOR         fastq5bits<>+0(SB), Y9, Y9
+	VPCMPEQB     Y3, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VPOR         Y9, Y11, Y11
+	VPMADDUBSW   (R10), Y11, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMOVD        (R9), X8
+	VCVTPH2PS    X8, X8
+	VMOVQ        (R11), X10
+	VMULPS       X10, X8, X8
+	VBROADCASTSS X8, Y12
+	VFMADD231PS  Y9, Y12, Y4
+	VMOVSHDUP    X8, X8
+	VADDSS       X8, X5, X5
 	ADDQ         $0x00000018, R9
 	ADDQ         $0x20, R10
 	ADDQ         $0x08, R11
 
 fastQ5_1AVX2_rowdone:
-	VADDPS       Y4, Y3, Y3
-	VADDPS       Y5, Y3, Y3
-	VADDPS       Y6, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X4
-	VADDPS       X4, X3, X3
-	VPERMILPS    $0x4e, X3, X4
-	VADDPS       X4, X3, X3
-	VPERMILPS    $0xb1, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSS       X3, (R8)
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y6, Y4, Y4
+	VADDPS       Y7, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VADDPS       X5, X4, X4
+	VPERMILPS    $0x4e, X4, X5
+	VADDPS       X5, X4, X4
+	VPERMILPS    $0xb1, X4, X5
+	VADDPS       X5, X4, X4
+	VMOVSS       X4, (R8)
 	ADDQ         $0x04, R8
 	ADDQ         CX, AX
 	DECQ         DX

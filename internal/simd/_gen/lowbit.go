@@ -411,9 +411,10 @@ func fastQ8_1(q string) {
 		bsize, qs = 24, 8
 	}
 	ones, mask := broadcast(avx2, 0x00010001), bcast8(0x0f)
-	var m10 VecVirtual
+	var m10, allOnes VecVirtual
 	if q == "Q5_1" {
-		m10 = bcast8(0x10)
+		m10, allOnes = bcast8(0x10), YMM()
+		VPCMPEQB(allOnes, allOnes, allOnes)
 	}
 	wp, xp, dp, b := GP64(), GP64(), GP64(), GP64()
 	rowLoopPairs(name, avx2, rows, w, ldw, y, b, []VecVirtual{YMM(), YMM(), YMM(), YMM()}, func() {
@@ -432,14 +433,9 @@ func fastQ8_1(q string) {
 			// bytes_from_bits as for Q5_0: 0xff where the fifth bit is
 			// set, kept as 0x10.
 			bits := YMM()
-			t := GP32()
-			MOVL(Mem{Base: wp, Disp: 4}, t)
-			VMOVD(t, bits.AsX())
-			VPBROADCASTD(bits.AsX(), bits)
+			VPBROADCASTD(Mem{Base: wp, Disp: 4}, bits)
 			VPSHUFB(q5Shuf, bits, bits)
 			VPOR(q5Bits, bits, bits)
-			allOnes := YMM()
-			VPCMPEQB(allOnes, allOnes, allOnes)
 			VPCMPEQB(allOnes, bits, bits)
 			VPAND(m10, bits, bits)
 			VPOR(bits, wv, wv)
@@ -448,10 +444,18 @@ func fastQ8_1(q string) {
 		VPMADDUBSW(Mem{Base: xp}, wv, p) // unsigned weights × signed x
 		VPMADDWD(ones, p, p)
 		VCVTDQ2PS(p, p)
-		d := scaleOf(Mem{Base: wp}, Mem{Base: dp})
+		// The block's (d, m) halves widened together and times x's
+		// (d, s): d_w·d_x in lane 0, m_w·s_x in lane 1.
+		dm, xds := XMM(), XMM()
+		VMOVD(Mem{Base: wp}, dm)
+		VCVTPH2PS(dm, dm)
+		VMOVQ(Mem{Base: dp}, xds)
+		VMULPS(xds, dm, dm)
+		d := YMM()
+		VBROADCASTSS(dm, d)
 		VFMADD231PS(p, d, acc[0])
-		m := halfToScalar(Mem{Base: wp, Disp: 2})
-		VMULSS(Mem{Base: dp, Disp: 4}, m, m)
+		m := XMM()
+		VMOVSHDUP(dm, m)
 		VADDSS(m, acc[1].AsX(), acc[1].AsX())
 		ADDQ(U32(bsize), wp)
 		ADDQ(U8(32), xp)
