@@ -1160,8 +1160,7 @@ func kquantRowsAVX2(q string, dot bool) {
 						VPAND(m15, qv, qv)
 					}
 					VCVTDQ2PS(qv, qv)
-					VMULPS(ds, qv, qv)
-					VSUBPS(ms, qv, qv)
+					VFMSUB213PS(ms, ds, qv) // (d·sc)·q − dmin·m (exactProduct)
 					store(qv, 64*ch+32*sub+l0)
 				}
 			}

@@ -8,13 +8,21 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
+// exactProduct: where ggml multiplies a dequantized value and then adds or
+// subtracts (Q4_1/Q5_1 q·d + m; Q4_K/Q5_K/Q2_K (d·sc)·q − dmin·m), the
+// product is exact in float32: d is a half (11 significant bits), sc at
+// most 6 bits, so d·sc fits in 17 bits, and q at most 5 more (22 ≤ 24).
+// A fused multiply-add then rounds once, where ggml's product rounds to
+// itself, so VFMADD213PS/VFMSUB213PS give ggml's float32 bit for bit
+// (TestDequantKernels checks it) with one instruction fewer per 8 values.
+//
 // lowbitDequantAVX2 writes dequant<q>AVX2(w, blocks, dst) for the formats
 // that have no other kernel (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_XS): blocks
 // whole blocks from w (rows of whole blocks lie one after another) into
 // dst, each value in ggml's dequantize_row_* order of float32 operations:
 // Q4_1/Q5_1 q·d then + m; Q2_K/Q5_K (d·sc)·q then − dmin·m; Q3_K
-// (d·sc)·q; IQ4_XS (d·(ls−32))·K[q]. Multiplies and adds stay separate
-// instructions (no FMA), so each rounds as ggml's does. Prefill multiplies
+// (d·sc)·q; IQ4_XS (d·(ls−32))·K[q]. Every rounding is ggml's: where a
+// multiply and an add are fused, the product is exact (exactProduct). Prefill multiplies
 // the widened rows with the float32 kernels.
 func lowbitDequantAVX2(q string) { lowbitRowsAVX2(q, false) }
 
@@ -156,8 +164,7 @@ func lowbitRowsAVX2(q string, dot bool) {
 				VPOR(h, x, x)
 			}
 			VCVTDQ2PS(x, x)
-			VMULPS(d, x, x)
-			VADDPS(m, x, x)
+			VFMADD213PS(m, d, x) // q·d + m: q·d is exact (see exactProduct)
 			store(x, 8*v)
 		}
 	case "Q5_K":
@@ -196,8 +203,7 @@ func lowbitRowsAVX2(q string, dot bool) {
 				ds, ms := bcast(dsc), bcast(dm)
 				widen32(v, func(x VecVirtual, k int) {
 					VCVTDQ2PS(x, x)
-					VMULPS(ds, x, x)
-					VSUBPS(ms, x, x)
+					VFMSUB213PS(ms, ds, x) // (d·sc)·q − dmin·m (exactProduct)
 					store(x, 64*ch+32*sub+8*k)
 				})
 			}
@@ -278,9 +284,10 @@ func lowbitRowsAVX2(q string, dot bool) {
 						ds, ms = scales(8*h + 2*j + k/2)
 					}
 					VCVTDQ2PS(x, x)
-					VMULPS(ds, x, x)
 					if q == "Q2_K" {
-						VSUBPS(ms, x, x)
+						VFMSUB213PS(ms, ds, x) // (d·sc)·q − dmin·m (exactProduct)
+					} else {
+						VMULPS(ds, x, x)
 					}
 					store(x, 128*h+32*j+8*k)
 				})
