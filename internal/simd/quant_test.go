@@ -198,3 +198,25 @@ func TestGemvKernels(t *testing.T) {
 		}
 	}
 }
+
+// TestExactProducts: the products that the AVX2 kernels fuse with the
+// following add or subtract (exactProduct in _gen/lowbit.go) are exact in
+// float32 for every finite half scale, so fusing rounds as ggml's
+// separate multiply and add do: d·q (Q4_1/Q5_1, q < 32) and (d·sc)·q
+// (K-quants, sc < 64, q < 32).
+func TestExactProducts(t *testing.T) {
+	for h := 0; h < 0x7c00; h++ { // positive finite halves; signs do not matter
+		d := float16.Frombits(uint16(h)).Float32()
+		for sc := 1; sc < 64; sc++ {
+			ds := d * float32(sc)
+			if float64(ds) != float64(d)*float64(sc) {
+				t.Fatalf("d=%g sc=%d: d·sc is not exact", d, sc)
+			}
+			for q := 1; q < 32; q++ {
+				if float64(ds*float32(q)) != float64(ds)*float64(q) {
+					t.Fatalf("d=%g sc=%d q=%d: (d·sc)·q is not exact", d, sc, q)
+				}
+			}
+		}
+	}
+}
