@@ -274,6 +274,9 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 		}
 		return true
 	}
+	if x != nil && gemvAVX2(x, w.Format, wp, rb, in, rows, y) {
+		return true
+	}
 	if active == avx512 && w.Format == quant.Q5_0 {
 		if x != nil {
 			gemvQ5_0AVX512(&x[0], wp, rb, blocks, rows, &halfTable[0], &y[0])
@@ -355,6 +358,39 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 		gemvQ4_0AVX2(&x[0], wp, rb, blocks, rows, &y[0])
 	case w.Format == quant.Q4_0:
 		dequantQ4_0AVX2(wp, rb, blocks, rows, &dst[0])
+	default:
+		return false
+	}
+	return true
+}
+
+// gemvAVX2 runs exact decode fused with dequantization for the formats
+// whose matrix-vector kernel is the AVX2 one on every CPU (the ones
+// without an AVX-512 kernel), and for Q4_K and Q6_K on AVX2 machines.
+func gemvAVX2(x []float32, f quant.Format, wp *byte, rb, in, rows int, y []float32) bool {
+	switch f {
+	case quant.Q4_1:
+		gemvQ4_1AVX2(&x[0], wp, rb, in/32, rows, &y[0])
+	case quant.Q5_1:
+		gemvQ5_1AVX2(&x[0], wp, rb, in/32, rows, &y[0])
+	case quant.Q2_K:
+		gemvQ2_KAVX2(&x[0], wp, rb, in/256, rows, &y[0])
+	case quant.Q3_K:
+		gemvQ3_KAVX2(&x[0], wp, rb, in/256, rows, &y[0])
+	case quant.Q5_K:
+		gemvQ5_KAVX2(&x[0], wp, rb, in/256, rows, &y[0])
+	case quant.IQ4_XS:
+		gemvIQ4_XSAVX2(&x[0], wp, rb, in/256, rows, &y[0])
+	case quant.Q4_K:
+		if active != avx2 {
+			return false
+		}
+		gemvQ4_KAVX2(&x[0], wp, rb, in/256, rows, &y[0])
+	case quant.Q6_K:
+		if active != avx2 {
+			return false
+		}
+		gemvQ6_KAVX2(&x[0], wp, rb, in/256, rows, &y[0])
 	default:
 		return false
 	}
@@ -460,9 +496,9 @@ func asmDotActs(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16,
 }
 
 // asmDotActs4 is asmDotActs for four rows of activations at once (row
-// stride in values; scales and outputs likewise), for the formats with a
-// four-row kernel; false otherwise.
-func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, in int, y []float32, ldy int) bool {
+// stride in values; scales, the K-quants' sums and outputs likewise), for
+// the formats with a four-row kernel; false otherwise.
+func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16, in int, y []float32, ldy int) bool {
 	if active == nil || rows == 0 {
 		return false
 	}
@@ -476,6 +512,22 @@ func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, in int, y []
 		fastQ5_0x4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
 	case quant.IQ4_NL:
 		fastIQ4_NLx4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
+	case quant.Q4_1:
+		fastQ4_1x4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
+	case quant.Q5_1:
+		fastQ5_1x4AVX2(wp, rb, rows, blocks, &q[0], &d[0], in, &y[0], ldy)
+	case quant.Q4_K:
+		fastQ4_Kx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
+	case quant.Q5_K:
+		fastQ5_Kx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
+	case quant.Q6_K:
+		fastQ6_Kx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
+	case quant.Q2_K:
+		fastQ2_Kx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
+	case quant.Q3_K:
+		fastQ3_Kx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
+	case quant.IQ4_XS:
+		fastIQ4_XSx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
 	default:
 		return false
 	}

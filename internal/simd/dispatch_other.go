@@ -52,7 +52,7 @@ func asmDotActs(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16,
 	return false
 }
 
-func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, in int, y []float32, ldy int) bool {
+func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16, in int, y []float32, ldy int) bool {
 	return false
 }
 

@@ -202,13 +202,11 @@ func mulRowsFast(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
 	for j0 := r0; j0 < r1; j0 += step {
 		j1 := min(r1, j0+step)
 		t := 0
-		if !quant.KQuant(w.Format) {
-			// Four rows of activations at a time share each weight block.
-			for ; t+4 <= T; t += 4 {
-				q, d, _ := a.row(t)
-				if !asmDotActs4(w, j0, j1-j0, rb, q, d, in, y[t*out+j0:], out) {
-					break
-				}
+		// Four rows of activations at a time share each weight block.
+		for ; t+4 <= T; t += 4 {
+			q, d, s := a.row(t)
+			if !asmDotActs4(w, j0, j1-j0, rb, q, d, s, in, y[t*out+j0:], out) {
+				break
 			}
 		}
 		for ; t < T; t++ {

@@ -444,3 +444,57 @@ func TestF16Kernel(t *testing.T) {
 		}
 	}
 }
+
+// TestFastKernels4 checks the four-row fast kernels (fast prefill on
+// AVX2) against the plain-Go reference, row of activations by row, and
+// that each format listed has one.
+func TestFastKernels4(t *testing.T) {
+	if len(supported()) == 0 {
+		t.Skip("no SIMD kernels on this CPU")
+	}
+	was := active
+	Force(true)
+	defer func() { active = was }()
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.Q4_1, quant.Q5_1, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.Q2_K, quant.Q3_K, quant.IQ4_XS} {
+		const rows, T = 7, 4
+		in := 544
+		if quant.KQuant(f) {
+			in = 768
+		}
+		rb, _ := f.RowBytes(in)
+		w := make([]byte, rows*rb)
+		src := make([]float32, in)
+		for j := 0; j < rows; j++ {
+			for i := range src {
+				src[i] = float32(r.NormFloat64())
+			}
+			quant.QuantizeRow(f, src, w[j*rb:(j+1)*rb])
+		}
+		nd := in / quant.ActBlock(f) * quant.ActScales(f)
+		q, d, sums := make([]int8, T*in), make([]float32, T*nd), make([]int16, T*in/16)
+		want := make([]float32, T*rows)
+		var mag float64
+		for tt := 0; tt < T; tt++ {
+			x := make([]float32, in)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * 3)
+			}
+			st := sums[tt*in/16 : (tt+1)*in/16]
+			quant.QuantizeActs(f, x, q[tt*in:(tt+1)*in], d[tt*nd:(tt+1)*nd], st)
+			for j := 0; j < rows; j++ {
+				want[tt*rows+j] = quant.DotActs(f, w[j*rb:(j+1)*rb], q[tt*in:(tt+1)*in], d[tt*nd:(tt+1)*nd], st)
+				mag = max(mag, math.Abs(float64(want[tt*rows+j])))
+			}
+		}
+		got := make([]float32, T*rows)
+		if !asmDotActs4(Weight{Kind: Quant, Format: f, Bytes: w}, 0, rows, rb, q, d, sums, in, got, rows) {
+			t.Fatalf("%s: no four-row kernel", f)
+		}
+		for i := range got {
+			if diff := math.Abs(float64(got[i] - want[i])); diff > 1e-5*(mag+1) {
+				t.Errorf("%s x row %d, weight row %d: kernel %g, reference %g", f, i/rows, i%rows, got[i], want[i])
+			}
+		}
+	}
+}

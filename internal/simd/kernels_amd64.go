@@ -531,3 +531,83 @@ func fastQ2_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32,
 //
 //go:noescape
 func fastQ3_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+
+// gemvQ4_1AVX2 computes y[r] = x · w_r for rows Q4_1 rows of blocks blocks (stride ldw bytes), dequantizing as ggml does.
+//
+//go:noescape
+func gemvQ4_1AVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// gemvQ5_1AVX2 computes y[r] = x · w_r for rows Q5_1 rows of blocks blocks (stride ldw bytes), dequantizing as ggml does.
+//
+//go:noescape
+func gemvQ5_1AVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// gemvQ2_KAVX2 computes y[r] = x · w_r for rows Q2_K rows of blocks blocks (stride ldw bytes), dequantizing as ggml does.
+//
+//go:noescape
+func gemvQ2_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// gemvQ3_KAVX2 computes y[r] = x · w_r for rows Q3_K rows of blocks blocks (stride ldw bytes), dequantizing as ggml does.
+//
+//go:noescape
+func gemvQ3_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// gemvQ5_KAVX2 computes y[r] = x · w_r for rows Q5_K rows of blocks blocks (stride ldw bytes), dequantizing as ggml does.
+//
+//go:noescape
+func gemvQ5_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// gemvIQ4_XSAVX2 computes y[r] = x · w_r for rows IQ4_XS rows of blocks blocks (stride ldw bytes), dequantizing as ggml does.
+//
+//go:noescape
+func gemvIQ4_XSAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// gemvQ4_KAVX2 computes y[r] = x · w_r for rows Q4_K rows of blocks super-blocks (stride ldw bytes), dequantizing as ggml does.
+//
+//go:noescape
+func gemvQ4_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// gemvQ6_KAVX2 computes y[r] = x · w_r for rows Q6_K rows of blocks super-blocks (stride ldw bytes), dequantizing as ggml does.
+//
+//go:noescape
+func gemvQ6_KAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
+
+// fastQ4_1x4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q4_1 rows of blocks blocks (stride ldw bytes) and four rows of Q8_1 activations (stride ldx values).
+//
+//go:noescape
+func fastQ4_1x4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+
+// fastQ5_1x4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q5_1 rows of blocks blocks (stride ldw bytes) and four rows of Q8_1 activations (stride ldx values).
+//
+//go:noescape
+func fastQ5_1x4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+
+// fastQ4_Kx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q4_K rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastQ4_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastQ5_Kx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q5_K rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastQ5_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastQ6_Kx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q6_K rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastQ6_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastQ2_Kx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q2_K rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastQ2_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastQ3_Kx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q3_K rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastQ3_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastIQ4_XSx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows IQ4_XS rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastIQ4_XSx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)

@@ -150,3 +150,73 @@ func TestDequantKernels(t *testing.T) {
 		}
 	}
 }
+
+// TestGemvKernels: every format has an exact decode kernel fused with its
+// dequantization on each instruction set this CPU runs (except the ones
+// listed as widening first), and it agrees with the dequantized row's
+// float64 dot product within float32 summation noise.
+func TestGemvKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(35, 36))
+	widened := map[quant.Format]bool{quant.Q5_0: true} // AVX2: widened then multiplied
+	for _, is := range supported() {
+		for _, f := range allQuantFormats {
+			const rows = 7
+			in := 768
+			if f.BlockSize() == 32 {
+				in = 544
+			}
+			q := randomBlocks(r, f, rows, in)
+			rb, _ := f.RowBytes(in)
+			x := make([]float32, in)
+			for i := range x {
+				x[i] = r.Float32()*2 - 1
+			}
+			got := make([]float32, rows)
+			saved := active
+			active = is
+			ok := asmQuant(x, Weight{Kind: Quant, Format: f, Bytes: q}, 0, rows, in, rb, got, nil)
+			active = saved
+			if !ok {
+				if !(is.lanes == 8 && widened[f]) {
+					t.Errorf("%s %s: no fused decode kernel", is.name, f)
+				}
+				continue
+			}
+			deq := make([]float32, rows*in)
+			quant.DequantizeRow(f, q, deq)
+			for j := 0; j < rows; j++ {
+				var want, mag float64
+				for c := 0; c < in; c++ {
+					p := float64(deq[j*in+c]) * float64(x[c])
+					want += p
+					mag += math.Abs(p)
+				}
+				if d := math.Abs(float64(got[j]) - want); d > 1e-6*mag {
+					t.Fatalf("%s %s: y[%d] = %g, want %g", is.name, f, j, got[j], want)
+				}
+			}
+		}
+	}
+}
+
+// TestExactProducts: the products that the AVX2 kernels fuse with the
+// following add or subtract (exactProduct in _gen/lowbit.go) are exact in
+// float32 for every finite half scale, so fusing rounds as ggml's
+// separate multiply and add do: d·q (Q4_1/Q5_1, q < 32) and (d·sc)·q
+// (K-quants, sc < 64, q < 32).
+func TestExactProducts(t *testing.T) {
+	for h := 0; h < 0x7c00; h++ { // positive finite halves; signs do not matter
+		d := float16.Frombits(uint16(h)).Float32()
+		for sc := 1; sc < 64; sc++ {
+			ds := d * float32(sc)
+			if float64(ds) != float64(d)*float64(sc) {
+				t.Fatalf("d=%g sc=%d: d·sc is not exact", d, sc)
+			}
+			for q := 1; q < 32; q++ {
+				if float64(ds*float32(q)) != float64(ds)*float64(q) {
+					t.Fatalf("d=%g sc=%d q=%d: (d·sc)·q is not exact", d, sc, q)
+				}
+			}
+		}
+	}
+}

@@ -24,7 +24,7 @@
 //   - X16 (x16.go): a Q4_0, Q8_0, Q4_K or Q6_K matrix of a file mapping,
 //     regrouped by 16 rows for exact decode (PackQuant).
 //
-// The inner loops, about 90 kernels, are Go assembly generated with avo
+// The inner loops, about 120 kernels, are Go assembly generated with avo
 // (see _gen, and README.md for which file writes which kernels; the
 // generated .s is checked in, so a plain go build needs nothing else):
 // AVX-512 where the CPU has it (avx512f and avx512bw; VBMI, VNNI and GFNI

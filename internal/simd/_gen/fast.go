@@ -477,3 +477,485 @@ func fastQ8x4(q string) {
 	VZEROUPPER()
 	RET()
 }
+
+// fastKx4 writes fast<q>x4AVX2 for Q4_K and Q5_K weights against four
+// rows of Q8_K activations (stride ldx values; ldx/256 scales and ldx/16
+// sums a row). Per super-block the weight side of q4kBlock is done once:
+// the eight 32-value groups' unsigned values (with Q5_K's fifth bits),
+// each group's 16-bit scale vector and the mins go to the stack. Then
+// each row runs only VPMADDUBSW, VPMADDWD and VPADDD per group against
+// them, and d·sumi − dmin·(mins·sums) into its eight float32 lanes as
+// q4kBlock does.
+func fastKx4(q string) {
+	name := "fast" + q + "x4AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes y[i*ldy+r] = w_r · x_i for rows %s rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).", name, q))
+	wq := AllocLocal(8 * 32) // the groups' unsigned values
+	ws := AllocLocal(8 * 32) // the groups' scales as 16-bit words
+	wm := AllocLocal(8 * 32) // the words against the sums (IQ4_XS: ls − 32)
+	w, rows, y, ldx := GP64(), GP64(), GP64(), GP64()
+	Load(Param("w"), w)
+	Load(Param("rows"), rows)
+	Load(Param("y"), y)
+	Load(Param("ldx"), ldx)
+	bsize := map[string]int{"Q4_K": 144, "Q5_K": 176, "Q6_K": 210, "Q2_K": 84, "Q3_K": 110, "IQ4_XS": 136}[q]
+	wp, xp, dp, sp, b := GP64(), GP64(), GP64(), GP64(), GP64()
+	acc := []VecVirtual{YMM(), YMM(), YMM(), YMM()}
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	for _, a := range acc {
+		VXORPS(a, a, a)
+	}
+	MOVQ(w, wp)
+	Load(Param("xq"), xp)
+	Load(Param("xd"), dp)
+	Load(Param("xs"), sp)
+	Load(Param("blocks"), b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_rowdone"))
+	prefetchBlock(wp, bsize)
+	switch q {
+	case "Q6_K":
+		q6kStage(wp, wq, ws, wm)
+	case "Q2_K", "Q3_K":
+		q23kStage(q, wp, wq, ws, wm)
+	case "IQ4_XS":
+		iq4xsStage(wp, wq, ws, wm)
+	default:
+		q4kStage(q, wp, wq, ws, wm)
+	}
+	// Each row: its x at tx, its scale at td, its sums at ts.
+	tx, td, ts, st := GP64(), GP64(), GP64(), GP64()
+	MOVQ(xp, tx)
+	MOVQ(dp, td)
+	MOVQ(sp, ts)
+	for i, a := range acc {
+		if i > 0 {
+			ADDQ(ldx, tx)
+			MOVQ(ldx, st)
+			SHRQ(U8(6), st) // ldx/256 float32s
+			ADDQ(st, td)
+			MOVQ(ldx, st)
+			SHRQ(U8(3), st) // ldx/16 int16s
+			ADDQ(st, ts)
+		}
+		switch q {
+		case "Q6_K":
+			q6kRow(wp, tx, td, ts, wq, ws, wm, a)
+		case "Q2_K", "Q3_K":
+			q23kRow(q, wp, tx, td, ts, wq, ws, wm, a)
+		case "IQ4_XS":
+			iq4xsRow(wp, tx, td, wq, ws, wm, a)
+		default:
+			q4kRow(wp, tx, td, ts, wq, ws, wm, a)
+		}
+	}
+	ADDQ(U32(bsize), wp)
+	ADDQ(U32(256), xp)
+	ADDQ(U8(4), dp)
+	ADDQ(U8(32), sp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_rowdone")
+	Load(Param("ldy"), b)
+	SHLQ(U8(2), b)
+	MOVQ(y, xp)
+	for _, a := range acc {
+		reduce(avx2, a, Mem{Base: xp})
+		ADDQ(b, xp)
+	}
+	ADDQ(U8(4), y)
+	Load(Param("ldw"), b)
+	ADDQ(b, w)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// q4kStage stages the weight side of a Q4_K or Q5_K super-block at wp
+// for fastKx4: the eight groups' unsigned values at wq, their 16-bit scale
+// vectors at ws, the mins (each twice, as 16-bit words) at wm.
+func q4kStage(q string, wp GPVirtual, wq, ws, wm Mem) {
+	a0, a1, a2 := GP32(), GP32(), GP32()
+	MOVL(Mem{Base: wp, Disp: 4}, a0)
+	MOVL(Mem{Base: wp, Disp: 8}, a1)
+	MOVL(Mem{Base: wp, Disp: 12}, a2)
+	u1, t := GP32(), GP32()
+	MOVL(a0, t)
+	SHRL(U8(6), t)
+	ANDL(U32(0x03030303), t)
+	SHLL(U8(4), t)
+	ANDL(U32(0x3f3f3f3f), a0) // u0
+	MOVL(a2, u1)
+	ANDL(U32(0x0f0f0f0f), u1)
+	ORL(t, u1)
+	MOVL(a1, t)
+	SHRL(U8(6), t)
+	ANDL(U32(0x03030303), t)
+	SHLL(U8(4), t)
+	ANDL(U32(0x3f3f3f3f), a1) // u2
+	SHRL(U8(4), a2)
+	ANDL(U32(0x0f0f0f0f), a2)
+	ORL(t, a2) // u3
+	sc, mn := YMM(), YMM()
+	VMOVD(a0, sc.AsX())
+	VPINSRD(U8(1), u1, sc.AsX(), sc.AsX())
+	VPMOVZXBW(sc.AsX(), sc.AsX())
+	VINSERTI128(U8(1), sc.AsX(), sc, sc)
+	VMOVD(a1, mn.AsX())
+	VPINSRD(U8(1), a2, mn.AsX(), mn.AsX())
+	VPMOVZXBW(mn.AsX(), mn.AsX())
+	mhi := XMM()
+	VPUNPCKHWD(mn.AsX(), mn.AsX(), mhi)
+	VPUNPCKLWD(mn.AsX(), mn.AsX(), mn.AsX())
+	VINSERTI128(U8(1), mhi, mn, mn)
+	VMOVDQU(mn, wm)
+	mask := bcast8(0x0f)
+	qs := 16
+	var qh, m10 VecVirtual
+	if q == "Q5_K" {
+		qs = 48
+		qh = YMM()
+		VMOVDQU(Mem{Base: wp, Disp: 16}, qh)
+		m10 = bcast8(0x10)
+	}
+	fifth := func(v VecVirtual, b int) {
+		t := YMM()
+		switch {
+		case b < 4:
+			VPSLLW(U8(4-b), qh, t)
+		case b > 4:
+			VPSRLW(U8(b-4), qh, t)
+		default:
+			VMOVDQA(qh, t)
+		}
+		VPAND(m10, t, t)
+		VPOR(t, v, v)
+	}
+	for c := 0; c < 4; c++ {
+		qv, hi, s := YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: wp, Disp: qs + 32*c}, qv)
+		VPSRLW(U8(4), qv, hi)
+		VPAND(mask, qv, qv)
+		VPAND(mask, hi, hi)
+		if q == "Q5_K" {
+			fifth(qv, 2*c)
+			fifth(hi, 2*c+1)
+		}
+		VMOVDQU(qv, wq.Offset(64*c))
+		VMOVDQU(hi, wq.Offset(64*c+32))
+		VPSHUFB(q4kShuf.Offset(32*(2*c)), sc, s)
+		VMOVDQU(s, ws.Offset(64*c))
+		s2 := YMM()
+		VPSHUFB(q4kShuf.Offset(32*(2*c+1)), sc, s2)
+		VMOVDQU(s2, ws.Offset(64*c+32))
+	}
+}
+
+// q4kRow adds one activation row's share of a staged Q4_K or Q5_K
+// super-block into acc: d·sumi − dmin·(mins·sums), as q4kBlock.
+func q4kRow(wp, tx, td, ts GPVirtual, wq, ws, wm Mem, acc VecVirtual) {
+	sumi := YMM()
+	for g := 0; g < 8; g++ {
+		p := YMM()
+		VMOVDQU(wq.Offset(32*g), p)
+		VPMADDUBSW(Mem{Base: tx, Disp: 32 * g}, p, p)
+		VPMADDWD(ws.Offset(32*g), p, p)
+		if g == 0 {
+			sumi = p
+		} else {
+			VPADDD(p, sumi, sumi)
+		}
+	}
+	m := YMM()
+	VMOVDQU(wm, m)
+	VPMADDWD(Mem{Base: ts}, m, m)
+	VCVTDQ2PS(sumi, sumi)
+	VCVTDQ2PS(m, m)
+	d := scaleOf(Mem{Base: wp}, Mem{Base: td})
+	VFMADD231PS(sumi, d, acc)
+	dmin := scaleOf(Mem{Base: wp, Disp: 2}, Mem{Base: td})
+	VFNMADD231PS(m, dmin, acc)
+}
+
+// q6kStage stages a Q6_K super-block at wp for fastKx4: the eight groups'
+// unsigned 6-bit values at wq, each group's scales as int32 lanes (for
+// VPMULLD, as q6kBlock) at ws, the sixteen scales as 16-bit words at wm.
+func q6kStage(wp GPVirtual, wq, ws, wm Mem) {
+	mask, m30 := bcast8(0x0f), bcast8(0x30)
+	for h := 0; h < 2; h++ {
+		qh, l0, l1 := YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: wp, Disp: 128 + 32*h}, qh)
+		VMOVDQU(Mem{Base: wp, Disp: 64 * h}, l0)
+		VMOVDQU(Mem{Base: wp, Disp: 64*h + 32}, l1)
+		sc := YMM()
+		VPMOVSXBD(Mem{Base: wp, Disp: 192 + 8*h}, sc)
+		for k := 0; k < 4; k++ {
+			qv, hb := YMM(), YMM()
+			switch k {
+			case 0:
+				VPAND(mask, l0, qv)
+				VPSLLW(U8(4), qh, hb)
+			case 1:
+				VPAND(mask, l1, qv)
+				VPSLLW(U8(2), qh, hb)
+			case 2:
+				VPSRLW(U8(4), l0, qv)
+				VPAND(mask, qv, qv)
+				VMOVDQA(qh, hb)
+			case 3:
+				VPSRLW(U8(4), l1, qv)
+				VPAND(mask, qv, qv)
+				VPSRLW(U8(2), qh, hb)
+			}
+			VPAND(m30, hb, hb)
+			VPOR(hb, qv, qv)
+			VMOVDQU(qv, wq.Offset(32*(4*h+k)))
+			s := YMM()
+			VMOVDQU(q6kIdx.Offset(32*k), s)
+			VPERMD(sc, s, s)
+			VMOVDQU(s, ws.Offset(32*(4*h+k)))
+		}
+	}
+	sc16 := YMM()
+	VPMOVSXBW(Mem{Base: wp, Disp: 192}, sc16)
+	VMOVDQU(sc16, wm)
+}
+
+// q6kRow adds one activation row's share of a staged Q6_K super-block
+// into acc: d·(Σ_g sc_g·(q·x)_g − 32·Σ_g sc_g·sums_g), as q6kBlock.
+func q6kRow(wp, tx, td, ts GPVirtual, wq, ws, wm Mem, acc VecVirtual) {
+	ones := broadcast(avx2, 0x00010001)
+	sumi := YMM()
+	for g := 0; g < 8; g++ {
+		p := YMM()
+		VMOVDQU(wq.Offset(32*g), p)
+		VPMADDUBSW(Mem{Base: tx, Disp: 32 * g}, p, p)
+		VPMADDWD(ones, p, p)
+		VPMULLD(ws.Offset(32*g), p, p)
+		if g == 0 {
+			sumi = p
+		} else {
+			VPADDD(p, sumi, sumi)
+		}
+	}
+	sc16 := YMM()
+	VMOVDQU(wm, sc16)
+	VPMADDWD(Mem{Base: ts}, sc16, sc16)
+	VPSLLD(U8(5), sc16, sc16)
+	VPSUBD(sc16, sumi, sumi)
+	VCVTDQ2PS(sumi, sumi)
+	d := scaleOf(Mem{Base: wp, Disp: 208}, Mem{Base: td})
+	VFMADD231PS(sumi, d, acc)
+}
+
+// q23kStage stages a Q2_K or Q3_K super-block at wp for fastKx4 (see
+// q23kBlock): the eight groups' unsigned values (Q3_K's with the hmask
+// bit as 4, its −4 taken off through the sums) at wq, each group's scales
+// as int32 lanes at ws, and the words against the sums (Q2_K's mins,
+// Q3_K's scales) at wm.
+func q23kStage(q string, wp GPVirtual, wq, ws, wm Mem) {
+	m3, m0f := bcast8(0x03), bcast8(0x0f)
+	scb := XMM()
+	var scw VecVirtual
+	qs := 16
+	if q == "Q2_K" {
+		raw := XMM()
+		VMOVDQU(Mem{Base: wp}, raw)
+		VPAND(m0f.AsX(), raw, scb)
+		mn := XMM()
+		VPSRLW(U8(4), raw, mn)
+		VPAND(m0f.AsX(), mn, mn)
+		scw = YMM()
+		VPMOVZXBW(mn, scw)
+	} else {
+		qs = 32
+		a0, a1, tmp, t := GP32(), GP32(), GP32(), GP32()
+		MOVL(Mem{Base: wp, Disp: 96}, a0)
+		MOVL(Mem{Base: wp, Disp: 100}, a1)
+		MOVL(Mem{Base: wp, Disp: 104}, tmp)
+		aux := func(src GPVirtual, nib, k int) GPVirtual {
+			r := GP32()
+			MOVL(src, r)
+			if nib > 0 {
+				SHRL(U8(4), r)
+			}
+			ANDL(U32(0x0f0f0f0f), r)
+			MOVL(tmp, t)
+			if k > 0 {
+				SHRL(U8(2*k), t)
+			}
+			ANDL(U32(0x03030303), t)
+			SHLL(U8(4), t)
+			ORL(t, r)
+			return r
+		}
+		u0 := aux(a0, 0, 0)
+		VMOVD(u0, scb)
+		u1 := aux(a1, 0, 1)
+		VPINSRD(U8(1), u1, scb, scb)
+		u2 := aux(a0, 1, 2)
+		VPINSRD(U8(2), u2, scb, scb)
+		u3 := aux(a1, 1, 3)
+		VPINSRD(U8(3), u3, scb, scb)
+		k32 := XMM()
+		VMOVDQU(q3kBias, k32)
+		VPSUBB(k32, scb, scb)
+		scw = YMM()
+		VPMOVSXBW(scb, scw)
+	}
+	VMOVDQU(scw, wm)
+	scd := []VecVirtual{YMM(), YMM()}
+	sch := XMM()
+	VPSRLDQ(U8(8), scb, sch)
+	if q == "Q2_K" {
+		VPMOVZXBD(scb, scd[0])
+		VPMOVZXBD(sch, scd[1])
+	} else {
+		VPMOVSXBD(scb, scd[0])
+		VPMOVSXBD(sch, scd[1])
+	}
+	for g := 0; g < 8; g++ {
+		s := YMM()
+		VMOVDQU(q6kIdx.Offset(32*(g%4)), s)
+		VPERMD(scd[g/4], s, s)
+		VMOVDQU(s, ws.Offset(32*g))
+	}
+	var hm, m01 VecVirtual
+	if q == "Q3_K" {
+		hm, m01 = YMM(), YMM()
+		VMOVDQU(Mem{Base: wp}, hm)
+		VPSRLW(U8(1), m3, m01)
+		VPAND(m3, m01, m01)
+	}
+	for h := 0; h < 2; h++ {
+		q2 := YMM()
+		VMOVDQU(Mem{Base: wp, Disp: qs + 32*h}, q2)
+		for j := 0; j < 4; j++ {
+			qv := YMM()
+			if j > 0 {
+				VPSRLW(U8(2*j), q2, qv)
+				VPAND(m3, qv, qv)
+			} else {
+				VPAND(m3, q2, qv)
+			}
+			if q == "Q3_K" {
+				hb := YMM()
+				if b := 4*h + j; b > 0 {
+					VPSRLW(U8(b), hm, hb)
+					VPAND(m01, hb, hb)
+				} else {
+					VPAND(m01, hm, hb)
+				}
+				VPSLLW(U8(2), hb, hb)
+				VPOR(hb, qv, qv)
+			}
+			VMOVDQU(qv, wq.Offset(32*(4*h+j)))
+		}
+	}
+}
+
+// q23kRow adds one activation row's share of a staged Q2_K or Q3_K
+// super-block into acc, as q23kBlock.
+func q23kRow(q string, wp, tx, td, ts GPVirtual, wq, ws, wm Mem, acc VecVirtual) {
+	ones := broadcast(avx2, 0x00010001)
+	sumi := YMM()
+	for g := 0; g < 8; g++ {
+		p := YMM()
+		VMOVDQU(wq.Offset(32*g), p)
+		VPMADDUBSW(Mem{Base: tx, Disp: 32 * g}, p, p)
+		VPMADDWD(ones, p, p)
+		VPMULLD(ws.Offset(32*g), p, p)
+		if g == 0 {
+			sumi = p
+		} else {
+			VPADDD(p, sumi, sumi)
+		}
+	}
+	corr := YMM()
+	VMOVDQU(wm, corr)
+	VPMADDWD(Mem{Base: ts}, corr, corr)
+	if q == "Q3_K" {
+		VPSLLD(U8(2), corr, corr)
+		VPSUBD(corr, sumi, sumi)
+		VCVTDQ2PS(sumi, sumi)
+		d := scaleOf(Mem{Base: wp, Disp: 108}, Mem{Base: td})
+		VFMADD231PS(sumi, d, acc)
+		return
+	}
+	VCVTDQ2PS(sumi, sumi)
+	VCVTDQ2PS(corr, corr)
+	d := scaleOf(Mem{Base: wp, Disp: 80}, Mem{Base: td})
+	VFMADD231PS(sumi, d, acc)
+	dmin := scaleOf(Mem{Base: wp, Disp: 82}, Mem{Base: td})
+	VFNMADD231PS(corr, dmin, acc)
+}
+
+// iq4xsStage stages an IQ4_XS super-block at wp for fastKx4 (see
+// iq4xsBlock): the eight groups' signed levels at wq, their absolute
+// values at ws, and each group's ls − 32 broadcast as int32 lanes at wm
+// (eight vectors).
+func iq4xsStage(wp GPVirtual, wq, ws, wm Mem) {
+	mask, levels := bcast8(0x0f), YMM()
+	VMOVDQU(iq4Levels, levels)
+	sh := GP32()
+	MOVWLZX(Mem{Base: wp, Disp: 2}, sh)
+	for b := 0; b < 8; b++ {
+		wv, hi := YMM(), XMM()
+		VMOVDQU(Mem{Base: wp, Disp: 8 + 16*b}, wv.AsX())
+		VPSRLW(U8(4), wv.AsX(), hi)
+		VINSERTI128(U8(1), hi, wv, wv)
+		VPAND(mask, wv, wv)
+		VPSHUFB(wv, levels, wv)
+		VMOVDQU(wv, wq.Offset(32*b))
+		VPSIGNB(wv, wv, wv)
+		VMOVDQU(wv, ws.Offset(32*b))
+		ls, t := GP32(), GP32()
+		MOVBLZX(Mem{Base: wp, Disp: 4 + b/2}, ls)
+		if b%2 == 1 {
+			SHRL(U8(4), ls)
+		}
+		ANDL(U32(15), ls)
+		MOVL(sh, t)
+		if b > 0 {
+			SHRL(U8(2*b), t)
+		}
+		ANDL(U32(3), t)
+		SHLL(U8(4), t)
+		ORL(t, ls)
+		SUBL(U32(32), ls)
+		lv := YMM()
+		VMOVD(ls, lv.AsX())
+		VPBROADCASTD(lv.AsX(), lv)
+		VMOVDQU(lv, wm.Offset(32*b))
+	}
+}
+
+// iq4xsRow adds one activation row's share of a staged IQ4_XS
+// super-block into acc, as iq4xsBlock: |w| against x with w's signs.
+func iq4xsRow(wp, tx, td GPVirtual, wq, ws, wm Mem, acc VecVirtual) {
+	ones := broadcast(avx2, 0x00010001)
+	sumi := YMM()
+	for g := 0; g < 8; g++ {
+		sx, ax := YMM(), YMM()
+		VMOVDQU(Mem{Base: tx, Disp: 32 * g}, sx)
+		VPSIGNB(wq.Offset(32*g), sx, sx)
+		VMOVDQU(ws.Offset(32*g), ax)
+		VPMADDUBSW(sx, ax, ax)
+		VPMADDWD(ones, ax, ax)
+		VPMULLD(wm.Offset(32*g), ax, ax)
+		if g == 0 {
+			sumi = ax
+		} else {
+			VPADDD(ax, sumi, sumi)
+		}
+	}
+	VCVTDQ2PS(sumi, sumi)
+	d := scaleOf(Mem{Base: wp}, Mem{Base: td})
+	VFMADD231PS(sumi, d, acc)
+}

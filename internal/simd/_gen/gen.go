@@ -198,6 +198,20 @@ func main() {
 	q3kConsts()
 	fastK("Q2_K")
 	fastK("Q3_K")
+	// Exact decode fused with dequantization on AVX2.
+	for _, q := range []string{"Q4_1", "Q5_1", "Q2_K", "Q3_K", "Q5_K", "IQ4_XS"} {
+		lowbitGemvAVX2(q)
+	}
+	kquantGemvAVX2("Q4_K")
+	kquantGemvAVX2("Q6_K")
+	fastQ8_1x4("Q4_1")
+	fastQ8_1x4("Q5_1")
+	fastKx4("Q4_K")
+	fastKx4("Q5_K")
+	fastKx4("Q6_K")
+	fastKx4("Q2_K")
+	fastKx4("Q3_K")
+	fastKx4("IQ4_XS")
 	Generate()
 }
 
@@ -1002,61 +1016,125 @@ func q5RowsAVX2() {
 // kquantDequantAVX2 is kquantRows' dequantizing kernel for AVX2: the same
 // float32 operations on 8 values at a time, so that batched products over
 // K-quant weights (widened once per step for all rows) need no AVX-512.
-func kquantDequantAVX2(q string) {
+func kquantDequantAVX2(q string) { kquantRowsAVX2(q, false) }
+
+// kquantGemvAVX2 is exact decode for Q4_K and Q6_K on AVX2: each
+// super-block is dequantized in registers by kquantDequantAVX2's
+// instructions, and each vector of 8 values goes into one of four float32
+// accumulators by an FMA with x instead of being stored.
+func kquantGemvAVX2(q string) { kquantRowsAVX2(q, true) }
+
+func kquantRowsAVX2(q string, dot bool) {
 	name := "dequant" + q + "AVX2"
-	TEXT(name, NOSPLIT, "func(w *byte, blocks int, dst *float32)")
+	sig := "func(w *byte, blocks int, dst *float32)"
+	if dot {
+		name = "gemv" + q + "AVX2"
+		sig = "func(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)"
+	}
+	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc(name + " dequantizes blocks " + q + " super-blocks from w into dst.")
-	w, nb, out := GP64(), GP64(), GP64()
-	Load(Param("dst"), out)
-	Load(Param("w"), w)
-	Load(Param("blocks"), nb)
-	wp := w
-	m15 := broadcast(avx2isa, 15)
-	var m3, k32 VecVirtual
+	if dot {
+		Doc(name + " computes y[r] = x · w_r for rows " + q + " rows of blocks super-blocks (stride ldw bytes), dequantizing as ggml does.")
+	} else {
+		Doc(name + " dequantizes blocks " + q + " super-blocks from w into dst.")
+	}
+	wp, nb, out := GP64(), GP64(), GP64()
+	var w, ldw, rows, xp GPVirtual
+	if dot {
+		// x and blocks are read from the arguments at each row: the
+		// scales' unpacking needs the registers.
+		w, ldw, rows, xp = GP64(), GP64(), GP64(), GP64()
+		Load(Param("w"), w)
+		Load(Param("ldw"), ldw)
+		Load(Param("rows"), rows)
+		Load(Param("y"), out)
+	} else {
+		Load(Param("dst"), out)
+		Load(Param("w"), wp)
+		Load(Param("blocks"), nb)
+	}
+	var m15, b0f, b30, b32 VecVirtual
 	if q == "Q6_K" {
-		m3, k32 = broadcast(avx2isa, 3), broadcast(avx2isa, 32)
+		b0f, b30, b32 = broadcast(avx2isa, 0x0f0f0f0f), broadcast(avx2isa, 0x30303030), broadcast(avx2isa, 0x20202020)
+	} else {
+		m15 = broadcast(avx2isa, 15)
 	}
 	bcast := func(x VecVirtual) VecVirtual {
 		y := YMM()
 		VBROADCASTSS(x, y)
 		return y
 	}
+	bsize := map[string]int{"Q6_K": 210, "Q4_K": 144}[q]
+	var acc []VecVirtual
+	if dot {
+		acc = []VecVirtual{YMM(), YMM(), YMM(), YMM()}
+		Label(name + "_row")
+		TESTQ(rows, rows)
+		JZ(LabelRef(name + "_end"))
+		for _, a := range acc {
+			VXORPS(a, a, a)
+		}
+		Load(Param("x"), xp)
+		Load(Param("blocks"), nb)
+		MOVQ(w, wp)
+	}
+	store := func(v VecVirtual, value int) {
+		if dot {
+			VFMADD231PS(Mem{Base: xp, Disp: 4 * value}, v, acc[(value/8)%4])
+			return
+		}
+		VMOVUPS(v, Mem{Base: out, Disp: 4 * value})
+	}
 	Label(name + "_block")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_blocksdone"))
+	if dot {
+		prefetchBlock(wp, bsize)
+	}
 	if q == "Q6_K" {
+		// Each group of 32 values as bytes q−32 (q6kBlock's byte moves),
+		// widened signed to int32, converted, times d·sc: the float32
+		// operations of ggml's dequantize_row_q6_K.
 		d := halfToScalar(Mem{Base: wp, Disp: 208})
 		for half := 0; half < 2; half++ {
-			ql, qh, sc := 64*half, 128+32*half, 192+8*half
-			for l0 := 0; l0 < 32; l0 += 8 {
-				is := l0 / 16
-				hv := YMM()
-				VPMOVZXBD(Mem{Base: wp, Disp: qh + l0}, hv)
-				for k := 0; k < 4; k++ {
-					lo := YMM()
-					VPMOVZXBD(Mem{Base: wp, Disp: ql + l0 + 32*(k%2)}, lo)
-					if k >= 2 {
-						VPSRLD(U8(4), lo, lo)
-					} else {
-						VPAND(m15, lo, lo)
-					}
-					hi := YMM()
-					VPSRLD(U8(2*k), hv, hi)
-					VPAND(m3, hi, hi)
-					VPSLLD(U8(4), hi, hi)
-					VPOR(hi, lo, lo)
-					VPSUBD(k32, lo, lo)
-					VCVTDQ2PS(lo, lo)
+			ql, sc := 64*half, 192+8*half
+			qh := YMM()
+			VMOVDQU(Mem{Base: wp, Disp: 128 + 32*half}, qh)
+			for k := 0; k < 4; k++ {
+				qv, hb := YMM(), YMM()
+				VMOVDQU(Mem{Base: wp, Disp: ql + 32*(k%2)}, qv)
+				if k >= 2 {
+					VPSRLW(U8(4), qv, qv)
+				}
+				VPAND(b0f, qv, qv)
+				switch k {
+				case 0:
+					VPSLLW(U8(4), qh, hb)
+				case 1:
+					VPSLLW(U8(2), qh, hb)
+				case 2:
+					VMOVDQA(qh, hb)
+				case 3:
+					VPSRLW(U8(2), qh, hb)
+				}
+				VPAND(b30, hb, hb)
+				VPOR(hb, qv, qv)
+				VPSUBB(b32, qv, qv)
+				var ss [2]VecVirtual
+				for is := 0; is < 2; is++ {
 					sv := GP32()
 					MOVBLSX(Mem{Base: wp, Disp: sc + is + 2*k}, sv)
 					sf := XMM()
 					VXORPS(sf, sf, sf) // defined here, not live from the entry
 					VCVTSI2SSL(sv, sf, sf)
 					VMULSS(d, sf, sf)
-					VMULPS(bcast(sf), lo, lo)
-					VMOVUPS(lo, Mem{Base: out, Disp: 4 * (128*half + l0 + 32*k)})
+					ss[is] = bcast(sf)
 				}
+				widenBytes(qv, true, func(x VecVirtual, j int) {
+					VCVTDQ2PS(x, x)
+					VMULPS(ss[j/2], x, x)
+					store(x, 128*half+32*k+8*j)
+				})
 			}
 		}
 	} else {
@@ -1082,17 +1160,25 @@ func kquantDequantAVX2(q string) {
 						VPAND(m15, qv, qv)
 					}
 					VCVTDQ2PS(qv, qv)
-					VMULPS(ds, qv, qv)
-					VSUBPS(ms, qv, qv)
-					VMOVUPS(qv, Mem{Base: out, Disp: 4 * (64*ch + 32*sub + l0)})
+					VFMSUB213PS(ms, ds, qv) // (d·sc)·q − dmin·m (exactProduct)
+					store(qv, 64*ch+32*sub+l0)
 				}
 			}
 		}
 	}
-	nextBlock(name, wp, nb, nil, out, map[string]int{"Q6_K": 210, "Q4_K": 144}[q], 256, false)
+	nextBlock(name, wp, nb, xp, out, bsize, 256, dot)
 	Label(name + "_blocksdone")
-	VZEROUPPER()
-	RET()
+	if !dot {
+		VZEROUPPER()
+		RET()
+		return
+	}
+	VADDPS(acc[1], acc[0], acc[0])
+	VADDPS(acc[3], acc[2], acc[2])
+	VADDPS(acc[2], acc[0], acc[0])
+	reduce(avx2isa, acc[0], Mem{Base: out})
+	ADDQ(U8(4), out)
+	endRows(name, w, ldw, rows)
 }
 
 // q4kScaleMin unpacks Q4_K sub-block j's 6-bit scale and min from the

@@ -1,28 +1,68 @@
 package main
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
 )
 
+// exactProduct: where ggml multiplies a dequantized value and then adds or
+// subtracts (Q4_1/Q5_1 q·d + m; Q4_K/Q5_K/Q2_K (d·sc)·q − dmin·m), the
+// product is exact in float32: d is a half (11 significant bits), sc at
+// most 6 bits, so d·sc fits in 17 bits, and q at most 5 more (22 ≤ 24).
+// A fused multiply-add then rounds once, where ggml's product rounds to
+// itself, so VFMADD213PS/VFMSUB213PS give ggml's float32 bit for bit
+// (TestDequantKernels checks it) with one instruction fewer per 8 values.
+//
 // lowbitDequantAVX2 writes dequant<q>AVX2(w, blocks, dst) for the formats
 // that have no other kernel (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_XS): blocks
 // whole blocks from w (rows of whole blocks lie one after another) into
 // dst, each value in ggml's dequantize_row_* order of float32 operations:
 // Q4_1/Q5_1 q·d then + m; Q2_K/Q5_K (d·sc)·q then − dmin·m; Q3_K
-// (d·sc)·q; IQ4_XS (d·(ls−32))·K[q]. Multiplies and adds stay separate
-// instructions (no FMA), so each rounds as ggml's does. Exact mode
-// multiplies the widened rows with the float32 kernels.
-func lowbitDequantAVX2(q string) {
+// (d·sc)·q; IQ4_XS (d·(ls−32))·K[q]. Every rounding is ggml's: where a
+// multiply and an add are fused, the product is exact (exactProduct). Prefill multiplies
+// the widened rows with the float32 kernels.
+func lowbitDequantAVX2(q string) { lowbitRowsAVX2(q, false) }
+
+// lowbitGemvAVX2 writes gemv<q>AVX2(x, w, ldw, blocks, rows, y), exact
+// decode for the same formats: each block is dequantized in registers by
+// the very instructions of dequant<q>AVX2, and each vector of 8 values,
+// instead of being stored, goes into one of four float32 accumulators by
+// an FMA with x (y[r] = x · w_r, summed in another order than the float32
+// kernels, as every fused kernel does).
+func lowbitGemvAVX2(q string) { lowbitRowsAVX2(q, true) }
+
+func lowbitRowsAVX2(q string, dot bool) {
 	name := "dequant" + q + "AVX2"
-	TEXT(name, NOSPLIT, "func(w *byte, blocks int, dst *float32)")
+	sig := "func(w *byte, blocks int, dst *float32)"
+	if dot {
+		name = "gemv" + q + "AVX2"
+		sig = "func(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)"
+	}
+	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc(name + " dequantizes blocks " + q + " blocks from w into dst, exactly as ggml does.")
+	if dot {
+		Doc(name + " computes y[r] = x · w_r for rows " + q + " rows of blocks blocks (stride ldw bytes), dequantizing as ggml does.")
+	} else {
+		Doc(name + " dequantizes blocks " + q + " blocks from w into dst, exactly as ggml does.")
+	}
 	wp, nb, out := GP64(), GP64(), GP64()
-	Load(Param("w"), wp)
-	Load(Param("blocks"), nb)
-	Load(Param("dst"), out)
+	var w, ldw, rows, xp GPVirtual
+	if dot {
+		// x and blocks are read from the arguments at each row: the
+		// scales' unpacking needs the registers.
+		w, ldw, rows, xp = GP64(), GP64(), GP64(), GP64()
+		Load(Param("w"), w)
+		Load(Param("ldw"), ldw)
+		Load(Param("rows"), rows)
+		Load(Param("y"), out)
+	} else {
+		Load(Param("w"), wp)
+		Load(Param("blocks"), nb)
+		Load(Param("dst"), out)
+	}
 	bsize := map[string]int{"Q4_1": 20, "Q5_1": 24, "Q2_K": 84, "Q3_K": 110, "Q5_K": 176, "IQ4_XS": 136}[q]
 	values := 256
 	if q == "Q4_1" || q == "Q5_1" {
@@ -53,17 +93,51 @@ func lowbitDequantAVX2(q string) {
 		}
 		return v
 	}
-	m1, m3, m15 := broadcast(avx2isa, 1), broadcast(avx2isa, 3), broadcast(avx2isa, 15)
+	var m1, m15, b0f, b10, b01, b03, b04 VecVirtual
+	switch q {
+	case "Q4_1":
+		m15 = broadcast(avx2isa, 15)
+	case "Q5_1":
+		m1, m15 = broadcast(avx2isa, 1), broadcast(avx2isa, 15)
+	case "Q5_K":
+		b0f, b10 = broadcast(avx2isa, 0x0f0f0f0f), broadcast(avx2isa, 0x10101010)
+	case "Q2_K":
+		b03 = broadcast(avx2isa, 0x03030303)
+	case "Q3_K":
+		b03, b01, b04 = broadcast(avx2isa, 0x03030303), broadcast(avx2isa, 0x01010101), broadcast(avx2isa, 0x04040404)
+	}
 	var levels, mask16 VecVirtual
 	if q == "IQ4_XS" {
 		levels, mask16 = XMM(), XMM()
 		VMOVDQU(iq4Levels, levels)
 		VMOVDQU(iq4Mask, mask16)
 	}
+	var acc []VecVirtual
+	if dot {
+		acc = []VecVirtual{YMM(), YMM(), YMM(), YMM()}
+		Label(name + "_row")
+		TESTQ(rows, rows)
+		JZ(LabelRef(name + "_end"))
+		for _, a := range acc {
+			VXORPS(a, a, a)
+		}
+		Load(Param("x"), xp)
+		Load(Param("blocks"), nb)
+		MOVQ(w, wp)
+	}
 	Label(name + "_block")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_blocksdone"))
-	store := func(v VecVirtual, value int) { VMOVUPS(v, Mem{Base: out, Disp: 4 * value}) }
+	if dot {
+		prefetchBlock(wp, bsize)
+	}
+	store := func(v VecVirtual, value int) {
+		if dot {
+			VFMADD231PS(Mem{Base: xp, Disp: 4 * value}, v, acc[(value/8)%4])
+			return
+		}
+		VMOVUPS(v, Mem{Base: out, Disp: 4 * value})
+	}
 	switch q {
 	case "Q4_1", "Q5_1":
 		d, m := bcast(halfToScalar(Mem{Base: wp})), bcast(halfToScalar(Mem{Base: wp, Disp: 2}))
@@ -90,93 +164,133 @@ func lowbitDequantAVX2(q string) {
 				VPOR(h, x, x)
 			}
 			VCVTDQ2PS(x, x)
-			VMULPS(d, x, x)
-			VADDPS(m, x, x)
+			VFMADD213PS(m, d, x) // q·d + m: q·d is exact (see exactProduct)
 			store(x, 8*v)
 		}
 	case "Q5_K":
 		d, dmin := halfToScalar(Mem{Base: wp}), halfToScalar(Mem{Base: wp, Disp: 2})
+		qh := YMM()
+		VMOVDQU(Mem{Base: wp, Disp: 16}, qh)
+		// fifth ORs into v bit b of each byte of qh, moved to bit 4.
+		fifth := func(v VecVirtual, b int) {
+			t := YMM()
+			switch {
+			case b < 4:
+				VPSLLW(U8(4-b), qh, t)
+			case b > 4:
+				VPSRLW(U8(b-4), qh, t)
+			default:
+				VMOVDQA(qh, t)
+			}
+			VPAND(b10, t, t)
+			VPOR(t, v, v)
+		}
 		for ch := 0; ch < 4; ch++ {
-			for sub := 0; sub < 2; sub++ {
+			// Chunk ch's 64 values as bytes: low nibbles are sub-block
+			// 2ch, high nibbles 2ch+1, byte l value l.
+			lo, hi := YMM(), YMM()
+			VMOVDQU(Mem{Base: wp, Disp: 48 + 32*ch}, lo)
+			VPSRLW(U8(4), lo, hi)
+			VPAND(b0f, lo, lo)
+			VPAND(b0f, hi, hi)
+			fifth(lo, 2*ch)
+			fifth(hi, 2*ch+1)
+			for sub, v := range []VecVirtual{lo, hi} {
 				sc, m := q4kScaleMin(wp, 2*ch+sub)
 				dsc, dm := scalarOf(sc), scalarOf(m)
 				VMULSS(d, dsc, dsc)
 				VMULSS(dmin, dm, dm)
 				ds, ms := bcast(dsc), bcast(dm)
-				for l0 := 0; l0 < 32; l0 += 8 {
-					x := bits8(Mem{Base: wp, Disp: 48 + 32*ch + l0}, 4*sub, m15)
-					h := bits8(Mem{Base: wp, Disp: 16 + l0}, 2*ch+sub, m1)
-					VPSLLD(U8(4), h, h)
-					VPOR(h, x, x)
+				widen32(v, func(x VecVirtual, k int) {
 					VCVTDQ2PS(x, x)
-					VMULPS(ds, x, x)
-					VSUBPS(ms, x, x)
-					store(x, 64*ch+32*sub+l0)
-				}
+					VFMSUB213PS(ms, ds, x) // (d·sc)·q − dmin·m (exactProduct)
+					store(x, 64*ch+32*sub+8*k)
+				})
 			}
 		}
 	case "Q2_K", "Q3_K":
+		// Each group of 32 values (two sub-blocks of 16) as bytes: the
+		// 2-bit field of qs, Q3_K's hmask bit as 4 and its −4 (signed),
+		// widened to int32 four vectors at a time; then ggml's float32
+		// steps per sub-block.
 		qs := map[string]int{"Q2_K": 16, "Q3_K": 32}[q]
-		var d, dmin VecVirtual
-		var four VecVirtual
+		var d, dmin, hm VecVirtual
 		if q == "Q2_K" {
 			d, dmin = halfToScalar(Mem{Base: wp, Disp: 80}), halfToScalar(Mem{Base: wp, Disp: 82})
 		} else {
 			d = halfToScalar(Mem{Base: wp, Disp: 108})
-			four = broadcast(avx2isa, 4)
+			hm = YMM()
+			VMOVDQU(Mem{Base: wp}, hm)
+		}
+		// scales returns sub-block i's d·sc broadcast (and Q2_K's
+		// dmin·m).
+		scales := func(i int) (ds, ms VecVirtual) {
+			if q == "Q2_K" {
+				s, mn := GP32(), GP32()
+				MOVBLZX(Mem{Base: wp, Disp: i}, s)
+				MOVL(s, mn)
+				ANDL(U32(15), s)
+				SHRL(U8(4), mn)
+				dsc, dm := scalarOf(s), scalarOf(mn)
+				VMULSS(d, dsc, dsc)
+				VMULSS(dmin, dm, dm)
+				return bcast(dsc), bcast(dm)
+			}
+			// sc_i = (scales[i%8] >> 4(i/8)) & 15 | ((scales[8+i%4] >> 2(i/4)) & 3) << 4, less 32.
+			s, hi := GP32(), GP32()
+			MOVBLZX(Mem{Base: wp, Disp: 96 + i%8}, s)
+			if i/8 > 0 {
+				SHRL(U8(4), s)
+			}
+			ANDL(U32(15), s)
+			MOVBLZX(Mem{Base: wp, Disp: 96 + 8 + i%4}, hi)
+			if i/4 > 0 {
+				SHRL(U8(2*(i/4)), hi)
+			}
+			ANDL(U32(3), hi)
+			SHLL(U8(4), hi)
+			ORL(hi, s)
+			SUBL(U32(32), s)
+			dsc := scalarOf(s)
+			VMULSS(d, dsc, dsc)
+			return bcast(dsc), nil
 		}
 		for h := 0; h < 2; h++ {
+			q2 := YMM()
+			VMOVDQU(Mem{Base: wp, Disp: qs + 32*h}, q2)
 			for j := 0; j < 4; j++ {
-				for p := 0; p < 2; p++ {
-					i := 8*h + 2*j + p
-					var ds, ms VecVirtual
-					if q == "Q2_K" {
-						s, mn := GP32(), GP32()
-						MOVBLZX(Mem{Base: wp, Disp: i}, s)
-						MOVL(s, mn)
-						ANDL(U32(15), s)
-						SHRL(U8(4), mn)
-						dsc, dm := scalarOf(s), scalarOf(mn)
-						VMULSS(d, dsc, dsc)
-						VMULSS(dmin, dm, dm)
-						ds, ms = bcast(dsc), bcast(dm)
-					} else {
-						// sc_i = (scales[i%8] >> 4(i/8)) & 15 | ((scales[8+i%4] >> 2(i/4)) & 3) << 4, less 32.
-						s, hi := GP32(), GP32()
-						MOVBLZX(Mem{Base: wp, Disp: 96 + i%8}, s)
-						if i/8 > 0 {
-							SHRL(U8(4), s)
-						}
-						ANDL(U32(15), s)
-						MOVBLZX(Mem{Base: wp, Disp: 96 + 8 + i%4}, hi)
-						if i/4 > 0 {
-							SHRL(U8(2*(i/4)), hi)
-						}
-						ANDL(U32(3), hi)
-						SHLL(U8(4), hi)
-						ORL(hi, s)
-						SUBL(U32(32), s)
-						dsc := scalarOf(s)
-						VMULSS(d, dsc, dsc)
-						ds = bcast(dsc)
-					}
-					for l0 := 0; l0 < 16; l0 += 8 {
-						x := bits8(Mem{Base: wp, Disp: qs + 32*h + 16*p + l0}, 2*j, m3)
-						if q == "Q3_K" {
-							// A clear hmask bit lowers the value by 4.
-							hb := bits8(Mem{Base: wp, Disp: 16*p + l0}, 4*h+j, m1)
-							VPSLLD(U8(2), hb, hb)
-							VPSUBD(four, x, x)
-							VPADDD(hb, x, x)
-						}
-						VCVTDQ2PS(x, x)
-						VMULPS(ds, x, x)
-						if q == "Q2_K" {
-							VSUBPS(ms, x, x)
-						}
-						store(x, 128*h+32*j+16*p+l0)
-					}
+				qv := YMM()
+				if j > 0 {
+					VPSRLW(U8(2*j), q2, qv)
+					VPAND(b03, qv, qv)
+				} else {
+					VPAND(b03, q2, qv)
 				}
+				if q == "Q3_K" {
+					hb := YMM()
+					if b := 4*h + j; b > 0 {
+						VPSRLW(U8(b), hm, hb)
+						VPAND(b01, hb, hb)
+					} else {
+						VPAND(b01, hm, hb)
+					}
+					VPSLLW(U8(2), hb, hb)
+					VPOR(hb, qv, qv)
+					VPSUBB(b04, qv, qv)
+				}
+				var ds, ms VecVirtual
+				widenBytes(qv, q == "Q3_K", func(x VecVirtual, k int) {
+					if k%2 == 0 {
+						ds, ms = scales(8*h + 2*j + k/2)
+					}
+					VCVTDQ2PS(x, x)
+					if q == "Q2_K" {
+						VFMSUB213PS(ms, ds, x) // (d·sc)·q − dmin·m (exactProduct)
+					} else {
+						VMULPS(ds, x, x)
+					}
+					store(x, 128*h+32*j+8*k)
+				})
 			}
 		}
 	case "IQ4_XS":
@@ -224,12 +338,55 @@ func lowbitDequantAVX2(q string) {
 		}
 	}
 	ADDQ(U32(bsize), wp)
-	ADDQ(U32(4*values), out)
+	if dot {
+		ADDQ(U32(4*values), xp)
+	} else {
+		ADDQ(U32(4*values), out)
+	}
 	DECQ(nb)
 	JMP(LabelRef(name + "_block"))
 	Label(name + "_blocksdone")
-	VZEROUPPER()
-	RET()
+	if !dot {
+		VZEROUPPER()
+		RET()
+		return
+	}
+	VADDPS(acc[1], acc[0], acc[0])
+	VADDPS(acc[3], acc[2], acc[2])
+	VADDPS(acc[2], acc[0], acc[0])
+	reduce(avx2isa, acc[0], Mem{Base: out})
+	ADDQ(U8(4), out)
+	endRows(name, w, ldw, rows)
+}
+
+// widen32 widens the 32 bytes of v (values 0-31 in order) to four
+// vectors of int32 lanes, values 8k..8k+7 in the k-th, and hands each to
+// emit.
+func widen32(v VecVirtual, emit func(x VecVirtual, k int)) { widenBytes(v, false, emit) }
+
+// widenBytes is widen32 with the bytes signed (VPMOVSXBD) or not.
+func widenBytes(v VecVirtual, signed bool, emit func(x VecVirtual, k int)) {
+	mov := VPMOVZXBD
+	if signed {
+		mov = VPMOVSXBD
+	}
+	x0 := YMM()
+	mov(v.AsX(), x0)
+	emit(x0, 0)
+	t := XMM()
+	VPSRLDQ(U8(8), v.AsX(), t)
+	x1 := YMM()
+	mov(t, x1)
+	emit(x1, 1)
+	h := XMM()
+	VEXTRACTI128(U8(1), v, h)
+	x2 := YMM()
+	mov(h, x2)
+	emit(x2, 2)
+	VPSRLDQ(U8(8), h, h)
+	x3 := YMM()
+	mov(h, x3)
+	emit(x3, 3)
 }
 
 // lowbitShifts holds 0..31 as int32: Q5_1's per-lane shifts of qh.
@@ -261,9 +418,10 @@ func fastQ8_1(q string) {
 		bsize, qs = 24, 8
 	}
 	ones, mask := broadcast(avx2, 0x00010001), bcast8(0x0f)
-	var m10 VecVirtual
+	var m10, allOnes VecVirtual
 	if q == "Q5_1" {
-		m10 = bcast8(0x10)
+		m10, allOnes = bcast8(0x10), YMM()
+		VPCMPEQB(allOnes, allOnes, allOnes)
 	}
 	wp, xp, dp, b := GP64(), GP64(), GP64(), GP64()
 	rowLoopPairs(name, avx2, rows, w, ldw, y, b, []VecVirtual{YMM(), YMM(), YMM(), YMM()}, func() {
@@ -282,14 +440,9 @@ func fastQ8_1(q string) {
 			// bytes_from_bits as for Q5_0: 0xff where the fifth bit is
 			// set, kept as 0x10.
 			bits := YMM()
-			t := GP32()
-			MOVL(Mem{Base: wp, Disp: 4}, t)
-			VMOVD(t, bits.AsX())
-			VPBROADCASTD(bits.AsX(), bits)
+			VPBROADCASTD(Mem{Base: wp, Disp: 4}, bits)
 			VPSHUFB(q5Shuf, bits, bits)
 			VPOR(q5Bits, bits, bits)
-			allOnes := YMM()
-			VPCMPEQB(allOnes, allOnes, allOnes)
 			VPCMPEQB(allOnes, bits, bits)
 			VPAND(m10, bits, bits)
 			VPOR(bits, wv, wv)
@@ -298,10 +451,18 @@ func fastQ8_1(q string) {
 		VPMADDUBSW(Mem{Base: xp}, wv, p) // unsigned weights × signed x
 		VPMADDWD(ones, p, p)
 		VCVTDQ2PS(p, p)
-		d := scaleOf(Mem{Base: wp}, Mem{Base: dp})
+		// The block's (d, m) halves widened together and times x's
+		// (d, s): d_w·d_x in lane 0, m_w·s_x in lane 1.
+		dm, xds := XMM(), XMM()
+		VMOVD(Mem{Base: wp}, dm)
+		VCVTPH2PS(dm, dm)
+		VMOVQ(Mem{Base: dp}, xds)
+		VMULPS(xds, dm, dm)
+		d := YMM()
+		VBROADCASTSS(dm, d)
 		VFMADD231PS(p, d, acc[0])
-		m := halfToScalar(Mem{Base: wp, Disp: 2})
-		VMULSS(Mem{Base: dp, Disp: 4}, m, m)
+		m := XMM()
+		VMOVSHDUP(dm, m)
 		VADDSS(m, acc[1].AsX(), acc[1].AsX())
 		ADDQ(U32(bsize), wp)
 		ADDQ(U8(32), xp)
@@ -488,4 +649,122 @@ func q3kConsts() {
 	for i := 0; i < 16; i++ {
 		DATA(i, U8(32))
 	}
+}
+
+// fastQ8_1x4 is fastQ8_1 for four rows of Q8_1 activations (stride ldx
+// values; their (d, s) pairs at stride ldx/16 float32s): each block's
+// unsigned weight values are built once and go into VPMADDUBSW against
+// the four rows. Per row, d_w·d_x times the block's integer lane sums goes
+// into that row's eight float32 lanes; m_w·s_x of the four rows goes into
+// the four lanes of one XMM (lane i row i), added to row i's lane sum at
+// the end, as ggml's vec_dot_q4_1_q8_1 adds its summs after hsum.
+func fastQ8_1x4(q string) {
+	name := "fast" + q + "x4AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes y[i*ldy+r] = w_r · x_i for rows %s rows of blocks blocks (stride ldw bytes) and four rows of Q8_1 activations (stride ldx values).", name, q))
+	w, rows, y, ldx, ldd := GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("w"), w)
+	Load(Param("rows"), rows)
+	Load(Param("y"), y)
+	Load(Param("ldx"), ldx)
+	MOVQ(ldx, ldd)
+	SHRQ(U8(2), ldd) // bytes of (d, s) pairs per row: ldx/16 float32s
+	bsize, qs := 20, 4
+	if q == "Q5_1" {
+		bsize, qs = 24, 8
+	}
+	ones, mask := broadcast(avx2, 0x00010001), bcast8(0x0f)
+	var m10, allOnes VecVirtual
+	if q == "Q5_1" {
+		m10, allOnes = bcast8(0x10), YMM()
+		VPCMPEQB(allOnes, allOnes, allOnes)
+	}
+	wp, xp, xp2, dp, dp2, b := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	acc := []VecVirtual{YMM(), YMM(), YMM(), YMM()}
+	summs := XMM()
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	for _, a := range acc {
+		VXORPS(a, a, a)
+	}
+	VXORPS(summs, summs, summs)
+	MOVQ(w, wp)
+	Load(Param("xq"), xp)
+	LEAQ(Mem{Base: xp, Index: ldx, Scale: 2}, xp2)
+	Load(Param("xd"), dp)
+	LEAQ(Mem{Base: dp, Index: ldd, Scale: 2}, dp2)
+	Load(Param("blocks"), b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_rowdone"))
+	prefetchBlock(wp, bsize)
+	wv, hi := YMM(), XMM()
+	VMOVDQU(Mem{Base: wp, Disp: qs}, wv.AsX())
+	VPSRLW(U8(4), wv.AsX(), hi)
+	VINSERTI128(U8(1), hi, wv, wv)
+	VPAND(mask, wv, wv)
+	if q == "Q5_1" {
+		bits := YMM()
+		VPBROADCASTD(Mem{Base: wp, Disp: 4}, bits)
+		VPSHUFB(q5Shuf, bits, bits)
+		VPOR(q5Bits, bits, bits)
+		VPCMPEQB(allOnes, bits, bits)
+		VPAND(m10, bits, bits)
+		VPOR(bits, wv, wv)
+	}
+	dw := YMM()
+	VBROADCASTSS(halfToScalar(Mem{Base: wp}), dw)
+	mw := XMM()
+	VBROADCASTSS(halfToScalar(Mem{Base: wp, Disp: 2}), mw)
+	dms := []Mem{{Base: dp}, {Base: dp, Index: ldd, Scale: 1}, {Base: dp2}, {Base: dp2, Index: ldd, Scale: 1}}
+	for i, a := range acc {
+		xm := []Mem{{Base: xp}, {Base: xp, Index: ldx, Scale: 1}, {Base: xp2}, {Base: xp2, Index: ldx, Scale: 1}}[i]
+		p, d := YMM(), YMM()
+		VPMADDUBSW(xm, wv, p) // unsigned weights × signed x
+		VPMADDWD(ones, p, p)
+		VCVTDQ2PS(p, p)
+		VBROADCASTSS(dms[i], d)
+		VMULPS(dw, d, d)
+		VFMADD231PS(p, d, a)
+	}
+	// The four rows' s_x into one XMM's lanes, times m_w.
+	s := XMM()
+	VMOVSS(dms[0].Offset(4), s)
+	for i := 1; i < 4; i++ {
+		VINSERTPS(U8(i<<4), dms[i].Offset(4), s, s)
+	}
+	VMULPS(mw, s, s)
+	VADDPS(s, summs, summs)
+	ADDQ(U32(bsize), wp)
+	ADDQ(U8(32), xp)
+	ADDQ(U8(32), xp2)
+	ADDQ(U8(8), dp)
+	ADDQ(U8(8), dp2)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_rowdone")
+	Load(Param("ldy"), b)
+	SHLQ(U8(2), b)
+	MOVQ(y, xp)
+	for i, a := range acc {
+		r := fold(a, 8, VADDPS)
+		m := summs
+		if i > 0 {
+			m = XMM()
+			VPERMILPS(U8(i), summs, m) // lane i to lane 0
+		}
+		VADDSS(m, r, r)
+		VMOVSS(r, Mem{Base: xp})
+		ADDQ(b, xp)
+	}
+	ADDQ(U8(4), y)
+	Load(Param("ldw"), b)
+	ADDQ(b, w)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
 }
