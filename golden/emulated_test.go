@@ -25,8 +25,10 @@ import (
 // device memory. The cases' own tolerances apply. Every vendored case runs
 // alone, two inside a batch of 4 sequences too (a sliding window's
 // dropped blocks, a MoE's gathered rows), and of the cases in ../shared
-// (where present) the Q8_0 MoE alone and the F16 one in fast mode against
-// llama.cpp's logits; -short runs one case of each kind.
+// (where present) the Q8_0 MoE alone, the F16 one in fast mode against
+// llama.cpp's logits, and the Q5_K_M and IQ4_NL files (with the vendored
+// Q3_K_M and Q4_1 ones, the newer GGUF types' device decoders); -short
+// runs one case of each kind.
 func TestGoldenEmulated(t *testing.T) {
 	type run struct {
 		kind, name string
@@ -44,7 +46,8 @@ func TestGoldenEmulated(t *testing.T) {
 		t.Fatal("no golden cases in ../testdata")
 	}
 	runs = append(runs, run{"golden", "gemma3_sliding_mqa", 4, false}, run{"golden", "qwen3_moe_normtopk", 4, false},
-		run{"gguf", "qwen3moe_q8_0", 1, false}, run{"gguf", "qwen3_f16", 1, true})
+		run{"gguf", "qwen3moe_q8_0", 1, false}, run{"gguf", "qwen3_f16", 1, true},
+		run{"gguf", "llama_q5_k_m", 1, false}, run{"gguf", "qwen3_iq4_nl", 1, false})
 	short := map[run]bool{{"golden", "gemma3_sliding_mqa", 1, false}: true, {"golden", "gemma3_sliding_mqa", 4, false}: true,
 		{"golden", "qwen3_moe_normtopk", 1, false}: true, {"gguf", "llama_q4_0", 1, false}: true, {"golden", "smolvlm-full", 1, false}: true}
 	for _, r := range runs {

@@ -13,6 +13,7 @@ import (
 	"github.com/gozoo/gozoo/cuda"
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/internal/cudaemu"
+	"github.com/gozoo/gozoo/internal/quant"
 	"github.com/gozoo/gozoo/ops"
 )
 
@@ -133,6 +134,80 @@ func TestKernelsEmulatedEmbedding(t *testing.T) {
 	}
 }
 
+// halfFields are the byte offsets of the f16 fields (d, m, dmin) in a
+// block of each quantized type.
+var halfFields = map[graphs.DType][]int{
+	graphs.Q8_0: {0}, graphs.Q4_0: {0}, graphs.Q5_0: {0}, graphs.Q4_1: {0, 2}, graphs.Q5_1: {0, 2},
+	graphs.IQ4_NL: {0}, graphs.Q2_K: {80, 82}, graphs.Q3_K: {108}, graphs.Q4_K: {0, 2},
+	graphs.Q5_K: {0, 2}, graphs.Q6_K: {208}, graphs.IQ4_XS: {0},
+}
+
+// TestKernelsEmulatedRandomBlocks holds every quantized type's device
+// decoder to internal/quant's DequantizeRow bit for bit on blocks of
+// random bytes (every bit of the scales, mins, high bits and masks set
+// either way; the f16 fields any finite value, subnormals included),
+// through the embedding lookup, which writes the decoded values as they
+// are, and through the one-row product with one-hot activations, which
+// sums each value with zeros.
+func TestKernelsEmulatedRandomBlocks(t *testing.T) {
+	emu := cudaemu.Build(t)
+	r := rand.New(rand.NewPCG(27, 28))
+	for _, d := range allTypes {
+		f, ok := d.Quant()
+		if !ok {
+			continue
+		}
+		offs, ok := halfFields[d]
+		if !ok {
+			t.Fatalf("%s: no f16 fields listed", d)
+		}
+		const V, D = 7, 512
+		nb := D / f.BlockSize()
+		raw := make([]byte, V*nb*f.BlockBytes())
+		for i := range raw {
+			raw[i] = byte(r.Uint32())
+		}
+		for b := 0; b < V*nb; b++ {
+			for _, o := range offs {
+				hb := &raw[b*f.BlockBytes()+o+1]
+				if *hb&0x7c == 0x7c { // Inf or NaN: make it finite
+					*hb &^= 0x40
+				}
+			}
+		}
+		want := make([]float32, V*D)
+		rb := nb * f.BlockBytes()
+		for v := 0; v < V; v++ {
+			quant.DequantizeRow(f, raw[v*rb:(v+1)*rb], want[v*D:(v+1)*D])
+		}
+		table := tensor.New(tensor.WithShape(V, rb), tensor.WithBacking(raw))
+		ids := []int{0, 1, 2, 3, 4, 5, 6}
+		got, err := emu.RunOp(embeddingLookup{dtype: d, name: "e"}, table, tensor.New(tensor.WithShape(V), tensor.WithBacking(ids)))
+		if err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		for i, v := range got.Float32s() {
+			if math.Float32bits(v) != math.Float32bits(want[i]) {
+				t.Fatalf("%s: embedding value %d (row %d, column %d) is %g, DequantizeRow's %g", d, i, i/D, i%D, v, want[i])
+			}
+		}
+		// Column k of the weight: x one-hot at k gives y[n] = w[n, k] + 0s.
+		for _, k := range []int{0, 5, 37, 100, 255, 256 + 131, D - 1} {
+			x := make([]float32, D)
+			x[k] = 1
+			got, err := emu.RunOp(matmulT{dtype: d, name: "w"}, f32Dense(x, 1, D), table)
+			if err != nil {
+				t.Fatalf("%s: %v", d, err)
+			}
+			for n, v := range got.Float32s() {
+				if w := want[n*D+k]; v != w && !(v == 0 && w == 0) {
+					t.Fatalf("%s: product with column %d, row %d is %g, DequantizeRow's %g", d, k, n, v, w)
+				}
+			}
+		}
+	}
+}
+
 // moeCase makes a MoE's inputs: x [T, D], a router [E, D] and stacked
 // gate, up [E, F, D] and down [E, D, F] of the given types; and the bound
 // of each output's difference between two summation orders (moeBound).
@@ -230,6 +305,8 @@ func TestKernelsEmulatedMoE(t *testing.T) {
 		{8, 2, 64, 32, f, [3]graphs.DType{graphs.Q8_0, graphs.Q4_0, graphs.Q5_0}, "silu"},
 		{6, 2, 64, 32, graphs.Q8_0, [3]graphs.DType{f, f, f}, "gelu"},
 		{4, 2, 256, 256, f, [3]graphs.DType{graphs.Q4_K, graphs.Q4_K, graphs.Q6_K}, "relu"},
+		{8, 2, 64, 32, f, [3]graphs.DType{graphs.Q4_1, graphs.Q5_1, graphs.IQ4_NL}, "silu"},
+		{4, 2, 256, 256, graphs.IQ4_XS, [3]graphs.DType{graphs.Q2_K, graphs.Q3_K, graphs.Q5_K}, "silu"},
 		{5, 5, 40, 24, f, [3]graphs.DType{b, f, b}, "silu"},
 	}
 	for ci, c := range cases {

@@ -16,7 +16,8 @@ import (
 // values for the host checks at real models' sizes, and the comparisons.
 
 // allTypes are the stored types the device products take.
-var allTypes = []graphs.DType{graphs.F32, graphs.BF16, graphs.F16, graphs.Q8_0, graphs.Q4_0, graphs.Q5_0, graphs.Q4_K, graphs.Q6_K}
+var allTypes = []graphs.DType{graphs.F32, graphs.BF16, graphs.F16, graphs.Q8_0, graphs.Q4_0, graphs.Q5_0, graphs.Q4_1, graphs.Q5_1, graphs.IQ4_NL,
+	graphs.Q2_K, graphs.Q3_K, graphs.Q4_K, graphs.Q5_K, graphs.Q6_K, graphs.IQ4_XS}
 
 // fits says whether rows of cols values can be stored as d.
 func fits(d graphs.DType, cols int) bool {

@@ -30,19 +30,26 @@ const fewRows = 8
 type mmKernels struct{ vec, few, tile, embed *cuda.Kernel }
 
 var mmByType = map[graphs.DType]mmKernels{
-	graphs.F32:  {cuda.MatMulVecF32, cuda.MatMulFewF32, cuda.MatMulTileF32, cuda.EmbedF32},
-	graphs.BF16: {cuda.MatMulVecBF16, cuda.MatMulFewBF16, cuda.MatMulTileBF16, cuda.EmbedBF16},
-	graphs.F16:  {cuda.MatMulVecF16, cuda.MatMulFewF16, cuda.MatMulTileF16, cuda.EmbedF16},
-	graphs.Q8_0: {cuda.MatMulVecQ8_0, cuda.MatMulFewQ8_0, cuda.MatMulTileQ8_0, cuda.EmbedQ8_0},
-	graphs.Q4_0: {cuda.MatMulVecQ4_0, cuda.MatMulFewQ4_0, cuda.MatMulTileQ4_0, cuda.EmbedQ4_0},
-	graphs.Q5_0: {cuda.MatMulVecQ5_0, cuda.MatMulFewQ5_0, cuda.MatMulTileQ5_0, cuda.EmbedQ5_0},
-	graphs.Q4_K: {cuda.MatMulVecQ4_K, cuda.MatMulFewQ4_K, cuda.MatMulTileQ4_K, cuda.EmbedQ4_K},
-	graphs.Q6_K: {cuda.MatMulVecQ6_K, cuda.MatMulFewQ6_K, cuda.MatMulTileQ6_K, cuda.EmbedQ6_K},
+	graphs.F32:    {cuda.MatMulVecF32, cuda.MatMulFewF32, cuda.MatMulTileF32, cuda.EmbedF32},
+	graphs.BF16:   {cuda.MatMulVecBF16, cuda.MatMulFewBF16, cuda.MatMulTileBF16, cuda.EmbedBF16},
+	graphs.F16:    {cuda.MatMulVecF16, cuda.MatMulFewF16, cuda.MatMulTileF16, cuda.EmbedF16},
+	graphs.Q8_0:   {cuda.MatMulVecQ8_0, cuda.MatMulFewQ8_0, cuda.MatMulTileQ8_0, cuda.EmbedQ8_0},
+	graphs.Q4_0:   {cuda.MatMulVecQ4_0, cuda.MatMulFewQ4_0, cuda.MatMulTileQ4_0, cuda.EmbedQ4_0},
+	graphs.Q5_0:   {cuda.MatMulVecQ5_0, cuda.MatMulFewQ5_0, cuda.MatMulTileQ5_0, cuda.EmbedQ5_0},
+	graphs.Q4_K:   {cuda.MatMulVecQ4_K, cuda.MatMulFewQ4_K, cuda.MatMulTileQ4_K, cuda.EmbedQ4_K},
+	graphs.Q6_K:   {cuda.MatMulVecQ6_K, cuda.MatMulFewQ6_K, cuda.MatMulTileQ6_K, cuda.EmbedQ6_K},
+	graphs.Q4_1:   {cuda.MatMulVecQ4_1, cuda.MatMulFewQ4_1, cuda.MatMulTileQ4_1, cuda.EmbedQ4_1},
+	graphs.Q5_1:   {cuda.MatMulVecQ5_1, cuda.MatMulFewQ5_1, cuda.MatMulTileQ5_1, cuda.EmbedQ5_1},
+	graphs.IQ4_NL: {cuda.MatMulVecIQ4_NL, cuda.MatMulFewIQ4_NL, cuda.MatMulTileIQ4_NL, cuda.EmbedIQ4_NL},
+	graphs.Q2_K:   {cuda.MatMulVecQ2_K, cuda.MatMulFewQ2_K, cuda.MatMulTileQ2_K, cuda.EmbedQ2_K},
+	graphs.Q3_K:   {cuda.MatMulVecQ3_K, cuda.MatMulFewQ3_K, cuda.MatMulTileQ3_K, cuda.EmbedQ3_K},
+	graphs.Q5_K:   {cuda.MatMulVecQ5_K, cuda.MatMulFewQ5_K, cuda.MatMulTileQ5_K, cuda.EmbedQ5_K},
+	graphs.IQ4_XS: {cuda.MatMulVecIQ4_XS, cuda.MatMulFewIQ4_XS, cuda.MatMulTileIQ4_XS, cuda.EmbedIQ4_XS},
 }
 
 // deviceTypes lists the stored types with device kernels, for refusals:
-// the newer GGUF formats (Q4_1, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS)
-// have none yet.
+// every type graphs stores (F32, BF16, F16 and all of internal/quant's
+// GGUF formats) has them.
 func deviceTypes() string {
 	var names []string
 	for d := range mmByType {

@@ -2,6 +2,7 @@ package layers
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -283,19 +284,30 @@ func TestWrongShapesCUDA(t *testing.T) {
 	}
 }
 
-// TestCUDARefusesNewQuantTypes: the GGUF formats without device kernels
-// are refused by name (op, weight and type), in products and lookups.
-func TestCUDARefusesNewQuantTypes(t *testing.T) {
-	for _, d := range []graphs.DType{graphs.Q4_1, graphs.Q5_1, graphs.Q2_K, graphs.Q3_K, graphs.Q5_K, graphs.IQ4_NL, graphs.IQ4_XS} {
-		k := matmulT{dtype: d, name: "model.layers.0.mlp.down_proj.weight"}
-		_, err := cudatest.Check(k, f32s(2, 256), weightOf(d, 64, 256))
-		if err == nil || !strings.Contains(err.Error(), "matmul model.layers.0.mlp.down_proj.weight") || !strings.Contains(err.Error(), "no device product for "+d.String()+" weights") {
+// TestCUDAEveryStoredType: every type a weight is stored in (through
+// IQ4_XS, the last) has device kernels, in allTypes' list too, and a
+// product and a lookup of it pass the host checks; a type outside them is
+// refused by name (op, weight and type).
+func TestCUDAEveryStoredType(t *testing.T) {
+	for d := graphs.F32; d <= graphs.IQ4_XS; d++ {
+		if _, ok := mmByType[d]; !ok {
+			t.Errorf("%s has no device kernels", d)
+		}
+		if !slices.Contains(allTypes, d) {
+			t.Errorf("%s is missing from allTypes", d)
+		}
+		if _, err := cudatest.Check(matmulT{dtype: d, name: "w"}, f32s(2, 256), weightOf(d, 64, 256)); err != nil {
 			t.Errorf("%s product: %v", d, err)
 		}
-		e := embeddingLookup{dtype: d, name: "model.embed_tokens.weight"}
-		_, err = cudatest.Check(e, weightOf(d, 64, 256), shaped(tensor.Int, 3))
-		if err == nil || !strings.Contains(err.Error(), "embedding model.embed_tokens.weight") || !strings.Contains(err.Error(), d.String()) {
+		if _, err := cudatest.Check(embeddingLookup{dtype: d, name: "e"}, weightOf(d, 64, 256), shaped(tensor.Int, 3)); err != nil {
 			t.Errorf("%s lookup: %v", d, err)
 		}
+	}
+	d := graphs.IQ4_XS + 1
+	k := matmulT{dtype: d, name: "model.layers.0.mlp.down_proj.weight"}
+	_, err := ops.New(k).CUDA(nil, cuda.Tensor{Type: cuda.F32, Shape: []int{2, 64}, Ptr: 1 << 20},
+		[]cuda.Tensor{{Type: cuda.F32, Shape: []int{2, 256}, Ptr: 1 << 20}, {Type: cuda.Bytes, Shape: []int{64, 256}, Ptr: 1 << 20}})
+	if err == nil || !strings.Contains(err.Error(), "no device product for "+d.String()+" weights") {
+		t.Errorf("%s product: %v", d, err)
 	}
 }

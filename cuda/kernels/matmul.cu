@@ -1,5 +1,6 @@
 // Products y[T,N] = x[T,K]·Wᵀ with W [N,K] in its stored type (F32, BF16,
-// F16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K), widened or dequantized in registers
+// F16, Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+// IQ4_XS), widened or dequantized in registers
 // exactly as the CPU does (quant.cuh) and accumulated in float32; the bias
 // add, the fast mode's 16-bit activations, and embedding lookups.
 //
@@ -301,6 +302,13 @@ MM_KERNELS(q4_0, FmtQ4_0)
 MM_KERNELS(q5_0, FmtQ5_0)
 MM_KERNELS(q4_k, FmtQ4_K)
 MM_KERNELS(q6_k, FmtQ6_K)
+MM_KERNELS(q4_1, FmtQ4_1)
+MM_KERNELS(q5_1, FmtQ5_1)
+MM_KERNELS(iq4_nl, FmtIQ4_NL)
+MM_KERNELS(q2_k, FmtQ2_K)
+MM_KERNELS(q3_k, FmtQ3_K)
+MM_KERNELS(q5_k, FmtQ5_K)
+MM_KERNELS(iq4_xs, FmtIQ4_XS)
 
 // add_bias adds b[N] to every row of y[T, N] (n = T*N values).
 extern "C" __global__ void add_bias(float *y, const float *b, long long n, int N) {

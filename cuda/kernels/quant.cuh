@@ -1,7 +1,9 @@
 // Weight decoders shared by the product, embedding and MoE kernels: every
 // stored type (F32, BF16, F16 and ggml's blocks) gives eight values of one
 // 32-value chunk of a row at a time, widened or dequantized exactly as
-// internal/quant and graphs.Widen do on the CPU, in registers.
+// internal/quant and graphs.Widen do on the CPU, in registers: F32, BF16,
+// F16, Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+// IQ4_XS.
 //
 // A row of K values is K/32 chunks (the float types may end in a partial
 // one). Part p (0..3) of chunk c decodes eight values: w[0..3] at
@@ -175,6 +177,191 @@ struct FmtQ6_K {
             int nib = __ldg(ql + i) >> nshift & 15;
             int hb = __ldg(qh + i) >> (2 * j) & 3;
             w[i] = __fmul_rn(d1, (float)((nib | hb << 4) - 32));
+        }
+    }
+};
+
+// block_q4_1: f16 d, f16 m, qs[16] as Q4_0; y = q*d + m, two roundings.
+struct FmtQ4_1 {
+    static constexpr bool FLOAT = false;
+    __device__ static size_t rowBytes(int K) { return (size_t)(K / 32) * 20; }
+    __device__ static int off0(int p) { return 4 * p; }
+    __device__ static int off1(int p) { return 16 + 4 * p; }
+    __device__ static void dec(const uint8_t *row, int c, int p, float w[8]) {
+        const uint8_t *b = row + (size_t)c * 20;
+        float d = half_to_float(ld16(b)), m = half_to_float(ld16(b + 2));
+        uint32_t q = (uint32_t)ld16(b + 4 + 4 * p) | (uint32_t)ld16(b + 6 + 4 * p) << 16;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            uint32_t v = q >> (8 * i) & 0xff;
+            w[i] = __fadd_rn(__fmul_rn((float)(v & 15), d), m);
+            w[4 + i] = __fadd_rn(__fmul_rn((float)(v >> 4), d), m);
+        }
+    }
+};
+
+// block_q5_1: f16 d, f16 m, u32 qh, qs[16] as Q5_0; y = q*d + m.
+struct FmtQ5_1 {
+    static constexpr bool FLOAT = false;
+    __device__ static size_t rowBytes(int K) { return (size_t)(K / 32) * 24; }
+    __device__ static int off0(int p) { return 4 * p; }
+    __device__ static int off1(int p) { return 16 + 4 * p; }
+    __device__ static void dec(const uint8_t *row, int c, int p, float w[8]) {
+        const uint8_t *b = row + (size_t)c * 24;
+        float d = half_to_float(ld16(b)), m = half_to_float(ld16(b + 2));
+        uint32_t qh = (uint32_t)ld16(b + 4) | (uint32_t)ld16(b + 6) << 16;
+        uint32_t q = (uint32_t)ld16(b + 8 + 4 * p) | (uint32_t)ld16(b + 10 + 4 * p) << 16;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int j = 4 * p + i;
+            uint32_t v = q >> (8 * i) & 0xff;
+            uint32_t h0 = (qh >> j) << 4 & 0x10;
+            uint32_t h1 = qh >> (j + 12) & 0x10;
+            w[i] = __fadd_rn(__fmul_rn((float)((v & 15) | h0), d), m);
+            w[4 + i] = __fadd_rn(__fmul_rn((float)((v >> 4) | h1), d), m);
+        }
+    }
+};
+
+// iq4_value is kvalues_iq4nl[q] (q 0..15), the IQ4_NL and IQ4_XS levels,
+// from two immediates rather than a table in memory.
+__device__ __forceinline__ float iq4_value(uint32_t q) {
+    const unsigned long long k0 = 0xF6EADDCFBFAD9881ull; // -127 -104 -83 -65 -49 -35 -22 -10
+    const unsigned long long k1 = 0x7159453526190D01ull; //    1   13  25  38  53  69  89 113
+    unsigned long long k = q < 8 ? k0 : k1;
+    return (float)(int8_t)(uint8_t)(k >> (8 * (q & 7)));
+}
+
+// block_iq4_nl: f16 d, qs[16] as Q4_0, each nibble indexing the levels;
+// y = d*K[q].
+struct FmtIQ4_NL {
+    static constexpr bool FLOAT = false;
+    __device__ static size_t rowBytes(int K) { return (size_t)(K / 32) * 18; }
+    __device__ static int off0(int p) { return 4 * p; }
+    __device__ static int off1(int p) { return 16 + 4 * p; }
+    __device__ static void dec(const uint8_t *row, int c, int p, float w[8]) {
+        const uint8_t *b = row + (size_t)c * 18;
+        float d = half_to_float(ld16(b));
+        uint32_t q = (uint32_t)ld16(b + 2 + 4 * p) | (uint32_t)ld16(b + 4 + 4 * p) << 16;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            uint32_t v = q >> (8 * i) & 0xff;
+            w[i] = __fmul_rn(d, iq4_value(v & 15));
+            w[4 + i] = __fmul_rn(d, iq4_value(v >> 4));
+        }
+    }
+};
+
+// block_q2_K: scales[16] (4-bit scale | 4-bit min << 4), qs[64], f16 d,
+// f16 dmin (last). Half h (128 values), quarter j (32 values), position
+// l: bits 2j..2j+1 of qs[32h + l], sub-block 8h + 2j + l/16;
+// y = (d*sc)*q - dmin*m, each product rounded.
+struct FmtQ2_K {
+    static constexpr bool FLOAT = false;
+    __device__ static size_t rowBytes(int K) { return (size_t)(K / 256) * 84; }
+    __device__ static int off0(int p) { return 8 * p; }
+    __device__ static int off1(int p) { return 8 * p + 4; }
+    __device__ static void dec(const uint8_t *row, int c, int p, float w[8]) {
+        const uint8_t *b = row + (size_t)(c >> 3) * 84;
+        int r = c & 7, h = r >> 2, j = r & 3, l = 8 * p;
+        float d = half_to_float(ld16(b + 80)), dmin = half_to_float(ld16(b + 82));
+        int s = __ldg(b + 8 * h + 2 * j + (l >> 4));
+        float dl = __fmul_rn(d, (float)(s & 15)), ml = __fmul_rn(dmin, (float)(s >> 4));
+        const uint8_t *q = b + 16 + 32 * h + l;
+#pragma unroll
+        for (int i = 0; i < 8; i++) w[i] = __fsub_rn(__fmul_rn(dl, (float)(__ldg(q + i) >> (2 * j) & 3)), ml);
+    }
+};
+
+// block_q3_K: hmask[32], qs[64], 12 bytes of 6-bit scales (offset by
+// -32), f16 d (last); 110 bytes, so only 2-byte aligned. As Q2_K, with
+// bit 4h + j of hmask[l]: clear, the value is lowered by 4; y = (d*sc)*q.
+struct FmtQ3_K {
+    static constexpr bool FLOAT = false;
+    __device__ static size_t rowBytes(int K) { return (size_t)(K / 256) * 110; }
+    __device__ static int off0(int p) { return 8 * p; }
+    __device__ static int off1(int p) { return 8 * p + 4; }
+    __device__ static void dec(const uint8_t *row, int c, int p, float w[8]) {
+        const uint8_t *b = row + (size_t)(c >> 3) * 110;
+        int r = c & 7, h = r >> 2, j = r & 3, l = 8 * p;
+        float d = half_to_float(ld16(b + 108));
+        int is = 8 * h + 2 * j + (l >> 4);
+        int lo = __ldg(b + 96 + (is & 7)) >> (4 * (is >> 3)) & 15;
+        int hi = __ldg(b + 104 + (is & 3)) >> (2 * (is >> 2)) & 3;
+        float dl = __fmul_rn(d, (float)((lo | hi << 4) - 32));
+        const uint8_t *q = b + 32 + 32 * h + l;
+        const uint8_t *hm = b + l;
+        int bit = 1 << (4 * h + j);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            int v = __ldg(q + i) >> (2 * j) & 3;
+            if (!(__ldg(hm + i) & bit)) v -= 4;
+            w[i] = __fmul_rn(dl, (float)v);
+        }
+    }
+};
+
+// block_q5_K: f16 d, f16 dmin, Q4_K's 12 scale bytes, qh[32], qs[128].
+// Sub-block s (32 values) is the low (s even) or high (s odd) nibbles of
+// qs[32*(s/2) ...] with bit s of qh[l] on top; y = d*sc*q - dmin*m, as
+// Q4_K.
+struct FmtQ5_K {
+    static constexpr bool FLOAT = false;
+    __device__ static size_t rowBytes(int K) { return (size_t)(K / 256) * 176; }
+    __device__ static int off0(int p) { return 8 * p; }
+    __device__ static int off1(int p) { return 8 * p + 4; }
+    __device__ static void dec(const uint8_t *row, int c, int p, float w[8]) {
+        const uint8_t *b = row + (size_t)(c >> 3) * 176;
+        int s = c & 7;
+        float d = half_to_float(ld16(b)), dmin = half_to_float(ld16(b + 2));
+        const uint8_t *sc = b + 4;
+        int scv, mv;
+        if (s < 4) {
+            scv = __ldg(sc + s) & 63;
+            mv = __ldg(sc + s + 4) & 63;
+        } else {
+            scv = (__ldg(sc + s + 4) & 15) | (__ldg(sc + s - 4) >> 6) << 4;
+            mv = (__ldg(sc + s + 4) >> 4) | (__ldg(sc + s) >> 6) << 4;
+        }
+        float d1 = __fmul_rn(d, (float)scv), m1 = __fmul_rn(dmin, (float)mv);
+        // 16 + 8*p and 48 + 32*(s/2) + 8*p are 8-byte aligned in a
+        // 176-byte block.
+        uint2 h = __ldg((const uint2 *)(b + 16 + 8 * p));
+        uint2 q = __ldg((const uint2 *)(b + 48 + 32 * (s >> 1) + 8 * p));
+        int shift = (s & 1) * 4;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            uint32_t v0 = (q.x >> (8 * i + shift) & 15) | (h.x >> (8 * i + s) & 1) << 4;
+            uint32_t v1 = (q.y >> (8 * i + shift) & 15) | (h.y >> (8 * i + s) & 1) << 4;
+            w[i] = __fsub_rn(__fmul_rn(d1, (float)v0), m1);
+            w[4 + i] = __fsub_rn(__fmul_rn(d1, (float)v1), m1);
+        }
+    }
+};
+
+// block_iq4_xs: f16 d, u16 scales_h, scales_l[4], qs[128]. Sub-block b
+// (32 values) is IQ4_NL's layout over qs[16b ...] with the 6-bit scale
+// (low 4 bits a nibble of scales_l, high 2 bits of scales_h, less 32);
+// y = (d*sc)*K[q].
+struct FmtIQ4_XS {
+    static constexpr bool FLOAT = false;
+    __device__ static size_t rowBytes(int K) { return (size_t)(K / 256) * 136; }
+    __device__ static int off0(int p) { return 4 * p; }
+    __device__ static int off1(int p) { return 16 + 4 * p; }
+    __device__ static void dec(const uint8_t *row, int c, int p, float w[8]) {
+        const uint8_t *b = row + (size_t)(c >> 3) * 136;
+        int s = c & 7;
+        float d = half_to_float(ld16(b));
+        int lo = __ldg(b + 4 + (s >> 1)) >> (4 * (s & 1)) & 15;
+        int hi = ld16(b + 2) >> (2 * s) & 3;
+        float dl = __fmul_rn(d, (float)((lo | hi << 4) - 32));
+        // 8 + 16*s + 4*p is 4-byte aligned in a 136-byte block.
+        uint32_t q = __ldg((const unsigned int *)(b + 8 + 16 * s + 4 * p));
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            uint32_t v = q >> (8 * i) & 0xff;
+            w[i] = __fmul_rn(dl, iq4_value(v & 15));
+            w[4 + i] = __fmul_rn(dl, iq4_value(v >> 4));
         }
     }
 };
