@@ -122,6 +122,23 @@ struct FmtQ5_0 {
     }
 };
 
+// k4ScaleMin gives sub-block s's d*sc and dmin*m (each rounded) of a
+// Q4_K or Q5_K block: f16 d and dmin, then 12 bytes of 6-bit scales and
+// mins (ggml's get_scale_min_k4).
+__device__ __forceinline__ void k4ScaleMin(const uint8_t *b, int s, float &d1, float &m1) {
+    float d = half_to_float(ld16(b)), dmin = half_to_float(ld16(b + 2));
+    const uint8_t *sc = b + 4;
+    int scv, mv;
+    if (s < 4) {
+        scv = __ldg(sc + s) & 63;
+        mv = __ldg(sc + s + 4) & 63;
+    } else {
+        scv = (__ldg(sc + s + 4) & 15) | (__ldg(sc + s - 4) >> 6) << 4;
+        mv = (__ldg(sc + s + 4) >> 4) | (__ldg(sc + s) >> 6) << 4;
+    }
+    d1 = __fmul_rn(d, (float)scv), m1 = __fmul_rn(dmin, (float)mv);
+}
+
 // block_q4_K: f16 d, f16 dmin, 12 bytes of 6-bit scales and mins, qs[128].
 // Sub-block s (32 values) is the low (s even) or high (s odd) nibbles of
 // qs[32*(s/2) ...]; y = d*sc*q - dmin*m, each product rounded.
@@ -133,17 +150,8 @@ struct FmtQ4_K {
     __device__ static void dec(const uint8_t *row, int c, int p, float w[8]) {
         const uint8_t *b = row + (size_t)(c >> 3) * 144;
         int s = c & 7;
-        float d = half_to_float(ld16(b)), dmin = half_to_float(ld16(b + 2));
-        const uint8_t *sc = b + 4;
-        int scv, mv;
-        if (s < 4) {
-            scv = __ldg(sc + s) & 63;
-            mv = __ldg(sc + s + 4) & 63;
-        } else {
-            scv = (__ldg(sc + s + 4) & 15) | (__ldg(sc + s - 4) >> 6) << 4;
-            mv = (__ldg(sc + s + 4) >> 4) | (__ldg(sc + s) >> 6) << 4;
-        }
-        float d1 = __fmul_rn(d, (float)scv), m1 = __fmul_rn(dmin, (float)mv);
+        float d1, m1;
+        k4ScaleMin(b, s, d1, m1);
         // 16 + 32*(s/2) + 8*p is 8-byte aligned in a 144-byte block.
         uint2 q = __ldg((const uint2 *)(b + 16 + 32 * (s >> 1) + 8 * p));
         int shift = (s & 1) * 4;
@@ -313,17 +321,8 @@ struct FmtQ5_K {
     __device__ static void dec(const uint8_t *row, int c, int p, float w[8]) {
         const uint8_t *b = row + (size_t)(c >> 3) * 176;
         int s = c & 7;
-        float d = half_to_float(ld16(b)), dmin = half_to_float(ld16(b + 2));
-        const uint8_t *sc = b + 4;
-        int scv, mv;
-        if (s < 4) {
-            scv = __ldg(sc + s) & 63;
-            mv = __ldg(sc + s + 4) & 63;
-        } else {
-            scv = (__ldg(sc + s + 4) & 15) | (__ldg(sc + s - 4) >> 6) << 4;
-            mv = (__ldg(sc + s + 4) >> 4) | (__ldg(sc + s) >> 6) << 4;
-        }
-        float d1 = __fmul_rn(d, (float)scv), m1 = __fmul_rn(dmin, (float)mv);
+        float d1, m1;
+        k4ScaleMin(b, s, d1, m1);
         // 16 + 8*p and 48 + 32*(s/2) + 8*p are 8-byte aligned in a
         // 176-byte block.
         uint2 h = __ldg((const uint2 *)(b + 16 + 8 * p));
