@@ -427,12 +427,19 @@ var q5Shifts = func() (s [32]uint32) {
 // there and with lanes non-empty -offset times the sum of every four
 // values.
 func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, sums []int16, corr, lanes []int32, offset int32) bool {
-	if active != avx512 || len(x) < quant.ActBlock(f) || quant.ActScales(f) != 1 {
+	if active == nil || len(x) < quant.ActBlock(f) || quant.ActScales(f) != 1 {
 		return false // Q8_1's block sums are Go's (quant.QuantizeActs)
 	}
 	if quant.KQuant(f) {
-		quantQ8_KActsAVX512(&x[0], len(x)/256, &q[0], &d[0], &sums[0])
+		if active == avx512 {
+			quantQ8_KActsAVX512(&x[0], len(x)/256, &q[0], &d[0], &sums[0])
+		} else {
+			quantQ8_KActsAVX2(&x[0], len(x)/256, &q[0], &d[0], &sums[0])
+		}
 		return true
+	}
+	if active != avx512 {
+		return false
 	}
 	var cp, lp *int32
 	if len(corr) > 0 {
@@ -528,6 +535,59 @@ func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16
 		fastQ3_Kx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
 	case quant.IQ4_XS:
 		fastIQ4_XSx4AVX2(wp, rb, rows, in/256, &q[0], &d[0], &sums[0], in, &y[0], ldy)
+	default:
+		return false
+	}
+	return true
+}
+
+// asmStageK stages rows weight rows from r0 (in values each) into dst,
+// kStaged bytes a super-block, for asmDotActs4Staged; false for a format
+// without staged kernels.
+func asmStageK(w Weight, r0, rows, rb, in int, dst []byte) bool {
+	if active == nil || rows == 0 || len(dst) < rows*in/256*kStaged {
+		return false
+	}
+	wp, nb := &w.Bytes[r0*rb], in/256
+	switch w.Format {
+	case quant.Q4_K:
+		fastStageQ4_KAVX2(wp, rb, rows, nb, &dst[0])
+	case quant.Q5_K:
+		fastStageQ5_KAVX2(wp, rb, rows, nb, &dst[0])
+	case quant.Q6_K:
+		fastStageQ6_KAVX2(wp, rb, rows, nb, &dst[0])
+	case quant.Q2_K:
+		fastStageQ2_KAVX2(wp, rb, rows, nb, &dst[0])
+	case quant.Q3_K:
+		fastStageQ3_KAVX2(wp, rb, rows, nb, &dst[0])
+	case quant.IQ4_XS:
+		fastStageIQ4_XSAVX2(wp, rb, rows, nb, &dst[0])
+	default:
+		return false
+	}
+	return true
+}
+
+// asmDotActs4Staged is asmDotActs4 on rows staged by asmStageK (st holds
+// exactly rows r0..r0+rows).
+func asmDotActs4Staged(w Weight, r0, rows, rb int, st []byte, q []int8, d []float32, sums []int16, in int, y []float32, ldy int) bool {
+	if active == nil || rows == 0 || len(st) < rows*in/256*kStaged {
+		return false
+	}
+	wp, nb := &w.Bytes[r0*rb], in/256
+	switch w.Format {
+	case quant.Q4_K:
+		fastStagedQ4_Kx4AVX2(wp, rb, rows, nb, &st[0], &q[0], &d[0], &sums[0], in, &y[0], ldy)
+	case quant.Q5_K:
+		fastStagedQ5_Kx4AVX2(wp, rb, rows, nb, &st[0], &q[0], &d[0], &sums[0], in, &y[0], ldy)
+	case quant.Q6_K:
+		fastStagedQ6_Kx4AVX2(wp, rb, rows, nb, &st[0], &q[0], &d[0], &sums[0], in, &y[0], ldy)
+	case quant.Q2_K:
+		fastStagedQ2_Kx4AVX2(wp, rb, rows, nb, &st[0], &q[0], &d[0], &sums[0], in, &y[0], ldy)
+	case quant.Q3_K:
+		fastStagedQ3_Kx4AVX2(wp, rb, rows, nb, &st[0], &q[0], &d[0], &sums[0], in, &y[0], ldy)
+	case quant.IQ4_XS:
+		fastStagedIQ4_XSx4AVX2(wp, rb, rows, nb, &st[0], &q[0], &d[0], &sums[0], in, &y[0], ldy)
 	default:
 		return false
 	}

@@ -56,6 +56,12 @@ func asmDotActs4(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16
 	return false
 }
 
+func asmStageK(w Weight, r0, rows, rb, in int, dst []byte) bool { return false }
+
+func asmDotActs4Staged(w Weight, r0, rows, rb int, st []byte, q []int8, d []float32, sums []int16, in int, y []float32, ldy int) bool {
+	return false
+}
+
 func haveExpShift() bool { return false }
 
 func haveScaleF64() bool { return false }

@@ -3,6 +3,7 @@ package simd
 import (
 	"math"
 	"sync"
+	"unsafe"
 
 	"github.com/x448/float16"
 
@@ -183,6 +184,21 @@ func grow[E any](s []E, n int) []E {
 	return s[:n]
 }
 
+// kStaged is the bytes of one staged K-quant super-block (fastKStage in
+// _gen/fast.go).
+const kStaged = 768
+
+// stagePool holds the buffers of staged weight groups (asmStageK).
+var stagePool = sync.Pool{New: func() any { return new([]byte) }}
+
+// aligned32 returns n bytes of *buf from a 32-byte boundary, so that the
+// staged vectors never straddle cache lines.
+func aligned32(buf *[]byte, n int) []byte {
+	*buf = grow(*buf, n+32)
+	off := int(-uintptr(unsafe.Pointer(&(*buf)[0])) & 31)
+	return (*buf)[off : off+n]
+}
+
 // fastGroup is how many weight rows a prefill product takes at a time:
 // their blocks stay in L1 while every row of activations passes.
 const fastGroup = 8
@@ -199,9 +215,23 @@ func mulRowsFast(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
 	if T > 1 {
 		step = fastGroup
 	}
+	// With eight or more rows of activations, a K-quant group's weight
+	// side is staged once for all of them, not once per four rows.
+	var staged []byte
+	if T >= 8 && quant.KQuant(w.Format) {
+		buf := stagePool.Get().(*[]byte)
+		staged = aligned32(buf, fastGroup*in/256*kStaged)
+		defer stagePool.Put(buf)
+	}
 	for j0 := r0; j0 < r1; j0 += step {
 		j1 := min(r1, j0+step)
 		t := 0
+		if staged != nil && asmStageK(w, j0, j1-j0, rb, in, staged) {
+			for ; t+4 <= T; t += 4 {
+				q, d, s := a.row(t)
+				asmDotActs4Staged(w, j0, j1-j0, rb, staged, q, d, s, in, y[t*out+j0:], out)
+			}
+		}
 		// Four rows of activations at a time share each weight block.
 		for ; t+4 <= T; t += 4 {
 			q, d, s := a.row(t)

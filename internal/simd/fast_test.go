@@ -190,7 +190,8 @@ func TestMulTFast(t *testing.T) {
 			}
 			quant.QuantizeRow(f, src, w[j*rb:(j+1)*rb])
 		}
-		for _, T := range []int{1, 4, 7} {
+		// T = 9 and 13 take the staged K-quant kernels for 8 and 12 rows.
+		for _, T := range []int{1, 4, 7, 9, 13} {
 			x := make([]float32, T*in)
 			for i := range x {
 				x[i] = float32(r.NormFloat64())
@@ -337,7 +338,7 @@ func TestQuantizeActsKernel(t *testing.T) {
 	corr := make([]int32, in/32)
 	lanes := make([]int32, in/4)
 	if !asmQuantizeActs(quant.Q8_0, x, q, d, nil, corr, lanes, 8) {
-		t.Skip("no AVX-512 quantizer on this CPU")
+		t.Skip("no Q8_K quantizer kernel on this CPU")
 	}
 	wq, wd := make([]int8, in), make([]float32, in/32)
 	quant.QuantizeActs(quant.Q8_0, x, wq, wd, nil)
@@ -387,7 +388,7 @@ func TestQuantizeQ8KKernel(t *testing.T) {
 	}
 	q, d, sums := make([]int8, in), make([]float32, in/256), make([]int16, in/16)
 	if !asmQuantizeActs(quant.Q4_K, x, q, d, sums, nil, nil, 0) {
-		t.Skip("no AVX-512 quantizer on this CPU")
+		t.Skip("no Q8_K quantizer kernel on this CPU")
 	}
 	wq, wd, ws := make([]int8, in), make([]float32, in/256), make([]int16, in/16)
 	quant.QuantizeActs(quant.Q4_K, x, wq, wd, ws)
@@ -494,6 +495,22 @@ func TestFastKernels4(t *testing.T) {
 		for i := range got {
 			if diff := math.Abs(float64(got[i] - want[i])); diff > 1e-5*(mag+1) {
 				t.Errorf("%s x row %d, weight row %d: kernel %g, reference %g", f, i/rows, i%rows, got[i], want[i])
+			}
+		}
+		if !quant.KQuant(f) {
+			continue
+		}
+		// The staged kernels do the same operations in the same order.
+		wt := Weight{Kind: Quant, Format: f, Bytes: w}
+		var buf []byte
+		st := aligned32(&buf, rows*in/256*kStaged)
+		staged := make([]float32, T*rows)
+		if !asmStageK(wt, 0, rows, rb, in, st) || !asmDotActs4Staged(wt, 0, rows, rb, st, q, d, sums, in, staged, rows) {
+			t.Fatalf("%s: no staged kernels", f)
+		}
+		for i := range got {
+			if staged[i] != got[i] {
+				t.Errorf("%s staged x row %d, weight row %d: %g, four-row kernel %g", f, i/rows, i%rows, staged[i], got[i])
 			}
 		}
 	}

@@ -417,6 +417,11 @@ func quantQ8_0ActsAVX512(x *float32, blocks int, q *int8, d *float32, sums *int3
 //go:noescape
 func quantQ8_KActsAVX512(x *float32, blocks int, q *int8, d *float32, sums *int16)
 
+// quantQ8_KActsAVX2 quantizes blocks super-blocks of 256 activations to Q8_K as quant.QuantizeActs does.
+//
+//go:noescape
+func quantQ8_KActsAVX2(x *float32, blocks int, q *int8, d *float32, sums *int16)
+
 // fastQ6_KVNNI computes y[r] = w_r · x for rows Q6_K rows of blocks super-blocks (stride ldw bytes) and Q8_K activations xq, xd with lanes -32·(sums of 4).
 //
 //go:noescape
@@ -611,3 +616,63 @@ func fastQ3_Kx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float3
 //
 //go:noescape
 func fastIQ4_XSx4AVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastStageQ4_KAVX2 stages rows Q4_K rows of blocks super-blocks (stride ldw bytes) into dst for fastStagedQ4_Kx4AVX2, kStaged bytes a super-block.
+//
+//go:noescape
+func fastStageQ4_KAVX2(w *byte, ldw int, rows int, blocks int, dst *byte)
+
+// fastStagedQ4_Kx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q4_K rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastStagedQ4_Kx4AVX2(w *byte, ldw int, rows int, blocks int, st *byte, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastStageQ5_KAVX2 stages rows Q5_K rows of blocks super-blocks (stride ldw bytes) into dst for fastStagedQ5_Kx4AVX2, kStaged bytes a super-block.
+//
+//go:noescape
+func fastStageQ5_KAVX2(w *byte, ldw int, rows int, blocks int, dst *byte)
+
+// fastStagedQ5_Kx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q5_K rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastStagedQ5_Kx4AVX2(w *byte, ldw int, rows int, blocks int, st *byte, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastStageQ6_KAVX2 stages rows Q6_K rows of blocks super-blocks (stride ldw bytes) into dst for fastStagedQ6_Kx4AVX2, kStaged bytes a super-block.
+//
+//go:noescape
+func fastStageQ6_KAVX2(w *byte, ldw int, rows int, blocks int, dst *byte)
+
+// fastStagedQ6_Kx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q6_K rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastStagedQ6_Kx4AVX2(w *byte, ldw int, rows int, blocks int, st *byte, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastStageQ2_KAVX2 stages rows Q2_K rows of blocks super-blocks (stride ldw bytes) into dst for fastStagedQ2_Kx4AVX2, kStaged bytes a super-block.
+//
+//go:noescape
+func fastStageQ2_KAVX2(w *byte, ldw int, rows int, blocks int, dst *byte)
+
+// fastStagedQ2_Kx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q2_K rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastStagedQ2_Kx4AVX2(w *byte, ldw int, rows int, blocks int, st *byte, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastStageQ3_KAVX2 stages rows Q3_K rows of blocks super-blocks (stride ldw bytes) into dst for fastStagedQ3_Kx4AVX2, kStaged bytes a super-block.
+//
+//go:noescape
+func fastStageQ3_KAVX2(w *byte, ldw int, rows int, blocks int, dst *byte)
+
+// fastStagedQ3_Kx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows Q3_K rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastStagedQ3_Kx4AVX2(w *byte, ldw int, rows int, blocks int, st *byte, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastStageIQ4_XSAVX2 stages rows IQ4_XS rows of blocks super-blocks (stride ldw bytes) into dst for fastStagedIQ4_XSx4AVX2, kStaged bytes a super-block.
+//
+//go:noescape
+func fastStageIQ4_XSAVX2(w *byte, ldw int, rows int, blocks int, dst *byte)
+
+// fastStagedIQ4_XSx4AVX2 computes y[i*ldy+r] = w_r · x_i for rows IQ4_XS rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).
+//
+//go:noescape
+func fastStagedIQ4_XSx4AVX2(w *byte, ldw int, rows int, blocks int, st *byte, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)

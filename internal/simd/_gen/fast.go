@@ -147,7 +147,10 @@ func fastK(q string) {
 	Load(Param("rows"), rows)
 	Load(Param("y"), y)
 	mask := bcast8(0x0f)
-	ones := broadcast(avx2, 0x00010001)
+	var ones VecVirtual
+	if q != "IQ4_XS" {
+		ones = broadcast(avx2, 0x00010001)
+	}
 	var m30, m10 VecVirtual
 	if q == "Q6_K" {
 		m30 = bcast8(0x30)
@@ -159,9 +162,11 @@ func fastK(q string) {
 	if q == "Q2_K" || q == "Q3_K" {
 		m3 = bcast8(0x03)
 	}
+	var words Mem
 	if q == "IQ4_XS" {
 		levels = YMM()
 		VMOVDQU(iq4Levels, levels)
+		words = AllocLocal(32)
 	}
 	bsize := map[string]int{"Q4_K": 144, "Q6_K": 210, "Q5_K": 176, "IQ4_XS": 136, "Q2_K": 84, "Q3_K": 110}[q]
 	wp, xp, dp, sp, b := GP64(), GP64(), GP64(), GP64(), GP64()
@@ -186,7 +191,7 @@ func fastK(q string) {
 	case "Q5_K":
 		q4kBlock(wp, xp, sp, dp, acc, sumi, mask, m10)
 	case "IQ4_XS":
-		iq4xsBlock(wp, xp, dp, acc, sumi, mask, levels, ones)
+		iq4xsBlock(wp, xp, dp, acc, sumi, mask, levels, words)
 	case "Q2_K", "Q3_K":
 		q23kBlock(q, wp, xp, sp, dp, acc, sumi, ones, m3, mask)
 	default:
@@ -486,14 +491,89 @@ func fastQ8x4(q string) {
 // each row runs only VPMADDUBSW, VPMADDWD and VPADDD per group against
 // them, and d·sumi − dmin·(mins·sums) into its eight float32 lanes as
 // q4kBlock does.
-func fastKx4(q string) {
+func fastKx4(q string) { fastKx4Rows(q, false) }
+
+// kStaged is the size of a staged super-block (fastKStage): the groups'
+// values, their scale vectors and the words against the sums, 256 bytes
+// each.
+const kStaged = 768
+
+// fastKStage writes fastStage<q>AVX2(w, ldw, rows, blocks, dst): the
+// weight side of fastKx4 for rows rows of blocks super-blocks, staged
+// once into dst (kStaged bytes a super-block, row after row), so that a
+// prefill's every four rows of activations read it instead of staging
+// each super-block again (fastStaged<q>x4AVX2).
+func fastKStage(q string) {
+	name := "fastStage" + q + "AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, dst *byte)")
+	Pragma("noescape")
+	Doc(name + " stages rows " + q + " rows of blocks super-blocks (stride ldw bytes) into dst for fastStaged" + q + "x4AVX2, kStaged bytes a super-block.")
+	w, rows, dp, wp, b := GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("w"), w)
+	Load(Param("rows"), rows)
+	Load(Param("dst"), dp)
+	bsize := map[string]int{"Q4_K": 144, "Q5_K": 176, "Q6_K": 210, "Q2_K": 84, "Q3_K": 110, "IQ4_XS": 136}[q]
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	MOVQ(w, wp)
+	Load(Param("blocks"), b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_rowdone"))
+	kStage(q, wp, Mem{Base: dp}, Mem{Base: dp, Disp: 256}, Mem{Base: dp, Disp: 512})
+	ADDQ(U32(bsize), wp)
+	ADDQ(U32(kStaged), dp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_rowdone")
+	Load(Param("ldw"), b)
+	ADDQ(b, w)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// kStage stages super-block wp's weight side at wq, ws, wm.
+func kStage(q string, wp GPVirtual, wq, ws, wm Mem) {
+	switch q {
+	case "Q6_K":
+		q6kStage(wp, wq, ws, wm)
+	case "Q2_K", "Q3_K":
+		q23kStage(q, wp, wq, ws, wm)
+	case "IQ4_XS":
+		iq4xsStage(wp, wq, ws, wm)
+	default:
+		q4kStage(q, wp, wq, ws, wm)
+	}
+}
+
+// fastKx4Rows writes fast<q>x4AVX2, or with staged fastStaged<q>x4AVX2,
+// which reads each super-block's weight side from st (fastKStage's
+// layout, the same rows) instead of staging it on the stack.
+func fastKx4Rows(q string, staged bool) {
 	name := "fast" + q + "x4AVX2"
-	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)")
+	sig := "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)"
+	if staged {
+		name = "fastStaged" + q + "x4AVX2"
+		sig = "func(w *byte, ldw int, rows int, blocks int, st *byte, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)"
+	}
+	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes y[i*ldy+r] = w_r · x_i for rows %s rows of blocks super-blocks (stride ldw bytes) and four rows of Q8_K activations (stride ldx values).", name, q))
-	wq := AllocLocal(8 * 32) // the groups' unsigned values
-	ws := AllocLocal(8 * 32) // the groups' scales as 16-bit words
-	wm := AllocLocal(8 * 32) // the words against the sums (IQ4_XS: ls − 32)
+	var wq, ws, wm Mem
+	var stp GPVirtual
+	if staged {
+		stp = GP64()
+		Load(Param("st"), stp)
+		wq, ws, wm = Mem{Base: stp}, Mem{Base: stp, Disp: 256}, Mem{Base: stp, Disp: 512}
+	} else {
+		wq = AllocLocal(8 * 32) // the groups' unsigned values
+		ws = AllocLocal(8 * 32) // the groups' scales as 16-bit words
+		wm = AllocLocal(8 * 32) // the words against the sums (IQ4_XS: ls − 32 as word pairs)
+	}
 	w, rows, y, ldx := GP64(), GP64(), GP64(), GP64()
 	Load(Param("w"), w)
 	Load(Param("rows"), rows)
@@ -516,23 +596,38 @@ func fastKx4(q string) {
 	Label(name + "_block")
 	TESTQ(b, b)
 	JZ(LabelRef(name + "_rowdone"))
-	prefetchBlock(wp, bsize)
-	switch q {
-	case "Q6_K":
-		q6kStage(wp, wq, ws, wm)
-	case "Q2_K", "Q3_K":
-		q23kStage(q, wp, wq, ws, wm)
-	case "IQ4_XS":
-		iq4xsStage(wp, wq, ws, wm)
-	default:
-		q4kStage(q, wp, wq, ws, wm)
+	if !staged {
+		prefetchBlock(wp, bsize)
+		kStage(q, wp, wq, ws, wm)
 	}
 	// Each row: its x at tx, its scale at td, its sums at ts.
 	tx, td, ts, st := GP64(), GP64(), GP64(), GP64()
 	MOVQ(xp, tx)
 	MOVQ(dp, td)
 	MOVQ(sp, ts)
+	if staged {
+		// Group by group for the four rows, then each row's tail.
+		x3 := GP64()
+		LEAQ(Mem{Base: xp, Index: ldx, Scale: 2}, x3)
+		ADDQ(ldx, x3)
+		xr := [4]Mem{{Base: xp}, {Base: xp, Index: ldx, Scale: 1}, {Base: xp, Index: ldx, Scale: 2}, {Base: x3}}
+		sumi := quadSums(q, xr, wq, ws, wm)
+		for i, a := range acc {
+			if i > 0 {
+				MOVQ(ldx, st)
+				SHRQ(U8(6), st) // ldx/256 float32s
+				ADDQ(st, td)
+				MOVQ(ldx, st)
+				SHRQ(U8(3), st) // ldx/16 int16s
+				ADDQ(st, ts)
+			}
+			kTail(q, wp, td, ts, wm, sumi[i], a)
+		}
+	}
 	for i, a := range acc {
+		if staged {
+			break
+		}
 		if i > 0 {
 			ADDQ(ldx, tx)
 			MOVQ(ldx, st)
@@ -554,6 +649,9 @@ func fastKx4(q string) {
 		}
 	}
 	ADDQ(U32(bsize), wp)
+	if staged {
+		ADDQ(U32(kStaged), stp)
+	}
 	ADDQ(U32(256), xp)
 	ADDQ(U8(4), dp)
 	ADDQ(U8(32), sp)
@@ -660,18 +758,11 @@ func q4kStage(q string, wp GPVirtual, wq, ws, wm Mem) {
 // q4kRow adds one activation row's share of a staged Q4_K or Q5_K
 // super-block into acc: d·sumi − dmin·(mins·sums), as q4kBlock.
 func q4kRow(wp, tx, td, ts GPVirtual, wq, ws, wm Mem, acc VecVirtual) {
-	sumi := YMM()
-	for g := 0; g < 8; g++ {
-		p := YMM()
-		VMOVDQU(wq.Offset(32*g), p)
-		VPMADDUBSW(Mem{Base: tx, Disp: 32 * g}, p, p)
-		VPMADDWD(ws.Offset(32*g), p, p)
-		if g == 0 {
-			sumi = p
-		} else {
-			VPADDD(p, sumi, sumi)
-		}
-	}
+	q4kTail(wp, td, ts, wm, rowSums("Q4_K", tx, wq, ws, wm), acc)
+}
+
+// q4kTail adds d·sumi − dmin·(mins·sums) into acc.
+func q4kTail(wp, td, ts GPVirtual, wm Mem, sumi, acc VecVirtual) {
 	m := YMM()
 	VMOVDQU(wm, m)
 	VPMADDWD(Mem{Base: ts}, m, m)
@@ -683,9 +774,90 @@ func q4kRow(wp, tx, td, ts GPVirtual, wq, ws, wm Mem, acc VecVirtual) {
 	VFNMADD231PS(m, dmin, acc)
 }
 
+// rowSums returns one activation row's eight int32 lane sums against a
+// staged super-block: per group VPMADDUBSW of the unsigned values (IQ4_XS:
+// their magnitudes, x taking their signs) and one VPMADDWD by the group's
+// scale words.
+func rowSums(q string, tx GPVirtual, wq, ws, wm Mem) VecVirtual {
+	sumi := YMM()
+	for g := 0; g < 8; g++ {
+		p := YMM()
+		if q == "IQ4_XS" {
+			VMOVDQU(Mem{Base: tx, Disp: 32 * g}, p)
+			VPSIGNB(wq.Offset(32*g), p, p)
+			t := YMM()
+			VMOVDQU(ws.Offset(32*g), t)
+			VPMADDUBSW(p, t, p)
+			VPMADDWD(wm.Offset(32*g), p, p)
+		} else {
+			VMOVDQU(wq.Offset(32*g), p)
+			VPMADDUBSW(Mem{Base: tx, Disp: 32 * g}, p, p)
+			VPMADDWD(ws.Offset(32*g), p, p)
+		}
+		if g == 0 {
+			sumi = p
+		} else {
+			VPADDD(p, sumi, sumi)
+		}
+	}
+	return sumi
+}
+
+// quadSums is rowSums for four activation rows at once (x at xr[0..3]),
+// group by group: each group's staged vectors are loaded once for the
+// four rows, so a row costs one load of x and three or four operations.
+func quadSums(q string, xr [4]Mem, wq, ws, wm Mem) [4]VecVirtual {
+	var sumi [4]VecVirtual
+	for g := 0; g < 8; g++ {
+		wv, sv := YMM(), YMM()
+		VMOVDQU(wq.Offset(32*g), wv)
+		VMOVDQU(ws.Offset(32*g), sv)
+		var mv VecVirtual
+		if q == "IQ4_XS" {
+			mv = YMM()
+			VMOVDQU(wm.Offset(32*g), mv)
+		}
+		for r := 0; r < 4; r++ {
+			p := YMM()
+			x := xr[r].Offset(32 * g)
+			if q == "IQ4_XS" {
+				VMOVDQU(x, p)
+				VPSIGNB(wv, p, p)
+				VPMADDUBSW(p, sv, p)
+				VPMADDWD(mv, p, p)
+			} else {
+				VPMADDUBSW(x, wv, p)
+				VPMADDWD(sv, p, p)
+			}
+			if g == 0 {
+				sumi[r] = p
+			} else {
+				VPADDD(p, sumi[r], sumi[r])
+			}
+		}
+	}
+	return sumi
+}
+
+// kTail adds a row's lane sums into acc, the format's tail.
+func kTail(q string, wp, td, ts GPVirtual, wm Mem, sumi, acc VecVirtual) {
+	switch q {
+	case "Q6_K":
+		q6kTail(wp, td, ts, wm, sumi, acc)
+	case "Q2_K", "Q3_K":
+		q23kTail(q, wp, td, ts, wm, sumi, acc)
+	case "IQ4_XS":
+		VCVTDQ2PS(sumi, sumi)
+		d := scaleOf(Mem{Base: wp}, Mem{Base: td})
+		VFMADD231PS(sumi, d, acc)
+	default:
+		q4kTail(wp, td, ts, wm, sumi, acc)
+	}
+}
+
 // q6kStage stages a Q6_K super-block at wp for fastKx4: the eight groups'
-// unsigned 6-bit values at wq, each group's scales as int32 lanes (for
-// VPMULLD, as q6kBlock) at ws, the sixteen scales as 16-bit words at wm.
+// unsigned 6-bit values at wq, each group's scales as 16-bit word pairs
+// (for VPMADDWD) at ws, the sixteen scales as 16-bit words at wm.
 func q6kStage(wp GPVirtual, wq, ws, wm Mem) {
 	mask, m30 := bcast8(0x0f), bcast8(0x30)
 	for h := 0; h < 2; h++ {
@@ -719,7 +891,7 @@ func q6kStage(wp GPVirtual, wq, ws, wm Mem) {
 			s := YMM()
 			VMOVDQU(q6kIdx.Offset(32*k), s)
 			VPERMD(sc, s, s)
-			VMOVDQU(s, ws.Offset(32*(4*h+k)))
+			VMOVDQU(wordPairs(s), ws.Offset(32*(4*h+k)))
 		}
 	}
 	sc16 := YMM()
@@ -730,20 +902,11 @@ func q6kStage(wp GPVirtual, wq, ws, wm Mem) {
 // q6kRow adds one activation row's share of a staged Q6_K super-block
 // into acc: d·(Σ_g sc_g·(q·x)_g − 32·Σ_g sc_g·sums_g), as q6kBlock.
 func q6kRow(wp, tx, td, ts GPVirtual, wq, ws, wm Mem, acc VecVirtual) {
-	ones := broadcast(avx2, 0x00010001)
-	sumi := YMM()
-	for g := 0; g < 8; g++ {
-		p := YMM()
-		VMOVDQU(wq.Offset(32*g), p)
-		VPMADDUBSW(Mem{Base: tx, Disp: 32 * g}, p, p)
-		VPMADDWD(ones, p, p)
-		VPMULLD(ws.Offset(32*g), p, p)
-		if g == 0 {
-			sumi = p
-		} else {
-			VPADDD(p, sumi, sumi)
-		}
-	}
+	q6kTail(wp, td, ts, wm, rowSums("Q6_K", tx, wq, ws, wm), acc)
+}
+
+// q6kTail adds d·(sumi − 32·Σ_g sc_g·sums_g) into acc.
+func q6kTail(wp, td, ts GPVirtual, wm Mem, sumi, acc VecVirtual) {
 	sc16 := YMM()
 	VMOVDQU(wm, sc16)
 	VPMADDWD(Mem{Base: ts}, sc16, sc16)
@@ -757,7 +920,7 @@ func q6kRow(wp, tx, td, ts GPVirtual, wq, ws, wm Mem, acc VecVirtual) {
 // q23kStage stages a Q2_K or Q3_K super-block at wp for fastKx4 (see
 // q23kBlock): the eight groups' unsigned values (Q3_K's with the hmask
 // bit as 4, its −4 taken off through the sums) at wq, each group's scales
-// as int32 lanes at ws, and the words against the sums (Q2_K's mins,
+// as 16-bit word pairs at ws, and the words against the sums (Q2_K's mins,
 // Q3_K's scales) at wm.
 func q23kStage(q string, wp GPVirtual, wq, ws, wm Mem) {
 	m3, m0f := bcast8(0x03), bcast8(0x0f)
@@ -824,7 +987,7 @@ func q23kStage(q string, wp GPVirtual, wq, ws, wm Mem) {
 		s := YMM()
 		VMOVDQU(q6kIdx.Offset(32*(g%4)), s)
 		VPERMD(scd[g/4], s, s)
-		VMOVDQU(s, ws.Offset(32*g))
+		VMOVDQU(wordPairs(s), ws.Offset(32*g))
 	}
 	var hm, m01 VecVirtual
 	if q == "Q3_K" {
@@ -863,20 +1026,12 @@ func q23kStage(q string, wp GPVirtual, wq, ws, wm Mem) {
 // q23kRow adds one activation row's share of a staged Q2_K or Q3_K
 // super-block into acc, as q23kBlock.
 func q23kRow(q string, wp, tx, td, ts GPVirtual, wq, ws, wm Mem, acc VecVirtual) {
-	ones := broadcast(avx2, 0x00010001)
-	sumi := YMM()
-	for g := 0; g < 8; g++ {
-		p := YMM()
-		VMOVDQU(wq.Offset(32*g), p)
-		VPMADDUBSW(Mem{Base: tx, Disp: 32 * g}, p, p)
-		VPMADDWD(ones, p, p)
-		VPMULLD(ws.Offset(32*g), p, p)
-		if g == 0 {
-			sumi = p
-		} else {
-			VPADDD(p, sumi, sumi)
-		}
-	}
+	q23kTail(q, wp, td, ts, wm, rowSums(q, tx, wq, ws, wm), acc)
+}
+
+// q23kTail adds the lane sums into acc with Q2_K's min term or Q3_K's
+// −4 term, as q23kBlock.
+func q23kTail(q string, wp, td, ts GPVirtual, wm Mem, sumi, acc VecVirtual) {
 	corr := YMM()
 	VMOVDQU(wm, corr)
 	VPMADDWD(Mem{Base: ts}, corr, corr)
@@ -898,40 +1053,21 @@ func q23kRow(q string, wp, tx, td, ts GPVirtual, wq, ws, wm Mem, acc VecVirtual)
 
 // iq4xsStage stages an IQ4_XS super-block at wp for fastKx4 (see
 // iq4xsBlock): the eight groups' signed levels at wq, their absolute
-// values at ws, and each group's ls − 32 broadcast as int32 lanes at wm
-// (eight vectors).
+// values at ws, and each group's ls − 32 as 16-bit word pairs broadcast
+// at wm (eight vectors).
 func iq4xsStage(wp GPVirtual, wq, ws, wm Mem) {
 	mask, levels := bcast8(0x0f), YMM()
 	VMOVDQU(iq4Levels, levels)
-	sh := GP32()
-	MOVWLZX(Mem{Base: wp, Disp: 2}, sh)
+	words := iq4xsWords(wp)
 	for b := 0; b < 8; b++ {
-		wv, hi := YMM(), XMM()
-		VMOVDQU(Mem{Base: wp, Disp: 8 + 16*b}, wv.AsX())
-		VPSRLW(U8(4), wv.AsX(), hi)
-		VINSERTI128(U8(1), hi, wv, wv)
-		VPAND(mask, wv, wv)
+		wv := iq4Nibbles(Mem{Base: wp, Disp: 8 + 16*b}, mask)
 		VPSHUFB(wv, levels, wv)
 		VMOVDQU(wv, wq.Offset(32*b))
 		VPSIGNB(wv, wv, wv)
 		VMOVDQU(wv, ws.Offset(32*b))
-		ls, t := GP32(), GP32()
-		MOVBLZX(Mem{Base: wp, Disp: 4 + b/2}, ls)
-		if b%2 == 1 {
-			SHRL(U8(4), ls)
-		}
-		ANDL(U32(15), ls)
-		MOVL(sh, t)
-		if b > 0 {
-			SHRL(U8(2*b), t)
-		}
-		ANDL(U32(3), t)
-		SHLL(U8(4), t)
-		ORL(t, ls)
-		SUBL(U32(32), ls)
-		lv := YMM()
-		VMOVD(ls, lv.AsX())
-		VPBROADCASTD(lv.AsX(), lv)
+		lv, idx := YMM(), YMM()
+		VMOVDQU(laneIdx.Offset(32*b), idx)
+		VPERMD(words, idx, lv)
 		VMOVDQU(lv, wm.Offset(32*b))
 	}
 }
@@ -939,23 +1075,5 @@ func iq4xsStage(wp GPVirtual, wq, ws, wm Mem) {
 // iq4xsRow adds one activation row's share of a staged IQ4_XS
 // super-block into acc, as iq4xsBlock: |w| against x with w's signs.
 func iq4xsRow(wp, tx, td GPVirtual, wq, ws, wm Mem, acc VecVirtual) {
-	ones := broadcast(avx2, 0x00010001)
-	sumi := YMM()
-	for g := 0; g < 8; g++ {
-		sx, ax := YMM(), YMM()
-		VMOVDQU(Mem{Base: tx, Disp: 32 * g}, sx)
-		VPSIGNB(wq.Offset(32*g), sx, sx)
-		VMOVDQU(ws.Offset(32*g), ax)
-		VPMADDUBSW(sx, ax, ax)
-		VPMADDWD(ones, ax, ax)
-		VPMULLD(wm.Offset(32*g), ax, ax)
-		if g == 0 {
-			sumi = ax
-		} else {
-			VPADDD(ax, sumi, sumi)
-		}
-	}
-	VCVTDQ2PS(sumi, sumi)
-	d := scaleOf(Mem{Base: wp}, Mem{Base: td})
-	VFMADD231PS(sumi, d, acc)
+	kTail("IQ4_XS", wp, td, td, wm, rowSums("IQ4_XS", tx, wq, ws, wm), acc)
 }

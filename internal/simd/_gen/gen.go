@@ -173,6 +173,8 @@ func main() {
 	quantQ8Acts()
 	fastVNNIConsts()
 	quantQ8KActs()
+	q8kConsts()
+	quantQ8KActsAVX2()
 	q6kConsts()
 	fastQ6KVNNI()
 	fastQ4VNNI("Q4_0")
@@ -188,6 +190,7 @@ func main() {
 	iq4nlRows(true)
 	iq4nlRows(false)
 	lowbitConsts()
+	kscalesConsts()
 	for _, q := range []string{"Q4_1", "Q5_1", "Q2_K", "Q3_K", "Q5_K", "IQ4_XS"} {
 		lowbitDequantAVX2(q)
 	}
@@ -212,6 +215,10 @@ func main() {
 	fastKx4("Q2_K")
 	fastKx4("Q3_K")
 	fastKx4("IQ4_XS")
+	for _, q := range []string{"Q4_K", "Q5_K", "Q6_K", "Q2_K", "Q3_K", "IQ4_XS"} {
+		fastKStage(q)
+		fastKx4Rows(q, true)
+	}
 	Generate()
 }
 
@@ -1059,12 +1066,8 @@ func kquantRowsAVX2(q string, dot bool) {
 	} else {
 		m15 = broadcast(avx2isa, 15)
 	}
-	bcast := func(x VecVirtual) VecVirtual {
-		y := YMM()
-		VBROADCASTSS(x, y)
-		return y
-	}
 	bsize := map[string]int{"Q6_K": 210, "Q4_K": 144}[q]
+	scaleBuf := AllocLocal(64) // the super-block's scales as float32s
 	var acc []VecVirtual
 	if dot {
 		acc = []VecVirtual{YMM(), YMM(), YMM(), YMM()}
@@ -1095,7 +1098,7 @@ func kquantRowsAVX2(q string, dot bool) {
 		// Each group of 32 values as bytes q−32 (q6kBlock's byte moves),
 		// widened signed to int32, converted, times d·sc: the float32
 		// operations of ggml's dequantize_row_q6_K.
-		d := halfToScalar(Mem{Base: wp, Disp: 208})
+		q6kScalesAVX2(wp, scaleBuf)
 		for half := 0; half < 2; half++ {
 			ql, sc := 64*half, 192+8*half
 			qh := YMM()
@@ -1122,13 +1125,8 @@ func kquantRowsAVX2(q string, dot bool) {
 				VPSUBB(b32, qv, qv)
 				var ss [2]VecVirtual
 				for is := 0; is < 2; is++ {
-					sv := GP32()
-					MOVBLSX(Mem{Base: wp, Disp: sc + is + 2*k}, sv)
-					sf := XMM()
-					VXORPS(sf, sf, sf) // defined here, not live from the entry
-					VCVTSI2SSL(sv, sf, sf)
-					VMULSS(d, sf, sf)
-					ss[is] = bcast(sf)
+					ss[is] = YMM()
+					VBROADCASTSS(scaleBuf.Offset(4*(sc-192+is+2*k)), ss[is])
 				}
 				widenBytes(qv, true, func(x VecVirtual, j int) {
 					VCVTDQ2PS(x, x)
@@ -1138,19 +1136,12 @@ func kquantRowsAVX2(q string, dot bool) {
 			}
 		}
 	} else {
-		d := halfToScalar(Mem{Base: wp})
-		dmin := halfToScalar(Mem{Base: wp, Disp: 2})
+		q4kScalesAVX2(wp, scaleBuf)
 		for ch := 0; ch < 4; ch++ {
 			for sub := 0; sub < 2; sub++ {
-				sc, m := q4kScaleMin(wp, 2*ch+sub)
-				dsc, dm := XMM(), XMM()
-				VXORPS(dsc, dsc, dsc)
-				VXORPS(dm, dm, dm)
-				VCVTSI2SSL(sc, dsc, dsc)
-				VMULSS(d, dsc, dsc)
-				VCVTSI2SSL(m, dm, dm)
-				VMULSS(dmin, dm, dm)
-				ds, ms := bcast(dsc), bcast(dm)
+				ds, ms := YMM(), YMM()
+				VBROADCASTSS(scaleBuf.Offset(4*(2*ch+sub)), ds)
+				VBROADCASTSS(scaleBuf.Offset(32+4*(2*ch+sub)), ms)
 				for l0 := 0; l0 < 32; l0 += 8 {
 					qv := YMM()
 					VPMOVZXBD(Mem{Base: wp, Disp: 16 + 32*ch + l0}, qv)

@@ -73,13 +73,6 @@ func lowbitRowsAVX2(q string, dot bool) {
 		VBROADCASTSS(x, y)
 		return y
 	}
-	// scalarOf converts a general register to a float32 in an XMM.
-	scalarOf := func(r GPVirtual) VecVirtual {
-		f := XMM()
-		VXORPS(f, f, f) // defined here, not live from the entry
-		VCVTSI2SSL(r, f, f)
-		return f
-	}
 	// bits8 loads 8 bytes at m as int32 lanes, shifted right by shift
 	// and masked with mask.
 	bits8 := func(m Mem, shift int, mask VecVirtual) VecVirtual {
@@ -111,6 +104,11 @@ func lowbitRowsAVX2(q string, dot bool) {
 		levels, mask16 = XMM(), XMM()
 		VMOVDQU(iq4Levels, levels)
 		VMOVDQU(iq4Mask, mask16)
+	}
+	// The super-block's scales as float32s (q2kScalesAVX2 and its kin).
+	var scaleBuf Mem
+	if q != "Q4_1" && q != "Q5_1" {
+		scaleBuf = AllocLocal(128)
 	}
 	var acc []VecVirtual
 	if dot {
@@ -168,7 +166,7 @@ func lowbitRowsAVX2(q string, dot bool) {
 			store(x, 8*v)
 		}
 	case "Q5_K":
-		d, dmin := halfToScalar(Mem{Base: wp}), halfToScalar(Mem{Base: wp, Disp: 2})
+		q4kScalesAVX2(wp, scaleBuf)
 		qh := YMM()
 		VMOVDQU(Mem{Base: wp, Disp: 16}, qh)
 		// fifth ORs into v bit b of each byte of qh, moved to bit 4.
@@ -196,11 +194,9 @@ func lowbitRowsAVX2(q string, dot bool) {
 			fifth(lo, 2*ch)
 			fifth(hi, 2*ch+1)
 			for sub, v := range []VecVirtual{lo, hi} {
-				sc, m := q4kScaleMin(wp, 2*ch+sub)
-				dsc, dm := scalarOf(sc), scalarOf(m)
-				VMULSS(d, dsc, dsc)
-				VMULSS(dmin, dm, dm)
-				ds, ms := bcast(dsc), bcast(dm)
+				ds, ms := YMM(), YMM()
+				VBROADCASTSS(scaleBuf.Offset(4*(2*ch+sub)), ds)
+				VBROADCASTSS(scaleBuf.Offset(32+4*(2*ch+sub)), ms)
 				widen32(v, func(x VecVirtual, k int) {
 					VCVTDQ2PS(x, x)
 					VFMSUB213PS(ms, ds, x) // (d·sc)·q − dmin·m (exactProduct)
@@ -214,46 +210,24 @@ func lowbitRowsAVX2(q string, dot bool) {
 		// widened to int32 four vectors at a time; then ggml's float32
 		// steps per sub-block.
 		qs := map[string]int{"Q2_K": 16, "Q3_K": 32}[q]
-		var d, dmin, hm VecVirtual
+		var hm VecVirtual
 		if q == "Q2_K" {
-			d, dmin = halfToScalar(Mem{Base: wp, Disp: 80}), halfToScalar(Mem{Base: wp, Disp: 82})
+			q2kScalesAVX2(wp, scaleBuf)
 		} else {
-			d = halfToScalar(Mem{Base: wp, Disp: 108})
+			q3kScalesAVX2(wp, scaleBuf)
 			hm = YMM()
 			VMOVDQU(Mem{Base: wp}, hm)
 		}
 		// scales returns sub-block i's d·sc broadcast (and Q2_K's
-		// dmin·m).
+		// dmin·m) from the super-block's scales at scaleBuf.
 		scales := func(i int) (ds, ms VecVirtual) {
+			ds = YMM()
+			VBROADCASTSS(scaleBuf.Offset(4*i), ds)
 			if q == "Q2_K" {
-				s, mn := GP32(), GP32()
-				MOVBLZX(Mem{Base: wp, Disp: i}, s)
-				MOVL(s, mn)
-				ANDL(U32(15), s)
-				SHRL(U8(4), mn)
-				dsc, dm := scalarOf(s), scalarOf(mn)
-				VMULSS(d, dsc, dsc)
-				VMULSS(dmin, dm, dm)
-				return bcast(dsc), bcast(dm)
+				ms = YMM()
+				VBROADCASTSS(scaleBuf.Offset(64+4*i), ms)
 			}
-			// sc_i = (scales[i%8] >> 4(i/8)) & 15 | ((scales[8+i%4] >> 2(i/4)) & 3) << 4, less 32.
-			s, hi := GP32(), GP32()
-			MOVBLZX(Mem{Base: wp, Disp: 96 + i%8}, s)
-			if i/8 > 0 {
-				SHRL(U8(4), s)
-			}
-			ANDL(U32(15), s)
-			MOVBLZX(Mem{Base: wp, Disp: 96 + 8 + i%4}, hi)
-			if i/4 > 0 {
-				SHRL(U8(2*(i/4)), hi)
-			}
-			ANDL(U32(3), hi)
-			SHLL(U8(4), hi)
-			ORL(hi, s)
-			SUBL(U32(32), s)
-			dsc := scalarOf(s)
-			VMULSS(d, dsc, dsc)
-			return bcast(dsc), nil
+			return ds, ms
 		}
 		for h := 0; h < 2; h++ {
 			q2 := YMM()
@@ -294,27 +268,10 @@ func lowbitRowsAVX2(q string, dot bool) {
 			}
 		}
 	case "IQ4_XS":
-		d := halfToScalar(Mem{Base: wp})
-		sh := GP32()
-		MOVWLZX(Mem{Base: wp, Disp: 2}, sh)
+		iq4xsScalesAVX2(wp, scaleBuf)
 		for b := 0; b < 8; b++ {
-			ls, t := GP32(), GP32()
-			MOVBLZX(Mem{Base: wp, Disp: 4 + b/2}, ls)
-			if b%2 == 1 {
-				SHRL(U8(4), ls)
-			}
-			ANDL(U32(15), ls)
-			MOVL(sh, t)
-			if b > 0 {
-				SHRL(U8(2*b), t)
-			}
-			ANDL(U32(3), t)
-			SHLL(U8(4), t)
-			ORL(t, ls)
-			SUBL(U32(32), ls)
-			dl := scalarOf(ls)
-			VMULSS(d, dl, dl)
-			dv := bcast(dl)
+			dv := YMM()
+			VBROADCASTSS(scaleBuf.Offset(4*b), dv)
 			raw, lo, hi := XMM(), XMM(), XMM()
 			VMOVDQU(Mem{Base: wp, Disp: 8 + 16*b}, raw)
 			VPAND(mask16, raw, lo)
@@ -472,44 +429,23 @@ func fastQ8_1(q string) {
 
 // iq4xsBlock accumulates one IQ4_XS super-block against Q8_K activations:
 // per 32-value sub-block b the levels K[nibble] (VPSHUFB on levels) times
-// x as fastQ8 does (|w| and x with w's signs into VPMADDUBSW), the eight
-// lane sums times ls_b - 32 (VPMULLD), then d_w·d_x times their float32
-// sum, as ggml's x86 vec_dot_iq4_xs_q8_K.
-func iq4xsBlock(wp, xp, dp GPVirtual, acc, sumi, mask, levels, ones VecVirtual) {
+// x as fastQ8 does (|w| and x with w's signs into VPMADDUBSW), the pairs
+// of 16-bit sums times ls_b − 32 and added by one VPMADDWD (the scale as
+// a word in both halves of each lane, iq4xsScaleWords), then d_w·d_x times
+// their float32 sum, as ggml's x86 vec_dot_iq4_xs_q8_K.
+func iq4xsBlock(wp, xp, dp GPVirtual, acc, sumi, mask, levels VecVirtual, words Mem) {
 	VPXOR(sumi, sumi, sumi)
-	sh := GP32()
-	MOVWLZX(Mem{Base: wp, Disp: 2}, sh)
+	iq4xsScaleWords(wp, words)
 	for b := 0; b < 8; b++ {
-		wv, hi := YMM(), XMM()
-		VMOVDQU(Mem{Base: wp, Disp: 8 + 16*b}, wv.AsX())
-		VPSRLW(U8(4), wv.AsX(), hi)
-		VINSERTI128(U8(1), hi, wv, wv)
-		VPAND(mask, wv, wv)
+		wv := iq4Nibbles(Mem{Base: wp, Disp: 8 + 16*b}, mask)
 		VPSHUFB(wv, levels, wv)
-		ax, sx := YMM(), YMM()
+		ax, sx, lv := YMM(), YMM(), YMM()
 		VMOVDQU(Mem{Base: xp, Disp: 32 * b}, sx)
 		VPSIGNB(wv, wv, ax)
 		VPSIGNB(wv, sx, sx)
 		VPMADDUBSW(sx, ax, ax)
-		VPMADDWD(ones, ax, ax)
-		ls, t := GP32(), GP32()
-		MOVBLZX(Mem{Base: wp, Disp: 4 + b/2}, ls)
-		if b%2 == 1 {
-			SHRL(U8(4), ls)
-		}
-		ANDL(U32(15), ls)
-		MOVL(sh, t)
-		if b > 0 {
-			SHRL(U8(2*b), t)
-		}
-		ANDL(U32(3), t)
-		SHLL(U8(4), t)
-		ORL(t, ls)
-		SUBL(U32(32), ls)
-		lv := YMM()
-		VMOVD(ls, lv.AsX())
-		VPBROADCASTD(lv.AsX(), lv)
-		VPMULLD(lv, ax, ax)
+		VPBROADCASTD(words.Offset(4*b), lv)
+		VPMADDWD(lv, ax, ax)
 		VPADDD(ax, sumi, sumi)
 	}
 	VCVTDQ2PS(sumi, sumi)
