@@ -594,6 +594,35 @@ func asmDotActs4Staged(w Weight, r0, rows, rb int, st []byte, q []int8, d []floa
 	return true
 }
 
+// asmStage8 stages the eight weight rows from r0 (in values each) into
+// dst, q8Staged bytes a block, for asmDotActs4Staged8; false for a format
+// outside the Q8_0 family.
+func asmStage8(w Weight, r0, rb, in int, dst []byte) bool {
+	if active == nil || len(dst) < in/32*q8Staged {
+		return false
+	}
+	wp, nb := &w.Bytes[r0*rb], in/32
+	switch w.Format {
+	case quant.Q8_0:
+		fastStage8Q8_0AVX2(wp, rb, nb, &dst[0])
+	case quant.Q4_0:
+		fastStage8Q4_0AVX2(wp, rb, nb, &dst[0])
+	case quant.Q5_0:
+		fastStage8Q5_0AVX2(wp, rb, nb, &dst[0])
+	case quant.IQ4_NL:
+		fastStage8IQ4_NLAVX2(wp, rb, nb, &dst[0])
+	default:
+		return false
+	}
+	return true
+}
+
+// asmDotActs4Staged8 computes the eight staged rows' products with four
+// rows of Q8_0 activations (stride in values): y[i*ldy + r].
+func asmDotActs4Staged8(st []byte, q []int8, d []float32, in int, y []float32, ldy int) {
+	fastStaged8x4AVX2(&st[0], in/32, &q[0], &d[0], in, &y[0], ldy)
+}
+
 func haveExpShift() bool { return active != nil }
 
 func haveScaleF64() bool { return active == avx512 }

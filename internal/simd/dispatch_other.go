@@ -62,6 +62,12 @@ func asmDotActs4Staged(w Weight, r0, rows, rb int, st []byte, q []int8, d []floa
 	return false
 }
 
+func asmStage8(w Weight, r0, rb, in int, dst []byte) bool { return false }
+
+func asmDotActs4Staged8(st []byte, q []int8, d []float32, in int, y []float32, ldy int) {
+	panic("simd: no assembly kernels in this build")
+}
+
 func haveExpShift() bool { return false }
 
 func haveScaleF64() bool { return false }

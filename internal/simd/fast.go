@@ -188,6 +188,10 @@ func grow[E any](s []E, n int) []E {
 // _gen/fast.go).
 const kStaged = 768
 
+// q8Staged is the bytes of one staged block of eight Q8_0-family rows
+// (fastStage8 in _gen/stage8.go).
+const q8Staged = 544
+
 // stagePool holds the buffers of staged weight groups (asmStageK).
 var stagePool = sync.Pool{New: func() any { return new([]byte) }}
 
@@ -217,16 +221,25 @@ func mulRowsFast(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
 	}
 	// With eight or more rows of activations, a K-quant group's weight
 	// side is staged once for all of them, not once per four rows.
+	// The Q8_0 family's whole groups of eight are staged as int8 values
+	// with a weight row in each lane.
 	var staged []byte
-	if T >= 8 && quant.KQuant(w.Format) {
+	q8Family := quant.ActBlock(w.Format) == 32 && quant.ActScales(w.Format) == 1
+	if T >= 8 && (quant.KQuant(w.Format) || q8Family) {
 		buf := stagePool.Get().(*[]byte)
-		staged = aligned32(buf, fastGroup*in/256*kStaged)
+		staged = aligned32(buf, max(fastGroup*in/256*kStaged, in/32*q8Staged))
 		defer stagePool.Put(buf)
 	}
 	for j0 := r0; j0 < r1; j0 += step {
 		j1 := min(r1, j0+step)
 		t := 0
-		if staged != nil && asmStageK(w, j0, j1-j0, rb, in, staged) {
+		if staged != nil && q8Family && j1-j0 == 8 && asmStage8(w, j0, rb, in, staged) {
+			for ; t+4 <= T; t += 4 {
+				q, d, _ := a.row(t)
+				asmDotActs4Staged8(staged, q, d, in, y[t*out+j0:], out)
+			}
+		}
+		if staged != nil && !q8Family && asmStageK(w, j0, j1-j0, rb, in, staged) {
 			for ; t+4 <= T; t += 4 {
 				q, d, s := a.row(t)
 				asmDotActs4Staged(w, j0, j1-j0, rb, staged, q, d, s, in, y[t*out+j0:], out)

@@ -515,3 +515,54 @@ func TestFastKernels4(t *testing.T) {
 		}
 	}
 }
+
+// TestStaged8 checks the staged eight-row kernels of the Q8_0 family
+// against the plain-Go reference, for each format and four rows of
+// activations.
+func TestStaged8(t *testing.T) {
+	if len(supported()) == 0 {
+		t.Skip("no SIMD kernels on this CPU")
+	}
+	was := active
+	Force(true)
+	defer func() { active = was }()
+	r := rand.New(rand.NewPCG(11, 12))
+	const rows, T, in = 8, 4, 544
+	for _, f := range []quant.Format{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL} {
+		rb, _ := f.RowBytes(in)
+		w := make([]byte, rows*rb)
+		src := make([]float32, in)
+		for j := 0; j < rows; j++ {
+			for i := range src {
+				src[i] = float32(r.NormFloat64())
+			}
+			quant.QuantizeRow(f, src, w[j*rb:(j+1)*rb])
+		}
+		q, d := make([]int8, T*in), make([]float32, T*in/32)
+		want := make([]float32, T*rows)
+		var mag float64
+		for tt := 0; tt < T; tt++ {
+			x := make([]float32, in)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * 3)
+			}
+			quant.QuantizeActs(f, x, q[tt*in:(tt+1)*in], d[tt*in/32:(tt+1)*in/32], nil)
+			for j := 0; j < rows; j++ {
+				want[tt*rows+j] = quant.DotActs(f, w[j*rb:(j+1)*rb], q[tt*in:(tt+1)*in], d[tt*in/32:(tt+1)*in/32], nil)
+				mag = max(mag, math.Abs(float64(want[tt*rows+j])))
+			}
+		}
+		var buf []byte
+		st := aligned32(&buf, in/32*q8Staged)
+		if !asmStage8(Weight{Kind: Quant, Format: f, Bytes: w}, 0, rb, in, st) {
+			t.Fatalf("%s: no staging kernel", f)
+		}
+		got := make([]float32, T*rows)
+		asmDotActs4Staged8(st, q, d, in, got, rows)
+		for i := range got {
+			if diff := math.Abs(float64(got[i] - want[i])); diff > 1e-5*(mag+1) {
+				t.Errorf("%s x row %d, weight row %d: kernel %g, reference %g", f, i/rows, i%rows, got[i], want[i])
+			}
+		}
+	}
+}

@@ -676,3 +676,28 @@ func fastStageIQ4_XSAVX2(w *byte, ldw int, rows int, blocks int, dst *byte)
 //
 //go:noescape
 func fastStagedIQ4_XSx4AVX2(w *byte, ldw int, rows int, blocks int, st *byte, xq *int8, xd *float32, xs *int16, ldx int, y *float32, ldy int)
+
+// fastStage8Q8_0AVX2 stages eight Q8_0 rows of blocks blocks (stride ldw bytes) into dst for fastStaged8x4AVX2, q8Staged bytes a block.
+//
+//go:noescape
+func fastStage8Q8_0AVX2(w *byte, ldw int, blocks int, dst *byte)
+
+// fastStage8Q4_0AVX2 stages eight Q4_0 rows of blocks blocks (stride ldw bytes) into dst for fastStaged8x4AVX2, q8Staged bytes a block.
+//
+//go:noescape
+func fastStage8Q4_0AVX2(w *byte, ldw int, blocks int, dst *byte)
+
+// fastStage8Q5_0AVX2 stages eight Q5_0 rows of blocks blocks (stride ldw bytes) into dst for fastStaged8x4AVX2, q8Staged bytes a block.
+//
+//go:noescape
+func fastStage8Q5_0AVX2(w *byte, ldw int, blocks int, dst *byte)
+
+// fastStage8IQ4_NLAVX2 stages eight IQ4_NL rows of blocks blocks (stride ldw bytes) into dst for fastStaged8x4AVX2, q8Staged bytes a block.
+//
+//go:noescape
+func fastStage8IQ4_NLAVX2(w *byte, ldw int, blocks int, dst *byte)
+
+// fastStaged8x4AVX2 computes y[i*ldy+r] = w_r · x_i for eight rows staged by fastStage8*AVX2 and four rows of Q8_0 activations (stride ldx values).
+//
+//go:noescape
+func fastStaged8x4AVX2(st *byte, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)

@@ -23396,3 +23396,1250 @@ fastStagedIQ4_XSx4AVX2_rowdone:
 fastStagedIQ4_XSx4AVX2_end:
 	VZEROUPPER
 	RET
+
+// func fastStage8Q8_0AVX2(w *byte, ldw int, blocks int, dst *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·fastStage8Q8_0AVX2(SB), NOSPLIT, $0-32
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVQ         dst+24(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+
+fastStage8Q8_0AVX2_block:
+	TESTQ        DX, DX
+	JZ           fastStage8Q8_0AVX2_end
+	MOVQ         AX, SI
+	VMOVDQU      2(SI), Y0
+	VPSIGNB      Y0, Y0, Y1
+	VEXTRACTI128 $0x01, Y0, X2
+	VMOVD        X0, (BX)
+	VPEXTRD      $0x01, X0, 32(BX)
+	VPEXTRD      $0x02, X0, 64(BX)
+	VPEXTRD      $0x03, X0, 96(BX)
+	VMOVD        X2, 128(BX)
+	VPEXTRD      $0x01, X2, 160(BX)
+	VPEXTRD      $0x02, X2, 192(BX)
+	VPEXTRD      $0x03, X2, 224(BX)
+	VEXTRACTI128 $0x01, Y1, X0
+	VMOVD        X1, 256(BX)
+	VPEXTRD      $0x01, X1, 288(BX)
+	VPEXTRD      $0x02, X1, 320(BX)
+	VPEXTRD      $0x03, X1, 352(BX)
+	VMOVD        X0, 384(BX)
+	VPEXTRD      $0x01, X0, 416(BX)
+	VPEXTRD      $0x02, X0, 448(BX)
+	VPEXTRD      $0x03, X0, 480(BX)
+	MOVWLZX      (SI), DI
+	VMOVD        DI, X0
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), Y1
+	VPSIGNB      Y1, Y1, Y2
+	VEXTRACTI128 $0x01, Y1, X3
+	VMOVD        X1, 4(BX)
+	VPEXTRD      $0x01, X1, 36(BX)
+	VPEXTRD      $0x02, X1, 68(BX)
+	VPEXTRD      $0x03, X1, 100(BX)
+	VMOVD        X3, 132(BX)
+	VPEXTRD      $0x01, X3, 164(BX)
+	VPEXTRD      $0x02, X3, 196(BX)
+	VPEXTRD      $0x03, X3, 228(BX)
+	VEXTRACTI128 $0x01, Y2, X1
+	VMOVD        X2, 260(BX)
+	VPEXTRD      $0x01, X2, 292(BX)
+	VPEXTRD      $0x02, X2, 324(BX)
+	VPEXTRD      $0x03, X2, 356(BX)
+	VMOVD        X1, 388(BX)
+	VPEXTRD      $0x01, X1, 420(BX)
+	VPEXTRD      $0x02, X1, 452(BX)
+	VPEXTRD      $0x03, X1, 484(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x01, DI, X0, X0
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), Y1
+	VPSIGNB      Y1, Y1, Y2
+	VEXTRACTI128 $0x01, Y1, X3
+	VMOVD        X1, 8(BX)
+	VPEXTRD      $0x01, X1, 40(BX)
+	VPEXTRD      $0x02, X1, 72(BX)
+	VPEXTRD      $0x03, X1, 104(BX)
+	VMOVD        X3, 136(BX)
+	VPEXTRD      $0x01, X3, 168(BX)
+	VPEXTRD      $0x02, X3, 200(BX)
+	VPEXTRD      $0x03, X3, 232(BX)
+	VEXTRACTI128 $0x01, Y2, X1
+	VMOVD        X2, 264(BX)
+	VPEXTRD      $0x01, X2, 296(BX)
+	VPEXTRD      $0x02, X2, 328(BX)
+	VPEXTRD      $0x03, X2, 360(BX)
+	VMOVD        X1, 392(BX)
+	VPEXTRD      $0x01, X1, 424(BX)
+	VPEXTRD      $0x02, X1, 456(BX)
+	VPEXTRD      $0x03, X1, 488(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x02, DI, X0, X0
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), Y1
+	VPSIGNB      Y1, Y1, Y2
+	VEXTRACTI128 $0x01, Y1, X3
+	VMOVD        X1, 12(BX)
+	VPEXTRD      $0x01, X1, 44(BX)
+	VPEXTRD      $0x02, X1, 76(BX)
+	VPEXTRD      $0x03, X1, 108(BX)
+	VMOVD        X3, 140(BX)
+	VPEXTRD      $0x01, X3, 172(BX)
+	VPEXTRD      $0x02, X3, 204(BX)
+	VPEXTRD      $0x03, X3, 236(BX)
+	VEXTRACTI128 $0x01, Y2, X1
+	VMOVD        X2, 268(BX)
+	VPEXTRD      $0x01, X2, 300(BX)
+	VPEXTRD      $0x02, X2, 332(BX)
+	VPEXTRD      $0x03, X2, 364(BX)
+	VMOVD        X1, 396(BX)
+	VPEXTRD      $0x01, X1, 428(BX)
+	VPEXTRD      $0x02, X1, 460(BX)
+	VPEXTRD      $0x03, X1, 492(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x03, DI, X0, X0
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), Y1
+	VPSIGNB      Y1, Y1, Y2
+	VEXTRACTI128 $0x01, Y1, X3
+	VMOVD        X1, 16(BX)
+	VPEXTRD      $0x01, X1, 48(BX)
+	VPEXTRD      $0x02, X1, 80(BX)
+	VPEXTRD      $0x03, X1, 112(BX)
+	VMOVD        X3, 144(BX)
+	VPEXTRD      $0x01, X3, 176(BX)
+	VPEXTRD      $0x02, X3, 208(BX)
+	VPEXTRD      $0x03, X3, 240(BX)
+	VEXTRACTI128 $0x01, Y2, X1
+	VMOVD        X2, 272(BX)
+	VPEXTRD      $0x01, X2, 304(BX)
+	VPEXTRD      $0x02, X2, 336(BX)
+	VPEXTRD      $0x03, X2, 368(BX)
+	VMOVD        X1, 400(BX)
+	VPEXTRD      $0x01, X1, 432(BX)
+	VPEXTRD      $0x02, X1, 464(BX)
+	VPEXTRD      $0x03, X1, 496(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x04, DI, X0, X0
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), Y1
+	VPSIGNB      Y1, Y1, Y2
+	VEXTRACTI128 $0x01, Y1, X3
+	VMOVD        X1, 20(BX)
+	VPEXTRD      $0x01, X1, 52(BX)
+	VPEXTRD      $0x02, X1, 84(BX)
+	VPEXTRD      $0x03, X1, 116(BX)
+	VMOVD        X3, 148(BX)
+	VPEXTRD      $0x01, X3, 180(BX)
+	VPEXTRD      $0x02, X3, 212(BX)
+	VPEXTRD      $0x03, X3, 244(BX)
+	VEXTRACTI128 $0x01, Y2, X1
+	VMOVD        X2, 276(BX)
+	VPEXTRD      $0x01, X2, 308(BX)
+	VPEXTRD      $0x02, X2, 340(BX)
+	VPEXTRD      $0x03, X2, 372(BX)
+	VMOVD        X1, 404(BX)
+	VPEXTRD      $0x01, X1, 436(BX)
+	VPEXTRD      $0x02, X1, 468(BX)
+	VPEXTRD      $0x03, X1, 500(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x05, DI, X0, X0
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), Y1
+	VPSIGNB      Y1, Y1, Y2
+	VEXTRACTI128 $0x01, Y1, X3
+	VMOVD        X1, 24(BX)
+	VPEXTRD      $0x01, X1, 56(BX)
+	VPEXTRD      $0x02, X1, 88(BX)
+	VPEXTRD      $0x03, X1, 120(BX)
+	VMOVD        X3, 152(BX)
+	VPEXTRD      $0x01, X3, 184(BX)
+	VPEXTRD      $0x02, X3, 216(BX)
+	VPEXTRD      $0x03, X3, 248(BX)
+	VEXTRACTI128 $0x01, Y2, X1
+	VMOVD        X2, 280(BX)
+	VPEXTRD      $0x01, X2, 312(BX)
+	VPEXTRD      $0x02, X2, 344(BX)
+	VPEXTRD      $0x03, X2, 376(BX)
+	VMOVD        X1, 408(BX)
+	VPEXTRD      $0x01, X1, 440(BX)
+	VPEXTRD      $0x02, X1, 472(BX)
+	VPEXTRD      $0x03, X1, 504(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x06, DI, X0, X0
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), Y1
+	VPSIGNB      Y1, Y1, Y2
+	VEXTRACTI128 $0x01, Y1, X3
+	VMOVD        X1, 28(BX)
+	VPEXTRD      $0x01, X1, 60(BX)
+	VPEXTRD      $0x02, X1, 92(BX)
+	VPEXTRD      $0x03, X1, 124(BX)
+	VMOVD        X3, 156(BX)
+	VPEXTRD      $0x01, X3, 188(BX)
+	VPEXTRD      $0x02, X3, 220(BX)
+	VPEXTRD      $0x03, X3, 252(BX)
+	VEXTRACTI128 $0x01, Y2, X1
+	VMOVD        X2, 284(BX)
+	VPEXTRD      $0x01, X2, 316(BX)
+	VPEXTRD      $0x02, X2, 348(BX)
+	VPEXTRD      $0x03, X2, 380(BX)
+	VMOVD        X1, 412(BX)
+	VPEXTRD      $0x01, X1, 444(BX)
+	VPEXTRD      $0x02, X1, 476(BX)
+	VPEXTRD      $0x03, X1, 508(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x07, DI, X0, X0
+	VCVTPH2PS    X0, Y0
+	VMOVUPS      Y0, 512(BX)
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000220, BX
+	DECQ         DX
+	JMP          fastStage8Q8_0AVX2_block
+
+fastStage8Q8_0AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastStage8Q4_0AVX2(w *byte, ldw int, blocks int, dst *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·fastStage8Q4_0AVX2(SB), NOSPLIT, $0-32
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVQ         dst+24(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x08080808, SI
+	VMOVD        SI, X1
+	VPBROADCASTD X1, Y9
+
+fastStage8Q4_0AVX2_block:
+	TESTQ        DX, DX
+	JZ           fastStage8Q4_0AVX2_end
+	MOVQ         AX, SI
+	VMOVDQU      2(SI), X1
+	VPSRLW       $0x04, X1, X2
+	VINSERTI128  $0x01, X2, Y1, Y1
+	VPAND        Y0, Y1, Y1
+	VPSUBB       Y9, Y1, Y1
+	VPSIGNB      Y1, Y1, Y10
+	VEXTRACTI128 $0x01, Y1, X2
+	VMOVD        X1, (BX)
+	VPEXTRD      $0x01, X1, 32(BX)
+	VPEXTRD      $0x02, X1, 64(BX)
+	VPEXTRD      $0x03, X1, 96(BX)
+	VMOVD        X2, 128(BX)
+	VPEXTRD      $0x01, X2, 160(BX)
+	VPEXTRD      $0x02, X2, 192(BX)
+	VPEXTRD      $0x03, X2, 224(BX)
+	VEXTRACTI128 $0x01, Y10, X1
+	VMOVD        X10, 256(BX)
+	VPEXTRD      $0x01, X10, 288(BX)
+	VPEXTRD      $0x02, X10, 320(BX)
+	VPEXTRD      $0x03, X10, 352(BX)
+	VMOVD        X1, 384(BX)
+	VPEXTRD      $0x01, X1, 416(BX)
+	VPEXTRD      $0x02, X1, 448(BX)
+	VPEXTRD      $0x03, X1, 480(BX)
+	MOVWLZX      (SI), DI
+	VMOVD        DI, X1
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), X2
+	VPSRLW       $0x04, X2, X3
+	VINSERTI128  $0x01, X3, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPSUBB       Y9, Y2, Y2
+	VPSIGNB      Y2, Y2, Y10
+	VEXTRACTI128 $0x01, Y2, X3
+	VMOVD        X2, 4(BX)
+	VPEXTRD      $0x01, X2, 36(BX)
+	VPEXTRD      $0x02, X2, 68(BX)
+	VPEXTRD      $0x03, X2, 100(BX)
+	VMOVD        X3, 132(BX)
+	VPEXTRD      $0x01, X3, 164(BX)
+	VPEXTRD      $0x02, X3, 196(BX)
+	VPEXTRD      $0x03, X3, 228(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 260(BX)
+	VPEXTRD      $0x01, X10, 292(BX)
+	VPEXTRD      $0x02, X10, 324(BX)
+	VPEXTRD      $0x03, X10, 356(BX)
+	VMOVD        X2, 388(BX)
+	VPEXTRD      $0x01, X2, 420(BX)
+	VPEXTRD      $0x02, X2, 452(BX)
+	VPEXTRD      $0x03, X2, 484(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x01, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI128  $0x01, X2, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VPSUBB       Y9, Y3, Y3
+	VPSIGNB      Y3, Y3, Y10
+	VEXTRACTI128 $0x01, Y3, X2
+	VMOVD        X3, 8(BX)
+	VPEXTRD      $0x01, X3, 40(BX)
+	VPEXTRD      $0x02, X3, 72(BX)
+	VPEXTRD      $0x03, X3, 104(BX)
+	VMOVD        X2, 136(BX)
+	VPEXTRD      $0x01, X2, 168(BX)
+	VPEXTRD      $0x02, X2, 200(BX)
+	VPEXTRD      $0x03, X2, 232(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 264(BX)
+	VPEXTRD      $0x01, X10, 296(BX)
+	VPEXTRD      $0x02, X10, 328(BX)
+	VPEXTRD      $0x03, X10, 360(BX)
+	VMOVD        X2, 392(BX)
+	VPEXTRD      $0x01, X2, 424(BX)
+	VPEXTRD      $0x02, X2, 456(BX)
+	VPEXTRD      $0x03, X2, 488(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x02, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), X4
+	VPSRLW       $0x04, X4, X2
+	VINSERTI128  $0x01, X2, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSUBB       Y9, Y4, Y4
+	VPSIGNB      Y4, Y4, Y10
+	VEXTRACTI128 $0x01, Y4, X2
+	VMOVD        X4, 12(BX)
+	VPEXTRD      $0x01, X4, 44(BX)
+	VPEXTRD      $0x02, X4, 76(BX)
+	VPEXTRD      $0x03, X4, 108(BX)
+	VMOVD        X2, 140(BX)
+	VPEXTRD      $0x01, X2, 172(BX)
+	VPEXTRD      $0x02, X2, 204(BX)
+	VPEXTRD      $0x03, X2, 236(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 268(BX)
+	VPEXTRD      $0x01, X10, 300(BX)
+	VPEXTRD      $0x02, X10, 332(BX)
+	VPEXTRD      $0x03, X10, 364(BX)
+	VMOVD        X2, 396(BX)
+	VPEXTRD      $0x01, X2, 428(BX)
+	VPEXTRD      $0x02, X2, 460(BX)
+	VPEXTRD      $0x03, X2, 492(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x03, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), X5
+	VPSRLW       $0x04, X5, X2
+	VINSERTI128  $0x01, X2, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSUBB       Y9, Y5, Y5
+	VPSIGNB      Y5, Y5, Y10
+	VEXTRACTI128 $0x01, Y5, X2
+	VMOVD        X5, 16(BX)
+	VPEXTRD      $0x01, X5, 48(BX)
+	VPEXTRD      $0x02, X5, 80(BX)
+	VPEXTRD      $0x03, X5, 112(BX)
+	VMOVD        X2, 144(BX)
+	VPEXTRD      $0x01, X2, 176(BX)
+	VPEXTRD      $0x02, X2, 208(BX)
+	VPEXTRD      $0x03, X2, 240(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 272(BX)
+	VPEXTRD      $0x01, X10, 304(BX)
+	VPEXTRD      $0x02, X10, 336(BX)
+	VPEXTRD      $0x03, X10, 368(BX)
+	VMOVD        X2, 400(BX)
+	VPEXTRD      $0x01, X2, 432(BX)
+	VPEXTRD      $0x02, X2, 464(BX)
+	VPEXTRD      $0x03, X2, 496(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x04, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), X6
+	VPSRLW       $0x04, X6, X2
+	VINSERTI128  $0x01, X2, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSUBB       Y9, Y6, Y6
+	VPSIGNB      Y6, Y6, Y10
+	VEXTRACTI128 $0x01, Y6, X2
+	VMOVD        X6, 20(BX)
+	VPEXTRD      $0x01, X6, 52(BX)
+	VPEXTRD      $0x02, X6, 84(BX)
+	VPEXTRD      $0x03, X6, 116(BX)
+	VMOVD        X2, 148(BX)
+	VPEXTRD      $0x01, X2, 180(BX)
+	VPEXTRD      $0x02, X2, 212(BX)
+	VPEXTRD      $0x03, X2, 244(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 276(BX)
+	VPEXTRD      $0x01, X10, 308(BX)
+	VPEXTRD      $0x02, X10, 340(BX)
+	VPEXTRD      $0x03, X10, 372(BX)
+	VMOVD        X2, 404(BX)
+	VPEXTRD      $0x01, X2, 436(BX)
+	VPEXTRD      $0x02, X2, 468(BX)
+	VPEXTRD      $0x03, X2, 500(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x05, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), X7
+	VPSRLW       $0x04, X7, X2
+	VINSERTI128  $0x01, X2, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSUBB       Y9, Y7, Y7
+	VPSIGNB      Y7, Y7, Y10
+	VEXTRACTI128 $0x01, Y7, X2
+	VMOVD        X7, 24(BX)
+	VPEXTRD      $0x01, X7, 56(BX)
+	VPEXTRD      $0x02, X7, 88(BX)
+	VPEXTRD      $0x03, X7, 120(BX)
+	VMOVD        X2, 152(BX)
+	VPEXTRD      $0x01, X2, 184(BX)
+	VPEXTRD      $0x02, X2, 216(BX)
+	VPEXTRD      $0x03, X2, 248(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 280(BX)
+	VPEXTRD      $0x01, X10, 312(BX)
+	VPEXTRD      $0x02, X10, 344(BX)
+	VPEXTRD      $0x03, X10, 376(BX)
+	VMOVD        X2, 408(BX)
+	VPEXTRD      $0x01, X2, 440(BX)
+	VPEXTRD      $0x02, X2, 472(BX)
+	VPEXTRD      $0x03, X2, 504(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x06, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), X8
+	VPSRLW       $0x04, X8, X2
+	VINSERTI128  $0x01, X2, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VPSUBB       Y9, Y8, Y8
+	VPSIGNB      Y8, Y8, Y10
+	VEXTRACTI128 $0x01, Y8, X2
+	VMOVD        X8, 28(BX)
+	VPEXTRD      $0x01, X8, 60(BX)
+	VPEXTRD      $0x02, X8, 92(BX)
+	VPEXTRD      $0x03, X8, 124(BX)
+	VMOVD        X2, 156(BX)
+	VPEXTRD      $0x01, X2, 188(BX)
+	VPEXTRD      $0x02, X2, 220(BX)
+	VPEXTRD      $0x03, X2, 252(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 284(BX)
+	VPEXTRD      $0x01, X10, 316(BX)
+	VPEXTRD      $0x02, X10, 348(BX)
+	VPEXTRD      $0x03, X10, 380(BX)
+	VMOVD        X2, 412(BX)
+	VPEXTRD      $0x01, X2, 444(BX)
+	VPEXTRD      $0x02, X2, 476(BX)
+	VPEXTRD      $0x03, X2, 508(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x07, DI, X1, X1
+	VCVTPH2PS    X1, Y10
+	VMOVUPS      Y10, 512(BX)
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000220, BX
+	DECQ         DX
+	JMP          fastStage8Q4_0AVX2_block
+
+fastStage8Q4_0AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastStage8Q5_0AVX2(w *byte, ldw int, blocks int, dst *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·fastStage8Q5_0AVX2(SB), NOSPLIT, $0-32
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVQ         dst+24(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0xf0f0f0f0, SI
+	VMOVD        SI, X1
+	VPBROADCASTD X1, Y9
+
+fastStage8Q5_0AVX2_block:
+	TESTQ        DX, DX
+	JZ           fastStage8Q5_0AVX2_end
+	MOVQ         AX, SI
+	VMOVDQU      6(SI), X1
+	VPSRLW       $0x04, X1, X2
+	VINSERTI128  $0x01, X2, Y1, Y1
+	VPAND        Y0, Y1, Y1
+	MOVL         2(SI), DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
+	VPOR         fastq5bits<>+0(SB), Y10, Y10
+	VPCMPEQB     Y11, Y11, Y11
+	VPCMPEQB     Y11, Y10, Y10
+	VPANDN       Y9, Y10, Y10
+	VPOR         Y10, Y1, Y1
+	VPSIGNB      Y1, Y1, Y10
+	VEXTRACTI128 $0x01, Y1, X2
+	VMOVD        X1, (BX)
+	VPEXTRD      $0x01, X1, 32(BX)
+	VPEXTRD      $0x02, X1, 64(BX)
+	VPEXTRD      $0x03, X1, 96(BX)
+	VMOVD        X2, 128(BX)
+	VPEXTRD      $0x01, X2, 160(BX)
+	VPEXTRD      $0x02, X2, 192(BX)
+	VPEXTRD      $0x03, X2, 224(BX)
+	VEXTRACTI128 $0x01, Y10, X1
+	VMOVD        X10, 256(BX)
+	VPEXTRD      $0x01, X10, 288(BX)
+	VPEXTRD      $0x02, X10, 320(BX)
+	VPEXTRD      $0x03, X10, 352(BX)
+	VMOVD        X1, 384(BX)
+	VPEXTRD      $0x01, X1, 416(BX)
+	VPEXTRD      $0x02, X1, 448(BX)
+	VPEXTRD      $0x03, X1, 480(BX)
+	MOVWLZX      (SI), DI
+	VMOVD        DI, X1
+	ADDQ         CX, SI
+	VMOVDQU      6(SI), X2
+	VPSRLW       $0x04, X2, X3
+	VINSERTI128  $0x01, X3, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	MOVL         2(SI), DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
+	VPOR         fastq5bits<>+0(SB), Y10, Y10
+	VPCMPEQB     Y11, Y11, Y11
+	VPCMPEQB     Y11, Y10, Y10
+	VPANDN       Y9, Y10, Y10
+	VPOR         Y10, Y2, Y2
+	VPSIGNB      Y2, Y2, Y10
+	VEXTRACTI128 $0x01, Y2, X3
+	VMOVD        X2, 4(BX)
+	VPEXTRD      $0x01, X2, 36(BX)
+	VPEXTRD      $0x02, X2, 68(BX)
+	VPEXTRD      $0x03, X2, 100(BX)
+	VMOVD        X3, 132(BX)
+	VPEXTRD      $0x01, X3, 164(BX)
+	VPEXTRD      $0x02, X3, 196(BX)
+	VPEXTRD      $0x03, X3, 228(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 260(BX)
+	VPEXTRD      $0x01, X10, 292(BX)
+	VPEXTRD      $0x02, X10, 324(BX)
+	VPEXTRD      $0x03, X10, 356(BX)
+	VMOVD        X2, 388(BX)
+	VPEXTRD      $0x01, X2, 420(BX)
+	VPEXTRD      $0x02, X2, 452(BX)
+	VPEXTRD      $0x03, X2, 484(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x01, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      6(SI), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI128  $0x01, X2, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	MOVL         2(SI), DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
+	VPOR         fastq5bits<>+0(SB), Y10, Y10
+	VPCMPEQB     Y11, Y11, Y11
+	VPCMPEQB     Y11, Y10, Y10
+	VPANDN       Y9, Y10, Y10
+	VPOR         Y10, Y3, Y3
+	VPSIGNB      Y3, Y3, Y10
+	VEXTRACTI128 $0x01, Y3, X2
+	VMOVD        X3, 8(BX)
+	VPEXTRD      $0x01, X3, 40(BX)
+	VPEXTRD      $0x02, X3, 72(BX)
+	VPEXTRD      $0x03, X3, 104(BX)
+	VMOVD        X2, 136(BX)
+	VPEXTRD      $0x01, X2, 168(BX)
+	VPEXTRD      $0x02, X2, 200(BX)
+	VPEXTRD      $0x03, X2, 232(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 264(BX)
+	VPEXTRD      $0x01, X10, 296(BX)
+	VPEXTRD      $0x02, X10, 328(BX)
+	VPEXTRD      $0x03, X10, 360(BX)
+	VMOVD        X2, 392(BX)
+	VPEXTRD      $0x01, X2, 424(BX)
+	VPEXTRD      $0x02, X2, 456(BX)
+	VPEXTRD      $0x03, X2, 488(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x02, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      6(SI), X4
+	VPSRLW       $0x04, X4, X2
+	VINSERTI128  $0x01, X2, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	MOVL         2(SI), DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
+	VPOR         fastq5bits<>+0(SB), Y10, Y10
+	VPCMPEQB     Y11, Y11, Y11
+	VPCMPEQB     Y11, Y10, Y10
+	VPANDN       Y9, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPSIGNB      Y4, Y4, Y10
+	VEXTRACTI128 $0x01, Y4, X2
+	VMOVD        X4, 12(BX)
+	VPEXTRD      $0x01, X4, 44(BX)
+	VPEXTRD      $0x02, X4, 76(BX)
+	VPEXTRD      $0x03, X4, 108(BX)
+	VMOVD        X2, 140(BX)
+	VPEXTRD      $0x01, X2, 172(BX)
+	VPEXTRD      $0x02, X2, 204(BX)
+	VPEXTRD      $0x03, X2, 236(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 268(BX)
+	VPEXTRD      $0x01, X10, 300(BX)
+	VPEXTRD      $0x02, X10, 332(BX)
+	VPEXTRD      $0x03, X10, 364(BX)
+	VMOVD        X2, 396(BX)
+	VPEXTRD      $0x01, X2, 428(BX)
+	VPEXTRD      $0x02, X2, 460(BX)
+	VPEXTRD      $0x03, X2, 492(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x03, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      6(SI), X5
+	VPSRLW       $0x04, X5, X2
+	VINSERTI128  $0x01, X2, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	MOVL         2(SI), DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
+	VPOR         fastq5bits<>+0(SB), Y10, Y10
+	VPCMPEQB     Y11, Y11, Y11
+	VPCMPEQB     Y11, Y10, Y10
+	VPANDN       Y9, Y10, Y10
+	VPOR         Y10, Y5, Y5
+	VPSIGNB      Y5, Y5, Y10
+	VEXTRACTI128 $0x01, Y5, X2
+	VMOVD        X5, 16(BX)
+	VPEXTRD      $0x01, X5, 48(BX)
+	VPEXTRD      $0x02, X5, 80(BX)
+	VPEXTRD      $0x03, X5, 112(BX)
+	VMOVD        X2, 144(BX)
+	VPEXTRD      $0x01, X2, 176(BX)
+	VPEXTRD      $0x02, X2, 208(BX)
+	VPEXTRD      $0x03, X2, 240(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 272(BX)
+	VPEXTRD      $0x01, X10, 304(BX)
+	VPEXTRD      $0x02, X10, 336(BX)
+	VPEXTRD      $0x03, X10, 368(BX)
+	VMOVD        X2, 400(BX)
+	VPEXTRD      $0x01, X2, 432(BX)
+	VPEXTRD      $0x02, X2, 464(BX)
+	VPEXTRD      $0x03, X2, 496(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x04, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      6(SI), X6
+	VPSRLW       $0x04, X6, X2
+	VINSERTI128  $0x01, X2, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	MOVL         2(SI), DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
+	VPOR         fastq5bits<>+0(SB), Y10, Y10
+	VPCMPEQB     Y11, Y11, Y11
+	VPCMPEQB     Y11, Y10, Y10
+	VPANDN       Y9, Y10, Y10
+	VPOR         Y10, Y6, Y6
+	VPSIGNB      Y6, Y6, Y10
+	VEXTRACTI128 $0x01, Y6, X2
+	VMOVD        X6, 20(BX)
+	VPEXTRD      $0x01, X6, 52(BX)
+	VPEXTRD      $0x02, X6, 84(BX)
+	VPEXTRD      $0x03, X6, 116(BX)
+	VMOVD        X2, 148(BX)
+	VPEXTRD      $0x01, X2, 180(BX)
+	VPEXTRD      $0x02, X2, 212(BX)
+	VPEXTRD      $0x03, X2, 244(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 276(BX)
+	VPEXTRD      $0x01, X10, 308(BX)
+	VPEXTRD      $0x02, X10, 340(BX)
+	VPEXTRD      $0x03, X10, 372(BX)
+	VMOVD        X2, 404(BX)
+	VPEXTRD      $0x01, X2, 436(BX)
+	VPEXTRD      $0x02, X2, 468(BX)
+	VPEXTRD      $0x03, X2, 500(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x05, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      6(SI), X7
+	VPSRLW       $0x04, X7, X2
+	VINSERTI128  $0x01, X2, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	MOVL         2(SI), DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
+	VPOR         fastq5bits<>+0(SB), Y10, Y10
+	VPCMPEQB     Y11, Y11, Y11
+	VPCMPEQB     Y11, Y10, Y10
+	VPANDN       Y9, Y10, Y10
+	VPOR         Y10, Y7, Y7
+	VPSIGNB      Y7, Y7, Y10
+	VEXTRACTI128 $0x01, Y7, X2
+	VMOVD        X7, 24(BX)
+	VPEXTRD      $0x01, X7, 56(BX)
+	VPEXTRD      $0x02, X7, 88(BX)
+	VPEXTRD      $0x03, X7, 120(BX)
+	VMOVD        X2, 152(BX)
+	VPEXTRD      $0x01, X2, 184(BX)
+	VPEXTRD      $0x02, X2, 216(BX)
+	VPEXTRD      $0x03, X2, 248(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 280(BX)
+	VPEXTRD      $0x01, X10, 312(BX)
+	VPEXTRD      $0x02, X10, 344(BX)
+	VPEXTRD      $0x03, X10, 376(BX)
+	VMOVD        X2, 408(BX)
+	VPEXTRD      $0x01, X2, 440(BX)
+	VPEXTRD      $0x02, X2, 472(BX)
+	VPEXTRD      $0x03, X2, 504(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x06, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      6(SI), X8
+	VPSRLW       $0x04, X8, X2
+	VINSERTI128  $0x01, X2, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	MOVL         2(SI), DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
+	VPOR         fastq5bits<>+0(SB), Y10, Y10
+	VPCMPEQB     Y11, Y11, Y11
+	VPCMPEQB     Y11, Y10, Y10
+	VPANDN       Y9, Y10, Y10
+	VPOR         Y10, Y8, Y8
+	VPSIGNB      Y8, Y8, Y10
+	VEXTRACTI128 $0x01, Y8, X2
+	VMOVD        X8, 28(BX)
+	VPEXTRD      $0x01, X8, 60(BX)
+	VPEXTRD      $0x02, X8, 92(BX)
+	VPEXTRD      $0x03, X8, 124(BX)
+	VMOVD        X2, 156(BX)
+	VPEXTRD      $0x01, X2, 188(BX)
+	VPEXTRD      $0x02, X2, 220(BX)
+	VPEXTRD      $0x03, X2, 252(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 284(BX)
+	VPEXTRD      $0x01, X10, 316(BX)
+	VPEXTRD      $0x02, X10, 348(BX)
+	VPEXTRD      $0x03, X10, 380(BX)
+	VMOVD        X2, 412(BX)
+	VPEXTRD      $0x01, X2, 444(BX)
+	VPEXTRD      $0x02, X2, 476(BX)
+	VPEXTRD      $0x03, X2, 508(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x07, DI, X1, X1
+	VCVTPH2PS    X1, Y10
+	VMOVUPS      Y10, 512(BX)
+	ADDQ         $0x00000016, AX
+	ADDQ         $0x00000220, BX
+	DECQ         DX
+	JMP          fastStage8Q5_0AVX2_block
+
+fastStage8Q5_0AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastStage8IQ4_NLAVX2(w *byte, ldw int, blocks int, dst *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·fastStage8IQ4_NLAVX2(SB), NOSPLIT, $0-32
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVQ         dst+24(FP), BX
+	MOVL         $0x00010001, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      fastiq4levels<>+0(SB), Y9
+
+fastStage8IQ4_NLAVX2_block:
+	TESTQ        DX, DX
+	JZ           fastStage8IQ4_NLAVX2_end
+	MOVQ         AX, SI
+	VMOVDQU      2(SI), X1
+	VPSRLW       $0x04, X1, X2
+	VINSERTI128  $0x01, X2, Y1, Y1
+	VPAND        Y0, Y1, Y1
+	VPSHUFB      Y1, Y9, Y1
+	VPSIGNB      Y1, Y1, Y10
+	VEXTRACTI128 $0x01, Y1, X2
+	VMOVD        X1, (BX)
+	VPEXTRD      $0x01, X1, 32(BX)
+	VPEXTRD      $0x02, X1, 64(BX)
+	VPEXTRD      $0x03, X1, 96(BX)
+	VMOVD        X2, 128(BX)
+	VPEXTRD      $0x01, X2, 160(BX)
+	VPEXTRD      $0x02, X2, 192(BX)
+	VPEXTRD      $0x03, X2, 224(BX)
+	VEXTRACTI128 $0x01, Y10, X1
+	VMOVD        X10, 256(BX)
+	VPEXTRD      $0x01, X10, 288(BX)
+	VPEXTRD      $0x02, X10, 320(BX)
+	VPEXTRD      $0x03, X10, 352(BX)
+	VMOVD        X1, 384(BX)
+	VPEXTRD      $0x01, X1, 416(BX)
+	VPEXTRD      $0x02, X1, 448(BX)
+	VPEXTRD      $0x03, X1, 480(BX)
+	MOVWLZX      (SI), DI
+	VMOVD        DI, X1
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), X2
+	VPSRLW       $0x04, X2, X3
+	VINSERTI128  $0x01, X3, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VPSHUFB      Y2, Y9, Y2
+	VPSIGNB      Y2, Y2, Y10
+	VEXTRACTI128 $0x01, Y2, X3
+	VMOVD        X2, 4(BX)
+	VPEXTRD      $0x01, X2, 36(BX)
+	VPEXTRD      $0x02, X2, 68(BX)
+	VPEXTRD      $0x03, X2, 100(BX)
+	VMOVD        X3, 132(BX)
+	VPEXTRD      $0x01, X3, 164(BX)
+	VPEXTRD      $0x02, X3, 196(BX)
+	VPEXTRD      $0x03, X3, 228(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 260(BX)
+	VPEXTRD      $0x01, X10, 292(BX)
+	VPEXTRD      $0x02, X10, 324(BX)
+	VPEXTRD      $0x03, X10, 356(BX)
+	VMOVD        X2, 388(BX)
+	VPEXTRD      $0x01, X2, 420(BX)
+	VPEXTRD      $0x02, X2, 452(BX)
+	VPEXTRD      $0x03, X2, 484(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x01, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI128  $0x01, X2, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VPSHUFB      Y3, Y9, Y3
+	VPSIGNB      Y3, Y3, Y10
+	VEXTRACTI128 $0x01, Y3, X2
+	VMOVD        X3, 8(BX)
+	VPEXTRD      $0x01, X3, 40(BX)
+	VPEXTRD      $0x02, X3, 72(BX)
+	VPEXTRD      $0x03, X3, 104(BX)
+	VMOVD        X2, 136(BX)
+	VPEXTRD      $0x01, X2, 168(BX)
+	VPEXTRD      $0x02, X2, 200(BX)
+	VPEXTRD      $0x03, X2, 232(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 264(BX)
+	VPEXTRD      $0x01, X10, 296(BX)
+	VPEXTRD      $0x02, X10, 328(BX)
+	VPEXTRD      $0x03, X10, 360(BX)
+	VMOVD        X2, 392(BX)
+	VPEXTRD      $0x01, X2, 424(BX)
+	VPEXTRD      $0x02, X2, 456(BX)
+	VPEXTRD      $0x03, X2, 488(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x02, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), X4
+	VPSRLW       $0x04, X4, X2
+	VINSERTI128  $0x01, X2, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPSHUFB      Y4, Y9, Y4
+	VPSIGNB      Y4, Y4, Y10
+	VEXTRACTI128 $0x01, Y4, X2
+	VMOVD        X4, 12(BX)
+	VPEXTRD      $0x01, X4, 44(BX)
+	VPEXTRD      $0x02, X4, 76(BX)
+	VPEXTRD      $0x03, X4, 108(BX)
+	VMOVD        X2, 140(BX)
+	VPEXTRD      $0x01, X2, 172(BX)
+	VPEXTRD      $0x02, X2, 204(BX)
+	VPEXTRD      $0x03, X2, 236(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 268(BX)
+	VPEXTRD      $0x01, X10, 300(BX)
+	VPEXTRD      $0x02, X10, 332(BX)
+	VPEXTRD      $0x03, X10, 364(BX)
+	VMOVD        X2, 396(BX)
+	VPEXTRD      $0x01, X2, 428(BX)
+	VPEXTRD      $0x02, X2, 460(BX)
+	VPEXTRD      $0x03, X2, 492(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x03, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), X5
+	VPSRLW       $0x04, X5, X2
+	VINSERTI128  $0x01, X2, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSHUFB      Y5, Y9, Y5
+	VPSIGNB      Y5, Y5, Y10
+	VEXTRACTI128 $0x01, Y5, X2
+	VMOVD        X5, 16(BX)
+	VPEXTRD      $0x01, X5, 48(BX)
+	VPEXTRD      $0x02, X5, 80(BX)
+	VPEXTRD      $0x03, X5, 112(BX)
+	VMOVD        X2, 144(BX)
+	VPEXTRD      $0x01, X2, 176(BX)
+	VPEXTRD      $0x02, X2, 208(BX)
+	VPEXTRD      $0x03, X2, 240(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 272(BX)
+	VPEXTRD      $0x01, X10, 304(BX)
+	VPEXTRD      $0x02, X10, 336(BX)
+	VPEXTRD      $0x03, X10, 368(BX)
+	VMOVD        X2, 400(BX)
+	VPEXTRD      $0x01, X2, 432(BX)
+	VPEXTRD      $0x02, X2, 464(BX)
+	VPEXTRD      $0x03, X2, 496(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x04, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), X6
+	VPSRLW       $0x04, X6, X2
+	VINSERTI128  $0x01, X2, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y9, Y6
+	VPSIGNB      Y6, Y6, Y10
+	VEXTRACTI128 $0x01, Y6, X2
+	VMOVD        X6, 20(BX)
+	VPEXTRD      $0x01, X6, 52(BX)
+	VPEXTRD      $0x02, X6, 84(BX)
+	VPEXTRD      $0x03, X6, 116(BX)
+	VMOVD        X2, 148(BX)
+	VPEXTRD      $0x01, X2, 180(BX)
+	VPEXTRD      $0x02, X2, 212(BX)
+	VPEXTRD      $0x03, X2, 244(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 276(BX)
+	VPEXTRD      $0x01, X10, 308(BX)
+	VPEXTRD      $0x02, X10, 340(BX)
+	VPEXTRD      $0x03, X10, 372(BX)
+	VMOVD        X2, 404(BX)
+	VPEXTRD      $0x01, X2, 436(BX)
+	VPEXTRD      $0x02, X2, 468(BX)
+	VPEXTRD      $0x03, X2, 500(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x05, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), X7
+	VPSRLW       $0x04, X7, X2
+	VINSERTI128  $0x01, X2, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VPSHUFB      Y7, Y9, Y7
+	VPSIGNB      Y7, Y7, Y10
+	VEXTRACTI128 $0x01, Y7, X2
+	VMOVD        X7, 24(BX)
+	VPEXTRD      $0x01, X7, 56(BX)
+	VPEXTRD      $0x02, X7, 88(BX)
+	VPEXTRD      $0x03, X7, 120(BX)
+	VMOVD        X2, 152(BX)
+	VPEXTRD      $0x01, X2, 184(BX)
+	VPEXTRD      $0x02, X2, 216(BX)
+	VPEXTRD      $0x03, X2, 248(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 280(BX)
+	VPEXTRD      $0x01, X10, 312(BX)
+	VPEXTRD      $0x02, X10, 344(BX)
+	VPEXTRD      $0x03, X10, 376(BX)
+	VMOVD        X2, 408(BX)
+	VPEXTRD      $0x01, X2, 440(BX)
+	VPEXTRD      $0x02, X2, 472(BX)
+	VPEXTRD      $0x03, X2, 504(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x06, DI, X1, X1
+	ADDQ         CX, SI
+	VMOVDQU      2(SI), X8
+	VPSRLW       $0x04, X8, X2
+	VINSERTI128  $0x01, X2, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VPSHUFB      Y8, Y9, Y8
+	VPSIGNB      Y8, Y8, Y10
+	VEXTRACTI128 $0x01, Y8, X2
+	VMOVD        X8, 28(BX)
+	VPEXTRD      $0x01, X8, 60(BX)
+	VPEXTRD      $0x02, X8, 92(BX)
+	VPEXTRD      $0x03, X8, 124(BX)
+	VMOVD        X2, 156(BX)
+	VPEXTRD      $0x01, X2, 188(BX)
+	VPEXTRD      $0x02, X2, 220(BX)
+	VPEXTRD      $0x03, X2, 252(BX)
+	VEXTRACTI128 $0x01, Y10, X2
+	VMOVD        X10, 284(BX)
+	VPEXTRD      $0x01, X10, 316(BX)
+	VPEXTRD      $0x02, X10, 348(BX)
+	VPEXTRD      $0x03, X10, 380(BX)
+	VMOVD        X2, 412(BX)
+	VPEXTRD      $0x01, X2, 444(BX)
+	VPEXTRD      $0x02, X2, 476(BX)
+	VPEXTRD      $0x03, X2, 508(BX)
+	MOVWLZX      (SI), DI
+	VPINSRW      $0x07, DI, X1, X1
+	VCVTPH2PS    X1, Y10
+	VMOVUPS      Y10, 512(BX)
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000220, BX
+	DECQ         DX
+	JMP          fastStage8IQ4_NLAVX2_block
+
+fastStage8IQ4_NLAVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastStaged8x4AVX2(st *byte, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·fastStaged8x4AVX2(SB), NOSPLIT, $0-56
+	MOVQ         st+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         xq+16(FP), DX
+	MOVQ         xd+24(FP), BX
+	MOVQ         ldx+32(FP), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	LEAQ         (DX)(SI*2), R8
+	ADDQ         SI, R8
+	LEAQ         (BX)(DI*2), R9
+	ADDQ         DI, R9
+	MOVL         $0x00010001, R10
+	VMOVD        R10, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+
+fastStaged8x4AVX2_block:
+	TESTQ        CX, CX
+	JZ           fastStaged8x4AVX2_end
+	VMOVDQU      (AX), Y5
+	VMOVDQU      256(AX), Y6
+	VPBROADCASTD (DX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VPBROADCASTD (DX)(SI*1), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPBROADCASTD (DX)(SI*2), Y9
+	VPSIGNB      Y5, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPBROADCASTD (R8), Y10
+	VPSIGNB      Y5, Y10, Y10
+	VPMADDUBSW   Y10, Y6, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VMOVDQU      32(AX), Y5
+	VMOVDQU      288(AX), Y6
+	VPBROADCASTD 4(DX), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPBROADCASTD 4(DX)(SI*1), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPBROADCASTD 4(DX)(SI*2), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPBROADCASTD 4(R8), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VMOVDQU      64(AX), Y5
+	VMOVDQU      320(AX), Y6
+	VPBROADCASTD 8(DX), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPBROADCASTD 8(DX)(SI*1), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPBROADCASTD 8(DX)(SI*2), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPBROADCASTD 8(R8), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VMOVDQU      96(AX), Y5
+	VMOVDQU      352(AX), Y6
+	VPBROADCASTD 12(DX), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPBROADCASTD 12(DX)(SI*1), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPBROADCASTD 12(DX)(SI*2), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPBROADCASTD 12(R8), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VMOVDQU      128(AX), Y5
+	VMOVDQU      384(AX), Y6
+	VPBROADCASTD 16(DX), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPBROADCASTD 16(DX)(SI*1), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPBROADCASTD 16(DX)(SI*2), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPBROADCASTD 16(R8), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VMOVDQU      160(AX), Y5
+	VMOVDQU      416(AX), Y6
+	VPBROADCASTD 20(DX), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPBROADCASTD 20(DX)(SI*1), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPBROADCASTD 20(DX)(SI*2), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPBROADCASTD 20(R8), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VMOVDQU      192(AX), Y5
+	VMOVDQU      448(AX), Y6
+	VPBROADCASTD 24(DX), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPBROADCASTD 24(DX)(SI*1), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPBROADCASTD 24(DX)(SI*2), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPBROADCASTD 24(R8), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VMOVDQU      224(AX), Y5
+	VMOVDQU      480(AX), Y6
+	VPBROADCASTD 28(DX), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPBROADCASTD 28(DX)(SI*1), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPBROADCASTD 28(DX)(SI*2), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	VPBROADCASTD 28(R8), Y11
+	VPSIGNB      Y5, Y11, Y11
+	VPMADDUBSW   Y11, Y6, Y11
+	VPMADDWD     Y0, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VBROADCASTSS (BX), Y5
+	VMULPS       512(AX), Y5, Y5
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VBROADCASTSS (BX)(DI*1), Y5
+	VMULPS       512(AX), Y5, Y5
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  Y8, Y5, Y2
+	VBROADCASTSS (BX)(DI*2), Y5
+	VMULPS       512(AX), Y5, Y5
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  Y9, Y5, Y3
+	VBROADCASTSS (R9), Y5
+	VMULPS       512(AX), Y5, Y5
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y5, Y4
+	ADDQ         $0x00000220, AX
+	ADDQ         $0x20, DX
+	ADDQ         $0x20, R8
+	ADDQ         $0x04, BX
+	ADDQ         $0x04, R9
+	DECQ         CX
+	JMP          fastStaged8x4AVX2_block
+
+fastStaged8x4AVX2_end:
+	MOVQ    y+40(FP), AX
+	MOVQ    ldy+48(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Y1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VZEROUPPER
+	RET

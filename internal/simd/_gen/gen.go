@@ -219,6 +219,10 @@ func main() {
 		fastKStage(q)
 		fastKx4Rows(q, true)
 	}
+	for _, q := range []string{"Q8_0", "Q4_0", "Q5_0", "IQ4_NL"} {
+		fastStage8(q)
+	}
+	fastStaged8x4()
 	Generate()
 }
 

@@ -1,0 +1,160 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// q8Staged is the bytes of one staged block of eight rows (fastStage8):
+// the eight rows' signed values as eight 32-byte chunks, each chunk four
+// values of every row (row i's values 4c..4c+3 at byte 32c + 4i), then
+// their magnitudes in the same order, then the rows' d as float32.
+const q8Staged = 544
+
+// fastStage8 writes fastStage8<q>AVX2(w, ldw, blocks, dst): eight rows of
+// Q8_0-family weights decoded to int8 and interleaved by four values, a
+// layout in which each int32 lane of a product is one weight row. A
+// prefill stages a group once and runs every four rows of activations
+// against it (fastStaged8x4AVX2); its cost, a few instructions per value,
+// is paid once per group instead of once per four activation rows.
+func fastStage8(q string) {
+	name := "fastStage8" + q + "AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, blocks int, dst *byte)")
+	Pragma("noescape")
+	Doc(name + " stages eight " + q + " rows of blocks blocks (stride ldw bytes) into dst for fastStaged8x4AVX2, q8Staged bytes a block.")
+	w, ldw, b, dp := GP64(), GP64(), GP64(), GP64()
+	Load(Param("w"), w)
+	Load(Param("ldw"), ldw)
+	Load(Param("blocks"), b)
+	Load(Param("dst"), dp)
+	bsize := map[string]int{"Q8_0": 34, "Q4_0": 18, "Q5_0": 22, "IQ4_NL": 18}[q]
+	_, mask, eight, f0 := q8Consts(q)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_end"))
+	rp, t := GP64(), GP32()
+	MOVQ(w, rp)
+	hs := XMM()
+	for i := 0; i < 8; i++ {
+		if i > 0 {
+			ADDQ(ldw, rp)
+		}
+		wv := loadQ8Weights(q, rp, mask, eight, f0)
+		aw := YMM()
+		VPSIGNB(wv, wv, aw)
+		for k, v := range []VecVirtual{wv, aw} {
+			hx := XMM()
+			VEXTRACTI128(U8(1), v, hx)
+			for c := 0; c < 8; c++ {
+				src := v.(Vec).AsX()
+				if c >= 4 {
+					src = hx
+				}
+				m := Mem{Base: dp, Disp: 256*k + 32*c + 4*i}
+				if c%4 == 0 {
+					VMOVD(src, m)
+				} else {
+					VPEXTRD(U8(c%4), src, m)
+				}
+			}
+		}
+		MOVWLZX(Mem{Base: rp}, t)
+		if i == 0 {
+			VMOVD(t, hs)
+		} else {
+			VPINSRW(U8(i), t, hs, hs)
+		}
+	}
+	dv := YMM()
+	VCVTPH2PS(hs, dv)
+	VMOVUPS(dv, Mem{Base: dp, Disp: 512})
+	ADDQ(U32(bsize), w)
+	ADDQ(U32(q8Staged), dp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// fastStaged8x4 writes fastStaged8x4AVX2(st, blocks, xq, xd, ldx, y, ldy):
+// eight staged weight rows against four rows of Q8_0 activations (stride
+// ldx values, ldx/32 scales). Per block and four values, the activation
+// row's four bytes are broadcast, take the weights' signs and meet their
+// magnitudes in VPMADDUBSW, so each lane sums one weight row; the block's
+// integer sums are scaled by d_w·d_x for the eight rows at once. y[i*ldy
+// + r], eight outputs a row.
+func fastStaged8x4() {
+	name := "fastStaged8x4AVX2"
+	TEXT(name, NOSPLIT, "func(st *byte, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)")
+	Pragma("noescape")
+	Doc(name + " computes y[i*ldy+r] = w_r · x_i for eight rows staged by fastStage8*AVX2 and four rows of Q8_0 activations (stride ldx values).")
+	sp, b, xp, dp, ldx, ldd, x3, d3 := GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("st"), sp)
+	Load(Param("blocks"), b)
+	Load(Param("xq"), xp)
+	Load(Param("xd"), dp)
+	Load(Param("ldx"), ldx)
+	MOVQ(ldx, ldd)
+	SHRQ(U8(3), ldd) // bytes of scales a row: ldx/32 float32s
+	LEAQ(Mem{Base: xp, Index: ldx, Scale: 2}, x3)
+	ADDQ(ldx, x3)
+	LEAQ(Mem{Base: dp, Index: ldd, Scale: 2}, d3)
+	ADDQ(ldd, d3)
+	ones := broadcast(avx2isa, 0x00010001)
+	acc := [4]VecVirtual{YMM(), YMM(), YMM(), YMM()}
+	for _, a := range acc {
+		VXORPS(a, a, a)
+	}
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_end"))
+	xr := [4]Mem{{Base: xp}, {Base: xp, Index: ldx, Scale: 1}, {Base: xp, Index: ldx, Scale: 2}, {Base: x3}}
+	dr := [4]Mem{{Base: dp}, {Base: dp, Index: ldd, Scale: 1}, {Base: dp, Index: ldd, Scale: 2}, {Base: d3}}
+	var sumi [4]VecVirtual
+	for c := 0; c < 8; c++ {
+		wv, aw := YMM(), YMM()
+		VMOVDQU(Mem{Base: sp, Disp: 32 * c}, wv)
+		VMOVDQU(Mem{Base: sp, Disp: 256 + 32*c}, aw)
+		for r := 0; r < 4; r++ {
+			p := YMM()
+			VPBROADCASTD(xr[r].Offset(4*c), p)
+			VPSIGNB(wv, p, p)
+			VPMADDUBSW(p, aw, p)
+			VPMADDWD(ones, p, p)
+			if c == 0 {
+				sumi[r] = p
+			} else {
+				VPADDD(p, sumi[r], sumi[r])
+			}
+		}
+	}
+	for r := 0; r < 4; r++ {
+		d := YMM()
+		VBROADCASTSS(dr[r], d)
+		VMULPS(Mem{Base: sp, Disp: 512}, d, d)
+		VCVTDQ2PS(sumi[r], sumi[r])
+		VFMADD231PS(sumi[r], d, acc[r])
+	}
+	ADDQ(U32(q8Staged), sp)
+	ADDQ(U8(32), xp)
+	ADDQ(U8(32), x3)
+	ADDQ(U8(4), dp)
+	ADDQ(U8(4), d3)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_end")
+	y, ldy := GP64(), GP64()
+	Load(Param("y"), y)
+	Load(Param("ldy"), ldy)
+	SHLQ(U8(2), ldy)
+	for r, a := range acc {
+		if r > 0 {
+			ADDQ(ldy, y)
+		}
+		VMOVUPS(a, Mem{Base: y})
+	}
+	VZEROUPPER()
+	RET()
+}
