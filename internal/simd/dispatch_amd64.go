@@ -470,6 +470,9 @@ func asmDotActs(w Weight, r0, rows, rb int, q []int8, d []float32, sums []int16,
 	case w.Format == quant.Q6_K && len(lanes) == len(q)/4 && fastGemmOK():
 		fastQ6_KVNNI(wp, rb, rows, blocks, &q[0], &d[0], &lanes[0], &y[0])
 		return true
+	case w.Format == quant.Q4_0 && len(lanes) == len(q)/4:
+		fastQ4_0LanesAVX2(wp, rb, rows, blocks, &q[0], &d[0], &lanes[0], &y[0])
+		return true
 	}
 	switch w.Format {
 	case quant.Q8_0:
@@ -622,6 +625,10 @@ func asmStage8(w Weight, r0, rb, in int, dst []byte) bool {
 func asmDotActs4Staged8(st []byte, q []int8, d []float32, in int, y []float32, ldy int) {
 	fastStaged8x4AVX2(&st[0], in/32, &q[0], &d[0], in, &y[0], ldy)
 }
+
+// decodeLanesAVX2 reports whether decode on f takes lanes on this CPU
+// without VNNI (fastQ4_0LanesAVX2).
+func decodeLanesAVX2(f quant.Format) bool { return active != nil && f == quant.Q4_0 }
 
 func haveExpShift() bool { return active != nil }
 

@@ -68,6 +68,8 @@ func asmDotActs4Staged8(st []byte, q []int8, d []float32, in int, y []float32, l
 	panic("simd: no assembly kernels in this build")
 }
 
+func decodeLanesAVX2(f quant.Format) bool { return false }
+
 func haveExpShift() bool { return false }
 
 func haveScaleF64() bool { return false }

@@ -126,6 +126,9 @@ func (a *acts) quantize(f quant.Format, x []float32, T, in int) {
 			// lanes here.
 			a.lanes = grow(a.lanes, in/4)
 		}
+	} else if T == 1 && decodeLanesAVX2(f) {
+		a.offset = 8
+		a.lanes = grow(a.lanes, in/4)
 	}
 	a.x = x
 	if T > 1 {
@@ -164,6 +167,9 @@ func (a *acts) Part(t int) {
 	quant.QuantizeActs(a.f, a.x[t*in:(t+1)*in], q, d, s)
 	if len(corr) > 0 {
 		blockSums(corr, q, a.offset)
+	}
+	if len(a.lanes) > 0 {
+		laneSums(a.lanes, q, -a.offset)
 	}
 }
 

@@ -63,14 +63,17 @@ func TestFastKernels(t *testing.T) {
 				want[j] = quant.DotActs(f, w[j*rb:(j+1)*rb], q, d, sums)
 				mag = max(mag, math.Abs(float64(want[j])))
 			}
-			// Each format's AVX2-era kernel (no lanes), and the VNNI decode
-			// kernel with its lanes where there is one.
+			// Each format's AVX2-era kernel (no lanes), and the decode
+			// kernel with lanes where there is one (VNNI, or AVX2's
+			// fastQ4_0LanesAVX2, which must equal the first bit for bit).
+			var plain []float32
 			for _, vnni := range []bool{false, true} {
 				got := make([]float32, rows)
 				var lanes []int32
 				if vnni {
 					off, _ := fastGemmFormat(f)
-					if !(f == quant.Q4_0 || f == quant.Q5_0 || f == quant.Q6_K) || !fastGemmOK() {
+					vnniLanes := (f == quant.Q4_0 || f == quant.Q5_0 || f == quant.Q6_K) && fastGemmOK()
+					if !vnniLanes && !decodeLanesAVX2(f) {
 						continue
 					}
 					lanes = make([]int32, in/4)
@@ -83,7 +86,11 @@ func TestFastKernels(t *testing.T) {
 					if diff := math.Abs(float64(got[j] - want[j])); diff > 1e-5*(mag+1) {
 						t.Errorf("%s in=%d vnni=%v row %d: kernel %g, reference %g", f, in, vnni, j, got[j], want[j])
 					}
+					if vnni && !fastGemmOK() && got[j] != plain[j] {
+						t.Errorf("%s in=%d row %d: lanes kernel %g, sign-trick kernel %g", f, in, j, got[j], plain[j])
+					}
 				}
+				plain = got
 			}
 		}
 	}

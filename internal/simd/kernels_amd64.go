@@ -701,3 +701,8 @@ func fastStage8IQ4_NLAVX2(w *byte, ldw int, blocks int, dst *byte)
 //
 //go:noescape
 func fastStaged8x4AVX2(st *byte, blocks int, xq *int8, xd *float32, ldx int, y *float32, ldy int)
+
+// fastQ4_0LanesAVX2 computes y[r] = w_r · x for rows Q4_0 rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd with lanes −8·(sums of 4).
+//
+//go:noescape
+func fastQ4_0LanesAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)

@@ -4,6 +4,16 @@
 
 #include "textflag.h"
 
+DATA nibbleshifts<>+0(SB)/4, $0x00000000
+DATA nibbleshifts<>+4(SB)/4, $0x00000000
+DATA nibbleshifts<>+8(SB)/4, $0x00000000
+DATA nibbleshifts<>+12(SB)/4, $0x00000000
+DATA nibbleshifts<>+16(SB)/4, $0x00000004
+DATA nibbleshifts<>+20(SB)/4, $0x00000004
+DATA nibbleshifts<>+24(SB)/4, $0x00000004
+DATA nibbleshifts<>+28(SB)/4, $0x00000004
+GLOBL nibbleshifts<>(SB), RODATA|NOPTR, $32
+
 DATA iota16<>+0(SB)/4, $0x00000000
 DATA iota16<>+4(SB)/4, $0x3f800000
 DATA iota16<>+8(SB)/4, $0x40000000
@@ -9235,77 +9245,74 @@ fastQ4_0AVX2_row:
 	MOVQ  BX, R12
 
 fastQ4_0AVX2_block:
-	CMPQ         R12, $0x02
-	JB           fastQ4_0AVX2_tail
-	PREFETCHT0   2048(R9)
-	VMOVDQU      2(R9), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPSUBB       Y2, Y5, Y5
-	VMOVDQU      (R10), Y7
-	VPSIGNB      Y5, Y5, Y6
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	MOVWLZX      (R9), R13
-	VMOVD        R13, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (R11), X5, X5
-	VBROADCASTSS X5, Y7
-	VFMADD231PS  Y6, Y7, Y3
-	ADDQ         $0x00000012, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x04, R11
-	PREFETCHT0   2048(R9)
-	VMOVDQU      2(R9), X8
-	VPSRLW       $0x04, X8, X5
-	VINSERTI128  $0x01, X5, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPSUBB       Y2, Y8, Y8
-	VMOVDQU      (R10), Y7
-	VPSIGNB      Y8, Y8, Y6
-	VPSIGNB      Y8, Y7, Y7
-	VPMADDUBSW   Y7, Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	MOVWLZX      (R9), R13
-	VMOVD        R13, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (R11), X5, X5
-	VBROADCASTSS X5, Y7
-	VFMADD231PS  Y6, Y7, Y4
-	ADDQ         $0x00000012, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x04, R11
-	SUBQ         $0x02, R12
-	JMP          fastQ4_0AVX2_block
+	CMPQ           R12, $0x02
+	JB             fastQ4_0AVX2_tail
+	PREFETCHT0     2048(R9)
+	VBROADCASTI128 2(R9), Y5
+	VPSRLVD        nibbleshifts<>+0(SB), Y5, Y5
+	VPAND          Y1, Y5, Y5
+	VPSUBB         Y2, Y5, Y5
+	VMOVDQU        (R10), Y7
+	VPSIGNB        Y5, Y5, Y6
+	VPSIGNB        Y5, Y7, Y7
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	MOVWLZX        (R9), R13
+	VMOVD          R13, X5
+	VCVTPH2PS      X5, X5
+	VMULSS         (R11), X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y6, Y5, Y3
+	ADDQ           $0x00000012, R9
+	ADDQ           $0x20, R10
+	ADDQ           $0x04, R11
+	PREFETCHT0     2048(R9)
+	VBROADCASTI128 2(R9), Y5
+	VPSRLVD        nibbleshifts<>+0(SB), Y5, Y5
+	VPAND          Y1, Y5, Y5
+	VPSUBB         Y2, Y5, Y5
+	VMOVDQU        (R10), Y7
+	VPSIGNB        Y5, Y5, Y6
+	VPSIGNB        Y5, Y7, Y7
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	MOVWLZX        (R9), R13
+	VMOVD          R13, X5
+	VCVTPH2PS      X5, X5
+	VMULSS         (R11), X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y6, Y5, Y4
+	ADDQ           $0x00000012, R9
+	ADDQ           $0x20, R10
+	ADDQ           $0x04, R11
+	SUBQ           $0x02, R12
+	JMP            fastQ4_0AVX2_block
 
 fastQ4_0AVX2_tail:
-	TESTQ        R12, R12
-	JZ           fastQ4_0AVX2_rowdone
-	PREFETCHT0   2048(R9)
-	VMOVDQU      2(R9), X9
-	VPSRLW       $0x04, X9, X5
-	VINSERTI128  $0x01, X5, Y9, Y9
-	VPAND        Y1, Y9, Y9
-	VPSUBB       Y2, Y9, Y9
-	VMOVDQU      (R10), Y7
-	VPSIGNB      Y9, Y9, Y6
-	VPSIGNB      Y9, Y7, Y7
-	VPMADDUBSW   Y7, Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	MOVWLZX      (R9), R12
-	VMOVD        R12, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (R11), X5, X5
-	VBROADCASTSS X5, Y7
-	VFMADD231PS  Y6, Y7, Y3
-	ADDQ         $0x00000012, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x04, R11
+	TESTQ          R12, R12
+	JZ             fastQ4_0AVX2_rowdone
+	PREFETCHT0     2048(R9)
+	VBROADCASTI128 2(R9), Y5
+	VPSRLVD        nibbleshifts<>+0(SB), Y5, Y5
+	VPAND          Y1, Y5, Y5
+	VPSUBB         Y2, Y5, Y5
+	VMOVDQU        (R10), Y7
+	VPSIGNB        Y5, Y5, Y6
+	VPSIGNB        Y5, Y7, Y7
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	MOVWLZX        (R9), R12
+	VMOVD          R12, X5
+	VCVTPH2PS      X5, X5
+	VMULSS         (R11), X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y6, Y5, Y3
+	ADDQ           $0x00000012, R9
+	ADDQ           $0x20, R10
+	ADDQ           $0x04, R11
 
 fastQ4_0AVX2_rowdone:
 	VADDPS       Y4, Y3, Y3
@@ -9359,57 +9366,56 @@ fastQ4_0x4AVX2_row:
 	MOVQ   blocks+24(FP), R12
 
 fastQ4_0x4AVX2_block:
-	TESTQ        R12, R12
-	JZ           fastQ4_0x4AVX2_rowdone
-	VMOVDQU      2(DI), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	VPSUBB       Y2, Y7, Y7
-	VPSIGNB      Y7, Y7, Y8
-	MOVWLZX      (DI), R13
-	VMOVD        R13, X9
-	VCVTPH2PS    X9, X9
-	VBROADCASTSS X9, Y9
-	VMOVDQU      (R8), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R10), Y11
-	VMULPS       Y9, Y11, Y11
-	VFMADD231PS  Y10, Y11, Y3
-	VMOVDQU      (R8)(BX*1), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R10)(SI*1), Y11
-	VMULPS       Y9, Y11, Y11
-	VFMADD231PS  Y10, Y11, Y4
-	VMOVDQU      (R9), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R11), Y11
-	VMULPS       Y9, Y11, Y11
-	VFMADD231PS  Y10, Y11, Y5
-	VMOVDQU      (R9)(BX*1), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R11)(SI*1), Y8
-	VMULPS       Y9, Y8, Y8
-	VFMADD231PS  Y10, Y8, Y6
-	ADDQ         $0x00000012, DI
-	ADDQ         $0x20, R8
-	ADDQ         $0x20, R9
-	ADDQ         $0x04, R10
-	ADDQ         $0x04, R11
-	DECQ         R12
-	JMP          fastQ4_0x4AVX2_block
+	TESTQ          R12, R12
+	JZ             fastQ4_0x4AVX2_rowdone
+	VBROADCASTI128 2(DI), Y7
+	VPSRLVD        nibbleshifts<>+0(SB), Y7, Y7
+	VPAND          Y1, Y7, Y7
+	VPSUBB         Y2, Y7, Y7
+	VPSIGNB        Y7, Y7, Y8
+	MOVWLZX        (DI), R13
+	VMOVD          R13, X9
+	VCVTPH2PS      X9, X9
+	VBROADCASTSS   X9, Y9
+	VMOVDQU        (R8), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPMADDUBSW     Y10, Y8, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (R10), Y11
+	VMULPS         Y9, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y3
+	VMOVDQU        (R8)(BX*1), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPMADDUBSW     Y10, Y8, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (R10)(SI*1), Y11
+	VMULPS         Y9, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y4
+	VMOVDQU        (R9), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPMADDUBSW     Y10, Y8, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (R11), Y11
+	VMULPS         Y9, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y5
+	VMOVDQU        (R9)(BX*1), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPMADDUBSW     Y10, Y8, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (R11)(SI*1), Y7
+	VMULPS         Y9, Y7, Y7
+	VFMADD231PS    Y10, Y7, Y6
+	ADDQ           $0x00000012, DI
+	ADDQ           $0x20, R8
+	ADDQ           $0x20, R9
+	ADDQ           $0x04, R10
+	ADDQ           $0x04, R11
+	DECQ           R12
+	JMP            fastQ4_0x4AVX2_block
 
 fastQ4_0x4AVX2_rowdone:
 	MOVQ         ldy+64(FP), R12
@@ -9488,101 +9494,98 @@ fastQ5_0AVX2_row:
 	MOVQ  BX, R12
 
 fastQ5_0AVX2_block:
-	CMPQ         R12, $0x02
-	JB           fastQ5_0AVX2_tail
-	PREFETCHT0   2048(R9)
-	VMOVDQU      6(R9), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	MOVL         2(R9), R13
-	VMOVD        R13, X6
-	VPBROADCASTD X6, Y6
-	VPSHUFB      fastq5shuf<>+0(SB), Y6, Y6
-	VPOR         fastq5bits<>+0(SB), Y6, Y6
-	VPCMPEQB     Y7, Y7, Y7
-	VPCMPEQB     Y7, Y6, Y6
-	VPANDN       Y2, Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VMOVDQU      (R10), Y7
-	VPSIGNB      Y5, Y5, Y6
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	MOVWLZX      (R9), R13
-	VMOVD        R13, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (R11), X5, X5
-	VBROADCASTSS X5, Y7
-	VFMADD231PS  Y6, Y7, Y3
-	ADDQ         $0x00000016, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x04, R11
-	PREFETCHT0   2048(R9)
-	VMOVDQU      6(R9), X8
-	VPSRLW       $0x04, X8, X5
-	VINSERTI128  $0x01, X5, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	MOVL         2(R9), R13
-	VMOVD        R13, X6
-	VPBROADCASTD X6, Y6
-	VPSHUFB      fastq5shuf<>+0(SB), Y6, Y6
-	VPOR         fastq5bits<>+0(SB), Y6, Y6
-	VPCMPEQB     Y7, Y7, Y7
-	VPCMPEQB     Y7, Y6, Y6
-	VPANDN       Y2, Y6, Y6
-	VPOR         Y6, Y8, Y8
-	VMOVDQU      (R10), Y7
-	VPSIGNB      Y8, Y8, Y6
-	VPSIGNB      Y8, Y7, Y7
-	VPMADDUBSW   Y7, Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	MOVWLZX      (R9), R13
-	VMOVD        R13, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (R11), X5, X5
-	VBROADCASTSS X5, Y7
-	VFMADD231PS  Y6, Y7, Y4
-	ADDQ         $0x00000016, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x04, R11
-	SUBQ         $0x02, R12
-	JMP          fastQ5_0AVX2_block
+	CMPQ           R12, $0x02
+	JB             fastQ5_0AVX2_tail
+	PREFETCHT0     2048(R9)
+	VBROADCASTI128 6(R9), Y5
+	VPSRLVD        nibbleshifts<>+0(SB), Y5, Y5
+	VPAND          Y1, Y5, Y5
+	MOVL           2(R9), R13
+	VMOVD          R13, X6
+	VPBROADCASTD   X6, Y6
+	VPSHUFB        fastq5shuf<>+0(SB), Y6, Y6
+	VPOR           fastq5bits<>+0(SB), Y6, Y6
+	VPCMPEQB       Y7, Y7, Y7
+	VPCMPEQB       Y7, Y6, Y6
+	VPANDN         Y2, Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VMOVDQU        (R10), Y7
+	VPSIGNB        Y5, Y5, Y6
+	VPSIGNB        Y5, Y7, Y7
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	MOVWLZX        (R9), R13
+	VMOVD          R13, X5
+	VCVTPH2PS      X5, X5
+	VMULSS         (R11), X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y6, Y5, Y3
+	ADDQ           $0x00000016, R9
+	ADDQ           $0x20, R10
+	ADDQ           $0x04, R11
+	PREFETCHT0     2048(R9)
+	VBROADCASTI128 6(R9), Y5
+	VPSRLVD        nibbleshifts<>+0(SB), Y5, Y5
+	VPAND          Y1, Y5, Y5
+	MOVL           2(R9), R13
+	VMOVD          R13, X6
+	VPBROADCASTD   X6, Y6
+	VPSHUFB        fastq5shuf<>+0(SB), Y6, Y6
+	VPOR           fastq5bits<>+0(SB), Y6, Y6
+	VPCMPEQB       Y7, Y7, Y7
+	VPCMPEQB       Y7, Y6, Y6
+	VPANDN         Y2, Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VMOVDQU        (R10), Y7
+	VPSIGNB        Y5, Y5, Y6
+	VPSIGNB        Y5, Y7, Y7
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	MOVWLZX        (R9), R13
+	VMOVD          R13, X5
+	VCVTPH2PS      X5, X5
+	VMULSS         (R11), X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y6, Y5, Y4
+	ADDQ           $0x00000016, R9
+	ADDQ           $0x20, R10
+	ADDQ           $0x04, R11
+	SUBQ           $0x02, R12
+	JMP            fastQ5_0AVX2_block
 
 fastQ5_0AVX2_tail:
-	TESTQ        R12, R12
-	JZ           fastQ5_0AVX2_rowdone
-	PREFETCHT0   2048(R9)
-	VMOVDQU      6(R9), X9
-	VPSRLW       $0x04, X9, X5
-	VINSERTI128  $0x01, X5, Y9, Y9
-	VPAND        Y1, Y9, Y9
-	MOVL         2(R9), R12
-	VMOVD        R12, X6
-	VPBROADCASTD X6, Y6
-	VPSHUFB      fastq5shuf<>+0(SB), Y6, Y6
-	VPOR         fastq5bits<>+0(SB), Y6, Y6
-	VPCMPEQB     Y7, Y7, Y7
-	VPCMPEQB     Y7, Y6, Y6
-	VPANDN       Y2, Y6, Y6
-	VPOR         Y6, Y9, Y9
-	VMOVDQU      (R10), Y7
-	VPSIGNB      Y9, Y9, Y6
-	VPSIGNB      Y9, Y7, Y7
-	VPMADDUBSW   Y7, Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	MOVWLZX      (R9), R12
-	VMOVD        R12, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (R11), X5, X5
-	VBROADCASTSS X5, Y7
-	VFMADD231PS  Y6, Y7, Y3
-	ADDQ         $0x00000016, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x04, R11
+	TESTQ          R12, R12
+	JZ             fastQ5_0AVX2_rowdone
+	PREFETCHT0     2048(R9)
+	VBROADCASTI128 6(R9), Y5
+	VPSRLVD        nibbleshifts<>+0(SB), Y5, Y5
+	VPAND          Y1, Y5, Y5
+	MOVL           2(R9), R12
+	VMOVD          R12, X6
+	VPBROADCASTD   X6, Y6
+	VPSHUFB        fastq5shuf<>+0(SB), Y6, Y6
+	VPOR           fastq5bits<>+0(SB), Y6, Y6
+	VPCMPEQB       Y7, Y7, Y7
+	VPCMPEQB       Y7, Y6, Y6
+	VPANDN         Y2, Y6, Y6
+	VPOR           Y6, Y5, Y5
+	VMOVDQU        (R10), Y7
+	VPSIGNB        Y5, Y5, Y6
+	VPSIGNB        Y5, Y7, Y7
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	MOVWLZX        (R9), R12
+	VMOVD          R12, X5
+	VCVTPH2PS      X5, X5
+	VMULSS         (R11), X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y6, Y5, Y3
+	ADDQ           $0x00000016, R9
+	ADDQ           $0x20, R10
+	ADDQ           $0x04, R11
 
 fastQ5_0AVX2_rowdone:
 	VADDPS       Y4, Y3, Y3
@@ -9636,65 +9639,64 @@ fastQ5_0x4AVX2_row:
 	MOVQ   blocks+24(FP), R12
 
 fastQ5_0x4AVX2_block:
-	TESTQ        R12, R12
-	JZ           fastQ5_0x4AVX2_rowdone
-	VMOVDQU      6(DI), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	MOVL         2(DI), R13
-	VMOVD        R13, X8
-	VPBROADCASTD X8, Y8
-	VPSHUFB      fastq5shuf<>+0(SB), Y8, Y8
-	VPOR         fastq5bits<>+0(SB), Y8, Y8
-	VPCMPEQB     Y9, Y9, Y9
-	VPCMPEQB     Y9, Y8, Y8
-	VPANDN       Y2, Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPSIGNB      Y7, Y7, Y8
-	MOVWLZX      (DI), R13
-	VMOVD        R13, X9
-	VCVTPH2PS    X9, X9
-	VBROADCASTSS X9, Y9
-	VMOVDQU      (R8), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R10), Y11
-	VMULPS       Y9, Y11, Y11
-	VFMADD231PS  Y10, Y11, Y3
-	VMOVDQU      (R8)(BX*1), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R10)(SI*1), Y11
-	VMULPS       Y9, Y11, Y11
-	VFMADD231PS  Y10, Y11, Y4
-	VMOVDQU      (R9), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R11), Y11
-	VMULPS       Y9, Y11, Y11
-	VFMADD231PS  Y10, Y11, Y5
-	VMOVDQU      (R9)(BX*1), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R11)(SI*1), Y8
-	VMULPS       Y9, Y8, Y8
-	VFMADD231PS  Y10, Y8, Y6
-	ADDQ         $0x00000016, DI
-	ADDQ         $0x20, R8
-	ADDQ         $0x20, R9
-	ADDQ         $0x04, R10
-	ADDQ         $0x04, R11
-	DECQ         R12
-	JMP          fastQ5_0x4AVX2_block
+	TESTQ          R12, R12
+	JZ             fastQ5_0x4AVX2_rowdone
+	VBROADCASTI128 6(DI), Y7
+	VPSRLVD        nibbleshifts<>+0(SB), Y7, Y7
+	VPAND          Y1, Y7, Y7
+	MOVL           2(DI), R13
+	VMOVD          R13, X8
+	VPBROADCASTD   X8, Y8
+	VPSHUFB        fastq5shuf<>+0(SB), Y8, Y8
+	VPOR           fastq5bits<>+0(SB), Y8, Y8
+	VPCMPEQB       Y9, Y9, Y9
+	VPCMPEQB       Y9, Y8, Y8
+	VPANDN         Y2, Y8, Y8
+	VPOR           Y8, Y7, Y7
+	VPSIGNB        Y7, Y7, Y8
+	MOVWLZX        (DI), R13
+	VMOVD          R13, X9
+	VCVTPH2PS      X9, X9
+	VBROADCASTSS   X9, Y9
+	VMOVDQU        (R8), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPMADDUBSW     Y10, Y8, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (R10), Y11
+	VMULPS         Y9, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y3
+	VMOVDQU        (R8)(BX*1), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPMADDUBSW     Y10, Y8, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (R10)(SI*1), Y11
+	VMULPS         Y9, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y4
+	VMOVDQU        (R9), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPMADDUBSW     Y10, Y8, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (R11), Y11
+	VMULPS         Y9, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y5
+	VMOVDQU        (R9)(BX*1), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPMADDUBSW     Y10, Y8, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (R11)(SI*1), Y7
+	VMULPS         Y9, Y7, Y7
+	VFMADD231PS    Y10, Y7, Y6
+	ADDQ           $0x00000016, DI
+	ADDQ           $0x20, R8
+	ADDQ           $0x20, R9
+	ADDQ           $0x04, R10
+	ADDQ           $0x04, R11
+	DECQ           R12
+	JMP            fastQ5_0x4AVX2_block
 
 fastQ5_0x4AVX2_rowdone:
 	MOVQ         ldy+64(FP), R12
@@ -9741,6 +9743,136 @@ fastQ5_0x4AVX2_rowdone:
 fastQ5_0x4AVX2_end:
 	VZEROUPPER
 	RET
+
+DATA scalewordshuf<>+0(SB)/1, $0x00
+DATA scalewordshuf<>+1(SB)/1, $0x01
+DATA scalewordshuf<>+2(SB)/1, $0x00
+DATA scalewordshuf<>+3(SB)/1, $0x01
+DATA scalewordshuf<>+4(SB)/1, $0x00
+DATA scalewordshuf<>+5(SB)/1, $0x01
+DATA scalewordshuf<>+6(SB)/1, $0x00
+DATA scalewordshuf<>+7(SB)/1, $0x01
+DATA scalewordshuf<>+8(SB)/1, $0x00
+DATA scalewordshuf<>+9(SB)/1, $0x01
+DATA scalewordshuf<>+10(SB)/1, $0x00
+DATA scalewordshuf<>+11(SB)/1, $0x01
+DATA scalewordshuf<>+12(SB)/1, $0x00
+DATA scalewordshuf<>+13(SB)/1, $0x01
+DATA scalewordshuf<>+14(SB)/1, $0x00
+DATA scalewordshuf<>+15(SB)/1, $0x01
+DATA scalewordshuf<>+16(SB)/1, $0x02
+DATA scalewordshuf<>+17(SB)/1, $0x03
+DATA scalewordshuf<>+18(SB)/1, $0x02
+DATA scalewordshuf<>+19(SB)/1, $0x03
+DATA scalewordshuf<>+20(SB)/1, $0x02
+DATA scalewordshuf<>+21(SB)/1, $0x03
+DATA scalewordshuf<>+22(SB)/1, $0x02
+DATA scalewordshuf<>+23(SB)/1, $0x03
+DATA scalewordshuf<>+24(SB)/1, $0x02
+DATA scalewordshuf<>+25(SB)/1, $0x03
+DATA scalewordshuf<>+26(SB)/1, $0x02
+DATA scalewordshuf<>+27(SB)/1, $0x03
+DATA scalewordshuf<>+28(SB)/1, $0x02
+DATA scalewordshuf<>+29(SB)/1, $0x03
+DATA scalewordshuf<>+30(SB)/1, $0x02
+DATA scalewordshuf<>+31(SB)/1, $0x03
+DATA scalewordshuf<>+32(SB)/1, $0x04
+DATA scalewordshuf<>+33(SB)/1, $0x05
+DATA scalewordshuf<>+34(SB)/1, $0x04
+DATA scalewordshuf<>+35(SB)/1, $0x05
+DATA scalewordshuf<>+36(SB)/1, $0x04
+DATA scalewordshuf<>+37(SB)/1, $0x05
+DATA scalewordshuf<>+38(SB)/1, $0x04
+DATA scalewordshuf<>+39(SB)/1, $0x05
+DATA scalewordshuf<>+40(SB)/1, $0x04
+DATA scalewordshuf<>+41(SB)/1, $0x05
+DATA scalewordshuf<>+42(SB)/1, $0x04
+DATA scalewordshuf<>+43(SB)/1, $0x05
+DATA scalewordshuf<>+44(SB)/1, $0x04
+DATA scalewordshuf<>+45(SB)/1, $0x05
+DATA scalewordshuf<>+46(SB)/1, $0x04
+DATA scalewordshuf<>+47(SB)/1, $0x05
+DATA scalewordshuf<>+48(SB)/1, $0x06
+DATA scalewordshuf<>+49(SB)/1, $0x07
+DATA scalewordshuf<>+50(SB)/1, $0x06
+DATA scalewordshuf<>+51(SB)/1, $0x07
+DATA scalewordshuf<>+52(SB)/1, $0x06
+DATA scalewordshuf<>+53(SB)/1, $0x07
+DATA scalewordshuf<>+54(SB)/1, $0x06
+DATA scalewordshuf<>+55(SB)/1, $0x07
+DATA scalewordshuf<>+56(SB)/1, $0x06
+DATA scalewordshuf<>+57(SB)/1, $0x07
+DATA scalewordshuf<>+58(SB)/1, $0x06
+DATA scalewordshuf<>+59(SB)/1, $0x07
+DATA scalewordshuf<>+60(SB)/1, $0x06
+DATA scalewordshuf<>+61(SB)/1, $0x07
+DATA scalewordshuf<>+62(SB)/1, $0x06
+DATA scalewordshuf<>+63(SB)/1, $0x07
+DATA scalewordshuf<>+64(SB)/1, $0x08
+DATA scalewordshuf<>+65(SB)/1, $0x09
+DATA scalewordshuf<>+66(SB)/1, $0x08
+DATA scalewordshuf<>+67(SB)/1, $0x09
+DATA scalewordshuf<>+68(SB)/1, $0x08
+DATA scalewordshuf<>+69(SB)/1, $0x09
+DATA scalewordshuf<>+70(SB)/1, $0x08
+DATA scalewordshuf<>+71(SB)/1, $0x09
+DATA scalewordshuf<>+72(SB)/1, $0x08
+DATA scalewordshuf<>+73(SB)/1, $0x09
+DATA scalewordshuf<>+74(SB)/1, $0x08
+DATA scalewordshuf<>+75(SB)/1, $0x09
+DATA scalewordshuf<>+76(SB)/1, $0x08
+DATA scalewordshuf<>+77(SB)/1, $0x09
+DATA scalewordshuf<>+78(SB)/1, $0x08
+DATA scalewordshuf<>+79(SB)/1, $0x09
+DATA scalewordshuf<>+80(SB)/1, $0x0a
+DATA scalewordshuf<>+81(SB)/1, $0x0b
+DATA scalewordshuf<>+82(SB)/1, $0x0a
+DATA scalewordshuf<>+83(SB)/1, $0x0b
+DATA scalewordshuf<>+84(SB)/1, $0x0a
+DATA scalewordshuf<>+85(SB)/1, $0x0b
+DATA scalewordshuf<>+86(SB)/1, $0x0a
+DATA scalewordshuf<>+87(SB)/1, $0x0b
+DATA scalewordshuf<>+88(SB)/1, $0x0a
+DATA scalewordshuf<>+89(SB)/1, $0x0b
+DATA scalewordshuf<>+90(SB)/1, $0x0a
+DATA scalewordshuf<>+91(SB)/1, $0x0b
+DATA scalewordshuf<>+92(SB)/1, $0x0a
+DATA scalewordshuf<>+93(SB)/1, $0x0b
+DATA scalewordshuf<>+94(SB)/1, $0x0a
+DATA scalewordshuf<>+95(SB)/1, $0x0b
+DATA scalewordshuf<>+96(SB)/1, $0x0c
+DATA scalewordshuf<>+97(SB)/1, $0x0d
+DATA scalewordshuf<>+98(SB)/1, $0x0c
+DATA scalewordshuf<>+99(SB)/1, $0x0d
+DATA scalewordshuf<>+100(SB)/1, $0x0c
+DATA scalewordshuf<>+101(SB)/1, $0x0d
+DATA scalewordshuf<>+102(SB)/1, $0x0c
+DATA scalewordshuf<>+103(SB)/1, $0x0d
+DATA scalewordshuf<>+104(SB)/1, $0x0c
+DATA scalewordshuf<>+105(SB)/1, $0x0d
+DATA scalewordshuf<>+106(SB)/1, $0x0c
+DATA scalewordshuf<>+107(SB)/1, $0x0d
+DATA scalewordshuf<>+108(SB)/1, $0x0c
+DATA scalewordshuf<>+109(SB)/1, $0x0d
+DATA scalewordshuf<>+110(SB)/1, $0x0c
+DATA scalewordshuf<>+111(SB)/1, $0x0d
+DATA scalewordshuf<>+112(SB)/1, $0x0e
+DATA scalewordshuf<>+113(SB)/1, $0x0f
+DATA scalewordshuf<>+114(SB)/1, $0x0e
+DATA scalewordshuf<>+115(SB)/1, $0x0f
+DATA scalewordshuf<>+116(SB)/1, $0x0e
+DATA scalewordshuf<>+117(SB)/1, $0x0f
+DATA scalewordshuf<>+118(SB)/1, $0x0e
+DATA scalewordshuf<>+119(SB)/1, $0x0f
+DATA scalewordshuf<>+120(SB)/1, $0x0e
+DATA scalewordshuf<>+121(SB)/1, $0x0f
+DATA scalewordshuf<>+122(SB)/1, $0x0e
+DATA scalewordshuf<>+123(SB)/1, $0x0f
+DATA scalewordshuf<>+124(SB)/1, $0x0e
+DATA scalewordshuf<>+125(SB)/1, $0x0f
+DATA scalewordshuf<>+126(SB)/1, $0x0e
+DATA scalewordshuf<>+127(SB)/1, $0x0f
+GLOBL scalewordshuf<>(SB), RODATA|NOPTR, $128
 
 // func fastQ4_KAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
@@ -9902,13 +10034,13 @@ TEXT ·fastQ6_KAVX2(SB), NOSPLIT, $0-64
 	VMOVD        BX, X1
 	VPBROADCASTD X1, Y1
 	MOVL         $0x30303030, BX
-	VMOVD        BX, X2
-	VPBROADCASTD X2, Y2
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
 
 fastQ6_KAVX2_row:
 	TESTQ  CX, CX
 	JZ     fastQ6_KAVX2_end
-	VXORPS Y3, Y3, Y3
+	VXORPS Y2, Y2, Y2
 	MOVQ   AX, BX
 	MOVQ   xq+32(FP), SI
 	MOVQ   xd+40(FP), DI
@@ -9922,110 +10054,96 @@ fastQ6_KAVX2_block:
 	PREFETCHT0   2112(BX)
 	PREFETCHT0   2176(BX)
 	PREFETCHT0   2240(BX)
-	VPXOR        Y4, Y4, Y4
-	VMOVDQU      128(BX), Y5
-	VMOVDQU      (BX), Y6
-	VMOVDQU      32(BX), Y7
-	VPMOVSXBD    192(BX), Y8
-	VPAND        Y0, Y6, Y9
-	VPSLLW       $0x04, Y5, Y10
-	VPAND        Y2, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   (SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VMOVDQU      fastq6kidx<>+0(SB), Y10
-	VPERMD       Y8, Y10, Y10
-	VPMULLD      Y10, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	VPAND        Y0, Y7, Y9
-	VPSLLW       $0x02, Y5, Y10
-	VPAND        Y2, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   32(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VMOVDQU      fastq6kidx<>+32(SB), Y10
-	VPERMD       Y8, Y10, Y10
-	VPMULLD      Y10, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	VPSRLW       $0x04, Y6, Y6
-	VPAND        Y0, Y6, Y6
-	VMOVDQA      Y5, Y9
-	VPAND        Y2, Y9, Y9
-	VPOR         Y9, Y6, Y6
-	VPMADDUBSW   64(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VMOVDQU      fastq6kidx<>+64(SB), Y9
-	VPERMD       Y8, Y9, Y9
-	VPMULLD      Y9, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	VPSRLW       $0x04, Y7, Y6
-	VPAND        Y0, Y6, Y6
-	VPSRLW       $0x02, Y5, Y5
-	VPAND        Y2, Y5, Y5
-	VPOR         Y5, Y6, Y6
-	VPMADDUBSW   96(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VMOVDQU      fastq6kidx<>+96(SB), Y5
-	VPERMD       Y8, Y5, Y5
-	VPMULLD      Y5, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	VMOVDQU      160(BX), Y5
-	VMOVDQU      64(BX), Y6
-	VMOVDQU      96(BX), Y7
-	VPMOVSXBD    200(BX), Y8
-	VPAND        Y0, Y6, Y9
-	VPSLLW       $0x04, Y5, Y10
-	VPAND        Y2, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   128(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VMOVDQU      fastq6kidx<>+0(SB), Y10
-	VPERMD       Y8, Y10, Y10
-	VPMULLD      Y10, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	VPAND        Y0, Y7, Y9
-	VPSLLW       $0x02, Y5, Y10
-	VPAND        Y2, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   160(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VMOVDQU      fastq6kidx<>+32(SB), Y10
-	VPERMD       Y8, Y10, Y10
-	VPMULLD      Y10, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	VPSRLW       $0x04, Y6, Y6
-	VPAND        Y0, Y6, Y6
-	VMOVDQA      Y5, Y9
-	VPAND        Y2, Y9, Y9
-	VPOR         Y9, Y6, Y6
-	VPMADDUBSW   192(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VMOVDQU      fastq6kidx<>+64(SB), Y9
-	VPERMD       Y8, Y9, Y9
-	VPMULLD      Y9, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	VPSRLW       $0x04, Y7, Y6
-	VPAND        Y0, Y6, Y6
-	VPSRLW       $0x02, Y5, Y5
-	VPAND        Y2, Y5, Y5
-	VPOR         Y5, Y6, Y6
-	VPMADDUBSW   224(SI), Y6, Y6
-	VPMADDWD     Y1, Y6, Y6
-	VMOVDQU      fastq6kidx<>+96(SB), Y5
-	VPERMD       Y8, Y5, Y5
-	VPMULLD      Y5, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	VPMOVSXBW    192(BX), Y5
-	VPMADDWD     (R8), Y5, Y5
-	VPSLLD       $0x05, Y5, Y5
-	VPSUBD       Y5, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      128(BX), Y4
+	VMOVDQU      (BX), Y5
+	VMOVDQU      32(BX), Y6
+	VPMOVSXBW    192(BX), Y7
+	VPERMQ       $0x44, Y7, Y7
+	VPAND        Y0, Y5, Y8
+	VPSLLW       $0x04, Y4, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   (SI), Y8, Y8
+	VPSHUFB      scalewordshuf<>+0(SB), Y7, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VPAND        Y0, Y6, Y8
+	VPSLLW       $0x02, Y4, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   32(SI), Y8, Y8
+	VPSHUFB      scalewordshuf<>+32(SB), Y7, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQA      Y4, Y8
+	VPAND        Y1, Y8, Y8
+	VPOR         Y8, Y5, Y5
+	VPMADDUBSW   64(SI), Y5, Y5
+	VPSHUFB      scalewordshuf<>+64(SB), Y7, Y8
+	VPMADDWD     Y8, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPSRLW       $0x04, Y6, Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLW       $0x02, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VPMADDUBSW   96(SI), Y5, Y5
+	VPSHUFB      scalewordshuf<>+96(SB), Y7, Y4
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VMOVDQU      160(BX), Y4
+	VMOVDQU      64(BX), Y5
+	VMOVDQU      96(BX), Y6
+	VPMOVSXBW    192(BX), Y7
+	VPERMQ       $0xee, Y7, Y7
+	VPAND        Y0, Y5, Y8
+	VPSLLW       $0x04, Y4, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   128(SI), Y8, Y8
+	VPSHUFB      scalewordshuf<>+0(SB), Y7, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VPAND        Y0, Y6, Y8
+	VPSLLW       $0x02, Y4, Y9
+	VPAND        Y1, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   160(SI), Y8, Y8
+	VPSHUFB      scalewordshuf<>+32(SB), Y7, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMOVDQA      Y4, Y8
+	VPAND        Y1, Y8, Y8
+	VPOR         Y8, Y5, Y5
+	VPMADDUBSW   192(SI), Y5, Y5
+	VPSHUFB      scalewordshuf<>+64(SB), Y7, Y8
+	VPMADDWD     Y8, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPSRLW       $0x04, Y6, Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLW       $0x02, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VPMADDUBSW   224(SI), Y5, Y5
+	VPSHUFB      scalewordshuf<>+96(SB), Y7, Y4
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VPMOVSXBW    192(BX), Y4
+	VPMADDWD     (R8), Y4, Y4
+	VPSLLD       $0x05, Y4, Y4
+	VPSUBD       Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
 	MOVWLZX      208(BX), R10
-	VMOVD        R10, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (DI), X5, X5
-	VBROADCASTSS X5, Y5
-	VFMADD231PS  Y4, Y5, Y3
+	VMOVD        R10, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (DI), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y3, Y4, Y2
 	ADDQ         $0x000000d2, BX
 	ADDQ         $0x00000100, SI
 	ADDQ         $0x04, DI
@@ -10034,13 +10152,13 @@ fastQ6_KAVX2_block:
 	JMP          fastQ6_KAVX2_block
 
 fastQ6_KAVX2_rowdone:
-	VEXTRACTF128 $0x01, Y3, X4
-	VADDPS       X4, X3, X3
-	VPERMILPS    $0x4e, X3, X4
-	VADDPS       X4, X3, X3
-	VPERMILPS    $0xb1, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSS       X3, (DX)
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSS       X2, (DX)
 	ADDQ         $0x04, DX
 	MOVQ         ldw+8(FP), R9
 	ADDQ         R9, AX
@@ -13677,77 +13795,74 @@ fastIQ4_NLAVX2_row:
 	MOVQ  BX, R12
 
 fastIQ4_NLAVX2_block:
-	CMPQ         R12, $0x02
-	JB           fastIQ4_NLAVX2_tail
-	PREFETCHT0   2048(R9)
-	VMOVDQU      2(R9), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y5
-	VPAND        Y1, Y5, Y5
-	VPSHUFB      Y5, Y2, Y5
-	VMOVDQU      (R10), Y7
-	VPSIGNB      Y5, Y5, Y6
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	MOVWLZX      (R9), R13
-	VMOVD        R13, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (R11), X5, X5
-	VBROADCASTSS X5, Y7
-	VFMADD231PS  Y6, Y7, Y3
-	ADDQ         $0x00000012, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x04, R11
-	PREFETCHT0   2048(R9)
-	VMOVDQU      2(R9), X8
-	VPSRLW       $0x04, X8, X5
-	VINSERTI128  $0x01, X5, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPSHUFB      Y8, Y2, Y8
-	VMOVDQU      (R10), Y7
-	VPSIGNB      Y8, Y8, Y6
-	VPSIGNB      Y8, Y7, Y7
-	VPMADDUBSW   Y7, Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	MOVWLZX      (R9), R13
-	VMOVD        R13, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (R11), X5, X5
-	VBROADCASTSS X5, Y7
-	VFMADD231PS  Y6, Y7, Y4
-	ADDQ         $0x00000012, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x04, R11
-	SUBQ         $0x02, R12
-	JMP          fastIQ4_NLAVX2_block
+	CMPQ           R12, $0x02
+	JB             fastIQ4_NLAVX2_tail
+	PREFETCHT0     2048(R9)
+	VBROADCASTI128 2(R9), Y5
+	VPSRLVD        nibbleshifts<>+0(SB), Y5, Y5
+	VPAND          Y1, Y5, Y5
+	VPSHUFB        Y5, Y2, Y5
+	VMOVDQU        (R10), Y7
+	VPSIGNB        Y5, Y5, Y6
+	VPSIGNB        Y5, Y7, Y7
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	MOVWLZX        (R9), R13
+	VMOVD          R13, X5
+	VCVTPH2PS      X5, X5
+	VMULSS         (R11), X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y6, Y5, Y3
+	ADDQ           $0x00000012, R9
+	ADDQ           $0x20, R10
+	ADDQ           $0x04, R11
+	PREFETCHT0     2048(R9)
+	VBROADCASTI128 2(R9), Y5
+	VPSRLVD        nibbleshifts<>+0(SB), Y5, Y5
+	VPAND          Y1, Y5, Y5
+	VPSHUFB        Y5, Y2, Y5
+	VMOVDQU        (R10), Y7
+	VPSIGNB        Y5, Y5, Y6
+	VPSIGNB        Y5, Y7, Y7
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	MOVWLZX        (R9), R13
+	VMOVD          R13, X5
+	VCVTPH2PS      X5, X5
+	VMULSS         (R11), X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y6, Y5, Y4
+	ADDQ           $0x00000012, R9
+	ADDQ           $0x20, R10
+	ADDQ           $0x04, R11
+	SUBQ           $0x02, R12
+	JMP            fastIQ4_NLAVX2_block
 
 fastIQ4_NLAVX2_tail:
-	TESTQ        R12, R12
-	JZ           fastIQ4_NLAVX2_rowdone
-	PREFETCHT0   2048(R9)
-	VMOVDQU      2(R9), X9
-	VPSRLW       $0x04, X9, X5
-	VINSERTI128  $0x01, X5, Y9, Y9
-	VPAND        Y1, Y9, Y9
-	VPSHUFB      Y9, Y2, Y9
-	VMOVDQU      (R10), Y7
-	VPSIGNB      Y9, Y9, Y6
-	VPSIGNB      Y9, Y7, Y7
-	VPMADDUBSW   Y7, Y6, Y6
-	VPMADDWD     Y0, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	MOVWLZX      (R9), R12
-	VMOVD        R12, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (R11), X5, X5
-	VBROADCASTSS X5, Y7
-	VFMADD231PS  Y6, Y7, Y3
-	ADDQ         $0x00000012, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x04, R11
+	TESTQ          R12, R12
+	JZ             fastIQ4_NLAVX2_rowdone
+	PREFETCHT0     2048(R9)
+	VBROADCASTI128 2(R9), Y5
+	VPSRLVD        nibbleshifts<>+0(SB), Y5, Y5
+	VPAND          Y1, Y5, Y5
+	VPSHUFB        Y5, Y2, Y5
+	VMOVDQU        (R10), Y7
+	VPSIGNB        Y5, Y5, Y6
+	VPSIGNB        Y5, Y7, Y7
+	VPMADDUBSW     Y7, Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	MOVWLZX        (R9), R12
+	VMOVD          R12, X5
+	VCVTPH2PS      X5, X5
+	VMULSS         (R11), X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y6, Y5, Y3
+	ADDQ           $0x00000012, R9
+	ADDQ           $0x20, R10
+	ADDQ           $0x04, R11
 
 fastIQ4_NLAVX2_rowdone:
 	VADDPS       Y4, Y3, Y3
@@ -13799,57 +13914,56 @@ fastIQ4_NLx4AVX2_row:
 	MOVQ   blocks+24(FP), R12
 
 fastIQ4_NLx4AVX2_block:
-	TESTQ        R12, R12
-	JZ           fastIQ4_NLx4AVX2_rowdone
-	VMOVDQU      2(DI), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	VPSHUFB      Y7, Y2, Y7
-	VPSIGNB      Y7, Y7, Y8
-	MOVWLZX      (DI), R13
-	VMOVD        R13, X9
-	VCVTPH2PS    X9, X9
-	VBROADCASTSS X9, Y9
-	VMOVDQU      (R8), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R10), Y11
-	VMULPS       Y9, Y11, Y11
-	VFMADD231PS  Y10, Y11, Y3
-	VMOVDQU      (R8)(BX*1), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R10)(SI*1), Y11
-	VMULPS       Y9, Y11, Y11
-	VFMADD231PS  Y10, Y11, Y4
-	VMOVDQU      (R9), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R11), Y11
-	VMULPS       Y9, Y11, Y11
-	VFMADD231PS  Y10, Y11, Y5
-	VMOVDQU      (R9)(BX*1), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y8, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R11)(SI*1), Y8
-	VMULPS       Y9, Y8, Y8
-	VFMADD231PS  Y10, Y8, Y6
-	ADDQ         $0x00000012, DI
-	ADDQ         $0x20, R8
-	ADDQ         $0x20, R9
-	ADDQ         $0x04, R10
-	ADDQ         $0x04, R11
-	DECQ         R12
-	JMP          fastIQ4_NLx4AVX2_block
+	TESTQ          R12, R12
+	JZ             fastIQ4_NLx4AVX2_rowdone
+	VBROADCASTI128 2(DI), Y7
+	VPSRLVD        nibbleshifts<>+0(SB), Y7, Y7
+	VPAND          Y1, Y7, Y7
+	VPSHUFB        Y7, Y2, Y7
+	VPSIGNB        Y7, Y7, Y8
+	MOVWLZX        (DI), R13
+	VMOVD          R13, X9
+	VCVTPH2PS      X9, X9
+	VBROADCASTSS   X9, Y9
+	VMOVDQU        (R8), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPMADDUBSW     Y10, Y8, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (R10), Y11
+	VMULPS         Y9, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y3
+	VMOVDQU        (R8)(BX*1), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPMADDUBSW     Y10, Y8, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (R10)(SI*1), Y11
+	VMULPS         Y9, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y4
+	VMOVDQU        (R9), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPMADDUBSW     Y10, Y8, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (R11), Y11
+	VMULPS         Y9, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y5
+	VMOVDQU        (R9)(BX*1), Y10
+	VPSIGNB        Y7, Y10, Y10
+	VPMADDUBSW     Y10, Y8, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (R11)(SI*1), Y7
+	VMULPS         Y9, Y7, Y7
+	VFMADD231PS    Y10, Y7, Y6
+	ADDQ           $0x00000012, DI
+	ADDQ           $0x20, R8
+	ADDQ           $0x20, R9
+	ADDQ           $0x04, R10
+	ADDQ           $0x04, R11
+	DECQ           R12
+	JMP            fastIQ4_NLx4AVX2_block
 
 fastIQ4_NLx4AVX2_rowdone:
 	MOVQ         ldy+64(FP), R12
@@ -16023,13 +16137,13 @@ TEXT ·fastQ2_KAVX2(SB), NOSPLIT, $0-64
 	VMOVD        BX, X1
 	VPBROADCASTD X1, Y1
 	MOVL         $0x03030303, BX
-	VMOVD        BX, X2
-	VPBROADCASTD X2, Y2
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
 
 fastQ2_KAVX2_row:
 	TESTQ  CX, CX
 	JZ     fastQ2_KAVX2_end
-	VXORPS Y3, Y3, Y3
+	VXORPS Y2, Y2, Y2
 	MOVQ   AX, BX
 	MOVQ   xq+32(FP), SI
 	MOVQ   xd+40(FP), DI
@@ -16041,94 +16155,78 @@ fastQ2_KAVX2_block:
 	JZ           fastQ2_KAVX2_rowdone
 	PREFETCHT0   2048(BX)
 	PREFETCHT0   2112(BX)
-	VPXOR        Y4, Y4, Y4
-	VMOVDQU      (BX), X6
-	VPAND        X0, X6, X5
-	VPSRLW       $0x04, X6, X6
-	VPAND        X0, X6, X6
-	VPMOVZXBW    X6, Y6
-	VPSRLDQ      $0x08, X5, X7
-	VPMOVZXBD    X5, Y5
-	VPMOVZXBD    X7, Y7
-	VPMADDWD     (R8), Y6, Y6
-	VMOVDQU      16(BX), Y8
-	VPAND        Y2, Y8, Y9
-	VPMADDUBSW   (SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VMOVDQU      fastq6kidx<>+0(SB), Y10
-	VPERMD       Y5, Y10, Y10
-	VPMULLD      Y10, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	VPSRLW       $0x02, Y8, Y9
-	VPAND        Y2, Y9, Y9
-	VPMADDUBSW   32(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VMOVDQU      fastq6kidx<>+32(SB), Y10
-	VPERMD       Y5, Y10, Y10
-	VPMULLD      Y10, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	VPSRLW       $0x04, Y8, Y9
-	VPAND        Y2, Y9, Y9
-	VPMADDUBSW   64(SI), Y9, Y9
-	VPMADDWD     Y1, Y9, Y9
-	VMOVDQU      fastq6kidx<>+64(SB), Y10
-	VPERMD       Y5, Y10, Y10
-	VPMULLD      Y10, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	VPSRLW       $0x06, Y8, Y8
-	VPAND        Y2, Y8, Y8
-	VPMADDUBSW   96(SI), Y8, Y8
-	VPMADDWD     Y1, Y8, Y8
-	VMOVDQU      fastq6kidx<>+96(SB), Y9
-	VPERMD       Y5, Y9, Y9
-	VPMULLD      Y9, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VMOVDQU      48(BX), Y5
-	VPAND        Y2, Y5, Y8
-	VPMADDUBSW   128(SI), Y8, Y8
-	VPMADDWD     Y1, Y8, Y8
-	VMOVDQU      fastq6kidx<>+0(SB), Y9
-	VPERMD       Y7, Y9, Y9
-	VPMULLD      Y9, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSRLW       $0x02, Y5, Y8
-	VPAND        Y2, Y8, Y8
-	VPMADDUBSW   160(SI), Y8, Y8
-	VPMADDWD     Y1, Y8, Y8
-	VMOVDQU      fastq6kidx<>+32(SB), Y9
-	VPERMD       Y7, Y9, Y9
-	VPMULLD      Y9, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSRLW       $0x04, Y5, Y8
-	VPAND        Y2, Y8, Y8
-	VPMADDUBSW   192(SI), Y8, Y8
-	VPMADDWD     Y1, Y8, Y8
-	VMOVDQU      fastq6kidx<>+64(SB), Y9
-	VPERMD       Y7, Y9, Y9
-	VPMULLD      Y9, Y8, Y8
-	VPADDD       Y8, Y4, Y4
-	VPSRLW       $0x06, Y5, Y5
-	VPAND        Y2, Y5, Y5
-	VPMADDUBSW   224(SI), Y5, Y5
-	VPMADDWD     Y1, Y5, Y5
-	VMOVDQU      fastq6kidx<>+96(SB), Y8
-	VPERMD       Y7, Y8, Y8
-	VPMULLD      Y8, Y5, Y5
-	VPADDD       Y5, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VCVTDQ2PS    Y6, Y6
+	VPXOR        Y3, Y3, Y3
+	VMOVDQU      (BX), X5
+	VPAND        X0, X5, X4
+	VPSRLW       $0x04, X5, X5
+	VPAND        X0, X5, X5
+	VPMOVZXBW    X5, Y5
+	VPMOVZXBW    X4, Y4
+	VPERMQ       $0x44, Y4, Y6
+	VPERMQ       $0xee, Y4, Y4
+	VPMADDWD     (R8), Y5, Y5
+	VMOVDQU      16(BX), Y7
+	VPAND        Y1, Y7, Y8
+	VPMADDUBSW   (SI), Y8, Y8
+	VPSHUFB      scalewordshuf<>+0(SB), Y6, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y1, Y8, Y8
+	VPMADDUBSW   32(SI), Y8, Y8
+	VPSHUFB      scalewordshuf<>+32(SB), Y6, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y1, Y8, Y8
+	VPMADDUBSW   64(SI), Y8, Y8
+	VPSHUFB      scalewordshuf<>+64(SB), Y6, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPMADDUBSW   96(SI), Y7, Y7
+	VPSHUFB      scalewordshuf<>+96(SB), Y6, Y6
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VMOVDQU      48(BX), Y6
+	VPAND        Y1, Y6, Y7
+	VPMADDUBSW   128(SI), Y7, Y7
+	VPSHUFB      scalewordshuf<>+0(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSRLW       $0x02, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPMADDUBSW   160(SI), Y7, Y7
+	VPSHUFB      scalewordshuf<>+32(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPMADDUBSW   192(SI), Y7, Y7
+	VPSHUFB      scalewordshuf<>+64(SB), Y4, Y8
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   224(SI), Y6, Y6
+	VPSHUFB      scalewordshuf<>+96(SB), Y4, Y4
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VCVTDQ2PS    Y5, Y5
 	MOVWLZX      80(BX), R10
-	VMOVD        R10, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (DI), X5, X5
-	VBROADCASTSS X5, Y5
-	VFMADD231PS  Y4, Y5, Y3
-	MOVWLZX      82(BX), R10
 	VMOVD        R10, X4
 	VCVTPH2PS    X4, X4
 	VMULSS       (DI), X4, X4
 	VBROADCASTSS X4, Y4
-	VFNMADD231PS Y6, Y4, Y3
+	VFMADD231PS  Y3, Y4, Y2
+	MOVWLZX      82(BX), R10
+	VMOVD        R10, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       (DI), X3, X3
+	VBROADCASTSS X3, Y3
+	VFNMADD231PS Y5, Y3, Y2
 	ADDQ         $0x00000054, BX
 	ADDQ         $0x00000100, SI
 	ADDQ         $0x04, DI
@@ -16137,13 +16235,13 @@ fastQ2_KAVX2_block:
 	JMP          fastQ2_KAVX2_block
 
 fastQ2_KAVX2_rowdone:
-	VEXTRACTF128 $0x01, Y3, X4
-	VADDPS       X4, X3, X3
-	VPERMILPS    $0x4e, X3, X4
-	VADDPS       X4, X3, X3
-	VPERMILPS    $0xb1, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSS       X3, (DX)
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSS       X2, (DX)
 	ADDQ         $0x04, DX
 	MOVQ         ldw+8(FP), R9
 	ADDQ         R9, AX
@@ -16167,13 +16265,13 @@ TEXT ·fastQ3_KAVX2(SB), NOSPLIT, $0-64
 	VMOVD        BX, X0
 	VPBROADCASTD X0, Y0
 	MOVL         $0x03030303, BX
-	VMOVD        BX, X1
-	VPBROADCASTD X1, Y1
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
 
 fastQ3_KAVX2_row:
 	TESTQ  CX, CX
 	JZ     fastQ3_KAVX2_end
-	VXORPS Y2, Y2, Y2
+	VXORPS Y1, Y1, Y1
 	MOVQ   AX, BX
 	MOVQ   xq+32(FP), SI
 	MOVQ   xd+40(FP), DI
@@ -16185,7 +16283,7 @@ fastQ3_KAVX2_block:
 	JZ           fastQ3_KAVX2_rowdone
 	PREFETCHT0   2048(BX)
 	PREFETCHT0   2112(BX)
-	VPXOR        Y3, Y3, Y3
+	VPXOR        Y2, Y2, Y2
 	MOVL         96(BX), R10
 	MOVL         100(BX), R11
 	MOVL         104(BX), R12
@@ -16216,124 +16314,108 @@ fastQ3_KAVX2_block:
 	ANDL         $0x03030303, R13
 	SHLL         $0x04, R13
 	ORL          R13, R11
-	VMOVD        R14, X4
-	VPINSRD      $0x01, R15, X4, X4
-	VPINSRD      $0x02, R10, X4, X4
-	VPINSRD      $0x03, R11, X4, X4
-	VMOVDQU      q3kbias<>+0(SB), X5
-	VPSUBB       X5, X4, X4
-	VPMOVSXBW    X4, Y5
-	VPSRLDQ      $0x08, X4, X6
-	VPMOVSXBD    X4, Y4
-	VPMOVSXBD    X6, Y6
-	VPMADDWD     (R8), Y5, Y5
-	VMOVDQU      (BX), Y7
-	VPSRLW       $0x01, Y1, Y8
-	VPAND        Y1, Y8, Y8
-	VMOVDQU      32(BX), Y9
-	VPAND        Y1, Y9, Y10
-	VPAND        Y8, Y7, Y11
-	VPSLLW       $0x02, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   (SI), Y10, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VMOVDQU      fastq6kidx<>+0(SB), Y11
-	VPERMD       Y4, Y11, Y11
-	VPMULLD      Y11, Y10, Y10
-	VPADDD       Y10, Y3, Y3
-	VPSRLW       $0x02, Y9, Y10
-	VPAND        Y1, Y10, Y10
-	VPSRLW       $0x01, Y7, Y11
-	VPAND        Y8, Y11, Y11
-	VPSLLW       $0x02, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   32(SI), Y10, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VMOVDQU      fastq6kidx<>+32(SB), Y11
-	VPERMD       Y4, Y11, Y11
-	VPMULLD      Y11, Y10, Y10
-	VPADDD       Y10, Y3, Y3
-	VPSRLW       $0x04, Y9, Y10
-	VPAND        Y1, Y10, Y10
-	VPSRLW       $0x02, Y7, Y11
-	VPAND        Y8, Y11, Y11
-	VPSLLW       $0x02, Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPMADDUBSW   64(SI), Y10, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VMOVDQU      fastq6kidx<>+64(SB), Y11
-	VPERMD       Y4, Y11, Y11
-	VPMULLD      Y11, Y10, Y10
-	VPADDD       Y10, Y3, Y3
-	VPSRLW       $0x06, Y9, Y9
-	VPAND        Y1, Y9, Y9
-	VPSRLW       $0x03, Y7, Y10
-	VPAND        Y8, Y10, Y10
+	VMOVD        R14, X3
+	VPINSRD      $0x01, R15, X3, X3
+	VPINSRD      $0x02, R10, X3, X3
+	VPINSRD      $0x03, R11, X3, X3
+	VMOVDQU      q3kbias<>+0(SB), X4
+	VPSUBB       X4, X3, X3
+	VPMOVSXBW    X3, Y4
+	VPMOVSXBW    X3, Y3
+	VPERMQ       $0x44, Y3, Y5
+	VPERMQ       $0xee, Y3, Y3
+	VPMADDWD     (R8), Y4, Y4
+	VMOVDQU      (BX), Y6
+	VPSRLW       $0x01, Y0, Y7
+	VPAND        Y0, Y7, Y7
+	VMOVDQU      32(BX), Y8
+	VPAND        Y0, Y8, Y9
+	VPAND        Y7, Y6, Y10
 	VPSLLW       $0x02, Y10, Y10
 	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   96(SI), Y9, Y9
-	VPMADDWD     Y0, Y9, Y9
-	VMOVDQU      fastq6kidx<>+96(SB), Y10
-	VPERMD       Y4, Y10, Y10
-	VPMULLD      Y10, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VMOVDQU      64(BX), Y4
-	VPAND        Y1, Y4, Y9
-	VPSRLW       $0x04, Y7, Y10
-	VPAND        Y8, Y10, Y10
+	VPMADDUBSW   (SI), Y9, Y9
+	VPSHUFB      scalewordshuf<>+0(SB), Y5, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y2, Y2
+	VPSRLW       $0x02, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLW       $0x01, Y6, Y10
+	VPAND        Y7, Y10, Y10
 	VPSLLW       $0x02, Y10, Y10
 	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   128(SI), Y9, Y9
-	VPMADDWD     Y0, Y9, Y9
-	VMOVDQU      fastq6kidx<>+0(SB), Y10
-	VPERMD       Y6, Y10, Y10
-	VPMULLD      Y10, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VPSRLW       $0x02, Y4, Y9
-	VPAND        Y1, Y9, Y9
-	VPSRLW       $0x05, Y7, Y10
-	VPAND        Y8, Y10, Y10
+	VPMADDUBSW   32(SI), Y9, Y9
+	VPSHUFB      scalewordshuf<>+32(SB), Y5, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y2, Y2
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y0, Y9, Y9
+	VPSRLW       $0x02, Y6, Y10
+	VPAND        Y7, Y10, Y10
 	VPSLLW       $0x02, Y10, Y10
 	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   160(SI), Y9, Y9
-	VPMADDWD     Y0, Y9, Y9
-	VMOVDQU      fastq6kidx<>+32(SB), Y10
-	VPERMD       Y6, Y10, Y10
-	VPMULLD      Y10, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VPSRLW       $0x04, Y4, Y9
-	VPAND        Y1, Y9, Y9
-	VPSRLW       $0x06, Y7, Y10
-	VPAND        Y8, Y10, Y10
-	VPSLLW       $0x02, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   192(SI), Y9, Y9
-	VPMADDWD     Y0, Y9, Y9
-	VMOVDQU      fastq6kidx<>+64(SB), Y10
-	VPERMD       Y6, Y10, Y10
-	VPMULLD      Y10, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VPSRLW       $0x06, Y4, Y4
-	VPAND        Y1, Y4, Y4
-	VPSRLW       $0x07, Y7, Y7
-	VPAND        Y8, Y7, Y7
-	VPSLLW       $0x02, Y7, Y7
-	VPOR         Y7, Y4, Y4
-	VPMADDUBSW   224(SI), Y4, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VMOVDQU      fastq6kidx<>+96(SB), Y7
-	VPERMD       Y6, Y7, Y7
-	VPMULLD      Y7, Y4, Y4
-	VPADDD       Y4, Y3, Y3
-	VPSLLD       $0x02, Y5, Y5
-	VPSUBD       Y5, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
+	VPMADDUBSW   64(SI), Y9, Y9
+	VPSHUFB      scalewordshuf<>+64(SB), Y5, Y10
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y2, Y2
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VPSRLW       $0x03, Y6, Y9
+	VPAND        Y7, Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   96(SI), Y8, Y8
+	VPSHUFB      scalewordshuf<>+96(SB), Y5, Y5
+	VPMADDWD     Y5, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      64(BX), Y5
+	VPAND        Y0, Y5, Y8
+	VPSRLW       $0x04, Y6, Y9
+	VPAND        Y7, Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   128(SI), Y8, Y8
+	VPSHUFB      scalewordshuf<>+0(SB), Y3, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VPSRLW       $0x02, Y5, Y8
+	VPAND        Y0, Y8, Y8
+	VPSRLW       $0x05, Y6, Y9
+	VPAND        Y7, Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   160(SI), Y8, Y8
+	VPSHUFB      scalewordshuf<>+32(SB), Y3, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VPSRLW       $0x04, Y5, Y8
+	VPAND        Y0, Y8, Y8
+	VPSRLW       $0x06, Y6, Y9
+	VPAND        Y7, Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   192(SI), Y8, Y8
+	VPSHUFB      scalewordshuf<>+64(SB), Y3, Y9
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VPSRLW       $0x06, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VPSRLW       $0x07, Y6, Y6
+	VPAND        Y7, Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMADDUBSW   224(SI), Y5, Y5
+	VPSHUFB      scalewordshuf<>+96(SB), Y3, Y3
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y2, Y2
+	VPSLLD       $0x02, Y4, Y4
+	VPSUBD       Y4, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
 	MOVWLZX      108(BX), R10
-	VMOVD        R10, X4
-	VCVTPH2PS    X4, X4
-	VMULSS       (DI), X4, X4
-	VBROADCASTSS X4, Y4
-	VFMADD231PS  Y3, Y4, Y2
+	VMOVD        R10, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       (DI), X3, X3
+	VBROADCASTSS X3, Y3
+	VFMADD231PS  Y2, Y3, Y1
 	ADDQ         $0x0000006e, BX
 	ADDQ         $0x00000100, SI
 	ADDQ         $0x04, DI
@@ -16342,13 +16424,13 @@ fastQ3_KAVX2_block:
 	JMP          fastQ3_KAVX2_block
 
 fastQ3_KAVX2_rowdone:
-	VEXTRACTF128 $0x01, Y2, X3
-	VADDPS       X3, X2, X2
-	VPERMILPS    $0x4e, X2, X3
-	VADDPS       X3, X2, X2
-	VPERMILPS    $0xb1, X2, X3
-	VADDPS       X3, X2, X2
-	VMOVSS       X2, (DX)
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VADDPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSS       X1, (DX)
 	ADDQ         $0x04, DX
 	MOVQ         ldw+8(FP), R9
 	ADDQ         R9, AX
@@ -23621,233 +23703,225 @@ TEXT ·fastStage8Q4_0AVX2(SB), NOSPLIT, $0-32
 	VPBROADCASTD X0, Y0
 	MOVL         $0x08080808, SI
 	VMOVD        SI, X1
-	VPBROADCASTD X1, Y9
+	VPBROADCASTD X1, Y1
 
 fastStage8Q4_0AVX2_block:
-	TESTQ        DX, DX
-	JZ           fastStage8Q4_0AVX2_end
-	MOVQ         AX, SI
-	VMOVDQU      2(SI), X1
-	VPSRLW       $0x04, X1, X2
-	VINSERTI128  $0x01, X2, Y1, Y1
-	VPAND        Y0, Y1, Y1
-	VPSUBB       Y9, Y1, Y1
-	VPSIGNB      Y1, Y1, Y10
-	VEXTRACTI128 $0x01, Y1, X2
-	VMOVD        X1, (BX)
-	VPEXTRD      $0x01, X1, 32(BX)
-	VPEXTRD      $0x02, X1, 64(BX)
-	VPEXTRD      $0x03, X1, 96(BX)
-	VMOVD        X2, 128(BX)
-	VPEXTRD      $0x01, X2, 160(BX)
-	VPEXTRD      $0x02, X2, 192(BX)
-	VPEXTRD      $0x03, X2, 224(BX)
-	VEXTRACTI128 $0x01, Y10, X1
-	VMOVD        X10, 256(BX)
-	VPEXTRD      $0x01, X10, 288(BX)
-	VPEXTRD      $0x02, X10, 320(BX)
-	VPEXTRD      $0x03, X10, 352(BX)
-	VMOVD        X1, 384(BX)
-	VPEXTRD      $0x01, X1, 416(BX)
-	VPEXTRD      $0x02, X1, 448(BX)
-	VPEXTRD      $0x03, X1, 480(BX)
-	MOVWLZX      (SI), DI
-	VMOVD        DI, X1
-	ADDQ         CX, SI
-	VMOVDQU      2(SI), X2
-	VPSRLW       $0x04, X2, X3
-	VINSERTI128  $0x01, X3, Y2, Y2
-	VPAND        Y0, Y2, Y2
-	VPSUBB       Y9, Y2, Y2
-	VPSIGNB      Y2, Y2, Y10
-	VEXTRACTI128 $0x01, Y2, X3
-	VMOVD        X2, 4(BX)
-	VPEXTRD      $0x01, X2, 36(BX)
-	VPEXTRD      $0x02, X2, 68(BX)
-	VPEXTRD      $0x03, X2, 100(BX)
-	VMOVD        X3, 132(BX)
-	VPEXTRD      $0x01, X3, 164(BX)
-	VPEXTRD      $0x02, X3, 196(BX)
-	VPEXTRD      $0x03, X3, 228(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 260(BX)
-	VPEXTRD      $0x01, X10, 292(BX)
-	VPEXTRD      $0x02, X10, 324(BX)
-	VPEXTRD      $0x03, X10, 356(BX)
-	VMOVD        X2, 388(BX)
-	VPEXTRD      $0x01, X2, 420(BX)
-	VPEXTRD      $0x02, X2, 452(BX)
-	VPEXTRD      $0x03, X2, 484(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x01, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      2(SI), X3
-	VPSRLW       $0x04, X3, X2
-	VINSERTI128  $0x01, X2, Y3, Y3
-	VPAND        Y0, Y3, Y3
-	VPSUBB       Y9, Y3, Y3
-	VPSIGNB      Y3, Y3, Y10
-	VEXTRACTI128 $0x01, Y3, X2
-	VMOVD        X3, 8(BX)
-	VPEXTRD      $0x01, X3, 40(BX)
-	VPEXTRD      $0x02, X3, 72(BX)
-	VPEXTRD      $0x03, X3, 104(BX)
-	VMOVD        X2, 136(BX)
-	VPEXTRD      $0x01, X2, 168(BX)
-	VPEXTRD      $0x02, X2, 200(BX)
-	VPEXTRD      $0x03, X2, 232(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 264(BX)
-	VPEXTRD      $0x01, X10, 296(BX)
-	VPEXTRD      $0x02, X10, 328(BX)
-	VPEXTRD      $0x03, X10, 360(BX)
-	VMOVD        X2, 392(BX)
-	VPEXTRD      $0x01, X2, 424(BX)
-	VPEXTRD      $0x02, X2, 456(BX)
-	VPEXTRD      $0x03, X2, 488(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x02, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      2(SI), X4
-	VPSRLW       $0x04, X4, X2
-	VINSERTI128  $0x01, X2, Y4, Y4
-	VPAND        Y0, Y4, Y4
-	VPSUBB       Y9, Y4, Y4
-	VPSIGNB      Y4, Y4, Y10
-	VEXTRACTI128 $0x01, Y4, X2
-	VMOVD        X4, 12(BX)
-	VPEXTRD      $0x01, X4, 44(BX)
-	VPEXTRD      $0x02, X4, 76(BX)
-	VPEXTRD      $0x03, X4, 108(BX)
-	VMOVD        X2, 140(BX)
-	VPEXTRD      $0x01, X2, 172(BX)
-	VPEXTRD      $0x02, X2, 204(BX)
-	VPEXTRD      $0x03, X2, 236(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 268(BX)
-	VPEXTRD      $0x01, X10, 300(BX)
-	VPEXTRD      $0x02, X10, 332(BX)
-	VPEXTRD      $0x03, X10, 364(BX)
-	VMOVD        X2, 396(BX)
-	VPEXTRD      $0x01, X2, 428(BX)
-	VPEXTRD      $0x02, X2, 460(BX)
-	VPEXTRD      $0x03, X2, 492(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x03, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      2(SI), X5
-	VPSRLW       $0x04, X5, X2
-	VINSERTI128  $0x01, X2, Y5, Y5
-	VPAND        Y0, Y5, Y5
-	VPSUBB       Y9, Y5, Y5
-	VPSIGNB      Y5, Y5, Y10
-	VEXTRACTI128 $0x01, Y5, X2
-	VMOVD        X5, 16(BX)
-	VPEXTRD      $0x01, X5, 48(BX)
-	VPEXTRD      $0x02, X5, 80(BX)
-	VPEXTRD      $0x03, X5, 112(BX)
-	VMOVD        X2, 144(BX)
-	VPEXTRD      $0x01, X2, 176(BX)
-	VPEXTRD      $0x02, X2, 208(BX)
-	VPEXTRD      $0x03, X2, 240(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 272(BX)
-	VPEXTRD      $0x01, X10, 304(BX)
-	VPEXTRD      $0x02, X10, 336(BX)
-	VPEXTRD      $0x03, X10, 368(BX)
-	VMOVD        X2, 400(BX)
-	VPEXTRD      $0x01, X2, 432(BX)
-	VPEXTRD      $0x02, X2, 464(BX)
-	VPEXTRD      $0x03, X2, 496(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x04, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      2(SI), X6
-	VPSRLW       $0x04, X6, X2
-	VINSERTI128  $0x01, X2, Y6, Y6
-	VPAND        Y0, Y6, Y6
-	VPSUBB       Y9, Y6, Y6
-	VPSIGNB      Y6, Y6, Y10
-	VEXTRACTI128 $0x01, Y6, X2
-	VMOVD        X6, 20(BX)
-	VPEXTRD      $0x01, X6, 52(BX)
-	VPEXTRD      $0x02, X6, 84(BX)
-	VPEXTRD      $0x03, X6, 116(BX)
-	VMOVD        X2, 148(BX)
-	VPEXTRD      $0x01, X2, 180(BX)
-	VPEXTRD      $0x02, X2, 212(BX)
-	VPEXTRD      $0x03, X2, 244(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 276(BX)
-	VPEXTRD      $0x01, X10, 308(BX)
-	VPEXTRD      $0x02, X10, 340(BX)
-	VPEXTRD      $0x03, X10, 372(BX)
-	VMOVD        X2, 404(BX)
-	VPEXTRD      $0x01, X2, 436(BX)
-	VPEXTRD      $0x02, X2, 468(BX)
-	VPEXTRD      $0x03, X2, 500(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x05, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      2(SI), X7
-	VPSRLW       $0x04, X7, X2
-	VINSERTI128  $0x01, X2, Y7, Y7
-	VPAND        Y0, Y7, Y7
-	VPSUBB       Y9, Y7, Y7
-	VPSIGNB      Y7, Y7, Y10
-	VEXTRACTI128 $0x01, Y7, X2
-	VMOVD        X7, 24(BX)
-	VPEXTRD      $0x01, X7, 56(BX)
-	VPEXTRD      $0x02, X7, 88(BX)
-	VPEXTRD      $0x03, X7, 120(BX)
-	VMOVD        X2, 152(BX)
-	VPEXTRD      $0x01, X2, 184(BX)
-	VPEXTRD      $0x02, X2, 216(BX)
-	VPEXTRD      $0x03, X2, 248(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 280(BX)
-	VPEXTRD      $0x01, X10, 312(BX)
-	VPEXTRD      $0x02, X10, 344(BX)
-	VPEXTRD      $0x03, X10, 376(BX)
-	VMOVD        X2, 408(BX)
-	VPEXTRD      $0x01, X2, 440(BX)
-	VPEXTRD      $0x02, X2, 472(BX)
-	VPEXTRD      $0x03, X2, 504(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x06, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      2(SI), X8
-	VPSRLW       $0x04, X8, X2
-	VINSERTI128  $0x01, X2, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPSUBB       Y9, Y8, Y8
-	VPSIGNB      Y8, Y8, Y10
-	VEXTRACTI128 $0x01, Y8, X2
-	VMOVD        X8, 28(BX)
-	VPEXTRD      $0x01, X8, 60(BX)
-	VPEXTRD      $0x02, X8, 92(BX)
-	VPEXTRD      $0x03, X8, 124(BX)
-	VMOVD        X2, 156(BX)
-	VPEXTRD      $0x01, X2, 188(BX)
-	VPEXTRD      $0x02, X2, 220(BX)
-	VPEXTRD      $0x03, X2, 252(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 284(BX)
-	VPEXTRD      $0x01, X10, 316(BX)
-	VPEXTRD      $0x02, X10, 348(BX)
-	VPEXTRD      $0x03, X10, 380(BX)
-	VMOVD        X2, 412(BX)
-	VPEXTRD      $0x01, X2, 444(BX)
-	VPEXTRD      $0x02, X2, 476(BX)
-	VPEXTRD      $0x03, X2, 508(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x07, DI, X1, X1
-	VCVTPH2PS    X1, Y10
-	VMOVUPS      Y10, 512(BX)
-	ADDQ         $0x00000012, AX
-	ADDQ         $0x00000220, BX
-	DECQ         DX
-	JMP          fastStage8Q4_0AVX2_block
+	TESTQ          DX, DX
+	JZ             fastStage8Q4_0AVX2_end
+	MOVQ           AX, SI
+	VBROADCASTI128 2(SI), Y2
+	VPSRLVD        nibbleshifts<>+0(SB), Y2, Y2
+	VPAND          Y0, Y2, Y2
+	VPSUBB         Y1, Y2, Y2
+	VPSIGNB        Y2, Y2, Y3
+	VEXTRACTI128   $0x01, Y2, X4
+	VMOVD          X2, (BX)
+	VPEXTRD        $0x01, X2, 32(BX)
+	VPEXTRD        $0x02, X2, 64(BX)
+	VPEXTRD        $0x03, X2, 96(BX)
+	VMOVD          X4, 128(BX)
+	VPEXTRD        $0x01, X4, 160(BX)
+	VPEXTRD        $0x02, X4, 192(BX)
+	VPEXTRD        $0x03, X4, 224(BX)
+	VEXTRACTI128   $0x01, Y3, X2
+	VMOVD          X3, 256(BX)
+	VPEXTRD        $0x01, X3, 288(BX)
+	VPEXTRD        $0x02, X3, 320(BX)
+	VPEXTRD        $0x03, X3, 352(BX)
+	VMOVD          X2, 384(BX)
+	VPEXTRD        $0x01, X2, 416(BX)
+	VPEXTRD        $0x02, X2, 448(BX)
+	VPEXTRD        $0x03, X2, 480(BX)
+	MOVWLZX        (SI), DI
+	VMOVD          DI, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 2(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VPSUBB         Y1, Y3, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 4(BX)
+	VPEXTRD        $0x01, X3, 36(BX)
+	VPEXTRD        $0x02, X3, 68(BX)
+	VPEXTRD        $0x03, X3, 100(BX)
+	VMOVD          X5, 132(BX)
+	VPEXTRD        $0x01, X5, 164(BX)
+	VPEXTRD        $0x02, X5, 196(BX)
+	VPEXTRD        $0x03, X5, 228(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 260(BX)
+	VPEXTRD        $0x01, X4, 292(BX)
+	VPEXTRD        $0x02, X4, 324(BX)
+	VPEXTRD        $0x03, X4, 356(BX)
+	VMOVD          X3, 388(BX)
+	VPEXTRD        $0x01, X3, 420(BX)
+	VPEXTRD        $0x02, X3, 452(BX)
+	VPEXTRD        $0x03, X3, 484(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x01, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 2(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VPSUBB         Y1, Y3, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 8(BX)
+	VPEXTRD        $0x01, X3, 40(BX)
+	VPEXTRD        $0x02, X3, 72(BX)
+	VPEXTRD        $0x03, X3, 104(BX)
+	VMOVD          X5, 136(BX)
+	VPEXTRD        $0x01, X5, 168(BX)
+	VPEXTRD        $0x02, X5, 200(BX)
+	VPEXTRD        $0x03, X5, 232(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 264(BX)
+	VPEXTRD        $0x01, X4, 296(BX)
+	VPEXTRD        $0x02, X4, 328(BX)
+	VPEXTRD        $0x03, X4, 360(BX)
+	VMOVD          X3, 392(BX)
+	VPEXTRD        $0x01, X3, 424(BX)
+	VPEXTRD        $0x02, X3, 456(BX)
+	VPEXTRD        $0x03, X3, 488(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x02, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 2(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VPSUBB         Y1, Y3, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 12(BX)
+	VPEXTRD        $0x01, X3, 44(BX)
+	VPEXTRD        $0x02, X3, 76(BX)
+	VPEXTRD        $0x03, X3, 108(BX)
+	VMOVD          X5, 140(BX)
+	VPEXTRD        $0x01, X5, 172(BX)
+	VPEXTRD        $0x02, X5, 204(BX)
+	VPEXTRD        $0x03, X5, 236(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 268(BX)
+	VPEXTRD        $0x01, X4, 300(BX)
+	VPEXTRD        $0x02, X4, 332(BX)
+	VPEXTRD        $0x03, X4, 364(BX)
+	VMOVD          X3, 396(BX)
+	VPEXTRD        $0x01, X3, 428(BX)
+	VPEXTRD        $0x02, X3, 460(BX)
+	VPEXTRD        $0x03, X3, 492(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x03, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 2(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VPSUBB         Y1, Y3, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 16(BX)
+	VPEXTRD        $0x01, X3, 48(BX)
+	VPEXTRD        $0x02, X3, 80(BX)
+	VPEXTRD        $0x03, X3, 112(BX)
+	VMOVD          X5, 144(BX)
+	VPEXTRD        $0x01, X5, 176(BX)
+	VPEXTRD        $0x02, X5, 208(BX)
+	VPEXTRD        $0x03, X5, 240(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 272(BX)
+	VPEXTRD        $0x01, X4, 304(BX)
+	VPEXTRD        $0x02, X4, 336(BX)
+	VPEXTRD        $0x03, X4, 368(BX)
+	VMOVD          X3, 400(BX)
+	VPEXTRD        $0x01, X3, 432(BX)
+	VPEXTRD        $0x02, X3, 464(BX)
+	VPEXTRD        $0x03, X3, 496(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x04, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 2(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VPSUBB         Y1, Y3, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 20(BX)
+	VPEXTRD        $0x01, X3, 52(BX)
+	VPEXTRD        $0x02, X3, 84(BX)
+	VPEXTRD        $0x03, X3, 116(BX)
+	VMOVD          X5, 148(BX)
+	VPEXTRD        $0x01, X5, 180(BX)
+	VPEXTRD        $0x02, X5, 212(BX)
+	VPEXTRD        $0x03, X5, 244(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 276(BX)
+	VPEXTRD        $0x01, X4, 308(BX)
+	VPEXTRD        $0x02, X4, 340(BX)
+	VPEXTRD        $0x03, X4, 372(BX)
+	VMOVD          X3, 404(BX)
+	VPEXTRD        $0x01, X3, 436(BX)
+	VPEXTRD        $0x02, X3, 468(BX)
+	VPEXTRD        $0x03, X3, 500(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x05, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 2(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VPSUBB         Y1, Y3, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 24(BX)
+	VPEXTRD        $0x01, X3, 56(BX)
+	VPEXTRD        $0x02, X3, 88(BX)
+	VPEXTRD        $0x03, X3, 120(BX)
+	VMOVD          X5, 152(BX)
+	VPEXTRD        $0x01, X5, 184(BX)
+	VPEXTRD        $0x02, X5, 216(BX)
+	VPEXTRD        $0x03, X5, 248(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 280(BX)
+	VPEXTRD        $0x01, X4, 312(BX)
+	VPEXTRD        $0x02, X4, 344(BX)
+	VPEXTRD        $0x03, X4, 376(BX)
+	VMOVD          X3, 408(BX)
+	VPEXTRD        $0x01, X3, 440(BX)
+	VPEXTRD        $0x02, X3, 472(BX)
+	VPEXTRD        $0x03, X3, 504(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x06, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 2(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VPSUBB         Y1, Y3, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 28(BX)
+	VPEXTRD        $0x01, X3, 60(BX)
+	VPEXTRD        $0x02, X3, 92(BX)
+	VPEXTRD        $0x03, X3, 124(BX)
+	VMOVD          X5, 156(BX)
+	VPEXTRD        $0x01, X5, 188(BX)
+	VPEXTRD        $0x02, X5, 220(BX)
+	VPEXTRD        $0x03, X5, 252(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 284(BX)
+	VPEXTRD        $0x01, X4, 316(BX)
+	VPEXTRD        $0x02, X4, 348(BX)
+	VPEXTRD        $0x03, X4, 380(BX)
+	VMOVD          X3, 412(BX)
+	VPEXTRD        $0x01, X3, 444(BX)
+	VPEXTRD        $0x02, X3, 476(BX)
+	VPEXTRD        $0x03, X3, 508(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x07, DI, X2, X2
+	VCVTPH2PS      X2, Y2
+	VMOVUPS        Y2, 512(BX)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000220, BX
+	DECQ           DX
+	JMP            fastStage8Q4_0AVX2_block
 
 fastStage8Q4_0AVX2_end:
 	VZEROUPPER
@@ -23868,297 +23942,289 @@ TEXT ·fastStage8Q5_0AVX2(SB), NOSPLIT, $0-32
 	VPBROADCASTD X0, Y0
 	MOVL         $0xf0f0f0f0, SI
 	VMOVD        SI, X1
-	VPBROADCASTD X1, Y9
+	VPBROADCASTD X1, Y1
 
 fastStage8Q5_0AVX2_block:
-	TESTQ        DX, DX
-	JZ           fastStage8Q5_0AVX2_end
-	MOVQ         AX, SI
-	VMOVDQU      6(SI), X1
-	VPSRLW       $0x04, X1, X2
-	VINSERTI128  $0x01, X2, Y1, Y1
-	VPAND        Y0, Y1, Y1
-	MOVL         2(SI), DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
-	VPOR         fastq5bits<>+0(SB), Y10, Y10
-	VPCMPEQB     Y11, Y11, Y11
-	VPCMPEQB     Y11, Y10, Y10
-	VPANDN       Y9, Y10, Y10
-	VPOR         Y10, Y1, Y1
-	VPSIGNB      Y1, Y1, Y10
-	VEXTRACTI128 $0x01, Y1, X2
-	VMOVD        X1, (BX)
-	VPEXTRD      $0x01, X1, 32(BX)
-	VPEXTRD      $0x02, X1, 64(BX)
-	VPEXTRD      $0x03, X1, 96(BX)
-	VMOVD        X2, 128(BX)
-	VPEXTRD      $0x01, X2, 160(BX)
-	VPEXTRD      $0x02, X2, 192(BX)
-	VPEXTRD      $0x03, X2, 224(BX)
-	VEXTRACTI128 $0x01, Y10, X1
-	VMOVD        X10, 256(BX)
-	VPEXTRD      $0x01, X10, 288(BX)
-	VPEXTRD      $0x02, X10, 320(BX)
-	VPEXTRD      $0x03, X10, 352(BX)
-	VMOVD        X1, 384(BX)
-	VPEXTRD      $0x01, X1, 416(BX)
-	VPEXTRD      $0x02, X1, 448(BX)
-	VPEXTRD      $0x03, X1, 480(BX)
-	MOVWLZX      (SI), DI
-	VMOVD        DI, X1
-	ADDQ         CX, SI
-	VMOVDQU      6(SI), X2
-	VPSRLW       $0x04, X2, X3
-	VINSERTI128  $0x01, X3, Y2, Y2
-	VPAND        Y0, Y2, Y2
-	MOVL         2(SI), DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
-	VPOR         fastq5bits<>+0(SB), Y10, Y10
-	VPCMPEQB     Y11, Y11, Y11
-	VPCMPEQB     Y11, Y10, Y10
-	VPANDN       Y9, Y10, Y10
-	VPOR         Y10, Y2, Y2
-	VPSIGNB      Y2, Y2, Y10
-	VEXTRACTI128 $0x01, Y2, X3
-	VMOVD        X2, 4(BX)
-	VPEXTRD      $0x01, X2, 36(BX)
-	VPEXTRD      $0x02, X2, 68(BX)
-	VPEXTRD      $0x03, X2, 100(BX)
-	VMOVD        X3, 132(BX)
-	VPEXTRD      $0x01, X3, 164(BX)
-	VPEXTRD      $0x02, X3, 196(BX)
-	VPEXTRD      $0x03, X3, 228(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 260(BX)
-	VPEXTRD      $0x01, X10, 292(BX)
-	VPEXTRD      $0x02, X10, 324(BX)
-	VPEXTRD      $0x03, X10, 356(BX)
-	VMOVD        X2, 388(BX)
-	VPEXTRD      $0x01, X2, 420(BX)
-	VPEXTRD      $0x02, X2, 452(BX)
-	VPEXTRD      $0x03, X2, 484(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x01, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      6(SI), X3
-	VPSRLW       $0x04, X3, X2
-	VINSERTI128  $0x01, X2, Y3, Y3
-	VPAND        Y0, Y3, Y3
-	MOVL         2(SI), DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
-	VPOR         fastq5bits<>+0(SB), Y10, Y10
-	VPCMPEQB     Y11, Y11, Y11
-	VPCMPEQB     Y11, Y10, Y10
-	VPANDN       Y9, Y10, Y10
-	VPOR         Y10, Y3, Y3
-	VPSIGNB      Y3, Y3, Y10
-	VEXTRACTI128 $0x01, Y3, X2
-	VMOVD        X3, 8(BX)
-	VPEXTRD      $0x01, X3, 40(BX)
-	VPEXTRD      $0x02, X3, 72(BX)
-	VPEXTRD      $0x03, X3, 104(BX)
-	VMOVD        X2, 136(BX)
-	VPEXTRD      $0x01, X2, 168(BX)
-	VPEXTRD      $0x02, X2, 200(BX)
-	VPEXTRD      $0x03, X2, 232(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 264(BX)
-	VPEXTRD      $0x01, X10, 296(BX)
-	VPEXTRD      $0x02, X10, 328(BX)
-	VPEXTRD      $0x03, X10, 360(BX)
-	VMOVD        X2, 392(BX)
-	VPEXTRD      $0x01, X2, 424(BX)
-	VPEXTRD      $0x02, X2, 456(BX)
-	VPEXTRD      $0x03, X2, 488(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x02, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      6(SI), X4
-	VPSRLW       $0x04, X4, X2
-	VINSERTI128  $0x01, X2, Y4, Y4
-	VPAND        Y0, Y4, Y4
-	MOVL         2(SI), DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
-	VPOR         fastq5bits<>+0(SB), Y10, Y10
-	VPCMPEQB     Y11, Y11, Y11
-	VPCMPEQB     Y11, Y10, Y10
-	VPANDN       Y9, Y10, Y10
-	VPOR         Y10, Y4, Y4
-	VPSIGNB      Y4, Y4, Y10
-	VEXTRACTI128 $0x01, Y4, X2
-	VMOVD        X4, 12(BX)
-	VPEXTRD      $0x01, X4, 44(BX)
-	VPEXTRD      $0x02, X4, 76(BX)
-	VPEXTRD      $0x03, X4, 108(BX)
-	VMOVD        X2, 140(BX)
-	VPEXTRD      $0x01, X2, 172(BX)
-	VPEXTRD      $0x02, X2, 204(BX)
-	VPEXTRD      $0x03, X2, 236(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 268(BX)
-	VPEXTRD      $0x01, X10, 300(BX)
-	VPEXTRD      $0x02, X10, 332(BX)
-	VPEXTRD      $0x03, X10, 364(BX)
-	VMOVD        X2, 396(BX)
-	VPEXTRD      $0x01, X2, 428(BX)
-	VPEXTRD      $0x02, X2, 460(BX)
-	VPEXTRD      $0x03, X2, 492(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x03, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      6(SI), X5
-	VPSRLW       $0x04, X5, X2
-	VINSERTI128  $0x01, X2, Y5, Y5
-	VPAND        Y0, Y5, Y5
-	MOVL         2(SI), DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
-	VPOR         fastq5bits<>+0(SB), Y10, Y10
-	VPCMPEQB     Y11, Y11, Y11
-	VPCMPEQB     Y11, Y10, Y10
-	VPANDN       Y9, Y10, Y10
-	VPOR         Y10, Y5, Y5
-	VPSIGNB      Y5, Y5, Y10
-	VEXTRACTI128 $0x01, Y5, X2
-	VMOVD        X5, 16(BX)
-	VPEXTRD      $0x01, X5, 48(BX)
-	VPEXTRD      $0x02, X5, 80(BX)
-	VPEXTRD      $0x03, X5, 112(BX)
-	VMOVD        X2, 144(BX)
-	VPEXTRD      $0x01, X2, 176(BX)
-	VPEXTRD      $0x02, X2, 208(BX)
-	VPEXTRD      $0x03, X2, 240(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 272(BX)
-	VPEXTRD      $0x01, X10, 304(BX)
-	VPEXTRD      $0x02, X10, 336(BX)
-	VPEXTRD      $0x03, X10, 368(BX)
-	VMOVD        X2, 400(BX)
-	VPEXTRD      $0x01, X2, 432(BX)
-	VPEXTRD      $0x02, X2, 464(BX)
-	VPEXTRD      $0x03, X2, 496(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x04, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      6(SI), X6
-	VPSRLW       $0x04, X6, X2
-	VINSERTI128  $0x01, X2, Y6, Y6
-	VPAND        Y0, Y6, Y6
-	MOVL         2(SI), DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
-	VPOR         fastq5bits<>+0(SB), Y10, Y10
-	VPCMPEQB     Y11, Y11, Y11
-	VPCMPEQB     Y11, Y10, Y10
-	VPANDN       Y9, Y10, Y10
-	VPOR         Y10, Y6, Y6
-	VPSIGNB      Y6, Y6, Y10
-	VEXTRACTI128 $0x01, Y6, X2
-	VMOVD        X6, 20(BX)
-	VPEXTRD      $0x01, X6, 52(BX)
-	VPEXTRD      $0x02, X6, 84(BX)
-	VPEXTRD      $0x03, X6, 116(BX)
-	VMOVD        X2, 148(BX)
-	VPEXTRD      $0x01, X2, 180(BX)
-	VPEXTRD      $0x02, X2, 212(BX)
-	VPEXTRD      $0x03, X2, 244(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 276(BX)
-	VPEXTRD      $0x01, X10, 308(BX)
-	VPEXTRD      $0x02, X10, 340(BX)
-	VPEXTRD      $0x03, X10, 372(BX)
-	VMOVD        X2, 404(BX)
-	VPEXTRD      $0x01, X2, 436(BX)
-	VPEXTRD      $0x02, X2, 468(BX)
-	VPEXTRD      $0x03, X2, 500(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x05, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      6(SI), X7
-	VPSRLW       $0x04, X7, X2
-	VINSERTI128  $0x01, X2, Y7, Y7
-	VPAND        Y0, Y7, Y7
-	MOVL         2(SI), DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
-	VPOR         fastq5bits<>+0(SB), Y10, Y10
-	VPCMPEQB     Y11, Y11, Y11
-	VPCMPEQB     Y11, Y10, Y10
-	VPANDN       Y9, Y10, Y10
-	VPOR         Y10, Y7, Y7
-	VPSIGNB      Y7, Y7, Y10
-	VEXTRACTI128 $0x01, Y7, X2
-	VMOVD        X7, 24(BX)
-	VPEXTRD      $0x01, X7, 56(BX)
-	VPEXTRD      $0x02, X7, 88(BX)
-	VPEXTRD      $0x03, X7, 120(BX)
-	VMOVD        X2, 152(BX)
-	VPEXTRD      $0x01, X2, 184(BX)
-	VPEXTRD      $0x02, X2, 216(BX)
-	VPEXTRD      $0x03, X2, 248(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 280(BX)
-	VPEXTRD      $0x01, X10, 312(BX)
-	VPEXTRD      $0x02, X10, 344(BX)
-	VPEXTRD      $0x03, X10, 376(BX)
-	VMOVD        X2, 408(BX)
-	VPEXTRD      $0x01, X2, 440(BX)
-	VPEXTRD      $0x02, X2, 472(BX)
-	VPEXTRD      $0x03, X2, 504(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x06, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      6(SI), X8
-	VPSRLW       $0x04, X8, X2
-	VINSERTI128  $0x01, X2, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	MOVL         2(SI), DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
-	VPOR         fastq5bits<>+0(SB), Y10, Y10
-	VPCMPEQB     Y11, Y11, Y11
-	VPCMPEQB     Y11, Y10, Y10
-	VPANDN       Y9, Y10, Y10
-	VPOR         Y10, Y8, Y8
-	VPSIGNB      Y8, Y8, Y10
-	VEXTRACTI128 $0x01, Y8, X2
-	VMOVD        X8, 28(BX)
-	VPEXTRD      $0x01, X8, 60(BX)
-	VPEXTRD      $0x02, X8, 92(BX)
-	VPEXTRD      $0x03, X8, 124(BX)
-	VMOVD        X2, 156(BX)
-	VPEXTRD      $0x01, X2, 188(BX)
-	VPEXTRD      $0x02, X2, 220(BX)
-	VPEXTRD      $0x03, X2, 252(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 284(BX)
-	VPEXTRD      $0x01, X10, 316(BX)
-	VPEXTRD      $0x02, X10, 348(BX)
-	VPEXTRD      $0x03, X10, 380(BX)
-	VMOVD        X2, 412(BX)
-	VPEXTRD      $0x01, X2, 444(BX)
-	VPEXTRD      $0x02, X2, 476(BX)
-	VPEXTRD      $0x03, X2, 508(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x07, DI, X1, X1
-	VCVTPH2PS    X1, Y10
-	VMOVUPS      Y10, 512(BX)
-	ADDQ         $0x00000016, AX
-	ADDQ         $0x00000220, BX
-	DECQ         DX
-	JMP          fastStage8Q5_0AVX2_block
+	TESTQ          DX, DX
+	JZ             fastStage8Q5_0AVX2_end
+	MOVQ           AX, SI
+	VBROADCASTI128 6(SI), Y2
+	VPSRLVD        nibbleshifts<>+0(SB), Y2, Y2
+	VPAND          Y0, Y2, Y2
+	MOVL           2(SI), DI
+	VMOVD          DI, X3
+	VPBROADCASTD   X3, Y3
+	VPSHUFB        fastq5shuf<>+0(SB), Y3, Y3
+	VPOR           fastq5bits<>+0(SB), Y3, Y3
+	VPCMPEQB       Y4, Y4, Y4
+	VPCMPEQB       Y4, Y3, Y3
+	VPANDN         Y1, Y3, Y3
+	VPOR           Y3, Y2, Y2
+	VPSIGNB        Y2, Y2, Y3
+	VEXTRACTI128   $0x01, Y2, X4
+	VMOVD          X2, (BX)
+	VPEXTRD        $0x01, X2, 32(BX)
+	VPEXTRD        $0x02, X2, 64(BX)
+	VPEXTRD        $0x03, X2, 96(BX)
+	VMOVD          X4, 128(BX)
+	VPEXTRD        $0x01, X4, 160(BX)
+	VPEXTRD        $0x02, X4, 192(BX)
+	VPEXTRD        $0x03, X4, 224(BX)
+	VEXTRACTI128   $0x01, Y3, X2
+	VMOVD          X3, 256(BX)
+	VPEXTRD        $0x01, X3, 288(BX)
+	VPEXTRD        $0x02, X3, 320(BX)
+	VPEXTRD        $0x03, X3, 352(BX)
+	VMOVD          X2, 384(BX)
+	VPEXTRD        $0x01, X2, 416(BX)
+	VPEXTRD        $0x02, X2, 448(BX)
+	VPEXTRD        $0x03, X2, 480(BX)
+	MOVWLZX        (SI), DI
+	VMOVD          DI, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 6(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	MOVL           2(SI), DI
+	VMOVD          DI, X4
+	VPBROADCASTD   X4, Y4
+	VPSHUFB        fastq5shuf<>+0(SB), Y4, Y4
+	VPOR           fastq5bits<>+0(SB), Y4, Y4
+	VPCMPEQB       Y5, Y5, Y5
+	VPCMPEQB       Y5, Y4, Y4
+	VPANDN         Y1, Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 4(BX)
+	VPEXTRD        $0x01, X3, 36(BX)
+	VPEXTRD        $0x02, X3, 68(BX)
+	VPEXTRD        $0x03, X3, 100(BX)
+	VMOVD          X5, 132(BX)
+	VPEXTRD        $0x01, X5, 164(BX)
+	VPEXTRD        $0x02, X5, 196(BX)
+	VPEXTRD        $0x03, X5, 228(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 260(BX)
+	VPEXTRD        $0x01, X4, 292(BX)
+	VPEXTRD        $0x02, X4, 324(BX)
+	VPEXTRD        $0x03, X4, 356(BX)
+	VMOVD          X3, 388(BX)
+	VPEXTRD        $0x01, X3, 420(BX)
+	VPEXTRD        $0x02, X3, 452(BX)
+	VPEXTRD        $0x03, X3, 484(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x01, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 6(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	MOVL           2(SI), DI
+	VMOVD          DI, X4
+	VPBROADCASTD   X4, Y4
+	VPSHUFB        fastq5shuf<>+0(SB), Y4, Y4
+	VPOR           fastq5bits<>+0(SB), Y4, Y4
+	VPCMPEQB       Y5, Y5, Y5
+	VPCMPEQB       Y5, Y4, Y4
+	VPANDN         Y1, Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 8(BX)
+	VPEXTRD        $0x01, X3, 40(BX)
+	VPEXTRD        $0x02, X3, 72(BX)
+	VPEXTRD        $0x03, X3, 104(BX)
+	VMOVD          X5, 136(BX)
+	VPEXTRD        $0x01, X5, 168(BX)
+	VPEXTRD        $0x02, X5, 200(BX)
+	VPEXTRD        $0x03, X5, 232(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 264(BX)
+	VPEXTRD        $0x01, X4, 296(BX)
+	VPEXTRD        $0x02, X4, 328(BX)
+	VPEXTRD        $0x03, X4, 360(BX)
+	VMOVD          X3, 392(BX)
+	VPEXTRD        $0x01, X3, 424(BX)
+	VPEXTRD        $0x02, X3, 456(BX)
+	VPEXTRD        $0x03, X3, 488(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x02, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 6(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	MOVL           2(SI), DI
+	VMOVD          DI, X4
+	VPBROADCASTD   X4, Y4
+	VPSHUFB        fastq5shuf<>+0(SB), Y4, Y4
+	VPOR           fastq5bits<>+0(SB), Y4, Y4
+	VPCMPEQB       Y5, Y5, Y5
+	VPCMPEQB       Y5, Y4, Y4
+	VPANDN         Y1, Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 12(BX)
+	VPEXTRD        $0x01, X3, 44(BX)
+	VPEXTRD        $0x02, X3, 76(BX)
+	VPEXTRD        $0x03, X3, 108(BX)
+	VMOVD          X5, 140(BX)
+	VPEXTRD        $0x01, X5, 172(BX)
+	VPEXTRD        $0x02, X5, 204(BX)
+	VPEXTRD        $0x03, X5, 236(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 268(BX)
+	VPEXTRD        $0x01, X4, 300(BX)
+	VPEXTRD        $0x02, X4, 332(BX)
+	VPEXTRD        $0x03, X4, 364(BX)
+	VMOVD          X3, 396(BX)
+	VPEXTRD        $0x01, X3, 428(BX)
+	VPEXTRD        $0x02, X3, 460(BX)
+	VPEXTRD        $0x03, X3, 492(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x03, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 6(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	MOVL           2(SI), DI
+	VMOVD          DI, X4
+	VPBROADCASTD   X4, Y4
+	VPSHUFB        fastq5shuf<>+0(SB), Y4, Y4
+	VPOR           fastq5bits<>+0(SB), Y4, Y4
+	VPCMPEQB       Y5, Y5, Y5
+	VPCMPEQB       Y5, Y4, Y4
+	VPANDN         Y1, Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 16(BX)
+	VPEXTRD        $0x01, X3, 48(BX)
+	VPEXTRD        $0x02, X3, 80(BX)
+	VPEXTRD        $0x03, X3, 112(BX)
+	VMOVD          X5, 144(BX)
+	VPEXTRD        $0x01, X5, 176(BX)
+	VPEXTRD        $0x02, X5, 208(BX)
+	VPEXTRD        $0x03, X5, 240(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 272(BX)
+	VPEXTRD        $0x01, X4, 304(BX)
+	VPEXTRD        $0x02, X4, 336(BX)
+	VPEXTRD        $0x03, X4, 368(BX)
+	VMOVD          X3, 400(BX)
+	VPEXTRD        $0x01, X3, 432(BX)
+	VPEXTRD        $0x02, X3, 464(BX)
+	VPEXTRD        $0x03, X3, 496(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x04, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 6(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	MOVL           2(SI), DI
+	VMOVD          DI, X4
+	VPBROADCASTD   X4, Y4
+	VPSHUFB        fastq5shuf<>+0(SB), Y4, Y4
+	VPOR           fastq5bits<>+0(SB), Y4, Y4
+	VPCMPEQB       Y5, Y5, Y5
+	VPCMPEQB       Y5, Y4, Y4
+	VPANDN         Y1, Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 20(BX)
+	VPEXTRD        $0x01, X3, 52(BX)
+	VPEXTRD        $0x02, X3, 84(BX)
+	VPEXTRD        $0x03, X3, 116(BX)
+	VMOVD          X5, 148(BX)
+	VPEXTRD        $0x01, X5, 180(BX)
+	VPEXTRD        $0x02, X5, 212(BX)
+	VPEXTRD        $0x03, X5, 244(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 276(BX)
+	VPEXTRD        $0x01, X4, 308(BX)
+	VPEXTRD        $0x02, X4, 340(BX)
+	VPEXTRD        $0x03, X4, 372(BX)
+	VMOVD          X3, 404(BX)
+	VPEXTRD        $0x01, X3, 436(BX)
+	VPEXTRD        $0x02, X3, 468(BX)
+	VPEXTRD        $0x03, X3, 500(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x05, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 6(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	MOVL           2(SI), DI
+	VMOVD          DI, X4
+	VPBROADCASTD   X4, Y4
+	VPSHUFB        fastq5shuf<>+0(SB), Y4, Y4
+	VPOR           fastq5bits<>+0(SB), Y4, Y4
+	VPCMPEQB       Y5, Y5, Y5
+	VPCMPEQB       Y5, Y4, Y4
+	VPANDN         Y1, Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 24(BX)
+	VPEXTRD        $0x01, X3, 56(BX)
+	VPEXTRD        $0x02, X3, 88(BX)
+	VPEXTRD        $0x03, X3, 120(BX)
+	VMOVD          X5, 152(BX)
+	VPEXTRD        $0x01, X5, 184(BX)
+	VPEXTRD        $0x02, X5, 216(BX)
+	VPEXTRD        $0x03, X5, 248(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 280(BX)
+	VPEXTRD        $0x01, X4, 312(BX)
+	VPEXTRD        $0x02, X4, 344(BX)
+	VPEXTRD        $0x03, X4, 376(BX)
+	VMOVD          X3, 408(BX)
+	VPEXTRD        $0x01, X3, 440(BX)
+	VPEXTRD        $0x02, X3, 472(BX)
+	VPEXTRD        $0x03, X3, 504(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x06, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 6(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	MOVL           2(SI), DI
+	VMOVD          DI, X4
+	VPBROADCASTD   X4, Y4
+	VPSHUFB        fastq5shuf<>+0(SB), Y4, Y4
+	VPOR           fastq5bits<>+0(SB), Y4, Y4
+	VPCMPEQB       Y5, Y5, Y5
+	VPCMPEQB       Y5, Y4, Y4
+	VPANDN         Y1, Y4, Y4
+	VPOR           Y4, Y3, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 28(BX)
+	VPEXTRD        $0x01, X3, 60(BX)
+	VPEXTRD        $0x02, X3, 92(BX)
+	VPEXTRD        $0x03, X3, 124(BX)
+	VMOVD          X5, 156(BX)
+	VPEXTRD        $0x01, X5, 188(BX)
+	VPEXTRD        $0x02, X5, 220(BX)
+	VPEXTRD        $0x03, X5, 252(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 284(BX)
+	VPEXTRD        $0x01, X4, 316(BX)
+	VPEXTRD        $0x02, X4, 348(BX)
+	VPEXTRD        $0x03, X4, 380(BX)
+	VMOVD          X3, 412(BX)
+	VPEXTRD        $0x01, X3, 444(BX)
+	VPEXTRD        $0x02, X3, 476(BX)
+	VPEXTRD        $0x03, X3, 508(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x07, DI, X2, X2
+	VCVTPH2PS      X2, Y2
+	VMOVUPS        Y2, 512(BX)
+	ADDQ           $0x00000016, AX
+	ADDQ           $0x00000220, BX
+	DECQ           DX
+	JMP            fastStage8Q5_0AVX2_block
 
 fastStage8Q5_0AVX2_end:
 	VZEROUPPER
@@ -24177,233 +24243,225 @@ TEXT ·fastStage8IQ4_NLAVX2(SB), NOSPLIT, $0-32
 	MOVL         $0x0f0f0f0f, SI
 	VMOVD        SI, X0
 	VPBROADCASTD X0, Y0
-	VMOVDQU      fastiq4levels<>+0(SB), Y9
+	VMOVDQU      fastiq4levels<>+0(SB), Y1
 
 fastStage8IQ4_NLAVX2_block:
-	TESTQ        DX, DX
-	JZ           fastStage8IQ4_NLAVX2_end
-	MOVQ         AX, SI
-	VMOVDQU      2(SI), X1
-	VPSRLW       $0x04, X1, X2
-	VINSERTI128  $0x01, X2, Y1, Y1
-	VPAND        Y0, Y1, Y1
-	VPSHUFB      Y1, Y9, Y1
-	VPSIGNB      Y1, Y1, Y10
-	VEXTRACTI128 $0x01, Y1, X2
-	VMOVD        X1, (BX)
-	VPEXTRD      $0x01, X1, 32(BX)
-	VPEXTRD      $0x02, X1, 64(BX)
-	VPEXTRD      $0x03, X1, 96(BX)
-	VMOVD        X2, 128(BX)
-	VPEXTRD      $0x01, X2, 160(BX)
-	VPEXTRD      $0x02, X2, 192(BX)
-	VPEXTRD      $0x03, X2, 224(BX)
-	VEXTRACTI128 $0x01, Y10, X1
-	VMOVD        X10, 256(BX)
-	VPEXTRD      $0x01, X10, 288(BX)
-	VPEXTRD      $0x02, X10, 320(BX)
-	VPEXTRD      $0x03, X10, 352(BX)
-	VMOVD        X1, 384(BX)
-	VPEXTRD      $0x01, X1, 416(BX)
-	VPEXTRD      $0x02, X1, 448(BX)
-	VPEXTRD      $0x03, X1, 480(BX)
-	MOVWLZX      (SI), DI
-	VMOVD        DI, X1
-	ADDQ         CX, SI
-	VMOVDQU      2(SI), X2
-	VPSRLW       $0x04, X2, X3
-	VINSERTI128  $0x01, X3, Y2, Y2
-	VPAND        Y0, Y2, Y2
-	VPSHUFB      Y2, Y9, Y2
-	VPSIGNB      Y2, Y2, Y10
-	VEXTRACTI128 $0x01, Y2, X3
-	VMOVD        X2, 4(BX)
-	VPEXTRD      $0x01, X2, 36(BX)
-	VPEXTRD      $0x02, X2, 68(BX)
-	VPEXTRD      $0x03, X2, 100(BX)
-	VMOVD        X3, 132(BX)
-	VPEXTRD      $0x01, X3, 164(BX)
-	VPEXTRD      $0x02, X3, 196(BX)
-	VPEXTRD      $0x03, X3, 228(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 260(BX)
-	VPEXTRD      $0x01, X10, 292(BX)
-	VPEXTRD      $0x02, X10, 324(BX)
-	VPEXTRD      $0x03, X10, 356(BX)
-	VMOVD        X2, 388(BX)
-	VPEXTRD      $0x01, X2, 420(BX)
-	VPEXTRD      $0x02, X2, 452(BX)
-	VPEXTRD      $0x03, X2, 484(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x01, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      2(SI), X3
-	VPSRLW       $0x04, X3, X2
-	VINSERTI128  $0x01, X2, Y3, Y3
-	VPAND        Y0, Y3, Y3
-	VPSHUFB      Y3, Y9, Y3
-	VPSIGNB      Y3, Y3, Y10
-	VEXTRACTI128 $0x01, Y3, X2
-	VMOVD        X3, 8(BX)
-	VPEXTRD      $0x01, X3, 40(BX)
-	VPEXTRD      $0x02, X3, 72(BX)
-	VPEXTRD      $0x03, X3, 104(BX)
-	VMOVD        X2, 136(BX)
-	VPEXTRD      $0x01, X2, 168(BX)
-	VPEXTRD      $0x02, X2, 200(BX)
-	VPEXTRD      $0x03, X2, 232(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 264(BX)
-	VPEXTRD      $0x01, X10, 296(BX)
-	VPEXTRD      $0x02, X10, 328(BX)
-	VPEXTRD      $0x03, X10, 360(BX)
-	VMOVD        X2, 392(BX)
-	VPEXTRD      $0x01, X2, 424(BX)
-	VPEXTRD      $0x02, X2, 456(BX)
-	VPEXTRD      $0x03, X2, 488(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x02, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      2(SI), X4
-	VPSRLW       $0x04, X4, X2
-	VINSERTI128  $0x01, X2, Y4, Y4
-	VPAND        Y0, Y4, Y4
-	VPSHUFB      Y4, Y9, Y4
-	VPSIGNB      Y4, Y4, Y10
-	VEXTRACTI128 $0x01, Y4, X2
-	VMOVD        X4, 12(BX)
-	VPEXTRD      $0x01, X4, 44(BX)
-	VPEXTRD      $0x02, X4, 76(BX)
-	VPEXTRD      $0x03, X4, 108(BX)
-	VMOVD        X2, 140(BX)
-	VPEXTRD      $0x01, X2, 172(BX)
-	VPEXTRD      $0x02, X2, 204(BX)
-	VPEXTRD      $0x03, X2, 236(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 268(BX)
-	VPEXTRD      $0x01, X10, 300(BX)
-	VPEXTRD      $0x02, X10, 332(BX)
-	VPEXTRD      $0x03, X10, 364(BX)
-	VMOVD        X2, 396(BX)
-	VPEXTRD      $0x01, X2, 428(BX)
-	VPEXTRD      $0x02, X2, 460(BX)
-	VPEXTRD      $0x03, X2, 492(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x03, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      2(SI), X5
-	VPSRLW       $0x04, X5, X2
-	VINSERTI128  $0x01, X2, Y5, Y5
-	VPAND        Y0, Y5, Y5
-	VPSHUFB      Y5, Y9, Y5
-	VPSIGNB      Y5, Y5, Y10
-	VEXTRACTI128 $0x01, Y5, X2
-	VMOVD        X5, 16(BX)
-	VPEXTRD      $0x01, X5, 48(BX)
-	VPEXTRD      $0x02, X5, 80(BX)
-	VPEXTRD      $0x03, X5, 112(BX)
-	VMOVD        X2, 144(BX)
-	VPEXTRD      $0x01, X2, 176(BX)
-	VPEXTRD      $0x02, X2, 208(BX)
-	VPEXTRD      $0x03, X2, 240(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 272(BX)
-	VPEXTRD      $0x01, X10, 304(BX)
-	VPEXTRD      $0x02, X10, 336(BX)
-	VPEXTRD      $0x03, X10, 368(BX)
-	VMOVD        X2, 400(BX)
-	VPEXTRD      $0x01, X2, 432(BX)
-	VPEXTRD      $0x02, X2, 464(BX)
-	VPEXTRD      $0x03, X2, 496(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x04, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      2(SI), X6
-	VPSRLW       $0x04, X6, X2
-	VINSERTI128  $0x01, X2, Y6, Y6
-	VPAND        Y0, Y6, Y6
-	VPSHUFB      Y6, Y9, Y6
-	VPSIGNB      Y6, Y6, Y10
-	VEXTRACTI128 $0x01, Y6, X2
-	VMOVD        X6, 20(BX)
-	VPEXTRD      $0x01, X6, 52(BX)
-	VPEXTRD      $0x02, X6, 84(BX)
-	VPEXTRD      $0x03, X6, 116(BX)
-	VMOVD        X2, 148(BX)
-	VPEXTRD      $0x01, X2, 180(BX)
-	VPEXTRD      $0x02, X2, 212(BX)
-	VPEXTRD      $0x03, X2, 244(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 276(BX)
-	VPEXTRD      $0x01, X10, 308(BX)
-	VPEXTRD      $0x02, X10, 340(BX)
-	VPEXTRD      $0x03, X10, 372(BX)
-	VMOVD        X2, 404(BX)
-	VPEXTRD      $0x01, X2, 436(BX)
-	VPEXTRD      $0x02, X2, 468(BX)
-	VPEXTRD      $0x03, X2, 500(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x05, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      2(SI), X7
-	VPSRLW       $0x04, X7, X2
-	VINSERTI128  $0x01, X2, Y7, Y7
-	VPAND        Y0, Y7, Y7
-	VPSHUFB      Y7, Y9, Y7
-	VPSIGNB      Y7, Y7, Y10
-	VEXTRACTI128 $0x01, Y7, X2
-	VMOVD        X7, 24(BX)
-	VPEXTRD      $0x01, X7, 56(BX)
-	VPEXTRD      $0x02, X7, 88(BX)
-	VPEXTRD      $0x03, X7, 120(BX)
-	VMOVD        X2, 152(BX)
-	VPEXTRD      $0x01, X2, 184(BX)
-	VPEXTRD      $0x02, X2, 216(BX)
-	VPEXTRD      $0x03, X2, 248(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 280(BX)
-	VPEXTRD      $0x01, X10, 312(BX)
-	VPEXTRD      $0x02, X10, 344(BX)
-	VPEXTRD      $0x03, X10, 376(BX)
-	VMOVD        X2, 408(BX)
-	VPEXTRD      $0x01, X2, 440(BX)
-	VPEXTRD      $0x02, X2, 472(BX)
-	VPEXTRD      $0x03, X2, 504(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x06, DI, X1, X1
-	ADDQ         CX, SI
-	VMOVDQU      2(SI), X8
-	VPSRLW       $0x04, X8, X2
-	VINSERTI128  $0x01, X2, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VPSHUFB      Y8, Y9, Y8
-	VPSIGNB      Y8, Y8, Y10
-	VEXTRACTI128 $0x01, Y8, X2
-	VMOVD        X8, 28(BX)
-	VPEXTRD      $0x01, X8, 60(BX)
-	VPEXTRD      $0x02, X8, 92(BX)
-	VPEXTRD      $0x03, X8, 124(BX)
-	VMOVD        X2, 156(BX)
-	VPEXTRD      $0x01, X2, 188(BX)
-	VPEXTRD      $0x02, X2, 220(BX)
-	VPEXTRD      $0x03, X2, 252(BX)
-	VEXTRACTI128 $0x01, Y10, X2
-	VMOVD        X10, 284(BX)
-	VPEXTRD      $0x01, X10, 316(BX)
-	VPEXTRD      $0x02, X10, 348(BX)
-	VPEXTRD      $0x03, X10, 380(BX)
-	VMOVD        X2, 412(BX)
-	VPEXTRD      $0x01, X2, 444(BX)
-	VPEXTRD      $0x02, X2, 476(BX)
-	VPEXTRD      $0x03, X2, 508(BX)
-	MOVWLZX      (SI), DI
-	VPINSRW      $0x07, DI, X1, X1
-	VCVTPH2PS    X1, Y10
-	VMOVUPS      Y10, 512(BX)
-	ADDQ         $0x00000012, AX
-	ADDQ         $0x00000220, BX
-	DECQ         DX
-	JMP          fastStage8IQ4_NLAVX2_block
+	TESTQ          DX, DX
+	JZ             fastStage8IQ4_NLAVX2_end
+	MOVQ           AX, SI
+	VBROADCASTI128 2(SI), Y2
+	VPSRLVD        nibbleshifts<>+0(SB), Y2, Y2
+	VPAND          Y0, Y2, Y2
+	VPSHUFB        Y2, Y1, Y2
+	VPSIGNB        Y2, Y2, Y3
+	VEXTRACTI128   $0x01, Y2, X4
+	VMOVD          X2, (BX)
+	VPEXTRD        $0x01, X2, 32(BX)
+	VPEXTRD        $0x02, X2, 64(BX)
+	VPEXTRD        $0x03, X2, 96(BX)
+	VMOVD          X4, 128(BX)
+	VPEXTRD        $0x01, X4, 160(BX)
+	VPEXTRD        $0x02, X4, 192(BX)
+	VPEXTRD        $0x03, X4, 224(BX)
+	VEXTRACTI128   $0x01, Y3, X2
+	VMOVD          X3, 256(BX)
+	VPEXTRD        $0x01, X3, 288(BX)
+	VPEXTRD        $0x02, X3, 320(BX)
+	VPEXTRD        $0x03, X3, 352(BX)
+	VMOVD          X2, 384(BX)
+	VPEXTRD        $0x01, X2, 416(BX)
+	VPEXTRD        $0x02, X2, 448(BX)
+	VPEXTRD        $0x03, X2, 480(BX)
+	MOVWLZX        (SI), DI
+	VMOVD          DI, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 2(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 4(BX)
+	VPEXTRD        $0x01, X3, 36(BX)
+	VPEXTRD        $0x02, X3, 68(BX)
+	VPEXTRD        $0x03, X3, 100(BX)
+	VMOVD          X5, 132(BX)
+	VPEXTRD        $0x01, X5, 164(BX)
+	VPEXTRD        $0x02, X5, 196(BX)
+	VPEXTRD        $0x03, X5, 228(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 260(BX)
+	VPEXTRD        $0x01, X4, 292(BX)
+	VPEXTRD        $0x02, X4, 324(BX)
+	VPEXTRD        $0x03, X4, 356(BX)
+	VMOVD          X3, 388(BX)
+	VPEXTRD        $0x01, X3, 420(BX)
+	VPEXTRD        $0x02, X3, 452(BX)
+	VPEXTRD        $0x03, X3, 484(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x01, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 2(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 8(BX)
+	VPEXTRD        $0x01, X3, 40(BX)
+	VPEXTRD        $0x02, X3, 72(BX)
+	VPEXTRD        $0x03, X3, 104(BX)
+	VMOVD          X5, 136(BX)
+	VPEXTRD        $0x01, X5, 168(BX)
+	VPEXTRD        $0x02, X5, 200(BX)
+	VPEXTRD        $0x03, X5, 232(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 264(BX)
+	VPEXTRD        $0x01, X4, 296(BX)
+	VPEXTRD        $0x02, X4, 328(BX)
+	VPEXTRD        $0x03, X4, 360(BX)
+	VMOVD          X3, 392(BX)
+	VPEXTRD        $0x01, X3, 424(BX)
+	VPEXTRD        $0x02, X3, 456(BX)
+	VPEXTRD        $0x03, X3, 488(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x02, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 2(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 12(BX)
+	VPEXTRD        $0x01, X3, 44(BX)
+	VPEXTRD        $0x02, X3, 76(BX)
+	VPEXTRD        $0x03, X3, 108(BX)
+	VMOVD          X5, 140(BX)
+	VPEXTRD        $0x01, X5, 172(BX)
+	VPEXTRD        $0x02, X5, 204(BX)
+	VPEXTRD        $0x03, X5, 236(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 268(BX)
+	VPEXTRD        $0x01, X4, 300(BX)
+	VPEXTRD        $0x02, X4, 332(BX)
+	VPEXTRD        $0x03, X4, 364(BX)
+	VMOVD          X3, 396(BX)
+	VPEXTRD        $0x01, X3, 428(BX)
+	VPEXTRD        $0x02, X3, 460(BX)
+	VPEXTRD        $0x03, X3, 492(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x03, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 2(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 16(BX)
+	VPEXTRD        $0x01, X3, 48(BX)
+	VPEXTRD        $0x02, X3, 80(BX)
+	VPEXTRD        $0x03, X3, 112(BX)
+	VMOVD          X5, 144(BX)
+	VPEXTRD        $0x01, X5, 176(BX)
+	VPEXTRD        $0x02, X5, 208(BX)
+	VPEXTRD        $0x03, X5, 240(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 272(BX)
+	VPEXTRD        $0x01, X4, 304(BX)
+	VPEXTRD        $0x02, X4, 336(BX)
+	VPEXTRD        $0x03, X4, 368(BX)
+	VMOVD          X3, 400(BX)
+	VPEXTRD        $0x01, X3, 432(BX)
+	VPEXTRD        $0x02, X3, 464(BX)
+	VPEXTRD        $0x03, X3, 496(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x04, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 2(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 20(BX)
+	VPEXTRD        $0x01, X3, 52(BX)
+	VPEXTRD        $0x02, X3, 84(BX)
+	VPEXTRD        $0x03, X3, 116(BX)
+	VMOVD          X5, 148(BX)
+	VPEXTRD        $0x01, X5, 180(BX)
+	VPEXTRD        $0x02, X5, 212(BX)
+	VPEXTRD        $0x03, X5, 244(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 276(BX)
+	VPEXTRD        $0x01, X4, 308(BX)
+	VPEXTRD        $0x02, X4, 340(BX)
+	VPEXTRD        $0x03, X4, 372(BX)
+	VMOVD          X3, 404(BX)
+	VPEXTRD        $0x01, X3, 436(BX)
+	VPEXTRD        $0x02, X3, 468(BX)
+	VPEXTRD        $0x03, X3, 500(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x05, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 2(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 24(BX)
+	VPEXTRD        $0x01, X3, 56(BX)
+	VPEXTRD        $0x02, X3, 88(BX)
+	VPEXTRD        $0x03, X3, 120(BX)
+	VMOVD          X5, 152(BX)
+	VPEXTRD        $0x01, X5, 184(BX)
+	VPEXTRD        $0x02, X5, 216(BX)
+	VPEXTRD        $0x03, X5, 248(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 280(BX)
+	VPEXTRD        $0x01, X4, 312(BX)
+	VPEXTRD        $0x02, X4, 344(BX)
+	VPEXTRD        $0x03, X4, 376(BX)
+	VMOVD          X3, 408(BX)
+	VPEXTRD        $0x01, X3, 440(BX)
+	VPEXTRD        $0x02, X3, 472(BX)
+	VPEXTRD        $0x03, X3, 504(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x06, DI, X2, X2
+	ADDQ           CX, SI
+	VBROADCASTI128 2(SI), Y3
+	VPSRLVD        nibbleshifts<>+0(SB), Y3, Y3
+	VPAND          Y0, Y3, Y3
+	VPSHUFB        Y3, Y1, Y3
+	VPSIGNB        Y3, Y3, Y4
+	VEXTRACTI128   $0x01, Y3, X5
+	VMOVD          X3, 28(BX)
+	VPEXTRD        $0x01, X3, 60(BX)
+	VPEXTRD        $0x02, X3, 92(BX)
+	VPEXTRD        $0x03, X3, 124(BX)
+	VMOVD          X5, 156(BX)
+	VPEXTRD        $0x01, X5, 188(BX)
+	VPEXTRD        $0x02, X5, 220(BX)
+	VPEXTRD        $0x03, X5, 252(BX)
+	VEXTRACTI128   $0x01, Y4, X3
+	VMOVD          X4, 284(BX)
+	VPEXTRD        $0x01, X4, 316(BX)
+	VPEXTRD        $0x02, X4, 348(BX)
+	VPEXTRD        $0x03, X4, 380(BX)
+	VMOVD          X3, 412(BX)
+	VPEXTRD        $0x01, X3, 444(BX)
+	VPEXTRD        $0x02, X3, 476(BX)
+	VPEXTRD        $0x03, X3, 508(BX)
+	MOVWLZX        (SI), DI
+	VPINSRW        $0x07, DI, X2, X2
+	VCVTPH2PS      X2, Y2
+	VMOVUPS        Y2, 512(BX)
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000220, BX
+	DECQ           DX
+	JMP            fastStage8IQ4_NLAVX2_block
 
 fastStage8IQ4_NLAVX2_end:
 	VZEROUPPER
@@ -24641,5 +24699,116 @@ fastStaged8x4AVX2_end:
 	VMOVUPS Y3, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Y4, (AX)
+	VZEROUPPER
+	RET
+
+// func fastQ4_0LanesAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastQ4_0LanesAVX2(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), AX
+	MOVQ         ldw+8(FP), CX
+	MOVQ         rows+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         xq+32(FP), SI
+	MOVQ         xd+40(FP), DI
+	MOVQ         lanes+48(FP), R8
+	MOVQ         y+56(FP), R9
+	MOVL         $0x00010001, R10
+	VMOVD        R10, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, R10
+	VMOVD        R10, X1
+	VPBROADCASTD X1, Y1
+
+fastQ4_0LanesAVX2_row:
+	TESTQ DX, DX
+	JZ    fastQ4_0LanesAVX2_end
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	MOVQ  AX, R10
+	MOVQ  SI, R11
+	MOVQ  DI, R12
+	MOVQ  R8, R13
+	MOVQ  BX, R14
+
+fastQ4_0LanesAVX2_block:
+	CMPQ           R14, $0x02
+	JB             fastQ4_0LanesAVX2_tail
+	PREFETCHT0     2048(R10)
+	VBROADCASTI128 2(R10), Y4
+	VPSRLVD        nibbleshifts<>+0(SB), Y4, Y4
+	VPAND          Y1, Y4, Y4
+	VPMADDUBSW     (R11), Y4, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VPADDD         (R13), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	MOVWLZX        (R10), R15
+	VMOVD          R15, X5
+	VCVTPH2PS      X5, X5
+	VMULSS         (R12), X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y4, Y5, Y2
+	ADDQ           $0x00000012, R10
+	ADDQ           $0x20, R11
+	ADDQ           $0x20, R13
+	ADDQ           $0x04, R12
+	PREFETCHT0     2048(R10)
+	VBROADCASTI128 2(R10), Y4
+	VPSRLVD        nibbleshifts<>+0(SB), Y4, Y4
+	VPAND          Y1, Y4, Y4
+	VPMADDUBSW     (R11), Y4, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VPADDD         (R13), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	MOVWLZX        (R10), R15
+	VMOVD          R15, X5
+	VCVTPH2PS      X5, X5
+	VMULSS         (R12), X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y4, Y5, Y3
+	ADDQ           $0x00000012, R10
+	ADDQ           $0x20, R11
+	ADDQ           $0x20, R13
+	ADDQ           $0x04, R12
+	SUBQ           $0x02, R14
+	JMP            fastQ4_0LanesAVX2_block
+
+fastQ4_0LanesAVX2_tail:
+	TESTQ          R14, R14
+	JZ             fastQ4_0LanesAVX2_rowdone
+	PREFETCHT0     2048(R10)
+	VBROADCASTI128 2(R10), Y4
+	VPSRLVD        nibbleshifts<>+0(SB), Y4, Y4
+	VPAND          Y1, Y4, Y4
+	VPMADDUBSW     (R11), Y4, Y4
+	VPMADDWD       Y0, Y4, Y4
+	VPADDD         (R13), Y4, Y4
+	VCVTDQ2PS      Y4, Y4
+	MOVWLZX        (R10), R14
+	VMOVD          R14, X5
+	VCVTPH2PS      X5, X5
+	VMULSS         (R12), X5, X5
+	VBROADCASTSS   X5, Y5
+	VFMADD231PS    Y4, Y5, Y2
+	ADDQ           $0x00000012, R10
+	ADDQ           $0x20, R11
+	ADDQ           $0x20, R13
+	ADDQ           $0x04, R12
+
+fastQ4_0LanesAVX2_rowdone:
+	VADDPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0x4e, X2, X3
+	VADDPS       X3, X2, X2
+	VPERMILPS    $0xb1, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSS       X2, (R9)
+	ADDQ         $0x04, R9
+	ADDQ         CX, AX
+	DECQ         DX
+	JMP          fastQ4_0LanesAVX2_row
+
+fastQ4_0LanesAVX2_end:
 	VZEROUPPER
 	RET

@@ -322,8 +322,7 @@ func q6kBlock(wp, xp, sp, dp GPVirtual, acc, sumi, mask, m30, ones VecVirtual) {
 		VMOVDQU(Mem{Base: wp, Disp: 128 + 32*h}, qh)
 		VMOVDQU(Mem{Base: wp, Disp: 64 * h}, l0)
 		VMOVDQU(Mem{Base: wp, Disp: 64*h + 32}, l1)
-		sc := YMM()
-		VPMOVSXBD(Mem{Base: wp, Disp: 192 + 8*h}, sc)
+		sc := halfScaleWords(Mem{Base: wp, Disp: 192}, h, true)
 		for k := 0; k < 4; k++ {
 			qv, hb := YMM(), YMM()
 			switch k {
@@ -345,11 +344,7 @@ func q6kBlock(wp, xp, sp, dp GPVirtual, acc, sumi, mask, m30, ones VecVirtual) {
 			VPAND(m30, hb, hb)
 			VPOR(hb, qv, qv)
 			VPMADDUBSW(Mem{Base: xp, Disp: 128*h + 32*k}, qv, qv)
-			VPMADDWD(ones, qv, qv)
-			s := YMM()
-			VMOVDQU(q6kIdx.Offset(32*k), s)
-			VPERMD(sc, s, s)
-			VPMULLD(s, qv, qv)
+			VPMADDWD(groupScaleWords(sc, k), qv, qv)
 			VPADDD(qv, sumi, sumi)
 		}
 	}
@@ -375,11 +370,7 @@ func loadQ8Weights(q string, wp GPVirtual, mask, eight, f0 VecVirtual) VecVirtua
 		if q == "Q5_0" {
 			off = 6
 		}
-		hi := XMM()
-		VMOVDQU(Mem{Base: wp, Disp: off}, wv.AsX())
-		VPSRLW(U8(4), wv.AsX(), hi)
-		VINSERTI128(U8(1), hi, wv, wv)
-		VPAND(mask, wv, wv)
+		wv = nibblesAVX2(Mem{Base: wp, Disp: off}, nibbleShifts, mask)
 		switch q {
 		case "Q4_0":
 			VPSUBB(eight, wv, wv)

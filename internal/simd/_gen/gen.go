@@ -91,6 +91,7 @@ func nextBlock(name string, wp, nb, xp, out GPVirtual, bsize, floats int, dot bo
 
 func main() {
 	ConstraintExpr("!purego")
+	nibbleConsts()
 	tableConsts()
 	codedConsts()
 	q6GFNIConsts()
@@ -153,6 +154,7 @@ func main() {
 		fastQ8(q)
 		fastQ8x4(q)
 	}
+	scaleWordConsts()
 	fastK("Q4_K")
 	fastK("Q6_K")
 	expShift()
@@ -223,6 +225,7 @@ func main() {
 		fastStage8(q)
 	}
 	fastStaged8x4()
+	fastQ4_0Lanes()
 	Generate()
 }
 

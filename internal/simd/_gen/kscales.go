@@ -352,3 +352,41 @@ func q8kConsts() {
 		DATA(4*i, U32(v))
 	}
 }
+
+// halfScaleWords loads the 16 int8 (signed) or uint8 scales at m as
+// 16-bit words and returns those of half h (scales 8h..8h+7) in both
+// 128-bit lanes, for groupScaleWords.
+func halfScaleWords(m Mem, h int, signed bool) VecVirtual {
+	w := YMM()
+	if signed {
+		VPMOVSXBW(m, w)
+	} else {
+		VPMOVZXBW(m, w)
+	}
+	VPERMQ(U8([]uint8{0x44, 0xee}[h]), w, w)
+	return w
+}
+
+// groupScaleWords returns the scale words of group k of a half (sub-block
+// 2k in the low lane, 2k+1 in the high one, each word eight times) from
+// halfScaleWords' vector: VPMADDWD by it scales and adds the pairs of a
+// group's VPMADDUBSW sums, as ggml's x86 vec_dot_q{2,3,6}_K_q8_K do
+// with get_scale_shuffle.
+func groupScaleWords(half VecVirtual, k int) VecVirtual {
+	s := YMM()
+	VPSHUFB(scaleWordShuf.Offset(32*k), half, s)
+	return s
+}
+
+// scaleWordShuf holds groupScaleWords' four byte shuffles.
+var scaleWordShuf Mem
+
+func scaleWordConsts() {
+	scaleWordShuf = GLOBL("scalewordshuf", RODATA|NOPTR)
+	for k := 0; k < 4; k++ {
+		for i := 0; i < 32; i++ {
+			w := 2*k + i/16 // the low lane takes word 2k, the high 2k+1
+			DATA(32*k+i, U8(uint8(2*w+i%2)))
+		}
+	}
+}

@@ -509,17 +509,16 @@ func q23kBlock(q string, wp, xp, sp, dp GPVirtual, acc, sumi, ones, m3, m0f VecV
 		scw = YMM()
 		VPMOVSXBW(scb, scw)
 	}
-	// The scales as dwords: sub-blocks 0-7 and 8-15.
-	scd := []VecVirtual{YMM(), YMM()}
-	sch := XMM()
-	VPSRLDQ(U8(8), scb, sch)
+	// The scales as 16-bit words, sub-blocks 8h..8h+7 in both lanes.
+	scw16 := YMM()
 	if q == "Q2_K" {
-		VPMOVZXBD(scb, scd[0])
-		VPMOVZXBD(sch, scd[1])
+		VPMOVZXBW(scb, scw16)
 	} else {
-		VPMOVSXBD(scb, scd[0])
-		VPMOVSXBD(sch, scd[1])
+		VPMOVSXBW(scb, scw16)
 	}
+	sch := [2]VecVirtual{YMM(), YMM()}
+	VPERMQ(U8(0x44), scw16, sch[0])
+	VPERMQ(U8(0xee), scw16, sch[1])
 	corr := YMM()
 	VPMADDWD(Mem{Base: sp}, scw, corr)
 	var hm, m01 VecVirtual
@@ -552,12 +551,7 @@ func q23kBlock(q string, wp, xp, sp, dp GPVirtual, acc, sumi, ones, m3, m0f VecV
 				VPOR(hb, qv, qv)
 			}
 			VPMADDUBSW(Mem{Base: xp, Disp: 128*h + 32*j}, qv, qv)
-			VPMADDWD(ones, qv, qv)
-			g := 4*h + j
-			s := YMM()
-			VMOVDQU(q6kIdx.Offset(32*(g%4)), s)
-			VPERMD(scd[g/4], s, s)
-			VPMULLD(s, qv, qv)
+			VPMADDWD(groupScaleWords(sch[h], j), qv, qv)
 			VPADDD(qv, sumi, sumi)
 		}
 	}

@@ -158,3 +158,65 @@ func fastStaged8x4() {
 	VZEROUPPER()
 	RET()
 }
+
+// fastQ4_0Lanes writes fastQ4_0LanesAVX2, the Q4_0 decode product with
+// the weights' nibbles taken as they are stored, unsigned: VPMADDUBSW of
+// the nibbles and x, VPMADDWD into int32 lanes of four values, and each
+// lane started from −8 times its four activations' sum (lanes, made once
+// per activation vector), so that it ends with Σ (q−8)·x, the very integer
+// of ggml's sign trick. Four instructions fewer a block than fastQ4_0AVX2
+// (no signs, no offset), and the same float steps.
+func fastQ4_0Lanes() {
+	name := "fastQ4_0LanesAVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = w_r · x for rows Q4_0 rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd with lanes −8·(sums of 4).")
+	w, ldw, rows, blocks, xq, xd := params("w", "ldw", "rows", "blocks", "xq", "xd")
+	lanes, y := GP64(), GP64()
+	Load(Param("lanes"), lanes)
+	Load(Param("y"), y)
+	ones, mask := broadcast(avx2isa, 0x00010001), bcast8(0x0f)
+	wp, xp, dp, lp, b := GP64(), GP64(), GP64(), GP64(), GP64()
+	rowLoopPairs(name, avx2isa, rows, w, ldw, y, b, []VecVirtual{YMM(), YMM()}, func() {
+		MOVQ(w, wp)
+		MOVQ(xq, xp)
+		MOVQ(xd, dp)
+		MOVQ(lanes, lp)
+		MOVQ(blocks, b)
+	}, func(acc []VecVirtual) {
+		prefetchBlock(wp, 18)
+		wv := nibblesAVX2(Mem{Base: wp, Disp: 2}, nibbleShifts, mask)
+		VPMADDUBSW(Mem{Base: xp}, wv, wv)
+		VPMADDWD(ones, wv, wv)
+		VPADDD(Mem{Base: lp}, wv, wv)
+		VCVTDQ2PS(wv, wv)
+		d := scaleOf(Mem{Base: wp}, Mem{Base: dp})
+		VFMADD231PS(wv, d, acc[0])
+		ADDQ(U32(18), wp)
+		ADDQ(U8(32), xp)
+		ADDQ(U8(32), lp)
+		ADDQ(U8(4), dp)
+	})
+}
+
+// nibblesAVX2 loads 16 bytes at m as their 16 low nibbles, then their 16
+// high ones, one byte each: the bytes broadcast to both lanes, the high
+// lane's dwords shifted by 4 (nibbleShifts), then masked.
+func nibblesAVX2(m Mem, shifts Op, mask VecVirtual) VecVirtual {
+	wv := YMM()
+	VBROADCASTI128(m, wv)
+	VPSRLVD(shifts, wv, wv)
+	VPAND(mask, wv, wv)
+	return wv
+}
+
+// nibbleShifts holds nibblesAVX2's dword shifts: 0 in the low lane, 4 in
+// the high one.
+var nibbleShifts Mem
+
+func nibbleConsts() {
+	nibbleShifts = GLOBL("nibbleshifts", RODATA|NOPTR)
+	for i := 0; i < 8; i++ {
+		DATA(4*i, U32(uint32(4*(i/4))))
+	}
+}
