@@ -439,7 +439,14 @@ func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, sums []
 		return true
 	}
 	if active != avx512 {
-		return false
+		quantQ8_0ActsAVX2(&x[0], len(x)/32, &q[0], &d[0])
+		if len(corr) > 0 {
+			blockSums(corr, q, offset)
+		}
+		if len(lanes) > 0 {
+			laneSums(lanes, q, -offset)
+		}
+		return true
 	}
 	var cp, lp *int32
 	if len(corr) > 0 {

@@ -345,7 +345,7 @@ func TestQuantizeActsKernel(t *testing.T) {
 	corr := make([]int32, in/32)
 	lanes := make([]int32, in/4)
 	if !asmQuantizeActs(quant.Q8_0, x, q, d, nil, corr, lanes, 8) {
-		t.Skip("no Q8_K quantizer kernel on this CPU")
+		t.Skip("no Q8_0 quantizer kernel on this CPU")
 	}
 	wq, wd := make([]int8, in), make([]float32, in/32)
 	quant.QuantizeActs(quant.Q8_0, x, wq, wd, nil)

@@ -422,6 +422,11 @@ func quantQ8_KActsAVX512(x *float32, blocks int, q *int8, d *float32, sums *int1
 //go:noescape
 func quantQ8_KActsAVX2(x *float32, blocks int, q *int8, d *float32, sums *int16)
 
+// quantQ8_0ActsAVX2 quantizes blocks blocks of 32 activations to Q8_0 as quant.QuantizeActs does.
+//
+//go:noescape
+func quantQ8_0ActsAVX2(x *float32, blocks int, q *int8, d *float32)
+
 // fastQ6_KVNNI computes y[r] = w_r · x for rows Q6_K rows of blocks super-blocks (stride ldw bytes) and Q8_K activations xq, xd with lanes -32·(sums of 4).
 //
 //go:noescape

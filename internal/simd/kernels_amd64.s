@@ -11864,6 +11864,75 @@ quantQ8_KActsAVX2_end:
 	VZEROUPPER
 	RET
 
+// func quantQ8_0ActsAVX2(x *float32, blocks int, q *int8, d *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·quantQ8_0ActsAVX2(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         q+16(FP), DX
+	MOVQ         d+24(FP), BX
+	MOVL         $0x7fffffff, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      q8kpackidx<>+0(SB), Y1
+	MOVL         $0x42fe0000, SI
+	VMOVD        SI, X2
+
+quantQ8_0ActsAVX2_block:
+	TESTQ        CX, CX
+	JZ           quantQ8_0ActsAVX2_end
+	VMOVUPS      (AX), Y4
+	VANDPS       Y0, Y4, Y3
+	VMOVUPS      32(AX), Y5
+	VANDPS       Y0, Y5, Y6
+	VMAXPS       Y6, Y3, Y3
+	VMOVUPS      64(AX), Y6
+	VANDPS       Y0, Y6, Y7
+	VMAXPS       Y7, Y3, Y3
+	VMOVUPS      96(AX), Y7
+	VANDPS       Y0, Y7, Y8
+	VMAXPS       Y8, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X8
+	VMAXPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VMAXPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VMAXPS       X8, X3, X3
+	VDIVSS       X2, X3, X8
+	VCVTPS2PH    $0x00, X8, X8
+	VCVTPH2PS    X8, X8
+	VMOVSS       X8, (BX)
+	VXORPS       X8, X8, X8
+	VXORPS       X9, X9, X9
+	VUCOMISS     X9, X3
+	JE           quantQ8_0ActsAVX2_zero
+	VDIVSS       X3, X2, X8
+
+quantQ8_0ActsAVX2_zero:
+	VBROADCASTSS X8, Y3
+	VMULPS       Y3, Y4, Y4
+	VCVTPS2DQ    Y4, Y4
+	VMULPS       Y3, Y5, Y5
+	VCVTPS2DQ    Y5, Y5
+	VMULPS       Y3, Y6, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       Y3, Y7, Y7
+	VCVTPS2DQ    Y7, Y7
+	VPACKSSDW    Y5, Y4, Y3
+	VPACKSSDW    Y7, Y6, Y4
+	VPACKSSWB    Y4, Y3, Y3
+	VPERMD       Y3, Y1, Y3
+	VMOVDQU      Y3, (DX)
+	ADDQ         $0x80, AX
+	ADDQ         $0x20, DX
+	ADDQ         $0x04, BX
+	DECQ         CX
+	JMP          quantQ8_0ActsAVX2_block
+
+quantQ8_0ActsAVX2_end:
+	VZEROUPPER
+	RET
+
 DATA q6kscaleidx<>+0(SB)/2, $0x0000
 DATA q6kscaleidx<>+2(SB)/2, $0x0000
 DATA q6kscaleidx<>+4(SB)/2, $0x0000

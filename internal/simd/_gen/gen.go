@@ -177,6 +177,7 @@ func main() {
 	quantQ8KActs()
 	q8kConsts()
 	quantQ8KActsAVX2()
+	quantQ8_0ActsAVX2()
 	q6kConsts()
 	fastQ6KVNNI()
 	fastQ4VNNI("Q4_0")

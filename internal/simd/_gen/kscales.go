@@ -390,3 +390,76 @@ func scaleWordConsts() {
 		}
 	}
 }
+
+// quantQ8_0ActsAVX2 writes quantQ8_0ActsAVX2, the Q8_0 activation
+// quantizer of fast mode on AVX2 (quantQ8_0ActsAVX512 without its sums
+// and lanes, which Go adds where a kernel wants them): per block of 32,
+// d = f16(amax/127), values round-half-even(x·127/amax), as
+// quant.QuantizeActs does bit for bit.
+func quantQ8_0ActsAVX2() {
+	name := "quantQ8_0ActsAVX2"
+	TEXT(name, NOSPLIT, "func(x *float32, blocks int, q *int8, d *float32)")
+	Pragma("noescape")
+	Doc(name + " quantizes blocks blocks of 32 activations to Q8_0 as quant.QuantizeActs does.")
+	x, blocks, q, d := GP64(), GP64(), GP64(), GP64()
+	Load(Param("x"), x)
+	Load(Param("blocks"), blocks)
+	Load(Param("q"), q)
+	Load(Param("d"), d)
+	absMask := broadcast(avx2isa, 0x7fffffff)
+	perm := YMM()
+	VMOVDQU(q8kPackIdx, perm)
+	c127 := XMM()
+	t := GP32()
+	MOVL(U32(0x42fe0000), t) // 127.0
+	VMOVD(t, c127)
+	Label(name + "_block")
+	TESTQ(blocks, blocks)
+	JZ(LabelRef(name + "_end"))
+	var v [4]VecVirtual
+	m := YMM()
+	for k := range v {
+		v[k] = YMM()
+		VMOVUPS(Mem{Base: x, Disp: 32 * k}, v[k])
+		if k == 0 {
+			VANDPS(absMask, v[k], m)
+			continue
+		}
+		a := YMM()
+		VANDPS(absMask, v[k], a)
+		VMAXPS(a, m, m)
+	}
+	mx := fold(m, 8, VMAXPS)
+	dv := XMM()
+	VDIVSS(c127, mx, dv)
+	VCVTPS2PH(U8(0), dv, dv)
+	VCVTPH2PS(dv, dv)
+	VMOVSS(dv, Mem{Base: d})
+	id, zero := XMM(), XMM()
+	VXORPS(id, id, id)
+	VXORPS(zero, zero, zero)
+	VUCOMISS(zero, mx)
+	JE(LabelRef(name + "_zero"))
+	VDIVSS(mx, c127, id)
+	Label(name + "_zero")
+	idy := YMM()
+	VBROADCASTSS(id, idy)
+	for k := range v {
+		VMULPS(idy, v[k], v[k])
+		VCVTPS2DQ(v[k], v[k]) // MXCSR's rounding: nearest, ties to even
+	}
+	w01, w23, b := YMM(), YMM(), YMM()
+	VPACKSSDW(v[1], v[0], w01)
+	VPACKSSDW(v[3], v[2], w23)
+	VPACKSSWB(w23, w01, b)
+	VPERMD(b, perm, b)
+	VMOVDQU(b, Mem{Base: q})
+	ADDQ(U8(128), x)
+	ADDQ(U8(32), q)
+	ADDQ(U8(4), d)
+	DECQ(blocks)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
