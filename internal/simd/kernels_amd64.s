@@ -15597,71 +15597,68 @@ fastQ4_1AVX2_row:
 	MOVQ  BX, R12
 
 fastQ4_1AVX2_block:
-	CMPQ         R12, $0x02
-	JB           fastQ4_1AVX2_tail
-	PREFETCHT0   2048(R9)
-	VMOVDQU      4(R9), X6
-	VPSRLW       $0x04, X6, X7
-	VINSERTI128  $0x01, X7, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPMADDUBSW   (R10), Y6, Y7
-	VPMADDWD     Y0, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VMOVD        (R9), X6
-	VCVTPH2PS    X6, X6
-	VMOVQ        (R11), X8
-	VMULPS       X8, X6, X6
-	VBROADCASTSS X6, Y8
-	VFMADD231PS  Y7, Y8, Y2
-	VMOVSHDUP    X6, X6
-	VADDSS       X6, X3, X3
-	ADDQ         $0x00000014, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x08, R11
-	PREFETCHT0   2048(R9)
-	VMOVDQU      4(R9), X9
-	VPSRLW       $0x04, X9, X6
-	VINSERTI128  $0x01, X6, Y9, Y9
-	VPAND        Y1, Y9, Y9
-	VPMADDUBSW   (R10), Y9, Y7
-	VPMADDWD     Y0, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VMOVD        (R9), X6
-	VCVTPH2PS    X6, X6
-	VMOVQ        (R11), X8
-	VMULPS       X8, X6, X6
-	VBROADCASTSS X6, Y8
-	VFMADD231PS  Y7, Y8, Y4
-	VMOVSHDUP    X6, X6
-	VADDSS       X6, X5, X5
-	ADDQ         $0x00000014, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x08, R11
-	SUBQ         $0x02, R12
-	JMP          fastQ4_1AVX2_block
+	CMPQ           R12, $0x02
+	JB             fastQ4_1AVX2_tail
+	PREFETCHT0     2048(R9)
+	VBROADCASTI128 4(R9), Y6
+	VPSRLVD        nibbleshifts<>+0(SB), Y6, Y6
+	VPAND          Y1, Y6, Y6
+	VPMADDUBSW     (R10), Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VMOVD          (R9), X7
+	VCVTPH2PS      X7, X7
+	VMOVQ          (R11), X8
+	VMULPS         X8, X7, X7
+	VBROADCASTSS   X7, Y8
+	VFMADD231PS    Y6, Y8, Y2
+	VMOVSHDUP      X7, X6
+	VADDSS         X6, X3, X3
+	ADDQ           $0x00000014, R9
+	ADDQ           $0x20, R10
+	ADDQ           $0x08, R11
+	PREFETCHT0     2048(R9)
+	VBROADCASTI128 4(R9), Y6
+	VPSRLVD        nibbleshifts<>+0(SB), Y6, Y6
+	VPAND          Y1, Y6, Y6
+	VPMADDUBSW     (R10), Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VMOVD          (R9), X7
+	VCVTPH2PS      X7, X7
+	VMOVQ          (R11), X8
+	VMULPS         X8, X7, X7
+	VBROADCASTSS   X7, Y8
+	VFMADD231PS    Y6, Y8, Y4
+	VMOVSHDUP      X7, X6
+	VADDSS         X6, X5, X5
+	ADDQ           $0x00000014, R9
+	ADDQ           $0x20, R10
+	ADDQ           $0x08, R11
+	SUBQ           $0x02, R12
+	JMP            fastQ4_1AVX2_block
 
 fastQ4_1AVX2_tail:
-	TESTQ        R12, R12
-	JZ           fastQ4_1AVX2_rowdone
-	PREFETCHT0   2048(R9)
-	VMOVDQU      4(R9), X10
-	VPSRLW       $0x04, X10, X6
-	VINSERTI128  $0x01, X6, Y10, Y10
-	VPAND        Y1, Y10, Y10
-	VPMADDUBSW   (R10), Y10, Y7
-	VPMADDWD     Y0, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VMOVD        (R9), X6
-	VCVTPH2PS    X6, X6
-	VMOVQ        (R11), X8
-	VMULPS       X8, X6, X6
-	VBROADCASTSS X6, Y8
-	VFMADD231PS  Y7, Y8, Y2
-	VMOVSHDUP    X6, X6
-	VADDSS       X6, X3, X3
-	ADDQ         $0x00000014, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x08, R11
+	TESTQ          R12, R12
+	JZ             fastQ4_1AVX2_rowdone
+	PREFETCHT0     2048(R9)
+	VBROADCASTI128 4(R9), Y6
+	VPSRLVD        nibbleshifts<>+0(SB), Y6, Y6
+	VPAND          Y1, Y6, Y6
+	VPMADDUBSW     (R10), Y6, Y6
+	VPMADDWD       Y0, Y6, Y6
+	VCVTDQ2PS      Y6, Y6
+	VMOVD          (R9), X7
+	VCVTPH2PS      X7, X7
+	VMOVQ          (R11), X8
+	VMULPS         X8, X7, X7
+	VBROADCASTSS   X7, Y8
+	VFMADD231PS    Y6, Y8, Y2
+	VMOVSHDUP      X7, X6
+	VADDSS         X6, X3, X3
+	ADDQ           $0x00000014, R9
+	ADDQ           $0x20, R10
+	ADDQ           $0x08, R11
 
 fastQ4_1AVX2_rowdone:
 	VADDPS       Y3, Y2, Y2
@@ -15717,89 +15714,86 @@ fastQ5_1AVX2_row:
 	MOVQ  BX, R12
 
 fastQ5_1AVX2_block:
-	CMPQ         R12, $0x02
-	JB           fastQ5_1AVX2_tail
-	PREFETCHT0   2048(R9)
-	VMOVDQU      8(R9), X8
-	VPSRLW       $0x04, X8, X9
-	VINSERTI128  $0x01, X9, Y8, Y8
-	VPAND        Y1, Y8, Y8
-	VPBROADCASTD 4(R9), Y9
-	VPSHUFB      fastq5shuf<>+0(SB), Y9, Y9
-	VPOR         fastq5bits<>+0(SB), Y9, Y9
-	VPCMPEQB     Y3, Y9, Y9
-	VPAND        Y2, Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VPMADDUBSW   (R10), Y8, Y9
-	VPMADDWD     Y0, Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VMOVD        (R9), X8
-	VCVTPH2PS    X8, X8
-	VMOVQ        (R11), X10
-	VMULPS       X10, X8, X8
-	VBROADCASTSS X8, Y12
-	VFMADD231PS  Y9, Y12, Y4
-	VMOVSHDUP    X8, X8
-	VADDSS       X8, X5, X5
-	ADDQ         $0x00000018, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x08, R11
-	PREFETCHT0   2048(R9)
-	VMOVDQU      8(R9), X10
-	VPSRLW       $0x04, X10, X8
-	VINSERTI128  $0x01, X8, Y10, Y10
-	VPAND        Y1, Y10, Y10
-	VPBROADCASTD 4(R9), Y9
-	VPSHUFB      fastq5shuf<>+0(SB), Y9, Y9
-	VPOR         fastq5bits<>+0(SB), Y9, Y9
-	VPCMPEQB     Y3, Y9, Y9
-	VPAND        Y2, Y9, Y9
-	VPOR         Y9, Y10, Y10
-	VPMADDUBSW   (R10), Y10, Y9
-	VPMADDWD     Y0, Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VMOVD        (R9), X8
-	VCVTPH2PS    X8, X8
-	VMOVQ        (R11), X10
-	VMULPS       X10, X8, X8
-	VBROADCASTSS X8, Y12
-	VFMADD231PS  Y9, Y12, Y6
-	VMOVSHDUP    X8, X8
-	VADDSS       X8, X7, X7
-	ADDQ         $0x00000018, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x08, R11
-	SUBQ         $0x02, R12
-	JMP          fastQ5_1AVX2_block
+	CMPQ           R12, $0x02
+	JB             fastQ5_1AVX2_tail
+	PREFETCHT0     2048(R9)
+	VBROADCASTI128 8(R9), Y8
+	VPSRLVD        nibbleshifts<>+0(SB), Y8, Y8
+	VPAND          Y1, Y8, Y8
+	VPBROADCASTD   4(R9), Y9
+	VPSHUFB        fastq5shuf<>+0(SB), Y9, Y9
+	VPOR           fastq5bits<>+0(SB), Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y2, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     (R10), Y8, Y8
+	VPMADDWD       Y0, Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VMOVD          (R9), X9
+	VCVTPH2PS      X9, X9
+	VMOVQ          (R11), X10
+	VMULPS         X10, X9, X9
+	VBROADCASTSS   X9, Y10
+	VFMADD231PS    Y8, Y10, Y4
+	VMOVSHDUP      X9, X8
+	VADDSS         X8, X5, X5
+	ADDQ           $0x00000018, R9
+	ADDQ           $0x20, R10
+	ADDQ           $0x08, R11
+	PREFETCHT0     2048(R9)
+	VBROADCASTI128 8(R9), Y8
+	VPSRLVD        nibbleshifts<>+0(SB), Y8, Y8
+	VPAND          Y1, Y8, Y8
+	VPBROADCASTD   4(R9), Y9
+	VPSHUFB        fastq5shuf<>+0(SB), Y9, Y9
+	VPOR           fastq5bits<>+0(SB), Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y2, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     (R10), Y8, Y8
+	VPMADDWD       Y0, Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VMOVD          (R9), X9
+	VCVTPH2PS      X9, X9
+	VMOVQ          (R11), X10
+	VMULPS         X10, X9, X9
+	VBROADCASTSS   X9, Y10
+	VFMADD231PS    Y8, Y10, Y6
+	VMOVSHDUP      X9, X8
+	VADDSS         X8, X7, X7
+	ADDQ           $0x00000018, R9
+	ADDQ           $0x20, R10
+	ADDQ           $0x08, R11
+	SUBQ           $0x02, R12
+	JMP            fastQ5_1AVX2_block
 
 fastQ5_1AVX2_tail:
-	TESTQ        R12, R12
-	JZ           fastQ5_1AVX2_rowdone
-	PREFETCHT0   2048(R9)
-	VMOVDQU      8(R9), X11
-	VPSRLW       $0x04, X11, X8
-	VINSERTI128  $0x01, X8, Y11, Y11
-	VPAND        Y1, Y11, Y11
-	VPBROADCASTD 4(R9), Y9
-	VPSHUFB      fastq5shuf<>+0(SB), Y9, Y9
-	VPOR         fastq5bits<>+0(SB), Y9, Y9
-	VPCMPEQB     Y3, Y9, Y9
-	VPAND        Y2, Y9, Y9
-	VPOR         Y9, Y11, Y11
-	VPMADDUBSW   (R10), Y11, Y9
-	VPMADDWD     Y0, Y9, Y9
-	VCVTDQ2PS    Y9, Y9
-	VMOVD        (R9), X8
-	VCVTPH2PS    X8, X8
-	VMOVQ        (R11), X10
-	VMULPS       X10, X8, X8
-	VBROADCASTSS X8, Y12
-	VFMADD231PS  Y9, Y12, Y4
-	VMOVSHDUP    X8, X8
-	VADDSS       X8, X5, X5
-	ADDQ         $0x00000018, R9
-	ADDQ         $0x20, R10
-	ADDQ         $0x08, R11
+	TESTQ          R12, R12
+	JZ             fastQ5_1AVX2_rowdone
+	PREFETCHT0     2048(R9)
+	VBROADCASTI128 8(R9), Y8
+	VPSRLVD        nibbleshifts<>+0(SB), Y8, Y8
+	VPAND          Y1, Y8, Y8
+	VPBROADCASTD   4(R9), Y9
+	VPSHUFB        fastq5shuf<>+0(SB), Y9, Y9
+	VPOR           fastq5bits<>+0(SB), Y9, Y9
+	VPCMPEQB       Y3, Y9, Y9
+	VPAND          Y2, Y9, Y9
+	VPOR           Y9, Y8, Y8
+	VPMADDUBSW     (R10), Y8, Y8
+	VPMADDWD       Y0, Y8, Y8
+	VCVTDQ2PS      Y8, Y8
+	VMOVD          (R9), X9
+	VCVTPH2PS      X9, X9
+	VMOVQ          (R11), X10
+	VMULPS         X10, X9, X9
+	VBROADCASTSS   X9, Y10
+	VFMADD231PS    Y8, Y10, Y4
+	VMOVSHDUP      X9, X8
+	VADDSS         X8, X5, X5
+	ADDQ           $0x00000018, R9
+	ADDQ           $0x20, R10
+	ADDQ           $0x08, R11
 
 fastQ5_1AVX2_rowdone:
 	VADDPS       Y5, Y4, Y4
@@ -18503,58 +18497,57 @@ fastQ4_1x4AVX2_row:
 	MOVQ   blocks+24(FP), R12
 
 fastQ4_1x4AVX2_block:
-	TESTQ        R12, R12
-	JZ           fastQ4_1x4AVX2_rowdone
-	PREFETCHT0   2048(DI)
-	VMOVDQU      4(DI), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPAND        Y1, Y7, Y7
-	MOVWLZX      (DI), R13
-	VMOVD        R13, X8
-	VCVTPH2PS    X8, X8
-	VBROADCASTSS X8, Y8
-	MOVWLZX      2(DI), R13
-	VMOVD        R13, X9
-	VCVTPH2PS    X9, X9
-	VBROADCASTSS X9, X9
-	VPMADDUBSW   (R8), Y7, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R10), Y11
-	VMULPS       Y8, Y11, Y11
-	VFMADD231PS  Y10, Y11, Y2
-	VPMADDUBSW   (R8)(BX*1), Y7, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R10)(SI*1), Y11
-	VMULPS       Y8, Y11, Y11
-	VFMADD231PS  Y10, Y11, Y3
-	VPMADDUBSW   (R9), Y7, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R11), Y11
-	VMULPS       Y8, Y11, Y11
-	VFMADD231PS  Y10, Y11, Y4
-	VPMADDUBSW   (R9)(BX*1), Y7, Y10
-	VPMADDWD     Y0, Y10, Y10
-	VCVTDQ2PS    Y10, Y10
-	VBROADCASTSS (R11)(SI*1), Y11
-	VMULPS       Y8, Y11, Y11
-	VFMADD231PS  Y10, Y11, Y5
-	VMOVSS       4(R10), X7
-	VINSERTPS    $0x10, 4(R10)(SI*1), X7, X7
-	VINSERTPS    $0x20, 4(R11), X7, X7
-	VINSERTPS    $0x30, 4(R11)(SI*1), X7, X7
-	VMULPS       X9, X7, X7
-	VADDPS       X7, X6, X6
-	ADDQ         $0x00000014, DI
-	ADDQ         $0x20, R8
-	ADDQ         $0x20, R9
-	ADDQ         $0x08, R10
-	ADDQ         $0x08, R11
-	DECQ         R12
-	JMP          fastQ4_1x4AVX2_block
+	TESTQ          R12, R12
+	JZ             fastQ4_1x4AVX2_rowdone
+	PREFETCHT0     2048(DI)
+	VBROADCASTI128 4(DI), Y7
+	VPSRLVD        nibbleshifts<>+0(SB), Y7, Y7
+	VPAND          Y1, Y7, Y7
+	MOVWLZX        (DI), R13
+	VMOVD          R13, X8
+	VCVTPH2PS      X8, X8
+	VBROADCASTSS   X8, Y8
+	MOVWLZX        2(DI), R13
+	VMOVD          R13, X9
+	VCVTPH2PS      X9, X9
+	VBROADCASTSS   X9, X9
+	VPMADDUBSW     (R8), Y7, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (R10), Y11
+	VMULPS         Y8, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y2
+	VPMADDUBSW     (R8)(BX*1), Y7, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (R10)(SI*1), Y11
+	VMULPS         Y8, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y3
+	VPMADDUBSW     (R9), Y7, Y10
+	VPMADDWD       Y0, Y10, Y10
+	VCVTDQ2PS      Y10, Y10
+	VBROADCASTSS   (R11), Y11
+	VMULPS         Y8, Y11, Y11
+	VFMADD231PS    Y10, Y11, Y4
+	VPMADDUBSW     (R9)(BX*1), Y7, Y7
+	VPMADDWD       Y0, Y7, Y7
+	VCVTDQ2PS      Y7, Y7
+	VBROADCASTSS   (R11)(SI*1), Y10
+	VMULPS         Y8, Y10, Y10
+	VFMADD231PS    Y7, Y10, Y5
+	VMOVSS         4(R10), X7
+	VINSERTPS      $0x10, 4(R10)(SI*1), X7, X7
+	VINSERTPS      $0x20, 4(R11), X7, X7
+	VINSERTPS      $0x30, 4(R11)(SI*1), X7, X7
+	VMULPS         X9, X7, X7
+	VADDPS         X7, X6, X6
+	ADDQ           $0x00000014, DI
+	ADDQ           $0x20, R8
+	ADDQ           $0x20, R9
+	ADDQ           $0x08, R10
+	ADDQ           $0x08, R11
+	DECQ           R12
+	JMP            fastQ4_1x4AVX2_block
 
 fastQ4_1x4AVX2_rowdone:
 	MOVQ         ldy+64(FP), R12
@@ -18645,64 +18638,63 @@ fastQ5_1x4AVX2_row:
 	MOVQ   blocks+24(FP), R12
 
 fastQ5_1x4AVX2_block:
-	TESTQ        R12, R12
-	JZ           fastQ5_1x4AVX2_rowdone
-	PREFETCHT0   2048(DI)
-	VMOVDQU      8(DI), X9
-	VPSRLW       $0x04, X9, X10
-	VINSERTI128  $0x01, X10, Y9, Y9
-	VPAND        Y1, Y9, Y9
-	VPBROADCASTD 4(DI), Y10
-	VPSHUFB      fastq5shuf<>+0(SB), Y10, Y10
-	VPOR         fastq5bits<>+0(SB), Y10, Y10
-	VPCMPEQB     Y3, Y10, Y10
-	VPAND        Y2, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	MOVWLZX      (DI), R13
-	VMOVD        R13, X10
-	VCVTPH2PS    X10, X10
-	VBROADCASTSS X10, Y10
-	MOVWLZX      2(DI), R13
-	VMOVD        R13, X11
-	VCVTPH2PS    X11, X11
-	VBROADCASTSS X11, X11
-	VPMADDUBSW   (R8), Y9, Y12
-	VPMADDWD     Y0, Y12, Y12
-	VCVTDQ2PS    Y12, Y12
-	VBROADCASTSS (R10), Y13
-	VMULPS       Y10, Y13, Y13
-	VFMADD231PS  Y12, Y13, Y4
-	VPMADDUBSW   (R8)(BX*1), Y9, Y12
-	VPMADDWD     Y0, Y12, Y12
-	VCVTDQ2PS    Y12, Y12
-	VBROADCASTSS (R10)(SI*1), Y13
-	VMULPS       Y10, Y13, Y13
-	VFMADD231PS  Y12, Y13, Y5
-	VPMADDUBSW   (R9), Y9, Y12
-	VPMADDWD     Y0, Y12, Y12
-	VCVTDQ2PS    Y12, Y12
-	VBROADCASTSS (R11), Y13
-	VMULPS       Y10, Y13, Y13
-	VFMADD231PS  Y12, Y13, Y6
-	VPMADDUBSW   (R9)(BX*1), Y9, Y12
-	VPMADDWD     Y0, Y12, Y12
-	VCVTDQ2PS    Y12, Y12
-	VBROADCASTSS (R11)(SI*1), Y13
-	VMULPS       Y10, Y13, Y13
-	VFMADD231PS  Y12, Y13, Y7
-	VMOVSS       4(R10), X9
-	VINSERTPS    $0x10, 4(R10)(SI*1), X9, X9
-	VINSERTPS    $0x20, 4(R11), X9, X9
-	VINSERTPS    $0x30, 4(R11)(SI*1), X9, X9
-	VMULPS       X11, X9, X9
-	VADDPS       X9, X8, X8
-	ADDQ         $0x00000018, DI
-	ADDQ         $0x20, R8
-	ADDQ         $0x20, R9
-	ADDQ         $0x08, R10
-	ADDQ         $0x08, R11
-	DECQ         R12
-	JMP          fastQ5_1x4AVX2_block
+	TESTQ          R12, R12
+	JZ             fastQ5_1x4AVX2_rowdone
+	PREFETCHT0     2048(DI)
+	VBROADCASTI128 8(DI), Y9
+	VPSRLVD        nibbleshifts<>+0(SB), Y9, Y9
+	VPAND          Y1, Y9, Y9
+	VPBROADCASTD   4(DI), Y10
+	VPSHUFB        fastq5shuf<>+0(SB), Y10, Y10
+	VPOR           fastq5bits<>+0(SB), Y10, Y10
+	VPCMPEQB       Y3, Y10, Y10
+	VPAND          Y2, Y10, Y10
+	VPOR           Y10, Y9, Y9
+	MOVWLZX        (DI), R13
+	VMOVD          R13, X10
+	VCVTPH2PS      X10, X10
+	VBROADCASTSS   X10, Y10
+	MOVWLZX        2(DI), R13
+	VMOVD          R13, X11
+	VCVTPH2PS      X11, X11
+	VBROADCASTSS   X11, X11
+	VPMADDUBSW     (R8), Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   (R10), Y13
+	VMULPS         Y10, Y13, Y13
+	VFMADD231PS    Y12, Y13, Y4
+	VPMADDUBSW     (R8)(BX*1), Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   (R10)(SI*1), Y13
+	VMULPS         Y10, Y13, Y13
+	VFMADD231PS    Y12, Y13, Y5
+	VPMADDUBSW     (R9), Y9, Y12
+	VPMADDWD       Y0, Y12, Y12
+	VCVTDQ2PS      Y12, Y12
+	VBROADCASTSS   (R11), Y13
+	VMULPS         Y10, Y13, Y13
+	VFMADD231PS    Y12, Y13, Y6
+	VPMADDUBSW     (R9)(BX*1), Y9, Y9
+	VPMADDWD       Y0, Y9, Y9
+	VCVTDQ2PS      Y9, Y9
+	VBROADCASTSS   (R11)(SI*1), Y12
+	VMULPS         Y10, Y12, Y12
+	VFMADD231PS    Y9, Y12, Y7
+	VMOVSS         4(R10), X9
+	VINSERTPS      $0x10, 4(R10)(SI*1), X9, X9
+	VINSERTPS      $0x20, 4(R11), X9, X9
+	VINSERTPS      $0x30, 4(R11)(SI*1), X9, X9
+	VMULPS         X11, X9, X9
+	VADDPS         X9, X8, X8
+	ADDQ           $0x00000018, DI
+	ADDQ           $0x20, R8
+	ADDQ           $0x20, R9
+	ADDQ           $0x08, R10
+	ADDQ           $0x08, R11
+	DECQ           R12
+	JMP            fastQ5_1x4AVX2_block
 
 fastQ5_1x4AVX2_rowdone:
 	MOVQ         ldy+64(FP), R12

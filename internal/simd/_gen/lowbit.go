@@ -388,11 +388,7 @@ func fastQ8_1(q string) {
 		MOVQ(blocks, b)
 	}, func(acc []VecVirtual) {
 		prefetchBlock(wp, bsize)
-		wv, hi := YMM(), XMM()
-		VMOVDQU(Mem{Base: wp, Disp: qs}, wv.AsX())
-		VPSRLW(U8(4), wv.AsX(), hi)
-		VINSERTI128(U8(1), hi, wv, wv)
-		VPAND(mask, wv, wv)
+		wv := nibblesAVX2(Mem{Base: wp, Disp: qs}, nibbleShifts, mask)
 		if q == "Q5_1" {
 			// bytes_from_bits as for Q5_0: 0xff where the fifth bit is
 			// set, kept as 0x10.
@@ -630,11 +626,7 @@ func fastQ8_1x4(q string) {
 	TESTQ(b, b)
 	JZ(LabelRef(name + "_rowdone"))
 	prefetchBlock(wp, bsize)
-	wv, hi := YMM(), XMM()
-	VMOVDQU(Mem{Base: wp, Disp: qs}, wv.AsX())
-	VPSRLW(U8(4), wv.AsX(), hi)
-	VINSERTI128(U8(1), hi, wv, wv)
-	VPAND(mask, wv, wv)
+	wv := nibblesAVX2(Mem{Base: wp, Disp: qs}, nibbleShifts, mask)
 	if q == "Q5_1" {
 		bits := YMM()
 		VPBROADCASTD(Mem{Base: wp, Disp: 4}, bits)
