@@ -305,13 +305,7 @@ func quantQ8KActsAVX2() {
 		sa, sb := YMM(), YMM()
 		VPADDD(iv[1], iv[0], sa)
 		VPADDD(iv[3], iv[2], sb)
-		w01, w23 := YMM(), YMM()
-		VPACKSSDW(iv[1], iv[0], w01) // lanes: 0-3 4-11… interleaved by 128-bit halves
-		VPACKSSDW(iv[3], iv[2], w23)
-		b := YMM()
-		VPACKSSWB(w23, w01, b)
-		VPERMD(b, perm, b) // back in order
-		VMOVDQU(b, Mem{Base: q, Disp: 32 * c})
+		VMOVDQU(packInt8(iv, perm), Mem{Base: q, Disp: 32 * c})
 		h := YMM()
 		VPHADDD(sb, sa, h) // a01 a23 b01 b23 | a45 a67 b45 b67
 		VPHADDD(h, h, h)   // a0-3 b0-3 … | a4-7 b4-7 …
@@ -342,8 +336,20 @@ func quantQ8KActsAVX2() {
 	RET()
 }
 
-// q8kPackIdx puts the dwords of VPACKSSWB's lane-interleaved output back
-// in order.
+// packInt8 packs the 32 int32 lanes of v (values 8k..8k+7 in v[k], all
+// within int8) to 32 bytes in order: two VPACKSSDW and a VPACKSSWB
+// interleave them by 128-bit halves, and VPERMD by perm (q8kPackIdx)
+// puts their dwords back in order.
+func packInt8(v [4]VecVirtual, perm VecVirtual) VecVirtual {
+	w01, w23, b := YMM(), YMM(), YMM()
+	VPACKSSDW(v[1], v[0], w01)
+	VPACKSSDW(v[3], v[2], w23)
+	VPACKSSWB(w23, w01, b)
+	VPERMD(b, perm, b)
+	return b
+}
+
+// q8kPackIdx is packInt8's dword order.
 var q8kPackIdx Mem
 
 func q8kConsts() {
@@ -448,12 +454,7 @@ func quantQ8_0ActsAVX2() {
 		VMULPS(idy, v[k], v[k])
 		VCVTPS2DQ(v[k], v[k]) // MXCSR's rounding: nearest, ties to even
 	}
-	w01, w23, b := YMM(), YMM(), YMM()
-	VPACKSSDW(v[1], v[0], w01)
-	VPACKSSDW(v[3], v[2], w23)
-	VPACKSSWB(w23, w01, b)
-	VPERMD(b, perm, b)
-	VMOVDQU(b, Mem{Base: q})
+	VMOVDQU(packInt8(v, perm), Mem{Base: q})
 	ADDQ(U8(128), x)
 	ADDQ(U8(32), q)
 	ADDQ(U8(4), d)
