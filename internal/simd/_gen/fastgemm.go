@@ -558,19 +558,7 @@ func quantQ8KActs() {
 	TZCNTL(t, t)
 	MOVL(t, idx.As32())
 	LEAQ(Mem{Base: off, Index: idx, Scale: 4}, idx)
-	// iscale = -127/mx; d = 1/iscale.
-	v := XMM()
-	VMOVSS(Mem{Base: x, Index: idx, Scale: 1}, v)
-	is := XMM()
-	MOVL(U32(0xc2fe0000), t) // -127.0
-	VMOVD(t, is)
-	VDIVSS(v, is, is)
-	one := XMM()
-	MOVL(U32(0x3f800000), t)
-	VMOVD(t, one)
-	dv := XMM()
-	VDIVSS(is, one, dv)
-	VMOVSS(dv, Mem{Base: d})
+	is := q8kScale(Mem{Base: x, Index: idx, Scale: 1}, Mem{Base: d}, t)
 	isz := ZMM()
 	VBROADCASTSS(is, isz)
 	for g := 0; g < 16; g++ {

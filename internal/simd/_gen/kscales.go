@@ -280,18 +280,7 @@ func quantQ8KActsAVX2() {
 	BSFL(t, t)
 	MOVL(t, idx.As32())
 	LEAQ(Mem{Base: off, Index: idx, Scale: 4}, idx)
-	v := XMM()
-	VMOVSS(Mem{Base: x, Index: idx, Scale: 1}, v)
-	is := XMM()
-	MOVL(U32(0xc2fe0000), t) // -127.0
-	VMOVD(t, is)
-	VDIVSS(v, is, is)
-	one := XMM()
-	MOVL(U32(0x3f800000), t)
-	VMOVD(t, one)
-	dv := XMM()
-	VDIVSS(is, one, dv)
-	VMOVSS(dv, Mem{Base: d})
+	is := q8kScale(Mem{Base: x, Index: idx, Scale: 1}, Mem{Base: d}, t)
 	isy := YMM()
 	VBROADCASTSS(is, isy)
 	for c := 0; c < 8; c++ { // 32 values: two groups of 16
@@ -463,4 +452,23 @@ func quantQ8_0ActsAVX2() {
 	Label(name + "_end")
 	VZEROUPPER()
 	RET()
+}
+
+// q8kScale computes a Q8_K super-block's iscale = −127/v from the value v
+// at m (the first of largest magnitude), stores the float32 scale
+// 1/iscale at d and returns iscale, as quantize_row_q8_K_ref does.
+func q8kScale(m, d Mem, t GPVirtual) VecVirtual {
+	v := XMM()
+	VMOVSS(m, v)
+	is := XMM()
+	MOVL(U32(0xc2fe0000), t) // -127.0
+	VMOVD(t, is)
+	VDIVSS(v, is, is)
+	one := XMM()
+	MOVL(U32(0x3f800000), t)
+	VMOVD(t, one)
+	dv := XMM()
+	VDIVSS(is, one, dv)
+	VMOVSS(dv, d)
+	return is
 }
