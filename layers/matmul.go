@@ -179,12 +179,13 @@ const cpuPacking = "cpu-packing"
 // (decode reads every weight a token); in exact mode, Q4_0, Q8_0, Q4_K
 // and Q6_K by simd.PackQuant, regrouped by 16 rows. Only weights that lie
 // in a file mapping (Param.ReadOnly) are packed, so a packing never goes
-// stale. Fast mode's kernels read the file's layout of quantized weights.
+// stale. In fast mode, Q4_0, IQ4_NL and Q8_0 are regrouped the same way
+// where fast decode has kernels for it (AVX2, simd.PackQuantFast); the
+// other quantized weights keep the file's layout. A weight has one
+// packing, made by the mode that binds it first: the other mode reads it
+// too (through rebuilt rows where its kernels do not).
 func packForDecode(p *graphs.Param, fast bool) *simd.Packing {
 	if p.Data == nil || len(p.Shape) != 2 || !p.ReadOnly {
-		return nil
-	}
-	if _, quantized := p.DType.Quant(); quantized && fast {
 		return nil
 	}
 	f := p.Prepare(cpuPacking, func() graphs.Form {
@@ -199,7 +200,9 @@ func packForDecode(p *graphs.Param, fast bool) *simd.Packing {
 				pk = simd.PackBF16(d, p.Shape[0], p.Shape[1])
 			}
 		case []byte:
-			if f, ok := p.DType.Quant(); ok {
+			if f, ok := p.DType.Quant(); ok && fast {
+				pk = simd.PackQuantFast(d, f, p.Shape[0], p.Shape[1])
+			} else if ok {
 				pk = simd.PackQuant(d, f, p.Shape[0], p.Shape[1])
 			}
 		}

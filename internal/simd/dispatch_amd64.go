@@ -27,6 +27,49 @@ func canCoded() bool { return active == avx512 && cpu.X86.HasAVX512VBMI }
 // canX16 says whether the kernels of regrouped matrices run here.
 func canX16() bool { return active == avx512 }
 
+// fastX16OK says whether fast mode decodes f from an X16 regrouping here
+// (fastX16*AVX2, on AVX2 machines: AVX-512 ones run the VNNI kernels).
+func fastX16OK(f quant.Format) bool {
+	return active == avx2 && (f == quant.Q4_0 || f == quant.IQ4_NL || f == quant.Q8_0)
+}
+
+// asmStageX16 stages half h (rows 8h..8h+7) of regrouped group g of p
+// into st for asmDotActs4Staged8.
+func asmStageX16(p *x16, g, h int, st []byte) {
+	wp, nb := &p.data[g*p.groupBytes()], p.in/32
+	switch p.f {
+	case quant.Q4_0:
+		fastStageX16Q4_0AVX2(wp, h, nb, &st[0])
+	case quant.IQ4_NL:
+		fastStageX16IQ4_NLAVX2(wp, h, nb, &st[0])
+	case quant.Q8_0:
+		fastStageX16Q8_0AVX2(wp, h, nb, &st[0])
+	default:
+		panic("simd: no staging of regrouped " + p.f.String())
+	}
+}
+
+// asmFastX16 computes y[r0:r1] (whole groups of 16) from the regrouped p
+// and Q8_0 activations (corr: −8·Σx a block, for Q4_0); false where no
+// kernel takes p's format.
+func asmFastX16(p *x16, q []int8, d []float32, corr []int32, r0, r1 int, y []float32) bool {
+	if active == nil || r0%16 != 0 || r1%16 != 0 || r1 <= r0 {
+		return false
+	}
+	wp, groups, nb := &p.data[r0/16*p.groupBytes()], (r1-r0)/16, p.in/32
+	switch {
+	case p.f == quant.Q4_0 && len(corr) == nb:
+		fastX16Q4_0AVX2(wp, groups, nb, &q[0], &d[0], &corr[0], &y[r0])
+	case p.f == quant.IQ4_NL:
+		fastX16IQ4_NLAVX2(wp, groups, nb, &q[0], &d[0], nil, &y[r0])
+	case p.f == quant.Q8_0:
+		fastX16Q8_0AVX2(wp, groups, nb, &q[0], &d[0], nil, &y[r0])
+	default:
+		return false
+	}
+	return true
+}
+
 // asmGemvX16 computes y[r] for rows [r0, r1) of p, whole groups of 16,
 // if the kernel runs here.
 // (sums: x's sums over each sub-block, for the K-quants).

@@ -114,4 +114,12 @@ func asmFastGemm16(p *packedRows, blocks int, q []int8, in int, d []float32, cor
 
 func canX16() bool { return false }
 
+func fastX16OK(f quant.Format) bool { return false }
+
+func asmStageX16(p *x16, g, h int, st []byte) { panic("simd: no assembly kernels in this build") }
+
+func asmFastX16(p *x16, q []int8, d []float32, corr []int32, r0, r1 int, y []float32) bool {
+	return false
+}
+
 func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool { return false }

@@ -33,10 +33,69 @@ func MulTFast(y, x []float32, T int, w Weight, out, in int) {
 		rowBuf.Put(bp)
 		return
 	}
+	f := w.Format
+	if w.Kind == X16 {
+		f = w.x16.f
+	}
 	a := actsPool.Get().(*acts)
-	a.quantize(w.Format, x, T, in)
+	a.quantize(f, x, T, in)
+	if w.Kind == X16 && T == 1 && f == quant.Q4_0 {
+		// fastX16Q4_0AVX2 takes the nibbles' offset off per block.
+		a.corr = grow(a.corr, in/32)
+		blockSums(a.corr, a.q, -8)
+	}
 	runRows(y, nil, T, w, out, in, a)
 	actsPool.Put(a)
+}
+
+// mulRowsFastX16 is mulRowsFast on a regrouped weight: Q4_0, IQ4_NL and
+// Q8_0 by the regrouped kernels (every four rows of activations against
+// each half group staged once, the rest row by row), the other formats
+// on groups of 8 rows rebuilt in the file's layout.
+func mulRowsFastX16(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
+	p := w.x16
+	if fastX16OK(p.f) && r0%16 == 0 && r1%16 == 0 {
+		t := 0
+		if T >= 8 {
+			// Each half of a group is four values of eight rows side by
+			// side already: staged straight from the regrouping.
+			buf := stagePool.Get().(*[]byte)
+			st := aligned32(buf, in/32*q8Staged)
+			for g := r0 / 16; g < r1/16; g++ {
+				for h := 0; h < 2; h++ {
+					asmStageX16(p, g, h, st)
+					for t = 0; t+4 <= T; t += 4 {
+						q, d, _ := a.row(t)
+						asmDotActs4Staged8(st, q, d, in, y[t*out+16*g+8*h:], out)
+					}
+				}
+			}
+			stagePool.Put(buf)
+			t = T &^ 3
+		}
+		corr := a.corr
+		for ; t < T; t++ {
+			q, d, _ := a.row(t)
+			if p.f == quant.Q4_0 && T > 1 {
+				corr = make([]int32, in/32)
+				blockSums(corr, q, -8)
+			}
+			asmFastX16(p, q, d, corr, r0, r1, y[t*out:])
+		}
+		return
+	}
+	rb := in / p.f.BlockSize() * p.f.BlockBytes()
+	bp := byteBuf.Get().(*[]byte)
+	defer byteBuf.Put(bp)
+	*bp = grow(*bp, fastGroup*rb)
+	for j0 := r0; j0 < r1; j0 += fastGroup {
+		g := min(fastGroup, r1-j0)
+		for r := 0; r < g; r++ {
+			p.rowBytes(j0+r, (*bp)[r*rb:(r+1)*rb])
+		}
+		rows := Weight{Kind: Quant, Format: p.f, Bytes: (*bp)[:g*rb]}
+		mulRowsFast(y[j0:], T, rows, out, in, 0, g, a)
+	}
 }
 
 // storedKind is the kind of the checkpoint's weight that w is, or is a
@@ -216,6 +275,10 @@ const fastGroup = 8
 // mulRowsFast computes the columns [r0, r1) of y from the quantized
 // activations: integer dot products block by block.
 func mulRowsFast(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
+	if w.Kind == X16 {
+		mulRowsFastX16(y, T, w, out, in, r0, r1, a)
+		return
+	}
 	if T > 1 && a.gemm && a.f == w.Format {
 		gemmFast(y, T, w, out, in, r0, r1, a)
 		return
@@ -260,7 +323,7 @@ func mulRowsFast(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
 		}
 		for ; t < T; t++ {
 			q, d, s := a.row(t)
-			yt := y[t*out : (t+1)*out]
+			yt := y[t*out:] // columns j0..j1-1 (mulRowsFastX16 shifts y)
 			var lanes []int32
 			if T == 1 {
 				lanes = a.lanes

@@ -573,3 +573,60 @@ func TestStaged8(t *testing.T) {
 		}
 	}
 }
+
+// TestFastX16 checks fast mode on matrices regrouped by 16 rows: decode by
+// the regrouped kernels (Q4_0, IQ4_NL, Q8_0 on AVX2) and every other row
+// count, and the formats without such kernels (Q4_K, Q6_K: rebuilt rows),
+// against the plain-Go reference.
+func TestFastX16(t *testing.T) {
+	was := active
+	Force(true)
+	defer func() { active = was }()
+	r := rand.New(rand.NewPCG(13, 14))
+	const out, in = 48, 768
+	for _, f := range []quant.Format{quant.Q4_0, quant.IQ4_NL, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+		rb, _ := f.RowBytes(in)
+		w := make([]byte, out*rb)
+		src := make([]float32, in)
+		for j := 0; j < out; j++ {
+			for i := range src {
+				src[i] = float32(r.NormFloat64())
+			}
+			quant.QuantizeRow(f, src, w[j*rb:(j+1)*rb])
+		}
+		p := packX16(w, f, out, in, nil)
+		if p == nil {
+			t.Fatalf("%s: not regrouped", f)
+		}
+		for _, T := range []int{1, 3, 9} {
+			x := make([]float32, T*in)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * 3)
+			}
+			got := make([]float32, T*out)
+			MulTFast(got, x, T, Weight{Kind: X16, x16: p}, out, in)
+			q, d, sums := make([]int8, in), make([]float32, in/quant.ActBlock(f)), make([]int16, in/16)
+			var mag float64
+			want := make([]float32, T*out)
+			for tt := 0; tt < T; tt++ {
+				quant.QuantizeActs(f, x[tt*in:(tt+1)*in], q, d, sums)
+				for j := 0; j < out; j++ {
+					want[tt*out+j] = quant.DotActs(f, w[j*rb:(j+1)*rb], q, d, sums)
+					mag = max(mag, math.Abs(float64(want[tt*out+j])))
+				}
+			}
+			for i := range got {
+				if diff := math.Abs(float64(got[i] - want[i])); diff > 1e-5*(mag+1) {
+					t.Fatalf("%s T=%d row %d col %d: %g, reference %g", f, T, i/out, i%out, got[i], want[i])
+				}
+			}
+			if T == 1 && fastX16OK(f) {
+				corr := make([]int32, in/32)
+				blockSums(corr, q, -8)
+				if !asmFastX16(p, q, d, corr, 0, out, make([]float32, out)) {
+					t.Errorf("%s: no regrouped decode kernel", f)
+				}
+			}
+		}
+	}
+}

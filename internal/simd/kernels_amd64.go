@@ -711,3 +711,33 @@ func fastStaged8x4AVX2(st *byte, blocks int, xq *int8, xd *float32, ldx int, y *
 //
 //go:noescape
 func fastQ4_0LanesAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, y *float32)
+
+// fastX16Q4_0AVX2 computes y[r] = w_r · x for groups regrouped groups of 16 Q4_0 rows of blocks blocks and Q8_0 activations xq, xd (corr: −8·Σx a block, Q4_0).
+//
+//go:noescape
+func fastX16Q4_0AVX2(w *byte, groups int, blocks int, xq *int8, xd *float32, corr *int32, y *float32)
+
+// fastStageX16Q4_0AVX2 stages half half (rows 8·half..8·half+7) of a group of 16 regrouped Q4_0 rows of blocks blocks into dst for fastStaged8x4AVX2.
+//
+//go:noescape
+func fastStageX16Q4_0AVX2(w *byte, half int, blocks int, dst *byte)
+
+// fastX16IQ4_NLAVX2 computes y[r] = w_r · x for groups regrouped groups of 16 IQ4_NL rows of blocks blocks and Q8_0 activations xq, xd (corr: −8·Σx a block, Q4_0).
+//
+//go:noescape
+func fastX16IQ4_NLAVX2(w *byte, groups int, blocks int, xq *int8, xd *float32, corr *int32, y *float32)
+
+// fastStageX16IQ4_NLAVX2 stages half half (rows 8·half..8·half+7) of a group of 16 regrouped IQ4_NL rows of blocks blocks into dst for fastStaged8x4AVX2.
+//
+//go:noescape
+func fastStageX16IQ4_NLAVX2(w *byte, half int, blocks int, dst *byte)
+
+// fastX16Q8_0AVX2 computes y[r] = w_r · x for groups regrouped groups of 16 Q8_0 rows of blocks blocks and Q8_0 activations xq, xd (corr: −8·Σx a block, Q4_0).
+//
+//go:noescape
+func fastX16Q8_0AVX2(w *byte, groups int, blocks int, xq *int8, xd *float32, corr *int32, y *float32)
+
+// fastStageX16Q8_0AVX2 stages half half (rows 8·half..8·half+7) of a group of 16 regrouped Q8_0 rows of blocks blocks into dst for fastStaged8x4AVX2.
+//
+//go:noescape
+func fastStageX16Q8_0AVX2(w *byte, half int, blocks int, dst *byte)

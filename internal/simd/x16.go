@@ -51,13 +51,17 @@ type x16 struct {
 	data    []byte
 }
 
-// x16Words is the words of a block's values in the formats that regroup.
-var x16Words = map[quant.Format]int{quant.Q4_0: 4, quant.Q8_0: 8, quant.Q4_K: 32, quant.Q6_K: 48}
+// x16Words is the words of a block's values in the formats that regroup
+// (IQ4_NL for fast mode only: see PackQuantFast).
+var x16Words = map[quant.Format]int{quant.Q4_0: 4, quant.Q8_0: 8, quant.Q4_K: 32, quant.Q6_K: 48, quant.IQ4_NL: 4}
 
 // x16Head is the bytes of a regrouped block before its values: the 16
 // rows' d (and Q4_K's dmin, and its scales and mins, unpacked to bytes in
 // 4 words; Q6_K's scales in 4 words).
-var x16Head = map[quant.Format]int{quant.Q4_0: 32, quant.Q8_0: 32, quant.Q4_K: 64 + 4*64, quant.Q6_K: 32 + 4*64}
+var x16Head = map[quant.Format]int{quant.Q4_0: 32, quant.Q8_0: 32, quant.Q4_K: 64 + 4*64, quant.Q6_K: 32 + 4*64, quant.IQ4_NL: 32}
+
+// x16Exact is the formats exact mode regroups (its kernels' formats).
+var x16Exact = map[quant.Format]bool{quant.Q4_0: true, quant.Q8_0: true, quant.Q4_K: true, quant.Q6_K: true}
 
 // blockBytes is the bytes of one regrouped block of 16 rows.
 func (p *x16) blockBytes() int { return x16Head[p.f] + 64*x16Words[p.f] }
@@ -294,7 +298,26 @@ var sumsBuf = sync.Pool{New: func() any { return new([]float32) }}
 // multiple of 16, or GOZOO_PACK=off. w must lie in a read-only file
 // mapping: its pages are given back to the kernel once regrouped.
 func PackQuant(w []byte, f quant.Format, out, in int) *Packing {
-	if packOff || !(canX16() || packAll) || x16Words[f] == 0 || out%16 != 0 || in%f.BlockSize() != 0 || len(w) == 0 {
+	if packOff || !(canX16() || packAll) || !x16Exact[f] {
+		return nil
+	}
+	return packQuant(w, f, out, in)
+}
+
+// PackQuantFast regroups a Q4_0, IQ4_NL or Q8_0 matrix by 16 rows for fast
+// mode's decode on AVX2 (fastX16*AVX2: a weight row in each int32 lane),
+// or returns nil as PackQuant does. Fast prefill rebuilds groups of rows
+// in the file's layout from it. (On AVX-512 fast mode keeps the file's
+// layout, which its VNNI kernels repack.)
+func PackQuantFast(w []byte, f quant.Format, out, in int) *Packing {
+	if packOff || !(fastX16OK(f) || packAll && x16Words[f] > 0) {
+		return nil
+	}
+	return packQuant(w, f, out, in)
+}
+
+func packQuant(w []byte, f quant.Format, out, in int) *Packing {
+	if x16Words[f] == 0 || out%16 != 0 || in%f.BlockSize() != 0 || len(w) == 0 {
 		return nil
 	}
 	rb := in / f.BlockSize() * f.BlockBytes()

@@ -227,6 +227,10 @@ func main() {
 	}
 	fastStaged8x4()
 	fastQ4_0Lanes()
+	for _, q := range []string{"Q4_0", "IQ4_NL", "Q8_0"} {
+		fastX16(q)
+		fastStageX16(q)
+	}
 	Generate()
 }
 

@@ -1,0 +1,224 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// fastX16 writes fastX16<q>AVX2(w, groups, blocks, xq, xd, corr, y): fast
+// mode's decode product on a matrix regrouped by 16 rows (x16.go), for
+// Q4_0, IQ4_NL and Q8_0 against Q8_0 activations. A regrouped block holds
+// the 16 rows' d, then word i of each row side by side, so a 32-byte
+// load is word i of 8 rows and each int32 lane of a product is one row:
+// x's four values are a broadcast, and a block's integer sums are scaled
+// for eight rows at once. Q4_0 takes its nibbles unsigned, sums the
+// VPMADDUBSW pairs of a block as 16 bits (at most 8·2·15·127 = 30480) and
+// adds corr, −8 times the block's sum of x; IQ4_NL (levels) and Q8_0
+// take the sign trick. Each lane ends with ggml's integer for its row's
+// block, then (d_w·d_x)·sum into the row's float32 accumulator.
+func fastX16(q string) {
+	name := "fastX16" + q + "AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, groups int, blocks int, xq *int8, xd *float32, corr *int32, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = w_r · x for groups regrouped groups of 16 " + q + " rows of blocks blocks and Q8_0 activations xq, xd (corr: −8·Σx a block, Q4_0).")
+	wp, groups, y := GP64(), GP64(), GP64()
+	Load(Param("w"), wp)
+	Load(Param("groups"), groups)
+	Load(Param("y"), y)
+	words := map[string]int{"Q4_0": 4, "IQ4_NL": 4, "Q8_0": 8}[q]
+	bsize := 32 + 64*words
+	ones := broadcast(avx2isa, 0x00010001)
+	var mask, levels VecVirtual
+	if q != "Q8_0" {
+		mask = bcast8(0x0f)
+	}
+	if q == "IQ4_NL" {
+		levels = YMM()
+		VMOVDQU(iq4Levels, levels)
+	}
+	xp, dp, cp, b := GP64(), GP64(), GP64(), GP64()
+	Label(name + "_group")
+	TESTQ(groups, groups)
+	JZ(LabelRef(name + "_end"))
+	acc := [2]VecVirtual{YMM(), YMM()}
+	for _, a := range acc {
+		VXORPS(a, a, a)
+	}
+	Load(Param("xq"), xp)
+	Load(Param("xd"), dp)
+	Load(Param("blocks"), b)
+	if q == "Q4_0" {
+		Load(Param("corr"), cp)
+	}
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_groupdone"))
+	prefetchBlock(wp, bsize)
+	var sums [2]VecVirtual
+	add := func(h int, p VecVirtual, first bool, words16 bool) {
+		switch {
+		case first:
+			sums[h] = p
+		case words16:
+			VPADDW(p, sums[h], sums[h])
+		default:
+			VPADDD(p, sums[h], sums[h])
+		}
+	}
+	// sign multiplies 32 signed weight bytes wv by x's broadcast bytes xb
+	// (|w| against x with w's signs) into int32 lanes.
+	sign := func(wv, xb VecVirtual) VecVirtual {
+		aw, sx := YMM(), YMM()
+		VPSIGNB(wv, wv, aw)
+		VPSIGNB(wv, xb, sx)
+		VPMADDUBSW(sx, aw, aw)
+		VPMADDWD(ones, aw, aw)
+		return aw
+	}
+	for i := 0; i < words; i++ {
+		if q == "Q8_0" {
+			xb := YMM()
+			VPBROADCASTD(Mem{Base: xp, Disp: 4 * i}, xb)
+			for h := 0; h < 2; h++ {
+				wv := YMM()
+				VMOVDQU(Mem{Base: wp, Disp: 32 + 64*i + 32*h}, wv)
+				add(h, sign(wv, xb), i == 0, false)
+			}
+			continue
+		}
+		xl, xh := YMM(), YMM()
+		VPBROADCASTD(Mem{Base: xp, Disp: 4 * i}, xl)
+		VPBROADCASTD(Mem{Base: xp, Disp: 16 + 4*i}, xh)
+		for h := 0; h < 2; h++ {
+			v, lo, hi := YMM(), YMM(), YMM()
+			VMOVDQU(Mem{Base: wp, Disp: 32 + 64*i + 32*h}, v)
+			VPAND(mask, v, lo)
+			VPSRLW(U8(4), v, hi)
+			VPAND(mask, hi, hi)
+			if q == "Q4_0" {
+				VPMADDUBSW(xl, lo, lo)
+				VPMADDUBSW(xh, hi, hi)
+				VPADDW(hi, lo, lo)
+				add(h, lo, i == 0, true)
+				continue
+			}
+			VPSHUFB(lo, levels, lo)
+			VPSHUFB(hi, levels, hi)
+			p := sign(lo, xl)
+			VPADDD(sign(hi, xh), p, p)
+			add(h, p, i == 0, false)
+		}
+	}
+	dx := YMM()
+	VBROADCASTSS(Mem{Base: dp}, dx)
+	var c VecVirtual
+	if q == "Q4_0" {
+		c = YMM()
+		VPBROADCASTD(Mem{Base: cp}, c)
+	}
+	for h := 0; h < 2; h++ {
+		s := sums[h]
+		if q == "Q4_0" {
+			VPMADDWD(ones, s, s)
+			VPADDD(c, s, s)
+		}
+		VCVTDQ2PS(s, s)
+		dw := YMM()
+		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, dw)
+		VMULPS(dx, dw, dw)
+		VFMADD231PS(s, dw, acc[h])
+	}
+	ADDQ(U32(bsize), wp)
+	ADDQ(U8(32), xp)
+	ADDQ(U8(4), dp)
+	if q == "Q4_0" {
+		ADDQ(U8(4), cp)
+	}
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_groupdone")
+	VMOVUPS(acc[0], Mem{Base: y})
+	VMOVUPS(acc[1], Mem{Base: y, Disp: 32})
+	ADDQ(U8(64), y)
+	DECQ(groups)
+	JMP(LabelRef(name + "_group"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// fastStageX16 writes fastStageX16<q>AVX2(w, blocks, dst): rows 8h..8h+7
+// of a regrouped group (w points at the group, plus 32h bytes of the
+// first block's words: half h) staged for fastStaged8x4AVX2 as
+// fastStage8 stages rows of the file's layout. The regrouped words are
+// already four values of eight rows side by side, so a chunk is a load
+// and the values' decoding; the eight d come from the block's head.
+func fastStageX16(q string) {
+	name := "fastStageX16" + q + "AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, half int, blocks int, dst *byte)")
+	Pragma("noescape")
+	Doc(name + " stages half half (rows 8·half..8·half+7) of a group of 16 regrouped " + q + " rows of blocks blocks into dst for fastStaged8x4AVX2.")
+	wp, h, b, dp := GP64(), GP64(), GP64(), GP64()
+	Load(Param("w"), wp)
+	Load(Param("half"), h)
+	Load(Param("blocks"), b)
+	Load(Param("dst"), dp)
+	words := map[string]int{"Q4_0": 4, "IQ4_NL": 4, "Q8_0": 8}[q]
+	bsize := 32 + 64*words
+	var mask, eight VecVirtual
+	if q != "Q8_0" {
+		mask = bcast8(0x0f)
+	}
+	switch q {
+	case "Q4_0":
+		eight = bcast8(8)
+	case "IQ4_NL":
+		eight = YMM()
+		VMOVDQU(iq4Levels, eight)
+	}
+	hd, hw := GP64(), GP64() // the half's offsets: 16h into the head, 32h into a word
+	MOVQ(h, hd)
+	SHLQ(U8(4), hd)
+	MOVQ(h, hw)
+	SHLQ(U8(5), hw)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_end"))
+	store := func(v VecVirtual, c int) {
+		a := YMM()
+		VPSIGNB(v, v, a)
+		VMOVDQU(v, Mem{Base: dp, Disp: 32 * c})
+		VMOVDQU(a, Mem{Base: dp, Disp: 256 + 32*c})
+	}
+	for i := 0; i < words; i++ {
+		v := YMM()
+		VMOVDQU(Mem{Base: wp, Index: hw, Scale: 1, Disp: 32 + 64*i}, v)
+		if q == "Q8_0" {
+			store(v, i)
+			continue
+		}
+		hi := YMM()
+		VPSRLW(U8(4), v, hi)
+		VPAND(mask, v, v)
+		VPAND(mask, hi, hi)
+		for k, x := range []VecVirtual{v, hi} {
+			if q == "Q4_0" {
+				VPSUBB(eight, x, x)
+			} else {
+				VPSHUFB(x, eight, x)
+			}
+			store(x, i+4*k)
+		}
+	}
+	dw := YMM()
+	VCVTPH2PS(Mem{Base: wp, Index: hd, Scale: 1}, dw)
+	VMOVUPS(dw, Mem{Base: dp, Disp: 512})
+	ADDQ(U32(bsize), wp)
+	ADDQ(U32(q8Staged), dp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
