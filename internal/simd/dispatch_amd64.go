@@ -680,6 +680,16 @@ func asmDotActs4Staged8(st []byte, q []int8, d []float32, in int, y []float32, l
 // without VNNI (fastQ4_0LanesAVX2).
 func decodeLanesAVX2(f quant.Format) bool { return active != nil && f == quant.Q4_0 }
 
+// asmWiden16 widens n 16-bit weights of w from index off into dst (n a
+// multiple of 8).
+func asmWiden16(w Weight, off, n int, dst []float32) {
+	if w.Kind == BF16 {
+		widenBF16AVX2(&w.U16s[off], n, &dst[0])
+	} else {
+		widenF16AVX2(&w.U16s[off], n, &dst[0])
+	}
+}
+
 func haveExpShift() bool { return active != nil }
 
 func haveScaleF64() bool { return active == avx512 }

@@ -70,6 +70,10 @@ func asmDotActs4Staged8(st []byte, q []int8, d []float32, in int, y []float32, l
 
 func decodeLanesAVX2(f quant.Format) bool { return false }
 
+func asmWiden16(w Weight, off, n int, dst []float32) {
+	panic("simd: no assembly kernels in this build")
+}
+
 func haveExpShift() bool { return false }
 
 func haveScaleF64() bool { return false }

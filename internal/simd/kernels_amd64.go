@@ -741,3 +741,13 @@ func fastX16Q8_0AVX2(w *byte, groups int, blocks int, xq *int8, xd *float32, cor
 //
 //go:noescape
 func fastStageX16Q8_0AVX2(w *byte, half int, blocks int, dst *byte)
+
+// widenBF16AVX2 widens n (a multiple of 8) BF16 values at src to float32 at dst.
+//
+//go:noescape
+func widenBF16AVX2(src *uint16, n int, dst *float32)
+
+// widenF16AVX2 widens n (a multiple of 8) F16 values at src to float32 at dst.
+//
+//go:noescape
+func widenF16AVX2(src *uint16, n int, dst *float32)

@@ -25569,3 +25569,46 @@ fastStageX16Q8_0AVX2_block:
 fastStageX16Q8_0AVX2_end:
 	VZEROUPPER
 	RET
+
+// func widenBF16AVX2(src *uint16, n int, dst *float32)
+// Requires: AVX, AVX2
+TEXT ·widenBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), AX
+	MOVQ n+8(FP), CX
+	MOVQ dst+16(FP), DX
+
+widenBF16AVX2_loop:
+	CMPQ      CX, $0x08
+	JB        widenBF16AVX2_end
+	VPMOVZXWD (AX), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMOVUPS   Y0, (DX)
+	ADDQ      $0x10, AX
+	ADDQ      $0x20, DX
+	SUBQ      $0x08, CX
+	JMP       widenBF16AVX2_loop
+
+widenBF16AVX2_end:
+	VZEROUPPER
+	RET
+
+// func widenF16AVX2(src *uint16, n int, dst *float32)
+// Requires: AVX, F16C
+TEXT ·widenF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), AX
+	MOVQ n+8(FP), CX
+	MOVQ dst+16(FP), DX
+
+widenF16AVX2_loop:
+	CMPQ      CX, $0x08
+	JB        widenF16AVX2_end
+	VCVTPH2PS (AX), Y0
+	VMOVUPS   Y0, (DX)
+	ADDQ      $0x10, AX
+	ADDQ      $0x20, DX
+	SUBQ      $0x08, CX
+	JMP       widenF16AVX2_loop
+
+widenF16AVX2_end:
+	VZEROUPPER
+	RET

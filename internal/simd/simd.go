@@ -413,21 +413,36 @@ func mulRows(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 	// About 512 KB of x per block: it stays in L2 while every 4-row tile of
 	// the weights streams past it, so a prefill chunk reads the weights once.
 	tb := max(1, min(T, 131072/in))
+	// A 16-bit tile of 4 weight rows is widened to float32 once per block
+	// of x, not once per 3 rows of it (the tile's own widening), where
+	// the block has enough rows to pay for it.
+	var wide []float32
+	if (w.Kind == BF16 || w.Kind == F16) && active != nil && k == in && min(T, tb) >= 6 {
+		bp := rowBuf.Get().(*[]float32)
+		*bp = grow(*bp, 4*in)
+		wide = *bp
+		defer rowBuf.Put(bp)
+	}
 	for t0 := 0; t0 < T; t0 += tb {
 		t1 := min(T, t0+tb)
 		j := r0
 		for ; j+4 <= r1; j += 4 {
+			wt, wj := w, j
+			if wide != nil {
+				asmWiden16(w, j*in, 4*in, wide)
+				wt, wj = Weight{Kind: F32, F32s: wide}, 0
+			}
 			t := t0
 			for _, R := range tileSteps() {
 				for ; t+R <= t1; t += R {
-					dots(&tile, x, t, R, w, j, 4, in, k)
+					dots(&tile, x, t, R, wt, wj, 4, in, k)
 					for i := 0; i < R; i++ {
 						copy(y[(t+i)*out+j:(t+i)*out+j+4], tile[i*4:i*4+4])
 					}
 				}
 			}
 			for ; t < t1; t++ {
-				dots(&tile, x, t, 1, w, j, 4, in, k)
+				dots(&tile, x, t, 1, wt, wj, 4, in, k)
 				copy(y[t*out+j:t*out+j+4], tile[:4])
 			}
 		}

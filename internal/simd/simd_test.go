@@ -253,3 +253,36 @@ func TestF16Rows(t *testing.T) {
 		}
 	}
 }
+
+// TestWidenedTiles checks that a prefill on 16-bit weights, whose tiles
+// read rows widened once per block of x (asmWiden16), gives what the same
+// weights as float32 give, bit for bit.
+func TestWidenedTiles(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	const out, in, T = 20, 264, 13
+	x := make([]float32, T*in)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	for _, k := range []Kind{BF16, F16} {
+		u := make([]uint16, out*in)
+		f := make([]float32, out*in)
+		for i := range u {
+			v := float32(r.NormFloat64())
+			if k == BF16 {
+				u[i] = uint16(math.Float32bits(v) >> 16)
+			} else {
+				u[i] = float16.Fromfloat32(v).Bits()
+			}
+		}
+		Weight{Kind: k, U16s: u}.widen(f, 0)
+		got, want := make([]float32, T*out), make([]float32, T*out)
+		MulT(got, x, T, Weight{Kind: k, U16s: u}, out, in)
+		MulT(want, x, T, Weight{Kind: F32, F32s: f}, out, in)
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%v row %d col %d: %g, as float32 weights %g", k, i/out, i%out, got[i], want[i])
+			}
+		}
+	}
+}

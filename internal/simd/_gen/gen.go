@@ -231,6 +231,8 @@ func main() {
 		fastX16(q)
 		fastStageX16(q)
 	}
+	widen16("BF16")
+	widen16("F16")
 	Generate()
 }
 

@@ -220,3 +220,37 @@ func nibbleConsts() {
 		DATA(4*i, U32(uint32(4*(i/4))))
 	}
 }
+
+// widen16 writes widen<BF16|F16>AVX2(src, n, dst): n (a multiple of 8)
+// 16-bit weights widened to float32, exactly (BF16: the bits shifted up;
+// F16: VCVTPH2PS), for the float tiles' prefill to read a tile's weight
+// rows widened once per block of activation rows instead of once per
+// three rows.
+func widen16(dt string) {
+	name := "widen" + dt + "AVX2"
+	TEXT(name, NOSPLIT, "func(src *uint16, n int, dst *float32)")
+	Pragma("noescape")
+	Doc(name + " widens n (a multiple of 8) " + dt + " values at src to float32 at dst.")
+	src, n, dst := GP64(), GP64(), GP64()
+	Load(Param("src"), src)
+	Load(Param("n"), n)
+	Load(Param("dst"), dst)
+	Label(name + "_loop")
+	CMPQ(n, U8(8))
+	JB(LabelRef(name + "_end"))
+	v := YMM()
+	if dt == "BF16" {
+		VPMOVZXWD(Mem{Base: src}, v)
+		VPSLLD(U8(16), v, v)
+	} else {
+		VCVTPH2PS(Mem{Base: src}, v)
+	}
+	VMOVUPS(v, Mem{Base: dst})
+	ADDQ(U8(16), src)
+	ADDQ(U8(32), dst)
+	SUBQ(U8(8), n)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
