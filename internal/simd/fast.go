@@ -39,10 +39,16 @@ func MulTFast(y, x []float32, T int, w Weight, out, in int) {
 	}
 	a := actsPool.Get().(*acts)
 	a.quantize(f, x, T, in)
-	if w.Kind == X16 && T == 1 && f == quant.Q4_0 {
-		// fastX16Q4_0AVX2 takes the nibbles' offset off per block.
-		a.corr = grow(a.corr, in/32)
-		blockSums(a.corr, a.q, -8)
+	if w.Kind == X16 && f == quant.Q4_0 && fastX16OK(f) {
+		// fastX16Q4_0AVX2 takes the nibbles' offset off per block, for
+		// the rows it runs one at a time (mulRowsFastX16): all of a
+		// decode, the last T%4 of a prefill of eight rows or more.
+		first := 0
+		if T >= 8 {
+			first = T &^ 3
+		}
+		a.corr = grow(a.corr, T*in/32)
+		blockSums(a.corr[first*in/32:], a.q[first*in:T*in], -8)
 	}
 	runRows(y, nil, T, w, out, in, a)
 	actsPool.Put(a)
@@ -73,12 +79,11 @@ func mulRowsFastX16(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) 
 			stagePool.Put(buf)
 			t = T &^ 3
 		}
-		corr := a.corr
 		for ; t < T; t++ {
 			q, d, _ := a.row(t)
-			if p.f == quant.Q4_0 && T > 1 {
-				corr = make([]int32, in/32)
-				blockSums(corr, q, -8)
+			var corr []int32
+			if p.f == quant.Q4_0 {
+				corr = a.corr[t*in/32 : (t+1)*in/32]
 			}
 			asmFastX16(p, q, d, corr, r0, r1, y[t*out:])
 		}
