@@ -173,9 +173,10 @@ const attnSplitWork = 1 << 16
 // A prefill attends in tiles of attnTileRows query rows over chunks of
 // about attnKeyChunk keys (a whole number of pool blocks): a tile's
 // scores stay in the core's cache, and a long run's rows are shared
-// among the team.
+// among the team (30 rows: 5 of
+// simd.GemmPanels' 6-row kernels).
 const (
-	attnTileRows = 32
+	attnTileRows = 30
 	attnKeyChunk = 512
 )
 
@@ -195,8 +196,8 @@ type attnTask struct {
 	keys       int
 	parts      []attnPart
 	next       atomic.Int64 // the next part to take
-	vt         [][]float32  // per run and kv head: Vᵀ of a tiled run
-	vtReady    []int64      // per run and kv head: the forward (gen) whose Vᵀ is written
+	kt, vr     [][]float32  // per run and kv head: Kᵀ and V in panels of 16 columns (attnTask.transpose)
+	kvReady    []int64      // per run and kv head: the forward (gen) whose kt and vr are written
 	gen        int64        // this forward's number
 	mu         sync.Mutex
 	free       []*attnScratch
@@ -220,9 +221,9 @@ const (
 // attnScratch is a thread's working memory, taken from the task's free
 // list while the thread takes parts (attnTask.Part).
 type attnScratch struct {
-	scores, vt, pv []float32
-	max, rescale   []float32 // per tile row
-	sum            []float64
+	scores, vt   []float32
+	max, rescale []float32 // per tile row
+	sum          []float64
 }
 
 // plan lists the forward's parts: a decode run, or any run when the
@@ -234,8 +235,8 @@ func (t *attnTask) plan() {
 	d := t.d
 	t.parts = t.parts[:0]
 	t.gen++
-	for len(t.vt) < len(t.runs)*d.Hkv {
-		t.vt, t.vtReady = append(t.vt, nil), append(t.vtReady, 0)
+	for len(t.kt) < len(t.runs)*d.Hkv {
+		t.kt, t.vr, t.kvReady = append(t.kt, nil), append(t.vr, nil), append(t.kvReady, 0)
 	}
 	for ri, r := range t.runs {
 		if r.Len > 1 && t.probs == nil && !attnUntiled {
@@ -308,15 +309,38 @@ func (t *attnTask) Part(int) {
 	t.give(s)
 }
 
-// transpose writes Vᵀ of kv head g of run ri, over the keys its rows see,
-// for the run's tiles.
+// transpose writes the keys and values of kv head g of run ri, over the
+// width keys its rows see, as float32 in simd.GemmPanels' panels of 16
+// columns: Kᵀ [Dk, width] as ceil(width/16) panels of Dk×16, and V
+// [width, Dv] as ceil(Dv/16) panels of width×16.
 func (t *attnTask) transpose(ri, g int) {
-	r := t.runs[ri]
+	d, r := t.d, t.runs[ri]
 	a, end := t.k.lo(r.Pos), r.Pos+r.Len
-	j := ri*t.d.Hkv + g
-	t.vt[j] = grow(t.vt[j], t.d.Dv*(end-a))
-	t.transposeV(t.vt[j], r, a, end, g)
-	atomic.StoreInt64(&t.vtReady[j], t.gen)
+	width := end - a
+	j := ri*d.Hkv + g
+	t.kt[j] = grow(t.kt[j], (width+15)/16*16*d.Dk)
+	t.vr[j] = grow(t.vr[j], (d.Dv+15)/16*16*width)
+	kt, vr := t.kt[j], t.vr[j]
+	var buf [512]float32
+	row := buf[:0]
+	if n := max(d.Dk, d.Dv); n > len(buf) {
+		row = make([]float32, n)
+	} else {
+		row = buf[:n]
+	}
+	for p := a; p < end; p++ {
+		keys, values := t.k.blockRows(r.Blocks[p/d.B])
+		slot, col := p%d.B, p-a
+		kp := kt[col/16*16*d.Dk+col%16:]
+		for c, x := range keys.row(row[:d.Dk], (g*d.B+slot)*d.Dk) {
+			kp[c*16] = x
+		}
+		v := values.row(row[:d.Dv], (g*d.B+slot)*d.Dv)
+		for c := 0; c < d.Dv; c += 16 {
+			copy(vr[c*width+col*16:], v[c:min(c+16, d.Dv)])
+		}
+	}
+	atomic.StoreInt64(&t.kvReady[j], t.gen)
 }
 
 // whole attends query head h of run ri at once: the scores of all its rows
@@ -373,42 +397,40 @@ func (t *attnTask) whole(s *attnScratch, ri, h int) {
 // maximum and sum, and its output (accumulated in place) is rescaled when
 // the maximum grows. Chunks that no row of the tile sees are skipped; the
 // masks cut into the chunks on the diagonal and at a window's edge only.
+// Both products are simd.GemmPanels', on the run's panels of Kᵀ and V
+// (attnTask.transpose); a chunk's scores start at a panel's first column.
 func (t *attnTask) tile(s *attnScratch, p attnPart) {
 	d, k := t.d, t.k
 	r := t.runs[p.run]
 	g := p.h / (d.Hq / d.Hkv)
 	first, rows := r.Pos+p.row0, p.rows
 	a, end := k.lo(first), first+rows
-	va := k.lo(r.Pos) // Vᵀ's first column
-	for atomic.LoadInt64(&t.vtReady[p.run*d.Hkv+g]) != t.gen {
+	va := k.lo(r.Pos) // the first key of kt and vr
+	j := p.run*d.Hkv + g
+	for atomic.LoadInt64(&t.kvReady[j]) != t.gen {
 		runtime.Gosched()
 	}
-	vt, vw := t.vt[p.run*d.Hkv+g], r.Pos+r.Len-va
+	kt, vr, width := t.kt[j], t.vr[j], r.Pos+r.Len-va
 	chunk := max(1, attnKeyChunk/d.B) * d.B
-	s.scores = grow(s.scores, rows*min(chunk, end-a))
-	s.pv = grow(s.pv, rows*d.Dv)
+	s.scores = grow(s.scores, rows*roundUp8(min(chunk, end-a)+15))
 	s.max, s.rescale, s.sum = grow(s.max, rows), grow(s.rescale, rows), grow(s.sum, rows)
 	for i := range rows {
 		s.max[i], s.sum[i] = float32(math.Inf(-1)), 0
 	}
 	qStride, oStride := d.Hq*d.Dk, d.Hq*d.Dv
-	Q := blas32.General{Rows: rows, Cols: d.Dk, Stride: qStride, Data: t.q[(r.Row+p.row0)*qStride+p.h*d.Dk:]}
+	q := t.q[(r.Row+p.row0)*qStride+p.h*d.Dk:]
 	out := t.out[(r.Row+p.row0)*oStride+p.h*d.Dv:]
 	for c0 := a; c0 < end; {
 		c1 := min(end, (c0/chunk+1)*chunk)
-		n := c1 - c0
-		S := blas32.General{Rows: rows, Cols: n, Stride: n, Data: s.scores}
-		for q := c0; q < c1; {
-			blk, slot := r.Blocks[q/d.B], q%d.B
-			m := min(c1-q, d.B-slot)
-			keys, _ := k.blockRows(blk)
-			keys.dotsT(S, Q, q-c0, (g*d.B+slot)*d.Dk, m, k.scale)
-			q += m
-		}
+		// Scores from key o, the first of c0's panel, in whole blocks of
+		// 8 columns (those past c1 are never read): S = scale · Q·Kᵀ.
+		o := va + (c0-va)&^15
+		n, ld := c1-o, roundUp8(c1-o)
+		simd.GemmPanels(rows, ld, d.Dk, k.scale, q, qStride, kt[(o-va)*d.Dk:], 16*d.Dk, s.scores, ld, false)
 		for i := range rows {
 			pos := first + i
-			lo, hi := max(k.lo(pos), c0)-c0, min(pos+1, c1)-c0
-			sc := s.scores[i*n : (i+1)*n]
+			lo, hi := max(k.lo(pos), c0)-o, min(pos+1, c1)-o
+			sc := s.scores[i*ld : i*ld+n]
 			s.rescale[i] = 1
 			if lo >= hi {
 				clear(sc) // a chunk this row does not see
@@ -425,30 +447,27 @@ func (t *attnTask) tile(s *attnScratch, p attnPart) {
 			clear(sc[:lo])
 			clear(sc[hi:])
 		}
-		if c0 == a {
-			// The first chunk sets the output rows (zero before).
-			simd.DotsT(out, oStride, s.scores, n, rows, vt[c0-va:], vw, d.Dv, n, 1)
-		} else {
-			simd.DotsT(s.pv, d.Dv, s.scores, n, rows, vt[c0-va:], vw, d.Dv, n, 1)
+		// The first chunk sets the output rows; later ones rescale them
+		// and add P·V.
+		if c0 != a {
 			for i := range rows {
-				o, pv, c := out[i*oStride:][:d.Dv], s.pv[i*d.Dv:][:d.Dv], s.rescale[i]
-				if c == 1 {
-					for j, x := range pv {
-						o[j] += x
+				if c := s.rescale[i]; c != 1 {
+					o := out[i*oStride:][:d.Dv]
+					for j := range o {
+						o[j] *= c
 					}
-					continue
-				}
-				for j, x := range pv {
-					o[j] = o[j]*c + x
 				}
 			}
 		}
+		simd.GemmPanels(rows, d.Dv, n, 1, s.scores, ld, vr[(o-va)*16:], 16*width, out, oStride, c0 != a)
 		c0 = c1
 	}
 	for i := range rows {
 		simd.ScaleF64(out[i*oStride:][:d.Dv], 1/s.sum[i])
 	}
 }
+
+func roundUp8(n int) int { return (n + 7) &^ 7 }
 
 // transposeV writes the values of kv head g for positions a..end-1 of run
 // r as Vᵀ [Dv, end-a].

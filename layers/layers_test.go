@@ -323,6 +323,7 @@ func TestCachedAttention(t *testing.T) {
 		{"long prefill from 0", 261, 0, 32, 0, []seq{{0, 261}}},
 		{"long chunk after a prefix", 200, 0, 32, 64, []seq{{300, 200}}},
 		{"long chunk, blocks of 12", 203, 0, 12, 16, []seq{{301, 200}}},
+		{"long chunk, heads of 20", 130, 0, 16, 20, []seq{{530, 130}}},
 		{"long chunk, window smaller than a tile", 200, 20, 16, 0, []seq{{300, 200}}},
 		{"long chunk, window larger than a tile", 200, 100, 32, 16, []seq{{300, 200}}},
 		{"long chunk, window larger than a key chunk", 200, 300, 32, 0, []seq{{300, 200}}},

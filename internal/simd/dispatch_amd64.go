@@ -33,6 +33,42 @@ func fastX16OK(f quant.Format) bool {
 	return active == avx2 && (f == quant.Q4_0 || f == quant.IQ4_NL || f == quant.Q8_0)
 }
 
+// gemmKernels are the broadcast micro-kernels by rows (1..6) and column
+// block (16, 8).
+var gemmKernels = [6][2]func(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int){
+	{gemm1x16F32AVX2, gemm1x8F32AVX2}, {gemm2x16F32AVX2, gemm2x8F32AVX2},
+	{gemm3x16F32AVX2, gemm3x8F32AVX2}, {gemm4x16F32AVX2, gemm4x8F32AVX2},
+	{gemm5x16F32AVX2, gemm5x8F32AVX2}, {gemm6x16F32AVX2, gemm6x8F32AVX2},
+}
+
+// asmGemm runs the R×N micro-kernel (Gemm checks the bounds).
+func asmGemm(R, N int, a *float32, lda int, b *float32, ldb, k int, c *float32, ldc int, alpha float32, add bool) {
+	acc := 0
+	if add {
+		acc = 1
+	}
+	gemmKernels[R-1][2-N/8](a, lda, b, ldb, k, c, ldc, alpha, acc)
+}
+
+// asmPanel8 writes weight rows at off.. (8 of them, stride ldw) as
+// columns 0..7 of a 16-wide float32 panel over k values (a multiple of 8).
+func asmPanel8(w Weight, off, ldw, k int, dst []float32) {
+	_ = dst[(k-1)*16+7]
+	switch w.Kind {
+	case F32:
+		_ = w.F32s[off+7*ldw+k-1]
+		panel8F32AVX2(&w.F32s[off], ldw, k, &dst[0])
+	case BF16:
+		_ = w.U16s[off+7*ldw+k-1]
+		panel8BF16AVX2(&w.U16s[off], ldw, k, &dst[0])
+	case F16:
+		_ = w.U16s[off+7*ldw+k-1]
+		panel8F16AVX2(&w.U16s[off], ldw, k, &dst[0])
+	default:
+		panic("simd: no panels of " + w.Kind.String())
+	}
+}
+
 // asmStageX16 stages half h (rows 8h..8h+7) of regrouped group g of p
 // into st for asmDotActs4Staged8.
 func asmStageX16(p *x16, g, h int, st []byte) {

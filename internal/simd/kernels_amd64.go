@@ -299,6 +299,81 @@ func unpackF28AVX512(w *byte, ldw int, chunks int, rows int, dst *float32)
 //go:noescape
 func gemvQ5_0AVX512(x *float32, w *byte, ldw int, blocks int, rows int, halves *float32, y *float32)
 
+// gemm1x16F32AVX2 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 1, j < 16, d < k.
+//
+//go:noescape
+func gemm1x16F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm1x8F32AVX2 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 1, j < 8, d < k.
+//
+//go:noescape
+func gemm1x8F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm2x16F32AVX2 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 2, j < 16, d < k.
+//
+//go:noescape
+func gemm2x16F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm2x8F32AVX2 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 2, j < 8, d < k.
+//
+//go:noescape
+func gemm2x8F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm3x16F32AVX2 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 3, j < 16, d < k.
+//
+//go:noescape
+func gemm3x16F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm3x8F32AVX2 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 3, j < 8, d < k.
+//
+//go:noescape
+func gemm3x8F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm4x16F32AVX2 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 4, j < 16, d < k.
+//
+//go:noescape
+func gemm4x16F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm4x8F32AVX2 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 4, j < 8, d < k.
+//
+//go:noescape
+func gemm4x8F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm5x16F32AVX2 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 5, j < 16, d < k.
+//
+//go:noescape
+func gemm5x16F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm5x8F32AVX2 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 5, j < 8, d < k.
+//
+//go:noescape
+func gemm5x8F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm6x16F32AVX2 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 6, j < 16, d < k.
+//
+//go:noescape
+func gemm6x16F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm6x8F32AVX2 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 6, j < 8, d < k.
+//
+//go:noescape
+func gemm6x8F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// panel8F32AVX2 sets dst[d*16+r] = w[r*ldw+d] for r < 8, d < k (a multiple of 8): 8 F32 rows as columns of a 16-wide panel.
+//
+//go:noescape
+func panel8F32AVX2(w *float32, ldw int, k int, dst *float32)
+
+// panel8BF16AVX2 sets dst[d*16+r] = w[r*ldw+d] for r < 8, d < k (a multiple of 8): 8 BF16 rows as columns of a 16-wide panel.
+//
+//go:noescape
+func panel8BF16AVX2(w *uint16, ldw int, k int, dst *float32)
+
+// panel8F16AVX2 sets dst[d*16+r] = w[r*ldw+d] for r < 8, d < k (a multiple of 8): 8 F16 rows as columns of a 16-wide panel.
+//
+//go:noescape
+func panel8F16AVX2(w *uint16, ldw int, k int, dst *float32)
+
 // fastQ8_0AVX2 computes y[r] = w_r · x for rows Q8_0 rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd.
 //
 //go:noescape

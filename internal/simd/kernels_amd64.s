@@ -8623,6 +8623,1268 @@ gemvQ5_0AVX512_end:
 	VZEROUPPER
 	RET
 
+// func gemm1x16F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, FMA3
+TEXT ·gemm1x16F32AVX2(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	XORQ   CX, CX
+
+gemm1x16F32AVX2_loop:
+	CMPQ         CX, SI
+	JGE          gemm1x16F32AVX2_done
+	VMOVUPS      (DX), Y2
+	VMOVUPS      32(DX), Y3
+	VBROADCASTSS (AX)(CX*4), Y4
+	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         BX, DX
+	INCQ         CX
+	JMP          gemm1x16F32AVX2_loop
+
+gemm1x16F32AVX2_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Y2
+	TESTQ        DX, DX
+	JNZ          gemm1x16F32AVX2_add
+	VMULPS       Y2, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	VMULPS       Y2, Y1, Y1
+	VMOVUPS      Y1, 32(AX)
+	VZEROUPPER
+	RET
+
+gemm1x16F32AVX2_add:
+	VMOVUPS     (AX), Y3
+	VFMADD231PS Y2, Y0, Y3
+	VMOVUPS     Y3, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y2, Y1, Y0
+	VMOVUPS     Y0, 32(AX)
+	VZEROUPPER
+	RET
+
+// func gemm1x8F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, FMA3
+TEXT ·gemm1x8F32AVX2(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	VXORPS Y0, Y0, Y0
+	XORQ   CX, CX
+
+gemm1x8F32AVX2_loop:
+	CMPQ         CX, SI
+	JGE          gemm1x8F32AVX2_done
+	VMOVUPS      (DX), Y1
+	VBROADCASTSS (AX)(CX*4), Y2
+	VFMADD231PS  Y1, Y2, Y0
+	ADDQ         BX, DX
+	INCQ         CX
+	JMP          gemm1x8F32AVX2_loop
+
+gemm1x8F32AVX2_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Y1
+	TESTQ        DX, DX
+	JNZ          gemm1x8F32AVX2_add
+	VMULPS       Y1, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	VZEROUPPER
+	RET
+
+gemm1x8F32AVX2_add:
+	VMOVUPS     (AX), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm2x16F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, FMA3
+TEXT ·gemm2x16F32AVX2(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   CX, CX
+
+gemm2x16F32AVX2_loop:
+	CMPQ         CX, SI
+	JGE          gemm2x16F32AVX2_done
+	VMOVUPS      (DX), Y4
+	VMOVUPS      32(DX), Y5
+	VBROADCASTSS (AX)(CX*4), Y6
+	VFMADD231PS  Y4, Y6, Y0
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS (DI)(CX*4), Y6
+	VFMADD231PS  Y4, Y6, Y2
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         BX, DX
+	INCQ         CX
+	JMP          gemm2x16F32AVX2_loop
+
+gemm2x16F32AVX2_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Y4
+	TESTQ        DX, DX
+	JNZ          gemm2x16F32AVX2_add
+	VMULPS       Y4, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	VMULPS       Y4, Y1, Y1
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMULPS       Y4, Y2, Y2
+	VMOVUPS      Y2, (AX)
+	VMULPS       Y4, Y3, Y3
+	VMOVUPS      Y3, 32(AX)
+	VZEROUPPER
+	RET
+
+gemm2x16F32AVX2_add:
+	VMOVUPS     (AX), Y5
+	VFMADD231PS Y4, Y0, Y5
+	VMOVUPS     Y5, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y4, Y1, Y0
+	VMOVUPS     Y0, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y4, Y2, Y0
+	VMOVUPS     Y0, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y4, Y3, Y0
+	VMOVUPS     Y0, 32(AX)
+	VZEROUPPER
+	RET
+
+// func gemm2x8F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, FMA3
+TEXT ·gemm2x8F32AVX2(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	XORQ   CX, CX
+
+gemm2x8F32AVX2_loop:
+	CMPQ         CX, SI
+	JGE          gemm2x8F32AVX2_done
+	VMOVUPS      (DX), Y2
+	VBROADCASTSS (AX)(CX*4), Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VBROADCASTSS (DI)(CX*4), Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         BX, DX
+	INCQ         CX
+	JMP          gemm2x8F32AVX2_loop
+
+gemm2x8F32AVX2_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Y2
+	TESTQ        DX, DX
+	JNZ          gemm2x8F32AVX2_add
+	VMULPS       Y2, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	ADDQ         CX, AX
+	VMULPS       Y2, Y1, Y1
+	VMOVUPS      Y1, (AX)
+	VZEROUPPER
+	RET
+
+gemm2x8F32AVX2_add:
+	VMOVUPS     (AX), Y3
+	VFMADD231PS Y2, Y0, Y3
+	VMOVUPS     Y3, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y2, Y1, Y0
+	VMOVUPS     Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm3x16F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, FMA3
+TEXT ·gemm3x16F32AVX2(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	XORQ   CX, CX
+
+gemm3x16F32AVX2_loop:
+	CMPQ         CX, SI
+	JGE          gemm3x16F32AVX2_done
+	VMOVUPS      (DX), Y6
+	VMOVUPS      32(DX), Y7
+	VBROADCASTSS (AX)(CX*4), Y8
+	VFMADD231PS  Y6, Y8, Y0
+	VFMADD231PS  Y7, Y8, Y1
+	VBROADCASTSS (DI)(CX*4), Y8
+	VFMADD231PS  Y6, Y8, Y2
+	VFMADD231PS  Y7, Y8, Y3
+	VBROADCASTSS (R8)(CX*4), Y8
+	VFMADD231PS  Y6, Y8, Y4
+	VFMADD231PS  Y7, Y8, Y5
+	ADDQ         BX, DX
+	INCQ         CX
+	JMP          gemm3x16F32AVX2_loop
+
+gemm3x16F32AVX2_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Y6
+	TESTQ        DX, DX
+	JNZ          gemm3x16F32AVX2_add
+	VMULPS       Y6, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	VMULPS       Y6, Y1, Y1
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMULPS       Y6, Y2, Y2
+	VMOVUPS      Y2, (AX)
+	VMULPS       Y6, Y3, Y3
+	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	VMULPS       Y6, Y4, Y4
+	VMOVUPS      Y4, (AX)
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, 32(AX)
+	VZEROUPPER
+	RET
+
+gemm3x16F32AVX2_add:
+	VMOVUPS     (AX), Y7
+	VFMADD231PS Y6, Y0, Y7
+	VMOVUPS     Y7, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y6, Y1, Y0
+	VMOVUPS     Y0, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y6, Y2, Y0
+	VMOVUPS     Y0, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y6, Y3, Y0
+	VMOVUPS     Y0, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y6, Y4, Y0
+	VMOVUPS     Y0, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y6, Y5, Y0
+	VMOVUPS     Y0, 32(AX)
+	VZEROUPPER
+	RET
+
+// func gemm3x8F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, FMA3
+TEXT ·gemm3x8F32AVX2(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	XORQ   CX, CX
+
+gemm3x8F32AVX2_loop:
+	CMPQ         CX, SI
+	JGE          gemm3x8F32AVX2_done
+	VMOVUPS      (DX), Y3
+	VBROADCASTSS (AX)(CX*4), Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VBROADCASTSS (DI)(CX*4), Y4
+	VFMADD231PS  Y3, Y4, Y1
+	VBROADCASTSS (R8)(CX*4), Y4
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         BX, DX
+	INCQ         CX
+	JMP          gemm3x8F32AVX2_loop
+
+gemm3x8F32AVX2_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Y3
+	TESTQ        DX, DX
+	JNZ          gemm3x8F32AVX2_add
+	VMULPS       Y3, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	ADDQ         CX, AX
+	VMULPS       Y3, Y1, Y1
+	VMOVUPS      Y1, (AX)
+	ADDQ         CX, AX
+	VMULPS       Y3, Y2, Y2
+	VMOVUPS      Y2, (AX)
+	VZEROUPPER
+	RET
+
+gemm3x8F32AVX2_add:
+	VMOVUPS     (AX), Y4
+	VFMADD231PS Y3, Y0, Y4
+	VMOVUPS     Y4, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y3, Y1, Y0
+	VMOVUPS     Y0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y3, Y2, Y0
+	VMOVUPS     Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm4x16F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, FMA3
+TEXT ·gemm4x16F32AVX2(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	MOVQ   R8, R9
+	ADDQ   CX, R9
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ   CX, CX
+
+gemm4x16F32AVX2_loop:
+	CMPQ         CX, SI
+	JGE          gemm4x16F32AVX2_done
+	VMOVUPS      (DX), Y8
+	VMOVUPS      32(DX), Y9
+	VBROADCASTSS (AX)(CX*4), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (DI)(CX*4), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (R8)(CX*4), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (R9)(CX*4), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         BX, DX
+	INCQ         CX
+	JMP          gemm4x16F32AVX2_loop
+
+gemm4x16F32AVX2_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Y8
+	TESTQ        DX, DX
+	JNZ          gemm4x16F32AVX2_add
+	VMULPS       Y8, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	VMULPS       Y8, Y1, Y1
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMULPS       Y8, Y2, Y2
+	VMOVUPS      Y2, (AX)
+	VMULPS       Y8, Y3, Y3
+	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	VMULPS       Y8, Y4, Y4
+	VMOVUPS      Y4, (AX)
+	VMULPS       Y8, Y5, Y5
+	VMOVUPS      Y5, 32(AX)
+	ADDQ         CX, AX
+	VMULPS       Y8, Y6, Y6
+	VMOVUPS      Y6, (AX)
+	VMULPS       Y8, Y7, Y7
+	VMOVUPS      Y7, 32(AX)
+	VZEROUPPER
+	RET
+
+gemm4x16F32AVX2_add:
+	VMOVUPS     (AX), Y9
+	VFMADD231PS Y8, Y0, Y9
+	VMOVUPS     Y9, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y8, Y1, Y0
+	VMOVUPS     Y0, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y8, Y2, Y0
+	VMOVUPS     Y0, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y8, Y3, Y0
+	VMOVUPS     Y0, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y8, Y4, Y0
+	VMOVUPS     Y0, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y8, Y5, Y0
+	VMOVUPS     Y0, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y8, Y6, Y0
+	VMOVUPS     Y0, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y8, Y7, Y0
+	VMOVUPS     Y0, 32(AX)
+	VZEROUPPER
+	RET
+
+// func gemm4x8F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, FMA3
+TEXT ·gemm4x8F32AVX2(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	MOVQ   R8, R9
+	ADDQ   CX, R9
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   CX, CX
+
+gemm4x8F32AVX2_loop:
+	CMPQ         CX, SI
+	JGE          gemm4x8F32AVX2_done
+	VMOVUPS      (DX), Y4
+	VBROADCASTSS (AX)(CX*4), Y5
+	VFMADD231PS  Y4, Y5, Y0
+	VBROADCASTSS (DI)(CX*4), Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VBROADCASTSS (R8)(CX*4), Y5
+	VFMADD231PS  Y4, Y5, Y2
+	VBROADCASTSS (R9)(CX*4), Y5
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         BX, DX
+	INCQ         CX
+	JMP          gemm4x8F32AVX2_loop
+
+gemm4x8F32AVX2_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Y4
+	TESTQ        DX, DX
+	JNZ          gemm4x8F32AVX2_add
+	VMULPS       Y4, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	ADDQ         CX, AX
+	VMULPS       Y4, Y1, Y1
+	VMOVUPS      Y1, (AX)
+	ADDQ         CX, AX
+	VMULPS       Y4, Y2, Y2
+	VMOVUPS      Y2, (AX)
+	ADDQ         CX, AX
+	VMULPS       Y4, Y3, Y3
+	VMOVUPS      Y3, (AX)
+	VZEROUPPER
+	RET
+
+gemm4x8F32AVX2_add:
+	VMOVUPS     (AX), Y5
+	VFMADD231PS Y4, Y0, Y5
+	VMOVUPS     Y5, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y4, Y1, Y0
+	VMOVUPS     Y0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y4, Y2, Y0
+	VMOVUPS     Y0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y4, Y3, Y0
+	VMOVUPS     Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm5x16F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, FMA3
+TEXT ·gemm5x16F32AVX2(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	MOVQ   R8, R9
+	ADDQ   CX, R9
+	MOVQ   R9, R10
+	ADDQ   CX, R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	XORQ   CX, CX
+
+gemm5x16F32AVX2_loop:
+	CMPQ         CX, SI
+	JGE          gemm5x16F32AVX2_done
+	VMOVUPS      (DX), Y10
+	VMOVUPS      32(DX), Y11
+	VBROADCASTSS (AX)(CX*4), Y12
+	VFMADD231PS  Y10, Y12, Y0
+	VFMADD231PS  Y11, Y12, Y1
+	VBROADCASTSS (DI)(CX*4), Y12
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VBROADCASTSS (R8)(CX*4), Y12
+	VFMADD231PS  Y10, Y12, Y4
+	VFMADD231PS  Y11, Y12, Y5
+	VBROADCASTSS (R9)(CX*4), Y12
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	VBROADCASTSS (R10)(CX*4), Y12
+	VFMADD231PS  Y10, Y12, Y8
+	VFMADD231PS  Y11, Y12, Y9
+	ADDQ         BX, DX
+	INCQ         CX
+	JMP          gemm5x16F32AVX2_loop
+
+gemm5x16F32AVX2_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Y10
+	TESTQ        DX, DX
+	JNZ          gemm5x16F32AVX2_add
+	VMULPS       Y10, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	VMULPS       Y10, Y1, Y1
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMULPS       Y10, Y2, Y2
+	VMOVUPS      Y2, (AX)
+	VMULPS       Y10, Y3, Y3
+	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	VMULPS       Y10, Y4, Y4
+	VMOVUPS      Y4, (AX)
+	VMULPS       Y10, Y5, Y5
+	VMOVUPS      Y5, 32(AX)
+	ADDQ         CX, AX
+	VMULPS       Y10, Y6, Y6
+	VMOVUPS      Y6, (AX)
+	VMULPS       Y10, Y7, Y7
+	VMOVUPS      Y7, 32(AX)
+	ADDQ         CX, AX
+	VMULPS       Y10, Y8, Y8
+	VMOVUPS      Y8, (AX)
+	VMULPS       Y10, Y9, Y9
+	VMOVUPS      Y9, 32(AX)
+	VZEROUPPER
+	RET
+
+gemm5x16F32AVX2_add:
+	VMOVUPS     (AX), Y11
+	VFMADD231PS Y10, Y0, Y11
+	VMOVUPS     Y11, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y10, Y1, Y0
+	VMOVUPS     Y0, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y10, Y2, Y0
+	VMOVUPS     Y0, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y10, Y3, Y0
+	VMOVUPS     Y0, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y10, Y4, Y0
+	VMOVUPS     Y0, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y10, Y5, Y0
+	VMOVUPS     Y0, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y10, Y6, Y0
+	VMOVUPS     Y0, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y10, Y7, Y0
+	VMOVUPS     Y0, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y10, Y8, Y0
+	VMOVUPS     Y0, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y10, Y9, Y0
+	VMOVUPS     Y0, 32(AX)
+	VZEROUPPER
+	RET
+
+// func gemm5x8F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, FMA3
+TEXT ·gemm5x8F32AVX2(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	MOVQ   R8, R9
+	ADDQ   CX, R9
+	MOVQ   R9, R10
+	ADDQ   CX, R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	XORQ   CX, CX
+
+gemm5x8F32AVX2_loop:
+	CMPQ         CX, SI
+	JGE          gemm5x8F32AVX2_done
+	VMOVUPS      (DX), Y5
+	VBROADCASTSS (AX)(CX*4), Y6
+	VFMADD231PS  Y5, Y6, Y0
+	VBROADCASTSS (DI)(CX*4), Y6
+	VFMADD231PS  Y5, Y6, Y1
+	VBROADCASTSS (R8)(CX*4), Y6
+	VFMADD231PS  Y5, Y6, Y2
+	VBROADCASTSS (R9)(CX*4), Y6
+	VFMADD231PS  Y5, Y6, Y3
+	VBROADCASTSS (R10)(CX*4), Y6
+	VFMADD231PS  Y5, Y6, Y4
+	ADDQ         BX, DX
+	INCQ         CX
+	JMP          gemm5x8F32AVX2_loop
+
+gemm5x8F32AVX2_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Y5
+	TESTQ        DX, DX
+	JNZ          gemm5x8F32AVX2_add
+	VMULPS       Y5, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	ADDQ         CX, AX
+	VMULPS       Y5, Y1, Y1
+	VMOVUPS      Y1, (AX)
+	ADDQ         CX, AX
+	VMULPS       Y5, Y2, Y2
+	VMOVUPS      Y2, (AX)
+	ADDQ         CX, AX
+	VMULPS       Y5, Y3, Y3
+	VMOVUPS      Y3, (AX)
+	ADDQ         CX, AX
+	VMULPS       Y5, Y4, Y4
+	VMOVUPS      Y4, (AX)
+	VZEROUPPER
+	RET
+
+gemm5x8F32AVX2_add:
+	VMOVUPS     (AX), Y6
+	VFMADD231PS Y5, Y0, Y6
+	VMOVUPS     Y6, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y5, Y1, Y0
+	VMOVUPS     Y0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y5, Y2, Y0
+	VMOVUPS     Y0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y5, Y3, Y0
+	VMOVUPS     Y0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y5, Y4, Y0
+	VMOVUPS     Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm6x16F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, FMA3
+TEXT ·gemm6x16F32AVX2(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	MOVQ   R8, R9
+	ADDQ   CX, R9
+	MOVQ   R9, R10
+	ADDQ   CX, R10
+	MOVQ   R10, R11
+	ADDQ   CX, R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	XORQ   CX, CX
+
+gemm6x16F32AVX2_loop:
+	CMPQ         CX, SI
+	JGE          gemm6x16F32AVX2_done
+	VMOVUPS      (DX), Y12
+	VMOVUPS      32(DX), Y13
+	VBROADCASTSS (AX)(CX*4), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS (DI)(CX*4), Y14
+	VFMADD231PS  Y12, Y14, Y2
+	VFMADD231PS  Y13, Y14, Y3
+	VBROADCASTSS (R8)(CX*4), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS (R9)(CX*4), Y14
+	VFMADD231PS  Y12, Y14, Y6
+	VFMADD231PS  Y13, Y14, Y7
+	VBROADCASTSS (R10)(CX*4), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	VBROADCASTSS (R11)(CX*4), Y14
+	VFMADD231PS  Y12, Y14, Y10
+	VFMADD231PS  Y13, Y14, Y11
+	ADDQ         BX, DX
+	INCQ         CX
+	JMP          gemm6x16F32AVX2_loop
+
+gemm6x16F32AVX2_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Y12
+	TESTQ        DX, DX
+	JNZ          gemm6x16F32AVX2_add
+	VMULPS       Y12, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	VMULPS       Y12, Y1, Y1
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMULPS       Y12, Y2, Y2
+	VMOVUPS      Y2, (AX)
+	VMULPS       Y12, Y3, Y3
+	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	VMULPS       Y12, Y4, Y4
+	VMOVUPS      Y4, (AX)
+	VMULPS       Y12, Y5, Y5
+	VMOVUPS      Y5, 32(AX)
+	ADDQ         CX, AX
+	VMULPS       Y12, Y6, Y6
+	VMOVUPS      Y6, (AX)
+	VMULPS       Y12, Y7, Y7
+	VMOVUPS      Y7, 32(AX)
+	ADDQ         CX, AX
+	VMULPS       Y12, Y8, Y8
+	VMOVUPS      Y8, (AX)
+	VMULPS       Y12, Y9, Y9
+	VMOVUPS      Y9, 32(AX)
+	ADDQ         CX, AX
+	VMULPS       Y12, Y10, Y10
+	VMOVUPS      Y10, (AX)
+	VMULPS       Y12, Y11, Y11
+	VMOVUPS      Y11, 32(AX)
+	VZEROUPPER
+	RET
+
+gemm6x16F32AVX2_add:
+	VMOVUPS     (AX), Y13
+	VFMADD231PS Y12, Y0, Y13
+	VMOVUPS     Y13, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y12, Y1, Y0
+	VMOVUPS     Y0, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y12, Y2, Y0
+	VMOVUPS     Y0, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y12, Y3, Y0
+	VMOVUPS     Y0, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y12, Y4, Y0
+	VMOVUPS     Y0, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y12, Y5, Y0
+	VMOVUPS     Y0, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y12, Y6, Y0
+	VMOVUPS     Y0, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y12, Y7, Y0
+	VMOVUPS     Y0, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y12, Y8, Y0
+	VMOVUPS     Y0, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y12, Y9, Y0
+	VMOVUPS     Y0, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y12, Y10, Y0
+	VMOVUPS     Y0, (AX)
+	VMOVUPS     32(AX), Y0
+	VFMADD231PS Y12, Y11, Y0
+	VMOVUPS     Y0, 32(AX)
+	VZEROUPPER
+	RET
+
+// func gemm6x8F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, FMA3
+TEXT ·gemm6x8F32AVX2(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	MOVQ   R8, R9
+	ADDQ   CX, R9
+	MOVQ   R9, R10
+	ADDQ   CX, R10
+	MOVQ   R10, R11
+	ADDQ   CX, R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	XORQ   CX, CX
+
+gemm6x8F32AVX2_loop:
+	CMPQ         CX, SI
+	JGE          gemm6x8F32AVX2_done
+	VMOVUPS      (DX), Y6
+	VBROADCASTSS (AX)(CX*4), Y7
+	VFMADD231PS  Y6, Y7, Y0
+	VBROADCASTSS (DI)(CX*4), Y7
+	VFMADD231PS  Y6, Y7, Y1
+	VBROADCASTSS (R8)(CX*4), Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VBROADCASTSS (R9)(CX*4), Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VBROADCASTSS (R10)(CX*4), Y7
+	VFMADD231PS  Y6, Y7, Y4
+	VBROADCASTSS (R11)(CX*4), Y7
+	VFMADD231PS  Y6, Y7, Y5
+	ADDQ         BX, DX
+	INCQ         CX
+	JMP          gemm6x8F32AVX2_loop
+
+gemm6x8F32AVX2_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Y6
+	TESTQ        DX, DX
+	JNZ          gemm6x8F32AVX2_add
+	VMULPS       Y6, Y0, Y0
+	VMOVUPS      Y0, (AX)
+	ADDQ         CX, AX
+	VMULPS       Y6, Y1, Y1
+	VMOVUPS      Y1, (AX)
+	ADDQ         CX, AX
+	VMULPS       Y6, Y2, Y2
+	VMOVUPS      Y2, (AX)
+	ADDQ         CX, AX
+	VMULPS       Y6, Y3, Y3
+	VMOVUPS      Y3, (AX)
+	ADDQ         CX, AX
+	VMULPS       Y6, Y4, Y4
+	VMOVUPS      Y4, (AX)
+	ADDQ         CX, AX
+	VMULPS       Y6, Y5, Y5
+	VMOVUPS      Y5, (AX)
+	VZEROUPPER
+	RET
+
+gemm6x8F32AVX2_add:
+	VMOVUPS     (AX), Y7
+	VFMADD231PS Y6, Y0, Y7
+	VMOVUPS     Y7, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y6, Y1, Y0
+	VMOVUPS     Y0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y6, Y2, Y0
+	VMOVUPS     Y0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y6, Y3, Y0
+	VMOVUPS     Y0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y6, Y4, Y0
+	VMOVUPS     Y0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y0
+	VFMADD231PS Y6, Y5, Y0
+	VMOVUPS     Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func panel8F32AVX2(w *float32, ldw int, k int, dst *float32)
+// Requires: AVX
+TEXT ·panel8F32AVX2(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), AX
+	MOVQ ldw+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ dst+24(FP), BX
+	SHLQ $0x02, CX
+	MOVQ AX, SI
+	ADDQ CX, SI
+	MOVQ SI, DI
+	ADDQ CX, DI
+	MOVQ DI, R8
+	ADDQ CX, R8
+	MOVQ R8, R9
+	ADDQ CX, R9
+	MOVQ R9, R10
+	ADDQ CX, R10
+	MOVQ R10, R11
+	ADDQ CX, R11
+	MOVQ R11, R12
+	ADDQ CX, R12
+	XORQ CX, CX
+
+panel8F32AVX2_loop:
+	CMPQ       CX, DX
+	JGE        panel8F32AVX2_done
+	VMOVUPS    (AX)(CX*4), Y0
+	VMOVUPS    (SI)(CX*4), Y1
+	VMOVUPS    (DI)(CX*4), Y2
+	VMOVUPS    (R8)(CX*4), Y3
+	VMOVUPS    (R9)(CX*4), Y4
+	VMOVUPS    (R10)(CX*4), Y5
+	VMOVUPS    (R11)(CX*4), Y6
+	VMOVUPS    (R12)(CX*4), Y7
+	VUNPCKLPS  Y1, Y0, Y8
+	VUNPCKHPS  Y1, Y0, Y0
+	VUNPCKLPS  Y3, Y2, Y1
+	VUNPCKHPS  Y3, Y2, Y2
+	VUNPCKLPS  Y5, Y4, Y3
+	VUNPCKHPS  Y5, Y4, Y4
+	VUNPCKLPS  Y7, Y6, Y5
+	VUNPCKHPS  Y7, Y6, Y6
+	VSHUFPS    $0x44, Y1, Y8, Y7
+	VSHUFPS    $0xee, Y1, Y8, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y8
+	VSHUFPS    $0xee, Y2, Y0, Y0
+	VSHUFPS    $0x44, Y5, Y3, Y2
+	VSHUFPS    $0xee, Y5, Y3, Y3
+	VSHUFPS    $0x44, Y6, Y4, Y5
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VPERM2F128 $0x20, Y2, Y7, Y6
+	VPERM2F128 $0x31, Y2, Y7, Y2
+	VMOVUPS    Y6, (BX)
+	VMOVUPS    Y2, 256(BX)
+	VPERM2F128 $0x20, Y3, Y1, Y2
+	VPERM2F128 $0x31, Y3, Y1, Y1
+	VMOVUPS    Y2, 64(BX)
+	VMOVUPS    Y1, 320(BX)
+	VPERM2F128 $0x20, Y5, Y8, Y1
+	VPERM2F128 $0x31, Y5, Y8, Y2
+	VMOVUPS    Y1, 128(BX)
+	VMOVUPS    Y2, 384(BX)
+	VPERM2F128 $0x20, Y4, Y0, Y1
+	VPERM2F128 $0x31, Y4, Y0, Y0
+	VMOVUPS    Y1, 192(BX)
+	VMOVUPS    Y0, 448(BX)
+	ADDQ       $0x00000008, CX
+	ADDQ       $0x00000200, BX
+	JMP        panel8F32AVX2_loop
+
+panel8F32AVX2_done:
+	VZEROUPPER
+	RET
+
+// func panel8BF16AVX2(w *uint16, ldw int, k int, dst *float32)
+// Requires: AVX, AVX2
+TEXT ·panel8BF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), AX
+	MOVQ ldw+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ dst+24(FP), BX
+	SHLQ $0x01, CX
+	MOVQ AX, SI
+	ADDQ CX, SI
+	MOVQ SI, DI
+	ADDQ CX, DI
+	MOVQ DI, R8
+	ADDQ CX, R8
+	MOVQ R8, R9
+	ADDQ CX, R9
+	MOVQ R9, R10
+	ADDQ CX, R10
+	MOVQ R10, R11
+	ADDQ CX, R11
+	MOVQ R11, R12
+	ADDQ CX, R12
+	XORQ CX, CX
+
+panel8BF16AVX2_loop:
+	CMPQ       CX, DX
+	JGE        panel8BF16AVX2_done
+	VPMOVZXWD  (AX)(CX*2), Y0
+	VPSLLD     $0x10, Y0, Y0
+	VPMOVZXWD  (SI)(CX*2), Y1
+	VPSLLD     $0x10, Y1, Y1
+	VPMOVZXWD  (DI)(CX*2), Y2
+	VPSLLD     $0x10, Y2, Y2
+	VPMOVZXWD  (R8)(CX*2), Y3
+	VPSLLD     $0x10, Y3, Y3
+	VPMOVZXWD  (R9)(CX*2), Y4
+	VPSLLD     $0x10, Y4, Y4
+	VPMOVZXWD  (R10)(CX*2), Y5
+	VPSLLD     $0x10, Y5, Y5
+	VPMOVZXWD  (R11)(CX*2), Y6
+	VPSLLD     $0x10, Y6, Y6
+	VPMOVZXWD  (R12)(CX*2), Y7
+	VPSLLD     $0x10, Y7, Y7
+	VUNPCKLPS  Y1, Y0, Y8
+	VUNPCKHPS  Y1, Y0, Y0
+	VUNPCKLPS  Y3, Y2, Y1
+	VUNPCKHPS  Y3, Y2, Y2
+	VUNPCKLPS  Y5, Y4, Y3
+	VUNPCKHPS  Y5, Y4, Y4
+	VUNPCKLPS  Y7, Y6, Y5
+	VUNPCKHPS  Y7, Y6, Y6
+	VSHUFPS    $0x44, Y1, Y8, Y7
+	VSHUFPS    $0xee, Y1, Y8, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y8
+	VSHUFPS    $0xee, Y2, Y0, Y0
+	VSHUFPS    $0x44, Y5, Y3, Y2
+	VSHUFPS    $0xee, Y5, Y3, Y3
+	VSHUFPS    $0x44, Y6, Y4, Y5
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VPERM2F128 $0x20, Y2, Y7, Y6
+	VPERM2F128 $0x31, Y2, Y7, Y2
+	VMOVUPS    Y6, (BX)
+	VMOVUPS    Y2, 256(BX)
+	VPERM2F128 $0x20, Y3, Y1, Y2
+	VPERM2F128 $0x31, Y3, Y1, Y1
+	VMOVUPS    Y2, 64(BX)
+	VMOVUPS    Y1, 320(BX)
+	VPERM2F128 $0x20, Y5, Y8, Y1
+	VPERM2F128 $0x31, Y5, Y8, Y2
+	VMOVUPS    Y1, 128(BX)
+	VMOVUPS    Y2, 384(BX)
+	VPERM2F128 $0x20, Y4, Y0, Y1
+	VPERM2F128 $0x31, Y4, Y0, Y0
+	VMOVUPS    Y1, 192(BX)
+	VMOVUPS    Y0, 448(BX)
+	ADDQ       $0x00000008, CX
+	ADDQ       $0x00000200, BX
+	JMP        panel8BF16AVX2_loop
+
+panel8BF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func panel8F16AVX2(w *uint16, ldw int, k int, dst *float32)
+// Requires: AVX, F16C
+TEXT ·panel8F16AVX2(SB), NOSPLIT, $0-32
+	MOVQ w+0(FP), AX
+	MOVQ ldw+8(FP), CX
+	MOVQ k+16(FP), DX
+	MOVQ dst+24(FP), BX
+	SHLQ $0x01, CX
+	MOVQ AX, SI
+	ADDQ CX, SI
+	MOVQ SI, DI
+	ADDQ CX, DI
+	MOVQ DI, R8
+	ADDQ CX, R8
+	MOVQ R8, R9
+	ADDQ CX, R9
+	MOVQ R9, R10
+	ADDQ CX, R10
+	MOVQ R10, R11
+	ADDQ CX, R11
+	MOVQ R11, R12
+	ADDQ CX, R12
+	XORQ CX, CX
+
+panel8F16AVX2_loop:
+	CMPQ       CX, DX
+	JGE        panel8F16AVX2_done
+	VCVTPH2PS  (AX)(CX*2), Y0
+	VCVTPH2PS  (SI)(CX*2), Y1
+	VCVTPH2PS  (DI)(CX*2), Y2
+	VCVTPH2PS  (R8)(CX*2), Y3
+	VCVTPH2PS  (R9)(CX*2), Y4
+	VCVTPH2PS  (R10)(CX*2), Y5
+	VCVTPH2PS  (R11)(CX*2), Y6
+	VCVTPH2PS  (R12)(CX*2), Y7
+	VUNPCKLPS  Y1, Y0, Y8
+	VUNPCKHPS  Y1, Y0, Y0
+	VUNPCKLPS  Y3, Y2, Y1
+	VUNPCKHPS  Y3, Y2, Y2
+	VUNPCKLPS  Y5, Y4, Y3
+	VUNPCKHPS  Y5, Y4, Y4
+	VUNPCKLPS  Y7, Y6, Y5
+	VUNPCKHPS  Y7, Y6, Y6
+	VSHUFPS    $0x44, Y1, Y8, Y7
+	VSHUFPS    $0xee, Y1, Y8, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y8
+	VSHUFPS    $0xee, Y2, Y0, Y0
+	VSHUFPS    $0x44, Y5, Y3, Y2
+	VSHUFPS    $0xee, Y5, Y3, Y3
+	VSHUFPS    $0x44, Y6, Y4, Y5
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VPERM2F128 $0x20, Y2, Y7, Y6
+	VPERM2F128 $0x31, Y2, Y7, Y2
+	VMOVUPS    Y6, (BX)
+	VMOVUPS    Y2, 256(BX)
+	VPERM2F128 $0x20, Y3, Y1, Y2
+	VPERM2F128 $0x31, Y3, Y1, Y1
+	VMOVUPS    Y2, 64(BX)
+	VMOVUPS    Y1, 320(BX)
+	VPERM2F128 $0x20, Y5, Y8, Y1
+	VPERM2F128 $0x31, Y5, Y8, Y2
+	VMOVUPS    Y1, 128(BX)
+	VMOVUPS    Y2, 384(BX)
+	VPERM2F128 $0x20, Y4, Y0, Y1
+	VPERM2F128 $0x31, Y4, Y0, Y0
+	VMOVUPS    Y1, 192(BX)
+	VMOVUPS    Y0, 448(BX)
+	ADDQ       $0x00000008, CX
+	ADDQ       $0x00000200, BX
+	JMP        panel8F16AVX2_loop
+
+panel8F16AVX2_done:
+	VZEROUPPER
+	RET
+
 DATA fastq4kshuf<>+0(SB)/1, $0x00
 DATA fastq4kshuf<>+1(SB)/1, $0x01
 DATA fastq4kshuf<>+2(SB)/1, $0x00

@@ -30,15 +30,18 @@ func weightOf(w []float32, kind Kind) (Weight, []float32) {
 }
 
 // TestMulT checks every kernel shape and tail against a float64
-// reference, on the CPU's kernels and on plain Go.
+// reference, on the CPU's kernels (with and without GemmPanels' panels
+// from 2 rows) and on plain Go.
 func TestMulT(t *testing.T) {
 	defer Force(true)
+	defer func(was int) { panelMinRows = was }(panelMinRows)
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, path := range []bool{true, false} {
-		Force(path)
+	for _, path := range []int{0, 1, 2} {
+		Force(path < 2)
+		panelMinRows = [...]int{2, 1 << 30, 2}[path]
 		for _, kind := range []Kind{F32, BF16, F16} {
-			for _, T := range []int{1, 2, 3, 5, 37} {
-				for _, sz := range [][2]int{{7, 3}, {16, 4}, {100, 9}, {576, 130}, {64, 1}} {
+			for _, T := range []int{1, 2, 3, 5, 8, 37} {
+				for _, sz := range [][2]int{{7, 3}, {16, 4}, {100, 9}, {576, 130}, {64, 1}, {64, 24}} {
 					in, out := sz[0], sz[1]
 					x := make([]float32, T*in)
 					raw := make([]float32, out*in)
@@ -101,6 +104,24 @@ func BenchmarkGEMM(b *testing.B) {
 		}
 	}
 	Force(true)
+}
+
+// BenchmarkGEMMRows is SmolLM2-135M's MLP up projection (576 → 1536) at
+// batch and prefill row counts, on the panels (GemmPanels) and on the dot
+// tiles (panelMinRows raised past T).
+func BenchmarkGEMMRows(b *testing.B) {
+	defer func(was int) { panelMinRows = was }(panelMinRows)
+	for _, kind := range []Kind{F32, BF16} {
+		for _, T := range []int{8, 16, 32, 64, 256} {
+			for _, panels := range []bool{true, false} {
+				panelMinRows = 1
+				if !panels {
+					panelMinRows = 1 << 30
+				}
+				b.Run(fmt.Sprintf("%v/T=%d/panels=%v", kindName(kind), T, panels), func(b *testing.B) { benchMul(b, kind, T, 576, 1536) })
+			}
+		}
+	}
 }
 
 func kindName(k Kind) string { return [...]string{"f32", "bf16", "f16"}[k] }
@@ -282,6 +303,58 @@ func TestWidenedTiles(t *testing.T) {
 		for i := range got {
 			if got[i] != want[i] {
 				t.Fatalf("%v row %d col %d: %g, as float32 weights %g", k, i/out, i%out, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestGemmPanels checks every micro-kernel shape (rows 1..6 and past,
+// column blocks of 16 and 8, a Go tail) with and without add, against
+// float64, and that columns past n and rows past m are left alone.
+func TestGemmPanels(t *testing.T) {
+	defer Force(true)
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, is := range append(supported(), nil) { // every kernel set, then plain Go
+		active = is
+		for _, c := range [][5]int{{1, 8, 1, 4, 9}, {6, 16, 64, 64, 16}, {13, 29, 7, 9, 31}, {32, 64, 100, 100, 70}, {5, 3, 5, 5, 3}, {7, 40, 0, 1, 40}, {4, 24, 3, 3, 24}} {
+			m, n, k, lda, ldc := c[0], c[1], c[2], c[3], c[4]
+			ps := 16*k + 5 // a panel stride past the panel
+			a := make([]float32, m*lda)
+			b := make([]float32, (n+15)/16*ps)
+			for i := range a {
+				a[i] = float32(r.NormFloat64())
+			}
+			for i := range b {
+				b[i] = float32(r.NormFloat64())
+			}
+			for _, add := range []bool{false, true} {
+				cm := make([]float32, m*ldc+1)
+				for i := range cm {
+					cm[i] = float32(i%5) - 2
+				}
+				GemmPanels(m, n, k, 0.5, a, lda, b, ps, cm, ldc, add)
+				for i := 0; i < m; i++ {
+					for j := 0; j < ldc; j++ {
+						before := float64(((i*ldc + j) % 5) - 2)
+						want := before // untouched past n
+						if j < n {
+							want = 0
+							for d := 0; d < k; d++ {
+								want += float64(a[i*lda+d]) * float64(b[(j/16)*ps+d*16+j%16])
+							}
+							want *= 0.5
+							if add {
+								want += before
+							}
+						}
+						if d := math.Abs(float64(cm[i*ldc+j]) - want); d > 1e-4 {
+							t.Fatalf("%s %v add=%v: c[%d,%d] = %g, want %g", Name(), c, add, i, j, cm[i*ldc+j], want)
+						}
+					}
+				}
+				if last := cm[m*ldc]; last != float32((m*ldc)%5)-2 {
+					t.Fatalf("%s %v: wrote past the last row", Name(), c)
+				}
 			}
 		}
 	}
