@@ -50,25 +50,6 @@ func asmGemm(R, N int, a *float32, lda int, b *float32, ldb, k int, c *float32, 
 	gemmKernels[R-1][2-N/8](a, lda, b, ldb, k, c, ldc, alpha, acc)
 }
 
-// asmPanel8 writes weight rows at off.. (8 of them, stride ldw) as
-// columns 0..7 of a 16-wide float32 panel over k values (a multiple of 8).
-func asmPanel8(w Weight, off, ldw, k int, dst []float32) {
-	_ = dst[(k-1)*16+7]
-	switch w.Kind {
-	case F32:
-		_ = w.F32s[off+7*ldw+k-1]
-		panel8F32AVX2(&w.F32s[off], ldw, k, &dst[0])
-	case BF16:
-		_ = w.U16s[off+7*ldw+k-1]
-		panel8BF16AVX2(&w.U16s[off], ldw, k, &dst[0])
-	case F16:
-		_ = w.U16s[off+7*ldw+k-1]
-		panel8F16AVX2(&w.U16s[off], ldw, k, &dst[0])
-	default:
-		panic("simd: no panels of " + w.Kind.String())
-	}
-}
-
 // asmStageX16 stages half h (rows 8h..8h+7) of regrouped group g of p
 // into st for asmDotActs4Staged8.
 func asmStageX16(p *x16, g, h int, st []byte) {

@@ -28,10 +28,6 @@ func asmGemvK(x *float32, w Weight, w0, ldw, k, rows int, y *float32) {
 
 func weighWidths() []int { return nil }
 
-func asmPanel8(w Weight, off, ldw, k int, dst []float32) {
-	panic("simd: no assembly kernels in this build")
-}
-
 func asmGemm(R, N int, a *float32, lda int, b *float32, ldb, k int, c *float32, ldc int, alpha float32, add bool) {
 	panic("simd: no assembly kernels in this build")
 }

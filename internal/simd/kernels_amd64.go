@@ -359,21 +359,6 @@ func gemm6x16F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32
 //go:noescape
 func gemm6x8F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
 
-// panel8F32AVX2 sets dst[d*16+r] = w[r*ldw+d] for r < 8, d < k (a multiple of 8): 8 F32 rows as columns of a 16-wide panel.
-//
-//go:noescape
-func panel8F32AVX2(w *float32, ldw int, k int, dst *float32)
-
-// panel8BF16AVX2 sets dst[d*16+r] = w[r*ldw+d] for r < 8, d < k (a multiple of 8): 8 BF16 rows as columns of a 16-wide panel.
-//
-//go:noescape
-func panel8BF16AVX2(w *uint16, ldw int, k int, dst *float32)
-
-// panel8F16AVX2 sets dst[d*16+r] = w[r*ldw+d] for r < 8, d < k (a multiple of 8): 8 F16 rows as columns of a 16-wide panel.
-//
-//go:noescape
-func panel8F16AVX2(w *uint16, ldw int, k int, dst *float32)
-
 // fastQ8_0AVX2 computes y[r] = w_r · x for rows Q8_0 rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd.
 //
 //go:noescape

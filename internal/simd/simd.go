@@ -391,9 +391,6 @@ func mulRows(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 		mulRowsQuant(y, x, T, w, out, in, r0, r1)
 		return
 	}
-	if T > 1 && panelsFit(w, T, in) {
-		r0 = mulRowsPanels(y, x, T, w, out, in, r0, r1)
-	}
 	k := in
 	if active != nil {
 		k = in - in%active.lanes
@@ -456,47 +453,6 @@ func mulRows(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 			}
 		}
 	}
-}
-
-// panelMinRows is the number of rows of x from which a float product
-// packs its weights into panels for GemmPanels' broadcast kernels: the
-// packing (a transposing pass over 16 weight rows) is paid once per block
-// of x, and below about 16 rows the dot tiles win (BenchmarkGEMMRows).
-var panelMinRows = 32
-
-// panelsFit says whether mulRowsPanels takes a product: float weights,
-// enough rows, the AVX2 kernels (AVX-512 keeps its 16-lane dot tiles).
-func panelsFit(w Weight, T, in int) bool {
-	return active == avx2 && T >= panelMinRows && in%8 == 0 && (w.Kind == F32 || w.Kind == BF16 || w.Kind == F16)
-}
-
-// mulRowsPanels computes the columns [r0, r) of y for the largest r ≤ r1
-// with r-r0 a multiple of 8, and returns r: each 16 (or last 8) weight
-// rows are packed as float32 panel columns once per block of x rows
-// (about 512 KB, which stays in L2) and multiplied by GemmPanels.
-func mulRowsPanels(y, x []float32, T int, w Weight, out, in, r0, r1 int) int {
-	end := r0 + (r1-r0)&^7
-	if end == r0 {
-		return r0
-	}
-	bp := rowBuf.Get().(*[]float32)
-	*bp = grow(*bp, 16*in)
-	panel := *bp
-	defer rowBuf.Put(bp)
-	tb := max(1, min(T, 131072/in))
-	for t0 := 0; t0 < T; t0 += tb {
-		t1 := min(T, t0+tb)
-		for j := r0; j < end; {
-			n := min(16, end-j)
-			asmPanel8(w, j*in, in, in, panel)
-			if n == 16 {
-				asmPanel8(w, (j+8)*in, in, in, panel[8:])
-			}
-			GemmPanels(t1-t0, n, in, 1, x[t0*in:], in, panel, 16*in, y[t0*out+j:], out, false)
-			j += n
-		}
-	}
-	return end
 }
 
 // tileSteps are the row counts of the multi-row tiles, largest first.

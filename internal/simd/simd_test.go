@@ -30,15 +30,12 @@ func weightOf(w []float32, kind Kind) (Weight, []float32) {
 }
 
 // TestMulT checks every kernel shape and tail against a float64
-// reference, on the CPU's kernels (with and without GemmPanels' panels
-// from 2 rows) and on plain Go.
+// reference, on the CPU's kernels and on plain Go.
 func TestMulT(t *testing.T) {
 	defer Force(true)
-	defer func(was int) { panelMinRows = was }(panelMinRows)
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, path := range []int{0, 1, 2} {
-		Force(path < 2)
-		panelMinRows = [...]int{2, 1 << 30, 2}[path]
+	for _, path := range []bool{true, false} {
+		Force(path)
 		for _, kind := range []Kind{F32, BF16, F16} {
 			for _, T := range []int{1, 2, 3, 5, 8, 37} {
 				for _, sz := range [][2]int{{7, 3}, {16, 4}, {100, 9}, {576, 130}, {64, 1}, {64, 24}} {
@@ -104,24 +101,6 @@ func BenchmarkGEMM(b *testing.B) {
 		}
 	}
 	Force(true)
-}
-
-// BenchmarkGEMMRows is SmolLM2-135M's MLP up projection (576 → 1536) at
-// batch and prefill row counts, on the panels (GemmPanels) and on the dot
-// tiles (panelMinRows raised past T).
-func BenchmarkGEMMRows(b *testing.B) {
-	defer func(was int) { panelMinRows = was }(panelMinRows)
-	for _, kind := range []Kind{F32, BF16} {
-		for _, T := range []int{8, 16, 32, 64, 256} {
-			for _, panels := range []bool{true, false} {
-				panelMinRows = 1
-				if !panels {
-					panelMinRows = 1 << 30
-				}
-				b.Run(fmt.Sprintf("%v/T=%d/panels=%v", kindName(kind), T, panels), func(b *testing.B) { benchMul(b, kind, T, 576, 1536) })
-			}
-		}
-	}
 }
 
 func kindName(k Kind) string { return [...]string{"f32", "bf16", "f16"}[k] }
