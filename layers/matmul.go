@@ -176,7 +176,9 @@ const cpuPacking = "cpu-packing"
 // first binds it, before any product reads it, so the mapping's pages of
 // it are given back before they all become resident: BF16 and F32 by
 // simd.PackBF16 and simd.PackF32, 4 bits a weight fewer, losslessly
-// (decode reads every weight a token); in exact mode, Q4_0, Q8_0, Q4_K
+// (decode reads every weight a token), where AVX-512 has the kernels, or
+// on AVX2 with F16 (simd.PackF16) laid out in panels of 16 rows, whose
+// products round every row alike whatever their row count; in exact mode, Q4_0, Q8_0, Q4_K
 // and Q6_K by simd.PackQuant, regrouped by 16 rows. Only weights that lie
 // in a file mapping (Param.ReadOnly) are packed, so a packing never goes
 // stale. In fast mode, Q4_0, IQ4_NL and Q8_0 are regrouped the same way
@@ -196,8 +198,11 @@ func packForDecode(p *graphs.Param, fast bool) *simd.Packing {
 				pk = simd.PackF32(d, p.Shape[0], p.Shape[1])
 			}
 		case []uint16:
-			if p.DType == graphs.BF16 {
+			switch p.DType {
+			case graphs.BF16:
 				pk = simd.PackBF16(d, p.Shape[0], p.Shape[1])
+			case graphs.F16:
+				pk = simd.PackF16(d, p.Shape[0], p.Shape[1])
 			}
 		case []byte:
 			if f, ok := p.DType.Quant(); ok && fast {

@@ -254,20 +254,24 @@ var (
 type Packing struct {
 	coded    *coded
 	x16      *x16
+	panels   *panels
 	released atomic.Bool
 	cleanup  runtime.Cleanup
 }
 
-func newPacking(c *coded, x *x16) *Packing {
-	p := &Packing{coded: c, x16: x}
+func newPacking(c *coded, x *x16, pn *panels) *Packing {
+	p := &Packing{coded: c, x16: x, panels: pn}
 	data := p.memory()
 	p.cleanup = runtime.AddCleanup(p, freePacking, data)
 	return p
 }
 
 func (p *Packing) memory() []byte {
-	if p.coded != nil {
+	switch {
+	case p.coded != nil:
 		return p.coded.data
+	case p.panels != nil:
+		return p.panels.data
 	}
 	return p.x16.data
 }
@@ -288,6 +292,9 @@ func (p *Packing) Sizes() (stored, packed int64) {
 	if c := p.coded; c != nil {
 		return int64(c.fileBytes()), int64(len(c.data) + int(unsafe.Sizeof(codedExc{}))*len(c.exc))
 	}
+	if pn := p.panels; pn != nil {
+		return int64(len(pn.data)), int64(len(pn.data))
+	}
 	x := p.x16
 	return int64(x.out * x.in / x.f.BlockSize() * x.f.BlockBytes()), int64(len(x.data))
 }
@@ -298,7 +305,12 @@ func (p *Packing) Sizes() (stored, packed int64) {
 // a multiple of 32, its exceptions are too many, or GOZOO_PACK=off. w
 // must lie in a read-only file mapping: its pages are given back to the
 // kernel once packed.
-func PackBF16(w []uint16, out, in int) *Packing { return packFloat(w, out, in) }
+func PackBF16(w []uint16, out, in int) *Packing {
+	if pk := packFloat(w, out, in); pk != nil {
+		return pk
+	}
+	return packPanels(BF16, w, out, in)
+}
 
 // PackF32 is PackBF16 for an F32 matrix, which it packs in 28 bits a
 // weight.
@@ -306,7 +318,10 @@ func PackF32(w []float32, out, in int) *Packing {
 	if len(w) == 0 {
 		return nil
 	}
-	return packFloat(unsafe.Slice((*uint32)(unsafe.Pointer(&w[0])), len(w)), out, in)
+	if pk := packFloat(unsafe.Slice((*uint32)(unsafe.Pointer(&w[0])), len(w)), out, in); pk != nil {
+		return pk
+	}
+	return packPanels(F32, w, out, in)
 }
 
 func packFloat[T codedBits](w []T, out, in int) *Packing {
@@ -318,7 +333,7 @@ func packFloat[T codedBits](w []T, out, in int) *Packing {
 	if c == nil {
 		return nil
 	}
-	return newPacking(c, nil)
+	return newPacking(c, nil, nil)
 }
 
 // On is w as the products run it: on p when p is a live packing of a
@@ -332,6 +347,9 @@ func (w Weight) On(p *Packing, out, in int) Weight {
 	}
 	if x := p.x16; x != nil && w.Kind == Quant && x.f == w.Format && x.out == out && x.in == in {
 		return Weight{Kind: X16, x16: x}
+	}
+	if pn := p.panels; pn != nil && w.Kind == pn.kind && pn.out == out && pn.in == in {
+		return Weight{Kind: Panels, panels: pn}
 	}
 	return w
 }
@@ -347,6 +365,9 @@ func Row(w Weight, r, in int, dst []float32) bool {
 		return true
 	case w.Kind == X16 && w.x16.in == in && r < w.x16.out:
 		w.x16.widenRows(r, 1, dst[:in])
+		return true
+	case w.Kind == Panels && w.panels.in == in && r < w.panels.out:
+		w.panels.widenRows(r, 1, dst[:in])
 		return true
 	}
 	return false

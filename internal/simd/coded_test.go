@@ -205,12 +205,13 @@ func fileWeight(k Kind, b []byte) Weight {
 	return Weight{Kind: BF16, U16s: unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), len(b)/2)}
 }
 
-// packWeight offers w to PackBF16 or PackF32.
+// packWeight offers w to the coded packing of PackBF16 or PackF32 (on
+// AVX2 they lay a matrix out in panels instead: TestPackPanels).
 func packWeight(w Weight, out, in int) *Packing {
 	if w.Kind == F32 {
-		return PackF32(w.F32s, out, in)
+		return packFloat(unsafe.Slice((*uint32)(unsafe.Pointer(&w.F32s[0])), len(w.F32s)), out, in)
 	}
-	return PackBF16(w.U16s, out, in)
+	return packFloat(w.U16s, out, in)
 }
 
 func testPackFloat(t *testing.T, r *rand.Rand, c codedCase, out, in int) {

@@ -3,6 +3,8 @@
 package simd
 
 import (
+	"unsafe"
+
 	"golang.org/x/sys/cpu"
 
 	"github.com/gozoo/gozoo/internal/quant"
@@ -23,6 +25,11 @@ var useGFNI = cpu.X86.HasAVX512GFNI
 // canCoded says whether the coded matrices' kernels (BF12, F28) run
 // here: AVX-512 with VBMI's byte permute (Ice Lake and later, Zen 4).
 func canCoded() bool { return active == avx512 && cpu.X86.HasAVX512VBMI }
+
+// canPanels says whether float matrices are laid out in panels here
+// (panels.go): the AVX2 kernel set. AVX-512 machines keep their 16-lane
+// dot tiles and coded packings.
+func canPanels() bool { return active == avx2 }
 
 // canX16 says whether the kernels of regrouped matrices run here.
 func canX16() bool { return active == avx512 }
@@ -48,6 +55,36 @@ func asmGemm(R, N int, a *float32, lda int, b *float32, ldb, k int, c *float32, 
 		acc = 1
 	}
 	gemmKernels[R-1][2-N/8](a, lda, b, ldb, k, c, ldc, alpha, acc)
+}
+
+// panelKernels are panelMul{R}x1 by kind (F32, BF16, F16) and rows, then
+// panelMul1x4 at [kind][6].
+var panelKernels = [3][7]func(x *float32, ldx int, w unsafe.Pointer, ps int, k int, y *float32, ldy int){
+	{wrapP32(panelMul1x1F32AVX2), wrapP32(panelMul2x1F32AVX2), wrapP32(panelMul3x1F32AVX2), wrapP32(panelMul4x1F32AVX2), wrapP32(panelMul5x1F32AVX2), wrapP32(panelMul6x1F32AVX2), wrapP32(panelMul1x4F32AVX2)},
+	{wrapP16(panelMul1x1BF16AVX2), wrapP16(panelMul2x1BF16AVX2), wrapP16(panelMul3x1BF16AVX2), wrapP16(panelMul4x1BF16AVX2), wrapP16(panelMul5x1BF16AVX2), wrapP16(panelMul6x1BF16AVX2), wrapP16(panelMul1x4BF16AVX2)},
+	{wrapP16(panelMul1x1F16AVX2), wrapP16(panelMul2x1F16AVX2), wrapP16(panelMul3x1F16AVX2), wrapP16(panelMul4x1F16AVX2), wrapP16(panelMul5x1F16AVX2), wrapP16(panelMul6x1F16AVX2), wrapP16(panelMul1x4F16AVX2)},
+}
+
+func wrapP32(f func(*float32, int, *float32, int, int, *float32, int)) func(*float32, int, unsafe.Pointer, int, int, *float32, int) {
+	return func(x *float32, ldx int, w unsafe.Pointer, ps, k int, y *float32, ldy int) {
+		f(x, ldx, (*float32)(w), ps, k, y, ldy)
+	}
+}
+
+func wrapP16(f func(*float32, int, *uint16, int, int, *float32, int)) func(*float32, int, unsafe.Pointer, int, int, *float32, int) {
+	return func(x *float32, ldx int, w unsafe.Pointer, ps, k int, y *float32, ldy int) {
+		f(x, ldx, (*uint16)(w), ps, k, y, ldy)
+	}
+}
+
+// asmPanelMul runs panelMul{R}x{NP} (NP 1, or 4 with R 1) for a panel
+// matrix of kind k (mulRowsPanels checks the bounds).
+func asmPanelMul(k Kind, R, NP int, x *float32, ldx int, w unsafe.Pointer, ps, in int, y *float32, ldy int) {
+	i := R - 1
+	if NP == 4 {
+		i = 6
+	}
+	panelKernels[k][i](x, ldx, w, ps, in, y, ldy)
 }
 
 // asmStageX16 stages half h (rows 8h..8h+7) of regrouped group g of p

@@ -2,7 +2,11 @@
 
 package simd
 
-import "github.com/gozoo/gozoo/internal/quant"
+import (
+	"unsafe"
+
+	"github.com/gozoo/gozoo/internal/quant"
+)
 
 // useGFNI has no kernel to pick here.
 var useGFNI = false
@@ -28,6 +32,10 @@ func asmGemvK(x *float32, w Weight, w0, ldw, k, rows int, y *float32) {
 
 func weighWidths() []int { return nil }
 
+func asmPanelMul(k Kind, R, NP int, x *float32, ldx int, w unsafe.Pointer, ps, in int, y *float32, ldy int) {
+	panic("simd: no assembly kernels in this build")
+}
+
 func asmGemm(R, N int, a *float32, lda int, b *float32, ldb, k int, c *float32, ldc int, alpha float32, add bool) {
 	panic("simd: no assembly kernels in this build")
 }
@@ -41,6 +49,8 @@ func asmQuant(x []float32, w Weight, r0, rows, in, rb int, y, dst []float32) boo
 func supported() []*isa { return nil }
 
 func canCoded() bool { return false }
+
+func canPanels() bool { return false }
 
 func asmFastPackK(f quant.Format, w []byte, rb, blocks int, dst []uint32) bool { return false }
 

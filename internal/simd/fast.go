@@ -113,6 +113,8 @@ func (w Weight) storedKind() Kind {
 		return F32
 	case w.Kind == X16:
 		return Quant
+	case w.Kind == Panels:
+		return w.panels.kind
 	}
 	return w.Kind
 }

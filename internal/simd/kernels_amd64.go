@@ -359,6 +359,111 @@ func gemm6x16F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32
 //go:noescape
 func gemm6x8F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
 
+// panelMul1x1F32AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 1, c < 16, d < k (F32 panels).
+//
+//go:noescape
+func panelMul1x1F32AVX2(x *float32, ldx int, w *float32, ps int, k int, y *float32, ldy int)
+
+// panelMul2x1F32AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 2, c < 16, d < k (F32 panels).
+//
+//go:noescape
+func panelMul2x1F32AVX2(x *float32, ldx int, w *float32, ps int, k int, y *float32, ldy int)
+
+// panelMul3x1F32AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 3, c < 16, d < k (F32 panels).
+//
+//go:noescape
+func panelMul3x1F32AVX2(x *float32, ldx int, w *float32, ps int, k int, y *float32, ldy int)
+
+// panelMul4x1F32AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 4, c < 16, d < k (F32 panels).
+//
+//go:noescape
+func panelMul4x1F32AVX2(x *float32, ldx int, w *float32, ps int, k int, y *float32, ldy int)
+
+// panelMul5x1F32AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 5, c < 16, d < k (F32 panels).
+//
+//go:noescape
+func panelMul5x1F32AVX2(x *float32, ldx int, w *float32, ps int, k int, y *float32, ldy int)
+
+// panelMul6x1F32AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 6, c < 16, d < k (F32 panels).
+//
+//go:noescape
+func panelMul6x1F32AVX2(x *float32, ldx int, w *float32, ps int, k int, y *float32, ldy int)
+
+// panelMul1x4F32AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 1, c < 64, d < k (F32 panels).
+//
+//go:noescape
+func panelMul1x4F32AVX2(x *float32, ldx int, w *float32, ps int, k int, y *float32, ldy int)
+
+// panelMul1x1BF16AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 1, c < 16, d < k (BF16 panels).
+//
+//go:noescape
+func panelMul1x1BF16AVX2(x *float32, ldx int, w *uint16, ps int, k int, y *float32, ldy int)
+
+// panelMul2x1BF16AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 2, c < 16, d < k (BF16 panels).
+//
+//go:noescape
+func panelMul2x1BF16AVX2(x *float32, ldx int, w *uint16, ps int, k int, y *float32, ldy int)
+
+// panelMul3x1BF16AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 3, c < 16, d < k (BF16 panels).
+//
+//go:noescape
+func panelMul3x1BF16AVX2(x *float32, ldx int, w *uint16, ps int, k int, y *float32, ldy int)
+
+// panelMul4x1BF16AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 4, c < 16, d < k (BF16 panels).
+//
+//go:noescape
+func panelMul4x1BF16AVX2(x *float32, ldx int, w *uint16, ps int, k int, y *float32, ldy int)
+
+// panelMul5x1BF16AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 5, c < 16, d < k (BF16 panels).
+//
+//go:noescape
+func panelMul5x1BF16AVX2(x *float32, ldx int, w *uint16, ps int, k int, y *float32, ldy int)
+
+// panelMul6x1BF16AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 6, c < 16, d < k (BF16 panels).
+//
+//go:noescape
+func panelMul6x1BF16AVX2(x *float32, ldx int, w *uint16, ps int, k int, y *float32, ldy int)
+
+// panelMul1x4BF16AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 1, c < 64, d < k (BF16 panels).
+//
+//go:noescape
+func panelMul1x4BF16AVX2(x *float32, ldx int, w *uint16, ps int, k int, y *float32, ldy int)
+
+// panelMul1x1F16AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 1, c < 16, d < k (F16 panels).
+//
+//go:noescape
+func panelMul1x1F16AVX2(x *float32, ldx int, w *uint16, ps int, k int, y *float32, ldy int)
+
+// panelMul2x1F16AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 2, c < 16, d < k (F16 panels).
+//
+//go:noescape
+func panelMul2x1F16AVX2(x *float32, ldx int, w *uint16, ps int, k int, y *float32, ldy int)
+
+// panelMul3x1F16AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 3, c < 16, d < k (F16 panels).
+//
+//go:noescape
+func panelMul3x1F16AVX2(x *float32, ldx int, w *uint16, ps int, k int, y *float32, ldy int)
+
+// panelMul4x1F16AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 4, c < 16, d < k (F16 panels).
+//
+//go:noescape
+func panelMul4x1F16AVX2(x *float32, ldx int, w *uint16, ps int, k int, y *float32, ldy int)
+
+// panelMul5x1F16AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 5, c < 16, d < k (F16 panels).
+//
+//go:noescape
+func panelMul5x1F16AVX2(x *float32, ldx int, w *uint16, ps int, k int, y *float32, ldy int)
+
+// panelMul6x1F16AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 6, c < 16, d < k (F16 panels).
+//
+//go:noescape
+func panelMul6x1F16AVX2(x *float32, ldx int, w *uint16, ps int, k int, y *float32, ldy int)
+
+// panelMul1x4F16AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 1, c < 64, d < k (F16 panels).
+//
+//go:noescape
+func panelMul1x4F16AVX2(x *float32, ldx int, w *uint16, ps int, k int, y *float32, ldy int)
+
 // fastQ8_0AVX2 computes y[r] = w_r · x for rows Q8_0 rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd.
 //
 //go:noescape

@@ -61,6 +61,8 @@ func spanOf(w Weight, n int) span {
 		p = unsafe.Pointer(&w.coded.data[0])
 	case w.Kind == X16:
 		p = unsafe.Pointer(&w.x16.data[0])
+	case w.Kind == Panels:
+		p = unsafe.Pointer(&w.panels.data[0])
 	}
 	return span{uintptr(p), w.bytes(n)}
 }

@@ -23,8 +23,10 @@
 //     PackF32).
 //   - X16 (x16.go): a Q4_0, Q8_0, Q4_K or Q6_K matrix of a file mapping,
 //     regrouped by 16 rows for exact decode (PackQuant).
+//   - Panels (panels.go): on AVX2, an F32, BF16 or F16 matrix of a file
+//     mapping laid out in panels of 16 rows, for every product.
 //
-// The inner loops, about 120 kernels, are Go assembly generated with avo
+// The inner loops, 183 kernels, are Go assembly generated with avo
 // (see _gen, and README.md for which file writes which kernels; the
 // generated .s is checked in, so a plain go build needs nothing else):
 // AVX-512 where the CPU has it (avx512f and avx512bw; VBMI, VNNI and GFNI
@@ -71,6 +73,10 @@ const (
 	// X16 is a quantized matrix regrouped by 16 rows (x16.go), which
 	// MulT puts in place of one that PackQuant packed.
 	X16
+	// Panels is an F32, BF16 or F16 matrix laid out in panels of 16 rows
+	// (panels.go), which MulT puts in place of one that PackF32, PackBF16
+	// or PackF16 packed on AVX2.
+	Panels
 )
 
 // String is the kind's name.
@@ -88,6 +94,8 @@ func (k Kind) String() string {
 		return "Coded"
 	case X16:
 		return "X16"
+	case Panels:
+		return "Panels"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -103,6 +111,8 @@ func (w Weight) bytes(n int) int {
 		return n / w.coded.in * w.coded.stride
 	case X16:
 		return n / w.x16.in * w.x16.groupBytes() / 16
+	case Panels:
+		return n * w.panels.size()
 	}
 	return n / w.Format.BlockSize() * w.Format.BlockBytes()
 }
@@ -118,6 +128,7 @@ type Weight struct {
 	Bytes  []byte
 	coded  *coded
 	x16    *x16
+	panels *panels
 	sums   []float32 // a regrouped K-quant's decode: x's sums over each sub-block (x16Sum)
 }
 
@@ -198,8 +209,8 @@ func runRows(y, x []float32, T int, w Weight, out, in int, a *acts) {
 	// start), which a decode profile showed as 10% of its time. Chunks are
 	// runs of 4 rows, so tiles stay whole, about 4 per thread.
 	chunk := max(4, (out/(4*n)+3)&^3)
-	if w.Kind == X16 {
-		chunk = (chunk + 15) &^ 15 // whole groups of 16 rows
+	if w.Kind == X16 || w.Kind == Panels {
+		chunk = (chunk + 15) &^ 15 // whole groups or panels of 16 rows
 	}
 	next := &teamNext
 	next.Store(0)
@@ -385,6 +396,10 @@ func mulRows(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 	}
 	if w.Kind == X16 {
 		mulRowsX16(y, x, T, w, out, in, r0, r1)
+		return
+	}
+	if w.Kind == Panels {
+		mulRowsPanels(y, x, T, w, out, in, r0, r1)
 		return
 	}
 	if w.Kind == Quant {

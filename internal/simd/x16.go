@@ -328,5 +328,5 @@ func packQuant(w []byte, f quant.Format, out, in int) *Packing {
 	if x == nil {
 		return nil
 	}
-	return newPacking(nil, x)
+	return newPacking(nil, x, nil)
 }

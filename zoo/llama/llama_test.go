@@ -128,8 +128,11 @@ func TestDecoderUnderAPrefix(t *testing.T) {
 	// collected after its own run and the mapping released under m's (a CI
 	// run faulted there).
 	m.Params().Keep(base.Params())
+	// m's weights are set in memory, base's read from its file: the same
+	// values, summed in another order (familytest.StorageTol).
 	ids := []int{3, 1, 4, 1, 5, 9, 2, 6}
-	if d := familytest.MaxDiff(familytest.LastLogits(t, base, ids), familytest.LastLogits(t, m, ids)); d != 0 {
+	want := familytest.LastLogits(t, base, ids)
+	if d := familytest.MaxDiff(want, familytest.LastLogits(t, m, ids)); d > familytest.StorageTol(want) {
 		t.Errorf("the prefixed decoder differs by %g", d)
 	}
 }

@@ -100,3 +100,98 @@ func gemmF32AVX2(R, N int) {
 	VZEROUPPER()
 	RET()
 }
+
+// panelMul writes the products of a weight stored as panels (panels.go):
+// y[i*ldy+c] = Σ_d x[i*ldx+d] · P[c/16][d][c%16] for R rows of x and the
+// 16·NP columns of NP panels (stride ps values) of dt weights, widened
+// exactly. Each output sums its k products in order, one FMA each, for
+// every R: a row's result does not depend on the rows beside it. One row
+// (decode) takes 4 panels at once, 8 independent accumulators to cover
+// the FMA's latency.
+func panelMul(R, NP int, dt dtype) {
+	name := fmt.Sprintf("panelMul%dx%d%sAVX2", R, NP, dt.name)
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(x *float32, ldx int, w %s, ps int, k int, y *float32, ldy int)", dt.gotyp))
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%%16] for i < %d, c < %d, d < k (%s panels).", name, R, 16*NP, dt.name))
+	x, ldx, w, ps, k, _ := params("x", "ldx", "w", "ps", "k")
+	SHLQ(U8(2), ldx)
+	if dt.size == 4 {
+		SHLQ(U8(2), ps)
+	} else {
+		SHLQ(U8(1), ps)
+	}
+	xp := []GPVirtual{x}
+	for i := 1; i < R; i++ {
+		p := GP64()
+		MOVQ(xp[i-1], p)
+		ADDQ(ldx, p)
+		xp = append(xp, p)
+	}
+	wp := []GPVirtual{w}
+	for p := 1; p < NP; p++ {
+		q := GP64()
+		MOVQ(wp[p-1], q)
+		ADDQ(ps, q)
+		wp = append(wp, q)
+	}
+	acc := make([][]VecVirtual, R)
+	for i := range acc {
+		acc[i] = make([]VecVirtual, 2*NP)
+		for j := range acc[i] {
+			acc[i][j] = YMM()
+			VXORPS(acc[i][j], acc[i][j], acc[i][j])
+		}
+	}
+	idx := GP64()
+	XORQ(idx, idx)
+	Label(name + "_loop")
+	CMPQ(idx, k)
+	JGE(LabelRef(name + "_done"))
+	if R == 1 {
+		bc := YMM()
+		VBROADCASTSS(Mem{Base: xp[0], Index: idx, Scale: 4}, bc)
+		for p := 0; p < NP; p++ {
+			for h := 0; h < 2; h++ {
+				t := YMM()
+				loadWidened(dt, Mem{Base: wp[p], Disp: 8 * h * dt.size}, t)
+				VFMADD231PS(t, bc, acc[0][2*p+h])
+			}
+		}
+	} else {
+		t := make([]VecVirtual, 2*NP)
+		for p := 0; p < NP; p++ {
+			for h := 0; h < 2; h++ {
+				t[2*p+h] = YMM()
+				loadWidened(dt, Mem{Base: wp[p], Disp: 8 * h * dt.size}, t[2*p+h])
+			}
+		}
+		for i := 0; i < R; i++ {
+			bc := YMM()
+			VBROADCASTSS(Mem{Base: xp[i], Index: idx, Scale: 4}, bc)
+			for j := range t {
+				VFMADD231PS(t[j], bc, acc[i][j])
+			}
+		}
+	}
+	for p := 0; p < NP; p++ {
+		ADDQ(U32(16*dt.size), wp[p])
+	}
+	INCQ(idx)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	y, ldy := GP64(), GP64()
+	Load(Param("y"), y)
+	Load(Param("ldy"), ldy)
+	SHLQ(U8(2), ldy)
+	for i := 0; i < R; i++ {
+		for j := range acc[i] {
+			VMOVUPS(acc[i][j], Mem{Base: y, Disp: 32 * j})
+		}
+		if i+1 < R {
+			ADDQ(ldy, y)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}

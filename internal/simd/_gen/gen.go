@@ -4,7 +4,7 @@
 //
 // (go generate ./internal/simd runs it.)
 //
-// main lists every kernel it writes, 162 of them, family by family; each
+// main lists every kernel it writes, 183 of them, family by family; each
 // family's generator has a file of its own (../README.md maps them to the
 // package's files):
 //
@@ -27,7 +27,7 @@
 //   - pack.go: the gather kernels that repack rows for the VNNI prefill.
 //   - exp.go: softmax's exp, SiLU, max, float64 scaling, F16 conversion.
 //   - gemm.go: broadcast micro-kernels of C = A·B on B in panels of 16
-//     columns (prefill attention).
+//     columns: prefill attention, and float weights stored as panels.
 //   - prefetch.go: the line prefetch of the decode prefetcher.
 //
 // The operands are contiguous along k: activations [T, in] against
@@ -154,6 +154,12 @@ func main() {
 	for R := 1; R <= 6; R++ {
 		gemmF32AVX2(R, 16)
 		gemmF32AVX2(R, 8)
+	}
+	for _, dt := range dtypes {
+		for R := 1; R <= 6; R++ {
+			panelMul(R, 1, dt)
+		}
+		panelMul(1, 4, dt)
 	}
 	fastConsts()
 	for _, q := range []string{"Q8_0", "Q4_0", "Q5_0"} {
