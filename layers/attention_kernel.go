@@ -170,11 +170,10 @@ func (k cachedAttention) lo(p int) int {
 // parts are shared with the team.
 const attnSplitWork = 1 << 16
 
-// A prefill attends in tiles of attnTileRows query rows over chunks of
-// about attnKeyChunk keys (a whole number of pool blocks): a tile's
-// scores stay in the core's cache, and a long run's rows are shared
-// among the team (30 rows: 5 of
-// simd.GemmPanels' 6-row kernels).
+// A prefill attends in tiles of attnTileRows query rows (five of
+// simd.GemmPanels' 6-row kernels) over chunks of about attnKeyChunk keys
+// (a whole number of pool blocks): a tile's scores stay in the core's
+// cache, and a long run's rows are shared among the team.
 const (
 	attnTileRows = 30
 	attnKeyChunk = 512
