@@ -23,22 +23,9 @@ func gemmF32AVX2(R, N int) {
 	a, lda, b, ldb, k, _ := params("a", "lda", "b", "ldb", "k")
 	SHLQ(U8(2), lda)
 	SHLQ(U8(2), ldb)
-	ap := []GPVirtual{a}
-	for i := 1; i < R; i++ {
-		p := GP64()
-		MOVQ(ap[i-1], p)
-		ADDQ(lda, p)
-		ap = append(ap, p)
-	}
+	ap := rowPointers(a, lda, R)
 	nv := N / 8
-	acc := make([][]VecVirtual, R)
-	for i := range acc {
-		acc[i] = make([]VecVirtual, nv)
-		for j := range acc[i] {
-			acc[i][j] = YMM()
-			VXORPS(acc[i][j], acc[i][j], acc[i][j])
-		}
-	}
+	acc := zeroed(R, nv)
 	idx := GP64()
 	XORQ(idx, idx)
 	Label(name + "_loop")
@@ -120,28 +107,9 @@ func panelMul(R, NP int, dt dtype) {
 	} else {
 		SHLQ(U8(1), ps)
 	}
-	xp := []GPVirtual{x}
-	for i := 1; i < R; i++ {
-		p := GP64()
-		MOVQ(xp[i-1], p)
-		ADDQ(ldx, p)
-		xp = append(xp, p)
-	}
-	wp := []GPVirtual{w}
-	for p := 1; p < NP; p++ {
-		q := GP64()
-		MOVQ(wp[p-1], q)
-		ADDQ(ps, q)
-		wp = append(wp, q)
-	}
-	acc := make([][]VecVirtual, R)
-	for i := range acc {
-		acc[i] = make([]VecVirtual, 2*NP)
-		for j := range acc[i] {
-			acc[i][j] = YMM()
-			VXORPS(acc[i][j], acc[i][j], acc[i][j])
-		}
-	}
+	xp := rowPointers(x, ldx, R)
+	wp := rowPointers(w, ps, NP)
+	acc := zeroed(R, 2*NP)
 	idx := GP64()
 	XORQ(idx, idx)
 	Label(name + "_loop")
@@ -194,4 +162,30 @@ func panelMul(R, NP int, dt dtype) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// rowPointers is base and n-1 more pointers, each stride bytes past the
+// one before: a kernel's row pointers.
+func rowPointers(base, stride GPVirtual, n int) []GPVirtual {
+	ps := []GPVirtual{base}
+	for i := 1; i < n; i++ {
+		p := GP64()
+		MOVQ(ps[i-1], p)
+		ADDQ(stride, p)
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// zeroed is R rows of n zeroed YMM accumulators.
+func zeroed(R, n int) [][]VecVirtual {
+	acc := make([][]VecVirtual, R)
+	for i := range acc {
+		acc[i] = make([]VecVirtual, n)
+		for j := range acc[i] {
+			acc[i][j] = YMM()
+			VXORPS(acc[i][j], acc[i][j], acc[i][j])
+		}
+	}
+	return acc
 }

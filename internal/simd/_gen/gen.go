@@ -262,20 +262,8 @@ func tile(is isa, dt dtype, R, C int) {
 	} else {
 		SHLQ(U8(1), ldw)
 	}
-	xp := []GPVirtual{x}
-	for i := 1; i < R; i++ {
-		p := GP64()
-		MOVQ(xp[i-1], p)
-		ADDQ(ldx, p)
-		xp = append(xp, p)
-	}
-	wp := []GPVirtual{w}
-	for j := 1; j < C; j++ {
-		p := GP64()
-		MOVQ(wp[j-1], p)
-		ADDQ(ldw, p)
-		wp = append(wp, p)
-	}
+	xp := rowPointers(x, ldx, R)
+	wp := rowPointers(w, ldw, C)
 
 	acc := make([][]VecVirtual, R)
 	for i := range acc {
