@@ -2,8 +2,6 @@ package simd
 
 import (
 	"math"
-	"runtime"
-	"sync"
 	"unsafe"
 
 	"github.com/x448/float16"
@@ -66,31 +64,19 @@ func layPanels[T uint16 | float32](k Kind, w []T, out, in int, release func([]by
 		return nil
 	}
 	dst := unsafe.Slice((*T)(unsafe.Pointer(&p.data[0])), out*in)
-	n := runtime.GOMAXPROCS(0)
-	slab := max(16, (4<<20)/(in*size)&^15)
-	for r0 := 0; r0 < out; r0 += slab {
-		r1 := min(out, r0+slab)
-		groups := (r1 - r0) / 16
-		var wg sync.WaitGroup
-		for i := range n {
-			a, b := r0/16+groups*i/n, r0/16+groups*(i+1)/n
-			wg.Go(func() {
-				for g := a; g < b; g++ {
-					pg := dst[g*16*in : (g+1)*16*in]
-					for r := 0; r < 16; r++ {
-						for d, v := range w[(16*g+r)*in : (16*g+r+1)*in] {
-							pg[d*16+r] = v
-						}
-					}
-				}
-			})
+	bySlabs(out, in*size, func(g int) {
+		pg := dst[g*16*in : (g+1)*16*in]
+		for r := 0; r < 16; r++ {
+			for d, v := range w[(16*g+r)*in : (16*g+r+1)*in] {
+				pg[d*16+r] = v
+			}
 		}
-		wg.Wait()
+	}, func(r0, r1 int) {
 		if release != nil {
 			src := w[r0*in : r1*in]
 			release(unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), len(src)*size))
 		}
-	}
+	})
 	return p
 }
 

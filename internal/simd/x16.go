@@ -78,6 +78,23 @@ func packX16(w []byte, f quant.Format, out, in int, release func([]byte)) *x16 {
 	if p.data = packMemory(out/16*p.groupBytes() + 64); p.data == nil {
 		return nil
 	}
+	bySlabs(out, rb, func(g int) {
+		for r := 0; r < 16; r++ {
+			p.putRow(16*g+r, w[(16*g+r)*rb:(16*g+r+1)*rb])
+		}
+	}, func(r0, r1 int) {
+		if release != nil {
+			release(w[r0*rb : r1*rb])
+		}
+	})
+	return p
+}
+
+// bySlabs runs group(g) for each group of 16 of out rows (rb bytes each),
+// slab by slab of about 4 MB shared over the threads, and calls done(r0,
+// r1) after each slab of rows: a packing's pass over its source, whose
+// pages are given back slab by slab.
+func bySlabs(out, rb int, group func(g int), done func(r0, r1 int)) {
 	n := runtime.GOMAXPROCS(0)
 	slab := max(16, (4<<20)/rb&^15)
 	for r0 := 0; r0 < out; r0 += slab {
@@ -88,18 +105,13 @@ func packX16(w []byte, f quant.Format, out, in int, release func([]byte)) *x16 {
 			a, b := r0/16+groups*i/n, r0/16+groups*(i+1)/n
 			wg.Go(func() {
 				for g := a; g < b; g++ {
-					for r := 0; r < 16; r++ {
-						p.putRow(16*g+r, w[(16*g+r)*rb:(16*g+r+1)*rb])
-					}
+					group(g)
 				}
 			})
 		}
 		wg.Wait()
-		if release != nil {
-			release(w[r0*rb : r1*rb])
-		}
+		done(r0, r1)
 	}
-	return p
 }
 
 // block is regrouped block b of row r's group, and r's place in it.
