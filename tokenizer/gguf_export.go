@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -25,9 +26,9 @@ func GGUFMetadata(dir string, hf *Tokenizer, vocabSize int, pre string) (map[str
 	}
 	var j struct {
 		Model struct {
-			Type   string            `json:"type"`
-			Vocab  map[string]int    `json:"vocab"`
-			Merges []json.RawMessage `json:"merges"`
+			Type   string          `json:"type"`
+			Vocab  map[string]int  `json:"vocab"`
+			Merges json.RawMessage `json:"merges"`
 		} `json:"model"`
 		AddedTokens []struct {
 			ID         int    `json:"id"`
@@ -102,18 +103,9 @@ func GGUFMetadata(dir string, hf *Tokenizer, vocabSize int, pre string) (map[str
 		}
 		tokens[i] = tok
 	}
-	merges := make([]string, len(j.Model.Merges))
-	for i, raw := range j.Model.Merges {
-		var s string
-		if err := json.Unmarshal(raw, &s); err == nil {
-			merges[i] = s
-			continue
-		}
-		var pair [2]string
-		if err := json.Unmarshal(raw, &pair); err != nil {
-			return nil, fmt.Errorf("%s: merges[%d]: %w", path, i, err)
-		}
-		merges[i] = pair[0] + " " + pair[1]
+	merges, err := mergeStrings(j.Model.Merges)
+	if err != nil {
+		return nil, fmt.Errorf("%s: model.merges: %w", path, err)
 	}
 	return map[string]any{
 		"tokenizer.ggml.model":      "gpt2",
@@ -122,4 +114,34 @@ func GGUFMetadata(dir string, hf *Tokenizer, vocabSize int, pre string) (map[str
 		"tokenizer.ggml.token_type": types,
 		"tokenizer.ggml.merges":     merges,
 	}, nil
+}
+
+// mergeStrings reads tokenizer.json's merges, "a b" strings or (newer
+// files) ["a", "b"] pairs, as "a b" strings. The array is decoded whole in
+// the form its first entry has: element by element, a 151k-merge
+// vocabulary took most of gozoo quantize's second.
+func mergeStrings(raw json.RawMessage) ([]string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if first := bytes.TrimLeft(raw[1:], " \t\r\n"); len(first) == 0 || first[0] != '[' {
+		var merges []string
+		if err := json.Unmarshal(raw, &merges); err != nil {
+			return nil, err
+		}
+		return merges, nil
+	}
+	var pairs [][]string
+	if err := json.Unmarshal(raw, &pairs); err != nil {
+		return nil, err
+	}
+	merges := make([]string, len(pairs))
+	for i, p := range pairs {
+		if len(p) != 2 {
+			return nil, fmt.Errorf("[%d]: a pair has 2 strings, not %d", i, len(p))
+		}
+		merges[i] = p[0] + " " + p[1]
+	}
+	return merges, nil
 }
