@@ -84,30 +84,48 @@ func slicesEqual(a, b []int) bool {
 	return true
 }
 
-// TestQuantize writes the bundled tiny Qwen3 as GGUF in every type and
-// runs the files alone: the tokenizer written into them encodes as the
-// checkpoint's tokenizer.json does, and the chat template comes along.
+// TestQuantize writes checkpoints as GGUF in every type and runs the files
+// alone: the tokenizer written into them encodes as the checkpoint's
+// tokenizer.json does. The bundled KJV model (a 4,096-token vocabulary)
+// goes through every type; the tiny Qwen3 with Qwen3's real tokenizer
+// (151,643 tokens, whose conversion costs most of a call under -race)
+// goes through one, with its chat template.
 func TestQuantize(t *testing.T) {
-	model := filepath.Join("..", "..", "testdata", "models", "qwen3-tiny")
+	models := filepath.Join("..", "..", "testdata", "models")
 	texts := "{\"text\": \"Hello, world! 123 <|im_start|>user\"}\n{\"text\": \"naïve café — ünïcode\"}\n"
-	want, errb, status := gozoo(t, texts, "encode", "--tokenizer", model)
-	if status != 0 {
-		t.Fatalf("encode: %s", errb)
+	for _, tc := range []struct {
+		model string
+		types []string
+		run   []string // run's flags beside --model
+		says  string   // what run's summary line holds
+	}{
+		{"kjv-tiny", []string{"q8_0", "q4_0", "q4_k_m", "q4_1", "q5_1", "q2_k", "q3_k_m", "q5_k_s", "q5_k_m", "iq4_nl", "iq4_xs"},
+			[]string{"--prompt", "In the beginning"}, " prompt tokens, 3 generated"},
+		// <|im_start|>user\nWhy is the sky blue?<|im_end|>\n<|im_start|>assistant\n
+		{"qwen3-tiny", []string{"q4_k_m"}, []string{"--chat", "--prompt", "Why is the sky blue?"}, "[14 prompt tokens, 3 generated"},
+	} {
+		model := filepath.Join(models, tc.model)
+		want, errb, status := gozoo(t, texts, "encode", "--tokenizer", model)
+		if status != 0 {
+			t.Fatalf("%s: encode: %s", tc.model, errb)
+		}
+		for _, typ := range tc.types {
+			out := filepath.Join(t.TempDir(), tc.model+"-"+typ+".gguf")
+			if _, errb, status := gozoo(t, "", "quantize", "--model", model, "--type", typ, "--out", out); status != 0 {
+				t.Fatalf("%s %s: status %d: %s", tc.model, typ, status, errb)
+			}
+			args := append([]string{"run", "--model", out, "--max-tokens", "3", "--temperature", "0"}, tc.run...)
+			_, errb, status := gozoo(t, "", args...)
+			if status != 0 || !strings.Contains(errb, tc.says) {
+				t.Fatalf("%s %s: run: status %d: %q", tc.model, typ, status, errb)
+			}
+			got, errb, status := gozoo(t, texts, "encode", "--tokenizer", out)
+			if status != 0 || got != want {
+				t.Errorf("%s %s: the embedded tokenizer encodes %q, tokenizer.json %q (%s)", tc.model, typ, got, want, errb)
+			}
+		}
 	}
-	for _, typ := range []string{"q8_0", "q4_0", "q4_k_m", "q4_1", "q5_1", "q2_k", "q3_k_m", "q5_k_s", "q5_k_m", "iq4_nl", "iq4_xs"} {
-		out := filepath.Join(t.TempDir(), "tiny-"+typ+".gguf")
-		if _, errb, status := gozoo(t, "", "quantize", "--model", model, "--type", typ, "--out", out); status != 0 {
-			t.Fatalf("%s: status %d: %s", typ, status, errb)
-		}
-		_, errb, status := gozoo(t, "", "run", "--model", out, "--chat", "--prompt", "Why is the sky blue?", "--max-tokens", "3", "--temperature", "0")
-		if status != 0 || !strings.Contains(errb, "[14 prompt tokens, 3 generated") {
-			t.Fatalf("%s: run: status %d: %q", typ, status, errb)
-		}
-		got, errb, status := gozoo(t, texts, "encode", "--tokenizer", out)
-		if status != 0 || got != want {
-			t.Errorf("%s: the embedded tokenizer encodes %q, tokenizer.json %q (%s)", typ, got, want, errb)
-		}
-	}
+	model := filepath.Join(models, "qwen3-tiny")
 	if _, errb, status := gozoo(t, "", "quantize", "--model", model, "--type", "q3_k", "--out", filepath.Join(t.TempDir(), "x.gguf")); status != 1 || !strings.Contains(errb, `"q3_k"`) {
 		t.Errorf("unknown type: status %d, %q", status, errb)
 	}

@@ -68,8 +68,13 @@ func outputLines(t *testing.T, out string) []map[string]json.RawMessage {
 	return lines
 }
 
+// TestEncodeDecodeCommands runs encode and decode over reference cases:
+// byte-level BPE (qwen3, cohere, smol-synthetic) and SentencePiece-style
+// BPE with a BOS (mistral). The tokenizer package checks all six shared
+// tokenizers' cases; gemma3's and llama3's large vocabularies only made
+// this command-level check slow.
 func TestEncodeDecodeCommands(t *testing.T) {
-	for _, name := range []string{"qwen3", "mistral", "gemma3", "llama3", "cohere", "smol-synthetic"} {
+	for _, name := range []string{"qwen3", "mistral", "cohere", "smol-synthetic"} {
 		t.Run(name, func(t *testing.T) {
 			dir := tokRefDir(t, name)
 			input, cases := readTokCases(t, dir)
