@@ -49,24 +49,42 @@ fi
 
 gonb="$(awk '$1 == "github.com/janpfeifer/gonb" { print $2 }' "$here/tools/go.mod")"
 start_all=$SECONDS
-passed=0 failed=0
-for nb in "${notebooks[@]}"; do
+# Two notebooks at a time (NOTEBOOKS_JOBS): a kernel keeps about one core
+# busy, compiling and running its cells.
+jobs_max="${NOTEBOOKS_JOBS:-2}"
+run_one() {
+	local nb=$1 name start=$SECONDS report
 	name="$(basename "$nb" .ipynb)"
-	start=$SECONDS
 	if ! grep -q "github.com/janpfeifer/gonb@$gonb" "$nb"; then
 		echo "FAIL $name: its setup cell must pin github.com/janpfeifer/gonb@$gonb, the kernel's version (notebooks/tools/go.mod)"
-		failed=$((failed + 1))
-		continue
+		return 1
 	fi
 	# The kernel's own log lines (klog: I/W/E and a date) go to the log.
 	if report="$(/usr/bin/python3 "$here/execute.py" "$nb" "$out" 2>"$out/$name.log")"; then
 		echo "PASS $name ($((SECONDS - start)) s)"
+		echo "$report"
+		return 0
+	fi
+	echo "FAIL $name ($((SECONDS - start)) s); kernel log: $out/$name.log$keep"
+	echo "$report"
+	return 1
+}
+pids=()
+for nb in "${notebooks[@]}"; do
+	while (($(jobs -rp | wc -l) >= jobs_max)); do
+		wait -n || true
+	done
+	run_one "$nb" >"$out/$(basename "$nb" .ipynb).result" 2>&1 &
+	pids+=($!)
+done
+passed=0 failed=0
+for i in "${!notebooks[@]}"; do
+	if wait "${pids[$i]}"; then
 		passed=$((passed + 1))
 	else
-		echo "FAIL $name ($((SECONDS - start)) s); kernel log: $out/$name.log$keep"
 		failed=$((failed + 1))
 	fi
-	echo "$report"
+	cat "$out/$(basename "${notebooks[$i]}" .ipynb).result"
 done
 echo "notebooks: $passed passed, $failed failed ($((SECONDS - start_all)) s)"
 ((failed == 0))
