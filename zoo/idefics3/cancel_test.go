@@ -143,3 +143,56 @@ func TestEncodeImagesContext(t *testing.T) {
 		t.Fatalf("after the cancellations: %v", err)
 	}
 }
+
+// TestConcurrentEncodeImages encodes from four goroutines at once, with
+// one and two tiles (two cached programs) and with a capture (a fresh
+// program, outside the cache's lock): each result equals the same call
+// made alone. Meant for -race (.ci/run).
+func TestConcurrentEncodeImages(t *testing.T) {
+	mm, err := zoo.Load("../../testdata/golden/smolvlm-full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mm.(*Model)
+	v := m.Config.VisionConfig
+	per := v.NumChannels * v.ImageSize * v.ImageSize
+	pixels := make([]float32, 2*per)
+	for i := range pixels {
+		pixels[i] = float32(i%89)/44.5 - 1
+	}
+	calls := []struct {
+		tiles   int
+		capture []string
+	}{{1, nil}, {2, nil}, {2, []string{PixelShuffled}}, {1, nil}}
+	want := make([][]float32, len(calls))
+	for i, c := range calls {
+		f, err := m.EncodeImages(pixels[:c.tiles*per], c.tiles, c.capture...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = f.Rows
+	}
+	got := make([][]float32, len(calls))
+	errs := make([]error, len(calls))
+	done := make(chan int)
+	for i, c := range calls {
+		go func() {
+			f, err := m.EncodeImages(pixels[:c.tiles*per], c.tiles, c.capture...)
+			if err == nil {
+				got[i] = f.Rows
+			}
+			errs[i] = err
+			done <- i
+		}()
+	}
+	for range calls {
+		<-done
+	}
+	for i := range calls {
+		if errs[i] != nil {
+			t.Errorf("call %d: %v", i, errs[i])
+		} else if !slices.Equal(got[i], want[i]) {
+			t.Errorf("call %d (%d tiles, capture %v) differs from the same call alone", i, calls[i].tiles, calls[i].capture)
+		}
+	}
+}
