@@ -102,16 +102,8 @@ func TestPipelineContext(t *testing.T) {
 // with an error wrapping context.Canceled that names the layer, and the
 // cached tower then encodes as before.
 func TestEncodeImagesContext(t *testing.T) {
-	mm, err := zoo.Load("../../testdata/golden/smolvlm-full")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := mm.(*Model)
+	m, pixels, _ := twoTiles(t)
 	v := m.Config.VisionConfig
-	pixels := make([]float32, 2*v.NumChannels*v.ImageSize*v.ImageSize)
-	for i := range pixels {
-		pixels[i] = float32(i%89)/44.5 - 1
-	}
 	want, err := m.EncodeImages(pixels, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -149,17 +141,7 @@ func TestEncodeImagesContext(t *testing.T) {
 // program, outside the cache's lock): each result equals the same call
 // made alone. Meant for -race (.ci/run).
 func TestConcurrentEncodeImages(t *testing.T) {
-	mm, err := zoo.Load("../../testdata/golden/smolvlm-full")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := mm.(*Model)
-	v := m.Config.VisionConfig
-	per := v.NumChannels * v.ImageSize * v.ImageSize
-	pixels := make([]float32, 2*per)
-	for i := range pixels {
-		pixels[i] = float32(i%89)/44.5 - 1
-	}
+	m, pixels, per := twoTiles(t)
 	calls := []struct {
 		tiles   int
 		capture []string
@@ -195,4 +177,22 @@ func TestConcurrentEncodeImages(t *testing.T) {
 			t.Errorf("call %d (%d tiles, capture %v) differs from the same call alone", i, calls[i].tiles, calls[i].capture)
 		}
 	}
+}
+
+// twoTiles loads the smolvlm-full case and makes two tiles of normalised
+// pixels (per values each) for its vision tower.
+func twoTiles(t *testing.T) (m *Model, pixels []float32, per int) {
+	t.Helper()
+	mm, err := zoo.Load("../../testdata/golden/smolvlm-full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = mm.(*Model)
+	v := m.Config.VisionConfig
+	per = v.NumChannels * v.ImageSize * v.ImageSize
+	pixels = make([]float32, 2*per)
+	for i := range pixels {
+		pixels[i] = float32(i%89)/44.5 - 1
+	}
+	return m, pixels, per
 }
