@@ -37,7 +37,13 @@ func canX16() bool { return active == avx512 }
 // fastX16OK says whether fast mode decodes f from an X16 regrouping here
 // (fastX16*AVX2, on AVX2 machines: AVX-512 ones run the VNNI kernels).
 func fastX16OK(f quant.Format) bool {
-	return active == avx2 && (f == quant.Q4_0 || f == quant.IQ4_NL || f == quant.Q8_0)
+	return active == avx2 && (f == quant.Q4_0 || f == quant.IQ4_NL || f == quant.Q8_0 || f == quant.Q4_1 || f == quant.Q5_1)
+}
+
+// stagesX16 says whether fast prefill stages f's regrouped groups
+// (asmStageX16); the others rebuild rows in the file's layout.
+func stagesX16(f quant.Format) bool {
+	return f == quant.Q4_0 || f == quant.IQ4_NL || f == quant.Q8_0
 }
 
 // gemmKernels are the broadcast micro-kernels by rows (1..6) and column
@@ -104,8 +110,9 @@ func asmStageX16(p *x16, g, h int, st []byte) {
 }
 
 // asmFastX16 computes y[r0:r1] (whole groups of 16) from the regrouped p
-// and Q8_0 activations (corr: −8·Σx a block, for Q4_0); false where no
-// kernel takes p's format.
+// and Q8_0 activations (corr: −8·Σx a block, for Q4_0), or Q8_1 ones for
+// Q4_1 and Q5_1 (d: scale and sum pairs); false where no kernel takes p's
+// format.
 func asmFastX16(p *x16, q []int8, d []float32, corr []int32, r0, r1 int, y []float32) bool {
 	if active == nil || r0%16 != 0 || r1%16 != 0 || r1 <= r0 {
 		return false
@@ -118,6 +125,10 @@ func asmFastX16(p *x16, q []int8, d []float32, corr []int32, r0, r1 int, y []flo
 		fastX16IQ4_NLAVX2(wp, groups, nb, &q[0], &d[0], nil, &y[r0])
 	case p.f == quant.Q8_0:
 		fastX16Q8_0AVX2(wp, groups, nb, &q[0], &d[0], nil, &y[r0])
+	case p.f == quant.Q4_1 && len(d) == 2*nb:
+		fastX16Q4_1AVX2(wp, groups, nb, &q[0], &d[0], nil, &y[r0])
+	case p.f == quant.Q5_1 && len(d) == 2*nb:
+		fastX16Q5_1AVX2(wp, groups, nb, &q[0], &d[0], nil, &y[r0])
 	default:
 		return false
 	}
@@ -516,16 +527,22 @@ var q5Shifts = func() (s [32]uint32) {
 	return s
 }()
 
-// asmQuantizeActs quantizes one row of activations for fast mode with the
-// active kernels; false when there is none for the format.
-// asmQuantizeActs quantizes x as quant.QuantizeActs does: Q8_K
-// super-blocks (with their sums of 16) for the K-quants, Q8_0 blocks for
-// the Q8_0 family, then with corr non-empty offset times each block's sum
-// there and with lanes non-empty -offset times the sum of every four
-// values.
+// asmQuantizeActs quantizes one row of activations x for fast mode with
+// the active kernels, as quant.QuantizeActs does: Q8_K super-blocks (with
+// their sums of 16) for the K-quants, Q8_1 blocks for Q4_1 and Q5_1, Q8_0
+// blocks for the Q8_0 family, then with corr non-empty offset times each
+// block's sum there and with lanes non-empty -offset times the sum of
+// every four values. False when no kernel does it.
 func asmQuantizeActs(f quant.Format, x []float32, q []int8, d []float32, sums []int16, corr, lanes []int32, offset int32) bool {
-	if active == nil || len(x) < quant.ActBlock(f) || quant.ActScales(f) != 1 {
-		return false // Q8_1's block sums are Go's (quant.QuantizeActs)
+	if active == nil || len(x) < quant.ActBlock(f) {
+		return false
+	}
+	if quant.ActScales(f) == 2 {
+		if len(corr) > 0 || len(lanes) > 0 {
+			return false // no Q8_1 kernel takes them
+		}
+		quantQ8_1ActsAVX2(&x[0], len(x)/32, &q[0], &d[0])
+		return true
 	}
 	if quant.KQuant(f) {
 		if active == avx512 {

@@ -56,11 +56,12 @@ func MulTFast(y, x []float32, T int, w Weight, out, in int) {
 
 // mulRowsFastX16 is mulRowsFast on a regrouped weight: Q4_0, IQ4_NL and
 // Q8_0 by the regrouped kernels (every four rows of activations against
-// each half group staged once, the rest row by row), the other formats
-// on groups of 8 rows rebuilt in the file's layout.
+// each half group staged once, the rest row by row), Q4_1 and Q5_1 row by
+// row below eight rows, and the rest on groups of 8 rows rebuilt in the
+// file's layout.
 func mulRowsFastX16(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
 	p := w.x16
-	if fastX16OK(p.f) && r0%16 == 0 && r1%16 == 0 {
+	if fastX16OK(p.f) && r0%16 == 0 && r1%16 == 0 && (T < 8 || stagesX16(p.f)) {
 		t := 0
 		if T >= 8 {
 			// Each half of a group is four values of eight rows side by

@@ -372,6 +372,46 @@ func TestQuantizeActsKernel(t *testing.T) {
 	}
 }
 
+// TestQuantizeQ8_1Kernel: the Q8_1 quantizer (Q4_1's and Q5_1's
+// activations) gives quant.QuantizeActs's values, scales and F16 sums
+// bit for bit, ties and an all-zero block included.
+func TestQuantizeQ8_1Kernel(t *testing.T) {
+	was := active
+	Force(true)
+	defer func() { active = was }()
+	r := rand.New(rand.NewPCG(11, 12))
+	const in = 32 * 40
+	x := make([]float32, in)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * math.Pow(10, float64(i/32%7-3)))
+	}
+	clear(x[32:64])
+	for i := 64; i < 96; i++ {
+		x[i] = float32(i-80) * 0.5 // halves: x·127/8 hits ties
+	}
+	for i := 96; i < 128; i++ {
+		x[i] = 60000 + float32(i) // d·Σq past F16's range: s is +Inf
+	}
+	for _, f := range []quant.Format{quant.Q4_1, quant.Q5_1} {
+		q, d := make([]int8, in), make([]float32, 2*in/32)
+		if !asmQuantizeActs(f, x, q, d, nil, nil, nil, 0) {
+			t.Skip("no Q8_1 quantizer kernel on this CPU")
+		}
+		wq, wd := make([]int8, in), make([]float32, 2*in/32)
+		quant.QuantizeActs(f, x, wq, wd, nil)
+		for i := range wd {
+			if math.Float32bits(d[i]) != math.Float32bits(wd[i]) {
+				t.Fatalf("%s block %d: %s %g, want %g", f, i/2, [2]string{"scale", "sum"}[i%2], d[i], wd[i])
+			}
+		}
+		for i := range wq {
+			if q[i] != wq[i] {
+				t.Fatalf("%s value %d (%g): %d, want %d", f, i, x[i], q[i], wq[i])
+			}
+		}
+	}
+}
+
 // TestQuantizeQ8KKernel: the AVX-512 Q8_K quantizer gives
 // quant.QuantizeActs's values, scales and sums of 16 exactly: the first
 // value of largest magnitude sets the scale (a tie of x and -x included),
@@ -575,16 +615,16 @@ func TestStaged8(t *testing.T) {
 }
 
 // TestFastX16 checks fast mode on matrices regrouped by 16 rows: decode by
-// the regrouped kernels (Q4_0, IQ4_NL, Q8_0 on AVX2) and every other row
-// count, and the formats without such kernels (Q4_K, Q6_K: rebuilt rows),
-// against the plain-Go reference.
+// the regrouped kernels (Q4_0, IQ4_NL, Q8_0, Q4_1, Q5_1 on AVX2) and every
+// other row count, and the formats without such kernels (Q4_K, Q6_K:
+// rebuilt rows), against the plain-Go reference.
 func TestFastX16(t *testing.T) {
 	was := active
 	Force(true)
 	defer func() { active = was }()
 	r := rand.New(rand.NewPCG(13, 14))
 	const out, in = 48, 768
-	for _, f := range []quant.Format{quant.Q4_0, quant.IQ4_NL, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+	for _, f := range []quant.Format{quant.Q4_0, quant.IQ4_NL, quant.Q8_0, quant.Q4_1, quant.Q5_1, quant.Q4_K, quant.Q6_K} {
 		rb, _ := f.RowBytes(in)
 		w := make([]byte, out*rb)
 		src := make([]float32, in)
@@ -605,7 +645,7 @@ func TestFastX16(t *testing.T) {
 			}
 			got := make([]float32, T*out)
 			MulTFast(got, x, T, Weight{Kind: X16, x16: p}, out, in)
-			q, d, sums := make([]int8, in), make([]float32, in/quant.ActBlock(f)), make([]int16, in/16)
+			q, d, sums := make([]int8, in), make([]float32, in/quant.ActBlock(f)*quant.ActScales(f)), make([]int16, in/16)
 			var mag float64
 			want := make([]float32, T*out)
 			for tt := 0; tt < T; tt++ {
@@ -621,10 +661,17 @@ func TestFastX16(t *testing.T) {
 				}
 			}
 			if T == 1 && fastX16OK(f) {
+				// The kernel itself, on the last row's activations (q, d).
 				corr := make([]int32, in/32)
 				blockSums(corr, q, -8)
-				if !asmFastX16(p, q, d, corr, 0, out, make([]float32, out)) {
-					t.Errorf("%s: no regrouped decode kernel", f)
+				y := make([]float32, out)
+				if !asmFastX16(p, q, d, corr, 0, out, y) {
+					t.Fatalf("%s: no regrouped decode kernel", f)
+				}
+				for j, v := range y {
+					if diff := math.Abs(float64(v - want[j])); diff > 1e-5*(mag+1) {
+						t.Fatalf("%s kernel, row %d: %g, reference %g", f, j, v, want[j])
+					}
 				}
 			}
 		}

@@ -592,6 +592,11 @@ func quantQ8_KActsAVX2(x *float32, blocks int, q *int8, d *float32, sums *int16)
 //go:noescape
 func quantQ8_0ActsAVX2(x *float32, blocks int, q *int8, d *float32)
 
+// quantQ8_1ActsAVX2 quantizes blocks blocks of 32 activations to Q8_1 as quant.QuantizeActs does.
+//
+//go:noescape
+func quantQ8_1ActsAVX2(x *float32, blocks int, q *int8, d *float32)
+
 // fastQ6_KVNNI computes y[r] = w_r · x for rows Q6_K rows of blocks super-blocks (stride ldw bytes) and Q8_K activations xq, xd with lanes -32·(sums of 4).
 //
 //go:noescape
@@ -906,6 +911,16 @@ func fastX16Q8_0AVX2(w *byte, groups int, blocks int, xq *int8, xd *float32, cor
 //
 //go:noescape
 func fastStageX16Q8_0AVX2(w *byte, half int, blocks int, dst *byte)
+
+// fastX16Q4_1AVX2 computes y[r] = w_r · x for groups regrouped groups of 16 Q4_1 rows of blocks blocks and Q8_1 activations xq, xd (scale and sum pairs; corr unused).
+//
+//go:noescape
+func fastX16Q4_1AVX2(w *byte, groups int, blocks int, xq *int8, xd *float32, corr *int32, y *float32)
+
+// fastX16Q5_1AVX2 computes y[r] = w_r · x for groups regrouped groups of 16 Q5_1 rows of blocks blocks and Q8_1 activations xq, xd (scale and sum pairs; corr unused).
+//
+//go:noescape
+func fastX16Q5_1AVX2(w *byte, groups int, blocks int, xq *int8, xd *float32, corr *int32, y *float32)
 
 // widenBF16AVX2 widens n (a multiple of 8) BF16 values at src to float32 at dst.
 //

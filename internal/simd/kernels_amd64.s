@@ -14266,6 +14266,90 @@ quantQ8_0ActsAVX2_end:
 	VZEROUPPER
 	RET
 
+// func quantQ8_1ActsAVX2(x *float32, blocks int, q *int8, d *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·quantQ8_1ActsAVX2(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         q+16(FP), DX
+	MOVQ         d+24(FP), BX
+	MOVL         $0x7fffffff, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      q8kpackidx<>+0(SB), Y1
+	MOVL         $0x42fe0000, SI
+	VMOVD        SI, X2
+
+quantQ8_1ActsAVX2_block:
+	TESTQ        CX, CX
+	JZ           quantQ8_1ActsAVX2_end
+	VMOVUPS      (AX), Y4
+	VANDPS       Y0, Y4, Y3
+	VMOVUPS      32(AX), Y5
+	VANDPS       Y0, Y5, Y6
+	VMAXPS       Y6, Y3, Y3
+	VMOVUPS      64(AX), Y6
+	VANDPS       Y0, Y6, Y7
+	VMAXPS       Y7, Y3, Y3
+	VMOVUPS      96(AX), Y7
+	VANDPS       Y0, Y7, Y8
+	VMAXPS       Y8, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X8
+	VMAXPS       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VMAXPS       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VMAXPS       X8, X3, X3
+	VDIVSS       X2, X3, X8
+	VMOVAPS      X8, X9
+	VCVTPS2PH    $0x00, X8, X8
+	VCVTPH2PS    X8, X8
+	VMOVSS       X8, (BX)
+	VXORPS       X8, X8, X8
+	VXORPS       X10, X10, X10
+	VUCOMISS     X10, X3
+	JE           quantQ8_1ActsAVX2_zero
+	VDIVSS       X3, X2, X8
+
+quantQ8_1ActsAVX2_zero:
+	VBROADCASTSS X8, Y3
+	VMULPS       Y3, Y4, Y4
+	VCVTPS2DQ    Y4, Y4
+	VMULPS       Y3, Y5, Y5
+	VCVTPS2DQ    Y5, Y5
+	VMULPS       Y3, Y6, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       Y3, Y7, Y7
+	VCVTPS2DQ    Y7, Y7
+	VPADDD       Y4, Y5, Y3
+	VPADDD       Y6, Y3, Y3
+	VPADDD       Y7, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X8
+	VPADDD       X8, X3, X3
+	VPERMILPS    $0x4e, X3, X8
+	VPADDD       X8, X3, X3
+	VPERMILPS    $0xb1, X3, X8
+	VPADDD       X8, X3, X3
+	VCVTDQ2PS    X3, X3
+	VMULSS       X3, X9, X9
+	VCVTPS2PH    $0x00, X9, X9
+	VCVTPH2PS    X9, X9
+	VMOVSS       X9, 4(BX)
+	VPACKSSDW    Y5, Y4, Y3
+	VPACKSSDW    Y7, Y6, Y4
+	VPACKSSWB    Y4, Y3, Y3
+	VPERMD       Y3, Y1, Y3
+	VMOVDQU      Y3, (DX)
+	ADDQ         $0x80, AX
+	ADDQ         $0x20, DX
+	ADDQ         $0x08, BX
+	DECQ         CX
+	JMP          quantQ8_1ActsAVX2_block
+
+quantQ8_1ActsAVX2_end:
+	VZEROUPPER
+	RET
+
 DATA q6kscaleidx<>+0(SB)/2, $0x0000
 DATA q6kscaleidx<>+2(SB)/2, $0x0000
 DATA q6kscaleidx<>+4(SB)/2, $0x0000
@@ -27900,6 +27984,358 @@ fastStageX16Q8_0AVX2_block:
 	JMP       fastStageX16Q8_0AVX2_block
 
 fastStageX16Q8_0AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastX16Q4_1AVX2(w *byte, groups int, blocks int, xq *int8, xd *float32, corr *int32, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastX16Q4_1AVX2(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         groups+8(FP), CX
+	MOVQ         y+48(FP), DX
+	MOVL         $0x00010001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+
+fastX16Q4_1AVX2_group:
+	TESTQ  CX, CX
+	JZ     fastX16Q4_1AVX2_end
+	VXORPS Y2, Y2, Y2
+	VXORPS Y4, Y4, Y4
+	VXORPS Y3, Y3, Y3
+	VXORPS Y5, Y5, Y5
+	MOVQ   xq+24(FP), BX
+	MOVQ   xd+32(FP), SI
+	MOVQ   blocks+16(FP), DI
+
+fastX16Q4_1AVX2_block:
+	TESTQ        DI, DI
+	JZ           fastX16Q4_1AVX2_groupdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	PREFETCHT0   2304(AX)
+	VMOVDQU      64(AX), Y6
+	VPAND        Y1, Y6, Y7
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPBROADCASTD (BX), Y8
+	VPBROADCASTD 16(BX), Y9
+	VPMADDUBSW   Y8, Y7, Y7
+	VPMADDUBSW   Y9, Y6, Y6
+	VPADDW       Y6, Y7, Y7
+	VMOVDQU      128(AX), Y6
+	VPAND        Y1, Y6, Y8
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPBROADCASTD 4(BX), Y9
+	VPBROADCASTD 20(BX), Y10
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDUBSW   Y10, Y6, Y6
+	VPADDW       Y6, Y8, Y8
+	VPADDW       Y8, Y7, Y7
+	VMOVDQU      192(AX), Y6
+	VPAND        Y1, Y6, Y8
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPBROADCASTD 8(BX), Y9
+	VPBROADCASTD 24(BX), Y10
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDUBSW   Y10, Y6, Y6
+	VPADDW       Y6, Y8, Y8
+	VPADDW       Y8, Y7, Y7
+	VMOVDQU      256(AX), Y6
+	VPAND        Y1, Y6, Y8
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPBROADCASTD 12(BX), Y9
+	VPBROADCASTD 28(BX), Y10
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDUBSW   Y10, Y6, Y6
+	VPADDW       Y6, Y8, Y8
+	VPADDW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VCVTPH2PS    (AX), Y6
+	VBROADCASTSS (SI), Y8
+	VMULPS       Y8, Y6, Y6
+	VFMADD231PS  Y7, Y6, Y2
+	VCVTPH2PS    32(AX), Y6
+	VBROADCASTSS 4(SI), Y7
+	VMULPS       Y7, Y6, Y6
+	VADDPS       Y6, Y4, Y4
+	VMOVDQU      96(AX), Y6
+	VPAND        Y1, Y6, Y7
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPBROADCASTD (BX), Y8
+	VPBROADCASTD 16(BX), Y9
+	VPMADDUBSW   Y8, Y7, Y7
+	VPMADDUBSW   Y9, Y6, Y6
+	VPADDW       Y6, Y7, Y7
+	VMOVDQU      160(AX), Y6
+	VPAND        Y1, Y6, Y8
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPBROADCASTD 4(BX), Y9
+	VPBROADCASTD 20(BX), Y10
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDUBSW   Y10, Y6, Y6
+	VPADDW       Y6, Y8, Y8
+	VPADDW       Y8, Y7, Y7
+	VMOVDQU      224(AX), Y6
+	VPAND        Y1, Y6, Y8
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPBROADCASTD 8(BX), Y9
+	VPBROADCASTD 24(BX), Y10
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDUBSW   Y10, Y6, Y6
+	VPADDW       Y6, Y8, Y8
+	VPADDW       Y8, Y7, Y7
+	VMOVDQU      288(AX), Y6
+	VPAND        Y1, Y6, Y8
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPBROADCASTD 12(BX), Y9
+	VPBROADCASTD 28(BX), Y10
+	VPMADDUBSW   Y9, Y8, Y8
+	VPMADDUBSW   Y10, Y6, Y6
+	VPADDW       Y6, Y8, Y8
+	VPADDW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VCVTPH2PS    16(AX), Y6
+	VBROADCASTSS (SI), Y8
+	VMULPS       Y8, Y6, Y6
+	VFMADD231PS  Y7, Y6, Y3
+	VCVTPH2PS    48(AX), Y6
+	VBROADCASTSS 4(SI), Y7
+	VMULPS       Y7, Y6, Y6
+	VADDPS       Y6, Y5, Y5
+	ADDQ         $0x00000140, AX
+	ADDQ         $0x20, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JMP          fastX16Q4_1AVX2_block
+
+fastX16Q4_1AVX2_groupdone:
+	VADDPS  Y4, Y2, Y2
+	VMOVUPS Y2, (DX)
+	VADDPS  Y5, Y3, Y3
+	VMOVUPS Y3, 32(DX)
+	ADDQ    $0x40, DX
+	DECQ    CX
+	JMP     fastX16Q4_1AVX2_group
+
+fastX16Q4_1AVX2_end:
+	VZEROUPPER
+	RET
+
+// func fastX16Q5_1AVX2(w *byte, groups int, blocks int, xq *int8, xd *float32, corr *int32, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·fastX16Q5_1AVX2(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), AX
+	MOVQ         groups+8(FP), CX
+	MOVQ         y+48(FP), DX
+	MOVL         $0x00010001, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x0f0f0f0f, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x10101010, BX
+	VMOVD        BX, X2
+	VPBROADCASTD X2, Y2
+
+fastX16Q5_1AVX2_group:
+	TESTQ  CX, CX
+	JZ     fastX16Q5_1AVX2_end
+	VXORPS Y3, Y3, Y3
+	VXORPS Y5, Y5, Y5
+	VXORPS Y4, Y4, Y4
+	VXORPS Y6, Y6, Y6
+	MOVQ   xq+24(FP), BX
+	MOVQ   xd+32(FP), SI
+	MOVQ   blocks+16(FP), DI
+
+fastX16Q5_1AVX2_block:
+	TESTQ        DI, DI
+	JZ           fastX16Q5_1AVX2_groupdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	PREFETCHT0   2304(AX)
+	PREFETCHT0   2368(AX)
+	VMOVDQU      64(AX), Y7
+	VMOVDQU      128(AX), Y8
+	VPAND        Y1, Y8, Y9
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x04, Y7, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPAND        Y2, Y7, Y10
+	VPOR         Y10, Y8, Y8
+	VPBROADCASTD (BX), Y10
+	VPBROADCASTD 16(BX), Y11
+	VPMADDUBSW   Y10, Y9, Y9
+	VPMADDUBSW   Y11, Y8, Y8
+	VPADDW       Y8, Y9, Y9
+	VMOVDQU      192(AX), Y8
+	VPAND        Y1, Y8, Y10
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x03, Y7, Y11
+	VPAND        Y2, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSRLW       $0x01, Y7, Y11
+	VPAND        Y2, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPBROADCASTD 4(BX), Y11
+	VPBROADCASTD 20(BX), Y12
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDUBSW   Y12, Y8, Y8
+	VPADDW       Y8, Y10, Y10
+	VPADDW       Y10, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VMOVDQU      256(AX), Y8
+	VPAND        Y1, Y8, Y10
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x02, Y7, Y11
+	VPAND        Y2, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSRLW       $0x02, Y7, Y11
+	VPAND        Y2, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPBROADCASTD 8(BX), Y11
+	VPBROADCASTD 24(BX), Y12
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDUBSW   Y12, Y8, Y8
+	VPADDW       Y8, Y10, Y10
+	VMOVDQU      320(AX), Y8
+	VPAND        Y1, Y8, Y11
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x01, Y7, Y12
+	VPAND        Y2, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSRLW       $0x03, Y7, Y7
+	VPAND        Y2, Y7, Y7
+	VPOR         Y7, Y8, Y8
+	VPBROADCASTD 12(BX), Y7
+	VPBROADCASTD 28(BX), Y12
+	VPMADDUBSW   Y7, Y11, Y11
+	VPMADDUBSW   Y12, Y8, Y8
+	VPADDW       Y8, Y11, Y11
+	VPADDW       Y11, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VCVTPH2PS    (AX), Y7
+	VBROADCASTSS (SI), Y8
+	VMULPS       Y8, Y7, Y7
+	VFMADD231PS  Y9, Y7, Y3
+	VCVTPH2PS    32(AX), Y7
+	VBROADCASTSS 4(SI), Y8
+	VMULPS       Y8, Y7, Y7
+	VADDPS       Y7, Y5, Y5
+	VMOVDQU      96(AX), Y7
+	VMOVDQU      160(AX), Y8
+	VPAND        Y1, Y8, Y9
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x04, Y7, Y10
+	VPAND        Y2, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPAND        Y2, Y7, Y10
+	VPOR         Y10, Y8, Y8
+	VPBROADCASTD (BX), Y10
+	VPBROADCASTD 16(BX), Y11
+	VPMADDUBSW   Y10, Y9, Y9
+	VPMADDUBSW   Y11, Y8, Y8
+	VPADDW       Y8, Y9, Y9
+	VMOVDQU      224(AX), Y8
+	VPAND        Y1, Y8, Y10
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x03, Y7, Y11
+	VPAND        Y2, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSRLW       $0x01, Y7, Y11
+	VPAND        Y2, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPBROADCASTD 4(BX), Y11
+	VPBROADCASTD 20(BX), Y12
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDUBSW   Y12, Y8, Y8
+	VPADDW       Y8, Y10, Y10
+	VPADDW       Y10, Y9, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VMOVDQU      288(AX), Y8
+	VPAND        Y1, Y8, Y10
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x02, Y7, Y11
+	VPAND        Y2, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSRLW       $0x02, Y7, Y11
+	VPAND        Y2, Y11, Y11
+	VPOR         Y11, Y8, Y8
+	VPBROADCASTD 8(BX), Y11
+	VPBROADCASTD 24(BX), Y12
+	VPMADDUBSW   Y11, Y10, Y10
+	VPMADDUBSW   Y12, Y8, Y8
+	VPADDW       Y8, Y10, Y10
+	VMOVDQU      352(AX), Y8
+	VPAND        Y1, Y8, Y11
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSLLW       $0x01, Y7, Y12
+	VPAND        Y2, Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPSRLW       $0x03, Y7, Y7
+	VPAND        Y2, Y7, Y7
+	VPOR         Y7, Y8, Y8
+	VPBROADCASTD 12(BX), Y7
+	VPBROADCASTD 28(BX), Y12
+	VPMADDUBSW   Y7, Y11, Y11
+	VPMADDUBSW   Y12, Y8, Y8
+	VPADDW       Y8, Y11, Y11
+	VPADDW       Y11, Y10, Y10
+	VPMADDWD     Y0, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VCVTPH2PS    16(AX), Y7
+	VBROADCASTSS (SI), Y8
+	VMULPS       Y8, Y7, Y7
+	VFMADD231PS  Y9, Y7, Y4
+	VCVTPH2PS    48(AX), Y7
+	VBROADCASTSS 4(SI), Y8
+	VMULPS       Y8, Y7, Y7
+	VADDPS       Y7, Y6, Y6
+	ADDQ         $0x00000180, AX
+	ADDQ         $0x20, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JMP          fastX16Q5_1AVX2_block
+
+fastX16Q5_1AVX2_groupdone:
+	VADDPS  Y5, Y3, Y3
+	VMOVUPS Y3, (DX)
+	VADDPS  Y6, Y4, Y4
+	VMOVUPS Y4, 32(DX)
+	ADDQ    $0x40, DX
+	DECQ    CX
+	JMP     fastX16Q5_1AVX2_group
+
+fastX16Q5_1AVX2_end:
 	VZEROUPPER
 	RET
 

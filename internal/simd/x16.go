@@ -33,7 +33,8 @@ import (
 //
 // A group of 16 rows is its blocks one after another; a block is the 16
 // rows' d (16 halves; Q4_K: then dmin, and 4 words of scales and mins;
-// Q6_K: then 4 words of scales), then the words of their quantized values
+// Q6_K: then 4 words of scales; Q4_1 and Q5_1: then m, and Q5_1's fifth
+// bits as a word, q5Bits), then the words of their quantized values
 // (Q4_0: 4 words, Q8_0: 8, Q4_K: 32, Q6_K: 48), each as 16 rows' 4
 // bytes: row r's word i at byte head + 64i + 4r. The kernels' loads run
 // up to 3 bytes past a block, which the padding after the last group
@@ -53,12 +54,14 @@ type x16 struct {
 
 // x16Words is the words of a block's values in the formats that regroup
 // (IQ4_NL for fast mode only: see PackQuantFast).
-var x16Words = map[quant.Format]int{quant.Q4_0: 4, quant.Q8_0: 8, quant.Q4_K: 32, quant.Q6_K: 48, quant.IQ4_NL: 4}
+var x16Words = map[quant.Format]int{quant.Q4_0: 4, quant.Q8_0: 8, quant.Q4_K: 32, quant.Q6_K: 48, quant.IQ4_NL: 4, quant.Q4_1: 4, quant.Q5_1: 4}
 
 // x16Head is the bytes of a regrouped block before its values: the 16
 // rows' d (and Q4_K's dmin, and its scales and mins, unpacked to bytes in
-// 4 words; Q6_K's scales in 4 words).
-var x16Head = map[quant.Format]int{quant.Q4_0: 32, quant.Q8_0: 32, quant.Q4_K: 64 + 4*64, quant.Q6_K: 32 + 4*64, quant.IQ4_NL: 32}
+// 4 words; Q6_K's scales in 4 words; Q4_1's and Q5_1's m, and Q5_1's
+// fifth bits as a word, see q5Bits).
+var x16Head = map[quant.Format]int{quant.Q4_0: 32, quant.Q8_0: 32, quant.Q4_K: 64 + 4*64, quant.Q6_K: 32 + 4*64, quant.IQ4_NL: 32,
+	quant.Q4_1: 64, quant.Q5_1: 64 + 64}
 
 // x16Exact is the formats exact mode regroups (its kernels' formats).
 var x16Exact = map[quant.Format]bool{quant.Q4_0: true, quant.Q8_0: true, quant.Q4_K: true, quant.Q6_K: true}
@@ -131,6 +134,15 @@ func (p *x16) putRow(r int, src []byte) {
 		}
 		dst[2*rr], dst[2*rr+1] = blk[0], blk[1]
 		vals := blk[2:]
+		switch p.f {
+		case quant.Q4_1, quant.Q5_1:
+			dst[32+2*rr], dst[32+2*rr+1] = blk[2], blk[3]
+			vals = blk[4:]
+			if p.f == quant.Q5_1 {
+				binary.LittleEndian.PutUint32(dst[64+4*rr:], q5Bits(binary.LittleEndian.Uint32(blk[4:])))
+				vals = blk[8:]
+			}
+		}
 		if p.f == quant.Q4_K {
 			dst[32+2*rr], dst[32+2*rr+1] = blk[2], blk[3]
 			for j := 0; j < 8; j++ {
@@ -159,6 +171,15 @@ func (p *x16) rowBytes(r int, dst []byte) {
 		}
 		blk[0], blk[1] = src[2*rr], src[2*rr+1]
 		vals := blk[2:]
+		switch p.f {
+		case quant.Q4_1, quant.Q5_1:
+			blk[2], blk[3] = src[32+2*rr], src[32+2*rr+1]
+			vals = blk[4:]
+			if p.f == quant.Q5_1 {
+				binary.LittleEndian.PutUint32(blk[4:], q5Unbits(binary.LittleEndian.Uint32(src[64+4*rr:])))
+				vals = blk[8:]
+			}
+		}
 		if p.f == quant.Q4_K {
 			blk[2], blk[3] = src[32+2*rr], src[32+2*rr+1]
 			var sc, m [8]byte
@@ -181,6 +202,36 @@ func (p *x16) rowBytes(r int, dst []byte) {
 		}
 	}
 }
+
+// q5Bits rearranges a Q5_1 block's fifth bits qh (value v's at bit v) for
+// the regrouped kernel (fastX16Min in the generator): value 4j+k's at bit
+// j of byte k, so that the bits of the four values a byte of word i holds
+// in its low nibbles (4i+k) and high nibbles (16+4i+k) are bits i and 4+i
+// of byte k. q5Unbits is its inverse.
+func q5Bits(qh uint32) uint32 {
+	return q5Tables[0][0][qh&255] | q5Tables[0][1][qh>>8&255] | q5Tables[0][2][qh>>16&255] | q5Tables[0][3][qh>>24]
+}
+
+func q5Unbits(r uint32) uint32 {
+	return q5Tables[1][0][r&255] | q5Tables[1][1][r>>8&255] | q5Tables[1][2][r>>16&255] | q5Tables[1][3][r>>24]
+}
+
+// q5Tables[0][b][v] is q5Bits of v as byte b of qh, the rest zero;
+// q5Tables[1] is q5Unbits' (rebuilding rows runs it once a block).
+var q5Tables = func() (t [2][4][256]uint32) {
+	for b := range 4 {
+		for v := range 256 {
+			for k := range 8 {
+				if v>>k&1 == 1 {
+					i := 8*b + k // value i's bit; rearranged, bit i of a byte
+					t[0][b][v] |= 1 << (8*(i%4) + i/4)
+					t[1][b][v] |= 1 << (4*(i%8) + i/8)
+				}
+			}
+		}
+	}
+	return t
+}()
 
 // Q6_K's regrouped block (gemvQ6_Kx16 in the generator) takes as many
 // bytes as the file's: after the 16 rows' d, sub-block j's scale is byte
@@ -316,9 +367,9 @@ func PackQuant(w []byte, f quant.Format, out, in int) *Packing {
 	return packQuant(w, f, out, in)
 }
 
-// PackQuantFast regroups a Q4_0, IQ4_NL or Q8_0 matrix by 16 rows for fast
-// mode's decode on AVX2 (fastX16*AVX2: a weight row in each int32 lane),
-// or returns nil as PackQuant does. Fast prefill rebuilds groups of rows
+// PackQuantFast regroups a Q4_0, IQ4_NL, Q8_0, Q4_1 or Q5_1 matrix by 16
+// rows for fast mode's decode on AVX2 (fastX16*AVX2: a weight row in each
+// int32 lane), or returns nil as PackQuant does. Fast prefill rebuilds groups of rows
 // in the file's layout from it. (On AVX-512 fast mode keeps the file's
 // layout, which its VNNI kernels repack.)
 func PackQuantFast(w []byte, f quant.Format, out, in int) *Packing {

@@ -236,3 +236,64 @@ func BenchmarkX16Stream(b *testing.B) {
 		}
 	}
 }
+
+// TestQ5Bits checks that the regrouped Q5_1 fifth bits put value 4j+k's
+// bit at bit j of byte k and that q5Unbits undoes it.
+func TestQ5Bits(t *testing.T) {
+	for v := range 32 {
+		got := q5Bits(1 << v)
+		if want := uint32(1) << (8*(v%4) + v/4); got != want {
+			t.Errorf("value %d: bits %#08x, want %#08x", v, got, want)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 100 {
+		qh := r.Uint32()
+		if back := q5Unbits(q5Bits(qh)); back != qh {
+			t.Fatalf("%#08x comes back as %#08x", qh, back)
+		}
+	}
+}
+
+// BenchmarkFastX16 is one thread's fast-mode decode product of 3072 rows
+// of 1024 in the formats fast decode regroups on AVX2, by row and
+// regrouped by 16 rows: in cache, and streamed from memory (64 matrices
+// in turn).
+func BenchmarkFastX16(b *testing.B) {
+	r := rand.New(rand.NewPCG(21, 22))
+	const out, in = 3072, 1024
+	x, y := make([]float32, in), make([]float32, out)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0, quant.IQ4_NL, quant.Q4_1, quant.Q5_1} {
+		if !fastX16OK(f) {
+			b.Skipf("no regrouped fast kernel for %s here", f)
+		}
+		for _, copies := range []int{1, 64} {
+			var plain, regrouped []Weight
+			for range copies {
+				w := quantMatrix(r, f, out, in)
+				plain = append(plain, Weight{Kind: Quant, Format: f, Bytes: w})
+				regrouped = append(regrouped, Weight{Kind: X16, x16: packX16(w, f, out, in, nil)})
+			}
+			for _, c := range []struct {
+				name string
+				ws   []Weight
+			}{{"rows", plain}, {"x16", regrouped}} {
+				b.Run(fmt.Sprintf("%v/%d/%s", f, copies, c.name), func(b *testing.B) {
+					a := new(acts)
+					a.quantize(f, x, 1, in)
+					if f == quant.Q4_0 {
+						a.corr = grow(a.corr, in/32)
+						blockSums(a.corr, a.q, -8)
+					}
+					for i := 0; i < b.N; i++ {
+						mulRowsFast(y, 1, c.ws[i%copies], out, in, 0, out, a)
+					}
+					b.ReportMetric(2*out*in/(b.Elapsed().Seconds()/float64(b.N))/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}

@@ -16,16 +16,30 @@ import (
 // VPMADDUBSW pairs of a block as 16 bits (at most 8·2·15·127 = 30480) and
 // adds corr, −8 times the block's sum of x; IQ4_NL (levels) and Q8_0
 // take the sign trick. Each lane ends with ggml's integer for its row's
-// block, then (d_w·d_x)·sum into the row's float32 accumulator.
+// block, then (d_w·d_x)·sum into the row's float32 accumulator. Q4_1 and
+// Q5_1 run against Q8_1 activations (d_x and s_x per block): their
+// nibbles are unsigned as Q4_0's, and each row adds m_w·s_x per block
+// into a second accumulator, summed into the first at the end as ggml's
+// summs is. Q5_1's fifth bits lie in the head (putRow): byte k of a row's
+// word holds value 4j+k's bit at bit j, so a shift and a mask put value
+// 4i+k's (low nibble) and 16+4i+k's (high nibble) at bit 4 of byte k.
 func fastX16(q string) {
 	name := "fastX16" + q + "AVX2"
 	TEXT(name, NOSPLIT, "func(w *byte, groups int, blocks int, xq *int8, xd *float32, corr *int32, y *float32)")
 	Pragma("noescape")
-	Doc(name + " computes y[r] = w_r · x for groups regrouped groups of 16 " + q + " rows of blocks blocks and Q8_0 activations xq, xd (corr: −8·Σx a block, Q4_0).")
+	if q == "Q4_1" || q == "Q5_1" {
+		Doc(name + " computes y[r] = w_r · x for groups regrouped groups of 16 " + q + " rows of blocks blocks and Q8_1 activations xq, xd (scale and sum pairs; corr unused).")
+	} else {
+		Doc(name + " computes y[r] = w_r · x for groups regrouped groups of 16 " + q + " rows of blocks blocks and Q8_0 activations xq, xd (corr: −8·Σx a block, Q4_0).")
+	}
 	wp, groups, y := GP64(), GP64(), GP64()
 	Load(Param("w"), wp)
 	Load(Param("groups"), groups)
 	Load(Param("y"), y)
+	if q == "Q4_1" || q == "Q5_1" {
+		fastX16Min(q, name, wp, groups, y)
+		return
+	}
 	words := map[string]int{"Q4_0": 4, "IQ4_NL": 4, "Q8_0": 8}[q]
 	bsize := 32 + 64*words
 	ones := broadcast(avx2isa, 0x00010001)
@@ -218,6 +232,119 @@ func fastStageX16(q string) {
 	ADDQ(U32(q8Staged), dp)
 	DECQ(b)
 	JMP(LabelRef(name + "_block"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// fastX16Min is fastX16's body for Q4_1 and Q5_1 (a block's head: the 16
+// rows' d, their m, and Q5_1's fifth bits as 16 rows' words), half by
+// half of a group: the nibbles' pair sums stay 16-bit over the block
+// (Q4_1: at most 4·2·2·15·127 = 30480) or over two words (Q5_1:
+// 2·2·2·31·127 = 31496) before VPMADDWD widens them.
+func fastX16Min(q, name string, wp, groups, y GPVirtual) {
+	head := map[string]int{"Q4_1": 64, "Q5_1": 128}[q]
+	bsize := head + 64*4
+	ones, mask := broadcast(avx2isa, 0x00010001), bcast8(0x0f)
+	var m10 VecVirtual
+	if q == "Q5_1" {
+		m10 = bcast8(0x10)
+	}
+	xp, dp, b := GP64(), GP64(), GP64()
+	Label(name + "_group")
+	TESTQ(groups, groups)
+	JZ(LabelRef(name + "_end"))
+	acc, accm := [2]VecVirtual{YMM(), YMM()}, [2]VecVirtual{YMM(), YMM()}
+	for h := 0; h < 2; h++ {
+		VXORPS(acc[h], acc[h], acc[h])
+		VXORPS(accm[h], accm[h], accm[h])
+	}
+	Load(Param("xq"), xp)
+	Load(Param("xd"), dp)
+	Load(Param("blocks"), b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_groupdone"))
+	prefetchBlock(wp, bsize)
+	for h := 0; h < 2; h++ {
+		var qh, s16, s32 VecVirtual
+		if q == "Q5_1" {
+			qh = YMM()
+			VMOVDQU(Mem{Base: wp, Disp: 64 + 32*h}, qh)
+		}
+		widen := func() {
+			VPMADDWD(ones, s16, s16)
+			if s32 == nil {
+				s32 = s16
+			} else {
+				VPADDD(s16, s32, s32)
+			}
+			s16 = nil
+		}
+		for i := 0; i < 4; i++ {
+			v, lo, hi := YMM(), YMM(), YMM()
+			VMOVDQU(Mem{Base: wp, Disp: head + 64*i + 32*h}, v)
+			VPAND(mask, v, lo)
+			VPSRLW(U8(4), v, hi)
+			VPAND(mask, hi, hi)
+			if q == "Q5_1" {
+				t := YMM()
+				VPSLLW(U8(4-i), qh, t)
+				VPAND(m10, t, t)
+				VPOR(t, lo, lo)
+				u := YMM()
+				if i > 0 {
+					VPSRLW(U8(i), qh, u)
+					VPAND(m10, u, u)
+				} else {
+					VPAND(m10, qh, u)
+				}
+				VPOR(u, hi, hi)
+			}
+			xl, xh := YMM(), YMM()
+			VPBROADCASTD(Mem{Base: xp, Disp: 4 * i}, xl)
+			VPBROADCASTD(Mem{Base: xp, Disp: 16 + 4*i}, xh)
+			VPMADDUBSW(xl, lo, lo)
+			VPMADDUBSW(xh, hi, hi)
+			VPADDW(hi, lo, lo)
+			if s16 == nil {
+				s16 = lo
+			} else {
+				VPADDW(lo, s16, s16)
+			}
+			if q == "Q5_1" && i%2 == 1 {
+				widen()
+			}
+		}
+		if s16 != nil {
+			widen()
+		}
+		VCVTDQ2PS(s32, s32)
+		dw, dx := YMM(), YMM()
+		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, dw)
+		VBROADCASTSS(Mem{Base: dp}, dx)
+		VMULPS(dx, dw, dw)
+		VFMADD231PS(s32, dw, acc[h])
+		// m_w·s_x rounded, then added, as ggml's summs.
+		mw, sx := YMM(), YMM()
+		VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, mw)
+		VBROADCASTSS(Mem{Base: dp, Disp: 4}, sx)
+		VMULPS(sx, mw, mw)
+		VADDPS(mw, accm[h], accm[h])
+	}
+	ADDQ(U32(bsize), wp)
+	ADDQ(U8(32), xp)
+	ADDQ(U8(8), dp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_groupdone")
+	for h := 0; h < 2; h++ {
+		VADDPS(accm[h], acc[h], acc[h])
+		VMOVUPS(acc[h], Mem{Base: y, Disp: 32 * h})
+	}
+	ADDQ(U8(64), y)
+	DECQ(groups)
+	JMP(LabelRef(name + "_group"))
 	Label(name + "_end")
 	VZEROUPPER()
 	RET()

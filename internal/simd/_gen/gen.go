@@ -189,7 +189,8 @@ func main() {
 	quantQ8KActs()
 	q8kConsts()
 	quantQ8KActsAVX2()
-	quantQ8_0ActsAVX2()
+	quantQ8_0ActsAVX2(false)
+	quantQ8_0ActsAVX2(true)
 	q6kConsts()
 	fastQ6KVNNI()
 	fastQ4VNNI("Q4_0")
@@ -243,6 +244,8 @@ func main() {
 		fastX16(q)
 		fastStageX16(q)
 	}
+	fastX16("Q4_1")
+	fastX16("Q5_1")
 	widen16("BF16")
 	widen16("F16")
 	Generate()

@@ -390,12 +390,18 @@ func scaleWordConsts() {
 // quantizer of fast mode on AVX2 (quantQ8_0ActsAVX512 without its sums
 // and lanes, which Go adds where a kernel wants them): per block of 32,
 // d = f16(amax/127), values round-half-even(x·127/amax), as
-// quant.QuantizeActs does bit for bit.
-func quantQ8_0ActsAVX2() {
-	name := "quantQ8_0ActsAVX2"
+// quant.QuantizeActs does bit for bit. With q81 it writes
+// quantQ8_1ActsAVX2, Q4_1's and Q5_1's activations: d in (d, s) pairs,
+// s = f16(amax/127 · Σq) from the scale before its rounding, as ggml's
+// x86 quantize_row_q8_1.
+func quantQ8_0ActsAVX2(q81 bool) {
+	name, kind := "quantQ8_0ActsAVX2", "Q8_0"
+	if q81 {
+		name, kind = "quantQ8_1ActsAVX2", "Q8_1"
+	}
 	TEXT(name, NOSPLIT, "func(x *float32, blocks int, q *int8, d *float32)")
 	Pragma("noescape")
-	Doc(name + " quantizes blocks blocks of 32 activations to Q8_0 as quant.QuantizeActs does.")
+	Doc(name + " quantizes blocks blocks of 32 activations to " + kind + " as quant.QuantizeActs does.")
 	x, blocks, q, d := GP64(), GP64(), GP64(), GP64()
 	Load(Param("x"), x)
 	Load(Param("blocks"), blocks)
@@ -427,6 +433,11 @@ func quantQ8_0ActsAVX2() {
 	mx := fold(m, 8, VMAXPS)
 	dv := XMM()
 	VDIVSS(c127, mx, dv)
+	var dd VecVirtual
+	if q81 {
+		dd = XMM()
+		VMOVAPS(dv, dd)
+	}
 	VCVTPS2PH(U8(0), dv, dv)
 	VCVTPH2PS(dv, dv)
 	VMOVSS(dv, Mem{Base: d})
@@ -443,10 +454,26 @@ func quantQ8_0ActsAVX2() {
 		VMULPS(idy, v[k], v[k])
 		VCVTPS2DQ(v[k], v[k]) // MXCSR's rounding: nearest, ties to even
 	}
+	if q81 {
+		sum := YMM()
+		VPADDD(v[0], v[1], sum)
+		VPADDD(v[2], sum, sum)
+		VPADDD(v[3], sum, sum)
+		sv := fold(sum, 8, VPADDD)
+		VCVTDQ2PS(sv, sv)
+		VMULSS(sv, dd, dd)
+		VCVTPS2PH(U8(0), dd, dd)
+		VCVTPH2PS(dd, dd)
+		VMOVSS(dd, Mem{Base: d, Disp: 4})
+	}
 	VMOVDQU(packInt8(v, perm), Mem{Base: q})
 	ADDQ(U8(128), x)
 	ADDQ(U8(32), q)
-	ADDQ(U8(4), d)
+	if q81 {
+		ADDQ(U8(8), d)
+	} else {
+		ADDQ(U8(4), d)
+	}
 	DECQ(blocks)
 	JMP(LabelRef(name + "_block"))
 	Label(name + "_end")
