@@ -37,7 +37,11 @@ func canX16() bool { return active == avx512 }
 // fastX16OK says whether fast mode decodes f from an X16 regrouping here
 // (fastX16*AVX2, on AVX2 machines: AVX-512 ones run the VNNI kernels).
 func fastX16OK(f quant.Format) bool {
-	return active == avx2 && (f == quant.Q4_0 || f == quant.IQ4_NL || f == quant.Q8_0 || f == quant.Q4_1 || f == quant.Q5_1)
+	switch f {
+	case quant.Q4_0, quant.IQ4_NL, quant.Q8_0, quant.Q4_1, quant.Q5_1, quant.IQ4_XS:
+		return active == avx2
+	}
+	return false
 }
 
 // stagesX16 says whether fast prefill stages f's regrouped groups
@@ -110,9 +114,9 @@ func asmStageX16(p *x16, g, h int, st []byte) {
 }
 
 // asmFastX16 computes y[r0:r1] (whole groups of 16) from the regrouped p
-// and Q8_0 activations (corr: −8·Σx a block, for Q4_0), or Q8_1 ones for
-// Q4_1 and Q5_1 (d: scale and sum pairs); false where no kernel takes p's
-// format.
+// and Q8_0 activations (corr: −8·Σx a block, for Q4_0), Q8_1 ones for
+// Q4_1 and Q5_1 (d: scale and sum pairs), or Q8_K ones for IQ4_XS; false
+// where no kernel takes p's format.
 func asmFastX16(p *x16, q []int8, d []float32, corr []int32, r0, r1 int, y []float32) bool {
 	if active == nil || r0%16 != 0 || r1%16 != 0 || r1 <= r0 {
 		return false
@@ -129,6 +133,8 @@ func asmFastX16(p *x16, q []int8, d []float32, corr []int32, r0, r1 int, y []flo
 		fastX16Q4_1AVX2(wp, groups, nb, &q[0], &d[0], nil, &y[r0])
 	case p.f == quant.Q5_1 && len(d) == 2*nb:
 		fastX16Q5_1AVX2(wp, groups, nb, &q[0], &d[0], nil, &y[r0])
+	case p.f == quant.IQ4_XS && len(d) == nb/8:
+		fastX16IQ4_XSAVX2(wp, groups, nb/8, &q[0], &d[0], &y[r0])
 	default:
 		return false
 	}

@@ -266,7 +266,7 @@ func BenchmarkFastX16(b *testing.B) {
 	for i := range x {
 		x[i] = float32(r.NormFloat64())
 	}
-	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0, quant.IQ4_NL, quant.Q4_1, quant.Q5_1} {
+	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0, quant.IQ4_NL, quant.Q4_1, quant.Q5_1, quant.IQ4_XS} {
 		if !fastX16OK(f) {
 			b.Skipf("no regrouped fast kernel for %s here", f)
 		}

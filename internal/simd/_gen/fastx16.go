@@ -349,3 +349,97 @@ func fastX16Min(q, name string, wp, groups, y GPVirtual) {
 	VZEROUPPER()
 	RET()
 }
+
+// fastX16IQ4XS writes fastX16IQ4_XSAVX2(w, groups, blocks, xq, xd, y): fast
+// decode of IQ4_XS regrouped by 16 rows (x16.go: the 16 rows' d, then
+// their sub-block scales ls−32 as bytes, sub-block b's at 32+16b, then 32
+// words of values) against Q8_K activations. As in fastX16, each int32
+// lane is a row: the levels K[nibble] of four values against a
+// broadcast of x's four (the sign trick, as ggml's vec_dot_iq4_xs_q8_K),
+// each pair of 16-bit sums times the row's scale by one VPMADDWD
+// (wordPairs), the super-block's integer then (d_w·d_x)·sum into the
+// row's float32 accumulator.
+func fastX16IQ4XS() {
+	name := "fastX16IQ4_XSAVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, groups int, blocks int, xq *int8, xd *float32, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = w_r · x for groups regrouped groups of 16 IQ4_XS rows of blocks super-blocks and Q8_K activations xq, xd.")
+	wp, groups, y := GP64(), GP64(), GP64()
+	Load(Param("w"), wp)
+	Load(Param("groups"), groups)
+	Load(Param("y"), y)
+	const head = 32 + 8*16
+	bsize := head + 64*32
+	mask, levels := bcast8(0x0f), YMM()
+	VMOVDQU(iq4Levels, levels)
+	xp, dp, b := GP64(), GP64(), GP64()
+	Label(name + "_group")
+	TESTQ(groups, groups)
+	JZ(LabelRef(name + "_end"))
+	acc := [2]VecVirtual{YMM(), YMM()}
+	for _, a := range acc {
+		VXORPS(a, a, a)
+	}
+	Load(Param("xq"), xp)
+	Load(Param("xd"), dp)
+	Load(Param("blocks"), b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_groupdone"))
+	lines := (bsize + 63) / 64
+	for h := 0; h < 2; h++ {
+		sumi := YMM()
+		for sb := 0; sb < 8; sb++ {
+			// The block's prefetches spread over it, x16PrefetchDist ahead.
+			part := 8*h + sb
+			for l := part * lines / 16; l < (part+1)*lines/16; l++ {
+				PREFETCHT0(Mem{Base: wp, Disp: x16PrefetchDist + 64*l})
+			}
+			sc := YMM()
+			VPMOVSXBD(Mem{Base: wp, Disp: 32 + 16*sb + 8*h}, sc)
+			scw := wordPairs(sc)
+			for w := 0; w < 4; w++ {
+				v, lo, hi := YMM(), YMM(), YMM()
+				VMOVDQU(Mem{Base: wp, Disp: head + 64*(4*sb+w) + 32*h}, v)
+				VPAND(mask, v, lo)
+				VPSRLW(U8(4), v, hi)
+				VPAND(mask, hi, hi)
+				VPSHUFB(lo, levels, lo)
+				VPSHUFB(hi, levels, hi)
+				for k, wv := range []VecVirtual{lo, hi} {
+					xb, ax := YMM(), YMM()
+					VPBROADCASTD(Mem{Base: xp, Disp: 32*sb + 16*k + 4*w}, xb)
+					VPSIGNB(wv, wv, ax)
+					VPSIGNB(wv, xb, xb)
+					VPMADDUBSW(xb, ax, ax)
+					VPMADDWD(scw, ax, ax)
+					if sb == 0 && w == 0 && k == 0 {
+						VMOVDQA(ax, sumi)
+					} else {
+						VPADDD(ax, sumi, sumi)
+					}
+				}
+			}
+		}
+		VCVTDQ2PS(sumi, sumi)
+		dw, dx := YMM(), YMM()
+		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, dw)
+		VBROADCASTSS(Mem{Base: dp}, dx)
+		VMULPS(dx, dw, dw)
+		VFMADD231PS(sumi, dw, acc[h])
+	}
+	ADDQ(U32(bsize), wp)
+	ADDQ(U32(256), xp)
+	ADDQ(U8(4), dp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_groupdone")
+	VMOVUPS(acc[0], Mem{Base: y})
+	VMOVUPS(acc[1], Mem{Base: y, Disp: 32})
+	ADDQ(U8(64), y)
+	DECQ(groups)
+	JMP(LabelRef(name + "_group"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}

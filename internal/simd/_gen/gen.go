@@ -246,6 +246,7 @@ func main() {
 	}
 	fastX16("Q4_1")
 	fastX16("Q5_1")
+	fastX16IQ4XS()
 	widen16("BF16")
 	widen16("F16")
 	Generate()
