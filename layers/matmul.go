@@ -181,9 +181,10 @@ const cpuPacking = "cpu-packing"
 // products round every row alike whatever their row count; in exact mode, Q4_0, Q8_0, Q4_K
 // and Q6_K by simd.PackQuant, regrouped by 16 rows. Only weights that lie
 // in a file mapping (Param.ReadOnly) are packed, so a packing never goes
-// stale. In fast mode, Q4_0, IQ4_NL, Q8_0, Q4_1, Q5_1 and IQ4_XS are regrouped the same way
-// where fast decode has kernels for it (AVX2, simd.PackQuantFast); the
-// other quantized weights keep the file's layout. A weight has one
+// stale. In fast mode, Q4_0, IQ4_NL, Q8_0, Q4_1, Q5_1, IQ4_XS, Q2_K and
+// Q3_K are regrouped the same way where fast decode has kernels for them
+// (AVX2, simd.PackQuantFast); the other quantized weights keep the
+// file's layout. A weight has one
 // packing, made by the mode that binds it first: the other mode reads it
 // too (through rebuilt rows where its kernels do not).
 func packForDecode(p *graphs.Param, fast bool) *simd.Packing {

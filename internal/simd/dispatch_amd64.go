@@ -38,7 +38,7 @@ func canX16() bool { return active == avx512 }
 // (fastX16*AVX2, on AVX2 machines: AVX-512 ones run the VNNI kernels).
 func fastX16OK(f quant.Format) bool {
 	switch f {
-	case quant.Q4_0, quant.IQ4_NL, quant.Q8_0, quant.Q4_1, quant.Q5_1, quant.IQ4_XS:
+	case quant.Q4_0, quant.IQ4_NL, quant.Q8_0, quant.Q4_1, quant.Q5_1, quant.IQ4_XS, quant.Q2_K, quant.Q3_K:
 		return active == avx2
 	}
 	return false
@@ -115,9 +115,9 @@ func asmStageX16(p *x16, g, h int, st []byte) {
 
 // asmFastX16 computes y[r0:r1] (whole groups of 16) from the regrouped p
 // and Q8_0 activations (corr: −8·Σx a block, for Q4_0), Q8_1 ones for
-// Q4_1 and Q5_1 (d: scale and sum pairs), or Q8_K ones for IQ4_XS; false
-// where no kernel takes p's format.
-func asmFastX16(p *x16, q []int8, d []float32, corr []int32, r0, r1 int, y []float32) bool {
+// Q4_1 and Q5_1 (d: scale and sum pairs), or Q8_K ones (sums: of every
+// 16) for IQ4_XS, Q2_K and Q3_K; false where no kernel takes p's format.
+func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r1 int, y []float32) bool {
 	if active == nil || r0%16 != 0 || r1%16 != 0 || r1 <= r0 {
 		return false
 	}
@@ -135,6 +135,10 @@ func asmFastX16(p *x16, q []int8, d []float32, corr []int32, r0, r1 int, y []flo
 		fastX16Q5_1AVX2(wp, groups, nb, &q[0], &d[0], nil, &y[r0])
 	case p.f == quant.IQ4_XS && len(d) == nb/8:
 		fastX16IQ4_XSAVX2(wp, groups, nb/8, &q[0], &d[0], &y[r0])
+	case p.f == quant.Q2_K && len(d) == nb/8 && len(sums) == nb*2:
+		fastX16Q2_KAVX2(wp, groups, nb/8, &q[0], &d[0], &sums[0], &y[r0])
+	case p.f == quant.Q3_K && len(d) == nb/8 && len(sums) == nb*2:
+		fastX16Q3_KAVX2(wp, groups, nb/8, &q[0], &d[0], &sums[0], &y[r0])
 	default:
 		return false
 	}

@@ -138,7 +138,7 @@ func stagesX16(f quant.Format) bool { return false }
 
 func asmStageX16(p *x16, g, h int, st []byte) { panic("simd: no assembly kernels in this build") }
 
-func asmFastX16(p *x16, q []int8, d []float32, corr []int32, r0, r1 int, y []float32) bool {
+func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r1 int, y []float32) bool {
 	return false
 }
 

@@ -81,12 +81,12 @@ func mulRowsFastX16(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) 
 			t = T &^ 3
 		}
 		for ; t < T; t++ {
-			q, d, _ := a.row(t)
+			q, d, sums := a.row(t)
 			var corr []int32
 			if p.f == quant.Q4_0 {
 				corr = a.corr[t*in/32 : (t+1)*in/32]
 			}
-			asmFastX16(p, q, d, corr, r0, r1, y[t*out:])
+			asmFastX16(p, q, d, sums, corr, r0, r1, y[t*out:])
 		}
 		return
 	}

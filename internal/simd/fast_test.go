@@ -615,7 +615,8 @@ func TestStaged8(t *testing.T) {
 }
 
 // TestFastX16 checks fast mode on matrices regrouped by 16 rows: decode by
-// the regrouped kernels (Q4_0, IQ4_NL, Q8_0, Q4_1, Q5_1, IQ4_XS on AVX2) and every
+// the regrouped kernels (Q4_0, IQ4_NL, Q8_0, Q4_1, Q5_1, IQ4_XS, Q2_K,
+// Q3_K on AVX2) and every
 // other row count, and the formats without such kernels (Q4_K, Q6_K:
 // rebuilt rows), against the plain-Go reference.
 func TestFastX16(t *testing.T) {
@@ -624,7 +625,7 @@ func TestFastX16(t *testing.T) {
 	defer func() { active = was }()
 	r := rand.New(rand.NewPCG(13, 14))
 	const out, in = 48, 768
-	for _, f := range []quant.Format{quant.Q4_0, quant.IQ4_NL, quant.Q8_0, quant.Q4_1, quant.Q5_1, quant.IQ4_XS, quant.Q4_K, quant.Q6_K} {
+	for _, f := range []quant.Format{quant.Q4_0, quant.IQ4_NL, quant.Q8_0, quant.Q4_1, quant.Q5_1, quant.IQ4_XS, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q6_K} {
 		rb, _ := f.RowBytes(in)
 		w := make([]byte, out*rb)
 		src := make([]float32, in)
@@ -665,7 +666,7 @@ func TestFastX16(t *testing.T) {
 				corr := make([]int32, in/32)
 				blockSums(corr, q, -8)
 				y := make([]float32, out)
-				if !asmFastX16(p, q, d, corr, 0, out, y) {
+				if !asmFastX16(p, q, d, sums, corr, 0, out, y) {
 					t.Fatalf("%s: no regrouped decode kernel", f)
 				}
 				for j, v := range y {

@@ -927,6 +927,16 @@ func fastX16Q5_1AVX2(w *byte, groups int, blocks int, xq *int8, xd *float32, cor
 //go:noescape
 func fastX16IQ4_XSAVX2(w *byte, groups int, blocks int, xq *int8, xd *float32, y *float32)
 
+// fastX16Q2_KAVX2 computes y[r] = w_r · x for groups regrouped groups of 16 Q2_K rows of blocks super-blocks and Q8_K activations xq, xd, xs.
+//
+//go:noescape
+func fastX16Q2_KAVX2(w *byte, groups int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+
+// fastX16Q3_KAVX2 computes y[r] = w_r · x for groups regrouped groups of 16 Q3_K rows of blocks super-blocks and Q8_K activations xq, xd, xs.
+//
+//go:noescape
+func fastX16Q3_KAVX2(w *byte, groups int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+
 // widenBF16AVX2 widens n (a multiple of 8) BF16 values at src to float32 at dst.
 //
 //go:noescape

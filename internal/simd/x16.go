@@ -36,7 +36,8 @@ import (
 // rows' d (16 halves; Q4_K: then dmin, and 4 words of scales and mins;
 // Q6_K: then 4 words of scales; Q4_1 and Q5_1: then m, and Q5_1's fifth
 // bits as a word, q5Bits; IQ4_XS: then its 8 sub-block scales as bytes,
-// each sub-block's 16 rows together), then the words of their quantized values
+// each sub-block's 16 rows together; Q2_K, Q3_K: see putK23), then the
+// words of their quantized values
 // (Q4_0: 4 words, Q8_0: 8, Q4_K: 32, Q6_K: 48), each as 16 rows' 4
 // bytes: row r's word i at byte head + 64i + 4r. The kernels' loads run
 // up to 3 bytes past a block, which the padding after the last group
@@ -49,28 +50,31 @@ import (
 // x16 is a regrouped matrix [out, in] (out a multiple of 16, in of the
 // block size).
 type x16 struct {
-	f       quant.Format
-	out, in int
-	data    []byte
+	f           quant.Format
+	out, in     int
+	head, words int // x16Head[f], x16Words[f]: rebuilding rows reads them per block
+	data        []byte
 }
 
 // x16Words is the words of a block's values in the formats that regroup
 // (IQ4_NL for fast mode only: see PackQuantFast).
-var x16Words = map[quant.Format]int{quant.Q4_0: 4, quant.Q8_0: 8, quant.Q4_K: 32, quant.Q6_K: 48, quant.IQ4_NL: 4, quant.Q4_1: 4, quant.Q5_1: 4, quant.IQ4_XS: 32}
+var x16Words = map[quant.Format]int{quant.Q4_0: 4, quant.Q8_0: 8, quant.Q4_K: 32, quant.Q6_K: 48, quant.IQ4_NL: 4, quant.Q4_1: 4, quant.Q5_1: 4, quant.IQ4_XS: 32,
+	quant.Q2_K: 16, quant.Q3_K: 8 + 16}
 
 // x16Head is the bytes of a regrouped block before its values: the 16
 // rows' d (and Q4_K's dmin, and its scales and mins, unpacked to bytes in
 // 4 words; Q6_K's scales in 4 words; Q4_1's and Q5_1's m, and Q5_1's
 // fifth bits as a word, see q5Bits; IQ4_XS's sub-block scales ls−32 as
-// bytes, sub-block b's 16 at 32+16b).
+// bytes, sub-block b's 16 at 32+16b; Q2_K's dmin and Q2_K's and Q3_K's
+// scales by pairs of sub-blocks, putK23).
 var x16Head = map[quant.Format]int{quant.Q4_0: 32, quant.Q8_0: 32, quant.Q4_K: 64 + 4*64, quant.Q6_K: 32 + 4*64, quant.IQ4_NL: 32,
-	quant.Q4_1: 64, quant.Q5_1: 64 + 64, quant.IQ4_XS: 32 + 8*16}
+	quant.Q4_1: 64, quant.Q5_1: 64 + 64, quant.IQ4_XS: 32 + 8*16, quant.Q2_K: 64 + 8*32, quant.Q3_K: 32 + 8*32}
 
 // x16Exact is the formats exact mode regroups (its kernels' formats).
 var x16Exact = map[quant.Format]bool{quant.Q4_0: true, quant.Q8_0: true, quant.Q4_K: true, quant.Q6_K: true}
 
 // blockBytes is the bytes of one regrouped block of 16 rows.
-func (p *x16) blockBytes() int { return x16Head[p.f] + 64*x16Words[p.f] }
+func (p *x16) blockBytes() int { return p.head + 64*p.words }
 
 // groupBytes is the bytes of a group of 16 rows.
 func (p *x16) groupBytes() int { return p.in / p.f.BlockSize() * p.blockBytes() }
@@ -79,7 +83,7 @@ func (p *x16) groupBytes() int { return p.in / p.f.BlockSize() * p.blockBytes() 
 // about 4 MB split over the CPUs, and releases each slab's source pages
 // once it is copied (with release set).
 func packX16(w []byte, f quant.Format, out, in int, release func([]byte)) *x16 {
-	p := &x16{f: f, out: out, in: in}
+	p := &x16{f: f, out: out, in: in, head: x16Head[f], words: x16Words[f]}
 	rb := in / f.BlockSize() * f.BlockBytes()
 	if p.data = packMemory(out/16*p.groupBytes() + 64); p.data == nil {
 		return nil
@@ -127,12 +131,16 @@ func (p *x16) block(r, b int) ([]byte, int) {
 
 // putRow writes row r from src, its blocks in the file's layout.
 func (p *x16) putRow(r int, src []byte) {
-	bb, head, words := p.f.BlockBytes(), x16Head[p.f], x16Words[p.f]
+	bb, head, words := p.f.BlockBytes(), p.head, p.words
 	for b := 0; b < p.in/p.f.BlockSize(); b++ {
 		dst, rr := p.block(r, b)
 		blk := src[b*bb:]
-		if p.f == quant.Q6_K {
+		switch p.f {
+		case quant.Q6_K:
 			putQ6K(dst, rr, blk)
+			continue
+		case quant.Q2_K, quant.Q3_K:
+			putK23(p.f, dst, rr, blk, head)
 			continue
 		}
 		dst[2*rr], dst[2*rr+1] = blk[0], blk[1]
@@ -169,13 +177,17 @@ func (p *x16) putRow(r int, src []byte) {
 
 // rowBytes writes row r in the file's layout into dst.
 func (p *x16) rowBytes(r int, dst []byte) {
-	bb, head, words := p.f.BlockBytes(), x16Head[p.f], x16Words[p.f]
+	bb, head, words := p.f.BlockBytes(), p.head, p.words
 	group, rr, step := p.data[r/16*p.groupBytes():], r%16, p.blockBytes()
 	for b := 0; b < p.in/p.f.BlockSize(); b++ {
 		src := group[b*step:]
 		blk := dst[b*bb:]
-		if p.f == quant.Q6_K {
+		switch p.f {
+		case quant.Q6_K:
 			getQ6K(blk, src, rr)
+			continue
+		case quant.Q2_K, quant.Q3_K:
+			getK23(p.f, blk, src, rr, head)
 			continue
 		}
 		blk[0], blk[1] = src[2*rr], src[2*rr+1]
@@ -263,6 +275,56 @@ func gatherWords(dst, src []byte, words int) {
 	for i := range words {
 		*(*uint32)(unsafe.Add(d, 4*i)) = *(*uint32)(unsafe.Add(s, 64*i))
 	}
+}
+
+// putK23 writes the Q2_K or Q3_K super-block blk as row rr of the
+// regrouped block dst (fastX16Q23K in the generator): the 16 rows' d
+// (Q2_K: then their dmin), then the sub-block scales by pairs, row rr's
+// two bytes of pair p at head+32p+2rr (Q2_K: the file's sc|m<<4 bytes;
+// Q3_K: its 6-bit scales less 32, as int8), then Q3_K's hmask as 8 words
+// and the 2-bit values as 16 words.
+func putK23(f quant.Format, dst []byte, rr int, blk []byte, head int) {
+	if f == quant.Q2_K {
+		dst[2*rr], dst[2*rr+1] = blk[80], blk[81]
+		dst[32+2*rr], dst[32+2*rr+1] = blk[82], blk[83]
+		for p := range 8 {
+			dst[64+32*p+2*rr], dst[64+32*p+2*rr+1] = blk[2*p], blk[2*p+1]
+		}
+		for i := range 16 {
+			copy(dst[head+64*i+4*rr:head+64*i+4*rr+4], blk[16+4*i:])
+		}
+		return
+	}
+	dst[2*rr], dst[2*rr+1] = blk[108], blk[109]
+	for s := range 16 {
+		dst[32+32*(s/2)+2*rr+s%2] = byte(int8(quant.Q3KScale(s, blk[96:108])))
+	}
+	for i := range 24 { // hmask, then qs: the file's first 96 bytes
+		copy(dst[head+64*i+4*rr:head+64*i+4*rr+4], blk[4*i:])
+	}
+}
+
+// getK23 is putK23's inverse: row rr of the regrouped block src in the
+// file's layout into blk.
+func getK23(f quant.Format, blk, src []byte, rr, head int) {
+	if f == quant.Q2_K {
+		blk[80], blk[81] = src[2*rr], src[2*rr+1]
+		blk[82], blk[83] = src[32+2*rr], src[32+2*rr+1]
+		for p := range 8 {
+			blk[2*p], blk[2*p+1] = src[64+32*p+2*rr], src[64+32*p+2*rr+1]
+		}
+		gatherWords(blk[16:80], src[head+4*rr:], 16)
+		return
+	}
+	blk[108], blk[109] = src[2*rr], src[2*rr+1]
+	var sc [12]byte
+	for s := range 16 {
+		v := byte(int8(src[32+32*(s/2)+2*rr+s%2]) + 32)
+		sc[s%8] |= v & 15 << (4 * (s / 8))
+		sc[8+s%4] |= v >> 4 << (2 * (s / 4))
+	}
+	copy(blk[96:108], sc[:])
+	gatherWords(blk[:96], src[head+4*rr:], 24)
 }
 
 // Q6_K's regrouped block (gemvQ6_Kx16 in the generator) takes as many
@@ -399,8 +461,8 @@ func PackQuant(w []byte, f quant.Format, out, in int) *Packing {
 	return packQuant(w, f, out, in)
 }
 
-// PackQuantFast regroups a Q4_0, IQ4_NL, Q8_0, Q4_1, Q5_1 or IQ4_XS matrix
-// by 16 rows for fast mode's decode on AVX2 (fastX16*AVX2: a weight row in each
+// PackQuantFast regroups a Q4_0, IQ4_NL, Q8_0, Q4_1, Q5_1, IQ4_XS, Q2_K or
+// Q3_K matrix by 16 rows for fast mode's decode on AVX2 (fastX16*AVX2: a weight row in each
 // int32 lane), or returns nil as PackQuant does. Fast prefill rebuilds groups of rows
 // in the file's layout from it. (On AVX-512 fast mode keeps the file's
 // layout, which its VNNI kernels repack.)

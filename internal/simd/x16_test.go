@@ -266,7 +266,7 @@ func BenchmarkFastX16(b *testing.B) {
 	for i := range x {
 		x[i] = float32(r.NormFloat64())
 	}
-	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0, quant.IQ4_NL, quant.Q4_1, quant.Q5_1, quant.IQ4_XS} {
+	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0, quant.IQ4_NL, quant.Q4_1, quant.Q5_1, quant.IQ4_XS, quant.Q2_K, quant.Q3_K} {
 		if !fastX16OK(f) {
 			b.Skipf("no regrouped fast kernel for %s here", f)
 		}
@@ -295,5 +295,50 @@ func BenchmarkFastX16(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// TestX16RoundTrip packs every format that regroups and checks that each
+// row comes back as the file had it, and that exact mode's products on a
+// regrouping made for fast decode (rebuilt rows) are the file layout's:
+// bit for bit in prefill, where both widen rows for the float tiles, and
+// within float32 summation order in decode, where the file layout may
+// have a fused kernel. A weight has one packing, which both modes read.
+func TestX16RoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	const out, in = 32, 512
+	for f := range x16Words {
+		t.Run(f.String(), func(t *testing.T) {
+			w := quantMatrix(r, f, out, in)
+			p := packX16(w, f, out, in, nil)
+			if len(p.data) < out/16*p.groupBytes() {
+				t.Fatalf("%d bytes for %d groups of %d", len(p.data), out/16, p.groupBytes())
+			}
+			rb, _ := f.RowBytes(in)
+			row := make([]byte, rb)
+			for j := 0; j < out; j++ {
+				p.rowBytes(j, row)
+				if !bytes.Equal(row, w[j*rb:(j+1)*rb]) {
+					t.Fatalf("row %d does not come back as it was", j)
+				}
+			}
+			if x16Exact[f] && canX16() {
+				return // exact mode's own kernels: TestX16
+			}
+			x := make([]float32, 3*in)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			got, want := make([]float32, 3*out), make([]float32, 3*out)
+			for _, T := range []int{1, 3} {
+				MulT(got, x, T, Weight{Kind: X16, x16: p}, out, in)
+				MulT(want, x, T, Weight{Kind: Quant, Format: f, Bytes: w}, out, in)
+				for i := range T * out {
+					if d := math.Abs(float64(got[i] - want[i])); T > 1 && d != 0 || d > 1e-5*math.Abs(float64(want[i])) {
+						t.Fatalf("T=%d, product %d: regrouped %g, file layout %g", T, i, got[i], want[i])
+					}
+				}
+			}
+		})
 	}
 }

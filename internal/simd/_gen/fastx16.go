@@ -443,3 +443,174 @@ func fastX16IQ4XS() {
 	VZEROUPPER()
 	RET()
 }
+
+// fastX16Q23K writes fastX16<q>AVX2(w, groups, blocks, xq, xd, xs, y) for
+// Q2_K and Q3_K regrouped by 16 rows (x16.go), against Q8_K activations
+// (xs: their sums of 16). A regrouped block holds the 16 rows' d (Q2_K:
+// then dmin), their sub-block scales by pairs (pair p at head 32p, row r's
+// two bytes at 2r: Q2_K's sc|m<<4 bytes as the file has them, Q3_K's
+// scales less 32 as int8), then the 2-bit words (Q3_K: after its 8 words
+// of hmask). Each int32 lane is a row; word i's field j (values
+// 128n+32j+16g+4i' … +3, sub-block 8n+2j+g) against a broadcast of x's
+// four values, VPMADDWD by the row's scale in both halves of the lane.
+// Q2_K's mins, and Q3_K's −4 where hmask's bit is clear (the bit is
+// added at 4, so a value is q+4h−4), go through x's sums: each pair of
+// sub-blocks' (m, m') or (sc, sc') words against (Σx, Σx') by one
+// VPMADDWD. A row's super-block is then (d_w·d_x)·sumi − (dmin_w·d_x)·mins
+// (Q2_K, as ggml's vec_dot_q2_K_q8_K) or (d_w·d_x)·(sumi − 4·Σ sc·Σx)
+// (Q3_K).
+func fastX16Q23K(q string) {
+	name := "fastX16" + q + "AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, groups int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = w_r · x for groups regrouped groups of 16 " + q + " rows of blocks super-blocks and Q8_K activations xq, xd, xs.")
+	wp, groups, y := GP64(), GP64(), GP64()
+	Load(Param("w"), wp)
+	Load(Param("groups"), groups)
+	Load(Param("y"), y)
+	q2 := q == "Q2_K"
+	sc0, words0 := 32, 0 // the scales' and the 2-bit words' offsets
+	if q2 {
+		sc0 = 64
+	} else {
+		words0 = 8
+	}
+	head := sc0 + 256
+	bsize := head + 64*(words0+16)
+	m3 := bcast8(3)
+	var m4, lowNib VecVirtual
+	if q2 {
+		lowNib = broadcast(avx2isa, 0x000f000f)
+	} else {
+		m4 = bcast8(4)
+	}
+	xp, dp, sp, b := GP64(), GP64(), GP64(), GP64()
+	Label(name + "_group")
+	TESTQ(groups, groups)
+	JZ(LabelRef(name + "_end"))
+	acc := [2]VecVirtual{YMM(), YMM()}
+	for _, a := range acc {
+		VXORPS(a, a, a)
+	}
+	Load(Param("xq"), xp)
+	Load(Param("xd"), dp)
+	Load(Param("xs"), sp)
+	Load(Param("blocks"), b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_groupdone"))
+	lines := (bsize + 63) / 64
+	for h := 0; h < 2; h++ {
+		sumi, mins := YMM(), YMM()
+		for p := 0; p < 8; p++ {
+			part := 8*h + p
+			for l := part * lines / 16; l < (part+1)*lines/16; l++ {
+				PREFETCHT0(Mem{Base: wp, Disp: x16PrefetchDist + 64*l})
+			}
+			// Lane r: the row's bytes of sub-blocks 2p and 2p+1 as words.
+			sw := YMM()
+			if q2 {
+				VPMOVZXBW(Mem{Base: wp, Disp: sc0 + 32*p + 16*h}, sw)
+			} else {
+				VPMOVSXBW(Mem{Base: wp, Disp: sc0 + 32*p + 16*h}, sw)
+			}
+			m, xsum := YMM(), YMM()
+			if q2 {
+				VPSRLW(U8(4), sw, m)
+				VPAND(lowNib, sw, sw)
+			} else {
+				m = sw
+			}
+			VPBROADCASTD(Mem{Base: sp, Disp: 4 * p}, xsum)
+			VPMADDWD(xsum, m, xsum)
+			if p == 0 {
+				VMOVDQA(xsum, mins)
+			} else {
+				VPADDD(xsum, mins, mins)
+			}
+			for k := 0; k < 2; k++ {
+				s := 2*p + k
+				n, j, g := s/8, s%8/2, s%2
+				scw := YMM()
+				VPSHUFB(dupWords.Offset(32*k), sw, scw)
+				for i4 := 0; i4 < 4; i4++ {
+					i := 8*n + 4*g + i4
+					v := YMM()
+					VMOVDQU(Mem{Base: wp, Disp: head + 64*(words0+i) + 32*h}, v)
+					if j > 0 {
+						VPSRLW(U8(2*j), v, v)
+					}
+					VPAND(m3, v, v)
+					if !q2 {
+						// hmask bit 4n+j of byte l, moved to bit 2.
+						hb, bit := YMM(), 4*n+j
+						VMOVDQU(Mem{Base: wp, Disp: head + 64*(4*g+i4) + 32*h}, hb)
+						switch {
+						case bit > 2:
+							VPSRLW(U8(bit-2), hb, hb)
+						case bit < 2:
+							VPSLLW(U8(2-bit), hb, hb)
+						}
+						VPAND(m4, hb, hb)
+						VPOR(hb, v, v)
+					}
+					xb := YMM()
+					VPBROADCASTD(Mem{Base: xp, Disp: 128*n + 32*j + 16*g + 4*i4}, xb)
+					VPMADDUBSW(xb, v, v)
+					VPMADDWD(scw, v, v)
+					if p == 0 && k == 0 && i4 == 0 {
+						VMOVDQA(v, sumi)
+					} else {
+						VPADDD(v, sumi, sumi)
+					}
+				}
+			}
+		}
+		dw, dx := YMM(), YMM()
+		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, dw)
+		VBROADCASTSS(Mem{Base: dp}, dx)
+		VMULPS(dx, dw, dw)
+		if q2 {
+			VCVTDQ2PS(sumi, sumi)
+			VFMADD231PS(sumi, dw, acc[h])
+			dm := YMM()
+			VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, dm)
+			VMULPS(dx, dm, dm)
+			VCVTDQ2PS(mins, mins)
+			VFNMADD231PS(mins, dm, acc[h])
+		} else {
+			VPSLLD(U8(2), mins, mins)
+			VPSUBD(mins, sumi, sumi)
+			VCVTDQ2PS(sumi, sumi)
+			VFMADD231PS(sumi, dw, acc[h])
+		}
+	}
+	ADDQ(U32(bsize), wp)
+	ADDQ(U32(256), xp)
+	ADDQ(U8(4), dp)
+	ADDQ(U8(32), sp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_groupdone")
+	VMOVUPS(acc[0], Mem{Base: y})
+	VMOVUPS(acc[1], Mem{Base: y, Disp: 32})
+	ADDQ(U8(64), y)
+	DECQ(groups)
+	JMP(LabelRef(name + "_group"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// dupWords holds VPSHUFB controls that copy each dword's low word (the
+// first 32 bytes) or high word (the next 32) into both of its halves.
+var dupWords Mem
+
+func fastX16Consts() {
+	dupWords = GLOBL("dupwords", RODATA|NOPTR)
+	for k := 0; k < 2; k++ {
+		for i := 0; i < 32; i++ {
+			DATA(32*k+i, U8(uint8(i&^3+2*k+i%2)))
+		}
+	}
+}
