@@ -113,6 +113,19 @@ func asmStageX16(p *x16, g, h int, st []byte) {
 	}
 }
 
+// asmGatherX16 writes the values of rows r0..r0+7 (half a group) of p
+// into the rows at dst (rb bytes apart), vals bytes into each block of the
+// file's layout; false where the kernel does not run.
+func asmGatherX16(p *x16, r0, vals int, dst []byte, rb int) bool {
+	nb := p.in / p.f.BlockSize()
+	if active == nil || r0%8 != 0 || p.words%4 != 0 || len(dst) < 8*rb || nb*p.f.BlockBytes() != rb {
+		return false
+	}
+	src := &p.data[r0/16*p.groupBytes()+p.head+32*(r0%16/8)]
+	x16Gather8AVX2(src, p.blockBytes(), p.words/4, nb, &dst[vals], rb, p.f.BlockBytes())
+	return true
+}
+
 // asmFastX16 computes y[r0:r1] (whole groups of 16) from the regrouped p
 // and Q8_0 activations (corr: −8·Σx a block, for Q4_0), Q8_1 ones for
 // Q4_1 and Q5_1 (d: scale and sum pairs), or Q8_K ones (sums: of every

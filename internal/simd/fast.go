@@ -96,9 +96,7 @@ func mulRowsFastX16(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) 
 	*bp = grow(*bp, fastGroup*rb)
 	for j0 := r0; j0 < r1; j0 += fastGroup {
 		g := min(fastGroup, r1-j0)
-		for r := 0; r < g; r++ {
-			p.rowBytes(j0+r, (*bp)[r*rb:(r+1)*rb])
-		}
+		p.rowsBytes(j0, g, (*bp)[:g*rb])
 		rows := Weight{Kind: Quant, Format: p.f, Bytes: (*bp)[:g*rb]}
 		mulRowsFast(y[j0:], T, rows, out, in, 0, g, a)
 	}

@@ -937,6 +937,11 @@ func fastX16Q2_KAVX2(w *byte, groups int, blocks int, xq *int8, xd *float32, xs 
 //go:noescape
 func fastX16Q3_KAVX2(w *byte, groups int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
 
+// x16Gather8AVX2 copies quads groups of four words of eight regrouped rows, for blocks blocks (src step bytes, dst bb bytes a block), into the rows at dst (rb bytes apart) in the file's order.
+//
+//go:noescape
+func x16Gather8AVX2(src *byte, step int, quads int, blocks int, dst *byte, rb int, bb int)
+
 // widenBF16AVX2 widens n (a multiple of 8) BF16 values at src to float32 at dst.
 //
 //go:noescape

@@ -32308,6 +32308,64 @@ fastX16Q3_KAVX2_end:
 	VZEROUPPER
 	RET
 
+// func x16Gather8AVX2(src *byte, step int, quads int, blocks int, dst *byte, rb int, bb int)
+// Requires: AVX, AVX2
+TEXT ·x16Gather8AVX2(SB), NOSPLIT, $0-56
+	MOVQ src+0(FP), AX
+	MOVQ blocks+24(FP), CX
+	MOVQ dst+32(FP), DX
+	MOVQ rb+40(FP), BX
+	LEAQ (BX)(BX*2), SI
+
+x16Gather8AVX2_block:
+	TESTQ CX, CX
+	JZ    x16Gather8AVX2_end
+	MOVQ  AX, DI
+	MOVQ  DX, R8
+	LEAQ  (DX)(BX*4), R9
+	MOVQ  quads+16(FP), R10
+
+x16Gather8AVX2_quad:
+	TESTQ        R10, R10
+	JZ           x16Gather8AVX2_quadsdone
+	VMOVDQU      (DI), Y0
+	VMOVDQU      64(DI), Y1
+	VMOVDQU      128(DI), Y2
+	VMOVDQU      192(DI), Y3
+	VPUNPCKLDQ   Y1, Y0, Y4
+	VPUNPCKHDQ   Y1, Y0, Y0
+	VPUNPCKLDQ   Y3, Y2, Y1
+	VPUNPCKHDQ   Y3, Y2, Y2
+	VPUNPCKLQDQ  Y1, Y4, Y3
+	VPUNPCKHQDQ  Y1, Y4, Y1
+	VPUNPCKLQDQ  Y2, Y0, Y4
+	VPUNPCKHQDQ  Y2, Y0, Y0
+	VMOVDQU      X3, (R8)
+	VEXTRACTI128 $0x01, Y3, (R9)
+	VMOVDQU      X1, (R8)(BX*1)
+	VEXTRACTI128 $0x01, Y1, (R9)(BX*1)
+	VMOVDQU      X4, (R8)(BX*2)
+	VEXTRACTI128 $0x01, Y4, (R9)(BX*2)
+	VMOVDQU      X0, (R8)(SI*1)
+	VEXTRACTI128 $0x01, Y0, (R9)(SI*1)
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x10, R8
+	ADDQ         $0x10, R9
+	DECQ         R10
+	JMP          x16Gather8AVX2_quad
+
+x16Gather8AVX2_quadsdone:
+	MOVQ step+8(FP), R10
+	ADDQ R10, AX
+	MOVQ bb+48(FP), R10
+	ADDQ R10, DX
+	DECQ CX
+	JMP  x16Gather8AVX2_block
+
+x16Gather8AVX2_end:
+	VZEROUPPER
+	RET
+
 // func widenBF16AVX2(src *uint16, n int, dst *float32)
 // Requires: AVX, AVX2
 TEXT ·widenBF16AVX2(SB), NOSPLIT, $0-24

@@ -176,7 +176,34 @@ func (p *x16) putRow(r int, src []byte) {
 }
 
 // rowBytes writes row r in the file's layout into dst.
-func (p *x16) rowBytes(r int, dst []byte) {
+func (p *x16) rowBytes(r int, dst []byte) { p.rowPart(r, dst, true) }
+
+// x16Vals is where a block's values start in the file's layout, for the
+// formats whose values rowsBytes gathers by kernel.
+var x16Vals = map[quant.Format]int{quant.Q4_0: 2, quant.Q8_0: 2, quant.IQ4_NL: 2, quant.Q4_1: 4, quant.Q5_1: 8,
+	quant.IQ4_XS: 8, quant.Q4_K: 16, quant.Q2_K: 16, quant.Q3_K: 0}
+
+// rowsBytes writes rows [r0, r0+g) in the file's layout into dst, one
+// after another: a half group's values by x16Gather8AVX2 where it runs
+// (rebuilding rows this way is fast prefill's share of a regrouping), the
+// rest row by row.
+func (p *x16) rowsBytes(r0, g int, dst []byte) {
+	rb := p.in / p.f.BlockSize() * p.f.BlockBytes()
+	vals, ok := x16Vals[p.f]
+	gather := ok && g == 8 && r0%8 == 0 && p.words%4 == 0
+	for r := 0; r < g; r++ {
+		p.rowPart(r0+r, dst[r*rb:(r+1)*rb], !gather)
+	}
+	if gather && !asmGatherX16(p, r0, vals, dst[:8*rb], rb) {
+		for r := 0; r < g; r++ {
+			p.rowPart(r0+r, dst[r*rb:(r+1)*rb], true)
+		}
+	}
+}
+
+// rowPart writes row r in the file's layout into dst, its values only
+// with words.
+func (p *x16) rowPart(r int, dst []byte, withWords bool) {
 	bb, head, words := p.f.BlockBytes(), p.head, p.words
 	group, rr, step := p.data[r/16*p.groupBytes():], r%16, p.blockBytes()
 	for b := 0; b < p.in/p.f.BlockSize(); b++ {
@@ -187,7 +214,7 @@ func (p *x16) rowBytes(r int, dst []byte) {
 			getQ6K(blk, src, rr)
 			continue
 		case quant.Q2_K, quant.Q3_K:
-			getK23(p.f, blk, src, rr, head)
+			getK23(p.f, blk, src, rr, head, withWords)
 			continue
 		}
 		blk[0], blk[1] = src[2*rr], src[2*rr+1]
@@ -228,7 +255,9 @@ func (p *x16) rowBytes(r int, dst []byte) {
 			}
 			vals = blk[16:]
 		}
-		gatherWords(vals[:4*words], src[head+4*rr:head+64*(words-1)+4*rr+4], words)
+		if withWords {
+			gatherWords(vals[:4*words], src[head+4*rr:head+64*(words-1)+4*rr+4], words)
+		}
 	}
 }
 
@@ -306,14 +335,16 @@ func putK23(f quant.Format, dst []byte, rr int, blk []byte, head int) {
 
 // getK23 is putK23's inverse: row rr of the regrouped block src in the
 // file's layout into blk.
-func getK23(f quant.Format, blk, src []byte, rr, head int) {
+func getK23(f quant.Format, blk, src []byte, rr, head int, withWords bool) {
 	if f == quant.Q2_K {
 		blk[80], blk[81] = src[2*rr], src[2*rr+1]
 		blk[82], blk[83] = src[32+2*rr], src[32+2*rr+1]
 		for p := range 8 {
 			blk[2*p], blk[2*p+1] = src[64+32*p+2*rr], src[64+32*p+2*rr+1]
 		}
-		gatherWords(blk[16:80], src[head+4*rr:], 16)
+		if withWords {
+			gatherWords(blk[16:80], src[head+4*rr:], 16)
+		}
 		return
 	}
 	blk[108], blk[109] = src[2*rr], src[2*rr+1]
@@ -324,7 +355,9 @@ func getK23(f quant.Format, blk, src []byte, rr, head int) {
 		sc[8+s%4] |= v >> 4 << (2 * (s / 4))
 	}
 	copy(blk[96:108], sc[:])
-	gatherWords(blk[:96], src[head+4*rr:], 24)
+	if withWords {
+		gatherWords(blk[:96], src[head+4*rr:], 24)
+	}
 }
 
 // Q6_K's regrouped block (gemvQ6_Kx16 in the generator) takes as many
@@ -402,9 +435,7 @@ func (p *x16) widenRows(r0, g int, dst []float32) {
 		*bp = make([]byte, g*rb)
 	}
 	buf := (*bp)[:g*rb]
-	for r := 0; r < g; r++ {
-		p.rowBytes(r0+r, buf[r*rb:(r+1)*rb])
-	}
+	p.rowsBytes(r0, g, buf)
 	Weight{Kind: Quant, Format: p.f, Bytes: buf}.widenRows(0, g, p.in, dst)
 }
 

@@ -322,6 +322,16 @@ func TestX16RoundTrip(t *testing.T) {
 					t.Fatalf("row %d does not come back as it was", j)
 				}
 			}
+			// Half groups (by kernel where one runs) and a ragged run.
+			rows := make([]byte, 8*rb)
+			for _, c := range [][2]int{{0, 8}, {8, 8}, {24, 8}, {3, 5}} {
+				r0, g := c[0], c[1]
+				clear(rows)
+				p.rowsBytes(r0, g, rows[:g*rb])
+				if !bytes.Equal(rows[:g*rb], w[r0*rb:(r0+g)*rb]) {
+					t.Fatalf("rows %d..%d do not come back as they were", r0, r0+g-1)
+				}
+			}
 			if x16Exact[f] && canX16() {
 				return // exact mode's own kernels: TestX16
 			}

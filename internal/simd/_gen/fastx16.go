@@ -614,3 +614,74 @@ func fastX16Consts() {
 		}
 	}
 }
+
+// x16Gather8 writes x16Gather8AVX2(src, step, quads, blocks, dst, rb, bb):
+// eight rows' values out of a half group of a regrouping, back in the
+// file's layout. src is the half's first word (head + 32h of the group's
+// first block), each block step bytes on; dst is the first row's values
+// in its first block, rows rb bytes apart and blocks bb. Four words of
+// eight rows (four loads) are transposed by two rounds of unpacks into
+// each row's 16 contiguous bytes.
+func x16Gather8() {
+	name := "x16Gather8AVX2"
+	TEXT(name, NOSPLIT, "func(src *byte, step int, quads int, blocks int, dst *byte, rb int, bb int)")
+	Pragma("noescape")
+	Doc(name + " copies quads groups of four words of eight regrouped rows, for blocks blocks (src step bytes, dst bb bytes a block), into the rows at dst (rb bytes apart) in the file's order.")
+	src, blocks, dst, rb := GP64(), GP64(), GP64(), GP64()
+	Load(Param("src"), src)
+	Load(Param("blocks"), blocks)
+	Load(Param("dst"), dst)
+	Load(Param("rb"), rb)
+	rb3, s, d, d4, q := GP64(), GP64(), GP64(), GP64(), GP64()
+	LEAQ(Mem{Base: rb, Index: rb, Scale: 2}, rb3)
+	Label(name + "_block")
+	TESTQ(blocks, blocks)
+	JZ(LabelRef(name + "_end"))
+	MOVQ(src, s)
+	MOVQ(dst, d)
+	LEAQ(Mem{Base: dst, Index: rb, Scale: 4}, d4)
+	Load(Param("quads"), q)
+	Label(name + "_quad")
+	TESTQ(q, q)
+	JZ(LabelRef(name + "_quadsdone"))
+	var a [4]VecVirtual
+	for k := range a {
+		a[k] = YMM()
+		VMOVDQU(Mem{Base: s, Disp: 64 * k}, a[k])
+	}
+	t0, t1, t2, t3 := YMM(), YMM(), YMM(), YMM()
+	VPUNPCKLDQ(a[1], a[0], t0) // rows 0,1 | 4,5 of words 0, 1
+	VPUNPCKHDQ(a[1], a[0], t1) // rows 2,3 | 6,7
+	VPUNPCKLDQ(a[3], a[2], t2)
+	VPUNPCKHDQ(a[3], a[2], t3)
+	u := [4]VecVirtual{YMM(), YMM(), YMM(), YMM()}
+	VPUNPCKLQDQ(t2, t0, u[0]) // row 0 | row 4
+	VPUNPCKHQDQ(t2, t0, u[1]) // row 1 | row 5
+	VPUNPCKLQDQ(t3, t1, u[2])
+	VPUNPCKHQDQ(t3, t1, u[3])
+	rows := [4]func(base GPVirtual) Mem{
+		func(base GPVirtual) Mem { return Mem{Base: base} },
+		func(base GPVirtual) Mem { return Mem{Base: base, Index: rb, Scale: 1} },
+		func(base GPVirtual) Mem { return Mem{Base: base, Index: rb, Scale: 2} },
+		func(base GPVirtual) Mem { return Mem{Base: base, Index: rb3, Scale: 1} },
+	}
+	for r := 0; r < 4; r++ {
+		VMOVDQU(u[r].AsX(), rows[r](d))
+		VEXTRACTI128(U8(1), u[r], rows[r](d4))
+	}
+	ADDQ(U32(256), s)
+	ADDQ(U8(16), d)
+	ADDQ(U8(16), d4)
+	DECQ(q)
+	JMP(LabelRef(name + "_quad"))
+	Label(name + "_quadsdone")
+	Load(Param("step"), q)
+	ADDQ(q, src)
+	Load(Param("bb"), q)
+	ADDQ(q, dst)
+	DECQ(blocks)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}

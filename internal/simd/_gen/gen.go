@@ -250,6 +250,7 @@ func main() {
 	fastX16IQ4XS()
 	fastX16Q23K("Q2_K")
 	fastX16Q23K("Q3_K")
+	x16Gather8()
 	widen16("BF16")
 	widen16("F16")
 	Generate()
