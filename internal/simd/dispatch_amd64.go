@@ -34,6 +34,12 @@ func canPanels() bool { return active == avx2 }
 // canX16 says whether the kernels of regrouped matrices run here.
 func canX16() bool { return active == avx512 }
 
+// exactX16OK says whether exact decode has a kernel for f regrouped here:
+// x16Exact's formats on AVX-512, Q2_K (on fast mode's layout) on AVX2.
+func exactX16OK(f quant.Format) bool {
+	return active == avx512 && x16Exact[f] || active == avx2 && f == quant.Q2_K
+}
+
 // fastX16OK says whether fast mode decodes f from an X16 regrouping here
 // (fastX16*AVX2, on AVX2 machines: AVX-512 ones run the VNNI kernels).
 func fastX16OK(f quant.Format) bool {
@@ -113,6 +119,15 @@ func asmStageX16(p *x16, g, h int, st []byte) {
 	}
 }
 
+// asmBroadcast writes each of x's values eight times into dst.
+func asmBroadcast(x, dst []float32) bool {
+	if active == nil || len(x) == 0 || len(dst) < 8*len(x) {
+		return false
+	}
+	x16BroadcastAVX2(&x[0], len(x), &dst[0])
+	return true
+}
+
 // asmGatherX16 writes the values of rows r0..r0+7 (half a group) of p
 // into the rows at dst (rb bytes apart), vals bytes into each block of the
 // file's layout; false where the kernel does not run.
@@ -162,7 +177,7 @@ func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r
 // if the kernel runs here.
 // (sums: x's sums over each sub-block, for the K-quants).
 func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
-	if !canX16() || r0 == r1 || (x16Sum[p.f] > 0 && len(sums) < p.in/x16Sum[p.f]) {
+	if !exactX16OK(p.f) || r0 == r1 || (x16Sum[p.f] > 0 && len(sums) < p.in/x16Sum[p.f]) {
 		return false
 	}
 	_ = y[r1-1]
@@ -176,6 +191,11 @@ func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
 		gemvQ4_Kx16AVX512(&x[0], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	case quant.Q6_K:
 		gemvQ6_Kx16AVX512(&x[0], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
+	case quant.Q2_K:
+		if len(sums) < p.in/16+8*p.in {
+			return false
+		}
+		gemvX16Q2_KAVX2(&sums[p.in/16], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	default:
 		return false
 	}

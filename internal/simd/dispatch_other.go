@@ -132,11 +132,15 @@ func asmFastGemm16(p *packedRows, blocks int, q []int8, in int, d []float32, cor
 
 func canX16() bool { return false }
 
+func exactX16OK(f quant.Format) bool { return false }
+
 func fastX16OK(f quant.Format) bool { return false }
 
 func stagesX16(f quant.Format) bool { return false }
 
 func asmGatherX16(p *x16, r0, vals int, dst []byte, rb int) bool { return false }
+
+func asmBroadcast(x, dst []float32) bool { return false }
 
 func asmStageX16(p *x16, g, h int, st []byte) { panic("simd: no assembly kernels in this build") }
 

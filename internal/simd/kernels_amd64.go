@@ -942,6 +942,16 @@ func fastX16Q3_KAVX2(w *byte, groups int, blocks int, xq *int8, xd *float32, xs 
 //go:noescape
 func x16Gather8AVX2(src *byte, step int, quads int, blocks int, dst *byte, rb int, bb int)
 
+// gemvX16Q2_KAVX2 computes y[r] = x · w_r for groups regrouped groups of 16 Q2_K rows of blocks super-blocks (xb: each of x's values eight times; sums: x's sums of 16), exact mode.
+//
+//go:noescape
+func gemvX16Q2_KAVX2(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
+
+// x16BroadcastAVX2 writes each of x's n values eight times into dst.
+//
+//go:noescape
+func x16BroadcastAVX2(x *float32, n int, dst *float32)
+
 // widenBF16AVX2 widens n (a multiple of 8) BF16 values at src to float32 at dst.
 //
 //go:noescape

@@ -129,7 +129,7 @@ type Weight struct {
 	coded  *coded
 	x16    *x16
 	panels *panels
-	sums   []float32 // a regrouped K-quant's decode: x's sums over each sub-block (x16Sum)
+	sums   []float32 // a regrouped K-quant's decode: x's sums over each sub-block (x16Sum), then (x16Broadcasts) each of x's values 8 times
 }
 
 // isa is an instruction set with kernels: each computes the R×C dot
@@ -176,6 +176,9 @@ func MulT(y, x []float32, T int, w Weight, out, in int) {
 		sp := sumsBuf.Get().(*[]float32)
 		defer sumsBuf.Put(sp)
 		w.sums = x16Sums(x[:in], x16Sum[w.x16.f], sp)
+		if x16Broadcasts[w.x16.f] {
+			w.sums = broadcastAfter(w.sums, x[:in], sp)
+		}
 	}
 	runRows(y, x, T, w, out, in, nil)
 }

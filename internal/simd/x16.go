@@ -452,10 +452,10 @@ func mulRowsX16(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 	mulRowGroups(y, x, T, w, out, in, r0, r1)
 }
 
-// x16Sum is the sub-block of the K-quants' regrouped kernels, which take
-// their weights' offsets (Q4_K's mins, Q6_K's 32) through x's sums over
-// each sub-block.
-var x16Sum = map[quant.Format]int{quant.Q4_K: 32, quant.Q6_K: 16}
+// x16Sum is the sub-block of the K-quants' regrouped exact kernels, which
+// take their weights' offsets (Q4_K's and Q2_K's mins, Q6_K's 32) through
+// x's sums over each sub-block.
+var x16Sum = map[quant.Format]int{quant.Q4_K: 32, quant.Q6_K: 16, quant.Q2_K: 16}
 
 // x16Sums computes sums, x's sums over each n values (16 or 32), for a
 // product of a regrouped K-quant weight (none for n = 0).
@@ -480,13 +480,39 @@ func x16Sums(x []float32, n int, sums *[]float32) []float32 {
 
 var sumsBuf = sync.Pool{New: func() any { return new([]float32) }}
 
+// x16Broadcasts is the formats whose AVX2 exact kernel reads x's values
+// each eight times (gemvX16Q2_KAVX2: AVX2's multiply-add has no broadcast
+// operand), after the sums.
+var x16Broadcasts = map[quant.Format]bool{quant.Q2_K: true}
+
+// broadcastAfter returns sums followed by each of x's values eight times,
+// in *buf (which holds sums at its start).
+func broadcastAfter(sums, x []float32, buf *[]float32) []float32 {
+	n := len(sums) + 8*len(x)
+	if cap(*buf) < n {
+		grown := make([]float32, n)
+		copy(grown, sums)
+		*buf = grown
+	}
+	s := (*buf)[:n]
+	if !asmBroadcast(x, s[len(sums):]) {
+		for i, v := range x {
+			for l := range 8 {
+				s[len(sums)+8*i+l] = v
+			}
+		}
+	}
+	return s
+}
+
 // PackQuant regroups the Q4_0, Q8_0, Q4_K or Q6_K matrix w [out, in] for
-// exact decode (see X16 above), or returns nil where it does not: the
+// exact decode on AVX-512 (see X16 above), or Q2_K on AVX2 (in fast mode's
+// layout, gemvX16Q2_KAVX2), or returns nil where it does not: the
 // kernels do not run here, it is under packMin bytes, out is not a
 // multiple of 16, or GOZOO_PACK=off. w must lie in a read-only file
 // mapping: its pages are given back to the kernel once regrouped.
 func PackQuant(w []byte, f quant.Format, out, in int) *Packing {
-	if packOff || !(canX16() || packAll) || !x16Exact[f] {
+	if packOff || !(exactX16OK(f) || packAll && x16Exact[f]) {
 		return nil
 	}
 	return packQuant(w, f, out, in)

@@ -160,27 +160,31 @@ func TestPackQuant(t *testing.T) {
 	}
 }
 
-// BenchmarkX16 is one thread's decode product of 3072 rows of 1024, Q4_0
-// Q8_0, Q4_K and Q6_K, by row and regrouped by 16 rows: in cache, and streamed from
-// memory (64 matrices in turn).
+// BenchmarkX16 is one thread's exact decode product of 3072 rows of 1024,
+// Q4_0, Q8_0, Q4_K, Q6_K (AVX-512) and Q2_K (AVX2), by row and regrouped
+// by 16 rows: in cache, and streamed from memory (64 matrices in turn).
 func BenchmarkX16(b *testing.B) {
-	if !canX16() {
-		b.Skip("no X16 kernels on this CPU")
-	}
 	r := rand.New(rand.NewPCG(17, 18))
 	const out, in = 3072, 1024
 	x, y := make([]float32, in), make([]float32, out)
 	for i := range x {
 		x[i] = float32(r.NormFloat64())
 	}
-	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K, quant.Q2_K} {
+		if !exactX16OK(f) {
+			continue
+		}
 		for _, copies := range []int{1, 64} {
 			var plain, regrouped []Weight
 			for range copies {
 				w := quantMatrix(r, f, out, in)
 				plain = append(plain, Weight{Kind: Quant, Format: f, Bytes: w})
 				var sums []float32
-				regrouped = append(regrouped, Weight{Kind: X16, x16: packX16(w, f, out, in, nil), sums: x16Sums(x, x16Sum[f], &sums)})
+				s := x16Sums(x, x16Sum[f], &sums)
+				if x16Broadcasts[f] {
+					s = broadcastAfter(s, x, &sums)
+				}
+				regrouped = append(regrouped, Weight{Kind: X16, x16: packX16(w, f, out, in, nil), sums: s})
 			}
 			for _, c := range []struct {
 				name string

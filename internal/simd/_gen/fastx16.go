@@ -1,6 +1,8 @@
 package main
 
 import (
+	"math"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -681,6 +683,183 @@ func x16Gather8() {
 	ADDQ(q, dst)
 	DECQ(blocks)
 	JMP(LabelRef(name + "_block"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// gemvX16Q2K writes gemvX16Q2_KAVX2(xb, sums, w, blocks, groups, y): exact
+// decode of Q2_K on fast mode's regrouping (fastX16Q23K's layout, so that
+// either mode's packing serves both). A weight is (d·sc_j)·q − dmin·m_j,
+// so a row's product is Σ_j (d·sc_j)·(Σ q·x over sub-block j) −
+// (dmin·m_j)·(x's sum over j), as the AVX-512 X16 kernels take Q4_K's
+// (sums: x's sums of 16, computed once per product). A value's 2-bit
+// field is kept in place by a mask, q·2^(8k+2j), exact as a float32 (byte
+// 3's from the word shifted down a byte, clear of the sign bit); the
+// sums of the four byte positions k run in four accumulators, each the
+// plain Σ q·x scaled by a power of two, and are brought back by exact
+// multiplies by 2^−8k and 2^−2j. Each int32 lane is a row; xb holds each
+// of x's values eight times (x16Broadcast), a full-width operand of the
+// multiply-add, as AVX2 has no broadcast operand.
+func gemvX16Q2K() {
+	name := "gemvX16Q2_KAVX2"
+	TEXT(name, NOSPLIT, "func(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = x · w_r for groups regrouped groups of 16 Q2_K rows of blocks super-blocks (xb: each of x's values eight times; sums: x's sums of 16), exact mode.")
+	wp, groups, y := GP64(), GP64(), GP64()
+	Load(Param("w"), wp)
+	Load(Param("groups"), groups)
+	Load(Param("y"), y)
+	const head = 64 + 256
+	bsize := head + 64*16
+	low4 := broadcast(avx2isa, 0x0f)
+	xp, sp, b := GP64(), GP64(), GP64()
+	Label(name + "_group")
+	TESTQ(groups, groups)
+	JZ(LabelRef(name + "_end"))
+	acc := [2]VecVirtual{YMM(), YMM()}
+	for _, a := range acc {
+		VXORPS(a, a, a)
+	}
+	Load(Param("xb"), xp)
+	Load(Param("sums"), sp)
+	Load(Param("blocks"), b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_groupdone"))
+	lines := (bsize + 63) / 64
+	for h := 0; h < 2; h++ {
+		d, dmin := YMM(), YMM()
+		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
+		VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, dmin)
+		for p := 0; p < 8; p++ {
+			part := 8*h + p
+			for l := part * lines / 16; l < (part+1)*lines/16; l++ {
+				PREFETCHT0(Mem{Base: wp, Disp: x16PrefetchDist + 64*l})
+			}
+			// Lane r: the row's sc|m<<4 bytes of sub-blocks 2p, 2p+1.
+			pair := YMM()
+			VPMOVZXWD(Mem{Base: wp, Disp: 64 + 32*p + 16*h}, pair)
+			for k2 := 0; k2 < 2; k2++ {
+				s := 2*p + k2
+				n, j, g := s/8, s%8/2, s%2
+				var sk [4]VecVirtual
+				for i4 := 0; i4 < 4; i4++ {
+					wv, hi := YMM(), YMM()
+					VMOVDQU(Mem{Base: wp, Disp: head + 64*(8*n+4*g+i4) + 32*h}, wv)
+					// Byte 3's field would reach the sign bit: it is taken
+					// from the word shifted down a byte, at byte 2's place.
+					VPSRLD(U8(8), wv, hi)
+					for k := 0; k < 4; k++ {
+						v := YMM()
+						if k < 3 {
+							VPAND(q2Masks.Offset(32*(4*j+k)), wv, v)
+						} else {
+							VPAND(q2Masks.Offset(32*(4*j+2)), hi, v)
+						}
+						VCVTDQ2PS(v, v)
+						xv := Mem{Base: xp, Disp: 32 * (128*n + 32*j + 16*g + 4*i4 + k)}
+						if i4 == 0 {
+							sk[k] = YMM()
+							VMULPS(xv, v, sk[k])
+						} else {
+							VFMADD231PS(xv, v, sk[k])
+						}
+					}
+				}
+				// Σ_k 2^−8k·sk[k] (sk[3] is at sk[2]'s scale), then the
+				// sub-block's scale d·sc·2^−2j.
+				VADDPS(sk[3], sk[2], sk[2])
+				for k := 2; k > 0; k-- {
+					VFMADD231PS(q2Pow.Offset(32*0), sk[k], sk[k-1]) // sk[k-1] += sk[k]·2^−8
+				}
+				sc, m := YMM(), YMM()
+				if k2 == 0 {
+					VPAND(low4, pair, sc)
+					VPSRLD(U8(4), pair, m)
+					VPAND(low4, m, m)
+				} else {
+					VPSRLD(U8(8), pair, sc)
+					VPAND(low4, sc, sc)
+					VPSRLD(U8(12), pair, m)
+					VPAND(low4, m, m)
+				}
+				VCVTDQ2PS(sc, sc)
+				VMULPS(d, sc, sc) // d·sc: exact (17 bits)
+				if j > 0 {
+					VMULPS(q2Pow.Offset(32*j), sc, sc) // 2^−2j, exact
+				}
+				VFMADD231PS(sk[0], sc, acc[h])
+				VCVTDQ2PS(m, m)
+				VMULPS(dmin, m, m)
+				xs := YMM()
+				VBROADCASTSS(Mem{Base: sp, Disp: 4 * s}, xs)
+				VFNMADD231PS(xs, m, acc[h])
+			}
+		}
+	}
+	ADDQ(U32(bsize), wp)
+	ADDQ(U32(32*256), xp)
+	ADDQ(U32(4*16), sp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_groupdone")
+	VMOVUPS(acc[0], Mem{Base: y})
+	VMOVUPS(acc[1], Mem{Base: y, Disp: 32})
+	ADDQ(U8(64), y)
+	DECQ(groups)
+	JMP(LabelRef(name + "_group"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// q2Masks holds 3<<(8k+2j) in every lane, k-major within j (the
+// 2-bit field of byte k at shift 2j); q2Pow holds 2^−8 and then 2^−2j for
+// j = 1..3 (the second to fourth 32 bytes).
+var q2Masks, q2Pow Mem
+
+func gemvX16Consts() {
+	q2Masks = GLOBL("q2masks", RODATA|NOPTR)
+	for j := 0; j < 4; j++ {
+		for k := 0; k < 4; k++ {
+			for l := 0; l < 8; l++ {
+				DATA(32*(4*j+k)+4*l, U32(uint32(3)<<(8*k+2*j)))
+			}
+		}
+	}
+	q2Pow = GLOBL("q2pow", RODATA|NOPTR)
+	for l := 0; l < 8; l++ {
+		DATA(4*l, U32(math.Float32bits(1.0/256)))
+	}
+	for j := 1; j < 4; j++ {
+		for l := 0; l < 8; l++ {
+			DATA(32*j+4*l, U32(math.Float32bits(float32(math.Ldexp(1, -2*j)))))
+		}
+	}
+}
+
+// x16Broadcast writes x16BroadcastAVX2(x, n, dst): each of x's n values
+// eight times, for gemvX16Q2_KAVX2's multiply-adds.
+func x16Broadcast() {
+	name := "x16BroadcastAVX2"
+	TEXT(name, NOSPLIT, "func(x *float32, n int, dst *float32)")
+	Pragma("noescape")
+	Doc(name + " writes each of x's n values eight times into dst.")
+	x, n, dst := GP64(), GP64(), GP64()
+	Load(Param("x"), x)
+	Load(Param("n"), n)
+	Load(Param("dst"), dst)
+	Label(name + "_loop")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_end"))
+	v := YMM()
+	VBROADCASTSS(Mem{Base: x}, v)
+	VMOVUPS(v, Mem{Base: dst})
+	ADDQ(U8(4), x)
+	ADDQ(U8(32), dst)
+	DECQ(n)
+	JMP(LabelRef(name + "_loop"))
 	Label(name + "_end")
 	VZEROUPPER()
 	RET()
