@@ -128,6 +128,9 @@ func asmBroadcast(x, dst []float32) bool {
 	return true
 }
 
+// canGather says whether x16Gather8AVX2 runs here.
+func canGather() bool { return active != nil }
+
 // asmGatherX16 writes the values of rows r0..r0+7 (half a group) of p
 // into the rows at dst (rb bytes apart), vals bytes into each block of the
 // file's layout; false where the kernel does not run.

@@ -142,6 +142,8 @@ func asmGatherX16(p *x16, r0, vals int, dst []byte, rb int) bool { return false 
 
 func asmBroadcast(x, dst []float32) bool { return false }
 
+func canGather() bool { return false }
+
 func asmStageX16(p *x16, g, h int, st []byte) { panic("simd: no assembly kernels in this build") }
 
 func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r1 int, y []float32) bool {
