@@ -35,9 +35,23 @@ func canPanels() bool { return active == avx2 }
 func canX16() bool { return active == avx512 }
 
 // exactX16OK says whether exact decode has a kernel for f regrouped here:
-// x16Exact's formats on AVX-512, Q2_K (on fast mode's layout) on AVX2.
+// x16Exact's formats on AVX-512, Q2_K and Q4_0 (on fast mode's layouts)
+// on AVX2.
 func exactX16OK(f quant.Format) bool {
-	return active == avx512 && x16Exact[f] || active == avx2 && f == quant.Q2_K
+	return active == avx512 && x16Exact[f] || active == avx2 && x16SumAVX2[f] > 0
+}
+
+// x16Inputs is what the exact regrouped kernel for f reads besides x: x's
+// sums over each n values (none for n = 0), and with bcast then each of
+// x's values eight times.
+func x16Inputs(f quant.Format) (n int, bcast bool) {
+	switch active {
+	case avx512:
+		return x16Sum[f], false
+	case avx2:
+		return x16SumAVX2[f], x16SumAVX2[f] > 0
+	}
+	return 0, false
 }
 
 // fastX16OK says whether fast mode decodes f from an X16 regrouping here
@@ -180,13 +194,18 @@ func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r
 // if the kernel runs here.
 // (sums: x's sums over each sub-block, for the K-quants).
 func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
-	if !exactX16OK(p.f) || r0 == r1 || (x16Sum[p.f] > 0 && len(sums) < p.in/x16Sum[p.f]) {
+	n, bcast := x16Inputs(p.f)
+	if !exactX16OK(p.f) || r0 == r1 || n > 0 && len(sums) < p.in/n || bcast && len(sums) < p.in/n+8*p.in {
 		return false
 	}
 	_ = y[r1-1]
 	w := &p.data[r0/16*p.groupBytes()]
 	switch p.f {
 	case quant.Q4_0:
+		if bcast {
+			gemvX16Q4_0AVX2(&sums[p.in/32], &sums[0], w, p.in/32, (r1-r0)/16, &y[r0])
+			break
+		}
 		gemvQ4_0x16AVX512(&x[0], w, p.in/32, (r1-r0)/16, &y[r0])
 	case quant.Q8_0:
 		gemvQ8_0x16AVX512(&x[0], w, p.in/32, (r1-r0)/16, &y[r0])
@@ -195,9 +214,6 @@ func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
 	case quant.Q6_K:
 		gemvQ6_Kx16AVX512(&x[0], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	case quant.Q2_K:
-		if len(sums) < p.in/16+8*p.in {
-			return false
-		}
 		gemvX16Q2_KAVX2(&sums[p.in/16], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	default:
 		return false

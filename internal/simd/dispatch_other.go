@@ -134,6 +134,8 @@ func canX16() bool { return false }
 
 func exactX16OK(f quant.Format) bool { return false }
 
+func x16Inputs(f quant.Format) (n int, bcast bool) { return 0, false }
+
 func fastX16OK(f quant.Format) bool { return false }
 
 func stagesX16(f quant.Format) bool { return false }

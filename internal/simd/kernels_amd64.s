@@ -16745,6 +16745,50 @@ DATA q2pow<>+120(SB)/4, $0x3c800000
 DATA q2pow<>+124(SB)/4, $0x3c800000
 GLOBL q2pow<>(SB), RODATA|NOPTR, $128
 
+DATA q4masks<>+0(SB)/4, $0x0000000f
+DATA q4masks<>+4(SB)/4, $0x0000000f
+DATA q4masks<>+8(SB)/4, $0x0000000f
+DATA q4masks<>+12(SB)/4, $0x0000000f
+DATA q4masks<>+16(SB)/4, $0x0000000f
+DATA q4masks<>+20(SB)/4, $0x0000000f
+DATA q4masks<>+24(SB)/4, $0x0000000f
+DATA q4masks<>+28(SB)/4, $0x0000000f
+DATA q4masks<>+32(SB)/4, $0x00000f00
+DATA q4masks<>+36(SB)/4, $0x00000f00
+DATA q4masks<>+40(SB)/4, $0x00000f00
+DATA q4masks<>+44(SB)/4, $0x00000f00
+DATA q4masks<>+48(SB)/4, $0x00000f00
+DATA q4masks<>+52(SB)/4, $0x00000f00
+DATA q4masks<>+56(SB)/4, $0x00000f00
+DATA q4masks<>+60(SB)/4, $0x00000f00
+DATA q4masks<>+64(SB)/4, $0x000f0000
+DATA q4masks<>+68(SB)/4, $0x000f0000
+DATA q4masks<>+72(SB)/4, $0x000f0000
+DATA q4masks<>+76(SB)/4, $0x000f0000
+DATA q4masks<>+80(SB)/4, $0x000f0000
+DATA q4masks<>+84(SB)/4, $0x000f0000
+DATA q4masks<>+88(SB)/4, $0x000f0000
+DATA q4masks<>+92(SB)/4, $0x000f0000
+DATA q4masks<>+96(SB)/4, $0x0f000000
+DATA q4masks<>+100(SB)/4, $0x0f000000
+DATA q4masks<>+104(SB)/4, $0x0f000000
+DATA q4masks<>+108(SB)/4, $0x0f000000
+DATA q4masks<>+112(SB)/4, $0x0f000000
+DATA q4masks<>+116(SB)/4, $0x0f000000
+DATA q4masks<>+120(SB)/4, $0x0f000000
+DATA q4masks<>+124(SB)/4, $0x0f000000
+GLOBL q4masks<>(SB), RODATA|NOPTR, $128
+
+DATA q4eight<>+0(SB)/4, $0x41000000
+DATA q4eight<>+4(SB)/4, $0x41000000
+DATA q4eight<>+8(SB)/4, $0x41000000
+DATA q4eight<>+12(SB)/4, $0x41000000
+DATA q4eight<>+16(SB)/4, $0x41000000
+DATA q4eight<>+20(SB)/4, $0x41000000
+DATA q4eight<>+24(SB)/4, $0x41000000
+DATA q4eight<>+28(SB)/4, $0x41000000
+GLOBL q4eight<>(SB), RODATA|NOPTR, $32
+
 // func gemvIQ4_NLAVX2(x *float32, w *byte, ldw int, blocks int, rows int, y *float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·gemvIQ4_NLAVX2(SB), NOSPLIT, $0-48
@@ -34855,6 +34899,271 @@ gemvX16Q2_KAVX2_groupdone:
 	JMP     gemvX16Q2_KAVX2_group
 
 gemvX16Q2_KAVX2_end:
+	VZEROUPPER
+	RET
+
+// func gemvX16Q4_0AVX2(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·gemvX16Q4_0AVX2(SB), NOSPLIT, $0-48
+	MOVQ w+16(FP), AX
+	MOVQ groups+32(FP), CX
+	MOVQ y+40(FP), DX
+
+gemvX16Q4_0AVX2_group:
+	TESTQ  CX, CX
+	JZ     gemvX16Q4_0AVX2_end
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ   xb+0(FP), BX
+	MOVQ   sums+8(FP), SI
+	MOVQ   blocks+24(FP), DI
+
+gemvX16Q4_0AVX2_block:
+	TESTQ        DI, DI
+	JZ           gemvX16Q4_0AVX2_groupdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	PREFETCHT0   2304(AX)
+	VMOVDQU      32(AX), Y2
+	VPSRLD       $0x04, Y2, Y3
+	VPAND        q4masks<>+0(SB), Y2, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       (BX), Y4, Y4
+	VPAND        q4masks<>+32(SB), Y2, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       32(BX), Y5, Y5
+	VPAND        q4masks<>+64(SB), Y2, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       64(BX), Y6, Y6
+	VPAND        q4masks<>+96(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       96(BX), Y2, Y2
+	VPAND        q4masks<>+0(SB), Y3, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  512(BX), Y7, Y4
+	VPAND        q4masks<>+32(SB), Y3, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  544(BX), Y7, Y5
+	VPAND        q4masks<>+64(SB), Y3, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  576(BX), Y7, Y6
+	VPAND        q4masks<>+96(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  608(BX), Y3, Y2
+	VMOVDQU      96(AX), Y3
+	VPSRLD       $0x04, Y3, Y7
+	VPAND        q4masks<>+0(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(BX), Y8, Y4
+	VPAND        q4masks<>+32(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(BX), Y8, Y5
+	VPAND        q4masks<>+64(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(BX), Y8, Y6
+	VPAND        q4masks<>+96(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  224(BX), Y3, Y2
+	VPAND        q4masks<>+0(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  640(BX), Y3, Y4
+	VPAND        q4masks<>+32(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  672(BX), Y3, Y5
+	VPAND        q4masks<>+64(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  704(BX), Y3, Y6
+	VPAND        q4masks<>+96(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  736(BX), Y3, Y2
+	VMOVDQU      160(AX), Y3
+	VPSRLD       $0x04, Y3, Y7
+	VPAND        q4masks<>+0(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  256(BX), Y8, Y4
+	VPAND        q4masks<>+32(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(BX), Y8, Y5
+	VPAND        q4masks<>+64(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(BX), Y8, Y6
+	VPAND        q4masks<>+96(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  352(BX), Y3, Y2
+	VPAND        q4masks<>+0(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  768(BX), Y3, Y4
+	VPAND        q4masks<>+32(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  800(BX), Y3, Y5
+	VPAND        q4masks<>+64(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  832(BX), Y3, Y6
+	VPAND        q4masks<>+96(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  864(BX), Y3, Y2
+	VMOVDQU      224(AX), Y3
+	VPSRLD       $0x04, Y3, Y7
+	VPAND        q4masks<>+0(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(BX), Y8, Y4
+	VPAND        q4masks<>+32(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(BX), Y8, Y5
+	VPAND        q4masks<>+64(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(BX), Y8, Y6
+	VPAND        q4masks<>+96(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  480(BX), Y3, Y2
+	VPAND        q4masks<>+0(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  896(BX), Y3, Y4
+	VPAND        q4masks<>+32(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  928(BX), Y3, Y5
+	VPAND        q4masks<>+64(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  960(BX), Y3, Y6
+	VPAND        q4masks<>+96(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  992(BX), Y3, Y2
+	VFMADD231PS  q2pow<>+0(SB), Y2, Y6
+	VFMADD231PS  q2pow<>+0(SB), Y6, Y5
+	VFMADD231PS  q2pow<>+0(SB), Y5, Y4
+	VCVTPH2PS    (AX), Y2
+	VFMADD231PS  Y4, Y2, Y0
+	VBROADCASTSS (SI), Y3
+	VMULPS       q4eight<>+0(SB), Y3, Y3
+	VFNMADD231PS Y3, Y2, Y0
+	VMOVDQU      64(AX), Y2
+	VPSRLD       $0x04, Y2, Y3
+	VPAND        q4masks<>+0(SB), Y2, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       (BX), Y4, Y4
+	VPAND        q4masks<>+32(SB), Y2, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       32(BX), Y5, Y5
+	VPAND        q4masks<>+64(SB), Y2, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       64(BX), Y6, Y6
+	VPAND        q4masks<>+96(SB), Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       96(BX), Y2, Y2
+	VPAND        q4masks<>+0(SB), Y3, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  512(BX), Y7, Y4
+	VPAND        q4masks<>+32(SB), Y3, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  544(BX), Y7, Y5
+	VPAND        q4masks<>+64(SB), Y3, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  576(BX), Y7, Y6
+	VPAND        q4masks<>+96(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  608(BX), Y3, Y2
+	VMOVDQU      128(AX), Y3
+	VPSRLD       $0x04, Y3, Y7
+	VPAND        q4masks<>+0(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  128(BX), Y8, Y4
+	VPAND        q4masks<>+32(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(BX), Y8, Y5
+	VPAND        q4masks<>+64(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(BX), Y8, Y6
+	VPAND        q4masks<>+96(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  224(BX), Y3, Y2
+	VPAND        q4masks<>+0(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  640(BX), Y3, Y4
+	VPAND        q4masks<>+32(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  672(BX), Y3, Y5
+	VPAND        q4masks<>+64(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  704(BX), Y3, Y6
+	VPAND        q4masks<>+96(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  736(BX), Y3, Y2
+	VMOVDQU      192(AX), Y3
+	VPSRLD       $0x04, Y3, Y7
+	VPAND        q4masks<>+0(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  256(BX), Y8, Y4
+	VPAND        q4masks<>+32(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  288(BX), Y8, Y5
+	VPAND        q4masks<>+64(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(BX), Y8, Y6
+	VPAND        q4masks<>+96(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  352(BX), Y3, Y2
+	VPAND        q4masks<>+0(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  768(BX), Y3, Y4
+	VPAND        q4masks<>+32(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  800(BX), Y3, Y5
+	VPAND        q4masks<>+64(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  832(BX), Y3, Y6
+	VPAND        q4masks<>+96(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  864(BX), Y3, Y2
+	VMOVDQU      256(AX), Y3
+	VPSRLD       $0x04, Y3, Y7
+	VPAND        q4masks<>+0(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(BX), Y8, Y4
+	VPAND        q4masks<>+32(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(BX), Y8, Y5
+	VPAND        q4masks<>+64(SB), Y3, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  448(BX), Y8, Y6
+	VPAND        q4masks<>+96(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  480(BX), Y3, Y2
+	VPAND        q4masks<>+0(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  896(BX), Y3, Y4
+	VPAND        q4masks<>+32(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  928(BX), Y3, Y5
+	VPAND        q4masks<>+64(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  960(BX), Y3, Y6
+	VPAND        q4masks<>+96(SB), Y7, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  992(BX), Y3, Y2
+	VFMADD231PS  q2pow<>+0(SB), Y2, Y6
+	VFMADD231PS  q2pow<>+0(SB), Y6, Y5
+	VFMADD231PS  q2pow<>+0(SB), Y5, Y4
+	VCVTPH2PS    16(AX), Y2
+	VFMADD231PS  Y4, Y2, Y1
+	VBROADCASTSS (SI), Y3
+	VMULPS       q4eight<>+0(SB), Y3, Y3
+	VFNMADD231PS Y3, Y2, Y1
+	ADDQ         $0x00000120, AX
+	ADDQ         $0x00000400, BX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JMP          gemvX16Q4_0AVX2_block
+
+gemvX16Q4_0AVX2_groupdone:
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ    $0x40, DX
+	DECQ    CX
+	JMP     gemvX16Q4_0AVX2_group
+
+gemvX16Q4_0AVX2_end:
 	VZEROUPPER
 	RET
 

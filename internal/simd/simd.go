@@ -129,7 +129,7 @@ type Weight struct {
 	coded  *coded
 	x16    *x16
 	panels *panels
-	sums   []float32 // a regrouped K-quant's decode: x's sums over each sub-block (x16Sum), then (x16Broadcasts) each of x's values 8 times
+	sums   []float32 // a regrouped matrix's exact decode: x's sums over each sub-block (x16Inputs), then on AVX2 each of x's values 8 times
 }
 
 // isa is an instruction set with kernels: each computes the R×C dot
@@ -172,12 +172,14 @@ func Force(on bool) {
 // MulT computes y [T, out] = x [T, in] · wᵀ for w [out, in] (on its
 // packing, when the caller put it there: Weight.On).
 func MulT(y, x []float32, T int, w Weight, out, in int) {
-	if w.Kind == X16 && x16Sum[w.x16.f] > 0 && T == 1 {
-		sp := sumsBuf.Get().(*[]float32)
-		defer sumsBuf.Put(sp)
-		w.sums = x16Sums(x[:in], x16Sum[w.x16.f], sp)
-		if x16Broadcasts[w.x16.f] {
-			w.sums = broadcastAfter(w.sums, x[:in], sp)
+	if w.Kind == X16 && T == 1 {
+		if n, bcast := x16Inputs(w.x16.f); n > 0 {
+			sp := sumsBuf.Get().(*[]float32)
+			defer sumsBuf.Put(sp)
+			w.sums = x16Sums(x[:in], n, sp)
+			if bcast {
+				w.sums = broadcastAfter(w.sums, x[:in], sp)
+			}
 		}
 	}
 	runRows(y, x, T, w, out, in, nil)

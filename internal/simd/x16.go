@@ -184,46 +184,57 @@ var x16Vals = map[quant.Format]int{quant.Q4_0: 2, quant.Q8_0: 2, quant.IQ4_NL: 2
 	quant.IQ4_XS: 8, quant.Q4_K: 16, quant.Q2_K: 16, quant.Q3_K: 0}
 
 // rowsBytes writes rows [r0, r0+g) in the file's layout into dst, one
-// after another: a half group's values by x16Gather8AVX2 where it runs
-// (rebuilding rows this way is fast prefill's share of a regrouping), the
+// after another: each whole half group's values by x16Gather8AVX2 where it
+// runs (rebuilding rows this way is prefill's share of a regrouping), the
 // rest row by row.
 func (p *x16) rowsBytes(r0, g int, dst []byte) {
 	rb := p.in / p.f.BlockSize() * p.f.BlockBytes()
 	vals, ok := x16Vals[p.f]
-	gather := ok && g == 8 && r0%8 == 0 && p.words%4 == 0 && canGather()
-	if gather && (p.f == quant.Q4_1 || p.f == quant.Q5_1) {
-		p.minHeads(r0, g, dst, rb)
-	} else {
-		for r := 0; r < g; r++ {
-			p.rowPart(r0+r, dst[r*rb:(r+1)*rb], !gather)
+	gather := ok && p.words%4 == 0 && canGather()
+	for r := r0; r < r0+g; {
+		at := dst[(r-r0)*rb:]
+		if !gather || r%8 != 0 || r+8 > r0+g {
+			p.rowPart(r, at[:rb], true)
+			r++
+			continue
 		}
-	}
-	if gather && !asmGatherX16(p, r0, vals, dst[:8*rb], rb) {
-		for r := 0; r < g; r++ {
-			p.rowPart(r0+r, dst[r*rb:(r+1)*rb], true)
+		if p.f.BlockSize() == 32 {
+			p.heads32(r, 8, at[:8*rb], rb)
+		} else {
+			for i := range 8 {
+				p.rowPart(r+i, at[i*rb:(i+1)*rb], false)
+			}
 		}
+		if !asmGatherX16(p, r, vals, at[:8*rb], rb) {
+			for i := range 8 {
+				p.rowPart(r+i, at[i*rb:(i+1)*rb], true)
+			}
+		}
+		r += 8
 	}
 }
 
-// minHeads writes the heads of Q4_1 or Q5_1 rows [r0, r0+g) of one group
-// (d, m, and Q5_1's fifth bits in the file's order) into the rows at dst,
-// rb bytes apart: rowPart's work for these formats, whose blocks of 32
-// make a loop with checked indexing per block a tenth of a SmolLM2
-// Q5_K_M prefill.
-func (p *x16) minHeads(r0, g int, dst []byte, rb int) {
+// heads32 writes the heads of rows [r0, r0+g) of one group of a format
+// with blocks of 32 (d; Q4_1 and Q5_1: m, and Q5_1's fifth bits in the
+// file's order) into the rows at dst, rb bytes apart: rowPart's work for
+// these formats, whose short blocks made its loop with checked indexing
+// per block a tenth of a SmolLM2-135M Q5_K_M prefill.
+func (p *x16) heads32(r0, g int, dst []byte, rb int) {
 	nb, bb, step := p.in/32, p.f.BlockBytes(), p.blockBytes()
 	group := p.data[r0/16*p.groupBytes():]
 	if len(group) < nb*step || len(dst) < g*rb || rb != nb*bb || r0%16+g > 16 {
-		panic("simd: minHeads out of range")
+		panic("simd: heads32 out of range")
 	}
-	q5 := p.f == quant.Q5_1
+	withMin, q5 := p.f == quant.Q4_1 || p.f == quant.Q5_1, p.f == quant.Q5_1
 	sp, dp := unsafe.Pointer(unsafe.SliceData(group)), unsafe.Pointer(unsafe.SliceData(dst))
 	for r := range g {
 		rr := r0%16 + r
 		s, d := unsafe.Add(sp, 2*rr), unsafe.Add(dp, r*rb)
 		for range nb {
 			*(*uint16)(d) = *(*uint16)(s)
-			*(*uint16)(unsafe.Add(d, 2)) = *(*uint16)(unsafe.Add(s, 32))
+			if withMin {
+				*(*uint16)(unsafe.Add(d, 2)) = *(*uint16)(unsafe.Add(s, 32))
+			}
 			if q5 {
 				*(*uint32)(unsafe.Add(d, 4)) = q5Unbits(*(*uint32)(unsafe.Add(s, 64+2*rr)))
 			}
@@ -483,10 +494,15 @@ func mulRowsX16(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 	mulRowGroups(y, x, T, w, out, in, r0, r1)
 }
 
-// x16Sum is the sub-block of the K-quants' regrouped exact kernels, which
-// take their weights' offsets (Q4_K's and Q2_K's mins, Q6_K's 32) through
-// x's sums over each sub-block.
-var x16Sum = map[quant.Format]int{quant.Q4_K: 32, quant.Q6_K: 16, quant.Q2_K: 16}
+// x16Sum is the sub-block of the K-quants' regrouped exact kernels on
+// AVX-512, which take their weights' offsets (Q4_K's mins, Q6_K's 32)
+// through x's sums over each sub-block; x16SumAVX2 is the AVX2 exact
+// kernels' (Q2_K's mins, Q4_0's 8), which also read x's values each eight
+// times after the sums (AVX2's multiply-add has no broadcast operand).
+var (
+	x16Sum     = map[quant.Format]int{quant.Q4_K: 32, quant.Q6_K: 16}
+	x16SumAVX2 = map[quant.Format]int{quant.Q2_K: 16, quant.Q4_0: 32}
+)
 
 // x16Sums computes sums, x's sums over each n values (16 or 32), for a
 // product of a regrouped K-quant weight (none for n = 0).
@@ -511,11 +527,6 @@ func x16Sums(x []float32, n int, sums *[]float32) []float32 {
 
 var sumsBuf = sync.Pool{New: func() any { return new([]float32) }}
 
-// x16Broadcasts is the formats whose AVX2 exact kernel reads x's values
-// each eight times (gemvX16Q2_KAVX2: AVX2's multiply-add has no broadcast
-// operand), after the sums.
-var x16Broadcasts = map[quant.Format]bool{quant.Q2_K: true}
-
 // broadcastAfter returns sums followed by each of x's values eight times,
 // in *buf (which holds sums at its start).
 func broadcastAfter(sums, x []float32, buf *[]float32) []float32 {
@@ -537,8 +548,9 @@ func broadcastAfter(sums, x []float32, buf *[]float32) []float32 {
 }
 
 // PackQuant regroups the Q4_0, Q8_0, Q4_K or Q6_K matrix w [out, in] for
-// exact decode on AVX-512 (see X16 above), or Q2_K on AVX2 (in fast mode's
-// layout, gemvX16Q2_KAVX2), or returns nil where it does not: the
+// exact decode on AVX-512 (see X16 above), or Q4_0 and Q2_K on AVX2 (in
+// fast mode's layouts, gemvX16{Q4_0,Q2_K}AVX2), or returns nil where it
+// does not: the
 // kernels do not run here, it is under packMin bytes, out is not a
 // multiple of 16, or GOZOO_PACK=off. w must lie in a read-only file
 // mapping: its pages are given back to the kernel once regrouped.

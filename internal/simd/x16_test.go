@@ -56,7 +56,8 @@ func TestX16(t *testing.T) {
 				}
 				got, want := make([]float32, 3*out), make([]float32, 3*out)
 				var sums []float32
-				regrouped.sums = x16Sums(x[:in], x16Sum[f], &sums) // as MulT sets them
+				n, _ := x16Inputs(f)
+				regrouped.sums = x16Sums(x[:in], n, &sums) // as MulT sets them
 				mulRows(got, x, 1, regrouped, out, in, 0, out)
 				mulRows(want, x, 1, plain, out, in, 0, out)
 				ref := make([]float32, in)
@@ -102,8 +103,8 @@ func TestPackQuant(t *testing.T) {
 	heap := append([]byte(nil), w...)
 
 	p := PackQuant(mw, quant.Q4_0, out, in)
-	if (p != nil) != (canX16() || packAll) {
-		t.Fatalf("a matrix of a mapping packed: %v, with kernels for it: %v (GOZOO_PACK=all: %v)", p != nil, canX16(), packAll)
+	if (p != nil) != (exactX16OK(quant.Q4_0) || packAll) {
+		t.Fatalf("a matrix of a mapping packed: %v, with kernels for it: %v (GOZOO_PACK=all: %v)", p != nil, exactX16OK(quant.Q4_0), packAll)
 	}
 	if p == nil {
 		return
@@ -180,8 +181,9 @@ func BenchmarkX16(b *testing.B) {
 				w := quantMatrix(r, f, out, in)
 				plain = append(plain, Weight{Kind: Quant, Format: f, Bytes: w})
 				var sums []float32
-				s := x16Sums(x, x16Sum[f], &sums)
-				if x16Broadcasts[f] {
+				n, bcast := x16Inputs(f)
+				s := x16Sums(x, n, &sums)
+				if bcast {
 					s = broadcastAfter(s, x, &sums)
 				}
 				regrouped = append(regrouped, Weight{Kind: X16, x16: packX16(w, f, out, in, nil), sums: s})
@@ -330,8 +332,8 @@ func TestX16RoundTrip(t *testing.T) {
 				}
 			}
 			// Half groups (by kernel where one runs) and a ragged run.
-			rows := make([]byte, 8*rb)
-			for _, c := range [][2]int{{0, 8}, {8, 8}, {24, 8}, {3, 5}} {
+			rows := make([]byte, out*rb)
+			for _, c := range [][2]int{{0, 8}, {8, 8}, {24, 8}, {3, 5}, {0, 32}, {5, 27}} {
 				r0, g := c[0], c[1]
 				clear(rows)
 				p.rowsBytes(r0, g, rows[:g*rb])

@@ -864,3 +864,101 @@ func x16Broadcast() {
 	VZEROUPPER()
 	RET()
 }
+
+// gemvX16Q40 writes gemvX16Q4_0AVX2(xb, sums, w, blocks, groups, y): exact
+// decode of Q4_0 on the regrouping fast mode makes on AVX2 (X16's layout:
+// the 16 rows' d, then 4 words of nibbles). A row's block is
+// d·(Σ q·x − 8·X) with X x's sum over the block (sums, one per 32 values).
+// A word's low nibbles masked in place are q·2^8k, exact as floats, and
+// its high nibbles the same from the word shifted down 4 bits (clear of
+// the sign bit), so both go into the four accumulators by byte position,
+// brought back by exact powers of two as in gemvX16Q2K; xb holds each of
+// x's values eight times (x16BroadcastAVX2).
+func gemvX16Q40() {
+	name := "gemvX16Q4_0AVX2"
+	TEXT(name, NOSPLIT, "func(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = x · w_r for groups regrouped groups of 16 Q4_0 rows of blocks blocks (xb: each of x's values eight times; sums: x's sums of 32), exact mode.")
+	wp, groups, y := GP64(), GP64(), GP64()
+	Load(Param("w"), wp)
+	Load(Param("groups"), groups)
+	Load(Param("y"), y)
+	const head = 32
+	bsize := head + 64*4
+	xp, sp, b := GP64(), GP64(), GP64()
+	Label(name + "_group")
+	TESTQ(groups, groups)
+	JZ(LabelRef(name + "_end"))
+	acc := [2]VecVirtual{YMM(), YMM()}
+	for _, a := range acc {
+		VXORPS(a, a, a)
+	}
+	Load(Param("xb"), xp)
+	Load(Param("sums"), sp)
+	Load(Param("blocks"), b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_groupdone"))
+	prefetchBlock(wp, bsize)
+	for h := 0; h < 2; h++ {
+		var sk [4]VecVirtual
+		for i := 0; i < 4; i++ {
+			wv, hi := YMM(), YMM()
+			VMOVDQU(Mem{Base: wp, Disp: head + 64*i + 32*h}, wv)
+			VPSRLD(U8(4), wv, hi)
+			for half, src := range []VecVirtual{wv, hi} {
+				for k := 0; k < 4; k++ {
+					v := YMM()
+					VPAND(q4Masks.Offset(32*k), src, v)
+					VCVTDQ2PS(v, v)
+					xv := Mem{Base: xp, Disp: 32 * (16*half + 4*i + k)}
+					if sk[k] == nil {
+						sk[k] = YMM()
+						VMULPS(xv, v, sk[k])
+					} else {
+						VFMADD231PS(xv, v, sk[k])
+					}
+				}
+			}
+		}
+		for k := 3; k > 0; k-- {
+			VFMADD231PS(q2Pow.Offset(0), sk[k], sk[k-1]) // sk[k-1] += sk[k]·2^−8
+		}
+		d, xs := YMM(), YMM()
+		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
+		VFMADD231PS(sk[0], d, acc[h])
+		VBROADCASTSS(Mem{Base: sp}, xs)
+		VMULPS(q4Eight, xs, xs)
+		VFNMADD231PS(xs, d, acc[h]) // − d·8X
+	}
+	ADDQ(U32(bsize), wp)
+	ADDQ(U32(32*32), xp)
+	ADDQ(U8(4), sp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_groupdone")
+	VMOVUPS(acc[0], Mem{Base: y})
+	VMOVUPS(acc[1], Mem{Base: y, Disp: 32})
+	ADDQ(U8(64), y)
+	DECQ(groups)
+	JMP(LabelRef(name + "_group"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// q4Masks holds 0xf<<8k in every lane (k = 0..3); q4Eight holds 8.0.
+var q4Masks, q4Eight Mem
+
+func gemvX16Q40Consts() {
+	q4Masks = GLOBL("q4masks", RODATA|NOPTR)
+	for k := 0; k < 4; k++ {
+		for l := 0; l < 8; l++ {
+			DATA(32*k+4*l, U32(uint32(0xf)<<(8*k)))
+		}
+	}
+	q4Eight = GLOBL("q4eight", RODATA|NOPTR)
+	for l := 0; l < 8; l++ {
+		DATA(4*l, U32(math.Float32bits(8)))
+	}
+}
