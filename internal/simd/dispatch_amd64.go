@@ -38,7 +38,7 @@ func canX16() bool { return active == avx512 }
 // x16Exact's formats on AVX-512, Q2_K and Q4_0 (on fast mode's layouts)
 // on AVX2.
 func exactX16OK(f quant.Format) bool {
-	return active == avx512 && x16Exact[f] || active == avx2 && x16SumAVX2[f] > 0
+	return active == avx512 && x16Exact[f] || active == avx2 && x16AVX2[f]
 }
 
 // x16Inputs is what the exact regrouped kernel for f reads besides x: x's
@@ -49,7 +49,7 @@ func x16Inputs(f quant.Format) (n int, bcast bool) {
 	case avx512:
 		return x16Sum[f], false
 	case avx2:
-		return x16SumAVX2[f], x16SumAVX2[f] > 0
+		return x16SumAVX2[f], x16AVX2[f]
 	}
 	return 0, false
 }
@@ -195,7 +195,11 @@ func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r
 // (sums: x's sums over each sub-block, for the K-quants).
 func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
 	n, bcast := x16Inputs(p.f)
-	if !exactX16OK(p.f) || r0 == r1 || n > 0 && len(sums) < p.in/n || bcast && len(sums) < p.in/n+8*p.in {
+	ns := 0 // x's sums, before its broadcast values
+	if n > 0 {
+		ns = p.in / n
+	}
+	if !exactX16OK(p.f) || r0 == r1 || len(sums) < ns || bcast && len(sums) < ns+8*p.in {
 		return false
 	}
 	_ = y[r1-1]
@@ -203,7 +207,7 @@ func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
 	switch p.f {
 	case quant.Q4_0:
 		if bcast {
-			gemvX16Q4_0AVX2(&sums[p.in/32], &sums[0], w, p.in/32, (r1-r0)/16, &y[r0])
+			gemvX16Q4_0AVX2(&sums[ns], &sums[0], w, p.in/32, (r1-r0)/16, &y[r0])
 			break
 		}
 		gemvQ4_0x16AVX512(&x[0], w, p.in/32, (r1-r0)/16, &y[r0])
@@ -214,7 +218,9 @@ func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
 	case quant.Q6_K:
 		gemvQ6_Kx16AVX512(&x[0], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	case quant.Q2_K:
-		gemvX16Q2_KAVX2(&sums[p.in/16], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
+		gemvX16Q2_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
+	case quant.IQ4_NL:
+		gemvX16IQ4_NLAVX2(&sums[ns], w, p.in/32, (r1-r0)/16, &y[r0])
 	default:
 		return false
 	}

@@ -173,7 +173,7 @@ func Force(on bool) {
 // packing, when the caller put it there: Weight.On).
 func MulT(y, x []float32, T int, w Weight, out, in int) {
 	if w.Kind == X16 && T == 1 {
-		if n, bcast := x16Inputs(w.x16.f); n > 0 {
+		if n, bcast := x16Inputs(w.x16.f); n > 0 || bcast {
 			sp := sumsBuf.Get().(*[]float32)
 			defer sumsBuf.Put(sp)
 			w.sums = x16Sums(x[:in], n, sp)

@@ -496,11 +496,14 @@ func mulRowsX16(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 
 // x16Sum is the sub-block of the K-quants' regrouped exact kernels on
 // AVX-512, which take their weights' offsets (Q4_K's mins, Q6_K's 32)
-// through x's sums over each sub-block; x16SumAVX2 is the AVX2 exact
-// kernels' (Q2_K's mins, Q4_0's 8), which also read x's values each eight
-// times after the sums (AVX2's multiply-add has no broadcast operand).
+// through x's sums over each sub-block. x16AVX2 is the formats with AVX2
+// exact kernels on fast mode's regroupings, which read x's values each
+// eight times (AVX2's multiply-add has no broadcast operand), after x's
+// sums over x16SumAVX2 values where they take an offset (Q2_K's mins,
+// Q4_0's 8).
 var (
 	x16Sum     = map[quant.Format]int{quant.Q4_K: 32, quant.Q6_K: 16}
+	x16AVX2    = map[quant.Format]bool{quant.Q2_K: true, quant.Q4_0: true, quant.IQ4_NL: true}
 	x16SumAVX2 = map[quant.Format]int{quant.Q2_K: 16, quant.Q4_0: 32}
 )
 
@@ -548,8 +551,8 @@ func broadcastAfter(sums, x []float32, buf *[]float32) []float32 {
 }
 
 // PackQuant regroups the Q4_0, Q8_0, Q4_K or Q6_K matrix w [out, in] for
-// exact decode on AVX-512 (see X16 above), or Q4_0 and Q2_K on AVX2 (in
-// fast mode's layouts, gemvX16{Q4_0,Q2_K}AVX2), or returns nil where it
+// exact decode on AVX-512 (see X16 above), or Q4_0, IQ4_NL and Q2_K on
+// AVX2 (in fast mode's layouts, gemvX16*AVX2), or returns nil where it
 // does not: the
 // kernels do not run here, it is under packMin bytes, out is not a
 // multiple of 16, or GOZOO_PACK=off. w must lie in a read-only file

@@ -962,3 +962,99 @@ func gemvX16Q40Consts() {
 		DATA(4*l, U32(math.Float32bits(8)))
 	}
 }
+
+// gemvX16IQ4NL writes gemvX16IQ4_NLAVX2(xb, w, blocks, groups, y): exact
+// decode of IQ4_NL on fast mode's regrouping (X16's layout: the 16 rows'
+// d, then 4 words of nibbles). VPSHUFB turns a word's nibbles into ggml's
+// int8 levels; a level shifted to the top byte and masked is K·2^24,
+// exact as a float, so a block sums Σ K·x·2^24 and is scaled by d·2^−24
+// (exact). xb holds each of x's values eight times (x16BroadcastAVX2).
+func gemvX16IQ4NL() {
+	name := "gemvX16IQ4_NLAVX2"
+	TEXT(name, NOSPLIT, "func(xb *float32, w *byte, blocks int, groups int, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = x · w_r for groups regrouped groups of 16 IQ4_NL rows of blocks blocks (xb: each of x's values eight times), exact mode.")
+	wp, groups, y := GP64(), GP64(), GP64()
+	Load(Param("w"), wp)
+	Load(Param("groups"), groups)
+	Load(Param("y"), y)
+	const head = 32
+	bsize := head + 64*4
+	mask, levels, top := bcast8(0x0f), YMM(), broadcast(avx2isa, 0xff000000)
+	VMOVDQU(iq4Levels, levels)
+	xp, b := GP64(), GP64()
+	Label(name + "_group")
+	TESTQ(groups, groups)
+	JZ(LabelRef(name + "_end"))
+	acc := [2]VecVirtual{YMM(), YMM()}
+	for _, a := range acc {
+		VXORPS(a, a, a)
+	}
+	Load(Param("xb"), xp)
+	Load(Param("blocks"), b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_groupdone"))
+	prefetchBlock(wp, bsize)
+	for h := 0; h < 2; h++ {
+		var sk [4]VecVirtual
+		for i := 0; i < 4; i++ {
+			wv, lo, hi := YMM(), YMM(), YMM()
+			VMOVDQU(Mem{Base: wp, Disp: head + 64*i + 32*h}, wv)
+			VPAND(mask, wv, lo)
+			VPSRLW(U8(4), wv, hi)
+			VPAND(mask, hi, hi)
+			VPSHUFB(lo, levels, lo)
+			VPSHUFB(hi, levels, hi)
+			for half, src := range []VecVirtual{lo, hi} {
+				for k := 0; k < 4; k++ {
+					v := YMM()
+					if k < 3 {
+						VPSLLD(U8(24-8*k), src, v)
+						VPAND(top, v, v)
+					} else {
+						VPAND(top, src, v)
+					}
+					VCVTDQ2PS(v, v) // K·2^24
+					xv := Mem{Base: xp, Disp: 32 * (16*half + 4*i + k)}
+					if sk[k] == nil {
+						sk[k] = YMM()
+						VMULPS(xv, v, sk[k])
+					} else {
+						VFMADD231PS(xv, v, sk[k])
+					}
+				}
+			}
+		}
+		VADDPS(sk[1], sk[0], sk[0])
+		VADDPS(sk[3], sk[2], sk[2])
+		VADDPS(sk[2], sk[0], sk[0])
+		d := YMM()
+		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
+		VMULPS(iq4Unscale, d, d) // d·2^−24, exact
+		VFMADD231PS(sk[0], d, acc[h])
+	}
+	ADDQ(U32(bsize), wp)
+	ADDQ(U32(32*32), xp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_groupdone")
+	VMOVUPS(acc[0], Mem{Base: y})
+	VMOVUPS(acc[1], Mem{Base: y, Disp: 32})
+	ADDQ(U8(64), y)
+	DECQ(groups)
+	JMP(LabelRef(name + "_group"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// iq4Unscale holds 2^−24 in every lane.
+var iq4Unscale Mem
+
+func gemvX16IQ4NLConsts() {
+	iq4Unscale = GLOBL("iq4unscale", RODATA|NOPTR)
+	for l := 0; l < 8; l++ {
+		DATA(4*l, U32(math.Float32bits(1.0/(1<<24))))
+	}
+}
