@@ -229,8 +229,10 @@ func (p *x16) heads32(r0, g int, dst []byte, rb int) {
 	sp, dp := unsafe.Pointer(unsafe.SliceData(group)), unsafe.Pointer(unsafe.SliceData(dst))
 	for r := range g {
 		rr := r0%16 + r
-		s, d := unsafe.Add(sp, 2*rr), unsafe.Add(dp, r*rb)
-		for range nb {
+		for b := range nb {
+			// Each pointer from its base: none may point past its
+			// allocation, even unused (checkptr, under -race).
+			s, d := unsafe.Add(sp, b*step+2*rr), unsafe.Add(dp, r*rb+b*bb)
 			*(*uint16)(d) = *(*uint16)(s)
 			if withMin {
 				*(*uint16)(unsafe.Add(d, 2)) = *(*uint16)(unsafe.Add(s, 32))
@@ -238,7 +240,6 @@ func (p *x16) heads32(r0, g int, dst []byte, rb int) {
 			if q5 {
 				*(*uint32)(unsafe.Add(d, 4)) = q5Unbits(*(*uint32)(unsafe.Add(s, 64+2*rr)))
 			}
-			s, d = unsafe.Add(s, step), unsafe.Add(d, bb)
 		}
 	}
 }

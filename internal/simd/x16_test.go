@@ -152,7 +152,7 @@ func TestPackQuant(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(20, func() {
 		mulRows(got, x, 1, weight(mw).On(p, out, in), out, in, 0, out)
-	}); a != 0 {
+	}); a != 0 && !raceOn {
 		t.Errorf("a decode product on the packing allocates %.0f times", a)
 	}
 	p.Release()

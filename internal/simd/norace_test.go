@@ -1,0 +1,5 @@
+//go:build !race
+
+package simd
+
+const raceOn = false
