@@ -54,114 +54,96 @@ func fastX16(q string) {
 		VMOVDQU(iq4Levels, levels)
 	}
 	xp, dp, cp, b := GP64(), GP64(), GP64(), GP64()
-	Label(name + "_group")
-	TESTQ(groups, groups)
-	JZ(LabelRef(name + "_end"))
-	acc := [2]VecVirtual{YMM(), YMM()}
-	for _, a := range acc {
-		VXORPS(a, a, a)
-	}
-	Load(Param("xq"), xp)
-	Load(Param("xd"), dp)
-	Load(Param("blocks"), b)
-	if q == "Q4_0" {
-		Load(Param("corr"), cp)
-	}
-	Label(name + "_block")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_groupdone"))
-	prefetchBlock(wp, bsize)
-	var sums [2]VecVirtual
-	add := func(h int, p VecVirtual, first bool, words16 bool) {
-		switch {
-		case first:
-			sums[h] = p
-		case words16:
-			VPADDW(p, sums[h], sums[h])
-		default:
-			VPADDD(p, sums[h], sums[h])
+	x16Frame(name, groups, y, b, func() {
+		Load(Param("xq"), xp)
+		Load(Param("xd"), dp)
+		Load(Param("blocks"), b)
+		if q == "Q4_0" {
+			Load(Param("corr"), cp)
 		}
-	}
-	// sign multiplies 32 signed weight bytes wv by x's broadcast bytes xb
-	// (|w| against x with w's signs) into int32 lanes.
-	sign := func(wv, xb VecVirtual) VecVirtual {
-		aw, sx := YMM(), YMM()
-		VPSIGNB(wv, wv, aw)
-		VPSIGNB(wv, xb, sx)
-		VPMADDUBSW(sx, aw, aw)
-		VPMADDWD(ones, aw, aw)
-		return aw
-	}
-	for i := 0; i < words; i++ {
-		if q == "Q8_0" {
-			xb := YMM()
-			VPBROADCASTD(Mem{Base: xp, Disp: 4 * i}, xb)
-			for h := 0; h < 2; h++ {
-				wv := YMM()
-				VMOVDQU(Mem{Base: wp, Disp: 32 + 64*i + 32*h}, wv)
-				add(h, sign(wv, xb), i == 0, false)
+	}, func(acc [2]VecVirtual) {
+		prefetchBlock(wp, bsize)
+		var sums [2]VecVirtual
+		add := func(h int, p VecVirtual, first bool, words16 bool) {
+			switch {
+			case first:
+				sums[h] = p
+			case words16:
+				VPADDW(p, sums[h], sums[h])
+			default:
+				VPADDD(p, sums[h], sums[h])
 			}
-			continue
 		}
-		xl, xh := YMM(), YMM()
-		VPBROADCASTD(Mem{Base: xp, Disp: 4 * i}, xl)
-		VPBROADCASTD(Mem{Base: xp, Disp: 16 + 4*i}, xh)
-		for h := 0; h < 2; h++ {
-			v, lo, hi := YMM(), YMM(), YMM()
-			VMOVDQU(Mem{Base: wp, Disp: 32 + 64*i + 32*h}, v)
-			VPAND(mask, v, lo)
-			VPSRLW(U8(4), v, hi)
-			VPAND(mask, hi, hi)
-			if q == "Q4_0" {
-				VPMADDUBSW(xl, lo, lo)
-				VPMADDUBSW(xh, hi, hi)
-				VPADDW(hi, lo, lo)
-				add(h, lo, i == 0, true)
+		// sign multiplies 32 signed weight bytes wv by x's broadcast bytes xb
+		// (|w| against x with w's signs) into int32 lanes.
+		sign := func(wv, xb VecVirtual) VecVirtual {
+			aw, sx := YMM(), YMM()
+			VPSIGNB(wv, wv, aw)
+			VPSIGNB(wv, xb, sx)
+			VPMADDUBSW(sx, aw, aw)
+			VPMADDWD(ones, aw, aw)
+			return aw
+		}
+		for i := 0; i < words; i++ {
+			if q == "Q8_0" {
+				xb := YMM()
+				VPBROADCASTD(Mem{Base: xp, Disp: 4 * i}, xb)
+				for h := 0; h < 2; h++ {
+					wv := YMM()
+					VMOVDQU(Mem{Base: wp, Disp: 32 + 64*i + 32*h}, wv)
+					add(h, sign(wv, xb), i == 0, false)
+				}
 				continue
 			}
-			VPSHUFB(lo, levels, lo)
-			VPSHUFB(hi, levels, hi)
-			p := sign(lo, xl)
-			VPADDD(sign(hi, xh), p, p)
-			add(h, p, i == 0, false)
+			xl, xh := YMM(), YMM()
+			VPBROADCASTD(Mem{Base: xp, Disp: 4 * i}, xl)
+			VPBROADCASTD(Mem{Base: xp, Disp: 16 + 4*i}, xh)
+			for h := 0; h < 2; h++ {
+				v, lo, hi := YMM(), YMM(), YMM()
+				VMOVDQU(Mem{Base: wp, Disp: 32 + 64*i + 32*h}, v)
+				VPAND(mask, v, lo)
+				VPSRLW(U8(4), v, hi)
+				VPAND(mask, hi, hi)
+				if q == "Q4_0" {
+					VPMADDUBSW(xl, lo, lo)
+					VPMADDUBSW(xh, hi, hi)
+					VPADDW(hi, lo, lo)
+					add(h, lo, i == 0, true)
+					continue
+				}
+				VPSHUFB(lo, levels, lo)
+				VPSHUFB(hi, levels, hi)
+				p := sign(lo, xl)
+				VPADDD(sign(hi, xh), p, p)
+				add(h, p, i == 0, false)
+			}
 		}
-	}
-	dx := YMM()
-	VBROADCASTSS(Mem{Base: dp}, dx)
-	var c VecVirtual
-	if q == "Q4_0" {
-		c = YMM()
-		VPBROADCASTD(Mem{Base: cp}, c)
-	}
-	for h := 0; h < 2; h++ {
-		s := sums[h]
+		dx := YMM()
+		VBROADCASTSS(Mem{Base: dp}, dx)
+		var c VecVirtual
 		if q == "Q4_0" {
-			VPMADDWD(ones, s, s)
-			VPADDD(c, s, s)
+			c = YMM()
+			VPBROADCASTD(Mem{Base: cp}, c)
 		}
-		VCVTDQ2PS(s, s)
-		dw := YMM()
-		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, dw)
-		VMULPS(dx, dw, dw)
-		VFMADD231PS(s, dw, acc[h])
-	}
-	ADDQ(U32(bsize), wp)
-	ADDQ(U8(32), xp)
-	ADDQ(U8(4), dp)
-	if q == "Q4_0" {
-		ADDQ(U8(4), cp)
-	}
-	DECQ(b)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_groupdone")
-	VMOVUPS(acc[0], Mem{Base: y})
-	VMOVUPS(acc[1], Mem{Base: y, Disp: 32})
-	ADDQ(U8(64), y)
-	DECQ(groups)
-	JMP(LabelRef(name + "_group"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+		for h := 0; h < 2; h++ {
+			s := sums[h]
+			if q == "Q4_0" {
+				VPMADDWD(ones, s, s)
+				VPADDD(c, s, s)
+			}
+			VCVTDQ2PS(s, s)
+			dw := YMM()
+			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, dw)
+			VMULPS(dx, dw, dw)
+			VFMADD231PS(s, dw, acc[h])
+		}
+		ADDQ(U32(bsize), wp)
+		ADDQ(U8(32), xp)
+		ADDQ(U8(4), dp)
+		if q == "Q4_0" {
+			ADDQ(U8(4), cp)
+		}
+	}, nil)
 }
 
 // fastStageX16 writes fastStageX16<q>AVX2(w, blocks, dst): rows 8h..8h+7
@@ -253,103 +235,90 @@ func fastX16Min(q, name string, wp, groups, y GPVirtual) {
 		m10 = bcast8(0x10)
 	}
 	xp, dp, b := GP64(), GP64(), GP64()
-	Label(name + "_group")
-	TESTQ(groups, groups)
-	JZ(LabelRef(name + "_end"))
-	acc, accm := [2]VecVirtual{YMM(), YMM()}, [2]VecVirtual{YMM(), YMM()}
-	for h := 0; h < 2; h++ {
-		VXORPS(acc[h], acc[h], acc[h])
-		VXORPS(accm[h], accm[h], accm[h])
-	}
-	Load(Param("xq"), xp)
-	Load(Param("xd"), dp)
-	Load(Param("blocks"), b)
-	Label(name + "_block")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_groupdone"))
-	prefetchBlock(wp, bsize)
-	for h := 0; h < 2; h++ {
-		var qh, s16, s32 VecVirtual
-		if q == "Q5_1" {
-			qh = YMM()
-			VMOVDQU(Mem{Base: wp, Disp: 64 + 32*h}, qh)
+	accm := [2]VecVirtual{YMM(), YMM()} // the m_w·s_x terms, ggml's summs
+	x16Frame(name, groups, y, b, func() {
+		for _, a := range accm {
+			VXORPS(a, a, a)
 		}
-		widen := func() {
-			VPMADDWD(ones, s16, s16)
-			if s32 == nil {
-				s32 = s16
-			} else {
-				VPADDD(s16, s32, s32)
-			}
-			s16 = nil
-		}
-		for i := 0; i < 4; i++ {
-			v, lo, hi := YMM(), YMM(), YMM()
-			VMOVDQU(Mem{Base: wp, Disp: head + 64*i + 32*h}, v)
-			VPAND(mask, v, lo)
-			VPSRLW(U8(4), v, hi)
-			VPAND(mask, hi, hi)
+		Load(Param("xq"), xp)
+		Load(Param("xd"), dp)
+		Load(Param("blocks"), b)
+	}, func(acc [2]VecVirtual) {
+		prefetchBlock(wp, bsize)
+		for h := 0; h < 2; h++ {
+			var qh, s16, s32 VecVirtual
 			if q == "Q5_1" {
-				t := YMM()
-				VPSLLW(U8(4-i), qh, t)
-				VPAND(m10, t, t)
-				VPOR(t, lo, lo)
-				u := YMM()
-				if i > 0 {
-					VPSRLW(U8(i), qh, u)
-					VPAND(m10, u, u)
+				qh = YMM()
+				VMOVDQU(Mem{Base: wp, Disp: 64 + 32*h}, qh)
+			}
+			widen := func() {
+				VPMADDWD(ones, s16, s16)
+				if s32 == nil {
+					s32 = s16
 				} else {
-					VPAND(m10, qh, u)
+					VPADDD(s16, s32, s32)
 				}
-				VPOR(u, hi, hi)
+				s16 = nil
 			}
-			xl, xh := YMM(), YMM()
-			VPBROADCASTD(Mem{Base: xp, Disp: 4 * i}, xl)
-			VPBROADCASTD(Mem{Base: xp, Disp: 16 + 4*i}, xh)
-			VPMADDUBSW(xl, lo, lo)
-			VPMADDUBSW(xh, hi, hi)
-			VPADDW(hi, lo, lo)
-			if s16 == nil {
-				s16 = lo
-			} else {
-				VPADDW(lo, s16, s16)
+			for i := 0; i < 4; i++ {
+				v, lo, hi := YMM(), YMM(), YMM()
+				VMOVDQU(Mem{Base: wp, Disp: head + 64*i + 32*h}, v)
+				VPAND(mask, v, lo)
+				VPSRLW(U8(4), v, hi)
+				VPAND(mask, hi, hi)
+				if q == "Q5_1" {
+					t := YMM()
+					VPSLLW(U8(4-i), qh, t)
+					VPAND(m10, t, t)
+					VPOR(t, lo, lo)
+					u := YMM()
+					if i > 0 {
+						VPSRLW(U8(i), qh, u)
+						VPAND(m10, u, u)
+					} else {
+						VPAND(m10, qh, u)
+					}
+					VPOR(u, hi, hi)
+				}
+				xl, xh := YMM(), YMM()
+				VPBROADCASTD(Mem{Base: xp, Disp: 4 * i}, xl)
+				VPBROADCASTD(Mem{Base: xp, Disp: 16 + 4*i}, xh)
+				VPMADDUBSW(xl, lo, lo)
+				VPMADDUBSW(xh, hi, hi)
+				VPADDW(hi, lo, lo)
+				if s16 == nil {
+					s16 = lo
+				} else {
+					VPADDW(lo, s16, s16)
+				}
+				if q == "Q5_1" && i%2 == 1 {
+					widen()
+				}
 			}
-			if q == "Q5_1" && i%2 == 1 {
+			if s16 != nil {
 				widen()
 			}
+			VCVTDQ2PS(s32, s32)
+			dw, dx := YMM(), YMM()
+			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, dw)
+			VBROADCASTSS(Mem{Base: dp}, dx)
+			VMULPS(dx, dw, dw)
+			VFMADD231PS(s32, dw, acc[h])
+			// m_w·s_x rounded, then added, as ggml's summs.
+			mw, sx := YMM(), YMM()
+			VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, mw)
+			VBROADCASTSS(Mem{Base: dp, Disp: 4}, sx)
+			VMULPS(sx, mw, mw)
+			VADDPS(mw, accm[h], accm[h])
 		}
-		if s16 != nil {
-			widen()
+		ADDQ(U32(bsize), wp)
+		ADDQ(U8(32), xp)
+		ADDQ(U8(8), dp)
+	}, func(acc [2]VecVirtual) {
+		for h := range acc {
+			VADDPS(accm[h], acc[h], acc[h])
 		}
-		VCVTDQ2PS(s32, s32)
-		dw, dx := YMM(), YMM()
-		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, dw)
-		VBROADCASTSS(Mem{Base: dp}, dx)
-		VMULPS(dx, dw, dw)
-		VFMADD231PS(s32, dw, acc[h])
-		// m_w·s_x rounded, then added, as ggml's summs.
-		mw, sx := YMM(), YMM()
-		VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, mw)
-		VBROADCASTSS(Mem{Base: dp, Disp: 4}, sx)
-		VMULPS(sx, mw, mw)
-		VADDPS(mw, accm[h], accm[h])
-	}
-	ADDQ(U32(bsize), wp)
-	ADDQ(U8(32), xp)
-	ADDQ(U8(8), dp)
-	DECQ(b)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_groupdone")
-	for h := 0; h < 2; h++ {
-		VADDPS(accm[h], acc[h], acc[h])
-		VMOVUPS(acc[h], Mem{Base: y, Disp: 32 * h})
-	}
-	ADDQ(U8(64), y)
-	DECQ(groups)
-	JMP(LabelRef(name + "_group"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+	})
 }
 
 // fastX16IQ4XS writes fastX16IQ4_XSAVX2(w, groups, blocks, xq, xd, y): fast
@@ -375,75 +344,57 @@ func fastX16IQ4XS() {
 	mask, levels := bcast8(0x0f), YMM()
 	VMOVDQU(iq4Levels, levels)
 	xp, dp, b := GP64(), GP64(), GP64()
-	Label(name + "_group")
-	TESTQ(groups, groups)
-	JZ(LabelRef(name + "_end"))
-	acc := [2]VecVirtual{YMM(), YMM()}
-	for _, a := range acc {
-		VXORPS(a, a, a)
-	}
-	Load(Param("xq"), xp)
-	Load(Param("xd"), dp)
-	Load(Param("blocks"), b)
-	Label(name + "_block")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_groupdone"))
-	lines := (bsize + 63) / 64
-	for h := 0; h < 2; h++ {
-		sumi := YMM()
-		for sb := 0; sb < 8; sb++ {
-			// The block's prefetches spread over it, x16PrefetchDist ahead.
-			part := 8*h + sb
-			for l := part * lines / 16; l < (part+1)*lines/16; l++ {
-				PREFETCHT0(Mem{Base: wp, Disp: x16PrefetchDist + 64*l})
-			}
-			sc := YMM()
-			VPMOVSXBD(Mem{Base: wp, Disp: 32 + 16*sb + 8*h}, sc)
-			scw := wordPairs(sc)
-			for w := 0; w < 4; w++ {
-				v, lo, hi := YMM(), YMM(), YMM()
-				VMOVDQU(Mem{Base: wp, Disp: head + 64*(4*sb+w) + 32*h}, v)
-				VPAND(mask, v, lo)
-				VPSRLW(U8(4), v, hi)
-				VPAND(mask, hi, hi)
-				VPSHUFB(lo, levels, lo)
-				VPSHUFB(hi, levels, hi)
-				for k, wv := range []VecVirtual{lo, hi} {
-					xb, ax := YMM(), YMM()
-					VPBROADCASTD(Mem{Base: xp, Disp: 32*sb + 16*k + 4*w}, xb)
-					VPSIGNB(wv, wv, ax)
-					VPSIGNB(wv, xb, xb)
-					VPMADDUBSW(xb, ax, ax)
-					VPMADDWD(scw, ax, ax)
-					if sb == 0 && w == 0 && k == 0 {
-						VMOVDQA(ax, sumi)
-					} else {
-						VPADDD(ax, sumi, sumi)
+	x16Frame(name, groups, y, b, func() {
+		Load(Param("xq"), xp)
+		Load(Param("xd"), dp)
+		Load(Param("blocks"), b)
+	}, func(acc [2]VecVirtual) {
+		lines := (bsize + 63) / 64
+		for h := 0; h < 2; h++ {
+			sumi := YMM()
+			for sb := 0; sb < 8; sb++ {
+				// The block's prefetches spread over it, x16PrefetchDist ahead.
+				part := 8*h + sb
+				for l := part * lines / 16; l < (part+1)*lines/16; l++ {
+					PREFETCHT0(Mem{Base: wp, Disp: x16PrefetchDist + 64*l})
+				}
+				sc := YMM()
+				VPMOVSXBD(Mem{Base: wp, Disp: 32 + 16*sb + 8*h}, sc)
+				scw := wordPairs(sc)
+				for w := 0; w < 4; w++ {
+					v, lo, hi := YMM(), YMM(), YMM()
+					VMOVDQU(Mem{Base: wp, Disp: head + 64*(4*sb+w) + 32*h}, v)
+					VPAND(mask, v, lo)
+					VPSRLW(U8(4), v, hi)
+					VPAND(mask, hi, hi)
+					VPSHUFB(lo, levels, lo)
+					VPSHUFB(hi, levels, hi)
+					for k, wv := range []VecVirtual{lo, hi} {
+						xb, ax := YMM(), YMM()
+						VPBROADCASTD(Mem{Base: xp, Disp: 32*sb + 16*k + 4*w}, xb)
+						VPSIGNB(wv, wv, ax)
+						VPSIGNB(wv, xb, xb)
+						VPMADDUBSW(xb, ax, ax)
+						VPMADDWD(scw, ax, ax)
+						if sb == 0 && w == 0 && k == 0 {
+							VMOVDQA(ax, sumi)
+						} else {
+							VPADDD(ax, sumi, sumi)
+						}
 					}
 				}
 			}
+			VCVTDQ2PS(sumi, sumi)
+			dw, dx := YMM(), YMM()
+			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, dw)
+			VBROADCASTSS(Mem{Base: dp}, dx)
+			VMULPS(dx, dw, dw)
+			VFMADD231PS(sumi, dw, acc[h])
 		}
-		VCVTDQ2PS(sumi, sumi)
-		dw, dx := YMM(), YMM()
-		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, dw)
-		VBROADCASTSS(Mem{Base: dp}, dx)
-		VMULPS(dx, dw, dw)
-		VFMADD231PS(sumi, dw, acc[h])
-	}
-	ADDQ(U32(bsize), wp)
-	ADDQ(U32(256), xp)
-	ADDQ(U8(4), dp)
-	DECQ(b)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_groupdone")
-	VMOVUPS(acc[0], Mem{Base: y})
-	VMOVUPS(acc[1], Mem{Base: y, Disp: 32})
-	ADDQ(U8(64), y)
-	DECQ(groups)
-	JMP(LabelRef(name + "_group"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+		ADDQ(U32(bsize), wp)
+		ADDQ(U32(256), xp)
+		ADDQ(U8(4), dp)
+	}, nil)
 }
 
 // fastX16Q23K writes fastX16<q>AVX2(w, groups, blocks, xq, xd, xs, y) for
@@ -487,121 +438,103 @@ func fastX16Q23K(q string) {
 		m4 = bcast8(4)
 	}
 	xp, dp, sp, b := GP64(), GP64(), GP64(), GP64()
-	Label(name + "_group")
-	TESTQ(groups, groups)
-	JZ(LabelRef(name + "_end"))
-	acc := [2]VecVirtual{YMM(), YMM()}
-	for _, a := range acc {
-		VXORPS(a, a, a)
-	}
-	Load(Param("xq"), xp)
-	Load(Param("xd"), dp)
-	Load(Param("xs"), sp)
-	Load(Param("blocks"), b)
-	Label(name + "_block")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_groupdone"))
-	lines := (bsize + 63) / 64
-	for h := 0; h < 2; h++ {
-		sumi, mins := YMM(), YMM()
-		for p := 0; p < 8; p++ {
-			part := 8*h + p
-			for l := part * lines / 16; l < (part+1)*lines/16; l++ {
-				PREFETCHT0(Mem{Base: wp, Disp: x16PrefetchDist + 64*l})
-			}
-			// Lane r: the row's bytes of sub-blocks 2p and 2p+1 as words.
-			sw := YMM()
-			if q2 {
-				VPMOVZXBW(Mem{Base: wp, Disp: sc0 + 32*p + 16*h}, sw)
-			} else {
-				VPMOVSXBW(Mem{Base: wp, Disp: sc0 + 32*p + 16*h}, sw)
-			}
-			m, xsum := YMM(), YMM()
-			if q2 {
-				VPSRLW(U8(4), sw, m)
-				VPAND(lowNib, sw, sw)
-			} else {
-				m = sw
-			}
-			VPBROADCASTD(Mem{Base: sp, Disp: 4 * p}, xsum)
-			VPMADDWD(xsum, m, xsum)
-			if p == 0 {
-				VMOVDQA(xsum, mins)
-			} else {
-				VPADDD(xsum, mins, mins)
-			}
-			for k := 0; k < 2; k++ {
-				s := 2*p + k
-				n, j, g := s/8, s%8/2, s%2
-				scw := YMM()
-				VPSHUFB(dupWords.Offset(32*k), sw, scw)
-				for i4 := 0; i4 < 4; i4++ {
-					i := 8*n + 4*g + i4
-					v := YMM()
-					VMOVDQU(Mem{Base: wp, Disp: head + 64*(words0+i) + 32*h}, v)
-					if j > 0 {
-						VPSRLW(U8(2*j), v, v)
-					}
-					VPAND(m3, v, v)
-					if !q2 {
-						// hmask bit 4n+j of byte l, moved to bit 2.
-						hb, bit := YMM(), 4*n+j
-						VMOVDQU(Mem{Base: wp, Disp: head + 64*(4*g+i4) + 32*h}, hb)
-						switch {
-						case bit > 2:
-							VPSRLW(U8(bit-2), hb, hb)
-						case bit < 2:
-							VPSLLW(U8(2-bit), hb, hb)
+	x16Frame(name, groups, y, b, func() {
+		Load(Param("xq"), xp)
+		Load(Param("xd"), dp)
+		Load(Param("xs"), sp)
+		Load(Param("blocks"), b)
+	}, func(acc [2]VecVirtual) {
+		lines := (bsize + 63) / 64
+		for h := 0; h < 2; h++ {
+			sumi, mins := YMM(), YMM()
+			for p := 0; p < 8; p++ {
+				part := 8*h + p
+				for l := part * lines / 16; l < (part+1)*lines/16; l++ {
+					PREFETCHT0(Mem{Base: wp, Disp: x16PrefetchDist + 64*l})
+				}
+				// Lane r: the row's bytes of sub-blocks 2p and 2p+1 as words.
+				sw := YMM()
+				if q2 {
+					VPMOVZXBW(Mem{Base: wp, Disp: sc0 + 32*p + 16*h}, sw)
+				} else {
+					VPMOVSXBW(Mem{Base: wp, Disp: sc0 + 32*p + 16*h}, sw)
+				}
+				m, xsum := YMM(), YMM()
+				if q2 {
+					VPSRLW(U8(4), sw, m)
+					VPAND(lowNib, sw, sw)
+				} else {
+					m = sw
+				}
+				VPBROADCASTD(Mem{Base: sp, Disp: 4 * p}, xsum)
+				VPMADDWD(xsum, m, xsum)
+				if p == 0 {
+					VMOVDQA(xsum, mins)
+				} else {
+					VPADDD(xsum, mins, mins)
+				}
+				for k := 0; k < 2; k++ {
+					s := 2*p + k
+					n, j, g := s/8, s%8/2, s%2
+					scw := YMM()
+					VPSHUFB(dupWords.Offset(32*k), sw, scw)
+					for i4 := 0; i4 < 4; i4++ {
+						i := 8*n + 4*g + i4
+						v := YMM()
+						VMOVDQU(Mem{Base: wp, Disp: head + 64*(words0+i) + 32*h}, v)
+						if j > 0 {
+							VPSRLW(U8(2*j), v, v)
 						}
-						VPAND(m4, hb, hb)
-						VPOR(hb, v, v)
-					}
-					xb := YMM()
-					VPBROADCASTD(Mem{Base: xp, Disp: 128*n + 32*j + 16*g + 4*i4}, xb)
-					VPMADDUBSW(xb, v, v)
-					VPMADDWD(scw, v, v)
-					if p == 0 && k == 0 && i4 == 0 {
-						VMOVDQA(v, sumi)
-					} else {
-						VPADDD(v, sumi, sumi)
+						VPAND(m3, v, v)
+						if !q2 {
+							// hmask bit 4n+j of byte l, moved to bit 2.
+							hb, bit := YMM(), 4*n+j
+							VMOVDQU(Mem{Base: wp, Disp: head + 64*(4*g+i4) + 32*h}, hb)
+							switch {
+							case bit > 2:
+								VPSRLW(U8(bit-2), hb, hb)
+							case bit < 2:
+								VPSLLW(U8(2-bit), hb, hb)
+							}
+							VPAND(m4, hb, hb)
+							VPOR(hb, v, v)
+						}
+						xb := YMM()
+						VPBROADCASTD(Mem{Base: xp, Disp: 128*n + 32*j + 16*g + 4*i4}, xb)
+						VPMADDUBSW(xb, v, v)
+						VPMADDWD(scw, v, v)
+						if p == 0 && k == 0 && i4 == 0 {
+							VMOVDQA(v, sumi)
+						} else {
+							VPADDD(v, sumi, sumi)
+						}
 					}
 				}
 			}
+			dw, dx := YMM(), YMM()
+			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, dw)
+			VBROADCASTSS(Mem{Base: dp}, dx)
+			VMULPS(dx, dw, dw)
+			if q2 {
+				VCVTDQ2PS(sumi, sumi)
+				VFMADD231PS(sumi, dw, acc[h])
+				dm := YMM()
+				VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, dm)
+				VMULPS(dx, dm, dm)
+				VCVTDQ2PS(mins, mins)
+				VFNMADD231PS(mins, dm, acc[h])
+			} else {
+				VPSLLD(U8(2), mins, mins)
+				VPSUBD(mins, sumi, sumi)
+				VCVTDQ2PS(sumi, sumi)
+				VFMADD231PS(sumi, dw, acc[h])
+			}
 		}
-		dw, dx := YMM(), YMM()
-		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, dw)
-		VBROADCASTSS(Mem{Base: dp}, dx)
-		VMULPS(dx, dw, dw)
-		if q2 {
-			VCVTDQ2PS(sumi, sumi)
-			VFMADD231PS(sumi, dw, acc[h])
-			dm := YMM()
-			VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, dm)
-			VMULPS(dx, dm, dm)
-			VCVTDQ2PS(mins, mins)
-			VFNMADD231PS(mins, dm, acc[h])
-		} else {
-			VPSLLD(U8(2), mins, mins)
-			VPSUBD(mins, sumi, sumi)
-			VCVTDQ2PS(sumi, sumi)
-			VFMADD231PS(sumi, dw, acc[h])
-		}
-	}
-	ADDQ(U32(bsize), wp)
-	ADDQ(U32(256), xp)
-	ADDQ(U8(4), dp)
-	ADDQ(U8(32), sp)
-	DECQ(b)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_groupdone")
-	VMOVUPS(acc[0], Mem{Base: y})
-	VMOVUPS(acc[1], Mem{Base: y, Disp: 32})
-	ADDQ(U8(64), y)
-	DECQ(groups)
-	JMP(LabelRef(name + "_group"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+		ADDQ(U32(bsize), wp)
+		ADDQ(U32(256), xp)
+		ADDQ(U8(4), dp)
+		ADDQ(U8(32), sp)
+	}, nil)
 }
 
 // dupWords holds VPSHUFB controls that copy each dword's low word (the
@@ -714,104 +647,86 @@ func gemvX16Q2K() {
 	bsize := head + 64*16
 	low4 := broadcast(avx2isa, 0x0f)
 	xp, sp, b := GP64(), GP64(), GP64()
-	Label(name + "_group")
-	TESTQ(groups, groups)
-	JZ(LabelRef(name + "_end"))
-	acc := [2]VecVirtual{YMM(), YMM()}
-	for _, a := range acc {
-		VXORPS(a, a, a)
-	}
-	Load(Param("xb"), xp)
-	Load(Param("sums"), sp)
-	Load(Param("blocks"), b)
-	Label(name + "_block")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_groupdone"))
-	lines := (bsize + 63) / 64
-	for h := 0; h < 2; h++ {
-		d, dmin := YMM(), YMM()
-		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
-		VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, dmin)
-		for p := 0; p < 8; p++ {
-			part := 8*h + p
-			for l := part * lines / 16; l < (part+1)*lines/16; l++ {
-				PREFETCHT0(Mem{Base: wp, Disp: x16PrefetchDist + 64*l})
-			}
-			// Lane r: the row's sc|m<<4 bytes of sub-blocks 2p, 2p+1.
-			pair := YMM()
-			VPMOVZXWD(Mem{Base: wp, Disp: 64 + 32*p + 16*h}, pair)
-			for k2 := 0; k2 < 2; k2++ {
-				s := 2*p + k2
-				n, j, g := s/8, s%8/2, s%2
-				var sk [4]VecVirtual
-				for i4 := 0; i4 < 4; i4++ {
-					wv, hi := YMM(), YMM()
-					VMOVDQU(Mem{Base: wp, Disp: head + 64*(8*n+4*g+i4) + 32*h}, wv)
-					// Byte 3's field would reach the sign bit: it is taken
-					// from the word shifted down a byte, at byte 2's place.
-					VPSRLD(U8(8), wv, hi)
-					for k := 0; k < 4; k++ {
-						v := YMM()
-						if k < 3 {
-							VPAND(q2Masks.Offset(32*(4*j+k)), wv, v)
-						} else {
-							VPAND(q2Masks.Offset(32*(4*j+2)), hi, v)
-						}
-						VCVTDQ2PS(v, v)
-						xv := Mem{Base: xp, Disp: 32 * (128*n + 32*j + 16*g + 4*i4 + k)}
-						if i4 == 0 {
-							sk[k] = YMM()
-							VMULPS(xv, v, sk[k])
-						} else {
-							VFMADD231PS(xv, v, sk[k])
+	x16Frame(name, groups, y, b, func() {
+		Load(Param("xb"), xp)
+		Load(Param("sums"), sp)
+		Load(Param("blocks"), b)
+	}, func(acc [2]VecVirtual) {
+		lines := (bsize + 63) / 64
+		for h := 0; h < 2; h++ {
+			d, dmin := YMM(), YMM()
+			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
+			VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, dmin)
+			for p := 0; p < 8; p++ {
+				part := 8*h + p
+				for l := part * lines / 16; l < (part+1)*lines/16; l++ {
+					PREFETCHT0(Mem{Base: wp, Disp: x16PrefetchDist + 64*l})
+				}
+				// Lane r: the row's sc|m<<4 bytes of sub-blocks 2p, 2p+1.
+				pair := YMM()
+				VPMOVZXWD(Mem{Base: wp, Disp: 64 + 32*p + 16*h}, pair)
+				for k2 := 0; k2 < 2; k2++ {
+					s := 2*p + k2
+					n, j, g := s/8, s%8/2, s%2
+					var sk [4]VecVirtual
+					for i4 := 0; i4 < 4; i4++ {
+						wv, hi := YMM(), YMM()
+						VMOVDQU(Mem{Base: wp, Disp: head + 64*(8*n+4*g+i4) + 32*h}, wv)
+						// Byte 3's field would reach the sign bit: it is taken
+						// from the word shifted down a byte, at byte 2's place.
+						VPSRLD(U8(8), wv, hi)
+						for k := 0; k < 4; k++ {
+							v := YMM()
+							if k < 3 {
+								VPAND(q2Masks.Offset(32*(4*j+k)), wv, v)
+							} else {
+								VPAND(q2Masks.Offset(32*(4*j+2)), hi, v)
+							}
+							VCVTDQ2PS(v, v)
+							xv := Mem{Base: xp, Disp: 32 * (128*n + 32*j + 16*g + 4*i4 + k)}
+							if i4 == 0 {
+								sk[k] = YMM()
+								VMULPS(xv, v, sk[k])
+							} else {
+								VFMADD231PS(xv, v, sk[k])
+							}
 						}
 					}
+					// Σ_k 2^−8k·sk[k] (sk[3] is at sk[2]'s scale), then the
+					// sub-block's scale d·sc·2^−2j.
+					VADDPS(sk[3], sk[2], sk[2])
+					for k := 2; k > 0; k-- {
+						VFMADD231PS(q2Pow.Offset(32*0), sk[k], sk[k-1]) // sk[k-1] += sk[k]·2^−8
+					}
+					sc, m := YMM(), YMM()
+					if k2 == 0 {
+						VPAND(low4, pair, sc)
+						VPSRLD(U8(4), pair, m)
+						VPAND(low4, m, m)
+					} else {
+						VPSRLD(U8(8), pair, sc)
+						VPAND(low4, sc, sc)
+						VPSRLD(U8(12), pair, m)
+						VPAND(low4, m, m)
+					}
+					VCVTDQ2PS(sc, sc)
+					VMULPS(d, sc, sc) // d·sc: exact (17 bits)
+					if j > 0 {
+						VMULPS(q2Pow.Offset(32*j), sc, sc) // 2^−2j, exact
+					}
+					VFMADD231PS(sk[0], sc, acc[h])
+					VCVTDQ2PS(m, m)
+					VMULPS(dmin, m, m)
+					xs := YMM()
+					VBROADCASTSS(Mem{Base: sp, Disp: 4 * s}, xs)
+					VFNMADD231PS(xs, m, acc[h])
 				}
-				// Σ_k 2^−8k·sk[k] (sk[3] is at sk[2]'s scale), then the
-				// sub-block's scale d·sc·2^−2j.
-				VADDPS(sk[3], sk[2], sk[2])
-				for k := 2; k > 0; k-- {
-					VFMADD231PS(q2Pow.Offset(32*0), sk[k], sk[k-1]) // sk[k-1] += sk[k]·2^−8
-				}
-				sc, m := YMM(), YMM()
-				if k2 == 0 {
-					VPAND(low4, pair, sc)
-					VPSRLD(U8(4), pair, m)
-					VPAND(low4, m, m)
-				} else {
-					VPSRLD(U8(8), pair, sc)
-					VPAND(low4, sc, sc)
-					VPSRLD(U8(12), pair, m)
-					VPAND(low4, m, m)
-				}
-				VCVTDQ2PS(sc, sc)
-				VMULPS(d, sc, sc) // d·sc: exact (17 bits)
-				if j > 0 {
-					VMULPS(q2Pow.Offset(32*j), sc, sc) // 2^−2j, exact
-				}
-				VFMADD231PS(sk[0], sc, acc[h])
-				VCVTDQ2PS(m, m)
-				VMULPS(dmin, m, m)
-				xs := YMM()
-				VBROADCASTSS(Mem{Base: sp, Disp: 4 * s}, xs)
-				VFNMADD231PS(xs, m, acc[h])
 			}
 		}
-	}
-	ADDQ(U32(bsize), wp)
-	ADDQ(U32(32*256), xp)
-	ADDQ(U32(4*16), sp)
-	DECQ(b)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_groupdone")
-	VMOVUPS(acc[0], Mem{Base: y})
-	VMOVUPS(acc[1], Mem{Base: y, Disp: 32})
-	ADDQ(U8(64), y)
-	DECQ(groups)
-	JMP(LabelRef(name + "_group"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+		ADDQ(U32(bsize), wp)
+		ADDQ(U32(32*256), xp)
+		ADDQ(U32(4*16), sp)
+	}, nil)
 }
 
 // q2Masks holds 3<<(8k+2j) in every lane, k-major within j (the
@@ -886,65 +801,47 @@ func gemvX16Q40() {
 	const head = 32
 	bsize := head + 64*4
 	xp, sp, b := GP64(), GP64(), GP64()
-	Label(name + "_group")
-	TESTQ(groups, groups)
-	JZ(LabelRef(name + "_end"))
-	acc := [2]VecVirtual{YMM(), YMM()}
-	for _, a := range acc {
-		VXORPS(a, a, a)
-	}
-	Load(Param("xb"), xp)
-	Load(Param("sums"), sp)
-	Load(Param("blocks"), b)
-	Label(name + "_block")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_groupdone"))
-	prefetchBlock(wp, bsize)
-	for h := 0; h < 2; h++ {
-		var sk [4]VecVirtual
-		for i := 0; i < 4; i++ {
-			wv, hi := YMM(), YMM()
-			VMOVDQU(Mem{Base: wp, Disp: head + 64*i + 32*h}, wv)
-			VPSRLD(U8(4), wv, hi)
-			for half, src := range []VecVirtual{wv, hi} {
-				for k := 0; k < 4; k++ {
-					v := YMM()
-					VPAND(q4Masks.Offset(32*k), src, v)
-					VCVTDQ2PS(v, v)
-					xv := Mem{Base: xp, Disp: 32 * (16*half + 4*i + k)}
-					if sk[k] == nil {
-						sk[k] = YMM()
-						VMULPS(xv, v, sk[k])
-					} else {
-						VFMADD231PS(xv, v, sk[k])
+	x16Frame(name, groups, y, b, func() {
+		Load(Param("xb"), xp)
+		Load(Param("sums"), sp)
+		Load(Param("blocks"), b)
+	}, func(acc [2]VecVirtual) {
+		prefetchBlock(wp, bsize)
+		for h := 0; h < 2; h++ {
+			var sk [4]VecVirtual
+			for i := 0; i < 4; i++ {
+				wv, hi := YMM(), YMM()
+				VMOVDQU(Mem{Base: wp, Disp: head + 64*i + 32*h}, wv)
+				VPSRLD(U8(4), wv, hi)
+				for half, src := range []VecVirtual{wv, hi} {
+					for k := 0; k < 4; k++ {
+						v := YMM()
+						VPAND(q4Masks.Offset(32*k), src, v)
+						VCVTDQ2PS(v, v)
+						xv := Mem{Base: xp, Disp: 32 * (16*half + 4*i + k)}
+						if sk[k] == nil {
+							sk[k] = YMM()
+							VMULPS(xv, v, sk[k])
+						} else {
+							VFMADD231PS(xv, v, sk[k])
+						}
 					}
 				}
 			}
+			for k := 3; k > 0; k-- {
+				VFMADD231PS(q2Pow.Offset(0), sk[k], sk[k-1]) // sk[k-1] += sk[k]·2^−8
+			}
+			d, xs := YMM(), YMM()
+			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
+			VFMADD231PS(sk[0], d, acc[h])
+			VBROADCASTSS(Mem{Base: sp}, xs)
+			VMULPS(q4Eight, xs, xs)
+			VFNMADD231PS(xs, d, acc[h]) // − d·8X
 		}
-		for k := 3; k > 0; k-- {
-			VFMADD231PS(q2Pow.Offset(0), sk[k], sk[k-1]) // sk[k-1] += sk[k]·2^−8
-		}
-		d, xs := YMM(), YMM()
-		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
-		VFMADD231PS(sk[0], d, acc[h])
-		VBROADCASTSS(Mem{Base: sp}, xs)
-		VMULPS(q4Eight, xs, xs)
-		VFNMADD231PS(xs, d, acc[h]) // − d·8X
-	}
-	ADDQ(U32(bsize), wp)
-	ADDQ(U32(32*32), xp)
-	ADDQ(U8(4), sp)
-	DECQ(b)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_groupdone")
-	VMOVUPS(acc[0], Mem{Base: y})
-	VMOVUPS(acc[1], Mem{Base: y, Disp: 32})
-	ADDQ(U8(64), y)
-	DECQ(groups)
-	JMP(LabelRef(name + "_group"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+		ADDQ(U32(bsize), wp)
+		ADDQ(U32(32*32), xp)
+		ADDQ(U8(4), sp)
+	}, nil)
 }
 
 // q4Masks holds 0xf<<8k in every lane (k = 0..3); q4Eight holds 8.0.
@@ -983,70 +880,52 @@ func gemvX16IQ4NL() {
 	mask, levels, top := bcast8(0x0f), YMM(), broadcast(avx2isa, 0xff000000)
 	VMOVDQU(iq4Levels, levels)
 	xp, b := GP64(), GP64()
-	Label(name + "_group")
-	TESTQ(groups, groups)
-	JZ(LabelRef(name + "_end"))
-	acc := [2]VecVirtual{YMM(), YMM()}
-	for _, a := range acc {
-		VXORPS(a, a, a)
-	}
-	Load(Param("xb"), xp)
-	Load(Param("blocks"), b)
-	Label(name + "_block")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_groupdone"))
-	prefetchBlock(wp, bsize)
-	for h := 0; h < 2; h++ {
-		var sk [4]VecVirtual
-		for i := 0; i < 4; i++ {
-			wv, lo, hi := YMM(), YMM(), YMM()
-			VMOVDQU(Mem{Base: wp, Disp: head + 64*i + 32*h}, wv)
-			VPAND(mask, wv, lo)
-			VPSRLW(U8(4), wv, hi)
-			VPAND(mask, hi, hi)
-			VPSHUFB(lo, levels, lo)
-			VPSHUFB(hi, levels, hi)
-			for half, src := range []VecVirtual{lo, hi} {
-				for k := 0; k < 4; k++ {
-					v := YMM()
-					if k < 3 {
-						VPSLLD(U8(24-8*k), src, v)
-						VPAND(top, v, v)
-					} else {
-						VPAND(top, src, v)
-					}
-					VCVTDQ2PS(v, v) // K·2^24
-					xv := Mem{Base: xp, Disp: 32 * (16*half + 4*i + k)}
-					if sk[k] == nil {
-						sk[k] = YMM()
-						VMULPS(xv, v, sk[k])
-					} else {
-						VFMADD231PS(xv, v, sk[k])
+	x16Frame(name, groups, y, b, func() {
+		Load(Param("xb"), xp)
+		Load(Param("blocks"), b)
+	}, func(acc [2]VecVirtual) {
+		prefetchBlock(wp, bsize)
+		for h := 0; h < 2; h++ {
+			var sk [4]VecVirtual
+			for i := 0; i < 4; i++ {
+				wv, lo, hi := YMM(), YMM(), YMM()
+				VMOVDQU(Mem{Base: wp, Disp: head + 64*i + 32*h}, wv)
+				VPAND(mask, wv, lo)
+				VPSRLW(U8(4), wv, hi)
+				VPAND(mask, hi, hi)
+				VPSHUFB(lo, levels, lo)
+				VPSHUFB(hi, levels, hi)
+				for half, src := range []VecVirtual{lo, hi} {
+					for k := 0; k < 4; k++ {
+						v := YMM()
+						if k < 3 {
+							VPSLLD(U8(24-8*k), src, v)
+							VPAND(top, v, v)
+						} else {
+							VPAND(top, src, v)
+						}
+						VCVTDQ2PS(v, v) // K·2^24
+						xv := Mem{Base: xp, Disp: 32 * (16*half + 4*i + k)}
+						if sk[k] == nil {
+							sk[k] = YMM()
+							VMULPS(xv, v, sk[k])
+						} else {
+							VFMADD231PS(xv, v, sk[k])
+						}
 					}
 				}
 			}
+			VADDPS(sk[1], sk[0], sk[0])
+			VADDPS(sk[3], sk[2], sk[2])
+			VADDPS(sk[2], sk[0], sk[0])
+			d := YMM()
+			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
+			VMULPS(iq4Unscale, d, d) // d·2^−24, exact
+			VFMADD231PS(sk[0], d, acc[h])
 		}
-		VADDPS(sk[1], sk[0], sk[0])
-		VADDPS(sk[3], sk[2], sk[2])
-		VADDPS(sk[2], sk[0], sk[0])
-		d := YMM()
-		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
-		VMULPS(iq4Unscale, d, d) // d·2^−24, exact
-		VFMADD231PS(sk[0], d, acc[h])
-	}
-	ADDQ(U32(bsize), wp)
-	ADDQ(U32(32*32), xp)
-	DECQ(b)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_groupdone")
-	VMOVUPS(acc[0], Mem{Base: y})
-	VMOVUPS(acc[1], Mem{Base: y, Disp: 32})
-	ADDQ(U8(64), y)
-	DECQ(groups)
-	JMP(LabelRef(name + "_group"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+		ADDQ(U32(bsize), wp)
+		ADDQ(U32(32*32), xp)
+	}, nil)
 }
 
 // iq4Unscale holds 2^−24 in every lane.
@@ -1057,4 +936,39 @@ func gemvX16IQ4NLConsts() {
 	for l := 0; l < 8; l++ {
 		DATA(4*l, U32(math.Float32bits(1.0/(1<<24))))
 	}
+}
+
+// x16Frame emits the frame of the AVX2 kernels on regroupings: per group
+// of 16 rows, two accumulators (rows 0–7 and 8–15) are cleared and start
+// loads the group's pointers and its block count into b; block emits a
+// block into the accumulators and steps the pointers, while b counts
+// down; then finish (if any) folds other sums into them, and they go to
+// 16 values of y.
+func x16Frame(name string, groups, y, b GPVirtual, start func(), block, finish func(acc [2]VecVirtual)) {
+	Label(name + "_group")
+	TESTQ(groups, groups)
+	JZ(LabelRef(name + "_end"))
+	acc := [2]VecVirtual{YMM(), YMM()}
+	for _, a := range acc {
+		VXORPS(a, a, a)
+	}
+	start()
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_groupdone"))
+	block(acc)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_groupdone")
+	if finish != nil {
+		finish(acc)
+	}
+	VMOVUPS(acc[0], Mem{Base: y})
+	VMOVUPS(acc[1], Mem{Base: y, Disp: 32})
+	ADDQ(U8(64), y)
+	DECQ(groups)
+	JMP(LabelRef(name + "_group"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
 }
