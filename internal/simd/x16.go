@@ -37,8 +37,8 @@ import (
 // Q6_K: then 4 words of scales; Q4_1 and Q5_1: then m, and Q5_1's fifth
 // bits as a word, q5Bits; IQ4_XS: then its 8 sub-block scales as bytes,
 // each sub-block's 16 rows together; Q2_K, Q3_K: see putK23), then the
-// words of their quantized values
-// (Q4_0: 4 words, Q8_0: 8, Q4_K: 32, Q6_K: 48), each as 16 rows' 4
+// words of their quantized values (Q4_0, IQ4_NL, Q4_1, Q5_1: 4 words,
+// Q8_0: 8, Q2_K: 16, Q3_K: 24, Q4_K and IQ4_XS: 32, Q6_K: 48), each as 16 rows' 4
 // bytes: row r's word i at byte head + 64i + 4r. The kernels' loads run
 // up to 3 bytes past a block, which the padding after the last group
 // covers.
