@@ -353,11 +353,7 @@ func fastX16IQ4XS() {
 		for h := 0; h < 2; h++ {
 			sumi := YMM()
 			for sb := 0; sb < 8; sb++ {
-				// The block's prefetches spread over it, x16PrefetchDist ahead.
-				part := 8*h + sb
-				for l := part * lines / 16; l < (part+1)*lines/16; l++ {
-					PREFETCHT0(Mem{Base: wp, Disp: x16PrefetchDist + 64*l})
-				}
+				spreadPrefetch(wp, lines, 8*h+sb, 16)
 				sc := YMM()
 				VPMOVSXBD(Mem{Base: wp, Disp: 32 + 16*sb + 8*h}, sc)
 				scw := wordPairs(sc)
@@ -448,10 +444,7 @@ func fastX16Q23K(q string) {
 		for h := 0; h < 2; h++ {
 			sumi, mins := YMM(), YMM()
 			for p := 0; p < 8; p++ {
-				part := 8*h + p
-				for l := part * lines / 16; l < (part+1)*lines/16; l++ {
-					PREFETCHT0(Mem{Base: wp, Disp: x16PrefetchDist + 64*l})
-				}
+				spreadPrefetch(wp, lines, 8*h+p, 16)
 				// Lane r: the row's bytes of sub-blocks 2p and 2p+1 as words.
 				sw := YMM()
 				if q2 {
@@ -658,10 +651,7 @@ func gemvX16Q2K() {
 			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
 			VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, dmin)
 			for p := 0; p < 8; p++ {
-				part := 8*h + p
-				for l := part * lines / 16; l < (part+1)*lines/16; l++ {
-					PREFETCHT0(Mem{Base: wp, Disp: x16PrefetchDist + 64*l})
-				}
+				spreadPrefetch(wp, lines, 8*h+p, 16)
 				// Lane r: the row's sc|m<<4 bytes of sub-blocks 2p, 2p+1.
 				pair := YMM()
 				VPMOVZXWD(Mem{Base: wp, Disp: 64 + 32*p + 16*h}, pair)

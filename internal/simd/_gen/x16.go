@@ -122,11 +122,7 @@ func groupLoop(name string, w, groups, y, b GPVirtual, bsize int, start func(), 
 	TESTQ(b, b)
 	JZ(LabelRef(name + "_groupdone"))
 	lines := (bsize + 63) / 64
-	block(acc, func(part, parts int) {
-		for l := part * lines / parts; l < (part+1)*lines/parts; l++ {
-			PREFETCHT0(Mem{Base: w, Disp: x16PrefetchDist + 64*l})
-		}
-	})
+	block(acc, func(part, parts int) { spreadPrefetch(w, lines, part, parts) })
 	ADDQ(U32(bsize), w)
 	advance()
 	DECQ(b)
@@ -354,6 +350,15 @@ func q6kx16Block(w, xp, sp GPVirtual, c q6kx16Consts, acc VecVirtual, pf prefetc
 // a block's prefetches spread over its instructions instead of queueing
 // up at its start.
 type prefetchPart func(part, parts int)
+
+// spreadPrefetch emits part of parts of the prefetches of a block of
+// lines cache lines at w, x16PrefetchDist ahead, so that a block's
+// prefetches spread over its instructions.
+func spreadPrefetch(w GPVirtual, lines, part, parts int) {
+	for l := part * lines / parts; l < (part+1)*lines/parts; l++ {
+		PREFETCHT0(Mem{Base: w, Disp: x16PrefetchDist + 64*l})
+	}
+}
 
 // x16PrefetchDist is how far ahead of a block the regrouped kernels
 // prefetch. A regrouped matrix is one stream per thread, and with two
