@@ -34,10 +34,7 @@ func fastX16(q string) {
 	} else {
 		Doc(name + " computes y[r] = w_r · x for groups regrouped groups of 16 " + q + " rows of blocks blocks and Q8_0 activations xq, xd (corr: −8·Σx a block, Q4_0).")
 	}
-	wp, groups, y := GP64(), GP64(), GP64()
-	Load(Param("w"), wp)
-	Load(Param("groups"), groups)
-	Load(Param("y"), y)
+	wp, groups, y, _, _, _ := params("w", "groups", "y")
 	if q == "Q4_1" || q == "Q5_1" {
 		fastX16Min(q, name, wp, groups, y)
 		return
@@ -335,10 +332,7 @@ func fastX16IQ4XS() {
 	TEXT(name, NOSPLIT, "func(w *byte, groups int, blocks int, xq *int8, xd *float32, y *float32)")
 	Pragma("noescape")
 	Doc(name + " computes y[r] = w_r · x for groups regrouped groups of 16 IQ4_XS rows of blocks super-blocks and Q8_K activations xq, xd.")
-	wp, groups, y := GP64(), GP64(), GP64()
-	Load(Param("w"), wp)
-	Load(Param("groups"), groups)
-	Load(Param("y"), y)
+	wp, groups, y, _, _, _ := params("w", "groups", "y")
 	const head = 32 + 8*16
 	bsize := head + 64*32
 	mask, levels := bcast8(0x0f), YMM()
@@ -413,10 +407,7 @@ func fastX16Q23K(q string) {
 	TEXT(name, NOSPLIT, "func(w *byte, groups int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)")
 	Pragma("noescape")
 	Doc(name + " computes y[r] = w_r · x for groups regrouped groups of 16 " + q + " rows of blocks super-blocks and Q8_K activations xq, xd, xs.")
-	wp, groups, y := GP64(), GP64(), GP64()
-	Load(Param("w"), wp)
-	Load(Param("groups"), groups)
-	Load(Param("y"), y)
+	wp, groups, y, _, _, _ := params("w", "groups", "y")
 	q2 := q == "Q2_K"
 	sc0, words0 := 32, 0 // the scales' and the 2-bit words' offsets
 	if q2 {
@@ -632,10 +623,7 @@ func gemvX16Q2K() {
 	TEXT(name, NOSPLIT, "func(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)")
 	Pragma("noescape")
 	Doc(name + " computes y[r] = x · w_r for groups regrouped groups of 16 Q2_K rows of blocks super-blocks (xb: each of x's values eight times; sums: x's sums of 16), exact mode.")
-	wp, groups, y := GP64(), GP64(), GP64()
-	Load(Param("w"), wp)
-	Load(Param("groups"), groups)
-	Load(Param("y"), y)
+	wp, groups, y, _, _, _ := params("w", "groups", "y")
 	const head = 64 + 256
 	bsize := head + 64*16
 	low4 := broadcast(avx2isa, 0x0f)
@@ -784,10 +772,7 @@ func gemvX16Q40() {
 	TEXT(name, NOSPLIT, "func(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)")
 	Pragma("noescape")
 	Doc(name + " computes y[r] = x · w_r for groups regrouped groups of 16 Q4_0 rows of blocks blocks (xb: each of x's values eight times; sums: x's sums of 32), exact mode.")
-	wp, groups, y := GP64(), GP64(), GP64()
-	Load(Param("w"), wp)
-	Load(Param("groups"), groups)
-	Load(Param("y"), y)
+	wp, groups, y, _, _, _ := params("w", "groups", "y")
 	const head = 32
 	bsize := head + 64*4
 	xp, sp, b := GP64(), GP64(), GP64()
@@ -861,10 +846,7 @@ func gemvX16IQ4NL() {
 	TEXT(name, NOSPLIT, "func(xb *float32, w *byte, blocks int, groups int, y *float32)")
 	Pragma("noescape")
 	Doc(name + " computes y[r] = x · w_r for groups regrouped groups of 16 IQ4_NL rows of blocks blocks (xb: each of x's values eight times), exact mode.")
-	wp, groups, y := GP64(), GP64(), GP64()
-	Load(Param("w"), wp)
-	Load(Param("groups"), groups)
-	Load(Param("y"), y)
+	wp, groups, y, _, _, _ := params("w", "groups", "y")
 	const head = 32
 	bsize := head + 64*4
 	mask, levels, top := bcast8(0x0f), YMM(), broadcast(avx2isa, 0xff000000)
