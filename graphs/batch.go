@@ -164,6 +164,7 @@ func NewBatch(m Model, opts BatchOptions) (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
+	pool.cachePrefixes = opts.PrefixCache
 	need, ok := pool.seqBytesChecked(opts.Capacity)
 	if !ok {
 		return nil, fmt.Errorf("context capacity %d: the KV cache's size overflows (%d layers)", opts.Capacity, len(caches))

@@ -349,3 +349,37 @@ func TestPrepareEmulated(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestResetReusesBlocks: a sequence that is reset and filled again, with
+// no prefix cache, takes back the blocks it gave up instead of making new
+// ones; with the prefix cache the first fill's full blocks stay held for
+// reuse, so the second fill of other ids makes new blocks.
+func TestResetReusesBlocks(t *testing.T) {
+	m := randomModel(t, "qwen3_gqa_tied", nil)
+	for _, prefix := range []bool{false, true} {
+		b, err := graphs.NewBatch(m, graphs.BatchOptions{Options: graphs.Options{Capacity: 40}, BlockTokens: 4, PrefixCache: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := b.Add()
+		fill := func(first int) {
+			ids := make([]int, 24)
+			for i := range ids {
+				ids[i] = (first + 7*i) % m.VocabSize()
+			}
+			if _, err := b.Run(context.Background(), []graphs.Feed{{Seq: id, Input: graphs.IDs(ids...)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fill(1)
+		made := b.Pool().Bytes()
+		if err := b.Truncate(id, 0); err != nil {
+			t.Fatal(err)
+		}
+		fill(2)
+		if got := b.Pool().Bytes(); prefix != (got > made) {
+			t.Errorf("prefix cache %v: blocks made %d bytes after the first fill, %d after the second", prefix, made, got)
+		}
+		b.Close()
+	}
+}

@@ -43,6 +43,11 @@ type KVPool struct {
 	layerIndex  []int // by layer: its place in the group's stores
 	seed        maphash.Seed
 	clock       int64
+	// cachePrefixes is BatchOptions.PrefixCache: without it a sequence's
+	// full blocks are not registered, so blocks it gives back are free at
+	// once rather than held for a reuse that never comes (a Session reset
+	// and refilled took fresh blocks up to its whole budget).
+	cachePrefixes bool
 	// dev holds the pool's memory on a device, or is nil.
 	dev *poolDevice
 }
@@ -486,9 +491,12 @@ func (p *KVPool) advanced(s *seqKV, ids []int, n int) {
 	}
 }
 
-// prefixable reports whether the pool can share prefixes: all its layers
-// attend fully (a sliding group gives back the blocks a prefix needs).
-func (p *KVPool) prefixable() bool { return len(p.groups) == 1 && p.groups[0].window == 0 }
+// prefixable reports whether the pool shares prefixes: its batch asked
+// for it and all its layers attend fully (a sliding group gives back the
+// blocks a prefix needs).
+func (p *KVPool) prefixable() bool {
+	return p.cachePrefixes && len(p.groups) == 1 && p.groups[0].window == 0
+}
 
 // chain hashes a block's tokens after the hashes of the blocks before it.
 func (p *KVPool) chain(prev []uint64, tokens []int, salt uint64) uint64 {
