@@ -35,8 +35,8 @@ func canPanels() bool { return active == avx2 }
 func canX16() bool { return active == avx512 }
 
 // exactX16OK says whether exact decode has a kernel for f regrouped here:
-// x16Exact's formats on AVX-512, Q2_K and Q4_0 (on fast mode's layouts)
-// on AVX2.
+// x16Exact's formats on AVX-512, x16AVX2's (on fast mode's layouts) on
+// AVX2.
 func exactX16OK(f quant.Format) bool {
 	return active == avx512 && x16Exact[f] || active == avx2 && x16AVX2[f]
 }
@@ -219,6 +219,8 @@ func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
 		gemvQ6_Kx16AVX512(&x[0], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	case quant.Q2_K:
 		gemvX16Q2_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
+	case quant.Q3_K:
+		gemvX16Q3_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	case quant.IQ4_NL:
 		gemvX16IQ4_NLAVX2(&sums[ns], w, p.in/32, (r1-r0)/16, &y[r0])
 	default:

@@ -947,6 +947,11 @@ func x16Gather8AVX2(src *byte, step int, quads int, blocks int, dst *byte, rb in
 //go:noescape
 func gemvX16Q2_KAVX2(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
 
+// gemvX16Q3_KAVX2 computes y[r] = x · w_r for groups regrouped groups of 16 Q3_K rows of blocks super-blocks (xb: each of x's values eight times; sums: x's sums of 16), exact mode.
+//
+//go:noescape
+func gemvX16Q3_KAVX2(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
+
 // gemvX16Q4_0AVX2 computes y[r] = x · w_r for groups regrouped groups of 16 Q4_0 rows of blocks blocks (xb: each of x's values eight times; sums: x's sums of 32), exact mode.
 //
 //go:noescape

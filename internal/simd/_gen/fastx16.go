@@ -707,10 +707,103 @@ func gemvX16Q2K() {
 	}, nil)
 }
 
+// gemvX16Q3K writes gemvX16Q3_KAVX2(xb, sums, w, blocks, groups, y): exact
+// decode of Q3_K on fast mode's regrouping (fastX16Q23K's layout). A
+// weight is (d·sc_s)·(v − 4) with v = q + 4h (h: the hmask bit), so a
+// row's product is Σ_s (d·sc_s)·(Σ v·x − 4·X_s) over sub-blocks s of 16
+// values (sums: x's sums of 16). As in fastX16Q23K, a word's 2-bit field
+// is shifted to each byte's low bits and the hmask bit ORed in at bit 2;
+// then v of byte k masked in place is v·2^8k, exact as a float, summed in
+// four accumulators by byte position as gemvX16Q2K does. xb holds each of
+// x's values eight times (x16BroadcastAVX2).
+func gemvX16Q3K() {
+	name := "gemvX16Q3_KAVX2"
+	TEXT(name, NOSPLIT, "func(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = x · w_r for groups regrouped groups of 16 Q3_K rows of blocks super-blocks (xb: each of x's values eight times; sums: x's sums of 16), exact mode.")
+	wp, groups, y, _, _, _ := params("w", "groups", "y")
+	const head, words0 = 32 + 256, 8
+	bsize := head + 64*(words0+16)
+	m3, m4 := bcast8(3), bcast8(4)
+	xp, sp, b := GP64(), GP64(), GP64()
+	x16Frame(name, groups, y, b, func() {
+		Load(Param("xb"), xp)
+		Load(Param("sums"), sp)
+		Load(Param("blocks"), b)
+	}, func(acc [2]VecVirtual) {
+		lines := (bsize + 63) / 64
+		for h := 0; h < 2; h++ {
+			d := YMM()
+			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
+			for p := 0; p < 8; p++ {
+				spreadPrefetch(wp, lines, 8*h+p, 16)
+				// Lane r: the row's int8 scales of sub-blocks 2p, 2p+1 as a word.
+				pair := YMM()
+				VPMOVSXWD(Mem{Base: wp, Disp: 32 + 32*p + 16*h}, pair)
+				for k2 := 0; k2 < 2; k2++ {
+					s := 2*p + k2
+					n, j, g := s/8, s%8/2, s%2
+					var sk [4]VecVirtual
+					for i4 := 0; i4 < 4; i4++ {
+						v, hb := YMM(), YMM()
+						VMOVDQU(Mem{Base: wp, Disp: head + 64*(words0+8*n+4*g+i4) + 32*h}, v)
+						if j > 0 {
+							VPSRLW(U8(2*j), v, v)
+						}
+						VPAND(m3, v, v)
+						// hmask bit 4n+j of each byte, moved to bit 2.
+						VMOVDQU(Mem{Base: wp, Disp: head + 64*(4*g+i4) + 32*h}, hb)
+						switch bit := 4*n + j; {
+						case bit > 2:
+							VPSRLW(U8(bit-2), hb, hb)
+						case bit < 2:
+							VPSLLW(U8(2-bit), hb, hb)
+						}
+						VPAND(m4, hb, hb)
+						VPOR(hb, v, v)
+						for k := 0; k < 4; k++ {
+							t := YMM()
+							VPAND(q3Masks.Offset(32*k), v, t)
+							VCVTDQ2PS(t, t)
+							xv := Mem{Base: xp, Disp: 32 * (128*n + 32*j + 16*g + 4*i4 + k)}
+							if i4 == 0 {
+								sk[k] = YMM()
+								VMULPS(xv, t, sk[k])
+							} else {
+								VFMADD231PS(xv, t, sk[k])
+							}
+						}
+					}
+					// Σ_k 2^−8k·sk[k] = Σ v·x, less 4·X_s.
+					for k := 3; k > 0; k-- {
+						VFMADD231PS(q2Pow.Offset(0), sk[k], sk[k-1]) // sk[k-1] += sk[k]·2^−8
+					}
+					xs := YMM()
+					VBROADCASTSS(Mem{Base: sp, Disp: 4 * s}, xs)
+					VFMADD231PS(q3MinusFour, xs, sk[0])
+					// The row's scale of sub-block s: byte k2 of its word, sign-extended.
+					sc := YMM()
+					VPSLLD(U8(24-8*k2), pair, sc)
+					VPSRAD(U8(24), sc, sc)
+					VCVTDQ2PS(sc, sc)
+					VMULPS(d, sc, sc) // d·sc: exact (17 bits)
+					VFMADD231PS(sk[0], sc, acc[h])
+				}
+			}
+		}
+		ADDQ(U32(bsize), wp)
+		ADDQ(U32(32*256), xp)
+		ADDQ(U32(4*16), sp)
+	}, nil)
+}
+
 // q2Masks holds 3<<(8k+2j) in every lane, k-major within j (the
 // 2-bit field of byte k at shift 2j); q2Pow holds 2^−8 and then 2^−2j for
 // j = 1..3 (the second to fourth 32 bytes).
 var q2Masks, q2Pow Mem
+
+// q3Masks holds 7<<8k in every lane (k = 0..3); q3MinusFour holds −4.0.
+var q3Masks, q3MinusFour Mem
 
 func gemvX16Consts() {
 	q2Masks = GLOBL("q2masks", RODATA|NOPTR)
@@ -720,6 +813,16 @@ func gemvX16Consts() {
 				DATA(32*(4*j+k)+4*l, U32(uint32(3)<<(8*k+2*j)))
 			}
 		}
+	}
+	q3Masks = GLOBL("q3masks", RODATA|NOPTR)
+	for k := 0; k < 4; k++ {
+		for l := 0; l < 8; l++ {
+			DATA(32*k+4*l, U32(uint32(7)<<(8*k)))
+		}
+	}
+	q3MinusFour = GLOBL("q3minusfour", RODATA|NOPTR)
+	for l := 0; l < 8; l++ {
+		DATA(4*l, U32(math.Float32bits(-4)))
 	}
 	q2Pow = GLOBL("q2pow", RODATA|NOPTR)
 	for l := 0; l < 8; l++ {

@@ -255,6 +255,7 @@ func main() {
 	fastX16Q23K("Q3_K")
 	x16Gather8()
 	gemvX16Q2K()
+	gemvX16Q3K()
 	gemvX16Q40()
 	gemvX16IQ4NL()
 	x16Broadcast()
