@@ -962,6 +962,11 @@ func gemvX16Q4_0AVX2(xb *float32, sums *float32, w *byte, blocks int, groups int
 //go:noescape
 func gemvX16IQ4_NLAVX2(xb *float32, w *byte, blocks int, groups int, y *float32)
 
+// gemvX16IQ4_XSAVX2 computes y[r] = x · w_r for groups regrouped groups of 16 IQ4_XS rows of blocks super-blocks (xb: each of x's values eight times), exact mode.
+//
+//go:noescape
+func gemvX16IQ4_XSAVX2(xb *float32, w *byte, blocks int, groups int, y *float32)
+
 // x16BroadcastAVX2 writes each of x's n values eight times into dst.
 //
 //go:noescape

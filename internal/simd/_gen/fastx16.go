@@ -952,8 +952,7 @@ func gemvX16IQ4NL() {
 	wp, groups, y, _, _, _ := params("w", "groups", "y")
 	const head = 32
 	bsize := head + 64*4
-	mask, levels, top := bcast8(0x0f), YMM(), broadcast(avx2isa, 0xff000000)
-	VMOVDQU(iq4Levels, levels)
+	c := newIQ4Exact()
 	xp, b := GP64(), GP64()
 	x16Frame(name, groups, y, b, func() {
 		Load(Param("xb"), xp)
@@ -961,46 +960,103 @@ func gemvX16IQ4NL() {
 	}, func(acc [2]VecVirtual) {
 		prefetchBlock(wp, bsize)
 		for h := 0; h < 2; h++ {
-			var sk [4]VecVirtual
-			for i := 0; i < 4; i++ {
-				wv, lo, hi := YMM(), YMM(), YMM()
-				VMOVDQU(Mem{Base: wp, Disp: head + 64*i + 32*h}, wv)
-				VPAND(mask, wv, lo)
-				VPSRLW(U8(4), wv, hi)
-				VPAND(mask, hi, hi)
-				VPSHUFB(lo, levels, lo)
-				VPSHUFB(hi, levels, hi)
-				for half, src := range []VecVirtual{lo, hi} {
-					for k := 0; k < 4; k++ {
-						v := YMM()
-						if k < 3 {
-							VPSLLD(U8(24-8*k), src, v)
-							VPAND(top, v, v)
-						} else {
-							VPAND(top, src, v)
-						}
-						VCVTDQ2PS(v, v) // K·2^24
-						xv := Mem{Base: xp, Disp: 32 * (16*half + 4*i + k)}
-						if sk[k] == nil {
-							sk[k] = YMM()
-							VMULPS(xv, v, sk[k])
-						} else {
-							VFMADD231PS(xv, v, sk[k])
-						}
-					}
-				}
-			}
-			VADDPS(sk[1], sk[0], sk[0])
-			VADDPS(sk[3], sk[2], sk[2])
-			VADDPS(sk[2], sk[0], sk[0])
+			sum := c.block(wp, head+32*h, xp, 0)
 			d := YMM()
 			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
 			VMULPS(iq4Unscale, d, d) // d·2^−24, exact
-			VFMADD231PS(sk[0], d, acc[h])
+			VFMADD231PS(sum, d, acc[h])
 		}
 		ADDQ(U32(bsize), wp)
 		ADDQ(U32(32*32), xp)
 	}, nil)
+}
+
+// gemvX16IQ4XS writes gemvX16IQ4_XSAVX2(xb, w, blocks, groups, y): exact
+// decode of IQ4_XS on fast mode's regrouping (fastX16IQ4XS's layout).
+// Each sub-block of 32 is an IQ4_NL block (iq4Exact) whose scale is
+// d·(ls−32), exact as a float32 (17 bits), taken with 2^−24.
+func gemvX16IQ4XS() {
+	name := "gemvX16IQ4_XSAVX2"
+	TEXT(name, NOSPLIT, "func(xb *float32, w *byte, blocks int, groups int, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = x · w_r for groups regrouped groups of 16 IQ4_XS rows of blocks super-blocks (xb: each of x's values eight times), exact mode.")
+	wp, groups, y, _, _, _ := params("w", "groups", "y")
+	const head = 32 + 8*16
+	bsize := head + 64*32
+	c := newIQ4Exact()
+	xp, b := GP64(), GP64()
+	x16Frame(name, groups, y, b, func() {
+		Load(Param("xb"), xp)
+		Load(Param("blocks"), b)
+	}, func(acc [2]VecVirtual) {
+		lines := (bsize + 63) / 64
+		for h := 0; h < 2; h++ {
+			d := YMM()
+			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
+			VMULPS(iq4Unscale, d, d) // d·2^−24, exact
+			for sb := 0; sb < 8; sb++ {
+				spreadPrefetch(wp, lines, 8*h+sb, 16)
+				sum := c.block(wp, head+64*4*sb+32*h, xp, 32*32*sb)
+				sc := YMM()
+				VPMOVSXBD(Mem{Base: wp, Disp: 32 + 16*sb + 8*h}, sc)
+				VCVTDQ2PS(sc, sc)
+				VMULPS(d, sc, sc)
+				VFMADD231PS(sum, sc, acc[h])
+			}
+		}
+		ADDQ(U32(bsize), wp)
+		ADDQ(U32(32*256), xp)
+	}, nil)
+}
+
+// iq4Exact is the registers of exact IQ4_NL-style blocks: the nibble mask,
+// ggml's levels, and the top byte's mask.
+type iq4Exact struct{ mask, levels, top VecVirtual }
+
+func newIQ4Exact() iq4Exact {
+	c := iq4Exact{bcast8(0x0f), YMM(), broadcast(avx2isa, 0xff000000)}
+	VMOVDQU(iq4Levels, c.levels)
+	return c
+}
+
+// block sums K·x·2^24 over a block of 32 values of 8 rows: its 4 words at
+// wp+disp, 64 bytes apart, against xb's values from xp+xdisp. VPSHUFB
+// turns the nibbles into ggml's int8 levels; a level shifted to the top
+// byte and masked is K·2^24, exact as a float.
+func (c iq4Exact) block(wp GPVirtual, disp int, xp GPVirtual, xdisp int) VecVirtual {
+	var sk [4]VecVirtual
+	for i := 0; i < 4; i++ {
+		wv, lo, hi := YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: wp, Disp: disp + 64*i}, wv)
+		VPAND(c.mask, wv, lo)
+		VPSRLW(U8(4), wv, hi)
+		VPAND(c.mask, hi, hi)
+		VPSHUFB(lo, c.levels, lo)
+		VPSHUFB(hi, c.levels, hi)
+		for half, src := range []VecVirtual{lo, hi} {
+			for k := 0; k < 4; k++ {
+				v := YMM()
+				if k < 3 {
+					VPSLLD(U8(24-8*k), src, v)
+					VPAND(c.top, v, v)
+				} else {
+					VPAND(c.top, src, v)
+				}
+				VCVTDQ2PS(v, v) // K·2^24
+				xv := Mem{Base: xp, Disp: xdisp + 32*(16*half+4*i+k)}
+				if sk[k] == nil {
+					sk[k] = YMM()
+					VMULPS(xv, v, sk[k])
+				} else {
+					VFMADD231PS(xv, v, sk[k])
+				}
+			}
+		}
+	}
+	VADDPS(sk[1], sk[0], sk[0])
+	VADDPS(sk[3], sk[2], sk[2])
+	VADDPS(sk[2], sk[0], sk[0])
+	return sk[0]
 }
 
 // iq4Unscale holds 2^−24 in every lane.

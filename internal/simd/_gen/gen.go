@@ -258,6 +258,7 @@ func main() {
 	gemvX16Q3K()
 	gemvX16Q40()
 	gemvX16IQ4NL()
+	gemvX16IQ4XS()
 	x16Broadcast()
 	widen16("BF16")
 	widen16("F16")
