@@ -34,11 +34,13 @@ import (
 //
 // A group of 16 rows is its blocks one after another; a block is the 16
 // rows' d (16 halves; Q4_K: then dmin, and 4 words of scales and mins;
+// Q5_K: then dmin, and its 12 bytes of 6-bit scales and mins as 3 words;
 // Q6_K: then 4 words of scales; Q4_1 and Q5_1: then m, and Q5_1's fifth
 // bits as a word, q5Bits; IQ4_XS: then its 8 sub-block scales as bytes,
 // each sub-block's 16 rows together; Q2_K, Q3_K: see putK23), then the
 // words of their quantized values (Q4_0, IQ4_NL, Q4_1, Q5_1: 4 words,
-// Q8_0: 8, Q2_K: 16, Q3_K: 24, Q4_K and IQ4_XS: 32, Q6_K: 48), each as 16 rows' 4
+// Q8_0: 8, Q2_K: 16, Q3_K: 24, Q4_K and IQ4_XS: 32, Q5_K: 40 (qh, then
+// qs), Q6_K: 48), each as 16 rows' 4
 // bytes: row r's word i at byte head + 64i + 4r. The kernels' loads run
 // up to 3 bytes past a block, which the padding after the last group
 // covers.
@@ -59,7 +61,7 @@ type x16 struct {
 // x16Words is the words of a block's values in the formats that regroup
 // (IQ4_NL for fast mode only: see PackQuantFast).
 var x16Words = map[quant.Format]int{quant.Q4_0: 4, quant.Q8_0: 8, quant.Q4_K: 32, quant.Q6_K: 48, quant.IQ4_NL: 4, quant.Q4_1: 4, quant.Q5_1: 4, quant.IQ4_XS: 32,
-	quant.Q2_K: 16, quant.Q3_K: 8 + 16}
+	quant.Q2_K: 16, quant.Q3_K: 8 + 16, quant.Q5_K: 8 + 32}
 
 // x16Head is the bytes of a regrouped block before its values: the 16
 // rows' d (and Q4_K's dmin, and its scales and mins, unpacked to bytes in
@@ -68,7 +70,7 @@ var x16Words = map[quant.Format]int{quant.Q4_0: 4, quant.Q8_0: 8, quant.Q4_K: 32
 // bytes, sub-block b's 16 at 32+16b; Q2_K's dmin and Q2_K's and Q3_K's
 // scales by pairs of sub-blocks, putK23).
 var x16Head = map[quant.Format]int{quant.Q4_0: 32, quant.Q8_0: 32, quant.Q4_K: 64 + 4*64, quant.Q6_K: 32 + 4*64, quant.IQ4_NL: 32,
-	quant.Q4_1: 64, quant.Q5_1: 64 + 64, quant.IQ4_XS: 32 + 8*16, quant.Q2_K: 64 + 8*32, quant.Q3_K: 32 + 8*32}
+	quant.Q4_1: 64, quant.Q5_1: 64 + 64, quant.IQ4_XS: 32 + 8*16, quant.Q2_K: 64 + 8*32, quant.Q3_K: 32 + 8*32, quant.Q5_K: 64 + 3*64}
 
 // x16Exact is the formats exact mode regroups (its kernels' formats).
 var x16Exact = map[quant.Format]bool{quant.Q4_0: true, quant.Q8_0: true, quant.Q4_K: true, quant.Q6_K: true}
@@ -160,6 +162,13 @@ func (p *x16) putRow(r int, src []byte) {
 				vals = blk[8:]
 			}
 		}
+		if p.f == quant.Q5_K {
+			dst[32+2*rr], dst[32+2*rr+1] = blk[2], blk[3]
+			for t := range 3 {
+				copy(dst[64+64*t+4*rr:64+64*t+4*rr+4], blk[4+4*t:])
+			}
+			vals = blk[16:]
+		}
 		if p.f == quant.Q4_K {
 			dst[32+2*rr], dst[32+2*rr+1] = blk[2], blk[3]
 			for j := 0; j < 8; j++ {
@@ -181,7 +190,7 @@ func (p *x16) rowBytes(r int, dst []byte) { p.rowPart(r, dst, true) }
 // x16Vals is where a block's values start in the file's layout, for the
 // formats whose values rowsBytes gathers by kernel.
 var x16Vals = map[quant.Format]int{quant.Q4_0: 2, quant.Q8_0: 2, quant.IQ4_NL: 2, quant.Q4_1: 4, quant.Q5_1: 8,
-	quant.IQ4_XS: 8, quant.Q4_K: 16, quant.Q2_K: 16, quant.Q3_K: 0}
+	quant.IQ4_XS: 8, quant.Q4_K: 16, quant.Q5_K: 16, quant.Q2_K: 16, quant.Q3_K: 0}
 
 // rowsBytes writes rows [r0, r0+g) in the file's layout into dst, one
 // after another: each whole half group's values by x16Gather8AVX2 where it
@@ -280,6 +289,13 @@ func (p *x16) rowPart(r int, dst []byte, withWords bool) {
 				binary.LittleEndian.PutUint32(blk[4:], q5Unbits(binary.LittleEndian.Uint32(src[64+4*rr:])))
 				vals = blk[8:]
 			}
+		}
+		if p.f == quant.Q5_K {
+			blk[2], blk[3] = src[32+2*rr], src[32+2*rr+1]
+			for t := range 3 {
+				copy(blk[4+4*t:8+4*t], src[64+64*t+4*rr:])
+			}
+			vals = blk[16:]
 		}
 		if p.f == quant.Q4_K {
 			blk[2], blk[3] = src[32+2*rr], src[32+2*rr+1]
@@ -501,11 +517,11 @@ func mulRowsX16(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 // exact kernels on fast mode's regroupings, which read x's values each
 // eight times (AVX2's multiply-add has no broadcast operand), after x's
 // sums over x16SumAVX2 values where they take an offset (Q2_K's mins,
-// Q3_K's and Q4_0's 4 and 8).
+// Q3_K's and Q4_0's 4 and 8, Q5_K's mins).
 var (
 	x16Sum     = map[quant.Format]int{quant.Q4_K: 32, quant.Q6_K: 16}
-	x16AVX2    = map[quant.Format]bool{quant.Q2_K: true, quant.Q3_K: true, quant.Q4_0: true, quant.IQ4_NL: true, quant.IQ4_XS: true}
-	x16SumAVX2 = map[quant.Format]int{quant.Q2_K: 16, quant.Q3_K: 16, quant.Q4_0: 32}
+	x16AVX2    = map[quant.Format]bool{quant.Q2_K: true, quant.Q3_K: true, quant.Q4_0: true, quant.IQ4_NL: true, quant.IQ4_XS: true, quant.Q5_K: true}
+	x16SumAVX2 = map[quant.Format]int{quant.Q2_K: 16, quant.Q3_K: 16, quant.Q4_0: 32, quant.Q5_K: 32}
 )
 
 // x16Sums computes sums, x's sums over each n values (16 or 32), for a
@@ -552,8 +568,8 @@ func broadcastAfter(sums, x []float32, buf *[]float32) []float32 {
 }
 
 // PackQuant regroups the Q4_0, Q8_0, Q4_K or Q6_K matrix w [out, in] for
-// exact decode on AVX-512 (see X16 above), or Q4_0, IQ4_NL, IQ4_XS, Q2_K
-// and Q3_K on AVX2 (in fast mode's layouts, gemvX16*AVX2), or returns nil where it
+// exact decode on AVX-512 (see X16 above), or Q4_0, IQ4_NL, IQ4_XS, Q2_K,
+// Q3_K and Q5_K on AVX2 (in fast mode's layouts, gemvX16*AVX2), or returns nil where it
 // does not: the
 // kernels do not run here, it is under packMin bytes, out is not a
 // multiple of 16, or GOZOO_PACK=off. w must lie in a read-only file

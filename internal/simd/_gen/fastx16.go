@@ -797,13 +797,130 @@ func gemvX16Q3K() {
 	}, nil)
 }
 
+// gemvX16Q5K writes gemvX16Q5_KAVX2(xb, sums, w, blocks, groups, y): exact
+// decode of Q5_K regrouped by 16 rows (the 16 rows' d and dmin, then the
+// file's 12 bytes of scales and mins as 3 words, qh as 8 and qs as 32: as
+// many bytes as the file's). A weight is (d·sc_s)·v − dmin·m_s with v
+// = nibble + 16·(qh's bit s), so a row's product is Σ_s (d·sc_s)·(Σ v·x)
+// − (dmin·m_s)·X_s (sums: x's sums of 32). Each byte's v is built in its
+// low 5 bits (nibble, then qh's bit moved to bit 4), and v of byte k
+// masked in place is v·2^8k, exact as a float, summed by byte position
+// as gemvX16Q2K does. xb holds each of x's values eight times.
+func gemvX16Q5K() {
+	name := "gemvX16Q5_KAVX2"
+	TEXT(name, NOSPLIT, "func(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = x · w_r for groups regrouped groups of 16 Q5_K rows of blocks super-blocks (xb: each of x's values eight times; sums: x's sums of 32), exact mode.")
+	wp, groups, y, _, _, _ := params("w", "groups", "y")
+	const head, qs0 = 64 + 3*64, 8
+	bsize := head + 64*(qs0+32)
+	nib, bit4 := bcast8(0x0f), bcast8(0x10)
+	xp, sp, b := GP64(), GP64(), GP64()
+	x16Frame(name, groups, y, b, func() {
+		Load(Param("xb"), xp)
+		Load(Param("sums"), sp)
+		Load(Param("blocks"), b)
+	}, func(acc [2]VecVirtual) {
+		lines := (bsize + 63) / 64
+		for h := 0; h < 2; h++ {
+			d, dmin := YMM(), YMM()
+			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
+			VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, dmin)
+			for s := 0; s < 8; s++ {
+				spreadPrefetch(wp, lines, 8*h+s, 16)
+				j, half := s/2, s%2
+				var sk [4]VecVirtual
+				for i4 := 0; i4 < 8; i4++ {
+					v, hb := YMM(), YMM()
+					VMOVDQU(Mem{Base: wp, Disp: head + 64*(qs0+8*j+i4) + 32*h}, v)
+					if half == 1 {
+						VPSRLW(U8(4), v, v)
+					}
+					VPAND(nib, v, v)
+					// qh's bit s of each byte, moved to bit 4.
+					VMOVDQU(Mem{Base: wp, Disp: head + 64*i4 + 32*h}, hb)
+					switch {
+					case s < 4:
+						VPSLLW(U8(4-s), hb, hb)
+					case s > 4:
+						VPSRLW(U8(s-4), hb, hb)
+					}
+					VPAND(bit4, hb, hb)
+					VPOR(hb, v, v)
+					for k := 0; k < 4; k++ {
+						t := YMM()
+						VPAND(q5Masks.Offset(32*k), v, t)
+						VCVTDQ2PS(t, t)
+						xv := Mem{Base: xp, Disp: 32 * (32*s + 4*i4 + k)}
+						if i4 == 0 {
+							sk[k] = YMM()
+							VMULPS(xv, t, sk[k])
+						} else {
+							VFMADD231PS(xv, t, sk[k])
+						}
+					}
+				}
+				for k := 3; k > 0; k-- {
+					VFMADD231PS(q2Pow.Offset(0), sk[k], sk[k-1]) // sk[k-1] += sk[k]·2^−8
+				}
+				// The rows' 6-bit scale and min of sub-block s, from ggml's 12
+				// bytes as words w0..w2 (get_scale_min_k4).
+				sc, m := q5kScaleMin(wp, 64+32*h, s)
+				VCVTDQ2PS(sc, sc)
+				VMULPS(d, sc, sc) // d·sc: exact
+				VFMADD231PS(sk[0], sc, acc[h])
+				VCVTDQ2PS(m, m)
+				VMULPS(dmin, m, m)
+				xs := YMM()
+				VBROADCASTSS(Mem{Base: sp, Disp: 4 * s}, xs)
+				VFNMADD231PS(xs, m, acc[h])
+			}
+		}
+		ADDQ(U32(bsize), wp)
+		ADDQ(U32(32*256), xp)
+		ADDQ(U32(4*8), sp)
+	}, nil)
+}
+
+// q5kScaleMin loads 8 rows' scale and min of sub-block s of a Q5_K (or
+// Q4_K) super-block whose 12 bytes of scales lie as words w0, w1, w2 at
+// wp+disp, 64 bytes apart: for s < 4 byte s of w0 and w1, low 6 bits; for
+// s = 4+t the low and high nibbles of byte t of w2, with the top 2 bits
+// of byte t of w0 and w1 above them.
+func q5kScaleMin(wp GPVirtual, disp, s int) (sc, m VecVirtual) {
+	w := func(t int) Mem { return Mem{Base: wp, Disp: disp + 64*t} }
+	// A VEX shift takes no memory source: each word is loaded first.
+	sc, m = YMM(), YMM()
+	if s < 4 {
+		for i, r := range []VecVirtual{sc, m} {
+			VMOVDQU(w(i), r)
+			VPSRLD(U8(8*s), r, r)
+			VPAND(kScaleMasks.Offset(0), r, r)
+		}
+		return sc, m
+	}
+	t := 8 * (s - 4)
+	for i, r := range []VecVirtual{sc, m} {
+		top := YMM()
+		VMOVDQU(w(2), r)
+		VPSRLD(U8(t+4*i), r, r)
+		VPAND(kScaleMasks.Offset(32), r, r)
+		VMOVDQU(w(i), top)
+		VPSRLD(U8(t+2), top, top)
+		VPAND(kScaleMasks.Offset(64), top, top)
+		VPOR(top, r, r)
+	}
+	return sc, m
+}
+
 // q2Masks holds 3<<(8k+2j) in every lane, k-major within j (the
 // 2-bit field of byte k at shift 2j); q2Pow holds 2^−8 and then 2^−2j for
 // j = 1..3 (the second to fourth 32 bytes).
 var q2Masks, q2Pow Mem
 
-// q3Masks holds 7<<8k in every lane (k = 0..3); q3MinusFour holds −4.0.
-var q3Masks, q3MinusFour Mem
+// q3Masks holds 7<<8k in every lane (k = 0..3); q3MinusFour holds −4.0;
+// q5Masks holds 0x1f<<8k; kScaleMasks holds 63, 0x0f and 0x30.
+var q3Masks, q3MinusFour, q5Masks, kScaleMasks Mem
 
 func gemvX16Consts() {
 	q2Masks = GLOBL("q2masks", RODATA|NOPTR)
@@ -818,6 +935,18 @@ func gemvX16Consts() {
 	for k := 0; k < 4; k++ {
 		for l := 0; l < 8; l++ {
 			DATA(32*k+4*l, U32(uint32(7)<<(8*k)))
+		}
+	}
+	kScaleMasks = GLOBL("kscalemasks", RODATA|NOPTR)
+	for i, v := range []uint32{63, 0x0f, 0x30} {
+		for l := 0; l < 8; l++ {
+			DATA(32*i+4*l, U32(v))
+		}
+	}
+	q5Masks = GLOBL("q5masks", RODATA|NOPTR)
+	for k := 0; k < 4; k++ {
+		for l := 0; l < 8; l++ {
+			DATA(32*k+4*l, U32(uint32(0x1f)<<(8*k)))
 		}
 	}
 	q3MinusFour = GLOBL("q3minusfour", RODATA|NOPTR)

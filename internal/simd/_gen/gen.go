@@ -256,6 +256,7 @@ func main() {
 	x16Gather8()
 	gemvX16Q2K()
 	gemvX16Q3K()
+	gemvX16Q5K()
 	gemvX16Q40()
 	gemvX16IQ4NL()
 	gemvX16IQ4XS()
