@@ -216,6 +216,10 @@ func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
 	case quant.Q4_K:
 		gemvQ4_Kx16AVX512(&x[0], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	case quant.Q6_K:
+		if bcast {
+			gemvX16Q6_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
+			break
+		}
 		gemvQ6_Kx16AVX512(&x[0], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	case quant.Q2_K:
 		gemvX16Q2_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])

@@ -16745,6 +16745,112 @@ DATA q3masks<>+120(SB)/4, $0x07000000
 DATA q3masks<>+124(SB)/4, $0x07000000
 GLOBL q3masks<>(SB), RODATA|NOPTR, $128
 
+DATA q6fields<>+0(SB)/4, $0x0000003f
+DATA q6fields<>+4(SB)/4, $0x0000003f
+DATA q6fields<>+8(SB)/4, $0x0000003f
+DATA q6fields<>+12(SB)/4, $0x0000003f
+DATA q6fields<>+16(SB)/4, $0x0000003f
+DATA q6fields<>+20(SB)/4, $0x0000003f
+DATA q6fields<>+24(SB)/4, $0x0000003f
+DATA q6fields<>+28(SB)/4, $0x0000003f
+DATA q6fields<>+32(SB)/4, $0x00000fc0
+DATA q6fields<>+36(SB)/4, $0x00000fc0
+DATA q6fields<>+40(SB)/4, $0x00000fc0
+DATA q6fields<>+44(SB)/4, $0x00000fc0
+DATA q6fields<>+48(SB)/4, $0x00000fc0
+DATA q6fields<>+52(SB)/4, $0x00000fc0
+DATA q6fields<>+56(SB)/4, $0x00000fc0
+DATA q6fields<>+60(SB)/4, $0x00000fc0
+DATA q6fields<>+64(SB)/4, $0x0003f000
+DATA q6fields<>+68(SB)/4, $0x0003f000
+DATA q6fields<>+72(SB)/4, $0x0003f000
+DATA q6fields<>+76(SB)/4, $0x0003f000
+DATA q6fields<>+80(SB)/4, $0x0003f000
+DATA q6fields<>+84(SB)/4, $0x0003f000
+DATA q6fields<>+88(SB)/4, $0x0003f000
+DATA q6fields<>+92(SB)/4, $0x0003f000
+DATA q6fields<>+96(SB)/4, $0x00fc0000
+DATA q6fields<>+100(SB)/4, $0x00fc0000
+DATA q6fields<>+104(SB)/4, $0x00fc0000
+DATA q6fields<>+108(SB)/4, $0x00fc0000
+DATA q6fields<>+112(SB)/4, $0x00fc0000
+DATA q6fields<>+116(SB)/4, $0x00fc0000
+DATA q6fields<>+120(SB)/4, $0x00fc0000
+DATA q6fields<>+124(SB)/4, $0x00fc0000
+DATA q6fields<>+128(SB)/4, $0x3f000000
+DATA q6fields<>+132(SB)/4, $0x3f000000
+DATA q6fields<>+136(SB)/4, $0x3f000000
+DATA q6fields<>+140(SB)/4, $0x3f000000
+DATA q6fields<>+144(SB)/4, $0x3f000000
+DATA q6fields<>+148(SB)/4, $0x3f000000
+DATA q6fields<>+152(SB)/4, $0x3f000000
+DATA q6fields<>+156(SB)/4, $0x3f000000
+DATA q6fields<>+160(SB)/4, $0x0000000c
+DATA q6fields<>+164(SB)/4, $0x0000000c
+DATA q6fields<>+168(SB)/4, $0x0000000c
+DATA q6fields<>+172(SB)/4, $0x0000000c
+DATA q6fields<>+176(SB)/4, $0x0000000c
+DATA q6fields<>+180(SB)/4, $0x0000000c
+DATA q6fields<>+184(SB)/4, $0x0000000c
+DATA q6fields<>+188(SB)/4, $0x0000000c
+DATA q6fields<>+192(SB)/4, $0x00000030
+DATA q6fields<>+196(SB)/4, $0x00000030
+DATA q6fields<>+200(SB)/4, $0x00000030
+DATA q6fields<>+204(SB)/4, $0x00000030
+DATA q6fields<>+208(SB)/4, $0x00000030
+DATA q6fields<>+212(SB)/4, $0x00000030
+DATA q6fields<>+216(SB)/4, $0x00000030
+DATA q6fields<>+220(SB)/4, $0x00000030
+DATA q6fields<>+224(SB)/4, $0x3c800000
+DATA q6fields<>+228(SB)/4, $0x3c800000
+DATA q6fields<>+232(SB)/4, $0x3c800000
+DATA q6fields<>+236(SB)/4, $0x3c800000
+DATA q6fields<>+240(SB)/4, $0x3c800000
+DATA q6fields<>+244(SB)/4, $0x3c800000
+DATA q6fields<>+248(SB)/4, $0x3c800000
+DATA q6fields<>+252(SB)/4, $0x3c800000
+DATA q6fields<>+256(SB)/4, $0x39800000
+DATA q6fields<>+260(SB)/4, $0x39800000
+DATA q6fields<>+264(SB)/4, $0x39800000
+DATA q6fields<>+268(SB)/4, $0x39800000
+DATA q6fields<>+272(SB)/4, $0x39800000
+DATA q6fields<>+276(SB)/4, $0x39800000
+DATA q6fields<>+280(SB)/4, $0x39800000
+DATA q6fields<>+284(SB)/4, $0x39800000
+DATA q6fields<>+288(SB)/4, $0x36800000
+DATA q6fields<>+292(SB)/4, $0x36800000
+DATA q6fields<>+296(SB)/4, $0x36800000
+DATA q6fields<>+300(SB)/4, $0x36800000
+DATA q6fields<>+304(SB)/4, $0x36800000
+DATA q6fields<>+308(SB)/4, $0x36800000
+DATA q6fields<>+312(SB)/4, $0x36800000
+DATA q6fields<>+316(SB)/4, $0x36800000
+DATA q6fields<>+320(SB)/4, $0x33800000
+DATA q6fields<>+324(SB)/4, $0x33800000
+DATA q6fields<>+328(SB)/4, $0x33800000
+DATA q6fields<>+332(SB)/4, $0x33800000
+DATA q6fields<>+336(SB)/4, $0x33800000
+DATA q6fields<>+340(SB)/4, $0x33800000
+DATA q6fields<>+344(SB)/4, $0x33800000
+DATA q6fields<>+348(SB)/4, $0x33800000
+DATA q6fields<>+352(SB)/4, $0xff000000
+DATA q6fields<>+356(SB)/4, $0xff000000
+DATA q6fields<>+360(SB)/4, $0xff000000
+DATA q6fields<>+364(SB)/4, $0xff000000
+DATA q6fields<>+368(SB)/4, $0xff000000
+DATA q6fields<>+372(SB)/4, $0xff000000
+DATA q6fields<>+376(SB)/4, $0xff000000
+DATA q6fields<>+380(SB)/4, $0xff000000
+DATA q6fields<>+384(SB)/4, $0xc2000000
+DATA q6fields<>+388(SB)/4, $0xc2000000
+DATA q6fields<>+392(SB)/4, $0xc2000000
+DATA q6fields<>+396(SB)/4, $0xc2000000
+DATA q6fields<>+400(SB)/4, $0xc2000000
+DATA q6fields<>+404(SB)/4, $0xc2000000
+DATA q6fields<>+408(SB)/4, $0xc2000000
+DATA q6fields<>+412(SB)/4, $0xc2000000
+GLOBL q6fields<>(SB), RODATA|NOPTR, $416
+
 DATA kscalemasks<>+0(SB)/4, $0x0000003f
 DATA kscalemasks<>+4(SB)/4, $0x0000003f
 DATA kscalemasks<>+8(SB)/4, $0x0000003f
@@ -40568,6 +40674,2343 @@ gemvX16Q5_KAVX2_groupdone:
 	JMP     gemvX16Q5_KAVX2_group
 
 gemvX16Q5_KAVX2_end:
+	VZEROUPPER
+	RET
+
+// func gemvX16Q6_KAVX2(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·gemvX16Q6_KAVX2(SB), NOSPLIT, $0-48
+	MOVQ w+16(FP), AX
+	MOVQ groups+32(FP), CX
+	MOVQ y+40(FP), DX
+
+gemvX16Q6_KAVX2_group:
+	TESTQ  CX, CX
+	JZ     gemvX16Q6_KAVX2_end
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ   xb+0(FP), BX
+	MOVQ   sums+8(FP), SI
+	MOVQ   blocks+24(FP), DI
+
+gemvX16Q6_KAVX2_block:
+	TESTQ        DI, DI
+	JZ           gemvX16Q6_KAVX2_groupdone
+	PREFETCHT0   6144(AX)
+	VMOVDQU      288(AX), Y3
+	VPAND        q6fields<>+0(SB), Y3, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       (BX), Y2, Y2
+	VPAND        q6fields<>+32(SB), Y3, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       32(BX), Y4, Y4
+	VPAND        q6fields<>+64(SB), Y3, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       64(BX), Y5, Y5
+	VPAND        q6fields<>+96(SB), Y3, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       96(BX), Y6, Y6
+	VPAND        q6fields<>+128(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       128(BX), Y3, Y3
+	VMOVDQU      352(AX), Y7
+	VPAND        q6fields<>+0(SB), Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(BX), Y8, Y2
+	VPAND        q6fields<>+32(SB), Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(BX), Y8, Y4
+	VPAND        q6fields<>+64(SB), Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(BX), Y8, Y5
+	VPAND        q6fields<>+96(SB), Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  256(BX), Y8, Y6
+	VPAND        q6fields<>+128(SB), Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  288(BX), Y7, Y3
+	VMOVDQU      416(AX), Y7
+	VPAND        q6fields<>+0(SB), Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(BX), Y8, Y2
+	VPAND        q6fields<>+32(SB), Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(BX), Y8, Y4
+	VPAND        q6fields<>+64(SB), Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(BX), Y8, Y5
+	VPAND        q6fields<>+96(SB), Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(BX), Y8, Y6
+	VPAND        q6fields<>+128(SB), Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  448(BX), Y7, Y3
+	VMOVDQU      288(AX), Y7
+	VPSRLD       $0x1e, Y7, Y7
+	VMOVDQU      352(AX), Y8
+	VPSRLD       $0x1c, Y8, Y8
+	VPAND        q6fields<>+160(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      416(AX), Y8
+	VPSRLD       $0x1a, Y8, Y8
+	VPAND        q6fields<>+192(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  480(BX), Y7, Y2
+	VFMADD231PS  q6fields<>+224(SB), Y4, Y2
+	VFMADD231PS  q6fields<>+256(SB), Y5, Y2
+	VFMADD231PS  q6fields<>+288(SB), Y6, Y2
+	VFMADD231PS  q6fields<>+320(SB), Y3, Y2
+	VMOVDQU      29(AX), Y3
+	VPAND        q6fields<>+352(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (SI), Y4
+	VMULPS       Y3, Y2, Y2
+	VMULPS       Y3, Y4, Y3
+	PREFETCHT0   6208(AX)
+	PREFETCHT0   6272(AX)
+	VMOVDQU      480(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       512(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       544(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       576(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       608(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       640(BX), Y4, Y4
+	VMOVDQU      544(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  672(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  704(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  736(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  768(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  800(BX), Y9, Y4
+	VMOVDQU      608(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  832(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  864(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  896(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  928(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  960(BX), Y9, Y4
+	VMOVDQU      480(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      544(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      608(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  992(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      30(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 4(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   6336(AX)
+	VMOVDQU      672(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       1024(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       1056(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1088(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       1120(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       1152(BX), Y4, Y4
+	VMOVDQU      736(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1184(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1216(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1248(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1280(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  1312(BX), Y9, Y4
+	VMOVDQU      800(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1344(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1376(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1408(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1440(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  1472(BX), Y9, Y4
+	VMOVDQU      672(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      736(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      800(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  1504(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      31(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 8(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   6400(AX)
+	PREFETCHT0   6464(AX)
+	VMOVDQU      864(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       1536(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       1568(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1600(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       1632(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       1664(BX), Y4, Y4
+	VMOVDQU      928(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1696(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1728(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1760(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1792(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  1824(BX), Y9, Y4
+	VMOVDQU      992(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1856(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1888(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1920(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1952(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  1984(BX), Y9, Y4
+	VMOVDQU      864(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      928(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      992(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  2016(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      32(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 12(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   6528(AX)
+	PREFETCHT0   6592(AX)
+	VMOVDQU      1056(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       2048(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       2080(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2112(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       2144(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       2176(BX), Y4, Y4
+	VMOVDQU      1120(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2208(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2240(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2272(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2304(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  2336(BX), Y9, Y4
+	VMOVDQU      1184(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2368(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2400(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2432(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2464(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  2496(BX), Y9, Y4
+	VMOVDQU      1056(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      1120(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      1184(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  2528(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      93(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 16(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   6656(AX)
+	VMOVDQU      1248(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       2560(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       2592(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2624(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       2656(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       2688(BX), Y4, Y4
+	VMOVDQU      1312(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2720(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2752(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2784(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2816(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  2848(BX), Y9, Y4
+	VMOVDQU      1376(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2880(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2912(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2944(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2976(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  3008(BX), Y9, Y4
+	VMOVDQU      1248(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      1312(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      1376(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  3040(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      94(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 20(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   6720(AX)
+	PREFETCHT0   6784(AX)
+	VMOVDQU      1440(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       3072(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       3104(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3136(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       3168(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       3200(BX), Y4, Y4
+	VMOVDQU      1504(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3232(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3264(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3296(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3328(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  3360(BX), Y9, Y4
+	VMOVDQU      1568(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3392(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3424(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3456(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3488(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  3520(BX), Y9, Y4
+	VMOVDQU      1440(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      1504(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      1568(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  3552(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      95(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 24(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   6848(AX)
+	PREFETCHT0   6912(AX)
+	VMOVDQU      1632(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       3584(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       3616(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3648(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       3680(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       3712(BX), Y4, Y4
+	VMOVDQU      1696(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3744(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3776(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3808(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3840(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  3872(BX), Y9, Y4
+	VMOVDQU      1760(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3904(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3936(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3968(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4000(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  4032(BX), Y9, Y4
+	VMOVDQU      1632(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      1696(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      1760(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  4064(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      96(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 28(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   6976(AX)
+	VMOVDQU      1824(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       4096(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       4128(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       4160(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       4192(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       4224(BX), Y4, Y4
+	VMOVDQU      1888(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4256(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4288(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4320(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4352(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  4384(BX), Y9, Y4
+	VMOVDQU      1952(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4416(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4448(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4480(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4512(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  4544(BX), Y9, Y4
+	VMOVDQU      1824(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      1888(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      1952(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  4576(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      157(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 32(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   7040(AX)
+	PREFETCHT0   7104(AX)
+	VMOVDQU      2016(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       4608(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       4640(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       4672(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       4704(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       4736(BX), Y4, Y4
+	VMOVDQU      2080(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4768(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4800(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4832(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4864(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  4896(BX), Y9, Y4
+	VMOVDQU      2144(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4928(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4960(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4992(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5024(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  5056(BX), Y9, Y4
+	VMOVDQU      2016(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      2080(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      2144(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  5088(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      158(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 36(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   7168(AX)
+	PREFETCHT0   7232(AX)
+	VMOVDQU      2208(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       5120(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       5152(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       5184(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       5216(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       5248(BX), Y4, Y4
+	VMOVDQU      2272(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5280(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5312(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5344(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5376(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  5408(BX), Y9, Y4
+	VMOVDQU      2336(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5440(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5472(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5504(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5536(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  5568(BX), Y9, Y4
+	VMOVDQU      2208(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      2272(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      2336(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  5600(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      159(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 40(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   7296(AX)
+	VMOVDQU      2400(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       5632(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       5664(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       5696(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       5728(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       5760(BX), Y4, Y4
+	VMOVDQU      2464(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5792(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5824(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5856(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5888(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  5920(BX), Y9, Y4
+	VMOVDQU      2528(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5952(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5984(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6016(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6048(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  6080(BX), Y9, Y4
+	VMOVDQU      2400(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      2464(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      2528(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  6112(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      160(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 44(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   7360(AX)
+	PREFETCHT0   7424(AX)
+	VMOVDQU      2592(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       6144(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       6176(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       6208(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       6240(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       6272(BX), Y4, Y4
+	VMOVDQU      2656(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6304(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6336(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6368(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6400(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  6432(BX), Y9, Y4
+	VMOVDQU      2720(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6464(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6496(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6528(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6560(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  6592(BX), Y9, Y4
+	VMOVDQU      2592(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      2656(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      2720(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  6624(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      221(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 48(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   7488(AX)
+	PREFETCHT0   7552(AX)
+	VMOVDQU      2784(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       6656(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       6688(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       6720(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       6752(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       6784(BX), Y4, Y4
+	VMOVDQU      2848(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6816(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6848(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6880(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6912(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  6944(BX), Y9, Y4
+	VMOVDQU      2912(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6976(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7008(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7040(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7072(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  7104(BX), Y9, Y4
+	VMOVDQU      2784(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      2848(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      2912(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  7136(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      222(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 52(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   7616(AX)
+	VMOVDQU      2976(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       7168(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       7200(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       7232(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       7264(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       7296(BX), Y4, Y4
+	VMOVDQU      3040(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7328(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7360(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7392(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7424(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  7456(BX), Y9, Y4
+	VMOVDQU      3104(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7488(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7520(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7552(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7584(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  7616(BX), Y9, Y4
+	VMOVDQU      2976(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      3040(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      3104(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  7648(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      223(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 56(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   7680(AX)
+	PREFETCHT0   7744(AX)
+	VMOVDQU      3168(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       7680(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       7712(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       7744(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       7776(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       7808(BX), Y4, Y4
+	VMOVDQU      3232(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7840(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7872(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7904(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7936(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  7968(BX), Y9, Y4
+	VMOVDQU      3296(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  8000(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  8032(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  8064(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  8096(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  8128(BX), Y9, Y4
+	VMOVDQU      3168(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      3232(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      3296(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  8160(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      224(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 60(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	VFMADD231PS  q6fields<>+384(SB), Y3, Y2
+	VCVTPH2PS    (AX), Y3
+	VMULPS       iq4unscale<>+0(SB), Y3, Y3
+	VFMADD231PS  Y2, Y3, Y0
+	PREFETCHT0   7808(AX)
+	PREFETCHT0   7872(AX)
+	VMOVDQU      320(AX), Y3
+	VPAND        q6fields<>+0(SB), Y3, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       (BX), Y2, Y2
+	VPAND        q6fields<>+32(SB), Y3, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       32(BX), Y4, Y4
+	VPAND        q6fields<>+64(SB), Y3, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       64(BX), Y5, Y5
+	VPAND        q6fields<>+96(SB), Y3, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       96(BX), Y6, Y6
+	VPAND        q6fields<>+128(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       128(BX), Y3, Y3
+	VMOVDQU      384(AX), Y7
+	VPAND        q6fields<>+0(SB), Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  160(BX), Y8, Y2
+	VPAND        q6fields<>+32(SB), Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  192(BX), Y8, Y4
+	VPAND        q6fields<>+64(SB), Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  224(BX), Y8, Y5
+	VPAND        q6fields<>+96(SB), Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  256(BX), Y8, Y6
+	VPAND        q6fields<>+128(SB), Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  288(BX), Y7, Y3
+	VMOVDQU      448(AX), Y7
+	VPAND        q6fields<>+0(SB), Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  320(BX), Y8, Y2
+	VPAND        q6fields<>+32(SB), Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  352(BX), Y8, Y4
+	VPAND        q6fields<>+64(SB), Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  384(BX), Y8, Y5
+	VPAND        q6fields<>+96(SB), Y7, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  416(BX), Y8, Y6
+	VPAND        q6fields<>+128(SB), Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  448(BX), Y7, Y3
+	VMOVDQU      320(AX), Y7
+	VPSRLD       $0x1e, Y7, Y7
+	VMOVDQU      384(AX), Y8
+	VPSRLD       $0x1c, Y8, Y8
+	VPAND        q6fields<>+160(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VMOVDQU      448(AX), Y8
+	VPSRLD       $0x1a, Y8, Y8
+	VPAND        q6fields<>+192(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  480(BX), Y7, Y2
+	VFMADD231PS  q6fields<>+224(SB), Y4, Y2
+	VFMADD231PS  q6fields<>+256(SB), Y5, Y2
+	VFMADD231PS  q6fields<>+288(SB), Y6, Y2
+	VFMADD231PS  q6fields<>+320(SB), Y3, Y2
+	VMOVDQU      61(AX), Y3
+	VPAND        q6fields<>+352(SB), Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (SI), Y4
+	VMULPS       Y3, Y2, Y2
+	VMULPS       Y3, Y4, Y3
+	PREFETCHT0   7936(AX)
+	VMOVDQU      512(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       512(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       544(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       576(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       608(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       640(BX), Y4, Y4
+	VMOVDQU      576(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  672(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  704(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  736(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  768(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  800(BX), Y9, Y4
+	VMOVDQU      640(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  832(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  864(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  896(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  928(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  960(BX), Y9, Y4
+	VMOVDQU      512(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      576(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      640(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  992(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      62(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 4(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   8000(AX)
+	PREFETCHT0   8064(AX)
+	VMOVDQU      704(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       1024(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       1056(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1088(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       1120(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       1152(BX), Y4, Y4
+	VMOVDQU      768(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1184(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1216(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1248(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1280(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  1312(BX), Y9, Y4
+	VMOVDQU      832(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1344(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1376(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1408(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1440(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  1472(BX), Y9, Y4
+	VMOVDQU      704(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      768(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      832(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  1504(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      63(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 8(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   8128(AX)
+	PREFETCHT0   8192(AX)
+	VMOVDQU      896(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       1536(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       1568(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       1600(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       1632(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       1664(BX), Y4, Y4
+	VMOVDQU      960(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1696(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1728(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1760(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1792(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  1824(BX), Y9, Y4
+	VMOVDQU      1024(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1856(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1888(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1920(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  1952(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  1984(BX), Y9, Y4
+	VMOVDQU      896(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      960(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      1024(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  2016(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      64(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 12(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   8256(AX)
+	VMOVDQU      1088(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       2048(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       2080(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2112(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       2144(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       2176(BX), Y4, Y4
+	VMOVDQU      1152(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2208(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2240(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2272(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2304(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  2336(BX), Y9, Y4
+	VMOVDQU      1216(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2368(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2400(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2432(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2464(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  2496(BX), Y9, Y4
+	VMOVDQU      1088(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      1152(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      1216(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  2528(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      125(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 16(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   8320(AX)
+	PREFETCHT0   8384(AX)
+	VMOVDQU      1280(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       2560(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       2592(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       2624(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       2656(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       2688(BX), Y4, Y4
+	VMOVDQU      1344(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2720(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2752(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2784(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2816(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  2848(BX), Y9, Y4
+	VMOVDQU      1408(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2880(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2912(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2944(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  2976(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  3008(BX), Y9, Y4
+	VMOVDQU      1280(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      1344(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      1408(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  3040(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      126(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 20(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   8448(AX)
+	PREFETCHT0   8512(AX)
+	VMOVDQU      1472(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       3072(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       3104(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3136(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       3168(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       3200(BX), Y4, Y4
+	VMOVDQU      1536(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3232(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3264(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3296(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3328(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  3360(BX), Y9, Y4
+	VMOVDQU      1600(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3392(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3424(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3456(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3488(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  3520(BX), Y9, Y4
+	VMOVDQU      1472(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      1536(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      1600(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  3552(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      127(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 24(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   8576(AX)
+	VMOVDQU      1664(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       3584(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       3616(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       3648(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       3680(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       3712(BX), Y4, Y4
+	VMOVDQU      1728(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3744(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3776(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3808(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3840(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  3872(BX), Y9, Y4
+	VMOVDQU      1792(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3904(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3936(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  3968(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4000(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  4032(BX), Y9, Y4
+	VMOVDQU      1664(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      1728(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      1792(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  4064(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      128(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 28(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   8640(AX)
+	PREFETCHT0   8704(AX)
+	VMOVDQU      1856(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       4096(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       4128(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       4160(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       4192(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       4224(BX), Y4, Y4
+	VMOVDQU      1920(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4256(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4288(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4320(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4352(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  4384(BX), Y9, Y4
+	VMOVDQU      1984(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4416(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4448(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4480(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4512(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  4544(BX), Y9, Y4
+	VMOVDQU      1856(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      1920(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      1984(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  4576(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      189(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 32(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   8768(AX)
+	PREFETCHT0   8832(AX)
+	VMOVDQU      2048(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       4608(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       4640(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       4672(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       4704(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       4736(BX), Y4, Y4
+	VMOVDQU      2112(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4768(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4800(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4832(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4864(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  4896(BX), Y9, Y4
+	VMOVDQU      2176(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4928(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4960(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  4992(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5024(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  5056(BX), Y9, Y4
+	VMOVDQU      2048(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      2112(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      2176(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  5088(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      190(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 36(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   8896(AX)
+	VMOVDQU      2240(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       5120(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       5152(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       5184(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       5216(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       5248(BX), Y4, Y4
+	VMOVDQU      2304(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5280(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5312(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5344(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5376(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  5408(BX), Y9, Y4
+	VMOVDQU      2368(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5440(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5472(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5504(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5536(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  5568(BX), Y9, Y4
+	VMOVDQU      2240(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      2304(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      2368(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  5600(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      191(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 40(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   8960(AX)
+	PREFETCHT0   9024(AX)
+	VMOVDQU      2432(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       5632(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       5664(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       5696(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       5728(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       5760(BX), Y4, Y4
+	VMOVDQU      2496(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5792(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5824(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5856(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5888(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  5920(BX), Y9, Y4
+	VMOVDQU      2560(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5952(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  5984(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6016(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6048(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  6080(BX), Y9, Y4
+	VMOVDQU      2432(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      2496(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      2560(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  6112(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      192(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 44(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   9088(AX)
+	PREFETCHT0   9152(AX)
+	VMOVDQU      2624(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       6144(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       6176(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       6208(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       6240(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       6272(BX), Y4, Y4
+	VMOVDQU      2688(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6304(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6336(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6368(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6400(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  6432(BX), Y9, Y4
+	VMOVDQU      2752(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6464(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6496(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6528(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6560(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  6592(BX), Y9, Y4
+	VMOVDQU      2624(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      2688(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      2752(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  6624(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      253(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 48(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   9216(AX)
+	VMOVDQU      2816(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       6656(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       6688(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       6720(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       6752(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       6784(BX), Y4, Y4
+	VMOVDQU      2880(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6816(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6848(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6880(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6912(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  6944(BX), Y9, Y4
+	VMOVDQU      2944(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  6976(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7008(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7040(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7072(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  7104(BX), Y9, Y4
+	VMOVDQU      2816(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      2880(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      2944(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  7136(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      254(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 52(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   9280(AX)
+	PREFETCHT0   9344(AX)
+	VMOVDQU      3008(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       7168(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       7200(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       7232(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       7264(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       7296(BX), Y4, Y4
+	VMOVDQU      3072(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7328(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7360(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7392(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7424(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  7456(BX), Y9, Y4
+	VMOVDQU      3136(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7488(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7520(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7552(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7584(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  7616(BX), Y9, Y4
+	VMOVDQU      3008(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      3072(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      3136(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  7648(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      255(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 56(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	PREFETCHT0   9408(AX)
+	PREFETCHT0   9472(AX)
+	VMOVDQU      3200(AX), Y4
+	VPAND        q6fields<>+0(SB), Y4, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       7680(BX), Y5, Y5
+	VPAND        q6fields<>+32(SB), Y4, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       7712(BX), Y6, Y6
+	VPAND        q6fields<>+64(SB), Y4, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       7744(BX), Y7, Y7
+	VPAND        q6fields<>+96(SB), Y4, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       7776(BX), Y8, Y8
+	VPAND        q6fields<>+128(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       7808(BX), Y4, Y4
+	VMOVDQU      3264(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7840(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7872(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7904(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  7936(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  7968(BX), Y9, Y4
+	VMOVDQU      3328(AX), Y9
+	VPAND        q6fields<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  8000(BX), Y10, Y5
+	VPAND        q6fields<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  8032(BX), Y10, Y6
+	VPAND        q6fields<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  8064(BX), Y10, Y7
+	VPAND        q6fields<>+96(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  8096(BX), Y10, Y8
+	VPAND        q6fields<>+128(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  8128(BX), Y9, Y4
+	VMOVDQU      3200(AX), Y9
+	VPSRLD       $0x1e, Y9, Y9
+	VMOVDQU      3264(AX), Y10
+	VPSRLD       $0x1c, Y10, Y10
+	VPAND        q6fields<>+160(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      3328(AX), Y10
+	VPSRLD       $0x1a, Y10, Y10
+	VPAND        q6fields<>+192(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  8160(BX), Y9, Y5
+	VFMADD231PS  q6fields<>+224(SB), Y6, Y5
+	VFMADD231PS  q6fields<>+256(SB), Y7, Y5
+	VFMADD231PS  q6fields<>+288(SB), Y8, Y5
+	VFMADD231PS  q6fields<>+320(SB), Y4, Y5
+	VMOVDQU      256(AX), Y4
+	VPAND        q6fields<>+352(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS 60(SI), Y6
+	VFMADD231PS  Y4, Y5, Y2
+	VFMADD231PS  Y4, Y6, Y3
+	VFMADD231PS  q6fields<>+384(SB), Y3, Y2
+	VCVTPH2PS    16(AX), Y3
+	VMULPS       iq4unscale<>+0(SB), Y3, Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         $0x00000d20, AX
+	ADDQ         $0x00002000, BX
+	ADDQ         $0x00000040, SI
+	DECQ         DI
+	JMP          gemvX16Q6_KAVX2_block
+
+gemvX16Q6_KAVX2_groupdone:
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ    $0x40, DX
+	DECQ    CX
+	JMP     gemvX16Q6_KAVX2_group
+
+gemvX16Q6_KAVX2_end:
 	VZEROUPPER
 	RET
 

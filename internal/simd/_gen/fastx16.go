@@ -882,6 +882,96 @@ func gemvX16Q5K() {
 	}, nil)
 }
 
+// gemvX16Q6K writes gemvX16Q6_KAVX2(xb, sums, w, blocks, groups, y): exact
+// decode of Q6_K on X16's regrouping (gemvQ6_Kx16's layout, the file's
+// bytes) on AVX2. As gemvQ6_Kx16 does on AVX-512, each 6-bit field masked
+// in place is q·2^6k, exact as a float, in a chain of its own, the last
+// value of a sub-block comes from the words' top bits, and a row's
+// super-block is d·(Σ_j sc_j·S_j − 32·Σ_j sc_j·X_j), with the scales taken
+// as sc_j·2^24 from a word's top byte. xb holds each of x's values eight
+// times (x16BroadcastAVX2); sums is x's sums of 16.
+func gemvX16Q6K() {
+	name := "gemvX16Q6_KAVX2"
+	TEXT(name, NOSPLIT, "func(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = x · w_r for groups regrouped groups of 16 Q6_K rows of blocks super-blocks (xb: each of x's values eight times; sums: x's sums of 16), exact mode.")
+	wp, groups, y, _, _, _ := params("w", "groups", "y")
+	const head = 32 + 4*64
+	bsize := head + 64*48
+	xp, sp, b := GP64(), GP64(), GP64()
+	x16Frame(name, groups, y, b, func() {
+		Load(Param("xb"), xp)
+		Load(Param("sums"), sp)
+		Load(Param("blocks"), b)
+	}, func(acc [2]VecVirtual) {
+		lines := (bsize + 63) / 64
+		for h := 0; h < 2; h++ {
+			sb, off := YMM(), YMM()
+			for j := 0; j < 16; j++ {
+				spreadPrefetch(wp, lines, 16*h+j, 32)
+				word := func(t int) Mem { return Mem{Base: wp, Disp: head + 64*(3*j+t) + 32*h} }
+				var chains [5]VecVirtual
+				product := func(v VecVirtual, k, col int) {
+					xv := Mem{Base: xp, Disp: 32 * (16*j + col)}
+					if chains[k] == nil {
+						chains[k] = YMM()
+						VMULPS(xv, v, chains[k])
+					} else {
+						VFMADD231PS(xv, v, chains[k])
+					}
+				}
+				for t := 0; t < 3; t++ {
+					wv := YMM()
+					VMOVDQU(word(t), wv)
+					for k := 0; k < 5; k++ {
+						v := YMM()
+						VPAND(q6Fields.Offset(32*k), wv, v)
+						VCVTDQ2PS(v, v) // q·2^6k
+						product(v, k, 5*t+k)
+					}
+				}
+				// The last value: word 0's bits 30-31, then word 1's and
+				// word 2's as its bits 2-3 and 4-5.
+				last, hi := YMM(), YMM()
+				VMOVDQU(word(0), last)
+				VPSRLD(U8(30), last, last)
+				for t := 1; t < 3; t++ {
+					VMOVDQU(word(t), hi)
+					VPSRLD(U8(30-2*t), hi, hi)
+					VPAND(q6Fields.Offset(32*(4+t)), hi, hi)
+					VPOR(hi, last, last)
+				}
+				VCVTDQ2PS(last, last)
+				product(last, 0, 15)
+				for k := 1; k < 5; k++ {
+					VFMADD231PS(q6Fields.Offset(32*(6+k)), chains[k], chains[0]) // chains[0] += chains[k]·2^−6k
+				}
+				// sc_j·2^24: the top byte of the dword that ends at byte j%4 of word j/4.
+				sc, xs := YMM(), YMM()
+				VMOVDQU(Mem{Base: wp, Disp: 32 + 64*(j/4) + j%4 - 3 + 32*h}, sc)
+				VPAND(q6Fields.Offset(32*11), sc, sc)
+				VCVTDQ2PS(sc, sc)
+				VBROADCASTSS(Mem{Base: sp, Disp: 4 * j}, xs)
+				if j == 0 {
+					VMULPS(sc, chains[0], sb)
+					VMULPS(sc, xs, off)
+				} else {
+					VFMADD231PS(sc, chains[0], sb)
+					VFMADD231PS(sc, xs, off)
+				}
+			}
+			VFMADD231PS(q6Fields.Offset(32*12), off, sb) // sb −= 32·off
+			d := YMM()
+			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
+			VMULPS(iq4Unscale, d, d) // d·2^−24, exact
+			VFMADD231PS(sb, d, acc[h])
+		}
+		ADDQ(U32(bsize), wp)
+		ADDQ(U32(32*256), xp)
+		ADDQ(U32(4*16), sp)
+	}, nil)
+}
+
 // q5kScaleMin loads 8 rows' scale and min of sub-block s of a Q5_K (or
 // Q4_K) super-block whose 12 bytes of scales lie as words w0, w1, w2 at
 // wp+disp, 64 bytes apart: for s < 4 byte s of w0 and w1, low 6 bits; for
@@ -920,7 +1010,10 @@ var q2Masks, q2Pow Mem
 
 // q3Masks holds 7<<8k in every lane (k = 0..3); q3MinusFour holds −4.0;
 // q5Masks holds 0x1f<<8k; kScaleMasks holds 63, 0x0f and 0x30.
-var q3Masks, q3MinusFour, q5Masks, kScaleMasks Mem
+// q6Fields holds gemvX16Q6K's constants, 32 bytes each: the masks
+// 0x3f<<6k (k = 0..4), 0x0c and 0x30, 2^−6k (k = 1..4), 0xff000000 and
+// −32.0.
+var q3Masks, q3MinusFour, q5Masks, kScaleMasks, q6Fields Mem
 
 func gemvX16Consts() {
 	q2Masks = GLOBL("q2masks", RODATA|NOPTR)
@@ -935,6 +1028,21 @@ func gemvX16Consts() {
 	for k := 0; k < 4; k++ {
 		for l := 0; l < 8; l++ {
 			DATA(32*k+4*l, U32(uint32(7)<<(8*k)))
+		}
+	}
+	q6Fields = GLOBL("q6fields", RODATA|NOPTR)
+	var q6 []uint32
+	for k := 0; k < 5; k++ {
+		q6 = append(q6, 0x3f<<(6*k))
+	}
+	q6 = append(q6, 0x0c, 0x30)
+	for k := 1; k < 5; k++ {
+		q6 = append(q6, math.Float32bits(float32(math.Ldexp(1, -6*k))))
+	}
+	q6 = append(q6, 0xff000000, math.Float32bits(-32))
+	for i, v := range q6 {
+		for l := 0; l < 8; l++ {
+			DATA(32*i+4*l, U32(v))
 		}
 	}
 	kScaleMasks = GLOBL("kscalemasks", RODATA|NOPTR)

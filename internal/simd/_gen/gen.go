@@ -257,6 +257,7 @@ func main() {
 	gemvX16Q2K()
 	gemvX16Q3K()
 	gemvX16Q5K()
+	gemvX16Q6K()
 	gemvX16Q40()
 	gemvX16IQ4NL()
 	gemvX16IQ4XS()
