@@ -225,6 +225,8 @@ func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
 		gemvX16Q2_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	case quant.Q3_K:
 		gemvX16Q3_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
+	case quant.Q5_1:
+		gemvX16Q5_1AVX2(&sums[ns], &sums[0], w, p.in/32, (r1-r0)/16, &y[r0])
 	case quant.Q5_K:
 		gemvX16Q5_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	case quant.IQ4_NL:

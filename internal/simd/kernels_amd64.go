@@ -962,6 +962,11 @@ func gemvX16Q5_KAVX2(xb *float32, sums *float32, w *byte, blocks int, groups int
 //go:noescape
 func gemvX16Q6_KAVX2(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
 
+// gemvX16Q5_1AVX2 computes y[r] = x · w_r for groups regrouped groups of 16 Q5_1 rows of blocks blocks (xb: each of x's values eight times; sums: x's sums of 32), exact mode.
+//
+//go:noescape
+func gemvX16Q5_1AVX2(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
+
 // gemvX16Q4_0AVX2 computes y[r] = x · w_r for groups regrouped groups of 16 Q4_0 rows of blocks blocks (xb: each of x's values eight times; sums: x's sums of 32), exact mode.
 //
 //go:noescape

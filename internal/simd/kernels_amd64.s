@@ -43014,6 +43014,356 @@ gemvX16Q6_KAVX2_end:
 	VZEROUPPER
 	RET
 
+// func gemvX16Q5_1AVX2(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·gemvX16Q5_1AVX2(SB), NOSPLIT, $0-48
+	MOVQ         w+16(FP), AX
+	MOVQ         groups+32(FP), CX
+	MOVQ         y+40(FP), DX
+	MOVL         $0x0f0f0f0f, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x10101010, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+
+gemvX16Q5_1AVX2_group:
+	TESTQ  CX, CX
+	JZ     gemvX16Q5_1AVX2_end
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   xb+0(FP), BX
+	MOVQ   sums+8(FP), SI
+	MOVQ   blocks+24(FP), DI
+
+gemvX16Q5_1AVX2_block:
+	TESTQ        DI, DI
+	JZ           gemvX16Q5_1AVX2_groupdone
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	PREFETCHT0   2240(AX)
+	PREFETCHT0   2304(AX)
+	PREFETCHT0   2368(AX)
+	VMOVDQU      128(AX), Y4
+	VPAND        Y0, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      64(AX), Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      64(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VPAND        q5masks<>+0(SB), Y5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       (BX), Y6, Y6
+	VPAND        q5masks<>+32(SB), Y5, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       32(BX), Y7, Y7
+	VPAND        q5masks<>+64(SB), Y5, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       64(BX), Y8, Y8
+	VPAND        q5masks<>+96(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       96(BX), Y5, Y5
+	VPAND        q5masks<>+0(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  512(BX), Y9, Y6
+	VPAND        q5masks<>+32(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  544(BX), Y9, Y7
+	VPAND        q5masks<>+64(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  576(BX), Y9, Y8
+	VPAND        q5masks<>+96(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  608(BX), Y4, Y5
+	VMOVDQU      192(AX), Y4
+	VPAND        Y0, Y4, Y9
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      64(AX), Y10
+	VPSLLW       $0x03, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      64(AX), Y10
+	VPSRLW       $0x01, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPAND        q5masks<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  128(BX), Y10, Y6
+	VPAND        q5masks<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  160(BX), Y10, Y7
+	VPAND        q5masks<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  192(BX), Y10, Y8
+	VPAND        q5masks<>+96(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  224(BX), Y9, Y5
+	VPAND        q5masks<>+0(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  640(BX), Y9, Y6
+	VPAND        q5masks<>+32(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  672(BX), Y9, Y7
+	VPAND        q5masks<>+64(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  704(BX), Y9, Y8
+	VPAND        q5masks<>+96(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  736(BX), Y4, Y5
+	VMOVDQU      256(AX), Y4
+	VPAND        Y0, Y4, Y9
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      64(AX), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      64(AX), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPAND        q5masks<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  256(BX), Y10, Y6
+	VPAND        q5masks<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  288(BX), Y10, Y7
+	VPAND        q5masks<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  320(BX), Y10, Y8
+	VPAND        q5masks<>+96(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  352(BX), Y9, Y5
+	VPAND        q5masks<>+0(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  768(BX), Y9, Y6
+	VPAND        q5masks<>+32(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  800(BX), Y9, Y7
+	VPAND        q5masks<>+64(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  832(BX), Y9, Y8
+	VPAND        q5masks<>+96(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  864(BX), Y4, Y5
+	VMOVDQU      320(AX), Y4
+	VPAND        Y0, Y4, Y9
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      64(AX), Y10
+	VPSLLW       $0x01, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      64(AX), Y10
+	VPSRLW       $0x03, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPAND        q5masks<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  384(BX), Y10, Y6
+	VPAND        q5masks<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  416(BX), Y10, Y7
+	VPAND        q5masks<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  448(BX), Y10, Y8
+	VPAND        q5masks<>+96(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  480(BX), Y9, Y5
+	VPAND        q5masks<>+0(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  896(BX), Y9, Y6
+	VPAND        q5masks<>+32(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  928(BX), Y9, Y7
+	VPAND        q5masks<>+64(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  960(BX), Y9, Y8
+	VPAND        q5masks<>+96(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  992(BX), Y4, Y5
+	VFMADD231PS  q2pow<>+0(SB), Y5, Y8
+	VFMADD231PS  q2pow<>+0(SB), Y8, Y7
+	VFMADD231PS  q2pow<>+0(SB), Y7, Y6
+	VCVTPH2PS    (AX), Y4
+	VFMADD231PS  Y6, Y4, Y2
+	VCVTPH2PS    32(AX), Y4
+	VBROADCASTSS (SI), Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VMOVDQU      160(AX), Y4
+	VPAND        Y0, Y4, Y5
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      96(AX), Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VMOVDQU      96(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VPAND        q5masks<>+0(SB), Y5, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       (BX), Y6, Y6
+	VPAND        q5masks<>+32(SB), Y5, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       32(BX), Y7, Y7
+	VPAND        q5masks<>+64(SB), Y5, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       64(BX), Y8, Y8
+	VPAND        q5masks<>+96(SB), Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       96(BX), Y5, Y5
+	VPAND        q5masks<>+0(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  512(BX), Y9, Y6
+	VPAND        q5masks<>+32(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  544(BX), Y9, Y7
+	VPAND        q5masks<>+64(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  576(BX), Y9, Y8
+	VPAND        q5masks<>+96(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  608(BX), Y4, Y5
+	VMOVDQU      224(AX), Y4
+	VPAND        Y0, Y4, Y9
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      96(AX), Y10
+	VPSLLW       $0x03, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      96(AX), Y10
+	VPSRLW       $0x01, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPAND        q5masks<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  128(BX), Y10, Y6
+	VPAND        q5masks<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  160(BX), Y10, Y7
+	VPAND        q5masks<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  192(BX), Y10, Y8
+	VPAND        q5masks<>+96(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  224(BX), Y9, Y5
+	VPAND        q5masks<>+0(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  640(BX), Y9, Y6
+	VPAND        q5masks<>+32(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  672(BX), Y9, Y7
+	VPAND        q5masks<>+64(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  704(BX), Y9, Y8
+	VPAND        q5masks<>+96(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  736(BX), Y4, Y5
+	VMOVDQU      288(AX), Y4
+	VPAND        Y0, Y4, Y9
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      96(AX), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      96(AX), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPAND        q5masks<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  256(BX), Y10, Y6
+	VPAND        q5masks<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  288(BX), Y10, Y7
+	VPAND        q5masks<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  320(BX), Y10, Y8
+	VPAND        q5masks<>+96(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  352(BX), Y9, Y5
+	VPAND        q5masks<>+0(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  768(BX), Y9, Y6
+	VPAND        q5masks<>+32(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  800(BX), Y9, Y7
+	VPAND        q5masks<>+64(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  832(BX), Y9, Y8
+	VPAND        q5masks<>+96(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  864(BX), Y4, Y5
+	VMOVDQU      352(AX), Y4
+	VPAND        Y0, Y4, Y9
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMOVDQU      96(AX), Y10
+	VPSLLW       $0x01, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VMOVDQU      96(AX), Y10
+	VPSRLW       $0x03, Y10, Y10
+	VPAND        Y1, Y10, Y10
+	VPOR         Y10, Y4, Y4
+	VPAND        q5masks<>+0(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  384(BX), Y10, Y6
+	VPAND        q5masks<>+32(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  416(BX), Y10, Y7
+	VPAND        q5masks<>+64(SB), Y9, Y10
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  448(BX), Y10, Y8
+	VPAND        q5masks<>+96(SB), Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  480(BX), Y9, Y5
+	VPAND        q5masks<>+0(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  896(BX), Y9, Y6
+	VPAND        q5masks<>+32(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  928(BX), Y9, Y7
+	VPAND        q5masks<>+64(SB), Y4, Y9
+	VCVTDQ2PS    Y9, Y9
+	VFMADD231PS  960(BX), Y9, Y8
+	VPAND        q5masks<>+96(SB), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  992(BX), Y4, Y5
+	VFMADD231PS  q2pow<>+0(SB), Y5, Y8
+	VFMADD231PS  q2pow<>+0(SB), Y8, Y7
+	VFMADD231PS  q2pow<>+0(SB), Y7, Y6
+	VCVTPH2PS    16(AX), Y4
+	VFMADD231PS  Y6, Y4, Y3
+	VCVTPH2PS    48(AX), Y4
+	VBROADCASTSS (SI), Y5
+	VFMADD231PS  Y5, Y4, Y3
+	ADDQ         $0x00000180, AX
+	ADDQ         $0x00000400, BX
+	ADDQ         $0x04, SI
+	DECQ         DI
+	JMP          gemvX16Q5_1AVX2_block
+
+gemvX16Q5_1AVX2_groupdone:
+	VMOVUPS Y2, (DX)
+	VMOVUPS Y3, 32(DX)
+	ADDQ    $0x40, DX
+	DECQ    CX
+	JMP     gemvX16Q5_1AVX2_group
+
+gemvX16Q5_1AVX2_end:
+	VZEROUPPER
+	RET
+
 // func gemvX16Q4_0AVX2(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·gemvX16Q4_0AVX2(SB), NOSPLIT, $0-48

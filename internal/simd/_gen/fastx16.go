@@ -972,6 +972,81 @@ func gemvX16Q6K() {
 	}, nil)
 }
 
+// gemvX16Q51 writes gemvX16Q5_1AVX2(xb, sums, w, blocks, groups, y): exact
+// decode of Q5_1 on fast mode's regrouping (fastX16Min's layout: the 16
+// rows' d and m, their fifth bits as a word (q5Bits), then 4 words of
+// nibbles). A row's block is d·Σ q·x + m·X (sums: x's sums of 32). Each
+// byte's q is built in its low 5 bits as fastX16Min builds it, then
+// masked in place by byte position (q·2^8k, exact) and summed as
+// gemvX16Q2K does. xb holds each of x's values eight times.
+func gemvX16Q51() {
+	name := "gemvX16Q5_1AVX2"
+	TEXT(name, NOSPLIT, "func(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = x · w_r for groups regrouped groups of 16 Q5_1 rows of blocks blocks (xb: each of x's values eight times; sums: x's sums of 32), exact mode.")
+	wp, groups, y, _, _, _ := params("w", "groups", "y")
+	const head = 128
+	bsize := head + 64*4
+	nib, bit4 := bcast8(0x0f), bcast8(0x10)
+	xp, sp, b := GP64(), GP64(), GP64()
+	x16Frame(name, groups, y, b, func() {
+		Load(Param("xb"), xp)
+		Load(Param("sums"), sp)
+		Load(Param("blocks"), b)
+	}, func(acc [2]VecVirtual) {
+		prefetchBlock(wp, bsize)
+		for h := 0; h < 2; h++ {
+			var sk [4]VecVirtual
+			for i := 0; i < 4; i++ {
+				v, lo, hi := YMM(), YMM(), YMM()
+				VMOVDQU(Mem{Base: wp, Disp: head + 64*i + 32*h}, v)
+				VPAND(nib, v, lo)
+				VPSRLW(U8(4), v, hi)
+				VPAND(nib, hi, hi)
+				// The fifth bits: bit i of byte k for the low nibbles, bit
+				// 4+i for the high ones, moved to bit 4.
+				t := YMM()
+				VMOVDQU(Mem{Base: wp, Disp: 64 + 32*h}, t)
+				VPSLLW(U8(4-i), t, t)
+				VPAND(bit4, t, t)
+				VPOR(t, lo, lo)
+				VMOVDQU(Mem{Base: wp, Disp: 64 + 32*h}, t)
+				if i > 0 {
+					VPSRLW(U8(i), t, t)
+				}
+				VPAND(bit4, t, t)
+				VPOR(t, hi, hi)
+				for half, src := range []VecVirtual{lo, hi} {
+					for k := 0; k < 4; k++ {
+						u := YMM()
+						VPAND(q5Masks.Offset(32*k), src, u)
+						VCVTDQ2PS(u, u)
+						xv := Mem{Base: xp, Disp: 32 * (16*half + 4*i + k)}
+						if sk[k] == nil {
+							sk[k] = YMM()
+							VMULPS(xv, u, sk[k])
+						} else {
+							VFMADD231PS(xv, u, sk[k])
+						}
+					}
+				}
+			}
+			for k := 3; k > 0; k-- {
+				VFMADD231PS(q2Pow.Offset(0), sk[k], sk[k-1]) // sk[k-1] += sk[k]·2^−8
+			}
+			d, m, xs := YMM(), YMM(), YMM()
+			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
+			VFMADD231PS(sk[0], d, acc[h])
+			VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, m)
+			VBROADCASTSS(Mem{Base: sp}, xs)
+			VFMADD231PS(xs, m, acc[h]) // + m·X
+		}
+		ADDQ(U32(bsize), wp)
+		ADDQ(U32(32*32), xp)
+		ADDQ(U8(4), sp)
+	}, nil)
+}
+
 // q5kScaleMin loads 8 rows' scale and min of sub-block s of a Q5_K (or
 // Q4_K) super-block whose 12 bytes of scales lie as words w0, w1, w2 at
 // wp+disp, 64 bytes apart: for s < 4 byte s of w0 and w1, low 6 bits; for

@@ -258,6 +258,7 @@ func main() {
 	gemvX16Q3K()
 	gemvX16Q5K()
 	gemvX16Q6K()
+	gemvX16Q51()
 	gemvX16Q40()
 	gemvX16IQ4NL()
 	gemvX16IQ4XS()
