@@ -190,6 +190,18 @@ func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r
 	return true
 }
 
+// canPanelX16 says whether a kernel widens a group of f's regrouping into
+// a panel here: Q6_K on AVX2, whose rows Go rebuilds slowly.
+func canPanelX16(f quant.Format) bool { return active == avx2 && f == quant.Q6_K }
+
+// asmPanelX16 widens group g of p into the panel dst (16·in values).
+func asmPanelX16(p *x16, g int, dst []float32) {
+	if !canPanelX16(p.f) || len(dst) < 16*p.in {
+		panic("simd: asmPanelX16 without its kernel")
+	}
+	x16PanelQ6_KAVX2(&p.data[g*p.groupBytes()], p.in/256, &dst[0])
+}
+
 // asmGemvX16 computes y[r] for rows [r0, r1) of p, whole groups of 16,
 // if the kernel runs here.
 // (sums: x's sums over each sub-block, for the K-quants).

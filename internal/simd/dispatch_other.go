@@ -153,3 +153,7 @@ func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r
 }
 
 func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool { return false }
+
+func canPanelX16(f quant.Format) bool { return false }
+
+func asmPanelX16(p *x16, g int, dst []float32) { panic("simd: asmPanelX16 without its kernel") }

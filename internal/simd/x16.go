@@ -502,13 +502,38 @@ var byteBuf = sync.Pool{New: func() any { return new([]byte) }}
 
 // mulRowsX16 is mulRows for a regrouped weight: decode runs the kernel
 // over the whole groups of [r0, r1) (the team's chunks are whole groups),
-// anything else goes through widened rows.
+// more rows of x run on each group widened into a panel where a kernel
+// widens the format, anything else goes through widened rows.
 func mulRowsX16(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 	p := w.x16
 	if T == 1 && r0%16 == 0 && r1%16 == 0 && asmGemvX16(p, x, w.sums, r0, r1, y) {
 		return
 	}
+	if T > 1 && r0%16 == 0 && r1%16 == 0 && p.mulPanels(y, x, T, out, r0, r1) {
+		return
+	}
 	mulRowGroups(y, x, T, w, out, in, r0, r1)
+}
+
+// mulPanels computes y's columns [r0, r1) (whole groups) for T rows of x,
+// each group widened into a panel and multiplied there (GemmPanels: each
+// output sums its products in order), or reports false where no kernel
+// widens p's format.
+func (p *x16) mulPanels(y, x []float32, T, out, r0, r1 int) bool {
+	if !canPanelX16(p.f) {
+		return false
+	}
+	bp := rowBuf.Get().(*[]float32)
+	defer rowBuf.Put(bp)
+	if cap(*bp) < 16*p.in {
+		*bp = make([]float32, 16*p.in)
+	}
+	panel := (*bp)[:16*p.in]
+	for g := r0 / 16; g < r1/16; g++ {
+		asmPanelX16(p, g, panel)
+		GemmPanels(T, 16, p.in, 1, x, p.in, panel, 16*p.in, y[16*g:], out, false)
+	}
+	return true
 }
 
 // x16Sum is the sub-block of the K-quants' regrouped exact kernels on

@@ -1047,6 +1047,79 @@ func gemvX16Q51() {
 	}, nil)
 }
 
+// x16PanelQ6K writes x16PanelQ6_KAVX2(w, blocks, dst): one group of 16
+// Q6_K rows in X16's layout (gemvQ6_Kx16's) widened into a panel, value i
+// of the 16 rows at dst[16i:16i+16], each exactly as ggml dequantizes it:
+// (d·sc)·(q−32), with d·sc exact (17 bits). Products of more than one row
+// of x then run on the panel (GemmPanels' kernels) instead of on rows
+// rebuilt in the file's layout, whose 6-bit fields Go unpacks slowly.
+func x16PanelQ6K() {
+	name := "x16PanelQ6_KAVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, blocks int, dst *float32)")
+	Pragma("noescape")
+	Doc(name + " widens a regrouped group of 16 Q6_K rows of blocks super-blocks into a panel at dst (value i of the rows at dst[16i:]).")
+	wp, b, dp := GP64(), GP64(), GP64()
+	Load(Param("w"), wp)
+	Load(Param("blocks"), b)
+	Load(Param("dst"), dp)
+	const head = 32 + 4*64
+	bsize := head + 64*48
+	m63, m32 := broadcast(avx2isa, 63), broadcast(avx2isa, 32)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_end"))
+	for h := 0; h < 2; h++ {
+		d := YMM()
+		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
+		VMULPS(iq4Unscale, d, d) // d·2^−24
+		for j := 0; j < 16; j++ {
+			word := func(t int) Mem { return Mem{Base: wp, Disp: head + 64*(3*j+t) + 32*h} }
+			dsc := YMM()
+			VMOVDQU(Mem{Base: wp, Disp: 32 + 64*(j/4) + j%4 - 3 + 32*h}, dsc)
+			VPAND(q6Fields.Offset(32*11), dsc, dsc)
+			VCVTDQ2PS(dsc, dsc) // sc·2^24
+			VMULPS(d, dsc, dsc) // d·sc, exact
+			store := func(q VecVirtual, i int) {
+				VPSUBD(m32, q, q)
+				VCVTDQ2PS(q, q)
+				VMULPS(dsc, q, q)
+				VMOVUPS(q, Mem{Base: dp, Disp: 4 * (16*(16*j+i) + 8*h)})
+			}
+			for t := 0; t < 3; t++ {
+				wv := YMM()
+				VMOVDQU(word(t), wv)
+				for k := 0; k < 5; k++ {
+					q := YMM()
+					if k > 0 {
+						VPSRLD(U8(6*k), wv, q)
+						VPAND(m63, q, q)
+					} else {
+						VPAND(m63, wv, q)
+					}
+					store(q, 5*t+k)
+				}
+			}
+			last, hi := YMM(), YMM()
+			VMOVDQU(word(0), last)
+			VPSRLD(U8(30), last, last)
+			for t := 1; t < 3; t++ {
+				VMOVDQU(word(t), hi)
+				VPSRLD(U8(30-2*t), hi, hi)
+				VPAND(q6Fields.Offset(32*(4+t)), hi, hi)
+				VPOR(hi, last, last)
+			}
+			store(last, 15)
+		}
+	}
+	ADDQ(U32(bsize), wp)
+	ADDQ(U32(4*16*256), dp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
 // q5kScaleMin loads 8 rows' scale and min of sub-block s of a Q5_K (or
 // Q4_K) super-block whose 12 bytes of scales lie as words w0, w1, w2 at
 // wp+disp, 64 bytes apart: for s < 4 byte s of w0 and w1, low 6 bits; for

@@ -259,6 +259,7 @@ func main() {
 	gemvX16Q5K()
 	gemvX16Q6K()
 	gemvX16Q51()
+	x16PanelQ6K()
 	gemvX16Q40()
 	gemvX16IQ4NL()
 	gemvX16IQ4XS()
