@@ -191,15 +191,35 @@ func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r
 }
 
 // canPanelX16 says whether a kernel widens a group of f's regrouping into
-// a panel here: Q6_K on AVX2, whose rows Go rebuilds slowly.
-func canPanelX16(f quant.Format) bool { return active == avx2 && f == quant.Q6_K }
+// a panel here (x16Panel*AVX2: every format exact mode regroups on AVX2).
+func canPanelX16(f quant.Format) bool { return active == avx2 && x16AVX2[f] }
 
 // asmPanelX16 widens group g of p into the panel dst (16·in values).
 func asmPanelX16(p *x16, g int, dst []float32) {
 	if !canPanelX16(p.f) || len(dst) < 16*p.in {
 		panic("simd: asmPanelX16 without its kernel")
 	}
-	x16PanelQ6_KAVX2(&p.data[g*p.groupBytes()], p.in/256, &dst[0])
+	w, nb := &p.data[g*p.groupBytes()], p.in/p.f.BlockSize()
+	switch p.f {
+	case quant.Q6_K:
+		x16PanelQ6_KAVX2(w, nb, &dst[0])
+	case quant.Q4_0:
+		x16PanelQ4_0AVX2(w, nb, &dst[0])
+	case quant.IQ4_NL:
+		x16PanelIQ4_NLAVX2(w, nb, &dst[0])
+	case quant.Q5_1:
+		x16PanelQ5_1AVX2(w, nb, &dst[0])
+	case quant.IQ4_XS:
+		x16PanelIQ4_XSAVX2(w, nb, &dst[0])
+	case quant.Q2_K:
+		x16PanelQ2_KAVX2(w, nb, &dst[0])
+	case quant.Q3_K:
+		x16PanelQ3_KAVX2(w, nb, &dst[0])
+	case quant.Q5_K:
+		x16PanelQ5_KAVX2(w, nb, &dst[0])
+	default:
+		panic("simd: asmPanelX16 without its kernel")
+	}
 }
 
 // asmGemvX16 computes y[r] for rows [r0, r1) of p, whole groups of 16,

@@ -972,6 +972,41 @@ func gemvX16Q5_1AVX2(xb *float32, sums *float32, w *byte, blocks int, groups int
 //go:noescape
 func x16PanelQ6_KAVX2(w *byte, blocks int, dst *float32)
 
+// x16PanelQ4_0AVX2 widens a regrouped group of 16 Q4_0 rows of blocks blocks into a panel at dst (value i of the rows at dst[16i:]).
+//
+//go:noescape
+func x16PanelQ4_0AVX2(w *byte, blocks int, dst *float32)
+
+// x16PanelIQ4_NLAVX2 widens a regrouped group of 16 IQ4_NL rows of blocks blocks into a panel at dst (value i of the rows at dst[16i:]).
+//
+//go:noescape
+func x16PanelIQ4_NLAVX2(w *byte, blocks int, dst *float32)
+
+// x16PanelQ5_1AVX2 widens a regrouped group of 16 Q5_1 rows of blocks blocks into a panel at dst (value i of the rows at dst[16i:]).
+//
+//go:noescape
+func x16PanelQ5_1AVX2(w *byte, blocks int, dst *float32)
+
+// x16PanelIQ4_XSAVX2 widens a regrouped group of 16 IQ4_XS rows of blocks blocks into a panel at dst (value i of the rows at dst[16i:]).
+//
+//go:noescape
+func x16PanelIQ4_XSAVX2(w *byte, blocks int, dst *float32)
+
+// x16PanelQ2_KAVX2 widens a regrouped group of 16 Q2_K rows of blocks blocks into a panel at dst (value i of the rows at dst[16i:]).
+//
+//go:noescape
+func x16PanelQ2_KAVX2(w *byte, blocks int, dst *float32)
+
+// x16PanelQ3_KAVX2 widens a regrouped group of 16 Q3_K rows of blocks blocks into a panel at dst (value i of the rows at dst[16i:]).
+//
+//go:noescape
+func x16PanelQ3_KAVX2(w *byte, blocks int, dst *float32)
+
+// x16PanelQ5_KAVX2 widens a regrouped group of 16 Q5_K rows of blocks blocks into a panel at dst (value i of the rows at dst[16i:]).
+//
+//go:noescape
+func x16PanelQ5_KAVX2(w *byte, blocks int, dst *float32)
+
 // gemvX16Q4_0AVX2 computes y[r] = x · w_r for groups regrouped groups of 16 Q4_0 rows of blocks blocks (xb: each of x's values eight times; sums: x's sums of 32), exact mode.
 //
 //go:noescape

@@ -1120,6 +1120,251 @@ func x16PanelQ6K() {
 	RET()
 }
 
+// x16Panel writes x16Panel<q>AVX2(w, blocks, dst) for the formats other
+// than Q6_K (x16PanelQ6K): one group of 16 rows in its regrouping widened
+// into a panel, value i of the 16 rows at dst[16i:16i+16], each exactly
+// as ggml dequantizes it (its products and sums in the same order, no
+// fused multiply-add). block emits one block's two halves of 8 rows:
+// put(v, i, h) converts lane values v (int32) and stores them as value i
+// of half h, scaled by the block's current scale and offset.
+func x16Panel(q string, n, head, bsize int) {
+	name := "x16Panel" + q + "AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, blocks int, dst *float32)")
+	Pragma("noescape")
+	Doc(name + " widens a regrouped group of 16 " + q + " rows of blocks blocks into a panel at dst (value i of the rows at dst[16i:]).")
+	wp, b, dp := GP64(), GP64(), GP64()
+	Load(Param("w"), wp)
+	Load(Param("blocks"), b)
+	Load(Param("dst"), dp)
+	nib := bcast8(0x0f)
+	var levels VecVirtual
+	if q == "IQ4_NL" || q == "IQ4_XS" {
+		levels = YMM()
+		VMOVDQU(iq4Levels, levels)
+	}
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_end"))
+	for h := 0; h < 2; h++ {
+		// scale·v (− off, or + off for Q5_1) as ggml's dequantizers.
+		var scale, off VecVirtual
+		put := func(v VecVirtual, i int) {
+			VCVTDQ2PS(v, v)
+			VMULPS(scale, v, v)
+			switch {
+			case off != nil && q == "Q5_1":
+				VADDPS(off, v, v)
+			case off != nil:
+				VSUBPS(off, v, v)
+			}
+			VMOVUPS(v, Mem{Base: dp, Disp: 4 * (16*i + 8*h)})
+		}
+		word := func(i int) Mem { return Mem{Base: wp, Disp: head + 64*i + 32*h} }
+		// byteAt emits byte k of each lane of v, sign-extended (signed)
+		// or masked to bits (a mask register).
+		byteAt := func(v VecVirtual, k int, mask VecVirtual) VecVirtual {
+			t := YMM()
+			if mask == nil {
+				VPSLLD(U8(24-8*k), v, t)
+				VPSRAD(U8(24), t, t)
+				return t
+			}
+			if k > 0 {
+				VPSRLD(U8(8*k), v, t)
+				VPAND(mask, t, t)
+			} else {
+				VPAND(mask, v, t)
+			}
+			return t
+		}
+		d := YMM()
+		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
+		switch q {
+		case "Q4_0", "IQ4_NL", "Q5_1":
+			scale = d
+			var m8, m15, m5, bit4, qh VecVirtual
+			switch q {
+			case "Q4_0":
+				m8, m15 = broadcast(avx2isa, 8), broadcast(avx2isa, 15)
+			case "Q5_1":
+				off = YMM()
+				VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, off)
+				m5, bit4, qh = broadcast(avx2isa, 31), bcast8(0x10), YMM()
+				VMOVDQU(Mem{Base: wp, Disp: 64 + 32*h}, qh)
+			}
+			for i := 0; i < 4; i++ {
+				v, lo, hi := YMM(), YMM(), YMM()
+				VMOVDQU(word(i), v)
+				VPAND(nib, v, lo)
+				VPSRLW(U8(4), v, hi)
+				VPAND(nib, hi, hi)
+				switch q {
+				case "IQ4_NL":
+					VPSHUFB(lo, levels, lo)
+					VPSHUFB(hi, levels, hi)
+				case "Q5_1":
+					t := YMM()
+					VPSLLW(U8(4-i), qh, t)
+					VPAND(bit4, t, t)
+					VPOR(t, lo, lo)
+					if i > 0 {
+						VPSRLW(U8(i), qh, t)
+						VPAND(bit4, t, t)
+					} else {
+						VPAND(bit4, qh, t)
+					}
+					VPOR(t, hi, hi)
+				}
+				for half, src := range []VecVirtual{lo, hi} {
+					for k := 0; k < 4; k++ {
+						var t VecVirtual
+						switch q {
+						case "IQ4_NL":
+							t = byteAt(src, k, nil)
+						case "Q5_1":
+							t = byteAt(src, k, m5)
+						default:
+							t = byteAt(src, k, m15)
+							VPSUBD(m8, t, t)
+						}
+						put(t, 16*half+4*i+k)
+					}
+				}
+			}
+		case "IQ4_XS":
+			for sb := 0; sb < 8; sb++ {
+				scale = YMM()
+				VPMOVSXBD(Mem{Base: wp, Disp: 32 + 16*sb + 8*h}, scale)
+				VCVTDQ2PS(scale, scale)
+				VMULPS(d, scale, scale) // d·(ls−32), exact
+				for i := 0; i < 4; i++ {
+					v, lo, hi := YMM(), YMM(), YMM()
+					VMOVDQU(word(4*sb+i), v)
+					VPAND(nib, v, lo)
+					VPSRLW(U8(4), v, hi)
+					VPAND(nib, hi, hi)
+					VPSHUFB(lo, levels, lo)
+					VPSHUFB(hi, levels, hi)
+					for half, src := range []VecVirtual{lo, hi} {
+						for k := 0; k < 4; k++ {
+							put(byteAt(src, k, nil), 32*sb+16*half+4*i+k)
+						}
+					}
+				}
+			}
+		case "Q2_K", "Q3_K":
+			q2 := q == "Q2_K"
+			sc0, words0 := 32, 8
+			var dmin, m3, low4, m7, m4, b3, b4 VecVirtual
+			if q2 {
+				sc0, words0 = 64, 0
+				dmin, m3, low4 = YMM(), broadcast(avx2isa, 3), broadcast(avx2isa, 15)
+				VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, dmin)
+			} else {
+				m7, m4, b3, b4 = broadcast(avx2isa, 7), broadcast(avx2isa, 4), bcast8(3), bcast8(4)
+			}
+			for p := 0; p < 8; p++ {
+				pair := YMM()
+				if q2 {
+					VPMOVZXWD(Mem{Base: wp, Disp: sc0 + 32*p + 16*h}, pair)
+				} else {
+					VPMOVSXWD(Mem{Base: wp, Disp: sc0 + 32*p + 16*h}, pair)
+				}
+				for k2 := 0; k2 < 2; k2++ {
+					s := 2*p + k2
+					nn, j, g := s/8, s%8/2, s%2
+					scale = YMM()
+					if q2 {
+						off = YMM()
+						VPSRLD(U8(8*k2), pair, scale)
+						VPAND(low4, scale, scale)
+						VPSRLD(U8(8*k2+4), pair, off)
+						VPAND(low4, off, off)
+						VCVTDQ2PS(off, off)
+						VMULPS(dmin, off, off) // dmin·m
+					} else {
+						VPSLLD(U8(24-8*k2), pair, scale)
+						VPSRAD(U8(24), scale, scale)
+					}
+					VCVTDQ2PS(scale, scale)
+					VMULPS(d, scale, scale) // d·sc, exact
+					for i4 := 0; i4 < 4; i4++ {
+						v := YMM()
+						VMOVDQU(word(words0+8*nn+4*g+i4), v)
+						if j > 0 {
+							VPSRLW(U8(2*j), v, v)
+						}
+						if !q2 {
+							// v = q + 4h in each byte, as fastX16Q23K builds it.
+							hb, bit := YMM(), 4*nn+j
+							VPAND(b3, v, v)
+							VMOVDQU(word(4*g+i4), hb)
+							switch {
+							case bit > 2:
+								VPSRLW(U8(bit-2), hb, hb)
+							case bit < 2:
+								VPSLLW(U8(2-bit), hb, hb)
+							}
+							VPAND(b4, hb, hb)
+							VPOR(hb, v, v)
+						}
+						for k := 0; k < 4; k++ {
+							var t VecVirtual
+							if q2 {
+								t = byteAt(v, k, m3)
+							} else {
+								t = byteAt(v, k, m7)
+								VPSUBD(m4, t, t)
+							}
+							put(t, 128*nn+32*j+16*g+4*i4+k)
+						}
+					}
+				}
+			}
+		case "Q5_K":
+			dmin, m5, bit4 := YMM(), broadcast(avx2isa, 31), bcast8(0x10)
+			VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, dmin)
+			const qs0 = 8
+			for s := 0; s < 8; s++ {
+				jj, half := s/2, s%2
+				sc, m := q5kScaleMin(wp, 64+32*h, s)
+				VCVTDQ2PS(sc, sc)
+				VMULPS(d, sc, sc)
+				VCVTDQ2PS(m, m)
+				VMULPS(dmin, m, m)
+				scale, off = sc, m
+				for i4 := 0; i4 < 8; i4++ {
+					v, hb := YMM(), YMM()
+					VMOVDQU(word(qs0+8*jj+i4), v)
+					if half == 1 {
+						VPSRLW(U8(4), v, v)
+					}
+					VPAND(nib, v, v)
+					VMOVDQU(word(i4), hb)
+					switch {
+					case s < 4:
+						VPSLLW(U8(4-s), hb, hb)
+					case s > 4:
+						VPSRLW(U8(s-4), hb, hb)
+					}
+					VPAND(bit4, hb, hb)
+					VPOR(hb, v, v)
+					for k := 0; k < 4; k++ {
+						put(byteAt(v, k, m5), 32*s+4*i4+k)
+					}
+				}
+			}
+		}
+	}
+	ADDQ(U32(bsize), wp)
+	ADDQ(U32(4*16*n), dp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
 // q5kScaleMin loads 8 rows' scale and min of sub-block s of a Q5_K (or
 // Q4_K) super-block whose 12 bytes of scales lie as words w0, w1, w2 at
 // wp+disp, 64 bytes apart: for s < 4 byte s of w0 and w1, low 6 bits; for
