@@ -217,6 +217,8 @@ func asmPanelX16(p *x16, g int, dst []float32) {
 		x16PanelQ3_KAVX2(w, nb, &dst[0])
 	case quant.Q5_K:
 		x16PanelQ5_KAVX2(w, nb, &dst[0])
+	case quant.Q4_K:
+		x16PanelQ4_KAVX2(w, nb, &dst[0])
 	default:
 		panic("simd: asmPanelX16 without its kernel")
 	}
@@ -246,6 +248,10 @@ func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
 	case quant.Q8_0:
 		gemvQ8_0x16AVX512(&x[0], w, p.in/32, (r1-r0)/16, &y[r0])
 	case quant.Q4_K:
+		if bcast {
+			gemvX16Q4_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
+			break
+		}
 		gemvQ4_Kx16AVX512(&x[0], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	case quant.Q6_K:
 		if bcast {

@@ -957,6 +957,11 @@ func gemvX16Q3_KAVX2(xb *float32, sums *float32, w *byte, blocks int, groups int
 //go:noescape
 func gemvX16Q5_KAVX2(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
 
+// gemvX16Q4_KAVX2 computes y[r] = x · w_r for groups regrouped groups of 16 Q4_K rows of blocks super-blocks (xb: each of x's values eight times; sums: x's sums of 32), exact mode.
+//
+//go:noescape
+func gemvX16Q4_KAVX2(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
+
 // gemvX16Q6_KAVX2 computes y[r] = x · w_r for groups regrouped groups of 16 Q6_K rows of blocks super-blocks (xb: each of x's values eight times; sums: x's sums of 16), exact mode.
 //
 //go:noescape
@@ -1006,6 +1011,11 @@ func x16PanelQ3_KAVX2(w *byte, blocks int, dst *float32)
 //
 //go:noescape
 func x16PanelQ5_KAVX2(w *byte, blocks int, dst *float32)
+
+// x16PanelQ4_KAVX2 widens a regrouped group of 16 Q4_K rows of blocks blocks into a panel at dst (value i of the rows at dst[16i:]).
+//
+//go:noescape
+func x16PanelQ4_KAVX2(w *byte, blocks int, dst *float32)
 
 // gemvX16Q4_0AVX2 computes y[r] = x · w_r for groups regrouped groups of 16 Q4_0 rows of blocks blocks (xb: each of x's values eight times; sums: x's sums of 32), exact mode.
 //

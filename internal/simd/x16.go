@@ -542,11 +542,12 @@ func (p *x16) mulPanels(y, x []float32, T, out, r0, r1 int) bool {
 // exact kernels on fast mode's regroupings, which read x's values each
 // eight times (AVX2's multiply-add has no broadcast operand), after x's
 // sums over x16SumAVX2 values where they take an offset (Q2_K's mins,
-// Q3_K's, Q4_0's and Q6_K's 4, 8 and 32, Q5_1's m and Q5_K's mins).
+// Q3_K's, Q4_0's and Q6_K's 4, 8 and 32, Q5_1's m and Q4_K's and Q5_K's
+// mins).
 var (
 	x16Sum     = map[quant.Format]int{quant.Q4_K: 32, quant.Q6_K: 16}
-	x16AVX2    = map[quant.Format]bool{quant.Q2_K: true, quant.Q3_K: true, quant.Q4_0: true, quant.IQ4_NL: true, quant.IQ4_XS: true, quant.Q5_K: true, quant.Q6_K: true, quant.Q5_1: true}
-	x16SumAVX2 = map[quant.Format]int{quant.Q2_K: 16, quant.Q3_K: 16, quant.Q4_0: 32, quant.Q5_K: 32, quant.Q6_K: 16, quant.Q5_1: 32}
+	x16AVX2    = map[quant.Format]bool{quant.Q2_K: true, quant.Q3_K: true, quant.Q4_0: true, quant.IQ4_NL: true, quant.IQ4_XS: true, quant.Q5_K: true, quant.Q6_K: true, quant.Q5_1: true, quant.Q4_K: true}
+	x16SumAVX2 = map[quant.Format]int{quant.Q2_K: 16, quant.Q3_K: 16, quant.Q4_0: 32, quant.Q5_K: 32, quant.Q6_K: 16, quant.Q5_1: 32, quant.Q4_K: 32}
 )
 
 // x16Sums computes sums, x's sums over each n values (16 or 32), for a
@@ -594,7 +595,7 @@ func broadcastAfter(sums, x []float32, buf *[]float32) []float32 {
 
 // PackQuant regroups the Q4_0, Q8_0, Q4_K or Q6_K matrix w [out, in] for
 // exact decode on AVX-512 (see X16 above), or Q4_0, Q5_1, IQ4_NL, IQ4_XS,
-// Q2_K, Q3_K, Q5_K and Q6_K on AVX2 (in fast mode's layouts, gemvX16*AVX2), or returns nil where it
+// Q2_K, Q3_K, Q4_K, Q5_K and Q6_K on AVX2 (in fast mode's layouts, gemvX16*AVX2), or returns nil where it
 // does not: the
 // kernels do not run here, it is under packMin bytes, out is not a
 // multiple of 16, or GOZOO_PACK=off. w must lie in a read-only file

@@ -797,22 +797,27 @@ func gemvX16Q3K() {
 	}, nil)
 }
 
-// gemvX16Q5K writes gemvX16Q5_KAVX2(xb, sums, w, blocks, groups, y): exact
+// gemvX16Q45K writes gemvX16Q5_KAVX2(xb, sums, w, blocks, groups, y): exact
 // decode of Q5_K regrouped by 16 rows (the 16 rows' d and dmin, then the
 // file's 12 bytes of scales and mins as 3 words, qh as 8 and qs as 32: as
-// many bytes as the file's). A weight is (d·sc_s)·v − dmin·m_s with v
+// many bytes as the file's), or gemvX16Q4_KAVX2 on X16's Q4_K layout
+// (gemvQ4_Kx16's: scales and mins unpacked to bytes, no qh). A weight is (d·sc_s)·v − dmin·m_s with v
 // = nibble + 16·(qh's bit s), so a row's product is Σ_s (d·sc_s)·(Σ v·x)
 // − (dmin·m_s)·X_s (sums: x's sums of 32). Each byte's v is built in its
 // low 5 bits (nibble, then qh's bit moved to bit 4), and v of byte k
 // masked in place is v·2^8k, exact as a float, summed by byte position
 // as gemvX16Q2K does. xb holds each of x's values eight times.
-func gemvX16Q5K() {
-	name := "gemvX16Q5_KAVX2"
+func gemvX16Q45K(q string) {
+	name := "gemvX16" + q + "AVX2"
 	TEXT(name, NOSPLIT, "func(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)")
 	Pragma("noescape")
-	Doc(name + " computes y[r] = x · w_r for groups regrouped groups of 16 Q5_K rows of blocks super-blocks (xb: each of x's values eight times; sums: x's sums of 32), exact mode.")
+	Doc(name + " computes y[r] = x · w_r for groups regrouped groups of 16 " + q + " rows of blocks super-blocks (xb: each of x's values eight times; sums: x's sums of 32), exact mode.")
 	wp, groups, y, _, _, _ := params("w", "groups", "y")
-	const head, qs0 = 64 + 3*64, 8
+	q5 := q == "Q5_K"
+	head, qs0 := 64+4*64, 0 // Q4_K: its scales and mins unpacked to bytes
+	if q5 {
+		head, qs0 = 64+3*64, 8
+	}
 	bsize := head + 64*(qs0+32)
 	nib, bit4 := bcast8(0x0f), bcast8(0x10)
 	xp, sp, b := GP64(), GP64(), GP64()
@@ -837,16 +842,18 @@ func gemvX16Q5K() {
 						VPSRLW(U8(4), v, v)
 					}
 					VPAND(nib, v, v)
-					// qh's bit s of each byte, moved to bit 4.
-					VMOVDQU(Mem{Base: wp, Disp: head + 64*i4 + 32*h}, hb)
-					switch {
-					case s < 4:
-						VPSLLW(U8(4-s), hb, hb)
-					case s > 4:
-						VPSRLW(U8(s-4), hb, hb)
+					if q5 {
+						// qh's bit s of each byte, moved to bit 4.
+						VMOVDQU(Mem{Base: wp, Disp: head + 64*i4 + 32*h}, hb)
+						switch {
+						case s < 4:
+							VPSLLW(U8(4-s), hb, hb)
+						case s > 4:
+							VPSRLW(U8(s-4), hb, hb)
+						}
+						VPAND(bit4, hb, hb)
+						VPOR(hb, v, v)
 					}
-					VPAND(bit4, hb, hb)
-					VPOR(hb, v, v)
 					for k := 0; k < 4; k++ {
 						t := YMM()
 						VPAND(q5Masks.Offset(32*k), v, t)
@@ -865,7 +872,20 @@ func gemvX16Q5K() {
 				}
 				// The rows' 6-bit scale and min of sub-block s, from ggml's 12
 				// bytes as words w0..w2 (get_scale_min_k4).
-				sc, m := q5kScaleMin(wp, 64+32*h, s)
+				var sc, m VecVirtual
+				if q5 {
+					sc, m = q5kScaleMin(wp, 64+32*h, s)
+				} else {
+					// Byte s%4 of the unpacked words s/4 (scales) and 2+s/4 (mins).
+					sc, m = YMM(), YMM()
+					for i, r := range []VecVirtual{sc, m} {
+						VMOVDQU(Mem{Base: wp, Disp: 64 + 64*(2*i+s/4) + 32*h}, r)
+						if s%4 > 0 {
+							VPSRLD(U8(8*(s%4)), r, r)
+						}
+						VPAND(kScaleMasks.Offset(96), r, r)
+					}
+				}
 				VCVTDQ2PS(sc, sc)
 				VMULPS(d, sc, sc) // d·sc: exact
 				VFMADD231PS(sk[0], sc, acc[h])
@@ -1321,13 +1341,29 @@ func x16Panel(q string, n, head, bsize int) {
 					}
 				}
 			}
-		case "Q5_K":
+		case "Q4_K", "Q5_K":
+			q5 := q == "Q5_K"
 			dmin, m5, bit4 := YMM(), broadcast(avx2isa, 31), bcast8(0x10)
 			VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, dmin)
-			const qs0 = 8
+			qs0 := 0
+			if q5 {
+				qs0 = 8
+			}
 			for s := 0; s < 8; s++ {
 				jj, half := s/2, s%2
-				sc, m := q5kScaleMin(wp, 64+32*h, s)
+				var sc, m VecVirtual
+				if q5 {
+					sc, m = q5kScaleMin(wp, 64+32*h, s)
+				} else {
+					sc, m = YMM(), YMM()
+					for i, r := range []VecVirtual{sc, m} {
+						VMOVDQU(Mem{Base: wp, Disp: 64 + 64*(2*i+s/4) + 32*h}, r)
+						if s%4 > 0 {
+							VPSRLD(U8(8*(s%4)), r, r)
+						}
+						VPAND(kScaleMasks.Offset(96), r, r)
+					}
+				}
 				VCVTDQ2PS(sc, sc)
 				VMULPS(d, sc, sc)
 				VCVTDQ2PS(m, m)
@@ -1340,15 +1376,17 @@ func x16Panel(q string, n, head, bsize int) {
 						VPSRLW(U8(4), v, v)
 					}
 					VPAND(nib, v, v)
-					VMOVDQU(word(i4), hb)
-					switch {
-					case s < 4:
-						VPSLLW(U8(4-s), hb, hb)
-					case s > 4:
-						VPSRLW(U8(s-4), hb, hb)
+					if q5 {
+						VMOVDQU(word(i4), hb)
+						switch {
+						case s < 4:
+							VPSLLW(U8(4-s), hb, hb)
+						case s > 4:
+							VPSRLW(U8(s-4), hb, hb)
+						}
+						VPAND(bit4, hb, hb)
+						VPOR(hb, v, v)
 					}
-					VPAND(bit4, hb, hb)
-					VPOR(hb, v, v)
 					for k := 0; k < 4; k++ {
 						put(byteAt(v, k, m5), 32*s+4*i4+k)
 					}
@@ -1402,7 +1440,7 @@ func q5kScaleMin(wp GPVirtual, disp, s int) (sc, m VecVirtual) {
 var q2Masks, q2Pow Mem
 
 // q3Masks holds 7<<8k in every lane (k = 0..3); q3MinusFour holds −4.0;
-// q5Masks holds 0x1f<<8k; kScaleMasks holds 63, 0x0f and 0x30.
+// q5Masks holds 0x1f<<8k; kScaleMasks holds 63, 0x0f, 0x30 and 0xff.
 // q6Fields holds gemvX16Q6K's constants, 32 bytes each: the masks
 // 0x3f<<6k (k = 0..4), 0x0c and 0x30, 2^−6k (k = 1..4), 0xff000000 and
 // −32.0.
@@ -1439,7 +1477,7 @@ func gemvX16Consts() {
 		}
 	}
 	kScaleMasks = GLOBL("kscalemasks", RODATA|NOPTR)
-	for i, v := range []uint32{63, 0x0f, 0x30} {
+	for i, v := range []uint32{63, 0x0f, 0x30, 0xff} {
 		for l := 0; l < 8; l++ {
 			DATA(32*i+4*l, U32(v))
 		}
