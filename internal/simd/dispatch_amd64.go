@@ -205,6 +205,8 @@ func asmPanelX16(p *x16, g int, dst []float32) {
 		x16PanelQ6_KAVX2(w, nb, &dst[0])
 	case quant.Q4_0:
 		x16PanelQ4_0AVX2(w, nb, &dst[0])
+	case quant.Q8_0:
+		x16PanelQ8_0AVX2(w, nb, &dst[0])
 	case quant.IQ4_NL:
 		x16PanelIQ4_NLAVX2(w, nb, &dst[0])
 	case quant.Q5_1:
@@ -246,6 +248,10 @@ func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
 		}
 		gemvQ4_0x16AVX512(&x[0], w, p.in/32, (r1-r0)/16, &y[r0])
 	case quant.Q8_0:
+		if bcast {
+			gemvX16Q8_0AVX2(&sums[ns], w, p.in/32, (r1-r0)/16, &y[r0])
+			break
+		}
 		gemvQ8_0x16AVX512(&x[0], w, p.in/32, (r1-r0)/16, &y[r0])
 	case quant.Q4_K:
 		if bcast {

@@ -972,6 +972,11 @@ func gemvX16Q6_KAVX2(xb *float32, sums *float32, w *byte, blocks int, groups int
 //go:noescape
 func gemvX16Q5_1AVX2(xb *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
 
+// gemvX16Q8_0AVX2 computes y[r] = x · w_r for groups regrouped groups of 16 Q8_0 rows of blocks blocks (xb: each of x's values eight times), exact mode.
+//
+//go:noescape
+func gemvX16Q8_0AVX2(xb *float32, w *byte, blocks int, groups int, y *float32)
+
 // x16PanelQ6_KAVX2 widens a regrouped group of 16 Q6_K rows of blocks super-blocks into a panel at dst (value i of the rows at dst[16i:]).
 //
 //go:noescape
@@ -981,6 +986,11 @@ func x16PanelQ6_KAVX2(w *byte, blocks int, dst *float32)
 //
 //go:noescape
 func x16PanelQ4_0AVX2(w *byte, blocks int, dst *float32)
+
+// x16PanelQ8_0AVX2 widens a regrouped group of 16 Q8_0 rows of blocks blocks into a panel at dst (value i of the rows at dst[16i:]).
+//
+//go:noescape
+func x16PanelQ8_0AVX2(w *byte, blocks int, dst *float32)
 
 // x16PanelIQ4_NLAVX2 widens a regrouped group of 16 IQ4_NL rows of blocks blocks into a panel at dst (value i of the rows at dst[16i:]).
 //

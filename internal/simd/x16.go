@@ -546,7 +546,7 @@ func (p *x16) mulPanels(y, x []float32, T, out, r0, r1 int) bool {
 // mins).
 var (
 	x16Sum     = map[quant.Format]int{quant.Q4_K: 32, quant.Q6_K: 16}
-	x16AVX2    = map[quant.Format]bool{quant.Q2_K: true, quant.Q3_K: true, quant.Q4_0: true, quant.IQ4_NL: true, quant.IQ4_XS: true, quant.Q5_K: true, quant.Q6_K: true, quant.Q5_1: true, quant.Q4_K: true}
+	x16AVX2    = map[quant.Format]bool{quant.Q2_K: true, quant.Q3_K: true, quant.Q4_0: true, quant.IQ4_NL: true, quant.IQ4_XS: true, quant.Q5_K: true, quant.Q6_K: true, quant.Q5_1: true, quant.Q4_K: true, quant.Q8_0: true}
 	x16SumAVX2 = map[quant.Format]int{quant.Q2_K: 16, quant.Q3_K: 16, quant.Q4_0: 32, quant.Q5_K: 32, quant.Q6_K: 16, quant.Q5_1: 32, quant.Q4_K: 32}
 )
 
@@ -594,8 +594,8 @@ func broadcastAfter(sums, x []float32, buf *[]float32) []float32 {
 }
 
 // PackQuant regroups the Q4_0, Q8_0, Q4_K or Q6_K matrix w [out, in] for
-// exact decode on AVX-512 (see X16 above), or Q4_0, Q5_1, IQ4_NL, IQ4_XS,
-// Q2_K, Q3_K, Q4_K, Q5_K and Q6_K on AVX2 (in fast mode's layouts, gemvX16*AVX2), or returns nil where it
+// exact decode on AVX-512 (see X16 above), or Q4_0, Q5_1, Q8_0, IQ4_NL,
+// IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K on AVX2 (in fast mode's layouts, gemvX16*AVX2), or returns nil where it
 // does not: the
 // kernels do not run here, it is under packMin bytes, out is not a
 // multiple of 16, or GOZOO_PACK=off. w must lie in a read-only file

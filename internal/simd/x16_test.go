@@ -162,7 +162,7 @@ func TestPackQuant(t *testing.T) {
 }
 
 // BenchmarkX16 is one thread's exact decode product of 3072 rows of 1024,
-// Q4_0, Q8_0, Q4_K, Q6_K (AVX-512) and Q4_0, Q2_K, Q3_K, IQ4_NL, IQ4_XS, Q5_1, Q4_K, Q5_K, Q6_K (AVX2), by row and regrouped
+// Q4_0, Q8_0, Q4_K, Q6_K (AVX-512) and Q4_0, Q8_0, Q2_K, Q3_K, IQ4_NL, IQ4_XS, Q5_1, Q4_K, Q5_K, Q6_K (AVX2), by row and regrouped
 // by 16 rows: in cache, and streamed from memory (64 matrices in turn).
 func BenchmarkX16(b *testing.B) {
 	r := rand.New(rand.NewPCG(17, 18))

@@ -1251,6 +1251,15 @@ func x16Panel(q string, n, head, bsize int) {
 					}
 				}
 			}
+		case "Q8_0":
+			scale = d
+			for i := 0; i < 8; i++ {
+				v := YMM()
+				VMOVDQU(word(i), v)
+				for k := 0; k < 4; k++ {
+					put(byteAt(v, k, nil), 4*i+k)
+				}
+			}
 		case "IQ4_XS":
 			for sb := 0; sb < 8; sb++ {
 				scale = YMM()
@@ -1401,6 +1410,62 @@ func x16Panel(q string, n, head, bsize int) {
 	Label(name + "_end")
 	VZEROUPPER()
 	RET()
+}
+
+// gemvX16Q80 writes gemvX16Q8_0AVX2(xb, w, blocks, groups, y): exact decode
+// of Q8_0 on X16's regrouping (the 16 rows' d, then 8 words of int8). A
+// value shifted to the top byte and masked is q·2^24, exact as a float;
+// a block sums Σ q·x·2^24 by byte position and is scaled by d·2^−24
+// (exact). xb holds each of x's values eight times.
+func gemvX16Q80() {
+	name := "gemvX16Q8_0AVX2"
+	TEXT(name, NOSPLIT, "func(xb *float32, w *byte, blocks int, groups int, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[r] = x · w_r for groups regrouped groups of 16 Q8_0 rows of blocks blocks (xb: each of x's values eight times), exact mode.")
+	wp, groups, y, _, _, _ := params("w", "groups", "y")
+	const head = 32
+	bsize := head + 64*8
+	top := broadcast(avx2isa, 0xff000000)
+	xp, b := GP64(), GP64()
+	x16Frame(name, groups, y, b, func() {
+		Load(Param("xb"), xp)
+		Load(Param("blocks"), b)
+	}, func(acc [2]VecVirtual) {
+		prefetchBlock(wp, bsize)
+		for h := 0; h < 2; h++ {
+			var sk [4]VecVirtual
+			for i := 0; i < 8; i++ {
+				wv := YMM()
+				VMOVDQU(Mem{Base: wp, Disp: head + 64*i + 32*h}, wv)
+				for k := 0; k < 4; k++ {
+					v := YMM()
+					if k < 3 {
+						VPSLLD(U8(24-8*k), wv, v)
+						VPAND(top, v, v)
+					} else {
+						VPAND(top, wv, v)
+					}
+					VCVTDQ2PS(v, v) // q·2^24
+					xv := Mem{Base: xp, Disp: 32 * (4*i + k)}
+					if sk[k] == nil {
+						sk[k] = YMM()
+						VMULPS(xv, v, sk[k])
+					} else {
+						VFMADD231PS(xv, v, sk[k])
+					}
+				}
+			}
+			VADDPS(sk[1], sk[0], sk[0])
+			VADDPS(sk[3], sk[2], sk[2])
+			VADDPS(sk[2], sk[0], sk[0])
+			d := YMM()
+			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
+			VMULPS(iq4Unscale, d, d) // d·2^−24, exact
+			VFMADD231PS(sk[0], d, acc[h])
+		}
+		ADDQ(U32(bsize), wp)
+		ADDQ(U32(32*32), xp)
+	}, nil)
 }
 
 // q5kScaleMin loads 8 rows' scale and min of sub-block s of a Q5_K (or

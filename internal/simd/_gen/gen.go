@@ -260,11 +260,12 @@ func main() {
 	gemvX16Q45K("Q4_K")
 	gemvX16Q6K()
 	gemvX16Q51()
+	gemvX16Q80()
 	x16PanelQ6K()
 	for _, c := range []struct {
 		q              string
 		n, head, words int // values, head bytes and value words of a block
-	}{{"Q4_0", 32, 32, 4}, {"IQ4_NL", 32, 32, 4}, {"Q5_1", 32, 128, 4}, {"IQ4_XS", 256, 160, 32},
+	}{{"Q4_0", 32, 32, 4}, {"Q8_0", 32, 32, 8}, {"IQ4_NL", 32, 32, 4}, {"Q5_1", 32, 128, 4}, {"IQ4_XS", 256, 160, 32},
 		{"Q2_K", 256, 64 + 256, 16}, {"Q3_K", 256, 32 + 256, 24}, {"Q5_K", 256, 64 + 192, 40}, {"Q4_K", 256, 64 + 256, 32}} {
 		x16Panel(c.q, c.n, c.head, c.head+64*c.words)
 	}
