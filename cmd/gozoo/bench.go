@@ -156,7 +156,7 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "model      %s\nkernels    %s (GOMAXPROCS %d)\nload       %.2f s\nprefill    %.1f tokens/s (%d tokens), %.1f GFLOP/s\ndecode     %.2f tokens/s (%d tokens), %.1f GB/s of weights\n",
 		*model, res.Kernels, runtime.GOMAXPROCS(0), res.LoadS, res.PrefillTokS, *promptTokens, res.PrefillGFLOPs, res.DecodeTokS, *genTokens, res.DecodeGBs)
 	if res.Packed > 0 {
-		fmt.Fprintf(stdout, "packed     %d matrices for decode (BF16 in 12 bits a weight, F32 in 28; Q4_0, Q8_0, Q4_K, Q6_K by 16 rows): %.0f -> %.0f MB\n", res.Packed, res.PackedFromMB, res.PackedToMB)
+		fmt.Fprintf(stdout, "packed     %d matrices for decode (BF16 in 12 bits a weight, F32 in 28, quantized ones by 16 rows): %.0f -> %.0f MB\n", res.Packed, res.PackedFromMB, res.PackedToMB)
 	}
 	if res.VisionTileS > 0 {
 		fmt.Fprintf(stdout, "vision     %.3f s per tile, %.1f GFLOP/s\n", res.VisionTileS, res.VisionGFLOPs)

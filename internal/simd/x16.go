@@ -9,9 +9,9 @@ import (
 	"github.com/gozoo/gozoo/internal/quant"
 )
 
-// X16 keeps a Q4_0, Q8_0, Q4_K or Q6_K matrix regrouped by 16 rows for
-// exact decode, in as many bytes (Q4_K's 6-bit scales and mins are
-// unpacked to bytes: 2.8% more). On one thread, exact decode is bound by
+// X16 keeps a quantized matrix regrouped by 16 rows for decode (on
+// AVX-512: Q4_0, Q8_0, Q4_K and Q6_K, for exact decode), in as many bytes
+// (Q4_K's 6-bit scales and mins are unpacked to bytes: 2.8% more). On one thread, exact decode is bound by
 // the vector pipes, not by memory: a row's kernel spends, per 32
 // weights, a widening and a shift of the nibbles, two table lookups, two
 // multiply-adds and one instruction for the block's scale d. With the
@@ -45,6 +45,13 @@ import (
 // up to 3 bytes past a block, which the padding after the last group
 // covers.
 //
+// On AVX2 exact decode reads fast mode's regroupings (gemvX16*AVX2, the
+// formats of x16AVX2), and Q5_K's, Q4_K's and Q6_K's: x's values are
+// written eight times once per product, as AVX2's multiply-add has no
+// broadcast operand. Products of more rows (prefill, batched decode) widen
+// each group into a k×16 panel with the file's values (x16Panel*AVX2) and
+// multiply there; elsewhere they rebuild rows in the file's layout.
+//
 // As coded matrices: matrices of a read-only file mapping, packed when a model
 // binds them to a Linear in exact mode (PackQuant), and their pages given
 // back to the kernel.
@@ -72,7 +79,8 @@ var x16Words = map[quant.Format]int{quant.Q4_0: 4, quant.Q8_0: 8, quant.Q4_K: 32
 var x16Head = map[quant.Format]int{quant.Q4_0: 32, quant.Q8_0: 32, quant.Q4_K: 64 + 4*64, quant.Q6_K: 32 + 4*64, quant.IQ4_NL: 32,
 	quant.Q4_1: 64, quant.Q5_1: 64 + 64, quant.IQ4_XS: 32 + 8*16, quant.Q2_K: 64 + 8*32, quant.Q3_K: 32 + 8*32, quant.Q5_K: 64 + 3*64}
 
-// x16Exact is the formats exact mode regroups (its kernels' formats).
+// x16Exact is the formats exact mode regroups on AVX-512 (its kernels'
+// formats; x16AVX2 is AVX2's).
 var x16Exact = map[quant.Format]bool{quant.Q4_0: true, quant.Q8_0: true, quant.Q4_K: true, quant.Q6_K: true}
 
 // blockBytes is the bytes of one regrouped block of 16 rows.
