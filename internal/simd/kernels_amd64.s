@@ -50743,9 +50743,9 @@ x16PanelQ5_1AVX2_block:
 	VPSLLW       $0x01, Y5, Y8
 	VPAND        Y4, Y8, Y8
 	VPOR         Y8, Y7, Y7
-	VPSRLW       $0x03, Y5, Y8
-	VPAND        Y4, Y8, Y8
-	VPOR         Y8, Y6, Y6
+	VPSRLW       $0x03, Y5, Y5
+	VPAND        Y4, Y5, Y5
+	VPOR         Y5, Y6, Y6
 	VPAND        Y3, Y7, Y4
 	VCVTDQ2PS    Y4, Y4
 	VMULPS       Y1, Y4, Y4
@@ -50975,9 +50975,9 @@ x16PanelQ5_1AVX2_block:
 	VPSLLW       $0x01, Y5, Y8
 	VPAND        Y4, Y8, Y8
 	VPOR         Y8, Y7, Y7
-	VPSRLW       $0x03, Y5, Y8
-	VPAND        Y4, Y8, Y8
-	VPOR         Y8, Y6, Y6
+	VPSRLW       $0x03, Y5, Y5
+	VPAND        Y4, Y5, Y5
+	VPOR         Y5, Y6, Y6
 	VPAND        Y3, Y7, Y4
 	VCVTDQ2PS    Y4, Y4
 	VMULPS       Y1, Y4, Y4

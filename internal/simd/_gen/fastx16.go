@@ -264,18 +264,8 @@ func fastX16Min(q, name string, wp, groups, y GPVirtual) {
 				VPSRLW(U8(4), v, hi)
 				VPAND(mask, hi, hi)
 				if q == "Q5_1" {
-					t := YMM()
-					VPSLLW(U8(4-i), qh, t)
-					VPAND(m10, t, t)
-					VPOR(t, lo, lo)
-					u := YMM()
-					if i > 0 {
-						VPSRLW(U8(i), qh, u)
-						VPAND(m10, u, u)
-					} else {
-						VPAND(m10, qh, u)
-					}
-					VPOR(u, hi, hi)
+					orByteBit(lo, qh, i, 4, m10)
+					orByteBit(hi, qh, 4+i, 4, m10)
 				}
 				xl, xh := YMM(), YMM()
 				VPBROADCASTD(Mem{Base: xp, Disp: 4 * i}, xl)
@@ -472,16 +462,7 @@ func fastX16Q23K(q string) {
 						VPAND(m3, v, v)
 						if !q2 {
 							// hmask bit 4n+j of byte l, moved to bit 2.
-							hb, bit := YMM(), 4*n+j
-							VMOVDQU(Mem{Base: wp, Disp: head + 64*(4*g+i4) + 32*h}, hb)
-							switch {
-							case bit > 2:
-								VPSRLW(U8(bit-2), hb, hb)
-							case bit < 2:
-								VPSLLW(U8(2-bit), hb, hb)
-							}
-							VPAND(m4, hb, hb)
-							VPOR(hb, v, v)
+							orByteBit(v, Mem{Base: wp, Disp: head + 64*(4*g+i4) + 32*h}, 4*n+j, 2, m4)
 						}
 						xb := YMM()
 						VPBROADCASTD(Mem{Base: xp, Disp: 128*n + 32*j + 16*g + 4*i4}, xb)
@@ -745,22 +726,14 @@ func gemvX16Q3K() {
 					n, j, g := s/8, s%8/2, s%2
 					var sk [4]VecVirtual
 					for i4 := 0; i4 < 4; i4++ {
-						v, hb := YMM(), YMM()
+						v := YMM()
 						VMOVDQU(Mem{Base: wp, Disp: head + 64*(words0+8*n+4*g+i4) + 32*h}, v)
 						if j > 0 {
 							VPSRLW(U8(2*j), v, v)
 						}
 						VPAND(m3, v, v)
 						// hmask bit 4n+j of each byte, moved to bit 2.
-						VMOVDQU(Mem{Base: wp, Disp: head + 64*(4*g+i4) + 32*h}, hb)
-						switch bit := 4*n + j; {
-						case bit > 2:
-							VPSRLW(U8(bit-2), hb, hb)
-						case bit < 2:
-							VPSLLW(U8(2-bit), hb, hb)
-						}
-						VPAND(m4, hb, hb)
-						VPOR(hb, v, v)
+						orByteBit(v, Mem{Base: wp, Disp: head + 64*(4*g+i4) + 32*h}, 4*n+j, 2, m4)
 						for k := 0; k < 4; k++ {
 							t := YMM()
 							VPAND(q3Masks.Offset(32*k), v, t)
@@ -836,7 +809,7 @@ func gemvX16Q45K(q string) {
 				j, half := s/2, s%2
 				var sk [4]VecVirtual
 				for i4 := 0; i4 < 8; i4++ {
-					v, hb := YMM(), YMM()
+					v := YMM()
 					VMOVDQU(Mem{Base: wp, Disp: head + 64*(qs0+8*j+i4) + 32*h}, v)
 					if half == 1 {
 						VPSRLW(U8(4), v, v)
@@ -844,15 +817,7 @@ func gemvX16Q45K(q string) {
 					VPAND(nib, v, v)
 					if q5 {
 						// qh's bit s of each byte, moved to bit 4.
-						VMOVDQU(Mem{Base: wp, Disp: head + 64*i4 + 32*h}, hb)
-						switch {
-						case s < 4:
-							VPSLLW(U8(4-s), hb, hb)
-						case s > 4:
-							VPSRLW(U8(s-4), hb, hb)
-						}
-						VPAND(bit4, hb, hb)
-						VPOR(hb, v, v)
+						orByteBit(v, Mem{Base: wp, Disp: head + 64*i4 + 32*h}, s, 4, bit4)
 					}
 					for k := 0; k < 4; k++ {
 						t := YMM()
@@ -1025,17 +990,8 @@ func gemvX16Q51() {
 				VPAND(nib, hi, hi)
 				// The fifth bits: bit i of byte k for the low nibbles, bit
 				// 4+i for the high ones, moved to bit 4.
-				t := YMM()
-				VMOVDQU(Mem{Base: wp, Disp: 64 + 32*h}, t)
-				VPSLLW(U8(4-i), t, t)
-				VPAND(bit4, t, t)
-				VPOR(t, lo, lo)
-				VMOVDQU(Mem{Base: wp, Disp: 64 + 32*h}, t)
-				if i > 0 {
-					VPSRLW(U8(i), t, t)
-				}
-				VPAND(bit4, t, t)
-				VPOR(t, hi, hi)
+				orByteBit(lo, Mem{Base: wp, Disp: 64 + 32*h}, i, 4, bit4)
+				orByteBit(hi, Mem{Base: wp, Disp: 64 + 32*h}, 4+i, 4, bit4)
 				for half, src := range []VecVirtual{lo, hi} {
 					for k := 0; k < 4; k++ {
 						u := YMM()
@@ -1223,17 +1179,8 @@ func x16Panel(q string, n, head, bsize int) {
 					VPSHUFB(lo, levels, lo)
 					VPSHUFB(hi, levels, hi)
 				case "Q5_1":
-					t := YMM()
-					VPSLLW(U8(4-i), qh, t)
-					VPAND(bit4, t, t)
-					VPOR(t, lo, lo)
-					if i > 0 {
-						VPSRLW(U8(i), qh, t)
-						VPAND(bit4, t, t)
-					} else {
-						VPAND(bit4, qh, t)
-					}
-					VPOR(t, hi, hi)
+					orByteBit(lo, qh, i, 4, bit4)
+					orByteBit(hi, qh, 4+i, 4, bit4)
 				}
 				for half, src := range []VecVirtual{lo, hi} {
 					for k := 0; k < 4; k++ {
@@ -1325,17 +1272,8 @@ func x16Panel(q string, n, head, bsize int) {
 						}
 						if !q2 {
 							// v = q + 4h in each byte, as fastX16Q23K builds it.
-							hb, bit := YMM(), 4*nn+j
 							VPAND(b3, v, v)
-							VMOVDQU(word(4*g+i4), hb)
-							switch {
-							case bit > 2:
-								VPSRLW(U8(bit-2), hb, hb)
-							case bit < 2:
-								VPSLLW(U8(2-bit), hb, hb)
-							}
-							VPAND(b4, hb, hb)
-							VPOR(hb, v, v)
+							orByteBit(v, word(4*g+i4), 4*nn+j, 2, b4)
 						}
 						for k := 0; k < 4; k++ {
 							var t VecVirtual
@@ -1379,22 +1317,14 @@ func x16Panel(q string, n, head, bsize int) {
 				VMULPS(dmin, m, m)
 				scale, off = sc, m
 				for i4 := 0; i4 < 8; i4++ {
-					v, hb := YMM(), YMM()
+					v := YMM()
 					VMOVDQU(word(qs0+8*jj+i4), v)
 					if half == 1 {
 						VPSRLW(U8(4), v, v)
 					}
 					VPAND(nib, v, v)
 					if q5 {
-						VMOVDQU(word(i4), hb)
-						switch {
-						case s < 4:
-							VPSLLW(U8(4-s), hb, hb)
-						case s > 4:
-							VPSRLW(U8(s-4), hb, hb)
-						}
-						VPAND(bit4, hb, hb)
-						VPOR(hb, v, v)
+						orByteBit(v, word(i4), s, 4, bit4)
 					}
 					for k := 0; k < 4; k++ {
 						put(byteAt(v, k, m5), 32*s+4*i4+k)
@@ -1466,6 +1396,30 @@ func gemvX16Q80() {
 		ADDQ(U32(bsize), wp)
 		ADDQ(U32(32*32), xp)
 	}, nil)
+}
+
+// orByteBit ORs bit from of each byte of src (a register, or memory it
+// loads) into bit to of v's bytes, mask holding that bit in every byte:
+// Q3_K's hmask bit beside its 2-bit field, Q5_K's and Q5_1's fifth bit
+// above the nibble.
+func orByteBit(v VecVirtual, src Op, from, to int, mask VecVirtual) {
+	t := YMM()
+	if m, ok := src.(Mem); ok {
+		VMOVDQU(m, t)
+		src = t
+	}
+	switch {
+	case from < to:
+		VPSLLW(U8(to-from), src, t)
+	case from > to:
+		VPSRLW(U8(from-to), src, t)
+	default:
+		VPAND(mask, src, t)
+		VPOR(t, v, v)
+		return
+	}
+	VPAND(mask, t, t)
+	VPOR(t, v, v)
 }
 
 // q5kScaleMin loads 8 rows' scale and min of sub-block s of a Q5_K (or
