@@ -643,12 +643,7 @@ func gemvX16Q2K() {
 							}
 							VCVTDQ2PS(v, v)
 							xv := Mem{Base: xp, Disp: 32 * (128*n + 32*j + 16*g + 4*i4 + k)}
-							if i4 == 0 {
-								sk[k] = YMM()
-								VMULPS(xv, v, sk[k])
-							} else {
-								VFMADD231PS(xv, v, sk[k])
-							}
+							mulAdd(&sk[k], xv, v)
 						}
 					}
 					// Σ_k 2^−8k·sk[k] (sk[3] is at sk[2]'s scale), then the
@@ -739,18 +734,11 @@ func gemvX16Q3K() {
 							VPAND(q3Masks.Offset(32*k), v, t)
 							VCVTDQ2PS(t, t)
 							xv := Mem{Base: xp, Disp: 32 * (128*n + 32*j + 16*g + 4*i4 + k)}
-							if i4 == 0 {
-								sk[k] = YMM()
-								VMULPS(xv, t, sk[k])
-							} else {
-								VFMADD231PS(xv, t, sk[k])
-							}
+							mulAdd(&sk[k], xv, t)
 						}
 					}
 					// Σ_k 2^−8k·sk[k] = Σ v·x, less 4·X_s.
-					for k := 3; k > 0; k-- {
-						VFMADD231PS(q2Pow.Offset(0), sk[k], sk[k-1]) // sk[k-1] += sk[k]·2^−8
-					}
+					foldBytes(sk)
 					xs := YMM()
 					VBROADCASTSS(Mem{Base: sp, Disp: 4 * s}, xs)
 					VFMADD231PS(q3MinusFour, xs, sk[0])
@@ -824,17 +812,10 @@ func gemvX16Q45K(q string) {
 						VPAND(q5Masks.Offset(32*k), v, t)
 						VCVTDQ2PS(t, t)
 						xv := Mem{Base: xp, Disp: 32 * (32*s + 4*i4 + k)}
-						if i4 == 0 {
-							sk[k] = YMM()
-							VMULPS(xv, t, sk[k])
-						} else {
-							VFMADD231PS(xv, t, sk[k])
-						}
+						mulAdd(&sk[k], xv, t)
 					}
 				}
-				for k := 3; k > 0; k-- {
-					VFMADD231PS(q2Pow.Offset(0), sk[k], sk[k-1]) // sk[k-1] += sk[k]·2^−8
-				}
+				foldBytes(sk)
 				// The rows' 6-bit scale and min of sub-block s, from ggml's 12
 				// bytes as words w0..w2 (get_scale_min_k4).
 				var sc, m VecVirtual
@@ -898,12 +879,7 @@ func gemvX16Q6K() {
 				var chains [5]VecVirtual
 				product := func(v VecVirtual, k, col int) {
 					xv := Mem{Base: xp, Disp: 32 * (16*j + col)}
-					if chains[k] == nil {
-						chains[k] = YMM()
-						VMULPS(xv, v, chains[k])
-					} else {
-						VFMADD231PS(xv, v, chains[k])
-					}
+					mulAdd(&chains[k], xv, v)
 				}
 				for t := 0; t < 3; t++ {
 					wv := YMM()
@@ -998,18 +974,11 @@ func gemvX16Q51() {
 						VPAND(q5Masks.Offset(32*k), src, u)
 						VCVTDQ2PS(u, u)
 						xv := Mem{Base: xp, Disp: 32 * (16*half + 4*i + k)}
-						if sk[k] == nil {
-							sk[k] = YMM()
-							VMULPS(xv, u, sk[k])
-						} else {
-							VFMADD231PS(xv, u, sk[k])
-						}
+						mulAdd(&sk[k], xv, u)
 					}
 				}
 			}
-			for k := 3; k > 0; k-- {
-				VFMADD231PS(q2Pow.Offset(0), sk[k], sk[k-1]) // sk[k-1] += sk[k]·2^−8
-			}
+			foldBytes(sk)
 			d, m, xs := YMM(), YMM(), YMM()
 			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
 			VFMADD231PS(sk[0], d, acc[h])
@@ -1377,12 +1346,7 @@ func gemvX16Q80() {
 					}
 					VCVTDQ2PS(v, v) // q·2^24
 					xv := Mem{Base: xp, Disp: 32 * (4*i + k)}
-					if sk[k] == nil {
-						sk[k] = YMM()
-						VMULPS(xv, v, sk[k])
-					} else {
-						VFMADD231PS(xv, v, sk[k])
-					}
+					mulAdd(&sk[k], xv, v)
 				}
 			}
 			VADDPS(sk[1], sk[0], sk[0])
@@ -1396,6 +1360,25 @@ func gemvX16Q80() {
 		ADDQ(U32(bsize), wp)
 		ADDQ(U32(32*32), xp)
 	}, nil)
+}
+
+// mulAdd accumulates v·xv into *acc, starting it with a multiply.
+func mulAdd(acc *VecVirtual, xv Mem, v VecVirtual) {
+	if *acc == nil {
+		*acc = YMM()
+		VMULPS(xv, v, *acc)
+		return
+	}
+	VFMADD231PS(xv, v, *acc)
+}
+
+// foldBytes brings the sums by byte position back to one, in sk[0]:
+// sk[k] holds Σ v·x·2^8k (a field masked in place), so sk[k-1] +=
+// sk[k]·2^−8 from the top down, each multiply exact.
+func foldBytes(sk [4]VecVirtual) {
+	for k := 3; k > 0; k-- {
+		VFMADD231PS(q2Pow.Offset(0), sk[k], sk[k-1])
+	}
 }
 
 // orByteBit ORs bit from of each byte of src (a register, or memory it
@@ -1584,18 +1567,11 @@ func gemvX16Q40() {
 						VPAND(q4Masks.Offset(32*k), src, v)
 						VCVTDQ2PS(v, v)
 						xv := Mem{Base: xp, Disp: 32 * (16*half + 4*i + k)}
-						if sk[k] == nil {
-							sk[k] = YMM()
-							VMULPS(xv, v, sk[k])
-						} else {
-							VFMADD231PS(xv, v, sk[k])
-						}
+						mulAdd(&sk[k], xv, v)
 					}
 				}
 			}
-			for k := 3; k > 0; k-- {
-				VFMADD231PS(q2Pow.Offset(0), sk[k], sk[k-1]) // sk[k-1] += sk[k]·2^−8
-			}
+			foldBytes(sk)
 			d, xs := YMM(), YMM()
 			VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
 			VFMADD231PS(sk[0], d, acc[h])
@@ -1731,12 +1707,7 @@ func (c iq4Exact) block(wp GPVirtual, disp int, xp GPVirtual, xdisp int) VecVirt
 				}
 				VCVTDQ2PS(v, v) // K·2^24
 				xv := Mem{Base: xp, Disp: xdisp + 32*(16*half+4*i+k)}
-				if sk[k] == nil {
-					sk[k] = YMM()
-					VMULPS(xv, v, sk[k])
-				} else {
-					VFMADD231PS(xv, v, sk[k])
-				}
+				mulAdd(&sk[k], xv, v)
 			}
 		}
 	}
