@@ -190,40 +190,24 @@ func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r
 	return true
 }
 
+// x16Panels is the kernel that widens a group of each format's AVX2
+// regrouping into a panel (x16Panel*AVX2): every format of x16AVX2.
+var x16Panels = map[quant.Format]func(w *byte, blocks int, dst *float32){
+	quant.Q4_0: x16PanelQ4_0AVX2, quant.Q8_0: x16PanelQ8_0AVX2, quant.Q5_1: x16PanelQ5_1AVX2,
+	quant.IQ4_NL: x16PanelIQ4_NLAVX2, quant.IQ4_XS: x16PanelIQ4_XSAVX2, quant.Q2_K: x16PanelQ2_KAVX2,
+	quant.Q3_K: x16PanelQ3_KAVX2, quant.Q4_K: x16PanelQ4_KAVX2, quant.Q5_K: x16PanelQ5_KAVX2, quant.Q6_K: x16PanelQ6_KAVX2,
+}
+
 // canPanelX16 says whether a kernel widens a group of f's regrouping into
-// a panel here (x16Panel*AVX2: every format exact mode regroups on AVX2).
-func canPanelX16(f quant.Format) bool { return active == avx2 && x16AVX2[f] }
+// a panel here.
+func canPanelX16(f quant.Format) bool { return active == avx2 && x16Panels[f] != nil }
 
 // asmPanelX16 widens group g of p into the panel dst (16·in values).
 func asmPanelX16(p *x16, g int, dst []float32) {
 	if !canPanelX16(p.f) || len(dst) < 16*p.in {
 		panic("simd: asmPanelX16 without its kernel")
 	}
-	w, nb := &p.data[g*p.groupBytes()], p.in/p.f.BlockSize()
-	switch p.f {
-	case quant.Q6_K:
-		x16PanelQ6_KAVX2(w, nb, &dst[0])
-	case quant.Q4_0:
-		x16PanelQ4_0AVX2(w, nb, &dst[0])
-	case quant.Q8_0:
-		x16PanelQ8_0AVX2(w, nb, &dst[0])
-	case quant.IQ4_NL:
-		x16PanelIQ4_NLAVX2(w, nb, &dst[0])
-	case quant.Q5_1:
-		x16PanelQ5_1AVX2(w, nb, &dst[0])
-	case quant.IQ4_XS:
-		x16PanelIQ4_XSAVX2(w, nb, &dst[0])
-	case quant.Q2_K:
-		x16PanelQ2_KAVX2(w, nb, &dst[0])
-	case quant.Q3_K:
-		x16PanelQ3_KAVX2(w, nb, &dst[0])
-	case quant.Q5_K:
-		x16PanelQ5_KAVX2(w, nb, &dst[0])
-	case quant.Q4_K:
-		x16PanelQ4_KAVX2(w, nb, &dst[0])
-	default:
-		panic("simd: asmPanelX16 without its kernel")
-	}
+	x16Panels[p.f](&p.data[g*p.groupBytes()], p.in/p.f.BlockSize(), &dst[0])
 }
 
 // asmGemvX16 computes y[r] for rows [r0, r1) of p, whole groups of 16,

@@ -669,11 +669,7 @@ func gemvX16Q2K() {
 						VMULPS(q2Pow.Offset(32*j), sc, sc) // 2^−2j, exact
 					}
 					VFMADD231PS(sk[0], sc, acc[h])
-					VCVTDQ2PS(m, m)
-					VMULPS(dmin, m, m)
-					xs := YMM()
-					VBROADCASTSS(Mem{Base: sp, Disp: 4 * s}, xs)
-					VFNMADD231PS(xs, m, acc[h])
+					subMin(acc[h], m, dmin, Mem{Base: sp, Disp: 4 * s})
 				}
 			}
 		}
@@ -835,11 +831,7 @@ func gemvX16Q45K(q string) {
 				VCVTDQ2PS(sc, sc)
 				VMULPS(d, sc, sc) // d·sc: exact
 				VFMADD231PS(sk[0], sc, acc[h])
-				VCVTDQ2PS(m, m)
-				VMULPS(dmin, m, m)
-				xs := YMM()
-				VBROADCASTSS(Mem{Base: sp, Disp: 4 * s}, xs)
-				VFNMADD231PS(xs, m, acc[h])
+				subMin(acc[h], m, dmin, Mem{Base: sp, Disp: 4 * s})
 			}
 		}
 		ADDQ(U32(bsize), wp)
@@ -1360,6 +1352,16 @@ func gemvX16Q80() {
 		ADDQ(U32(bsize), wp)
 		ADDQ(U32(32*32), xp)
 	}, nil)
+}
+
+// subMin takes a sub-block's min term off acc: (dmin·m)·X, with m the
+// rows' mins as integers and X x's sum over the sub-block at xs.
+func subMin(acc, m, dmin VecVirtual, xs Mem) {
+	VCVTDQ2PS(m, m)
+	VMULPS(dmin, m, m)
+	x := YMM()
+	VBROADCASTSS(xs, x)
+	VFNMADD231PS(x, m, acc)
 }
 
 // mulAdd accumulates v·xv into *acc, starting it with a multiply.
