@@ -35,21 +35,27 @@ func canPanels() bool { return active == avx2 }
 func canX16() bool { return active == avx512 }
 
 // exactX16OK says whether exact decode has a kernel for f regrouped here:
-// x16Exact's formats on AVX-512, x16AVX2's (on fast mode's layouts) on
-// AVX2.
+// x16AVX2's (on fast mode's layouts) on AVX2 and AVX-512, where x16Exact's
+// formats run their own AVX-512 kernels.
 func exactX16OK(f quant.Format) bool {
-	return active == avx512 && x16Exact[f] || active == avx2 && x16AVX2[f]
+	return (active == avx512 || active == avx2) && (x16Exact[f] || x16AVX2[f])
+}
+
+// avx2X16 says whether f's regrouped exact products run the AVX2 kernels
+// here: on AVX2, and on AVX-512 for the formats without AVX-512 kernels.
+func avx2X16(f quant.Format) bool {
+	return x16AVX2[f] && (active == avx2 || active == avx512 && !x16Exact[f])
 }
 
 // x16Inputs is what the exact regrouped kernel for f reads besides x: x's
 // sums over each n values (none for n = 0), and with bcast then each of
 // x's values eight times.
 func x16Inputs(f quant.Format) (n int, bcast bool) {
-	switch active {
-	case avx512:
+	switch {
+	case avx2X16(f):
+		return x16SumAVX2[f], true
+	case active == avx512:
 		return x16Sum[f], false
-	case avx2:
-		return x16SumAVX2[f], x16AVX2[f]
 	}
 	return 0, false
 }
@@ -200,7 +206,7 @@ var x16Panels = map[quant.Format]func(w *byte, blocks int, dst *float32){
 
 // canPanelX16 says whether a kernel widens a group of f's regrouping into
 // a panel here.
-func canPanelX16(f quant.Format) bool { return active == avx2 && x16Panels[f] != nil }
+func canPanelX16(f quant.Format) bool { return avx2X16(f) && x16Panels[f] != nil }
 
 // asmPanelX16 widens group g of p into the panel dst (16·in values).
 func asmPanelX16(p *x16, g int, dst []float32) {
@@ -250,17 +256,33 @@ func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
 		}
 		gemvQ6_Kx16AVX512(&x[0], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	case quant.Q2_K:
-		gemvX16Q2_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
+		if bcast {
+			gemvX16Q2_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
+			break
+		}
+		gemvQ2_Kx16AVX512(&x[0], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	case quant.Q3_K:
-		gemvX16Q3_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
+		if bcast {
+			gemvX16Q3_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
+			break
+		}
+		gemvQ3_Kx16AVX512(&x[0], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	case quant.Q5_1:
 		gemvX16Q5_1AVX2(&sums[ns], &sums[0], w, p.in/32, (r1-r0)/16, &y[r0])
 	case quant.Q5_K:
 		gemvX16Q5_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	case quant.IQ4_NL:
-		gemvX16IQ4_NLAVX2(&sums[ns], w, p.in/32, (r1-r0)/16, &y[r0])
+		if bcast {
+			gemvX16IQ4_NLAVX2(&sums[ns], w, p.in/32, (r1-r0)/16, &y[r0])
+			break
+		}
+		gemvIQ4_NLx16AVX512(&x[0], w, p.in/32, (r1-r0)/16, &y[r0])
 	case quant.IQ4_XS:
-		gemvX16IQ4_XSAVX2(&sums[ns], w, p.in/256, (r1-r0)/16, &y[r0])
+		if bcast {
+			gemvX16IQ4_XSAVX2(&sums[ns], w, p.in/256, (r1-r0)/16, &y[r0])
+			break
+		}
+		gemvIQ4_XSx16AVX512(&x[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	default:
 		return false
 	}

@@ -244,6 +244,26 @@ func gemvQ4_0x16AVX512(x *float32, w *byte, blocks int, groups int, y *float32)
 //go:noescape
 func gemvQ8_0x16AVX512(x *float32, w *byte, blocks int, groups int, y *float32)
 
+// gemvIQ4_NLx16AVX512 computes y[16g+r] = x · w_{16g+r} for groups groups of 16 IQ4_NL rows of blocks blocks, regrouped by 16 rows (x16.go).
+//
+//go:noescape
+func gemvIQ4_NLx16AVX512(x *float32, w *byte, blocks int, groups int, y *float32)
+
+// gemvIQ4_XSx16AVX512 computes y[16g+r] = x · w_{16g+r} for groups groups of 16 IQ4_XS rows of blocks super-blocks, regrouped by 16 rows (x16.go).
+//
+//go:noescape
+func gemvIQ4_XSx16AVX512(x *float32, w *byte, blocks int, groups int, y *float32)
+
+// gemvQ2_Kx16AVX512 computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q2_K rows of blocks super-blocks, regrouped by 16 rows (x16.go), with sums x's sums over each 16 values.
+//
+//go:noescape
+func gemvQ2_Kx16AVX512(x *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
+
+// gemvQ3_Kx16AVX512 computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q3_K rows of blocks super-blocks, regrouped by 16 rows (x16.go), with sums x's sums over each 16 values.
+//
+//go:noescape
+func gemvQ3_Kx16AVX512(x *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
+
 // gemvQ4_Kx16AVX512 computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q4_K rows of blocks super-blocks, regrouped by 16 rows (x16.go), with sums x's sums over each 32 values.
 //
 //go:noescape

@@ -35,7 +35,7 @@ func TestX16(t *testing.T) {
 		t.Skip("no X16 kernels on this CPU") // the regrouping is never made without them
 	}
 	r := rand.New(rand.NewPCG(13, 14))
-	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+	for _, f := range slices.Sorted(maps.Keys(x16Exact)) {
 		for _, s := range [][2]int{{32, 256}, {96, 1024}} {
 			out, in := s[0], s[1]
 			t.Run(fmt.Sprintf("%v/%dx%d", f, out, in), func(t *testing.T) {

@@ -21,88 +21,161 @@ import (
 // gemvX16 writes gemv{q}x16AVX512: y[16g+r] = x · w_{16g+r} for groups
 // groups of 16 rows, each of blocks blocks of 32 columns, stored as the
 // 16 rows' d (16 halves) and then their 32 values in 4-byte words: word i of
-// the 16 rows' values (Q4_0: bytes whose nibbles are columns j and j+16;
-// Q8_0: signed bytes) takes 64 bytes, row r's at 4r). Each block's products
-// go to four chains of multiply-adds, which the block sums and scales by
-// its 16 d into the rows' accumulator.
+// the 16 rows' values (Q4_0, IQ4_NL: bytes whose nibbles are columns j and
+// j+16; Q8_0: signed bytes) takes 64 bytes, row r's at 4r). Each block's
+// products go to four chains of multiply-adds, which the block sums and
+// scales by its 16 d into the rows' accumulator.
 func gemvX16(q string) {
 	name := "gemv" + q + "x16AVX512"
 	TEXT(name, NOSPLIT, "func(x *float32, w *byte, blocks int, groups int, y *float32)")
 	Pragma("noescape")
 	Doc(name + " computes y[16g+r] = x · w_{16g+r} for groups groups of 16 " + q + " rows of blocks blocks, regrouped by 16 rows (x16.go).")
 	x, w, blocks, groups, y, _ := params("x", "w", "blocks", "groups", "y")
-	bsize := map[string]int{"Q4_0": 32 + 256, "Q8_0": 32 + 512}[q]
-	var table VecVirtual
-	if q == "Q4_0" {
-		// q-8 for every nibble q, exact (as gemvQ4_0Table's offsets).
-		table = ZMM()
-		VMOVUPS(iota16, table)
-		VSUBPS(f32(8), table, table)
-	}
+	bsize := map[string]int{"Q4_0": 32 + 256, "IQ4_NL": 32 + 256, "Q8_0": 32 + 512}[q]
+	table := nibbleTable(q)
 	xp, b := GP64(), GP64()
 	groupLoop(name, w, groups, y, b, bsize, func() {
 		MOVQ(x, xp)
 		MOVQ(blocks, b)
-	}, func(acc VecVirtual, pf prefetchPart) { gemvX16Block(q, w, xp, table, acc, pf) }, func() { ADDQ(U8(128), xp) }, q == "Q8_0")
+	}, func(acc VecVirtual, pf prefetchPart) {
+		var sum VecVirtual
+		if q == "Q8_0" {
+			sum = x16Bytes(w, xp, pf)
+		} else {
+			sum = x16Nibbles(w, 32, xp, 0, table, func(k int) { pf(k, 4) })
+		}
+		d := ZMM()
+		VCVTPH2PS(Mem{Base: w}, d)
+		VFMADD231PS(d, sum, acc)
+	}, func() { ADDQ(U8(128), xp) }, q == "Q8_0")
 }
 
-// gemvX16Block emits one block of gemvX16 into acc.
-func gemvX16Block(q string, w, xp GPVirtual, table, acc VecVirtual, pf prefetchPart) {
-	var chains [4]VecVirtual
-	n := 0
-	// product adds v·x[col] to the next chain (the first four start them).
-	product := func(v VecVirtual, col int) {
-		c := n % 4
-		xm := Mem{Base: xp, Disp: 4 * col}
-		if n < 4 {
-			chains[c] = ZMM()
-			VMULPS_BCST(xm, v, chains[c])
-		} else {
-			VFMADD231PS_BCST(xm, v, chains[c])
-		}
-		n++
+// nibbleTable loads the float32 value of every nibble for q: q−8 (Q4_0,
+// exact as gemvQ4_0Table's offsets) or ggml's levels (IQ4_NL, IQ4_XS).
+func nibbleTable(q string) VecVirtual {
+	table := ZMM()
+	switch q {
+	case "Q4_0":
+		VMOVUPS(iota16, table)
+		VSUBPS(f32(8), table, table)
+	case "IQ4_NL", "IQ4_XS":
+		VMOVUPS(iq4LevelsF32, table)
 	}
-	if q == "Q4_0" {
-		// Chunk k of 64 bytes holds the 16 rows' bytes 4k..4k+3 (row r at
-		// 4r): the 64 bytes from chunk+i are then 16 dwords whose low
-		// nibbles are the rows' column 4k+i, with no instruction to
-		// widen them (VPERMPS reads an index's low 4 bits only), and
-		// after a shift their column 4k+i+16. Loads at chunk+1..3 run 3
-		// bytes into the next chunk (the matrix has padding after it).
-		for k := 0; k < 4; k++ {
-			pf(k, 4)
-			for i := 0; i < 4; i++ {
-				idx := ZMM()
-				VMOVDQU32(Mem{Base: w, Disp: 32 + 64*k + i}, idx)
-				lo := ZMM()
-				VPERMPS(table, idx, lo) // q-8 of column 4k+i
-				product(lo, 4*k+i)
-				VPSRLD(U8(4), idx, idx)
-				hi := ZMM()
-				VPERMPS(table, idx, hi) // column 4k+i+16
-				product(hi, 4*k+i+16)
-			}
-		}
+	return table
+}
+
+// iq4LevelsF32 is ggml's kvalues_iq4nl as float32s.
+var iq4LevelsF32 Mem
+
+func iq4LevelsConsts() {
+	iq4LevelsF32 = GLOBL("iq4levelsf32", RODATA|NOPTR)
+	for i, v := range []int{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113} {
+		DATA(4*i, U32(math.Float32bits(float32(v))))
+	}
+}
+
+// chainSum adds v·x's value at xm to the next of four chains of
+// multiply-adds (the first four start them), and finally sums them.
+type chainSum struct {
+	chains [4]VecVirtual
+	n      int
+}
+
+func (c *chainSum) add(xm Mem, v VecVirtual) {
+	k := c.n % 4
+	if c.n < 4 {
+		c.chains[k] = ZMM()
+		VMULPS_BCST(xm, v, c.chains[k])
 	} else {
-		// The same layout of 4-byte words: the dword that ends at row r's
-		// byte c holds it in its top byte, where a mask keeps it alone
-		// and the conversion reads it as a signed q·2^24 (exact); the
-		// group's sums are scaled back by 2^-24 at the end (exact).
-		top := broadcast(avx512, 0xff000000)
-		for c := 0; c < 32; c++ {
-			pf(c, 32)
-			v := ZMM()
-			VPANDD(Mem{Base: w, Disp: 32 + 64*(c/4) + c%4 - 3}, top, v)
-			VCVTDQ2PS(v, v)
-			product(v, c)
+		VFMADD231PS_BCST(xm, v, c.chains[k])
+	}
+	c.n++
+}
+
+func (c *chainSum) sum() VecVirtual {
+	VADDPS(c.chains[1], c.chains[0], c.chains[0])
+	VADDPS(c.chains[3], c.chains[2], c.chains[2])
+	VADDPS(c.chains[2], c.chains[0], c.chains[0])
+	return c.chains[0]
+}
+
+// x16Nibbles sums the 16 rows' nibble values (table's) times x over 32
+// columns: the 4 words at w+disp against x's values from xp+4·col0.
+// Chunk k of 64 bytes holds the 16 rows' bytes 4k..4k+3 (row r at 4r):
+// the 64 bytes from chunk+i are then 16 dwords whose low nibbles are the
+// rows' column 4k+i, with no instruction to widen them (VPERMPS reads an
+// index's low 4 bits only), and after a shift their column 4k+i+16.
+// Loads at chunk+1..3 run 3 bytes into the next chunk (the matrix has
+// padding after it). pf(k) prefetches before chunk k.
+func x16Nibbles(w GPVirtual, disp int, xp GPVirtual, col0 int, table VecVirtual, pf func(k int)) VecVirtual {
+	var c chainSum
+	for k := 0; k < 4; k++ {
+		pf(k)
+		for i := 0; i < 4; i++ {
+			idx := ZMM()
+			VMOVDQU32(Mem{Base: w, Disp: disp + 64*k + i}, idx)
+			lo := ZMM()
+			VPERMPS(table, idx, lo) // column 4k+i
+			c.add(Mem{Base: xp, Disp: 4 * (col0 + 4*k + i)}, lo)
+			VPSRLD(U8(4), idx, idx)
+			hi := ZMM()
+			VPERMPS(table, idx, hi) // column 4k+i+16
+			c.add(Mem{Base: xp, Disp: 4 * (col0 + 4*k + i + 16)}, hi)
 		}
 	}
-	VADDPS(chains[1], chains[0], chains[0])
-	VADDPS(chains[3], chains[2], chains[2])
-	VADDPS(chains[2], chains[0], chains[0])
-	d := ZMM()
-	VCVTPH2PS(Mem{Base: w}, d)
-	VFMADD231PS(d, chains[0], acc)
+	return c.sum()
+}
+
+// x16Bytes sums a Q8_0 block's 16 rows' values times x. In the same
+// layout of 4-byte words, the dword that ends at row r's byte c holds it
+// in its top byte, where a mask keeps it alone and the conversion reads
+// it as a signed q·2^24 (exact); the group's sums are scaled back by
+// 2^-24 at the end (exact).
+func x16Bytes(w, xp GPVirtual, pf prefetchPart) VecVirtual {
+	var s chainSum
+	top := broadcast(avx512, 0xff000000)
+	for c := 0; c < 32; c++ {
+		pf(c, 32)
+		v := ZMM()
+		VPANDD(Mem{Base: w, Disp: 32 + 64*(c/4) + c%4 - 3}, top, v)
+		VCVTDQ2PS(v, v)
+		s.add(Mem{Base: xp, Disp: 4 * c}, v)
+	}
+	return s.sum()
+}
+
+// gemvIQ4_XSx16 writes gemvIQ4_XSx16AVX512: y[16g+r] = x · w_{16g+r} for
+// groups groups of 16 IQ4_XS rows of blocks super-blocks, on the
+// regrouping AVX2 reads (the 16 rows' d, then sub-block b's 16 scales
+// ls−32 as int8 at 32+16b, then 32 words of nibbles, sub-block b's in
+// words 4b..4b+3 as an IQ4_NL block's). A weight is (d·(ls−32))·K, so a
+// sub-block's 16 rows' sums of K·x are scaled by d·(ls−32), computed as
+// ggml does (exact: 17 bits).
+func gemvIQ4_XSx16() {
+	name := "gemvIQ4_XSx16AVX512"
+	TEXT(name, NOSPLIT, "func(x *float32, w *byte, blocks int, groups int, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[16g+r] = x · w_{16g+r} for groups groups of 16 IQ4_XS rows of blocks super-blocks, regrouped by 16 rows (x16.go).")
+	x, w, blocks, groups, y, _ := params("x", "w", "blocks", "groups", "y")
+	const head = 32 + 8*16
+	bsize := head + 32*64
+	table := nibbleTable("IQ4_XS")
+	xp, b := GP64(), GP64()
+	groupLoop(name, w, groups, y, b, bsize, func() {
+		MOVQ(x, xp)
+		MOVQ(blocks, b)
+	}, func(acc VecVirtual, pf prefetchPart) {
+		d := ZMM()
+		VCVTPH2PS(Mem{Base: w}, d)
+		for sb := 0; sb < 8; sb++ {
+			sum := x16Nibbles(w, head+4*64*sb, xp, 32*sb, table, func(k int) { pf(4*sb+k, 32) })
+			dl := ZMM()
+			VPMOVSXBD(Mem{Base: w, Disp: 32 + 16*sb}, dl)
+			VCVTDQ2PS(dl, dl)
+			VMULPS(d, dl, dl) // d·(ls−32), as ggml computes it
+			VFMADD231PS(dl, sum, acc)
+		}
+	}, func() { ADDQ(U32(4*256), xp) }, false)
 }
 
 // groupLoop is the frame of the regrouped kernels: for each group of 16
@@ -366,3 +439,200 @@ func spreadPrefetch(w GPVirtual, lines, part, parts int) {
 // 6 KB ahead, streamed best (BenchmarkX16Stream and gozoo bench; the
 // distances tried are in docs/performance.md).
 const x16PrefetchDist = 6144
+
+// gemvQ2_Kx16 writes gemvQ2_Kx16AVX512: y[16g+r] = x · w_{16g+r} for
+// groups groups of 16 Q2_K rows of blocks super-blocks, on the regrouping
+// AVX2 reads (putK23: the 16 rows' d and dmin, sub-blocks 2p and 2p+1's
+// scale bytes sc|m<<4 at 64+32p+2r, then the file's 64 bytes of 2-bit
+// values as 16 words). Column 128n+32j+l is field j (bits 2j, 2j+1) of
+// byte 32n+l, in sub-block 8n+2j+l/16. A weight is (d·sc)·q − dmin·m, so a
+// row's product is Σ_s d·sc_s·(Σ q·x over sub-block s) − dmin·Σ_s
+// m_s·sums[s], with sums x's sums over each 16 values. VPERMPS reads an
+// index's low 4 bits, which hold fields 0 and 1 of the byte at an
+// unaligned load's low end: one table reads field 0 (i&3), another field
+// 1 (i>>2), and after one shift the same two read fields 2 and 3.
+func gemvQ2_Kx16() {
+	const head = 64 + 8*32
+	kquantX16("Q2_K", 16, head+16*64, false, func() x16KBlock {
+		tables := [2]VecVirtual{ZMM(), ZMM()}
+		VMOVUPS(q2Fields[0], tables[0])
+		VMOVUPS(q2Fields[1], tables[1])
+		low4 := broadcast(avx512, 0x0f)
+		return func(w, xp, sp GPVirtual, acc VecVirtual, pf prefetchPart) {
+			// scaleByte is the low (sc) or high (m) nibble of sub-block
+			// s's scale byte for the 16 rows, as floats.
+			scaleByte := func(s int, min bool) VecVirtual {
+				v := ZMM()
+				VPMOVZXWD(Mem{Base: w, Disp: 64 + 32*(s/2)}, v)
+				if sh := 8*(s%2) + 4*b2i(min); sh > 0 {
+					VPSRLD(U8(sh), v, v)
+				}
+				VPANDD(low4, v, v)
+				VCVTDQ2PS(v, v)
+				return v
+			}
+			mins := ZMM()
+			for s := 0; s < 16; s++ {
+				m := scaleByte(s, true)
+				if s == 0 {
+					VMULPS_BCST(Mem{Base: sp}, m, mins)
+				} else {
+					VFMADD231PS_BCST(Mem{Base: sp, Disp: 4 * s}, m, mins)
+				}
+			}
+			dmin := ZMM()
+			VCVTPH2PS(Mem{Base: w, Disp: 32}, dmin)
+			VFNMADD231PS(dmin, mins, acc)
+			d := ZMM()
+			VCVTPH2PS(Mem{Base: w}, d)
+			for n := 0; n < 2; n++ {
+				for half := 0; half < 2; half++ {
+					var chains [4]VecVirtual
+					for w8 := 4 * half; w8 < 4*half+4; w8++ {
+						pf(8*n+w8, 16)
+						for k := 0; k < 4; k++ {
+							l := 4*w8 + k
+							raw := ZMM()
+							VMOVDQU32(Mem{Base: w, Disp: head + 64*(8*n+w8) + k}, raw)
+							for j := 0; j < 4; j++ {
+								if j == 2 {
+									VPSRLD(U8(4), raw, raw)
+								}
+								v := ZMM()
+								VPERMPS(tables[j%2], raw, v)
+								xm := Mem{Base: xp, Disp: 4 * (128*n + 32*j + l)}
+								if w8 == 4*half && k == 0 {
+									chains[j] = ZMM()
+									VMULPS_BCST(xm, v, chains[j])
+								} else {
+									VFMADD231PS_BCST(xm, v, chains[j])
+								}
+							}
+						}
+					}
+					for j := 0; j < 4; j++ {
+						sc := scaleByte(8*n+2*j+half, false)
+						VMULPS(d, sc, sc) // d·sc, as ggml computes it
+						VFMADD231PS(sc, chains[j], acc)
+					}
+				}
+			}
+		}
+	})
+}
+
+// q2Fields are the tables of gemvQ2_Kx16: field 0 (i&3) and field 1
+// (i>>2) of a 4-bit index, as float32s.
+var q2Fields [2]Mem
+
+func q2FieldsConsts() {
+	for t := range q2Fields {
+		q2Fields[t] = GLOBL(fmt.Sprintf("q2fields%d", t), RODATA|NOPTR)
+		for i := 0; i < 16; i++ {
+			DATA(4*i, U32(math.Float32bits(float32(i>>(2*t)&3))))
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// gemvQ3_Kx16 writes gemvQ3_Kx16AVX512: y[16g+r] = x · w_{16g+r} for
+// groups groups of 16 Q3_K rows of blocks super-blocks, on the regrouping
+// AVX2 reads (putK23: the 16 rows' d, sub-blocks 2p and 2p+1's scales less
+// 32 as int8 at 32+32p+2r, then the file's hmask as 8 words and its 2-bit
+// values as 16). Column 128n+32j+l is field j of byte 32n+l of the values
+// and bit 4n+j of hmask's byte l, in sub-block 8n+2j+l/16. A weight is
+// (d·sc)·(q+4h−4), so a sub-block's 16 rows' sums of (q+4h)·x less 4 times
+// x's sum over it are scaled by d·sc. The high bit is moved next to its
+// field and merged in (VPTERNLOGD), and a table reads the 3-bit value
+// from the index's low 4 bits: field 0 or 2 (after a shift) at bits 0-1
+// with h at bit 2, field 1 or 3 at bits 2-3 with h at bit 0.
+func gemvQ3_Kx16() {
+	const head = 32 + 8*32
+	kquantX16("Q3_K", 16, head+24*64, false, func() x16KBlock {
+		tables := [2]VecVirtual{ZMM(), ZMM()}
+		VMOVUPS(q3Values[0], tables[0])
+		VMOVUPS(q3Values[1], tables[1])
+		fields := [2]VecVirtual{broadcast(avx512, 0x3), broadcast(avx512, 0xc)}
+		m4 := f32(-4)
+		return func(w, xp, sp GPVirtual, acc VecVirtual, pf prefetchPart) {
+			d := ZMM()
+			VCVTPH2PS(Mem{Base: w}, d)
+			for n := 0; n < 2; n++ {
+				for half := 0; half < 2; half++ {
+					var chains [4]VecVirtual
+					for w8 := 4 * half; w8 < 4*half+4; w8++ {
+						pf(8*n+w8, 16)
+						for k := 0; k < 4; k++ {
+							l := 4*w8 + k
+							raw, hm := ZMM(), ZMM()
+							VMOVDQU32(Mem{Base: w, Disp: head + 8*64 + 64*(8*n+w8) + k}, raw)
+							VMOVDQU32(Mem{Base: w, Disp: head + 64*w8 + k}, hm)
+							for j := 0; j < 4; j++ {
+								if j == 2 {
+									VPSRLD(U8(4), raw, raw)
+								}
+								idx := ZMM()
+								switch sh := 4*n + j - 2*(1-j%2); {
+								case sh > 0:
+									VPSRLD(U8(sh), hm, idx)
+								case sh < 0:
+									VPSLLD(U8(-sh), hm, idx)
+								default:
+									VMOVDQA32(hm, idx)
+								}
+								VPTERNLOGD(U8(0xD8), fields[j%2], raw, idx) // idx = field bits ? raw : h
+								VPERMPS(tables[j%2], idx, idx)
+								xm := Mem{Base: xp, Disp: 4 * (128*n + 32*j + l)}
+								if w8 == 4*half && k == 0 {
+									chains[j] = ZMM()
+									VMULPS_BCST(xm, idx, chains[j])
+								} else {
+									VFMADD231PS_BCST(xm, idx, chains[j])
+								}
+							}
+						}
+					}
+					for j := 0; j < 4; j++ {
+						s := 8*n + 2*j + half
+						VFMADD231PS_BCST(Mem{Base: sp, Disp: 4 * s}, m4, chains[j]) // less 4·Σx
+						sc := ZMM()
+						VPMOVSXWD(Mem{Base: w, Disp: 32 + 32*(s/2)}, sc)
+						if s%2 == 0 {
+							VPSLLD(U8(24), sc, sc)
+						} else {
+							VPSLLD(U8(16), sc, sc)
+						}
+						VPSRAD(U8(24), sc, sc) // the int8 scale, sign-extended
+						VCVTDQ2PS(sc, sc)
+						VMULPS(d, sc, sc) // d·sc, as ggml computes it
+						VFMADD231PS(sc, chains[j], acc)
+					}
+				}
+			}
+		}
+	})
+}
+
+// q3Values are the tables of gemvQ3_Kx16: q+4h of a 4-bit index with the
+// field at bits 0-1 and h at bit 2, and with the field at bits 2-3 and h
+// at bit 0, as float32s.
+var q3Values [2]Mem
+
+func q3ValuesConsts() {
+	for t := range q3Values {
+		q3Values[t] = GLOBL(fmt.Sprintf("q3values%d", t), RODATA|NOPTR)
+		for i := 0; i < 16; i++ {
+			v := i&3 + 4*(i>>2&1)
+			if t == 1 {
+				v = i>>2&3 + 4*(i&1)
+			}
+			DATA(4*i, U32(math.Float32bits(float32(v))))
+		}
+	}
+}
