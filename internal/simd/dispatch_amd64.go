@@ -206,7 +206,9 @@ var x16Panels = map[quant.Format]func(w *byte, blocks int, dst *float32){
 
 // canPanelX16 says whether a kernel widens a group of f's regrouping into
 // a panel here.
-func canPanelX16(f quant.Format) bool { return avx2X16(f) && x16Panels[f] != nil }
+func canPanelX16(f quant.Format) bool {
+	return (active == avx2 || active == avx512) && x16Panels[f] != nil
+}
 
 // asmPanelX16 widens group g of p into the panel dst (16·in values).
 func asmPanelX16(p *x16, g int, dst []float32) {
@@ -268,9 +270,17 @@ func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
 		}
 		gemvQ3_Kx16AVX512(&x[0], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	case quant.Q5_1:
-		gemvX16Q5_1AVX2(&sums[ns], &sums[0], w, p.in/32, (r1-r0)/16, &y[r0])
+		if bcast {
+			gemvX16Q5_1AVX2(&sums[ns], &sums[0], w, p.in/32, (r1-r0)/16, &y[r0])
+			break
+		}
+		gemvQ5_1x16AVX512(&x[0], &sums[0], w, p.in/32, (r1-r0)/16, &y[r0])
 	case quant.Q5_K:
-		gemvX16Q5_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
+		if bcast {
+			gemvX16Q5_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
+			break
+		}
+		gemvQ5_Kx16AVX512(&x[0], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])
 	case quant.IQ4_NL:
 		if bcast {
 			gemvX16IQ4_NLAVX2(&sums[ns], w, p.in/32, (r1-r0)/16, &y[r0])

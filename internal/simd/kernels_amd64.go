@@ -264,6 +264,16 @@ func gemvQ2_Kx16AVX512(x *float32, sums *float32, w *byte, blocks int, groups in
 //go:noescape
 func gemvQ3_Kx16AVX512(x *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
 
+// gemvQ5_1x16AVX512 computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q5_1 rows of blocks blocks, regrouped by 16 rows (x16.go), with sums x's sums over each block.
+//
+//go:noescape
+func gemvQ5_1x16AVX512(x *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
+
+// gemvQ5_Kx16AVX512 computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q5_K rows of blocks super-blocks, regrouped by 16 rows (x16.go), with sums x's sums over each 32 values.
+//
+//go:noescape
+func gemvQ5_Kx16AVX512(x *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
+
 // gemvQ4_Kx16AVX512 computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q4_K rows of blocks super-blocks, regrouped by 16 rows (x16.go), with sums x's sums over each 32 values.
 //
 //go:noescape

@@ -10,7 +10,7 @@ import (
 )
 
 // X16 keeps a quantized matrix regrouped by 16 rows for decode (on
-// AVX-512: Q4_0, Q8_0, Q4_K and Q6_K, for exact decode), in as many bytes
+// AVX-512: x16Exact's formats, for exact decode), in as many bytes
 // (Q4_K's 6-bit scales and mins are unpacked to bytes: 2.8% more). On one thread, exact decode is bound by
 // the vector pipes, not by memory: a row's kernel spends, per 32
 // weights, a widening and a shift of the nibbles, two table lookups, two
@@ -45,12 +45,16 @@ import (
 // up to 3 bytes past a block, which the padding after the last group
 // covers.
 //
-// On AVX2 exact decode reads fast mode's regroupings (gemvX16*AVX2, the
-// formats of x16AVX2), and Q5_K's, Q4_K's and Q6_K's: x's values are
-// written eight times once per product, as AVX2's multiply-add has no
-// broadcast operand. Products of more rows (prefill, batched decode) widen
-// each group into a k×16 panel with the file's values (x16Panel*AVX2) and
-// multiply there; elsewhere they rebuild rows in the file's layout.
+// On AVX-512 the formats past Q4_0, Q8_0, Q4_K and Q6_K have kernels on
+// the same regroupings as AVX2's (gemv*x16AVX512: IQ4_NL and IQ4_XS by
+// table, Q2_K by two field tables, Q3_K's and Q5's high bits merged into
+// the index). On AVX2 exact decode reads fast mode's regroupings
+// (gemvX16*AVX2, the formats of x16AVX2), and Q5_K's, Q4_K's and Q6_K's:
+// x's values are written eight times once per product, as AVX2's
+// multiply-add has no broadcast operand. Products of more rows (prefill,
+// batched decode) widen each group into a k×16 panel with the file's
+// values (x16Panel*AVX2, on both) and multiply there; elsewhere they
+// rebuild rows in the file's layout.
 //
 // As coded matrices: matrices of a read-only file mapping, packed when a model
 // binds them to a Linear in exact mode (PackQuant), and their pages given
@@ -79,9 +83,9 @@ var x16Words = map[quant.Format]int{quant.Q4_0: 4, quant.Q8_0: 8, quant.Q4_K: 32
 var x16Head = map[quant.Format]int{quant.Q4_0: 32, quant.Q8_0: 32, quant.Q4_K: 64 + 4*64, quant.Q6_K: 32 + 4*64, quant.IQ4_NL: 32,
 	quant.Q4_1: 64, quant.Q5_1: 64 + 64, quant.IQ4_XS: 32 + 8*16, quant.Q2_K: 64 + 8*32, quant.Q3_K: 32 + 8*32, quant.Q5_K: 64 + 3*64}
 
-// x16Exact is the formats exact mode regroups on AVX-512 (its kernels'
+// x16Exact is the formats with AVX-512 regrouped exact kernels (their
 // formats; x16AVX2 is AVX2's).
-var x16Exact = map[quant.Format]bool{quant.Q4_0: true, quant.Q8_0: true, quant.Q4_K: true, quant.Q6_K: true, quant.IQ4_NL: true, quant.IQ4_XS: true, quant.Q2_K: true, quant.Q3_K: true}
+var x16Exact = map[quant.Format]bool{quant.Q4_0: true, quant.Q8_0: true, quant.Q4_K: true, quant.Q6_K: true, quant.IQ4_NL: true, quant.IQ4_XS: true, quant.Q2_K: true, quant.Q3_K: true, quant.Q5_1: true, quant.Q5_K: true}
 
 // blockBytes is the bytes of one regrouped block of 16 rows.
 func (p *x16) blockBytes() int { return p.head + 64*p.words }
@@ -553,7 +557,7 @@ func (p *x16) mulPanels(y, x []float32, T, out, r0, r1 int) bool {
 // Q3_K's, Q4_0's and Q6_K's 4, 8 and 32, Q5_1's m and Q4_K's and Q5_K's
 // mins).
 var (
-	x16Sum     = map[quant.Format]int{quant.Q4_K: 32, quant.Q6_K: 16, quant.Q2_K: 16, quant.Q3_K: 16}
+	x16Sum     = map[quant.Format]int{quant.Q4_K: 32, quant.Q6_K: 16, quant.Q2_K: 16, quant.Q3_K: 16, quant.Q5_1: 32, quant.Q5_K: 32}
 	x16AVX2    = map[quant.Format]bool{quant.Q2_K: true, quant.Q3_K: true, quant.Q4_0: true, quant.IQ4_NL: true, quant.IQ4_XS: true, quant.Q5_K: true, quant.Q6_K: true, quant.Q5_1: true, quant.Q4_K: true, quant.Q8_0: true}
 	x16SumAVX2 = map[quant.Format]int{quant.Q2_K: 16, quant.Q3_K: 16, quant.Q4_0: 32, quant.Q5_K: 32, quant.Q6_K: 16, quant.Q5_1: 32, quant.Q4_K: 32}
 )
@@ -601,13 +605,12 @@ func broadcastAfter(sums, x []float32, buf *[]float32) []float32 {
 	return s
 }
 
-// PackQuant regroups the Q4_0, Q8_0, Q4_K or Q6_K matrix w [out, in] for
-// exact decode on AVX-512 (see X16 above), or Q4_0, Q5_1, Q8_0, IQ4_NL,
-// IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K on AVX2 (in fast mode's layouts, gemvX16*AVX2), or returns nil where it
-// does not: the
-// kernels do not run here, it is under packMin bytes, out is not a
-// multiple of 16, or GOZOO_PACK=off. w must lie in a read-only file
-// mapping: its pages are given back to the kernel once regrouped.
+// PackQuant regroups the matrix w [out, in] for exact decode where a
+// kernel reads the regrouping here (x16Exact's formats on AVX-512,
+// x16AVX2's on AVX2 and AVX-512; see X16 above), or returns nil where
+// none does, out is not a multiple of 16, or GOZOO_PACK=off. w must lie in
+// a read-only file mapping: its pages are given back to the kernel once
+// regrouped.
 func PackQuant(w []byte, f quant.Format, out, in int) *Packing {
 	if packOff || !(exactX16OK(f) || packAll && x16Exact[f]) {
 		return nil

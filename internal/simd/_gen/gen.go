@@ -147,6 +147,8 @@ func main() {
 	gemvIQ4_XSx16()
 	gemvQ2_Kx16()
 	gemvQ3_Kx16()
+	gemvQ5_1x16()
+	gemvQ5_Kx16()
 	gemvQ4_Kx16()
 	gemvQ6_Kx16()
 	fastPack("Q4_0")

@@ -636,3 +636,164 @@ func q3ValuesConsts() {
 		}
 	}
 }
+
+// fifthBit builds the 5-bit value of a Q5 weight: raw holds its nibble at
+// bits 0-3, hm its fifth bit at bit; the bit is moved to bit 4 and merged
+// in (VPTERNLOGD), and VPERMI2PS reads the 32-entry table of 0..31.
+type fifthBit struct{ low4, lo, hi VecVirtual }
+
+func newFifthBit() fifthBit {
+	c := fifthBit{broadcast(avx512, 0x0f), ZMM(), ZMM()}
+	VMOVUPS(iota16, c.lo)
+	VADDPS(f32(16), c.lo, c.hi)
+	return c
+}
+
+func (c fifthBit) value(raw, hm VecVirtual, bit int) VecVirtual {
+	idx := ZMM()
+	switch sh := bit - 4; {
+	case sh > 0:
+		VPSRLD(U8(sh), hm, idx)
+	case sh < 0:
+		VPSLLD(U8(-sh), hm, idx)
+	default:
+		VMOVDQA32(hm, idx)
+	}
+	VPTERNLOGD(U8(0xD8), c.low4, raw, idx) // idx = low4 ? raw : the bit
+	VPERMI2PS(c.hi, c.lo, idx)
+	return idx
+}
+
+// gemvQ5_1x16 writes gemvQ5_1x16AVX512: y[16g+r] = x · w_{16g+r} for
+// groups groups of 16 Q5_1 rows of blocks blocks, on the regrouping AVX2
+// reads (the 16 rows' d and m, their fifth bits as a word, q5Bits: value
+// 4j+k's at bit j of byte k, then the nibbles as 4 words, as Q4_0's). A
+// weight is d·q + m, so a row's product is d·Σ q·x + m·Σx, with sums x's
+// sums over each block.
+func gemvQ5_1x16() {
+	name := "gemvQ5_1x16AVX512"
+	TEXT(name, NOSPLIT, "func(x *float32, sums *float32, w *byte, blocks int, groups int, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q5_1 rows of blocks blocks, regrouped by 16 rows (x16.go), with sums x's sums over each block.")
+	x, sums, w, blocks, groups, y := params("x", "sums", "w", "blocks", "groups", "y")
+	const head = 128
+	c := newFifthBit()
+	xp, sp, b := GP64(), GP64(), GP64()
+	groupLoop(name, w, groups, y, b, head+4*64, func() {
+		MOVQ(x, xp)
+		MOVQ(sums, sp)
+		MOVQ(blocks, b)
+	}, func(acc VecVirtual, pf prefetchPart) {
+		var hm [4]VecVirtual
+		for k := range hm {
+			hm[k] = ZMM()
+			VMOVDQU32(Mem{Base: w, Disp: 64 + k}, hm[k])
+		}
+		var s chainSum
+		for i := 0; i < 4; i++ {
+			pf(i, 4)
+			for k := 0; k < 4; k++ {
+				raw := ZMM()
+				VMOVDQU32(Mem{Base: w, Disp: head + 64*i + k}, raw)
+				s.add(Mem{Base: xp, Disp: 4 * (4*i + k)}, c.value(raw, hm[k], i))
+				VPSRLD(U8(4), raw, raw)
+				s.add(Mem{Base: xp, Disp: 4 * (16 + 4*i + k)}, c.value(raw, hm[k], 4+i))
+			}
+		}
+		sum := s.sum()
+		d, m := ZMM(), ZMM()
+		VCVTPH2PS(Mem{Base: w}, d)
+		VFMADD231PS(d, sum, acc)
+		VCVTPH2PS(Mem{Base: w, Disp: 32}, m)
+		VFMADD231PS_BCST(Mem{Base: sp}, m, acc)
+	}, func() {
+		ADDQ(U8(128), xp)
+		ADDQ(U8(4), sp)
+	}, false)
+}
+
+// gemvQ5_Kx16 writes gemvQ5_Kx16AVX512: y[16g+r] = x · w_{16g+r} for
+// groups groups of 16 Q5_K rows of blocks super-blocks, on the regrouping
+// AVX2 reads (the 16 rows' d and dmin, the file's 12 bytes of 6-bit
+// scales and mins as 3 words, then qh as 8 words and qs as 32). Column
+// 64j+32h+l is nibble h of qs byte 32j+l with bit 2j+h of qh byte l, in
+// sub-block 2j+h. A weight is (d·sc)·q − dmin·m, taken as Q4_K's are, with
+// sums x's sums over each 32 values; the scales are unpacked as ggml's
+// get_scale_min_k4 does.
+func gemvQ5_Kx16() {
+	const head = 64 + 3*64
+	kquantX16("Q5_K", 32, head+40*64, false, func() x16KBlock {
+		c := newFifthBit()
+		m30, m3f := broadcast(avx512, 0x30), broadcast(avx512, 0x3f)
+		return func(w, xp, sp GPVirtual, acc VecVirtual, pf prefetchPart) {
+			// scaleByte is ggml's scales[t] of the 16 rows in the low byte.
+			scaleByte := func(t int) VecVirtual {
+				v := ZMM()
+				VMOVDQU32(Mem{Base: w, Disp: 64 + 64*(t/4) + t%4}, v)
+				return v
+			}
+			// scaleMin is get_scale_min_k4's scale (or min) of sub-block s
+			// for the 16 rows, as floats.
+			scaleMin := func(s int, min bool) VecVirtual {
+				var v VecVirtual
+				if s < 4 {
+					v = scaleByte(s + 4*b2i(min))
+				} else {
+					v = scaleByte(s + 4)
+					high := scaleByte(s - 4*b2i(!min))
+					if min {
+						VPSRLD(U8(4), v, v)
+					}
+					VPSRLD(U8(2), high, high)
+					VPTERNLOGD(U8(0xD8), m30, high, v) // bits 4-5 from the high part
+				}
+				VPANDD(m3f, v, v)
+				VCVTDQ2PS(v, v)
+				return v
+			}
+			mins := ZMM()
+			for s := 0; s < 8; s++ {
+				m := scaleMin(s, true)
+				if s == 0 {
+					VMULPS_BCST(Mem{Base: sp}, m, mins)
+				} else {
+					VFMADD231PS_BCST(Mem{Base: sp, Disp: 4 * s}, m, mins)
+				}
+			}
+			dmin := ZMM()
+			VCVTPH2PS(Mem{Base: w, Disp: 32}, dmin)
+			VFNMADD231PS(dmin, mins, acc)
+			d := ZMM()
+			VCVTPH2PS(Mem{Base: w}, d)
+			for j := 0; j < 4; j++ {
+				pf(j, 4)
+				// Two chains for each of sub-blocks 2j and 2j+1.
+				var lo, hi [2]VecVirtual
+				for l := 0; l < 32; l++ {
+					raw, hm := ZMM(), ZMM()
+					VMOVDQU32(Mem{Base: w, Disp: head + 8*64 + 64*(8*j+l/4) + l%4}, raw)
+					VMOVDQU32(Mem{Base: w, Disp: head + 64*(l/4) + l%4}, hm)
+					for h, chain := range []*VecVirtual{&lo[l%2], &hi[l%2]} {
+						if h == 1 {
+							VPSRLD(U8(4), raw, raw)
+						}
+						v := c.value(raw, hm, 2*j+h)
+						xm := Mem{Base: xp, Disp: 4 * (64*j + 32*h + l)}
+						if l < 2 {
+							*chain = ZMM()
+							VMULPS_BCST(xm, v, *chain)
+						} else {
+							VFMADD231PS_BCST(xm, v, *chain)
+						}
+					}
+				}
+				for h, chains := range [][2]VecVirtual{lo, hi} {
+					VADDPS(chains[1], chains[0], chains[0])
+					sc := scaleMin(2*j+h, false)
+					VMULPS(d, sc, sc) // d·sc, as ggml computes it
+					VFMADD231PS(sc, chains[0], acc)
+				}
+			}
+		}
+	})
+}
