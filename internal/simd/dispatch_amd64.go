@@ -65,7 +65,7 @@ func x16Inputs(f quant.Format) (n int, bcast bool) {
 func fastX16OK(f quant.Format) bool {
 	switch f {
 	case quant.Q4_0, quant.IQ4_NL, quant.Q8_0, quant.Q4_1, quant.Q5_1, quant.IQ4_XS, quant.Q2_K, quant.Q3_K:
-		return active == avx2
+		return active == avx2 || active == avx512
 	}
 	return false
 }
@@ -1013,6 +1013,29 @@ func asmFastPackK(f quant.Format, w []byte, rb, blocks int, dst []uint32) bool {
 		return false
 	}
 	return true
+}
+
+// canPackX16Fast says whether a kernel repacks f's regrouped groups for
+// the VNNI prefill kernels here (fastPackX16*AVX512).
+func canPackX16Fast(f quant.Format) bool {
+	return fastGemmOK() && (f == quant.Q4_0 || f == quant.IQ4_NL || f == quant.Q8_0)
+}
+
+// asmFastPackX16 repacks group g of p into pr (grown to p's blocks).
+func asmFastPackX16(p *x16, g int, pr *packedRows) {
+	blocks := p.in / 32
+	if !canPackX16Fast(p.f) || len(pr.b) < 512*blocks || len(pr.dw) < 16*blocks {
+		panic("simd: asmFastPackX16 without its kernel")
+	}
+	src, dst, dw := &p.data[g*p.groupBytes()], (*uint32)(unsafe.Pointer(&pr.b[0])), &pr.dw[0]
+	switch p.f {
+	case quant.Q4_0:
+		fastPackX16Q4_0AVX512(src, blocks, dst, dw)
+	case quant.IQ4_NL:
+		fastPackX16IQ4_NLAVX512(src, blocks, dst, dw)
+	case quant.Q8_0:
+		fastPackX16Q8_0AVX512(src, blocks, dst, dw)
+	}
 }
 
 // asmFastGemm16 computes y[t*ldy + c], c < 16, for T rows of activations

@@ -157,3 +157,7 @@ func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool { retur
 func canPanelX16(f quant.Format) bool { return false }
 
 func asmPanelX16(p *x16, g int, dst []float32) { panic("simd: asmPanelX16 without its kernel") }
+
+func canPackX16Fast(f quant.Format) bool { return false }
+
+func asmFastPackX16(p *x16, g int, pr *packedRows) { panic("simd: asmFastPackX16 without its kernel") }

@@ -39,10 +39,11 @@ func MulTFast(y, x []float32, T int, w Weight, out, in int) {
 	}
 	a := actsPool.Get().(*acts)
 	a.quantize(f, x, T, in)
-	if w.Kind == X16 && f == quant.Q4_0 && fastX16OK(f) {
+	if w.Kind == X16 && f == quant.Q4_0 && fastX16OK(f) && !(T > 1 && a.gemm && canPackX16Fast(f)) {
 		// fastX16Q4_0AVX2 takes the nibbles' offset off per block, for
 		// the rows it runs one at a time (mulRowsFastX16): all of a
-		// decode, the last T%4 of a prefill of eight rows or more.
+		// decode, the last T%4 of a prefill of eight rows or more (not
+		// on the VNNI kernels, whose corr quantize set).
 		first := 0
 		if T >= 8 {
 			first = T &^ 3
@@ -61,6 +62,9 @@ func MulTFast(y, x []float32, T int, w Weight, out, in int) {
 // file's layout.
 func mulRowsFastX16(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
 	p := w.x16
+	if T > 1 && a.gemm && a.f == p.f && gemmFastX16(y, T, p, out, in, r0, r1, a) {
+		return
+	}
 	if fastX16OK(p.f) && r0%16 == 0 && r1%16 == 0 && (T < 8 || stagesX16(p.f)) {
 		t := 0
 		if T >= 8 {

@@ -283,7 +283,8 @@ func TestFastGemm(t *testing.T) {
 
 // TestFastPack: the gather kernels repack 16 Q4_0 and Q8_0 rows, and 8
 // Q4_K and Q6_K rows, into the same words and scales as pack's and
-// packK's Go loops, the last row ending the slice.
+// packK's Go loops, the last row ending the slice; so do the kernels that
+// repack regrouped Q4_0, IQ4_NL and Q8_0 groups.
 func TestFastPack(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0} {
@@ -296,6 +297,28 @@ func TestFastPack(t *testing.T) {
 			plain.packRows(f, w, rb, 16, blocks, unsafe.Slice((*uint32)(unsafe.Pointer(&plain.b[0])), blocks*128))
 			if !bytes.Equal(asm.b, plain.b) || !slices.Equal(asm.dw, plain.dw) {
 				t.Fatalf("%v, %d columns: the kernel's repacking differs from the Go loop's", f, in)
+			}
+		}
+	}
+	// From a regrouping: each group's 16 rows as the Go loop repacks them
+	// from the file's rows.
+	for _, f := range []quant.Format{quant.Q4_0, quant.IQ4_NL, quant.Q8_0} {
+		if !canPackX16Fast(f) {
+			continue
+		}
+		for _, in := range []int{32, 1024} {
+			w := quantMatrix(r, f, 32, in)
+			rb, blocks := len(w)/32, in/32
+			p := packX16(w, f, 32, in, nil)
+			for g := range 2 {
+				var asm, plain packedRows
+				asm.b, asm.dw = make([]byte, 512*blocks), make([]float32, 16*blocks)
+				asmFastPackX16(p, g, &asm)
+				plain.b, plain.dw = make([]byte, len(asm.b)), make([]float32, len(asm.dw))
+				plain.packRows(f, w[16*g*rb:], rb, 16, blocks, unsafe.Slice((*uint32)(unsafe.Pointer(&plain.b[0])), blocks*128))
+				if !bytes.Equal(asm.b, plain.b) || !slices.Equal(asm.dw, plain.dw) {
+					t.Fatalf("%v, %d columns, group %d: the regrouping's repacking differs from the Go loop's", f, in, g)
+				}
 			}
 		}
 	}

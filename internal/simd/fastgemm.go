@@ -36,7 +36,7 @@ var packedPool = sync.Pool{New: func() any { return new(packedRows) }}
 // take it off (the Q8_0 family; the K-quants' kernels use the Q8_K sums).
 func fastGemmFormat(f quant.Format) (offset int32, ok bool) {
 	switch f {
-	case quant.Q8_0:
+	case quant.Q8_0, quant.IQ4_NL: // IQ4_NL repacked as its levels, Q8_0's values
 		return 128, true
 	case quant.Q4_0:
 		return 8, true
@@ -193,9 +193,48 @@ func (p *packedRows) packRows(f quant.Format, w []byte, rb, rows, blocks int, wo
 					dst[16*j+lane] = v & 0x0f0f0f0f
 					dst[16*(j+4)+lane] = v >> 4 & 0x0f0f0f0f
 				}
+			case quant.IQ4_NL:
+				src := (*[4]uint32)(unsafe.Add(blk, 2))
+				for j := 0; j < 4; j++ {
+					v := src[j]
+					dst[16*j+lane] = iq4Levels(v & 0x0f0f0f0f)
+					dst[16*(j+4)+lane] = iq4Levels(v >> 4 & 0x0f0f0f0f)
+				}
 			}
 		}
 	}
+}
+
+// iq4Levels maps each byte of v, a nibble, to ggml's IQ4_NL level plus
+// 128 (unsigned, as the Q8_0 family's repacked weights are).
+func iq4Levels(v uint32) uint32 {
+	return uint32(iq4LevelsU8[v&15]) | uint32(iq4LevelsU8[v>>8&15])<<8 | uint32(iq4LevelsU8[v>>16&15])<<16 | uint32(iq4LevelsU8[v>>24])<<24
+}
+
+var iq4LevelsU8 = func() (t [16]byte) {
+	for i, v := range quant.IQ4Values() {
+		t[i] = byte(int(v) + 128)
+	}
+	return t
+}()
+
+// gemmFastX16 is gemmFast on a regrouped Q4_0, IQ4_NL or Q8_0 weight:
+// each group of 16 rows is repacked straight from the regrouping
+// (fastPackX16*), whose words are already the 16 rows' side by side.
+func gemmFastX16(y []float32, T int, p *x16, out, in, r0, r1 int, a *acts) bool {
+	if r0%16 != 0 || r1%16 != 0 || !canPackX16Fast(p.f) {
+		return false
+	}
+	pr := packedPool.Get().(*packedRows)
+	defer packedPool.Put(pr)
+	blocks := in / 32
+	pr.b = grow(pr.b, blocks*32*16)
+	pr.dw = grow(pr.dw, blocks*16)
+	for g := r0 / 16; g < r1/16; g++ {
+		asmFastPackX16(p, g, pr)
+		asmFastGemm16(pr, blocks, a.q, in, a.d, a.corr, T, y[16*g:], out)
+	}
+	return true
 }
 
 // halfAt is the IEEE half at p as a float32 (a conversion by the float16

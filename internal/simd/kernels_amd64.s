@@ -122,6 +122,24 @@ DATA q3values1<>+56(SB)/4, $0x40400000
 DATA q3values1<>+60(SB)/4, $0x40e00000
 GLOBL q3values1<>(SB), RODATA|NOPTR, $64
 
+DATA iq4levelsu8<>+0(SB)/1, $0x01
+DATA iq4levelsu8<>+1(SB)/1, $0x18
+DATA iq4levelsu8<>+2(SB)/1, $0x2d
+DATA iq4levelsu8<>+3(SB)/1, $0x3f
+DATA iq4levelsu8<>+4(SB)/1, $0x4f
+DATA iq4levelsu8<>+5(SB)/1, $0x5d
+DATA iq4levelsu8<>+6(SB)/1, $0x6a
+DATA iq4levelsu8<>+7(SB)/1, $0x76
+DATA iq4levelsu8<>+8(SB)/1, $0x81
+DATA iq4levelsu8<>+9(SB)/1, $0x8d
+DATA iq4levelsu8<>+10(SB)/1, $0x99
+DATA iq4levelsu8<>+11(SB)/1, $0xa6
+DATA iq4levelsu8<>+12(SB)/1, $0xb5
+DATA iq4levelsu8<>+13(SB)/1, $0xc5
+DATA iq4levelsu8<>+14(SB)/1, $0xd9
+DATA iq4levelsu8<>+15(SB)/1, $0xf1
+GLOBL iq4levelsu8<>(SB), RODATA|NOPTR, $16
+
 DATA bf12idx0<>+0(SB)/1, $0x00
 DATA bf12idx0<>+1(SB)/1, $0x00
 DATA bf12idx0<>+2(SB)/1, $0x00
@@ -12815,6 +12833,162 @@ fastPackQ8_0AVX512_block:
 	JMP        fastPackQ8_0AVX512_block
 
 fastPackQ8_0AVX512_end:
+	VZEROUPPER
+	RET
+
+// func fastPackX16Q4_0AVX512(src *byte, blocks int, dst *uint32, dw *float32)
+// Requires: AVX, AVX512F
+TEXT ·fastPackX16Q4_0AVX512(SB), NOSPLIT, $0-32
+	MOVQ         src+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVQ         dw+24(FP), BX
+	MOVL         $0x0f0f0f0f, SI
+	VPBROADCASTD SI, Z0
+
+fastPackX16Q4_0AVX512_block:
+	TESTQ     CX, CX
+	JZ        fastPackX16Q4_0AVX512_end
+	VMOVDQU32 32(AX), Z1
+	VPANDD    Z0, Z1, Z2
+	VPSRLD    $0x04, Z1, Z1
+	VPANDD    Z0, Z1, Z1
+	VMOVDQU32 Z2, (DX)
+	VMOVDQU32 Z1, 256(DX)
+	VMOVDQU32 96(AX), Z1
+	VPANDD    Z0, Z1, Z2
+	VPSRLD    $0x04, Z1, Z1
+	VPANDD    Z0, Z1, Z1
+	VMOVDQU32 Z2, 64(DX)
+	VMOVDQU32 Z1, 320(DX)
+	VMOVDQU32 160(AX), Z1
+	VPANDD    Z0, Z1, Z2
+	VPSRLD    $0x04, Z1, Z1
+	VPANDD    Z0, Z1, Z1
+	VMOVDQU32 Z2, 128(DX)
+	VMOVDQU32 Z1, 384(DX)
+	VMOVDQU32 224(AX), Z1
+	VPANDD    Z0, Z1, Z2
+	VPSRLD    $0x04, Z1, Z1
+	VPANDD    Z0, Z1, Z1
+	VMOVDQU32 Z2, 192(DX)
+	VMOVDQU32 Z1, 448(DX)
+	VCVTPH2PS (AX), Z1
+	VMOVUPS   Z1, (BX)
+	ADDQ      $0x00000120, AX
+	ADDQ      $0x00000200, DX
+	ADDQ      $0x40, BX
+	DECQ      CX
+	JMP       fastPackX16Q4_0AVX512_block
+
+fastPackX16Q4_0AVX512_end:
+	VZEROUPPER
+	RET
+
+// func fastPackX16IQ4_NLAVX512(src *byte, blocks int, dst *uint32, dw *float32)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·fastPackX16IQ4_NLAVX512(SB), NOSPLIT, $0-32
+	MOVQ            src+0(FP), AX
+	MOVQ            blocks+8(FP), CX
+	MOVQ            dst+16(FP), DX
+	MOVQ            dw+24(FP), BX
+	VBROADCASTI32X4 iq4levelsu8<>+0(SB), Z0
+	MOVL            $0x0f0f0f0f, SI
+	VPBROADCASTD    SI, Z1
+
+fastPackX16IQ4_NLAVX512_block:
+	TESTQ     CX, CX
+	JZ        fastPackX16IQ4_NLAVX512_end
+	VMOVDQU32 32(AX), Z2
+	VPANDD    Z1, Z2, Z3
+	VPSRLD    $0x04, Z2, Z2
+	VPANDD    Z1, Z2, Z2
+	VPSHUFB   Z3, Z0, Z3
+	VPSHUFB   Z2, Z0, Z2
+	VMOVDQU32 Z3, (DX)
+	VMOVDQU32 Z2, 256(DX)
+	VMOVDQU32 96(AX), Z2
+	VPANDD    Z1, Z2, Z3
+	VPSRLD    $0x04, Z2, Z2
+	VPANDD    Z1, Z2, Z2
+	VPSHUFB   Z3, Z0, Z3
+	VPSHUFB   Z2, Z0, Z2
+	VMOVDQU32 Z3, 64(DX)
+	VMOVDQU32 Z2, 320(DX)
+	VMOVDQU32 160(AX), Z2
+	VPANDD    Z1, Z2, Z3
+	VPSRLD    $0x04, Z2, Z2
+	VPANDD    Z1, Z2, Z2
+	VPSHUFB   Z3, Z0, Z3
+	VPSHUFB   Z2, Z0, Z2
+	VMOVDQU32 Z3, 128(DX)
+	VMOVDQU32 Z2, 384(DX)
+	VMOVDQU32 224(AX), Z2
+	VPANDD    Z1, Z2, Z3
+	VPSRLD    $0x04, Z2, Z2
+	VPANDD    Z1, Z2, Z2
+	VPSHUFB   Z3, Z0, Z3
+	VPSHUFB   Z2, Z0, Z2
+	VMOVDQU32 Z3, 192(DX)
+	VMOVDQU32 Z2, 448(DX)
+	VCVTPH2PS (AX), Z2
+	VMOVUPS   Z2, (BX)
+	ADDQ      $0x00000120, AX
+	ADDQ      $0x00000200, DX
+	ADDQ      $0x40, BX
+	DECQ      CX
+	JMP       fastPackX16IQ4_NLAVX512_block
+
+fastPackX16IQ4_NLAVX512_end:
+	VZEROUPPER
+	RET
+
+// func fastPackX16Q8_0AVX512(src *byte, blocks int, dst *uint32, dw *float32)
+// Requires: AVX, AVX512F
+TEXT ·fastPackX16Q8_0AVX512(SB), NOSPLIT, $0-32
+	MOVQ         src+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         dst+16(FP), DX
+	MOVQ         dw+24(FP), BX
+	MOVL         $0x80808080, SI
+	VPBROADCASTD SI, Z0
+
+fastPackX16Q8_0AVX512_block:
+	TESTQ     CX, CX
+	JZ        fastPackX16Q8_0AVX512_end
+	VMOVDQU32 32(AX), Z1
+	VPXORD    Z0, Z1, Z1
+	VMOVDQU32 Z1, (DX)
+	VMOVDQU32 96(AX), Z1
+	VPXORD    Z0, Z1, Z1
+	VMOVDQU32 Z1, 64(DX)
+	VMOVDQU32 160(AX), Z1
+	VPXORD    Z0, Z1, Z1
+	VMOVDQU32 Z1, 128(DX)
+	VMOVDQU32 224(AX), Z1
+	VPXORD    Z0, Z1, Z1
+	VMOVDQU32 Z1, 192(DX)
+	VMOVDQU32 288(AX), Z1
+	VPXORD    Z0, Z1, Z1
+	VMOVDQU32 Z1, 256(DX)
+	VMOVDQU32 352(AX), Z1
+	VPXORD    Z0, Z1, Z1
+	VMOVDQU32 Z1, 320(DX)
+	VMOVDQU32 416(AX), Z1
+	VPXORD    Z0, Z1, Z1
+	VMOVDQU32 Z1, 384(DX)
+	VMOVDQU32 480(AX), Z1
+	VPXORD    Z0, Z1, Z1
+	VMOVDQU32 Z1, 448(DX)
+	VCVTPH2PS (AX), Z1
+	VMOVUPS   Z1, (BX)
+	ADDQ      $0x00000220, AX
+	ADDQ      $0x00000200, DX
+	ADDQ      $0x40, BX
+	DECQ      CX
+	JMP       fastPackX16Q8_0AVX512_block
+
+fastPackX16Q8_0AVX512_end:
 	VZEROUPPER
 	RET
 

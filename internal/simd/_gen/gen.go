@@ -98,6 +98,7 @@ func main() {
 	iq4LevelsConsts()
 	q2FieldsConsts()
 	q3ValuesConsts()
+	iq4LevelsU8Consts()
 	codedConsts()
 	q6GFNIConsts()
 	isas := []isa{avx512, {"AVX2", 8, YMM, 2}}
@@ -153,6 +154,9 @@ func main() {
 	gemvQ6_Kx16()
 	fastPack("Q4_0")
 	fastPack("Q8_0")
+	for _, q := range []string{"Q4_0", "IQ4_NL", "Q8_0"} {
+		fastPackX16(q)
+	}
 	fastPackK("Q4_K")
 	fastPackK("Q6_K")
 	for _, c := range codings {
