@@ -970,8 +970,11 @@ func fastGemmOK() bool {
 func asmFastGemmK(f quant.Format, p *packedRows, blocks int, q []int8, in int, d []float32, sums []int16, T int, y []float32, ldy int) {
 	t2 := T &^ 1
 	k2, k1 := fastGemmQ4_Kx2VNNI, fastGemmQ4_Kx1VNNI
-	if f == quant.Q6_K {
+	switch f {
+	case quant.Q6_K:
 		k2, k1 = fastGemmQ6_Kx2VNNI, fastGemmQ6_Kx1VNNI
+	case quant.IQ4_XS:
+		k2, k1 = fastGemmIQ4_XSx2VNNI, fastGemmIQ4_XSx1VNNI
 	}
 	if t2 > 0 {
 		k2(&p.b[0], blocks, &q[0], in, &d[0], &sums[0], t2, &y[0], ldy)
@@ -1018,11 +1021,20 @@ func asmFastPackK(f quant.Format, w []byte, rb, blocks int, dst []uint32) bool {
 // canPackX16Fast says whether a kernel repacks f's regrouped groups for
 // the VNNI prefill kernels here (fastPackX16*AVX512).
 func canPackX16Fast(f quant.Format) bool {
-	return fastGemmOK() && (f == quant.Q4_0 || f == quant.IQ4_NL || f == quant.Q8_0)
+	return fastGemmOK() && (f == quant.Q4_0 || f == quant.IQ4_NL || f == quant.Q8_0 || f == quant.IQ4_XS)
 }
 
-// asmFastPackX16 repacks group g of p into pr (grown to p's blocks).
+// asmFastPackX16 repacks group g of p into pr (grown to p's blocks; for
+// IQ4_XS, half g%2 of group g/2).
 func asmFastPackX16(p *x16, g int, pr *packedRows) {
+	if p.f == quant.IQ4_XS {
+		blocks := p.in / 256
+		if !canPackX16Fast(p.f) || len(pr.b) < blocks*packKBytes(p.f) {
+			panic("simd: asmFastPackX16 without its kernel")
+		}
+		fastPackX16IQ4_XSAVX512(&p.data[g/2*p.groupBytes()], g%2, blocks, (*uint32)(unsafe.Pointer(&pr.b[0])))
+		return
+	}
 	blocks := p.in / 32
 	if !canPackX16Fast(p.f) || len(pr.b) < 512*blocks || len(pr.dw) < 16*blocks {
 		panic("simd: asmFastPackX16 without its kernel")

@@ -284,7 +284,7 @@ func TestFastGemm(t *testing.T) {
 // TestFastPack: the gather kernels repack 16 Q4_0 and Q8_0 rows, and 8
 // Q4_K and Q6_K rows, into the same words and scales as pack's and
 // packK's Go loops, the last row ending the slice; so do the kernels that
-// repack regrouped Q4_0, IQ4_NL and Q8_0 groups.
+// repack regrouped Q4_0, IQ4_NL, Q8_0 and IQ4_XS groups.
 func TestFastPack(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0} {
@@ -318,6 +318,26 @@ func TestFastPack(t *testing.T) {
 				plain.packRows(f, w[16*g*rb:], rb, 16, blocks, unsafe.Slice((*uint32)(unsafe.Pointer(&plain.b[0])), blocks*128))
 				if !bytes.Equal(asm.b, plain.b) || !slices.Equal(asm.dw, plain.dw) {
 					t.Fatalf("%v, %d columns, group %d: the regrouping's repacking differs from the Go loop's", f, in, g)
+				}
+			}
+		}
+	}
+	// IQ4_XS: each half group of a regrouping in Q4_K's layout, as
+	// packKRows repacks the file's rows.
+	if canPackX16Fast(quant.IQ4_XS) {
+		const f = quant.IQ4_XS
+		for _, in := range []int{256, 1024} {
+			w := quantMatrix(r, f, 32, in)
+			rb, blocks := len(w)/32, in/256
+			p := packX16(w, f, 32, in, nil)
+			for g := range 4 {
+				var asm packedRows
+				asm.b = make([]byte, blocks*packKBytes(f))
+				asmFastPackX16(p, g, &asm)
+				plain := make([]uint32, len(asm.b)/4)
+				packKRows(f, w[8*g*rb:], rb, 8, blocks, plain)
+				if got := unsafe.Slice((*uint32)(unsafe.Pointer(&asm.b[0])), len(plain)); !slices.Equal(got, plain) {
+					t.Fatalf("%v, %d columns, rows %d..: the regrouping's repacking differs from the Go loop's", f, in, 8*g)
 				}
 			}
 		}

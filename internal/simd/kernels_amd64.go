@@ -657,6 +657,11 @@ func fastQ4_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32,
 //go:noescape
 func fastQ5_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, halves *float32, y *float32)
 
+// fastPackX16IQ4_XSAVX512 repacks rows 8h..8h+7 of a regrouped group of IQ4_XS rows of blocks super-blocks into dst for fastGemmIQ4_XS*.
+//
+//go:noescape
+func fastPackX16IQ4_XSAVX512(src *byte, h int, blocks int, dst *uint32)
+
 // fastGemmQ4_Kx2VNNI computes eight columns of y for rows rows of Q8_K activations (a multiple of 2) against eight repacked Q4_K weight rows.
 //
 //go:noescape
@@ -676,6 +681,16 @@ func fastGemmQ6_Kx2VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32
 //
 //go:noescape
 func fastGemmQ6_Kx1VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
+
+// fastGemmIQ4_XSx2VNNI computes eight columns of y for rows rows of Q8_K activations (a multiple of 2) against eight repacked IQ4_XS weight rows.
+//
+//go:noescape
+func fastGemmIQ4_XSx2VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
+
+// fastGemmIQ4_XSx1VNNI computes eight columns of y for rows rows of Q8_K activations (a multiple of 1) against eight repacked IQ4_XS weight rows.
+//
+//go:noescape
+func fastGemmIQ4_XSx1VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
 
 // fastIQ4_NLAVX2 computes y[r] = w_r · x for rows IQ4_NL rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd.
 //

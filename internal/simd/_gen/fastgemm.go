@@ -288,7 +288,10 @@ func fastGemmK(q string, R int) {
 		}
 		return Mem{Base: sp, Index: lds, Scale: 8, Disp: disp}
 	}
-	size := map[string]int{"Q4_K": 2624, "Q6_K": 2848}[q]
+	// IQ4_XS runs on its levels plus 128 in Q4_K's layout (its sub-block
+	// scales as Q4_K's sc, each as an int16 pair where Q4_K has m), whose
+	// offset 128 the scaled sums take off as Q6_K's 32 is.
+	size := map[string]int{"Q4_K": 2624, "Q6_K": 2848, "IQ4_XS": 2624}[q]
 	acc, isum, msum := make([]VecVirtual, R), make([]VecVirtual, R), make([]VecVirtual, R)
 	dacc := make([][2]VecVirtual, R)
 	for r := 0; r < R; r++ {
@@ -332,7 +335,7 @@ func fastGemmK(q string, R int) {
 		scv := YMM()
 		VMOVDQU32(Mem{Base: pp, Disp: 2048 + 32*g}, scv)
 		var mv VecVirtual
-		if q == "Q4_K" {
+		if q != "Q6_K" {
 			mv = YMM()
 			VMOVDQU32(Mem{Base: pp, Disp: 2304 + 32*g}, mv)
 		}
@@ -340,7 +343,7 @@ func fastGemmK(q string, R int) {
 			VPADDD(dacc[r][1], dacc[r][0], dacc[r][0])
 			VPMULLD(scv, dacc[r][0], dacc[r][0])
 			VPADDD(dacc[r][0], isum[r], isum[r])
-			if q == "Q4_K" {
+			if q != "Q6_K" {
 				// m_j times sub-block j's sums of 16 (a pair of int16).
 				VPDPWSSD_BCST(sAt(sp, r, 4*g), mv, msum[r])
 			}
@@ -356,7 +359,7 @@ func fastGemmK(q string, R int) {
 		}
 	}
 	dv := YMM()
-	dOff := map[string]int{"Q4_K": 2560, "Q6_K": 2816}[q]
+	dOff := map[string]int{"Q4_K": 2560, "Q6_K": 2816, "IQ4_XS": 2560}[q]
 	VMOVUPS(Mem{Base: pp, Disp: dOff}, dv)
 	var dmv VecVirtual
 	if q == "Q4_K" {
@@ -364,8 +367,8 @@ func fastGemmK(q string, R int) {
 		VMOVUPS(Mem{Base: pp, Disp: 2592}, dmv)
 	}
 	for r := 0; r < R; r++ {
-		if q == "Q6_K" {
-			VPSLLD(U8(5), msum[r], msum[r])
+		if q != "Q4_K" {
+			VPSLLD(U8(map[string]uint8{"Q6_K": 5, "IQ4_XS": 7}[q]), msum[r], msum[r]) // the offset, 32 or 128
 			VPSUBD(msum[r], isum[r], isum[r])
 		}
 		VCVTDQ2PS(isum[r], isum[r])

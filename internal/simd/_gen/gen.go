@@ -208,7 +208,8 @@ func main() {
 	fastQ6KVNNI()
 	fastQ4VNNI("Q4_0")
 	fastQ4VNNI("Q5_0")
-	for _, q := range []string{"Q4_K", "Q6_K"} {
+	fastPackX16IQ4XS()
+	for _, q := range []string{"Q4_K", "Q6_K", "IQ4_XS"} {
 		fastGemmK(q, 2)
 		fastGemmK(q, 1)
 	}
