@@ -109,7 +109,7 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "seed for the random prompt")
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights)")
 	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16, as llama.cpp does by default (half its memory; keys and values rounded)")
-	kvCache := kvCacheFlag(fs, kvF16)
+	kvCache := kvCacheFlag(fs, kvF16, true)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed prefill and decode to `FILE` (go tool pprof)")
 	device := deviceFlag(fs)
 	batch := fs.Int("batch", 1, "run `S` sequences: each prompt prefilled alone, then decode steps that advance all S in one forward (aggregate tokens/s)")
@@ -122,7 +122,7 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: gozoo bench --model DIR|FILE.gguf [--prompt-tokens N] [--gen-tokens M] [--batch S] [--fast] [--kv-f16] "+kvUsage+" [--adapter DIR [--merge-adapter]] [--device cuda[:N]] [--json]")
 		return 2
 	}
-	kvType, err := kvCache.typ()
+	kvType, err := kvCache.typ(*fast)
 	if err != nil {
 		fmt.Fprintf(stderr, "gozoo bench: %v\n", err)
 		return 2

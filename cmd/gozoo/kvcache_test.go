@@ -13,7 +13,7 @@ import (
 // TestKVCacheFlag: --kv-cache reaches golden (fast mode against
 // llama.cpp's q8_0-cache references), run and bench; --kv-f16 stays an
 // alias and contradicting it names both flags; golden refuses a type it
-// has no references for.
+// has no references for; unset, fast mode's cache is F16.
 func TestKVCacheFlag(t *testing.T) {
 	dir := testfiles.Fixture(t, "gguf", "gemma3_q3_k_m")
 	out, errb, status := gozoo(t, "", "golden", "--fast", "--kv-cache", "q8_0", dir)
@@ -32,6 +32,18 @@ func TestKVCacheFlag(t *testing.T) {
 	}
 	if _, errb, status := gozoo(t, "", "bench", "--model", model, "--prompt-tokens", "4", "--gen-tokens", "2", "--kv-cache", "q8_1"); status != 2 || !strings.Contains(errb, "q8_1") {
 		t.Errorf("bench --kv-cache q8_1: status %d: %q", status, errb)
+	}
+	// Unset, the cache is F32, and F16 with --fast (llama.cpp's default).
+	for args, want := range map[string]string{"": "f32", "--fast": "f16"} {
+		cmd := []string{"bench", "--model", model, "--prompt-tokens", "4", "--gen-tokens", "2", "--json"}
+		if args != "" {
+			cmd = append(cmd, args)
+		}
+		out, errb, status := gozoo(t, "", cmd...)
+		var res benchResult
+		if status != 0 || json.Unmarshal([]byte(out), &res) != nil || res.KVCache != want {
+			t.Errorf("bench %s: status %d, cache %q, want %s: %q", args, status, res.KVCache, want, errb)
+		}
 	}
 	// bench reports the cache's bytes a token: q8_0 blocks are 34 bytes
 	// for 32 values, q4_0 18, F16 64 (sliding layers' windows included

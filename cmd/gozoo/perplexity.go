@@ -46,7 +46,7 @@ func runPerplexity(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "end stdout with one JSON line: ppl, nll_mean, tokens_scored, n_chunk")
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights), not exact")
 	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16, as llama.cpp does by default (keys and values rounded, not exact)")
-	kvCache := kvCacheFlag(fs, kvF16)
+	kvCache := kvCacheFlag(fs, kvF16, true)
 	device := deviceFlag(fs)
 	adapters := adapterFlag(fs, false)
 	fs.Usage = func() {
@@ -138,7 +138,7 @@ tokens as they are).`)
 	}
 
 	prog := newProgressBar(stderr, "perplexity")
-	kvType, err := kvCache.typ()
+	kvType, err := kvCache.typ(*fast)
 	if err != nil {
 		fmt.Fprintf(stderr, "gozoo perplexity: %v\n", err)
 		return 2

@@ -51,7 +51,7 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 0, "sampling seed (default: random)")
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic (8-bit activations against quantized weights), faster on GGUF files, not exact")
 	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16, as llama.cpp does by default: half its memory, keys and values rounded, not exact")
-	kvCache := kvCacheFlag(fs, kvF16)
+	kvCache := kvCacheFlag(fs, kvF16, true)
 	ctxShift := fs.Int("context-shift", -1, "when the context is full, keep its first `N` positions, drop half of the rest and go on (llama.cpp's context shift; -1: stop at a full context)")
 	device := deviceFlag(fs)
 	promptsFile := fs.String("prompts", "", "generate for every line of `FILE` (- for stdin) at once, in one batch; prints a JSON line per sample")
@@ -137,7 +137,7 @@ func runRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	g.SessionOptions.Fast = *fast
-	kvType, err := kvCache.typ()
+	kvType, err := kvCache.typ(*fast)
 	if err != nil {
 		fmt.Fprintln(stderr, "gozoo run:", err)
 		return 2

@@ -46,7 +46,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	normalize := fs.Bool("embed-normalize", true, "scale embeddings to unit length, as OpenAI's are")
 	fast := fs.Bool("fast", false, "fast mode: llama.cpp's arithmetic, faster on GGUF files, not exact")
 	kvF16 := fs.Bool("kv-f16", false, "keep the KV cache in F16: half its memory, not exact")
-	kvCache := kvCacheFlag(fs, kvF16)
+	kvCache := kvCacheFlag(fs, kvF16, true)
 	device := deviceFlag(fs)
 	adapters := adapterFlag(fs, true)
 	if err := fs.Parse(args); err != nil {
@@ -89,7 +89,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	kvType, err := kvCache.typ()
+	kvType, err := kvCache.typ(*fast)
 	if err != nil {
 		return fail(err)
 	}
