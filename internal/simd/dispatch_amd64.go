@@ -1024,15 +1024,14 @@ func canPackX16Fast(f quant.Format) bool {
 	return fastGemmOK() && (f == quant.Q4_0 || f == quant.IQ4_NL || f == quant.Q8_0 || f == quant.IQ4_XS)
 }
 
-// asmFastPackX16 repacks group g of p into pr (grown to p's blocks; for
-// IQ4_XS, half g%2 of group g/2).
+// asmFastPackX16 repacks group g of p into pr (grown to p's blocks).
 func asmFastPackX16(p *x16, g int, pr *packedRows) {
 	if p.f == quant.IQ4_XS {
 		blocks := p.in / 256
 		if !canPackX16Fast(p.f) || len(pr.b) < blocks*packKBytes(p.f) {
 			panic("simd: asmFastPackX16 without its kernel")
 		}
-		fastPackX16IQ4_XSAVX512(&p.data[g/2*p.groupBytes()], g%2, blocks, (*uint32)(unsafe.Pointer(&pr.b[0])))
+		fastPackX16IQ4_XSAVX512(&p.data[g*p.groupBytes()], blocks, (*uint32)(unsafe.Pointer(&pr.b[0])))
 		return
 	}
 	blocks := p.in / 32

@@ -54,28 +54,32 @@ func fastGemmFormat(f quant.Format) (offset int32, ok bool) {
 
 // packKBytes is the size of one repacked super-block of eight rows.
 func packKBytes(f quant.Format) int {
-	if f == quant.Q6_K {
+	switch f {
+	case quant.Q6_K:
 		return 2848
+	case quant.IQ4_XS:
+		return 5184 // sixteen rows
 	}
-	return 2624 // Q4_K, IQ4_XS
+	return 2624
 }
 
-// packK repacks rows (at most 8) K-quant weight rows of blocks
+// packK repacks rows (at most 8; IQ4_XS 16) K-quant weight rows of blocks
 // super-blocks for fastGemmQ4_K / fastGemmQ6_K / fastGemmIQ4_XS. Per
 // super-block, in 32-bit words with lane c for row c:
 //
 //	Q4_K: words 0-511   sub-block j's nibbles, 4 values a word, as bytes
 //	      words 512-575 sc_j (int32), 576-639 m_j twice (int16 pair),
 //	      640-647 d, 648-655 dmin (float32)
-//	IQ4_XS: as Q4_K, its levels plus 128 for the nibbles, ls_j−32 for
-//	      both sc_j and m_j, and no dmin
+//	IQ4_XS: as Q4_K on sixteen rows (lane c for row c of 16, every
+//	      offset doubled), its levels plus 128 for the nibbles, ls_j−32
+//	      for both sc_j and m_j, and no dmin
 //	Q6_K: words 0-511   group g's 6-bit values (16 a group), as bytes
 //	      words 512-639 sc_g (int32), 640-703 (sc_2i, sc_2i+1) (int16
 //	      pairs), 704-711 d (float32)
 func (p *packedRows) packK(f quant.Format, w []byte, rb, rows, blocks int) {
 	size := packKBytes(f)
 	p.b = grow(p.b, blocks*size)
-	if rows < 8 {
+	if rows < 8 || f == quant.IQ4_XS && rows < 16 {
 		clear(p.b)
 	}
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(&p.b[0])), blocks*size/4)
@@ -116,21 +120,21 @@ func packKRows(f quant.Format, w []byte, rb, rows, blocks int, words []uint32) {
 				// Q4_K's layout: sub-block s's low nibbles, then its high
 				// ones, its scale ls−32 as sc and as an int16 pair.
 				blk := row[b*136 : b*136+136]
-				dst := (*[656]uint32)(words[b*656:])
+				dst := (*[1296]uint32)(words[b*1296:])
 				qs := (*[32]uint32)(unsafe.Pointer(&blk[8]))
 				sh := uint32(blk[2]) | uint32(blk[3])<<8
 				for s := 0; s < 8; s++ {
 					ls := int32(blk[4+s/2]>>(4*(s%2))&15) | int32(sh>>(2*s)&3)<<4
 					sc := uint32(ls - 32)
-					dst[512+8*s+c] = sc
-					dst[576+8*s+c] = sc&0xffff | sc<<16
+					dst[1024+16*s+c] = sc
+					dst[1152+16*s+c] = sc&0xffff | sc<<16
 					for w := 0; w < 4; w++ {
 						v := qs[4*s+w]
-						dst[64*s+8*w+c] = iq4Levels(v & 0x0f0f0f0f)
-						dst[64*s+8*(w+4)+c] = iq4Levels(v >> 4 & 0x0f0f0f0f)
+						dst[128*s+16*w+c] = iq4Levels(v & 0x0f0f0f0f)
+						dst[128*s+16*(w+4)+c] = iq4Levels(v >> 4 & 0x0f0f0f0f)
 					}
 				}
-				dst[640+c] = half(unsafe.Pointer(&blk[0]))
+				dst[1280+c] = half(unsafe.Pointer(&blk[0]))
 				continue
 			}
 			blk := row[b*210 : b*210+210]
@@ -244,7 +248,7 @@ var iq4LevelsU8 = func() (t [16]byte) {
 }()
 
 // gemmFastX16 is gemmFast on a regrouped Q4_0, IQ4_NL, Q8_0 or IQ4_XS
-// weight: each group of 16 rows (IQ4_XS: each half) is repacked straight
+// weight: each group of 16 rows is repacked straight
 // from the regrouping (fastPackX16*), whose words are already the rows'
 // side by side.
 func gemmFastX16(y []float32, T int, p *x16, out, in, r0, r1 int, a *acts) bool {
@@ -254,14 +258,11 @@ func gemmFastX16(y []float32, T int, p *x16, out, in, r0, r1 int, a *acts) bool 
 	pr := packedPool.Get().(*packedRows)
 	defer packedPool.Put(pr)
 	if p.f == quant.IQ4_XS {
-		// Eight rows at a time, as the K-quants'.
 		blocks := in / 256
 		pr.b = grow(pr.b, blocks*packKBytes(p.f))
 		for g := r0 / 16; g < r1/16; g++ {
-			for h := 0; h < 2; h++ {
-				asmFastPackX16(p, 2*g+h, pr)
-				asmFastGemmK(p.f, pr, blocks, a.q, in, a.d, a.sums, T, y[16*g+8*h:], out)
-			}
+			asmFastPackX16(p, g, pr)
+			asmFastGemmK(p.f, pr, blocks, a.q, in, a.d, a.sums, T, y[16*g:], out)
 		}
 		return true
 	}
@@ -326,7 +327,7 @@ func gemmFast(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
 	// The Q8_0 family runs sixteen weight rows at a time on 512-bit
 	// vectors, the K-quants eight on 256-bit ones.
 	width := 16
-	if kq {
+	if kq && f != quant.IQ4_XS {
 		width = 8
 	}
 	p := packedPool.Get().(*packedRows)

@@ -657,37 +657,37 @@ func fastQ4_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32,
 //go:noescape
 func fastQ5_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, lanes *int32, halves *float32, y *float32)
 
-// fastPackX16IQ4_XSAVX512 repacks rows 8h..8h+7 of a regrouped group of IQ4_XS rows of blocks super-blocks into dst for fastGemmIQ4_XS*.
+// fastPackX16IQ4_XSAVX512 repacks a regrouped group of 16 IQ4_XS rows of blocks super-blocks into dst for fastGemmIQ4_XS*.
 //
 //go:noescape
-func fastPackX16IQ4_XSAVX512(src *byte, h int, blocks int, dst *uint32)
+func fastPackX16IQ4_XSAVX512(src *byte, blocks int, dst *uint32)
 
-// fastGemmQ4_Kx2VNNI computes eight columns of y for rows rows of Q8_K activations (a multiple of 2) against eight repacked Q4_K weight rows.
+// fastGemmQ4_Kx2VNNI computes 8 columns of y for rows rows of Q8_K activations (a multiple of 2) against 8 repacked Q4_K weight rows.
 //
 //go:noescape
 func fastGemmQ4_Kx2VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
 
-// fastGemmQ4_Kx1VNNI computes eight columns of y for rows rows of Q8_K activations (a multiple of 1) against eight repacked Q4_K weight rows.
+// fastGemmQ4_Kx1VNNI computes 8 columns of y for rows rows of Q8_K activations (a multiple of 1) against 8 repacked Q4_K weight rows.
 //
 //go:noescape
 func fastGemmQ4_Kx1VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
 
-// fastGemmQ6_Kx2VNNI computes eight columns of y for rows rows of Q8_K activations (a multiple of 2) against eight repacked Q6_K weight rows.
+// fastGemmQ6_Kx2VNNI computes 8 columns of y for rows rows of Q8_K activations (a multiple of 2) against 8 repacked Q6_K weight rows.
 //
 //go:noescape
 func fastGemmQ6_Kx2VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
 
-// fastGemmQ6_Kx1VNNI computes eight columns of y for rows rows of Q8_K activations (a multiple of 1) against eight repacked Q6_K weight rows.
+// fastGemmQ6_Kx1VNNI computes 8 columns of y for rows rows of Q8_K activations (a multiple of 1) against 8 repacked Q6_K weight rows.
 //
 //go:noescape
 func fastGemmQ6_Kx1VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
 
-// fastGemmIQ4_XSx2VNNI computes eight columns of y for rows rows of Q8_K activations (a multiple of 2) against eight repacked IQ4_XS weight rows.
+// fastGemmIQ4_XSx2VNNI computes 16 columns of y for rows rows of Q8_K activations (a multiple of 2) against 16 repacked IQ4_XS weight rows.
 //
 //go:noescape
 func fastGemmIQ4_XSx2VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
 
-// fastGemmIQ4_XSx1VNNI computes eight columns of y for rows rows of Q8_K activations (a multiple of 1) against eight repacked IQ4_XS weight rows.
+// fastGemmIQ4_XSx1VNNI computes 16 columns of y for rows rows of Q8_K activations (a multiple of 1) against 16 repacked IQ4_XS weight rows.
 //
 //go:noescape
 func fastGemmIQ4_XSx1VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)

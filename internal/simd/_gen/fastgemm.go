@@ -259,7 +259,14 @@ func fastGemmK(q string, R int) {
 	name := fmt.Sprintf("fastGemm%sx%dVNNI", q, R)
 	TEXT(name, NOSPLIT, "func(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes eight columns of y for rows rows of Q8_K activations (a multiple of %d) against eight repacked %s weight rows.", name, R, q))
+	// IQ4_XS runs sixteen weight rows on 512-bit vectors, the others eight
+	// on 256-bit ones: every offset below scales by L/8.
+	L, vec := 8, YMM
+	if q == "IQ4_XS" {
+		L, vec = 16, ZMM
+	}
+	w := L / 8
+	Doc(fmt.Sprintf("%s computes %d columns of y for rows rows of Q8_K activations (a multiple of %d) against %d repacked %s weight rows.", name, L, R, L, q))
 	xrow, ldx, drow, srow, rows, yrow, lds := GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
 	Load(Param("xq"), xrow)
 	Load(Param("ldx"), ldx)
@@ -291,12 +298,12 @@ func fastGemmK(q string, R int) {
 	// IQ4_XS runs on its levels plus 128 in Q4_K's layout (its sub-block
 	// scales as Q4_K's sc, each as an int16 pair where Q4_K has m), whose
 	// offset 128 the scaled sums take off as Q6_K's 32 is.
-	size := map[string]int{"Q4_K": 2624, "Q6_K": 2848, "IQ4_XS": 2624}[q]
+	size := map[string]int{"Q4_K": 2624, "Q6_K": 2848, "IQ4_XS": 2592}[q] * w
 	acc, isum, msum := make([]VecVirtual, R), make([]VecVirtual, R), make([]VecVirtual, R)
 	dacc := make([][2]VecVirtual, R)
 	for r := 0; r < R; r++ {
-		acc[r], isum[r], msum[r] = YMM(), YMM(), YMM()
-		dacc[r] = [2]VecVirtual{YMM(), YMM()}
+		acc[r], isum[r], msum[r] = vec(), vec(), vec()
+		dacc[r] = [2]VecVirtual{vec(), vec()}
 	}
 	pp, nb, xp, dp, sp := GP64(), GP64(), GP64(), GP64(), GP64()
 	Label(name + "_rows")
@@ -326,18 +333,18 @@ func fastGemmK(q string, R int) {
 			VPXORD(dacc[r][1], dacc[r][1], dacc[r][1])
 		}
 		for k := 0; k < per; k++ {
-			wv := YMM()
-			VMOVDQU32(Mem{Base: pp, Disp: 32 * (per*g + k)}, wv)
+			wv := vec()
+			VMOVDQU32(Mem{Base: pp, Disp: 32 * w * (per*g + k)}, wv)
 			for r := 0; r < R; r++ {
 				VPDPBUSD_BCST(xAt(xp, r, 4*(per*g+k)), wv, dacc[r][k%2])
 			}
 		}
-		scv := YMM()
-		VMOVDQU32(Mem{Base: pp, Disp: 2048 + 32*g}, scv)
+		scv := vec()
+		VMOVDQU32(Mem{Base: pp, Disp: w * (2048 + 32*g)}, scv)
 		var mv VecVirtual
 		if q != "Q6_K" {
-			mv = YMM()
-			VMOVDQU32(Mem{Base: pp, Disp: 2304 + 32*g}, mv)
+			mv = vec()
+			VMOVDQU32(Mem{Base: pp, Disp: w * (2304 + 32*g)}, mv)
 		}
 		for r := 0; r < R; r++ {
 			VPADDD(dacc[r][1], dacc[r][0], dacc[r][0])
@@ -358,8 +365,8 @@ func fastGemmK(q string, R int) {
 			}
 		}
 	}
-	dv := YMM()
-	dOff := map[string]int{"Q4_K": 2560, "Q6_K": 2816, "IQ4_XS": 2560}[q]
+	dv := vec()
+	dOff := map[string]int{"Q4_K": 2560, "Q6_K": 2816, "IQ4_XS": 2560}[q] * w
 	VMOVUPS(Mem{Base: pp, Disp: dOff}, dv)
 	var dmv VecVirtual
 	if q == "Q4_K" {
@@ -372,7 +379,7 @@ func fastGemmK(q string, R int) {
 			VPSUBD(msum[r], isum[r], isum[r])
 		}
 		VCVTDQ2PS(isum[r], isum[r])
-		s := YMM()
+		s := vec()
 		VMULPS_BCST(dAt(dp, r), dv, s)
 		VFMADD231PS(s, isum[r], acc[r])
 		if q == "Q4_K" {

@@ -327,56 +327,49 @@ func iq4LevelsU8Consts() {
 	}
 }
 
-// fastPackX16IQ4XS writes fastPackX16IQ4_XSAVX512: rows 8h..8h+7 of a
-// regrouped group of IQ4_XS rows (x16.go) in fastGemmK's Q4_K layout
-// (simd.packK): per super-block, sub-block s's 32 values (its low
-// nibbles, then its high ones) as ggml's levels plus 128 in words
-// 64s..64s+63, its scale ls−32 as int32 at 512+8s and as an int16 pair at
-// 576+8s, and d as float32 at 640.
+// fastPackX16IQ4XS writes fastPackX16IQ4_XSAVX512: a regrouped group of
+// 16 IQ4_XS rows (x16.go) in fastGemmK's layout for IQ4_XS (Q4_K's, 16
+// lanes wide: simd.packK): per super-block, sub-block s's 32 values (its
+// low nibbles, then its high ones) as ggml's levels plus 128 in words
+// 128s..128s+127, its scale ls−32 as int32 at 1024+16s and as an int16
+// pair at 1152+16s, and d as float32 at 1280.
 func fastPackX16IQ4XS() {
 	name := "fastPackX16IQ4_XSAVX512"
-	TEXT(name, NOSPLIT, "func(src *byte, h int, blocks int, dst *uint32)")
+	TEXT(name, NOSPLIT, "func(src *byte, blocks int, dst *uint32)")
 	Pragma("noescape")
-	Doc(name + " repacks rows 8h..8h+7 of a regrouped group of IQ4_XS rows of blocks super-blocks into dst for fastGemmIQ4_XS*.")
-	src, h, blocks, dst, _, _ := params("src", "h", "blocks", "dst")
+	Doc(name + " repacks a regrouped group of 16 IQ4_XS rows of blocks super-blocks into dst for fastGemmIQ4_XS*.")
+	src, blocks, dst, _, _, _ := params("src", "blocks", "dst")
 	const head, bsize = 32 + 8*16, 32 + 8*16 + 32*64
-	vals, scales, ds := GP64(), GP64(), GP64()
-	SHLQ(U8(3), h)
-	LEAQ(Mem{Base: src, Index: h, Scale: 1}, scales) // src + 8h
-	LEAQ(Mem{Base: src, Index: h, Scale: 2}, ds)     // src + 16h
-	LEAQ(Mem{Base: src, Index: h, Scale: 4}, vals)   // src + 32h
-	levels, mask, low16 := YMM(), broadcast(avx2isa, 0x0f0f0f0f), broadcast(avx2isa, 0xffff)
-	VBROADCASTI128(iq4LevelsU8, levels)
+	levels, mask, low16 := ZMM(), broadcast(avx512, 0x0f0f0f0f), broadcast(avx512, 0xffff)
+	VBROADCASTI32X4(iq4LevelsU8, levels)
 	Label(name + "_block")
 	TESTQ(blocks, blocks)
 	JZ(LabelRef(name + "_end"))
 	for s := 0; s < 8; s++ {
 		for w := 0; w < 4; w++ {
-			v, lo := YMM(), YMM()
-			VMOVDQU(Mem{Base: vals, Disp: head + 64*(4*s+w)}, v)
-			VPAND(mask, v, lo)
+			v, lo := ZMM(), ZMM()
+			VMOVDQU32(Mem{Base: src, Disp: head + 64*(4*s+w)}, v)
+			VPANDD(mask, v, lo)
 			VPSRLD(U8(4), v, v)
-			VPAND(mask, v, v)
+			VPANDD(mask, v, v)
 			VPSHUFB(lo, levels, lo)
 			VPSHUFB(v, levels, v)
-			VMOVDQU(lo, Mem{Base: dst, Disp: 4 * (64*s + 8*w)})
-			VMOVDQU(v, Mem{Base: dst, Disp: 4 * (64*s + 8*(w+4))})
+			VMOVDQU32(lo, Mem{Base: dst, Disp: 4 * (128*s + 16*w)})
+			VMOVDQU32(v, Mem{Base: dst, Disp: 4 * (128*s + 16*(w+4))})
 		}
-		sc, pair := YMM(), YMM()
-		VPMOVSXBD(Mem{Base: scales, Disp: 32 + 16*s}, sc)
-		VMOVDQU(sc, Mem{Base: dst, Disp: 4 * (512 + 8*s)})
+		sc, pair := ZMM(), ZMM()
+		VPMOVSXBD(Mem{Base: src, Disp: 32 + 16*s}, sc)
+		VMOVDQU32(sc, Mem{Base: dst, Disp: 4 * (1024 + 16*s)})
 		VPSLLD(U8(16), sc, pair)
-		VPAND(low16, sc, sc)
-		VPOR(sc, pair, pair)
-		VMOVDQU(pair, Mem{Base: dst, Disp: 4 * (576 + 8*s)})
+		VPANDD(low16, sc, sc)
+		VPORD(sc, pair, pair)
+		VMOVDQU32(pair, Mem{Base: dst, Disp: 4 * (1152 + 16*s)})
 	}
-	d := YMM()
-	VCVTPH2PS(Mem{Base: ds}, d)
-	VMOVUPS(d, Mem{Base: dst, Disp: 4 * 640})
-	for _, p := range []GPVirtual{vals, scales, ds} {
-		ADDQ(U32(bsize), p)
-	}
-	ADDQ(U32(2624), dst)
+	d := ZMM()
+	VCVTPH2PS(Mem{Base: src}, d)
+	VMOVUPS(d, Mem{Base: dst, Disp: 4 * 1280})
+	ADDQ(U32(bsize), src)
+	ADDQ(U32(5184), dst)
 	DECQ(blocks)
 	JMP(LabelRef(name + "_block"))
 	Label(name + "_end")
