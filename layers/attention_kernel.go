@@ -215,6 +215,7 @@ const (
 	attnWhole = iota
 	attnTile
 	attnTranspose
+	attnGroup // a decode row's query heads of kv head h together
 )
 
 // attnScratch is a thread's working memory, taken from the task's free
@@ -244,7 +245,17 @@ func (t *attnTask) plan() {
 			}
 		}
 	}
+	// A decode row's query heads that share a kv head read its keys and
+	// values once, as one part, where the parts still outnumber the
+	// threads twice.
+	grouped := d.Hq > d.Hkv && t.probs == nil && (attnGroupAll || d.Hkv >= 2*runtime.GOMAXPROCS(0))
 	for ri, r := range t.runs {
+		if r.Len == 1 && grouped {
+			for g := 0; g < d.Hkv; g++ {
+				t.parts = append(t.parts, attnPart{run: ri, h: g, rows: 1, kind: attnGroup})
+			}
+			continue
+		}
 		if r.Len == 1 || t.probs != nil || attnUntiled {
 			for h := 0; h < d.Hq; h++ {
 				t.parts = append(t.parts, attnPart{run: ri, h: h, rows: r.Len, kind: attnWhole})
@@ -299,6 +310,8 @@ func (t *attnTask) Part(int) {
 		switch p := t.parts[i]; p.kind {
 		case attnWhole:
 			t.whole(s, p.run, p.h)
+		case attnGroup:
+			t.group(s, p.run, p.h)
 		case attnTile:
 			t.tile(s, p)
 		case attnTranspose:
@@ -387,6 +400,47 @@ func (t *attnTask) whole(s *attnScratch, ri, h int) {
 		n := min(end-p, d.B-slot)
 		_, values := k.blockRows(blk)
 		values.weigh(o[:d.Dv], scores[p-a:], (g*d.B+slot)*d.Dv, d.Dv, n, p > a)
+		p += n
+	}
+}
+
+// attnGroupAll groups decode's query heads whatever the kv heads and
+// threads (tests run the grouped parts on their small configs).
+var attnGroupAll bool
+
+// group attends the query heads of kv head g for decode run ri (one row),
+// as whole does each: the scores of all of them from each block of keys
+// (a product of that many rows), then each one's weighted sum of each
+// block of values while it is in cache.
+func (t *attnTask) group(s *attnScratch, ri, g int) {
+	d, k := t.d, t.k
+	r := t.runs[ri]
+	G := d.Hq / d.Hkv
+	a, end := k.lo(r.Pos), r.Pos+1
+	width := end - a
+	s.scores = grow(s.scores, G*width)
+	scores := s.scores
+	qStride, oStride := d.Hq*d.Dk, d.Hq*d.Dv
+	S := blas32.General{Rows: G, Cols: width, Stride: width, Data: scores}
+	Q := blas32.General{Rows: G, Cols: d.Dk, Stride: d.Dk, Data: t.q[r.Row*qStride+g*G*d.Dk:]}
+	for p := a; p < end; {
+		blk, slot := r.Blocks[p/d.B], p%d.B
+		n := min(end-p, d.B-slot)
+		keys, _ := k.blockRows(blk)
+		keys.dotsT(S, Q, p-a, (g*d.B+slot)*d.Dk, n, k.scale)
+		p += n
+	}
+	for i := range G {
+		softmaxRange(scores[i*width:(i+1)*width], 0, width)
+	}
+	o := t.out[r.Row*oStride+g*G*d.Dv:]
+	for p := a; p < end; {
+		blk, slot := r.Blocks[p/d.B], p%d.B
+		n := min(end-p, d.B-slot)
+		_, values := k.blockRows(blk)
+		for i := range G {
+			values.weigh(o[i*d.Dv:(i+1)*d.Dv], scores[i*width+p-a:], (g*d.B+slot)*d.Dv, d.Dv, n, p > a)
+		}
 		p += n
 	}
 }

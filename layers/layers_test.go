@@ -392,9 +392,15 @@ func TestCachedAttention(t *testing.T) {
 				attnUntiled = true
 				untiled := forward(nil)
 				attnUntiled = false
+				attnGroupAll = true // decode rows by kv head
+				grouped := forward(nil)
+				attnGroupAll = false
 				for i, x := range tiled {
 					if d := math.Abs(float64(x - untiled[i])); !(d <= 1e-5*max(1, math.Abs(float64(untiled[i])))) {
 						t.Fatalf("value %d: tiled %g, untiled %g", i, x, untiled[i])
+					}
+					if d := math.Abs(float64(grouped[i] - untiled[i])); !(d <= 1e-5*max(1, math.Abs(float64(untiled[i])))) {
+						t.Fatalf("value %d: decode by kv head %g, by query head %g", i, grouped[i], untiled[i])
 					}
 				}
 				p, _ := ops.Float32s(sinkValue(sink))
