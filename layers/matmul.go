@@ -178,14 +178,14 @@ const cpuPacking = "cpu-packing"
 // simd.PackBF16 and simd.PackF32, 4 bits a weight fewer, losslessly
 // (decode reads every weight a token), where AVX-512 has the kernels, or
 // on AVX2 with F16 (simd.PackF16) laid out in panels of 16 rows, whose
-// products round every row alike whatever their row count; in exact mode, Q4_0, Q8_0, Q4_K
-// and Q6_K by simd.PackQuant, regrouped by 16 rows (on AVX-512; Q4_0,
-// IQ4_NL and Q2_K on AVX2). Only weights that lie
+// products round every row alike whatever their row count; in exact mode,
+// the quantized formats with regrouped kernels by simd.PackQuant,
+// regrouped by 16 rows (AVX-512 and AVX2). Only weights that lie
 // in a file mapping (Param.ReadOnly) are packed, so a packing never goes
 // stale. In fast mode, Q4_0, IQ4_NL, Q8_0, Q4_1, Q5_1, IQ4_XS, Q2_K and
 // Q3_K are regrouped the same way where fast decode has kernels for them
-// (AVX2, simd.PackQuantFast); the other quantized weights keep the
-// file's layout. A weight has one
+// (AVX2 and AVX-512, simd.PackQuantFast); the other quantized weights
+// keep the file's layout. A weight has one
 // packing, made by the mode that binds it first: the other mode reads it
 // too (through rebuilt rows where its kernels do not).
 func packForDecode(p *graphs.Param, fast bool) *simd.Packing {

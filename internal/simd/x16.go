@@ -616,20 +616,22 @@ func PackQuant(w []byte, f quant.Format, out, in int) *Packing {
 		return nil
 	}
 	// Every size: a small matrix's product runs on one thread, where the
-	// regrouped kernels are 1.5 to 2.5 times the row kernels.
+	// regrouped kernels are 1.5 to 2.5 times the row kernels (fast mode's
+	// too).
 	return packQuant(w, f, out, in, 1)
 }
 
 // PackQuantFast regroups a Q4_0, IQ4_NL, Q8_0, Q4_1, Q5_1, IQ4_XS, Q2_K or
-// Q3_K matrix by 16 rows for fast mode's decode on AVX2 (fastX16*AVX2: a weight row in each
-// int32 lane), or returns nil as PackQuant does. Fast prefill rebuilds groups of rows
-// in the file's layout from it. (On AVX-512 fast mode keeps the file's
-// layout, which its VNNI kernels repack.)
+// Q3_K matrix by 16 rows for fast mode's decode on AVX2 and AVX-512
+// (fastX16*AVX2: a weight row in each int32 lane), or returns nil as
+// PackQuant does. Fast prefill stages or rebuilds groups of rows from it,
+// or on AVX-512 repacks Q4_0, IQ4_NL, Q8_0 and IQ4_XS groups for the VNNI
+// kernels (gemmFastX16).
 func PackQuantFast(w []byte, f quant.Format, out, in int) *Packing {
 	if packOff || !(fastX16OK(f) || packAll && x16Words[f] > 0) {
 		return nil
 	}
-	return packQuant(w, f, out, in, packMin)
+	return packQuant(w, f, out, in, 1) // every size, as PackQuant
 }
 
 // packQuant regroups w where it holds at least min bytes.
