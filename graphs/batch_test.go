@@ -70,7 +70,12 @@ func batchSoak(t *testing.T, dev func(t *testing.T) cuda.Backend, n int, kv grap
 			var set map[string]any
 			tol := 1e-4
 			if kv.Quantized() {
-				set, tol = map[string]any{"head_dim": 64}, 1e-3
+				// Batched and alone differ in float32 summation order
+				// (about 1e-7 here), which can move a key, value or query
+				// across a Q8_0/Q4_0 rounding boundary: one level of its
+				// block. On AVX-512 two of some 40 sequences moved their
+				// logits by 1.5e-4 and 1.2e-3 that way, the rest under 3e-7.
+				set, tol = map[string]any{"head_dim": 64}, 5e-3
 			}
 			m := randomModel(t, c.golden, set)
 			opts := graphs.BatchOptions{Options: graphs.Options{Capacity: 48, KVCache: kv}, BlockTokens: 4, PrefixCache: c.prefix, KVBudget: graphs.KVBytes(m, 80*48, false)}
