@@ -370,13 +370,10 @@ func (t *attnTask) whole(s *attnScratch, ri, h int) {
 	S := blas32.General{Rows: r.Len, Cols: width, Stride: width, Data: scores}
 	Q := blas32.General{Rows: r.Len, Cols: d.Dk, Stride: qStride, Data: t.q[r.Row*qStride+h*d.Dk:]}
 	// Keys a..end-1 lie in runs of one block each.
-	for p := a; p < end; {
-		blk, slot := r.Blocks[p/d.B], p%d.B
-		n := min(end-p, d.B-slot)
+	blockRuns(r, d.B, a, end, func(blk int32, slot, p, n int) {
 		keys, _ := k.blockRows(blk)
 		keys.dotsT(S, Q, p-a, (g*d.B+slot)*d.Dk, n, k.scale)
-		p += n
-	}
+	})
 	for row := 0; row < r.Len; row++ {
 		p := r.Pos + row
 		sc := scores[row*width : (row+1)*width]
@@ -395,11 +392,20 @@ func (t *attnTask) whole(s *attnScratch, ri, h int) {
 		return
 	}
 	// Decode: one query's weighted sum of the value rows.
-	for p := a; p < end; {
-		blk, slot := r.Blocks[p/d.B], p%d.B
-		n := min(end-p, d.B-slot)
+	blockRuns(r, d.B, a, end, func(blk int32, slot, p, n int) {
 		_, values := k.blockRows(blk)
 		values.weigh(o[:d.Dv], scores[p-a:], (g*d.B+slot)*d.Dv, d.Dv, n, p > a)
+	})
+}
+
+// blockRuns calls f for each run of positions a..end-1 of r that lies in
+// one block of B positions: the block, the run's first slot in it, its
+// first position and its length.
+func blockRuns(r graphs.SeqRun, B, a, end int, f func(blk int32, slot, p, n int)) {
+	for p := a; p < end; {
+		slot := p % B
+		n := min(end-p, B-slot)
+		f(r.Blocks[p/B], slot, p, n)
 		p += n
 	}
 }
@@ -423,26 +429,20 @@ func (t *attnTask) group(s *attnScratch, ri, g int) {
 	qStride, oStride := d.Hq*d.Dk, d.Hq*d.Dv
 	S := blas32.General{Rows: G, Cols: width, Stride: width, Data: scores}
 	Q := blas32.General{Rows: G, Cols: d.Dk, Stride: d.Dk, Data: t.q[r.Row*qStride+g*G*d.Dk:]}
-	for p := a; p < end; {
-		blk, slot := r.Blocks[p/d.B], p%d.B
-		n := min(end-p, d.B-slot)
+	blockRuns(r, d.B, a, end, func(blk int32, slot, p, n int) {
 		keys, _ := k.blockRows(blk)
 		keys.dotsT(S, Q, p-a, (g*d.B+slot)*d.Dk, n, k.scale)
-		p += n
-	}
+	})
 	for i := range G {
 		softmaxRange(scores[i*width:(i+1)*width], 0, width)
 	}
 	o := t.out[r.Row*oStride+g*G*d.Dv:]
-	for p := a; p < end; {
-		blk, slot := r.Blocks[p/d.B], p%d.B
-		n := min(end-p, d.B-slot)
+	blockRuns(r, d.B, a, end, func(blk int32, slot, p, n int) {
 		_, values := k.blockRows(blk)
 		for i := range G {
 			values.weigh(o[i*d.Dv:(i+1)*d.Dv], scores[i*width+p-a:], (g*d.B+slot)*d.Dv, d.Dv, n, p > a)
 		}
-		p += n
-	}
+	})
 }
 
 // tile attends query head p.h of rows p.row0.. of a prefill run with an

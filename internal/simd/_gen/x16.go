@@ -271,18 +271,7 @@ func q4kx16Block(w, xp, sp GPVirtual, table, low, acc VecVirtual, pf prefetchPar
 		return v
 	}
 	// The mins: dmin·Σ_j m_j·sums[j], subtracted from the rows' sums.
-	mins := ZMM()
-	for j := 0; j < 8; j++ {
-		m := byteAt(2+j/4, j%4)
-		if j == 0 {
-			VMULPS_BCST(Mem{Base: sp}, m, mins)
-		} else {
-			VFMADD231PS_BCST(Mem{Base: sp, Disp: 4 * j}, m, mins)
-		}
-	}
-	dmin := ZMM()
-	VCVTPH2PS(Mem{Base: w, Disp: 32}, dmin)
-	VFNMADD231PS(dmin, mins, acc)
+	subtractMins(w, sp, acc, 8, func(j int) VecVirtual { return byteAt(2+j/4, j%4) })
 	d := ZMM()
 	VCVTPH2PS(Mem{Base: w}, d)
 	for ch := 0; ch < 4; ch++ {
@@ -321,6 +310,24 @@ func q4kx16Block(w, xp, sp GPVirtual, table, low, acc VecVirtual, pf prefetchPar
 			VFMADD231PS(sc, chains[0], acc)
 		}
 	}
+}
+
+// subtractMins takes dmin·Σ_s m_s·sums[s] off the rows' sums acc, for n
+// sub-blocks whose mins minOf gives as floats for the 16 rows (the
+// block's dmin, 16 halves, at w+32).
+func subtractMins(w, sp GPVirtual, acc VecVirtual, n int, minOf func(s int) VecVirtual) {
+	mins := ZMM()
+	for s := 0; s < n; s++ {
+		m := minOf(s)
+		if s == 0 {
+			VMULPS_BCST(Mem{Base: sp}, m, mins)
+		} else {
+			VFMADD231PS_BCST(Mem{Base: sp, Disp: 4 * s}, m, mins)
+		}
+	}
+	dmin := ZMM()
+	VCVTPH2PS(Mem{Base: w, Disp: 32}, dmin)
+	VFNMADD231PS(dmin, mins, acc)
 }
 
 // gemvQ6_Kx16 writes gemvQ6_Kx16AVX512: y[16g+r] = x · w_{16g+r} for
@@ -471,18 +478,7 @@ func gemvQ2_Kx16() {
 				VCVTDQ2PS(v, v)
 				return v
 			}
-			mins := ZMM()
-			for s := 0; s < 16; s++ {
-				m := scaleByte(s, true)
-				if s == 0 {
-					VMULPS_BCST(Mem{Base: sp}, m, mins)
-				} else {
-					VFMADD231PS_BCST(Mem{Base: sp, Disp: 4 * s}, m, mins)
-				}
-			}
-			dmin := ZMM()
-			VCVTPH2PS(Mem{Base: w, Disp: 32}, dmin)
-			VFNMADD231PS(dmin, mins, acc)
+			subtractMins(w, sp, acc, 16, func(s int) VecVirtual { return scaleByte(s, true) })
 			d := ZMM()
 			VCVTPH2PS(Mem{Base: w}, d)
 			for n := 0; n < 2; n++ {
@@ -751,18 +747,7 @@ func gemvQ5_Kx16() {
 				VCVTDQ2PS(v, v)
 				return v
 			}
-			mins := ZMM()
-			for s := 0; s < 8; s++ {
-				m := scaleMin(s, true)
-				if s == 0 {
-					VMULPS_BCST(Mem{Base: sp}, m, mins)
-				} else {
-					VFMADD231PS_BCST(Mem{Base: sp, Disp: 4 * s}, m, mins)
-				}
-			}
-			dmin := ZMM()
-			VCVTPH2PS(Mem{Base: w, Disp: 32}, dmin)
-			VFNMADD231PS(dmin, mins, acc)
+			subtractMins(w, sp, acc, 8, func(s int) VecVirtual { return scaleMin(s, true) })
 			d := ZMM()
 			VCVTPH2PS(Mem{Base: w}, d)
 			for j := 0; j < 4; j++ {
