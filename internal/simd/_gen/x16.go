@@ -481,38 +481,22 @@ func gemvQ2_Kx16() {
 			subtractMins(w, sp, acc, 16, func(s int) VecVirtual { return scaleByte(s, true) })
 			d := ZMM()
 			VCVTPH2PS(Mem{Base: w}, d)
-			for n := 0; n < 2; n++ {
-				for half := 0; half < 2; half++ {
-					var chains [4]VecVirtual
-					for w8 := 4 * half; w8 < 4*half+4; w8++ {
-						pf(8*n+w8, 16)
-						for k := 0; k < 4; k++ {
-							l := 4*w8 + k
-							raw := ZMM()
-							VMOVDQU32(Mem{Base: w, Disp: head + 64*(8*n+w8) + k}, raw)
-							for j := 0; j < 4; j++ {
-								if j == 2 {
-									VPSRLD(U8(4), raw, raw)
-								}
-								v := ZMM()
-								VPERMPS(tables[j%2], raw, v)
-								xm := Mem{Base: xp, Disp: 4 * (128*n + 32*j + l)}
-								if w8 == 4*half && k == 0 {
-									chains[j] = ZMM()
-									VMULPS_BCST(xm, v, chains[j])
-								} else {
-									VFMADD231PS_BCST(xm, v, chains[j])
-								}
-							}
-						}
+			k23Sums(xp, pf, func(n, w8, k int) func(j int) VecVirtual {
+				raw := ZMM()
+				VMOVDQU32(Mem{Base: w, Disp: head + 64*(8*n+w8) + k}, raw)
+				return func(j int) VecVirtual {
+					if j == 2 {
+						VPSRLD(U8(4), raw, raw)
 					}
-					for j := 0; j < 4; j++ {
-						sc := scaleByte(8*n+2*j+half, false)
-						VMULPS(d, sc, sc) // d·sc, as ggml computes it
-						VFMADD231PS(sc, chains[j], acc)
-					}
+					v := ZMM()
+					VPERMPS(tables[j%2], raw, v)
+					return v
 				}
-			}
+			}, func(s int, chain VecVirtual) {
+				sc := scaleByte(s, false)
+				VMULPS(d, sc, sc) // d·sc, as ggml computes it
+				VFMADD231PS(sc, chain, acc)
+			})
 		}
 	})
 }
@@ -559,60 +543,77 @@ func gemvQ3_Kx16() {
 		return func(w, xp, sp GPVirtual, acc VecVirtual, pf prefetchPart) {
 			d := ZMM()
 			VCVTPH2PS(Mem{Base: w}, d)
-			for n := 0; n < 2; n++ {
-				for half := 0; half < 2; half++ {
-					var chains [4]VecVirtual
-					for w8 := 4 * half; w8 < 4*half+4; w8++ {
-						pf(8*n+w8, 16)
-						for k := 0; k < 4; k++ {
-							l := 4*w8 + k
-							raw, hm := ZMM(), ZMM()
-							VMOVDQU32(Mem{Base: w, Disp: head + 8*64 + 64*(8*n+w8) + k}, raw)
-							VMOVDQU32(Mem{Base: w, Disp: head + 64*w8 + k}, hm)
-							for j := 0; j < 4; j++ {
-								if j == 2 {
-									VPSRLD(U8(4), raw, raw)
-								}
-								idx := ZMM()
-								switch sh := 4*n + j - 2*(1-j%2); {
-								case sh > 0:
-									VPSRLD(U8(sh), hm, idx)
-								case sh < 0:
-									VPSLLD(U8(-sh), hm, idx)
-								default:
-									VMOVDQA32(hm, idx)
-								}
-								VPTERNLOGD(U8(0xD8), fields[j%2], raw, idx) // idx = field bits ? raw : h
-								VPERMPS(tables[j%2], idx, idx)
-								xm := Mem{Base: xp, Disp: 4 * (128*n + 32*j + l)}
-								if w8 == 4*half && k == 0 {
-									chains[j] = ZMM()
-									VMULPS_BCST(xm, idx, chains[j])
-								} else {
-									VFMADD231PS_BCST(xm, idx, chains[j])
-								}
-							}
-						}
+			k23Sums(xp, pf, func(n, w8, k int) func(j int) VecVirtual {
+				raw, hm := ZMM(), ZMM()
+				VMOVDQU32(Mem{Base: w, Disp: head + 8*64 + 64*(8*n+w8) + k}, raw)
+				VMOVDQU32(Mem{Base: w, Disp: head + 64*w8 + k}, hm)
+				return func(j int) VecVirtual {
+					if j == 2 {
+						VPSRLD(U8(4), raw, raw)
 					}
+					idx := ZMM()
+					switch sh := 4*n + j - 2*(1-j%2); {
+					case sh > 0:
+						VPSRLD(U8(sh), hm, idx)
+					case sh < 0:
+						VPSLLD(U8(-sh), hm, idx)
+					default:
+						VMOVDQA32(hm, idx)
+					}
+					VPTERNLOGD(U8(0xD8), fields[j%2], raw, idx) // idx = field bits ? raw : h
+					VPERMPS(tables[j%2], idx, idx)
+					return idx
+				}
+			}, func(s int, chain VecVirtual) {
+				VFMADD231PS_BCST(Mem{Base: sp, Disp: 4 * s}, m4, chain) // less 4·Σx
+				sc := ZMM()
+				VPMOVSXWD(Mem{Base: w, Disp: 32 + 32*(s/2)}, sc)
+				if s%2 == 0 {
+					VPSLLD(U8(24), sc, sc)
+				} else {
+					VPSLLD(U8(16), sc, sc)
+				}
+				VPSRAD(U8(24), sc, sc) // the int8 scale, sign-extended
+				VCVTDQ2PS(sc, sc)
+				VMULPS(d, sc, sc) // d·sc, as ggml computes it
+				VFMADD231PS(sc, chain, acc)
+			})
+		}
+	})
+}
+
+// k23Sums emits the loop Q2_K's and Q3_K's regrouped kernels share: column
+// 128n+32j+l is field j of byte 32n+l of the 2-bit values, in sub-block
+// 8n+2j+l/16. For each half of each 128 columns, four chains (one a field)
+// sum the 16 rows' values times x over their sub-blocks: values(n, w8, k)
+// loads what byte k of word w8 needs and gives field j's values; then
+// done(s, chain) takes sub-block s's sums into the rows' accumulator.
+func k23Sums(xp GPVirtual, pf prefetchPart, values func(n, w8, k int) func(j int) VecVirtual, done func(s int, chain VecVirtual)) {
+	for n := 0; n < 2; n++ {
+		for half := 0; half < 2; half++ {
+			var chains [4]VecVirtual
+			for w8 := 4 * half; w8 < 4*half+4; w8++ {
+				pf(8*n+w8, 16)
+				for k := 0; k < 4; k++ {
+					l := 4*w8 + k
+					field := values(n, w8, k)
 					for j := 0; j < 4; j++ {
-						s := 8*n + 2*j + half
-						VFMADD231PS_BCST(Mem{Base: sp, Disp: 4 * s}, m4, chains[j]) // less 4·Σx
-						sc := ZMM()
-						VPMOVSXWD(Mem{Base: w, Disp: 32 + 32*(s/2)}, sc)
-						if s%2 == 0 {
-							VPSLLD(U8(24), sc, sc)
+						v := field(j)
+						xm := Mem{Base: xp, Disp: 4 * (128*n + 32*j + l)}
+						if w8 == 4*half && k == 0 {
+							chains[j] = ZMM()
+							VMULPS_BCST(xm, v, chains[j])
 						} else {
-							VPSLLD(U8(16), sc, sc)
+							VFMADD231PS_BCST(xm, v, chains[j])
 						}
-						VPSRAD(U8(24), sc, sc) // the int8 scale, sign-extended
-						VCVTDQ2PS(sc, sc)
-						VMULPS(d, sc, sc) // d·sc, as ggml computes it
-						VFMADD231PS(sc, chains[j], acc)
 					}
 				}
 			}
+			for j := 0; j < 4; j++ {
+				done(8*n+2*j+half, chains[j])
+			}
 		}
-	})
+	}
 }
 
 // q3Values are the tables of gemvQ3_Kx16: q+4h of a 4-bit index with the
