@@ -14,6 +14,8 @@ import (
 	"os"
 	"runtime/debug"
 	"sort"
+
+	"github.com/gozoo/gozoo/internal/procstat"
 )
 
 // command is one gozoo subcommand. run gets the arguments after the
@@ -56,6 +58,9 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(25)
 	}
+	// Most of the binary is code a given command never runs; on kernels
+	// that would keep all of it resident, let only what runs come back.
+	procstat.ReleaseImage()
 	os.Exit(dispatch(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

@@ -2,7 +2,8 @@
 // own use from /proc/self/status (KB, for gozoo bench and the memory
 // tests) and the memory it can still get from /proc/meminfo and its
 // cgroup (AvailableMemory, checked before loading weights, building
-// random models or allocating KV caches).
+// random models or allocating KV caches). ReleaseImage lets the
+// executable's unused code leave the resident set.
 package procstat
 
 import (

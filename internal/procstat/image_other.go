@@ -1,0 +1,6 @@
+//go:build !linux
+
+package procstat
+
+// ReleaseImage does nothing where the process's mappings are not Linux's.
+func ReleaseImage() int64 { return 0 }
