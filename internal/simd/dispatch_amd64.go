@@ -984,7 +984,7 @@ func asmFastGemmK(f quant.Format, p *packedRows, blocks int, q []int8, in int, d
 	}
 }
 
-// asmFastPack repacks 16 rows of w (Q4_0 or Q8_0, blocks blocks, stride
+// asmFastPack repacks 16 rows of w (Q4_0, Q5_0 or Q8_0, blocks blocks, stride
 // rb bytes) into dst and dw, if a kernel does it here.
 func asmFastPack(f quant.Format, w []byte, rb, blocks int, dst []uint32, dw []float32) bool {
 	if active != avx512 || blocks == 0 || len(w) < 15*rb+blocks*f.BlockBytes() || len(dst) < 128*blocks || len(dw) < 16*blocks {
@@ -993,6 +993,8 @@ func asmFastPack(f quant.Format, w []byte, rb, blocks int, dst []uint32, dw []fl
 	switch f {
 	case quant.Q4_0:
 		fastPackQ4_0AVX512(&w[0], rb, blocks, &dst[0], &dw[0])
+	case quant.Q5_0:
+		fastPackQ5_0AVX512(&w[0], rb, blocks, &dst[0], &dw[0])
 	case quant.Q8_0:
 		fastPackQ8_0AVX512(&w[0], rb, blocks, &dst[0], &dw[0])
 	default:

@@ -113,7 +113,7 @@ func BenchmarkMulTFast(b *testing.B) {
 			quant.QuantizeRow(f, src, w[j*rb:(j+1)*rb])
 		}
 		wt := Weight{Kind: Quant, Format: f, Bytes: w}
-		for _, T := range []int{1, 64} {
+		for _, T := range []int{1, 8, 64} {
 			x := make([]float32, T*in)
 			for i := range x {
 				x[i] = float32(r.NormFloat64())
@@ -287,7 +287,7 @@ func TestFastGemm(t *testing.T) {
 // repack regrouped Q4_0, IQ4_NL, Q8_0 and IQ4_XS groups.
 func TestFastPack(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0} {
+	for _, f := range []quant.Format{quant.Q4_0, quant.Q5_0, quant.Q8_0} {
 		for _, in := range []int{32, 1024, 3072} {
 			w := quantMatrix(r, f, 16, in)
 			rb, blocks := len(w)/16, in/32

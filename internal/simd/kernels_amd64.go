@@ -289,6 +289,11 @@ func gemvQ6_Kx16AVX512(x *float32, sums *float32, w *byte, blocks int, groups in
 //go:noescape
 func fastPackQ4_0AVX512(w *byte, rb int, blocks int, dst *uint32, dw *float32)
 
+// fastPackQ5_0AVX512 repacks 16 Q5_0 rows of blocks blocks (stride rb bytes) into dst and dw for the fast prefill kernels.
+//
+//go:noescape
+func fastPackQ5_0AVX512(w *byte, rb int, blocks int, dst *uint32, dw *float32)
+
 // fastPackQ8_0AVX512 repacks 16 Q8_0 rows of blocks blocks (stride rb bytes) into dst and dw for the fast prefill kernels.
 //
 //go:noescape

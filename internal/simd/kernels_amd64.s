@@ -140,6 +140,24 @@ DATA iq4levelsu8<>+14(SB)/1, $0xd9
 DATA iq4levelsu8<>+15(SB)/1, $0xf1
 GLOBL iq4levelsu8<>(SB), RODATA|NOPTR, $16
 
+DATA fifthbits<>+0(SB)/4, $0x00000000
+DATA fifthbits<>+4(SB)/4, $0x00000010
+DATA fifthbits<>+8(SB)/4, $0x00001000
+DATA fifthbits<>+12(SB)/4, $0x00001010
+DATA fifthbits<>+16(SB)/4, $0x00100000
+DATA fifthbits<>+20(SB)/4, $0x00100010
+DATA fifthbits<>+24(SB)/4, $0x00101000
+DATA fifthbits<>+28(SB)/4, $0x00101010
+DATA fifthbits<>+32(SB)/4, $0x10000000
+DATA fifthbits<>+36(SB)/4, $0x10000010
+DATA fifthbits<>+40(SB)/4, $0x10001000
+DATA fifthbits<>+44(SB)/4, $0x10001010
+DATA fifthbits<>+48(SB)/4, $0x10100000
+DATA fifthbits<>+52(SB)/4, $0x10100010
+DATA fifthbits<>+56(SB)/4, $0x10101000
+DATA fifthbits<>+60(SB)/4, $0x10101010
+GLOBL fifthbits<>(SB), RODATA|NOPTR, $64
+
 DATA bf12idx0<>+0(SB)/1, $0x00
 DATA bf12idx0<>+1(SB)/1, $0x00
 DATA bf12idx0<>+2(SB)/1, $0x00
@@ -12697,7 +12715,7 @@ gemvQ6_Kx16AVX512_end:
 	RET
 
 // func fastPackQ4_0AVX512(w *byte, rb int, blocks int, dst *uint32, dw *float32)
-// Requires: AVX, AVX512DQ, AVX512F
+// Requires: AVX, AVX512DQ, AVX512F, MMX+
 TEXT ·fastPackQ4_0AVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         rb+8(FP), CX
@@ -12707,14 +12725,46 @@ TEXT ·fastPackQ4_0AVX512(SB), NOSPLIT, $0-40
 	VCVTTPS2DQ   iota16<>+0(SB), Z0
 	VPBROADCASTD CX, Z1
 	VPMULLD      Z1, Z0, Z0
-	MOVL         $0x0f0f0f0f, CX
-	VPBROADCASTD CX, Z1
-	MOVL         $0x0000ffff, CX
+	MOVL         $0x0f0f0f0f, DI
+	VPBROADCASTD DI, Z1
+	MOVL         $0x0000ffff, DI
 
 fastPackQ4_0AVX512_block:
 	TESTQ      DX, DX
 	JZ         fastPackQ4_0AVX512_end
-	KMOVW      CX, K1
+	LEAQ       512(AX), R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	KMOVW      DI, K1
 	VXORPS     Z2, Z2, Z2
 	VPGATHERDD 2(AX)(Z0*1), K1, Z2
 	VPANDD     Z1, Z2, Z3
@@ -12722,7 +12772,7 @@ fastPackQ4_0AVX512_block:
 	VPSRLD     $0x04, Z2, Z2
 	VPANDD     Z1, Z2, Z2
 	VMOVDQU32  Z2, 256(BX)
-	KMOVW      CX, K1
+	KMOVW      DI, K1
 	VXORPS     Z2, Z2, Z2
 	VPGATHERDD 6(AX)(Z0*1), K1, Z2
 	VPANDD     Z1, Z2, Z3
@@ -12730,7 +12780,7 @@ fastPackQ4_0AVX512_block:
 	VPSRLD     $0x04, Z2, Z2
 	VPANDD     Z1, Z2, Z2
 	VMOVDQU32  Z2, 320(BX)
-	KMOVW      CX, K1
+	KMOVW      DI, K1
 	VXORPS     Z2, Z2, Z2
 	VPGATHERDD 10(AX)(Z0*1), K1, Z2
 	VPANDD     Z1, Z2, Z3
@@ -12738,7 +12788,7 @@ fastPackQ4_0AVX512_block:
 	VPSRLD     $0x04, Z2, Z2
 	VPANDD     Z1, Z2, Z2
 	VMOVDQU32  Z2, 384(BX)
-	KMOVW      CX, K1
+	KMOVW      DI, K1
 	VXORPS     Z2, Z2, Z2
 	VPGATHERDD 14(AX)(Z0*1), K1, Z2
 	VPANDD     Z1, Z2, Z3
@@ -12746,7 +12796,7 @@ fastPackQ4_0AVX512_block:
 	VPSRLD     $0x04, Z2, Z2
 	VPANDD     Z1, Z2, Z2
 	VMOVDQU32  Z2, 448(BX)
-	KMOVW      CX, K1
+	KMOVW      DI, K1
 	VXORPS     Z2, Z2, Z2
 	VPGATHERDD (AX)(Z0*1), K1, Z2
 	VPMOVDW    Z2, Y2
@@ -12762,8 +12812,133 @@ fastPackQ4_0AVX512_end:
 	VZEROUPPER
 	RET
 
+// func fastPackQ5_0AVX512(w *byte, rb int, blocks int, dst *uint32, dw *float32)
+// Requires: AVX, AVX512DQ, AVX512F, MMX+
+TEXT ·fastPackQ5_0AVX512(SB), NOSPLIT, $0-40
+	MOVQ         w+0(FP), AX
+	MOVQ         rb+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVQ         dst+24(FP), BX
+	MOVQ         dw+32(FP), SI
+	VCVTTPS2DQ   iota16<>+0(SB), Z0
+	VPBROADCASTD CX, Z1
+	VPMULLD      Z1, Z0, Z0
+	MOVL         $0x0f0f0f0f, DI
+	VPBROADCASTD DI, Z1
+	VMOVDQU32    fifthbits<>+0(SB), Z2
+	MOVL         $0x0000ffff, DI
+
+fastPackQ5_0AVX512_block:
+	TESTQ      DX, DX
+	JZ         fastPackQ5_0AVX512_end
+	LEAQ       512(AX), R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	KMOVW      DI, K1
+	VXORPS     Z3, Z3, Z3
+	VPGATHERDD 2(AX)(Z0*1), K1, Z3
+	KMOVW      DI, K1
+	VXORPS     Z4, Z4, Z4
+	VPGATHERDD 6(AX)(Z0*1), K1, Z4
+	VPANDD     Z1, Z4, Z5
+	VPERMD     Z2, Z3, Z6
+	VPORD      Z6, Z5, Z5
+	VMOVDQU32  Z5, (BX)
+	VPSRLD     $0x04, Z4, Z4
+	VPANDD     Z1, Z4, Z4
+	VPSRLD     $0x10, Z3, Z5
+	VPERMD     Z2, Z5, Z5
+	VPORD      Z5, Z4, Z4
+	VMOVDQU32  Z4, 256(BX)
+	KMOVW      DI, K1
+	VXORPS     Z4, Z4, Z4
+	VPGATHERDD 10(AX)(Z0*1), K1, Z4
+	VPANDD     Z1, Z4, Z5
+	VPSRLD     $0x04, Z3, Z6
+	VPERMD     Z2, Z6, Z6
+	VPORD      Z6, Z5, Z5
+	VMOVDQU32  Z5, 64(BX)
+	VPSRLD     $0x04, Z4, Z4
+	VPANDD     Z1, Z4, Z4
+	VPSRLD     $0x14, Z3, Z5
+	VPERMD     Z2, Z5, Z5
+	VPORD      Z5, Z4, Z4
+	VMOVDQU32  Z4, 320(BX)
+	KMOVW      DI, K1
+	VXORPS     Z4, Z4, Z4
+	VPGATHERDD 14(AX)(Z0*1), K1, Z4
+	VPANDD     Z1, Z4, Z5
+	VPSRLD     $0x08, Z3, Z6
+	VPERMD     Z2, Z6, Z6
+	VPORD      Z6, Z5, Z5
+	VMOVDQU32  Z5, 128(BX)
+	VPSRLD     $0x04, Z4, Z4
+	VPANDD     Z1, Z4, Z4
+	VPSRLD     $0x18, Z3, Z5
+	VPERMD     Z2, Z5, Z5
+	VPORD      Z5, Z4, Z4
+	VMOVDQU32  Z4, 384(BX)
+	KMOVW      DI, K1
+	VXORPS     Z4, Z4, Z4
+	VPGATHERDD 18(AX)(Z0*1), K1, Z4
+	VPANDD     Z1, Z4, Z5
+	VPSRLD     $0x0c, Z3, Z6
+	VPERMD     Z2, Z6, Z6
+	VPORD      Z6, Z5, Z5
+	VMOVDQU32  Z5, 192(BX)
+	VPSRLD     $0x04, Z4, Z4
+	VPANDD     Z1, Z4, Z4
+	VPSRLD     $0x1c, Z3, Z3
+	VPERMD     Z2, Z3, Z3
+	VPORD      Z3, Z4, Z4
+	VMOVDQU32  Z4, 448(BX)
+	KMOVW      DI, K1
+	VXORPS     Z3, Z3, Z3
+	VPGATHERDD (AX)(Z0*1), K1, Z3
+	VPMOVDW    Z3, Y3
+	VCVTPH2PS  Y3, Z3
+	VMOVUPS    Z3, (SI)
+	ADDQ       $0x16, AX
+	ADDQ       $0x00000200, BX
+	ADDQ       $0x40, SI
+	DECQ       DX
+	JMP        fastPackQ5_0AVX512_block
+
+fastPackQ5_0AVX512_end:
+	VZEROUPPER
+	RET
+
 // func fastPackQ8_0AVX512(w *byte, rb int, blocks int, dst *uint32, dw *float32)
-// Requires: AVX, AVX512DQ, AVX512F
+// Requires: AVX, AVX512DQ, AVX512F, MMX+
 TEXT ·fastPackQ8_0AVX512(SB), NOSPLIT, $0-40
 	MOVQ         w+0(FP), AX
 	MOVQ         rb+8(FP), CX
@@ -12773,54 +12948,86 @@ TEXT ·fastPackQ8_0AVX512(SB), NOSPLIT, $0-40
 	VCVTTPS2DQ   iota16<>+0(SB), Z0
 	VPBROADCASTD CX, Z1
 	VPMULLD      Z1, Z0, Z0
-	MOVL         $0x80808080, CX
-	VPBROADCASTD CX, Z1
-	MOVL         $0x0000ffff, CX
+	MOVL         $0x80808080, DI
+	VPBROADCASTD DI, Z1
+	MOVL         $0x0000ffff, DI
 
 fastPackQ8_0AVX512_block:
 	TESTQ      DX, DX
 	JZ         fastPackQ8_0AVX512_end
-	KMOVW      CX, K1
+	LEAQ       512(AX), R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	KMOVW      DI, K1
 	VXORPS     Z2, Z2, Z2
 	VPGATHERDD 2(AX)(Z0*1), K1, Z2
 	VPXORD     Z1, Z2, Z2
 	VMOVDQU32  Z2, (BX)
-	KMOVW      CX, K1
+	KMOVW      DI, K1
 	VXORPS     Z2, Z2, Z2
 	VPGATHERDD 6(AX)(Z0*1), K1, Z2
 	VPXORD     Z1, Z2, Z2
 	VMOVDQU32  Z2, 64(BX)
-	KMOVW      CX, K1
+	KMOVW      DI, K1
 	VXORPS     Z2, Z2, Z2
 	VPGATHERDD 10(AX)(Z0*1), K1, Z2
 	VPXORD     Z1, Z2, Z2
 	VMOVDQU32  Z2, 128(BX)
-	KMOVW      CX, K1
+	KMOVW      DI, K1
 	VXORPS     Z2, Z2, Z2
 	VPGATHERDD 14(AX)(Z0*1), K1, Z2
 	VPXORD     Z1, Z2, Z2
 	VMOVDQU32  Z2, 192(BX)
-	KMOVW      CX, K1
+	KMOVW      DI, K1
 	VXORPS     Z2, Z2, Z2
 	VPGATHERDD 18(AX)(Z0*1), K1, Z2
 	VPXORD     Z1, Z2, Z2
 	VMOVDQU32  Z2, 256(BX)
-	KMOVW      CX, K1
+	KMOVW      DI, K1
 	VXORPS     Z2, Z2, Z2
 	VPGATHERDD 22(AX)(Z0*1), K1, Z2
 	VPXORD     Z1, Z2, Z2
 	VMOVDQU32  Z2, 320(BX)
-	KMOVW      CX, K1
+	KMOVW      DI, K1
 	VXORPS     Z2, Z2, Z2
 	VPGATHERDD 26(AX)(Z0*1), K1, Z2
 	VPXORD     Z1, Z2, Z2
 	VMOVDQU32  Z2, 384(BX)
-	KMOVW      CX, K1
+	KMOVW      DI, K1
 	VXORPS     Z2, Z2, Z2
 	VPGATHERDD 30(AX)(Z0*1), K1, Z2
 	VPXORD     Z1, Z2, Z2
 	VMOVDQU32  Z2, 448(BX)
-	KMOVW      CX, K1
+	KMOVW      DI, K1
 	VXORPS     Z2, Z2, Z2
 	VPGATHERDD (AX)(Z0*1), K1, Z2
 	VPMOVDW    Z2, Y2
@@ -12993,7 +13200,7 @@ fastPackX16Q8_0AVX512_end:
 	RET
 
 // func fastPackQ4_KAVX512(w *byte, rb int, blocks int, dst *uint32)
-// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·fastPackQ4_KAVX512(SB), NOSPLIT, $0-32
 	MOVQ         w+0(FP), AX
 	MOVQ         rb+8(FP), CX
@@ -13008,14 +13215,46 @@ TEXT ·fastPackQ4_KAVX512(SB), NOSPLIT, $0-32
 	VPBROADCASTD CX, Z2
 	VPMULLD      Z2, Z0, Z0
 	VPADDD       Z1, Z0, Z0
-	MOVL         $0x0000ffff, CX
+	MOVL         $0x0000ffff, SI
 
 fastPackQ4_KAVX512_block:
 	TESTQ        DX, DX
 	JZ           fastPackQ4_KAVX512_end
-	MOVL         $0x0f0f0f0f, SI
-	VPBROADCASTD SI, Z1
-	KMOVW        CX, K1
+	LEAQ         288(AX), DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	ADDQ         CX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	ADDQ         CX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	ADDQ         CX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	ADDQ         CX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	ADDQ         CX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	ADDQ         CX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	ADDQ         CX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	MOVL         $0x0f0f0f0f, DI
+	VPBROADCASTD DI, Z1
+	KMOVW        SI, K1
 	VXORPS       Z2, Z2, Z2
 	VPGATHERDD   16(AX)(Z0*1), K1, Z2
 	VPANDD       Z1, Z2, Z3
@@ -13023,7 +13262,7 @@ fastPackQ4_KAVX512_block:
 	VPSRLD       $0x04, Z2, Z2
 	VPANDD       Z1, Z2, Z2
 	VMOVDQU32    Z2, 256(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z2, Z2, Z2
 	VPGATHERDD   24(AX)(Z0*1), K1, Z2
 	VPANDD       Z1, Z2, Z3
@@ -13031,7 +13270,7 @@ fastPackQ4_KAVX512_block:
 	VPSRLD       $0x04, Z2, Z2
 	VPANDD       Z1, Z2, Z2
 	VMOVDQU32    Z2, 320(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z2, Z2, Z2
 	VPGATHERDD   32(AX)(Z0*1), K1, Z2
 	VPANDD       Z1, Z2, Z3
@@ -13039,7 +13278,7 @@ fastPackQ4_KAVX512_block:
 	VPSRLD       $0x04, Z2, Z2
 	VPANDD       Z1, Z2, Z2
 	VMOVDQU32    Z2, 384(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z2, Z2, Z2
 	VPGATHERDD   40(AX)(Z0*1), K1, Z2
 	VPANDD       Z1, Z2, Z3
@@ -13047,7 +13286,7 @@ fastPackQ4_KAVX512_block:
 	VPSRLD       $0x04, Z2, Z2
 	VPANDD       Z1, Z2, Z2
 	VMOVDQU32    Z2, 448(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z2, Z2, Z2
 	VPGATHERDD   48(AX)(Z0*1), K1, Z2
 	VPANDD       Z1, Z2, Z3
@@ -13055,7 +13294,7 @@ fastPackQ4_KAVX512_block:
 	VPSRLD       $0x04, Z2, Z2
 	VPANDD       Z1, Z2, Z2
 	VMOVDQU32    Z2, 768(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z2, Z2, Z2
 	VPGATHERDD   56(AX)(Z0*1), K1, Z2
 	VPANDD       Z1, Z2, Z3
@@ -13063,7 +13302,7 @@ fastPackQ4_KAVX512_block:
 	VPSRLD       $0x04, Z2, Z2
 	VPANDD       Z1, Z2, Z2
 	VMOVDQU32    Z2, 832(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z2, Z2, Z2
 	VPGATHERDD   64(AX)(Z0*1), K1, Z2
 	VPANDD       Z1, Z2, Z3
@@ -13071,7 +13310,7 @@ fastPackQ4_KAVX512_block:
 	VPSRLD       $0x04, Z2, Z2
 	VPANDD       Z1, Z2, Z2
 	VMOVDQU32    Z2, 896(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z2, Z2, Z2
 	VPGATHERDD   72(AX)(Z0*1), K1, Z2
 	VPANDD       Z1, Z2, Z3
@@ -13079,7 +13318,7 @@ fastPackQ4_KAVX512_block:
 	VPSRLD       $0x04, Z2, Z2
 	VPANDD       Z1, Z2, Z2
 	VMOVDQU32    Z2, 960(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z2, Z2, Z2
 	VPGATHERDD   80(AX)(Z0*1), K1, Z2
 	VPANDD       Z1, Z2, Z3
@@ -13087,7 +13326,7 @@ fastPackQ4_KAVX512_block:
 	VPSRLD       $0x04, Z2, Z2
 	VPANDD       Z1, Z2, Z2
 	VMOVDQU32    Z2, 1280(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z2, Z2, Z2
 	VPGATHERDD   88(AX)(Z0*1), K1, Z2
 	VPANDD       Z1, Z2, Z3
@@ -13095,7 +13334,7 @@ fastPackQ4_KAVX512_block:
 	VPSRLD       $0x04, Z2, Z2
 	VPANDD       Z1, Z2, Z2
 	VMOVDQU32    Z2, 1344(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z2, Z2, Z2
 	VPGATHERDD   96(AX)(Z0*1), K1, Z2
 	VPANDD       Z1, Z2, Z3
@@ -13103,7 +13342,7 @@ fastPackQ4_KAVX512_block:
 	VPSRLD       $0x04, Z2, Z2
 	VPANDD       Z1, Z2, Z2
 	VMOVDQU32    Z2, 1408(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z2, Z2, Z2
 	VPGATHERDD   104(AX)(Z0*1), K1, Z2
 	VPANDD       Z1, Z2, Z3
@@ -13111,7 +13350,7 @@ fastPackQ4_KAVX512_block:
 	VPSRLD       $0x04, Z2, Z2
 	VPANDD       Z1, Z2, Z2
 	VMOVDQU32    Z2, 1472(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z2, Z2, Z2
 	VPGATHERDD   112(AX)(Z0*1), K1, Z2
 	VPANDD       Z1, Z2, Z3
@@ -13119,7 +13358,7 @@ fastPackQ4_KAVX512_block:
 	VPSRLD       $0x04, Z2, Z2
 	VPANDD       Z1, Z2, Z2
 	VMOVDQU32    Z2, 1792(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z2, Z2, Z2
 	VPGATHERDD   120(AX)(Z0*1), K1, Z2
 	VPANDD       Z1, Z2, Z3
@@ -13127,7 +13366,7 @@ fastPackQ4_KAVX512_block:
 	VPSRLD       $0x04, Z2, Z2
 	VPANDD       Z1, Z2, Z2
 	VMOVDQU32    Z2, 1856(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z2, Z2, Z2
 	VPGATHERDD   128(AX)(Z0*1), K1, Z2
 	VPANDD       Z1, Z2, Z3
@@ -13135,7 +13374,7 @@ fastPackQ4_KAVX512_block:
 	VPSRLD       $0x04, Z2, Z2
 	VPANDD       Z1, Z2, Z2
 	VMOVDQU32    Z2, 1920(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z2, Z2, Z2
 	VPGATHERDD   136(AX)(Z0*1), K1, Z2
 	VPANDD       Z1, Z2, Z3
@@ -13143,21 +13382,21 @@ fastPackQ4_KAVX512_block:
 	VPSRLD       $0x04, Z2, Z2
 	VPANDD       Z1, Z2, Z2
 	VMOVDQU32    Z2, 1984(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Y1, Y1, Y1
 	VPGATHERDD   4(AX)(Y0*1), K1, Y1
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Y2, Y2, Y2
 	VPGATHERDD   8(AX)(Y0*1), K1, Y2
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Y3, Y3, Y3
 	VPGATHERDD   12(AX)(Y0*1), K1, Y3
-	MOVL         $0x0000003f, SI
-	VPBROADCASTD SI, Y4
-	MOVL         $0x0000000f, SI
-	VPBROADCASTD SI, Y5
-	MOVL         $0x00000003, SI
-	VPBROADCASTD SI, Y6
+	MOVL         $0x0000003f, DI
+	VPBROADCASTD DI, Y4
+	MOVL         $0x0000000f, DI
+	VPBROADCASTD DI, Y5
+	MOVL         $0x00000003, DI
+	VPBROADCASTD DI, Y6
 	VPSRLD       $0x00, Y1, Y7
 	VPAND        Y4, Y7, Y7
 	VPSRLD       $0x00, Y2, Y8
@@ -13254,7 +13493,7 @@ fastPackQ4_KAVX512_block:
 	VPSLLD       $0x10, Y3, Y1
 	VPOR         Y1, Y3, Y3
 	VMOVDQU      Y3, 2528(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Y1, Y1, Y1
 	VPGATHERDD   (AX)(Y0*1), K1, Y1
 	VPMOVDW      Y1, X2
@@ -13274,7 +13513,7 @@ fastPackQ4_KAVX512_end:
 	RET
 
 // func fastPackQ6_KAVX512(w *byte, rb int, blocks int, dst *uint32)
-// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·fastPackQ6_KAVX512(SB), NOSPLIT, $0-32
 	MOVQ         w+0(FP), AX
 	MOVQ         rb+8(FP), CX
@@ -13289,22 +13528,62 @@ TEXT ·fastPackQ6_KAVX512(SB), NOSPLIT, $0-32
 	VPBROADCASTD CX, Z2
 	VPMULLD      Z2, Z0, Z0
 	VPADDD       Z1, Z0, Z0
-	MOVL         $0x0000ffff, CX
+	MOVL         $0x0000ffff, SI
 
 fastPackQ6_KAVX512_block:
 	TESTQ        DX, DX
 	JZ           fastPackQ6_KAVX512_end
-	MOVL         $0x0f0f0f0f, SI
-	VPBROADCASTD SI, Z1
-	MOVL         $0x03030303, SI
-	VPBROADCASTD SI, Z2
-	KMOVW        CX, K1
+	LEAQ         420(AX), DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	PREFETCHT0   192(DI)
+	ADDQ         CX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	PREFETCHT0   192(DI)
+	ADDQ         CX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	PREFETCHT0   192(DI)
+	ADDQ         CX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	PREFETCHT0   192(DI)
+	ADDQ         CX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	PREFETCHT0   192(DI)
+	ADDQ         CX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	PREFETCHT0   192(DI)
+	ADDQ         CX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	PREFETCHT0   192(DI)
+	ADDQ         CX, DI
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   128(DI)
+	PREFETCHT0   192(DI)
+	MOVL         $0x0f0f0f0f, DI
+	VPBROADCASTD DI, Z1
+	MOVL         $0x03030303, DI
+	VPBROADCASTD DI, Z2
+	KMOVW        SI, K1
 	VXORPS       Z3, Z3, Z3
 	VPGATHERDD   128(AX)(Z0*1), K1, Z3
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z4, Z4, Z4
 	VPGATHERDD   (AX)(Z0*1), K1, Z4
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z5, Z5, Z5
 	VPGATHERDD   32(AX)(Z0*1), K1, Z5
 	VPANDD       Z1, Z4, Z6
@@ -13333,13 +13612,13 @@ fastPackQ6_KAVX512_block:
 	VPSLLD       $0x04, Z3, Z3
 	VPORD        Z3, Z4, Z4
 	VMOVDQU32    Z4, 768(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z3, Z3, Z3
 	VPGATHERDD   136(AX)(Z0*1), K1, Z3
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z4, Z4, Z4
 	VPGATHERDD   8(AX)(Z0*1), K1, Z4
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z5, Z5, Z5
 	VPGATHERDD   40(AX)(Z0*1), K1, Z5
 	VPANDD       Z1, Z4, Z6
@@ -13368,13 +13647,13 @@ fastPackQ6_KAVX512_block:
 	VPSLLD       $0x04, Z3, Z3
 	VPORD        Z3, Z4, Z4
 	VMOVDQU32    Z4, 832(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z3, Z3, Z3
 	VPGATHERDD   144(AX)(Z0*1), K1, Z3
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z4, Z4, Z4
 	VPGATHERDD   16(AX)(Z0*1), K1, Z4
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z5, Z5, Z5
 	VPGATHERDD   48(AX)(Z0*1), K1, Z5
 	VPANDD       Z1, Z4, Z6
@@ -13403,13 +13682,13 @@ fastPackQ6_KAVX512_block:
 	VPSLLD       $0x04, Z3, Z3
 	VPORD        Z3, Z4, Z4
 	VMOVDQU32    Z4, 896(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z3, Z3, Z3
 	VPGATHERDD   152(AX)(Z0*1), K1, Z3
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z4, Z4, Z4
 	VPGATHERDD   24(AX)(Z0*1), K1, Z4
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z5, Z5, Z5
 	VPGATHERDD   56(AX)(Z0*1), K1, Z5
 	VPANDD       Z1, Z4, Z6
@@ -13438,13 +13717,13 @@ fastPackQ6_KAVX512_block:
 	VPSLLD       $0x04, Z3, Z3
 	VPORD        Z3, Z4, Z4
 	VMOVDQU32    Z4, 960(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z3, Z3, Z3
 	VPGATHERDD   160(AX)(Z0*1), K1, Z3
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z4, Z4, Z4
 	VPGATHERDD   64(AX)(Z0*1), K1, Z4
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z5, Z5, Z5
 	VPGATHERDD   96(AX)(Z0*1), K1, Z5
 	VPANDD       Z1, Z4, Z6
@@ -13473,13 +13752,13 @@ fastPackQ6_KAVX512_block:
 	VPSLLD       $0x04, Z3, Z3
 	VPORD        Z3, Z4, Z4
 	VMOVDQU32    Z4, 1792(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z3, Z3, Z3
 	VPGATHERDD   168(AX)(Z0*1), K1, Z3
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z4, Z4, Z4
 	VPGATHERDD   72(AX)(Z0*1), K1, Z4
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z5, Z5, Z5
 	VPGATHERDD   104(AX)(Z0*1), K1, Z5
 	VPANDD       Z1, Z4, Z6
@@ -13508,13 +13787,13 @@ fastPackQ6_KAVX512_block:
 	VPSLLD       $0x04, Z3, Z3
 	VPORD        Z3, Z4, Z4
 	VMOVDQU32    Z4, 1856(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z3, Z3, Z3
 	VPGATHERDD   176(AX)(Z0*1), K1, Z3
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z4, Z4, Z4
 	VPGATHERDD   80(AX)(Z0*1), K1, Z4
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z5, Z5, Z5
 	VPGATHERDD   112(AX)(Z0*1), K1, Z5
 	VPANDD       Z1, Z4, Z6
@@ -13543,13 +13822,13 @@ fastPackQ6_KAVX512_block:
 	VPSLLD       $0x04, Z3, Z3
 	VPORD        Z3, Z4, Z4
 	VMOVDQU32    Z4, 1920(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z3, Z3, Z3
 	VPGATHERDD   184(AX)(Z0*1), K1, Z3
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z4, Z4, Z4
 	VPGATHERDD   88(AX)(Z0*1), K1, Z4
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Z5, Z5, Z5
 	VPGATHERDD   120(AX)(Z0*1), K1, Z5
 	VPANDD       Z1, Z4, Z6
@@ -13578,9 +13857,9 @@ fastPackQ6_KAVX512_block:
 	VPSLLD       $0x04, Z1, Z1
 	VPORD        Z1, Z4, Z4
 	VMOVDQU32    Z4, 1984(BX)
-	MOVL         $0x0000ffff, SI
-	VPBROADCASTD SI, Y1
-	KMOVW        CX, K1
+	MOVL         $0x0000ffff, DI
+	VPBROADCASTD DI, Y1
+	KMOVW        SI, K1
 	VXORPS       Y2, Y2, Y2
 	VPGATHERDD   192(AX)(Y0*1), K1, Y2
 	VPSLLD       $0x18, Y2, Y3
@@ -13606,7 +13885,7 @@ fastPackQ6_KAVX512_block:
 	VPANDN       Y2, Y1, Y2
 	VPOR         Y2, Y3, Y3
 	VMOVDQU      Y3, 2592(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Y2, Y2, Y2
 	VPGATHERDD   196(AX)(Y0*1), K1, Y2
 	VPSLLD       $0x18, Y2, Y3
@@ -13632,7 +13911,7 @@ fastPackQ6_KAVX512_block:
 	VPANDN       Y2, Y1, Y2
 	VPOR         Y2, Y3, Y3
 	VMOVDQU      Y3, 2656(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Y2, Y2, Y2
 	VPGATHERDD   200(AX)(Y0*1), K1, Y2
 	VPSLLD       $0x18, Y2, Y3
@@ -13658,7 +13937,7 @@ fastPackQ6_KAVX512_block:
 	VPANDN       Y2, Y1, Y2
 	VPOR         Y2, Y3, Y3
 	VMOVDQU      Y3, 2720(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Y2, Y2, Y2
 	VPGATHERDD   204(AX)(Y0*1), K1, Y2
 	VPSLLD       $0x18, Y2, Y3
@@ -13684,7 +13963,7 @@ fastPackQ6_KAVX512_block:
 	VPANDN       Y2, Y1, Y2
 	VPOR         Y2, Y3, Y3
 	VMOVDQU      Y3, 2784(BX)
-	KMOVW        CX, K1
+	KMOVW        SI, K1
 	VXORPS       Y1, Y1, Y1
 	VPGATHERDD   206(AX)(Y0*1), K1, Y1
 	VPSRLD       $0x10, Y1, Y1

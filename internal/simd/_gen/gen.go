@@ -99,6 +99,7 @@ func main() {
 	q2FieldsConsts()
 	q3ValuesConsts()
 	iq4LevelsU8Consts()
+	fifthBitsConsts()
 	codedConsts()
 	q6GFNIConsts()
 	isas := []isa{avx512, {"AVX2", 8, YMM, 2}}
@@ -153,6 +154,7 @@ func main() {
 	gemvQ4_Kx16()
 	gemvQ6_Kx16()
 	fastPack("Q4_0")
+	fastPack("Q5_0")
 	fastPack("Q8_0")
 	for _, q := range []string{"Q4_0", "IQ4_NL", "Q8_0"} {
 		fastPackX16(q)

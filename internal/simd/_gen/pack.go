@@ -9,8 +9,9 @@ import (
 // fastPack writes fastPack{q}AVX512, the repacking of 16 weight rows for
 // fast mode's prefill (packedRows.pack in fastgemm.go): per block, word
 // 16j + c is row c's 4-byte word j of values (Q4_0: its low nibbles for
-// j < 4, its high ones for j >= 4; Q8_0: each byte + 128), and dw has
-// the 16 rows' scales as float32. The Go loop spent about 25 cycles a
+// j < 4, its high ones for j >= 4; Q5_0: the same with each value's fifth
+// bit, read by VPERMD from the 4 bits of qh that a shift puts lowest;
+// Q8_0: each byte + 128), and dw has the 16 rows' scales as float32. The Go loop spent about 25 cycles a
 // row and block on its scattered stores, a sixth of a 128-token prefill
 // of Qwen3-0.6B Q4_0; here one gather reads a word of the 16 rows, and
 // a vector store writes it.
@@ -20,17 +21,24 @@ func fastPack(q string) {
 	Pragma("noescape")
 	Doc(name + " repacks 16 " + q + " rows of blocks blocks (stride rb bytes) into dst and dw for the fast prefill kernels.")
 	w, rb, blocks, dst, dw, _ := params("w", "rb", "blocks", "dst", "dw")
-	bsize, words := map[string]int{"Q4_0": 18, "Q8_0": 34}[q], map[string]int{"Q4_0": 4, "Q8_0": 8}[q]
+	bsize := map[string]int{"Q4_0": 18, "Q5_0": 22, "Q8_0": 34}[q]
+	words := map[string]int{"Q4_0": 4, "Q5_0": 4, "Q8_0": 8}[q]
+	// Q5_0's values start after d and the 4 bytes of fifth bits.
+	first := map[string]int{"Q4_0": 2, "Q5_0": 6, "Q8_0": 2}[q]
 	// offs[c] = c·rb, the gathers' indexes.
 	offs, step := ZMM(), ZMM()
 	VCVTTPS2DQ(iota16, offs)
 	VPBROADCASTD(rb.As32(), step)
 	VPMULLD(step, offs, offs)
-	var mask VecVirtual
-	if q == "Q4_0" {
-		mask = broadcast(avx512, 0x0f0f0f0f)
-	} else {
+	var mask, fifth VecVirtual
+	if q == "Q8_0" {
 		mask = broadcast(avx512, 0x80808080)
+	} else {
+		mask = broadcast(avx512, 0x0f0f0f0f)
+	}
+	if q == "Q5_0" {
+		fifth = ZMM()
+		VMOVDQU32(fifthBitsTable, fifth)
 	}
 	// gather reads the 4 bytes at disp in the 16 rows' current block.
 	g := rowGather(w)
@@ -38,14 +46,36 @@ func fastPack(q string) {
 	Label(name + "_block")
 	TESTQ(blocks, blocks)
 	JZ(LabelRef(name + "_end"))
+	rowsPrefetch(w, rb, 16, packPrefetchDist, 1)
+	var qh VecVirtual
+	if q == "Q5_0" {
+		qh = gather(2)
+	}
+	// withFifth merges the fifth bits of the 4 values at bits 4·shift of
+	// qh into v's.
+	withFifth := func(v VecVirtual, shift int) {
+		if q != "Q5_0" {
+			return
+		}
+		idx := qh
+		if shift > 0 {
+			idx = ZMM()
+			VPSRLD(U8(4*shift), qh, idx)
+		}
+		bits := ZMM()
+		VPERMD(fifth, idx, bits)
+		VPORD(bits, v, v)
+	}
 	for j := 0; j < words; j++ {
-		v := gather(2 + 4*j)
-		if q == "Q4_0" {
+		v := gather(first + 4*j)
+		if q != "Q8_0" {
 			lo := ZMM()
 			VPANDD(mask, v, lo)
+			withFifth(lo, j)
 			VMOVDQU32(lo, Mem{Base: dst, Disp: 64 * j})
 			VPSRLD(U8(4), v, v)
 			VPANDD(mask, v, v)
+			withFifth(v, 4+j)
 			VMOVDQU32(v, Mem{Base: dst, Disp: 64 * (j + 4)})
 		} else {
 			VPXORD(mask, v, v)
@@ -61,6 +91,27 @@ func fastPack(q string) {
 	Label(name + "_end")
 	VZEROUPPER()
 	RET()
+}
+
+// packPrefetchDist is how far ahead in each row the row repackings
+// prefetch. Their gathers read 16 rows at once, a stream per row that the
+// hardware prefetchers do not follow: without it, a batched decode's
+// repacking waited on memory for each block.
+const packPrefetchDist = 512
+
+// rowsPrefetch prefetches lines lines from dist bytes past w in each of
+// rows rows of stride rb.
+func rowsPrefetch(w, rb GPVirtual, rows, dist, lines int) {
+	p := GP64()
+	LEAQ(Mem{Base: w, Disp: dist}, p)
+	for c := 0; c < rows; c++ {
+		for l := 0; l < lines; l++ {
+			PREFETCHT0(Mem{Base: p, Disp: 64 * l})
+		}
+		if c < rows-1 {
+			ADDQ(rb, p)
+		}
+	}
 }
 
 // halves widens the IEEE halves in the low 16 bits of v's dwords (16 or
@@ -137,6 +188,10 @@ func fastPackK(q string) {
 	TESTQ(blocks, blocks)
 	JZ(LabelRef(name + "_end"))
 	bsize, size := 144, 2624
+	if q == "Q6_K" {
+		bsize = 210
+	}
+	rowsPrefetch(w, rb, 8, 2*bsize, (bsize+63)/64)
 	if q == "Q4_K" {
 		nib := broadcast(avx512, 0x0f0f0f0f)
 		for ch := 0; ch < 4; ch++ {
@@ -319,6 +374,23 @@ func fastPackX16(q string) {
 
 // iq4LevelsU8 is ggml's kvalues_iq4nl plus 128, as unsigned bytes.
 var iq4LevelsU8 Mem
+
+// fifthBitsTable is fastgemm.go's fifthBits: for n < 16, 0x10 in byte i
+// where bit i of n is set.
+var fifthBitsTable Mem
+
+func fifthBitsConsts() {
+	fifthBitsTable = GLOBL("fifthbits", RODATA|NOPTR)
+	for n := 0; n < 16; n++ {
+		v := uint32(0)
+		for i := 0; i < 4; i++ {
+			if n>>i&1 == 1 {
+				v |= 0x10 << (8 * i)
+			}
+		}
+		DATA(4*n, U32(v))
+	}
+}
 
 func iq4LevelsU8Consts() {
 	iq4LevelsU8 = GLOBL("iq4levelsu8", RODATA|NOPTR)
