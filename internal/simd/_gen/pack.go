@@ -7,14 +7,16 @@ import (
 )
 
 // fastPack writes fastPack{q}AVX512, the repacking of 16 weight rows for
-// fast mode's prefill (packedRows.pack in fastgemm.go): per block, word
-// 16j + c is row c's 4-byte word j of values (Q4_0: its low nibbles for
-// j < 4, its high ones for j >= 4; Q5_0: the same with each value's fifth
-// bit, read by VPERMD from the 4 bits of qh that a shift puts lowest;
-// Q8_0: each byte + 128), and dw has the 16 rows' scales as float32. The Go loop spent about 25 cycles a
-// row and block on its scattered stores, a sixth of a 128-token prefill
-// of Qwen3-0.6B Q4_0; here one gather reads a word of the 16 rows, and
-// a vector store writes it.
+// fast mode's prefill and batched decode (packedRows.pack in
+// fastgemm.go): per block, word 16j + c is row c's 4-byte word j of
+// values (Q4_0: its low nibbles for j < 4, its high ones for j >= 4;
+// Q5_0: the same with each value's fifth bit, read by VPERMD from the 4
+// bits of qh that a shift puts lowest; Q8_0: each byte + 128), and dw has
+// the 16 rows' scales as float32. A block's words are loaded row by row
+// and transposed (transpose8), rows 0-7 and 8-15 apart; only d is
+// gathered (a gather reads a lane a cycle here). The Go loop's scattered
+// stores had spent about 25 cycles a row and block, a sixth of a
+// 128-token prefill of Qwen3-0.6B Q4_0.
 func fastPack(q string) {
 	name := "fastPack" + q + "AVX512"
 	TEXT(name, NOSPLIT, "func(w *byte, rb int, blocks int, dst *uint32, dw *float32)")
@@ -23,8 +25,6 @@ func fastPack(q string) {
 	w, rb, blocks, dst, dw, _ := params("w", "rb", "blocks", "dst", "dw")
 	bsize := map[string]int{"Q4_0": 18, "Q5_0": 22, "Q8_0": 34}[q]
 	words := map[string]int{"Q4_0": 4, "Q5_0": 4, "Q8_0": 8}[q]
-	// Q5_0's values start after d and the 4 bytes of fifth bits.
-	first := map[string]int{"Q4_0": 2, "Q5_0": 6, "Q8_0": 2}[q]
 	// offs[c] = c·rb, the gathers' indexes.
 	offs, step := ZMM(), ZMM()
 	VCVTTPS2DQ(iota16, offs)
@@ -40,6 +40,11 @@ func fastPack(q string) {
 		fifth = ZMM()
 		VMOVDQU32(fifthBitsTable, fifth)
 	}
+	// words5 masks the first n words of a row's load (Q4_0, Q5_0).
+	words5 := K()
+	all := GP32()
+	MOVL(U32(1<<map[string]int{"Q4_0": 4, "Q5_0": 5, "Q8_0": 8}[q]-1), all)
+	KMOVW(all, words5)
 	// gather reads the 4 bytes at disp in the 16 rows' current block.
 	g := rowGather(w)
 	gather := func(disp int) VecVirtual { return g(offs, disp) }
@@ -47,9 +52,36 @@ func fastPack(q string) {
 	TESTQ(blocks, blocks)
 	JZ(LabelRef(name + "_end"))
 	rowsPrefetch(w, rb, 16, packPrefetchDist, 1)
+	// The words after d (Q5_0: qh, then the values) of rows 0-7 and
+	// 8-15, loaded and transposed, then joined: vecs[i] is word i of the
+	// 16 rows (a gather reads a lane a cycle here).
+	n := map[string]int{"Q4_0": 4, "Q5_0": 5, "Q8_0": 8}[q]
+	var vecs []VecVirtual
+	{
+		w8 := GP64()
+		LEAQ(Mem{Base: w, Index: rb, Scale: 8}, w8)
+		load := func(at func(c, disp int) Mem) [8]VecVirtual {
+			var r [8]VecVirtual
+			for c := range r {
+				r[c] = YMM()
+				if n < 8 { // only the block's own bytes: the last may end the matrix
+					VMOVDQU32_Z(at(c, 2), words5, r[c])
+				} else {
+					VMOVDQU32(at(c, 2), r[c])
+				}
+			}
+			return r
+		}
+		lo, hi := transpose8(load(rowsAt(w, rb))), transpose8(load(rowsAt(w8, rb)))
+		for i := 0; i < n; i++ {
+			v := ZMM()
+			VINSERTI64X4(U8(1), hi[i], lo[i].AsZ(), v)
+			vecs = append(vecs, v)
+		}
+	}
 	var qh VecVirtual
 	if q == "Q5_0" {
-		qh = gather(2)
+		qh, vecs = vecs[0], vecs[1:]
 	}
 	// withFifth merges the fifth bits of the 4 values at bits 4·shift of
 	// qh into v's.
@@ -67,7 +99,7 @@ func fastPack(q string) {
 		VPORD(bits, v, v)
 	}
 	for j := 0; j < words; j++ {
-		v := gather(first + 4*j)
+		v := vecs[j]
 		if q != "Q8_0" {
 			lo := ZMM()
 			VPANDD(mask, v, lo)
@@ -152,31 +184,24 @@ func rowGather(w GPVirtual) func(offs Register, disp int) VecVirtual {
 
 // fastPackK writes fastPack{q}AVX512 for the K-quants: the repacking of 8
 // weight rows (packedRows.packK in fastgemm.go, whose comment gives the
-// layout: word 8i + c is row c's word i, lane c a row). A 16-lane gather
-// reads two consecutive words of the 8 rows, which are 16 consecutive
-// words of the repacking; the scales and mins are unpacked on 8 lanes.
-// The Go loop's scattered stores were 15% of a 128-token fast prefill of
-// Qwen3-0.6B Q4_K_M.
+// layout: word 8i + c is row c's word i, lane c a row). The values are
+// loaded 32 bytes a row and transposed (a gather reads a lane a cycle
+// here, and was most of a batched decode's repacking); the scales and
+// mins are gathered and unpacked on 8 lanes. The Go loop's scattered
+// stores were 15% of a 128-token fast prefill of Qwen3-0.6B Q4_K_M.
 func fastPackK(q string) {
 	name := "fastPack" + q + "AVX512"
 	TEXT(name, NOSPLIT, "func(w *byte, rb int, blocks int, dst *uint32)")
 	Pragma("noescape")
 	Doc(name + " repacks 8 " + q + " rows of blocks super-blocks (stride rb bytes) into dst for the fast prefill kernels.")
 	w, rb, blocks, dst, _, _ := params("w", "rb", "blocks", "dst")
-	// offs[c] = (c mod 8)·rb + 4·(c div 8): lanes 0-7 read a word of the
-	// 8 rows, lanes 8-15 the word after it.
-	offs, t := ZMM(), ZMM()
-	VCVTTPS2DQ(iota16, offs)
-	VPSRLD(U8(3), offs, t)
-	VPSLLD(U8(2), t, t)
-	VPANDD(broadcast(avx512, 7), offs, offs)
-	step := ZMM()
+	// offs[c] = c·rb: the gathers read a word of each of the 8 rows.
+	offs, step := YMM(), YMM()
+	VCVTTPS2DQ(iota16.Offset(0), offs)
 	VPBROADCASTD(rb.As32(), step)
 	VPMULLD(step, offs, offs)
-	VPADDD(t, offs, offs)
 	g := rowGather(w)
-	gather16 := func(disp int) VecVirtual { return g(offs, disp) }
-	gather8 := func(disp int) VecVirtual { return g(offs.AsY(), disp) }
+	gather8 := func(disp int) VecVirtual { return g(offs, disp) }
 	store := func(v VecVirtual, word int) {
 		if v.Size() == 64 {
 			VMOVDQU32(v, Mem{Base: dst, Disp: 4 * word})
@@ -193,10 +218,18 @@ func fastPackK(q string) {
 	}
 	rowsPrefetch(w, rb, 8, 2*bsize, (bsize+63)/64)
 	if q == "Q4_K" {
-		nib := broadcast(avx512, 0x0f0f0f0f)
+		// The values: each 32 bytes of the 8 rows' qs loaded, and
+		// transposed so that a vector holds one word of the 8 rows.
+		rowMem := rowsAt(w, rb)
+		nib := broadcastY(0x0f0f0f0f)
 		for ch := 0; ch < 4; ch++ {
-			for k := 0; k < 8; k += 2 {
-				v, lo := gather16(16+4*(8*ch+k)), ZMM()
+			var r [8]VecVirtual
+			for c := range r {
+				r[c] = YMM()
+				VMOVDQU32(rowMem(c, 16+32*ch), r[c])
+			}
+			for k, v := range transpose8(r) {
+				lo := YMM()
 				VPANDD(nib, v, lo)
 				store(lo, 128*ch+8*k)
 				VPSRLD(U8(4), v, v)
@@ -245,10 +278,28 @@ func fastPackK(q string) {
 		// Values 128h + 32k + l, l = 4i..4i+3: low (k < 2) or high
 		// nibbles of ql word 16h + 8(k%2) + i, bits 2k, 2k+1 of qh word
 		// 8h + i; group 8h + 2k + i/4, word i%4 of it.
+		// The 8 rows' 32 bytes at disp, transposed, as 4 vectors of words
+		// 2j and 2j+1 (a 16-lane gather's layout, without the gathers).
+		rowMem := rowsAt(w, rb)
+		wordPairs := func(disp int) [4]VecVirtual {
+			var r [8]VecVirtual
+			for c := range r {
+				r[c] = YMM()
+				VMOVDQU32(rowMem(c, disp), r[c])
+			}
+			t := transpose8(r)
+			var z [4]VecVirtual
+			for j := range z {
+				z[j] = ZMM()
+				VINSERTI64X4(U8(1), t[2*j+1], t[2*j].AsZ(), z[j])
+			}
+			return z
+		}
 		for h := 0; h < 2; h++ {
+			qh, ql0, ql1 := wordPairs(128+32*h), wordPairs(64*h), wordPairs(64*h+32)
 			for i := 0; i < 8; i += 2 {
-				hw := gather16(128 + 4*(8*h+i))
-				ql := []VecVirtual{gather16(4 * (16*h + i)), gather16(4 * (16*h + 8 + i))}
+				hw := qh[i/2]
+				ql := []VecVirtual{ql0[i/2], ql1[i/2]}
 				for k := 0; k < 4; k++ {
 					v, hi := ZMM(), ZMM()
 					if k < 2 {
@@ -303,6 +354,57 @@ func fastPackK(q string) {
 	Label(name + "_end")
 	VZEROUPPER()
 	RET()
+}
+
+// rowsAt returns the address disp bytes into row c (0-7) of stride rb
+// from w.
+func rowsAt(w, rb GPVirtual) func(c, disp int) Mem {
+	w4, rb3 := GP64(), GP64()
+	LEAQ(Mem{Base: rb, Index: rb, Scale: 2}, rb3)
+	LEAQ(Mem{Base: w, Index: rb, Scale: 4}, w4)
+	return func(c, disp int) Mem {
+		base := w
+		if c >= 4 {
+			base = w4
+		}
+		switch c % 4 {
+		case 1:
+			return Mem{Base: base, Index: rb, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: base, Index: rb, Scale: 2, Disp: disp}
+		case 3:
+			return Mem{Base: base, Index: rb3, Scale: 1, Disp: disp}
+		}
+		return Mem{Base: base, Disp: disp}
+	}
+}
+
+// transpose8 transposes 8 YMM rows of 8 dwords: word k of the result
+// holds dword k of rows 0-7. Unpacks pair the rows' dwords and then their
+// pairs within each 128-bit lane; a lane shuffle joins rows 0-3 and 4-7.
+// (All EVEX forms, so that any of the 32 registers may serve.)
+func transpose8(r [8]VecVirtual) [8]VecVirtual {
+	var t, u, out [8]VecVirtual
+	for i := 0; i < 4; i++ {
+		t[2*i], t[2*i+1] = YMM(), YMM()
+		VPUNPCKLDQ(r[2*i+1], r[2*i], t[2*i])   // d0 d1 | d4 d5 of rows 2i, 2i+1
+		VPUNPCKHDQ(r[2*i+1], r[2*i], t[2*i+1]) // d2 d3 | d6 d7
+	}
+	for h := 0; h < 2; h++ { // rows 4h..4h+3
+		for i := 0; i < 4; i++ {
+			u[4*h+i] = YMM()
+		}
+		VPUNPCKLQDQ(t[4*h+2], t[4*h], u[4*h])     // d0 | d4
+		VPUNPCKHQDQ(t[4*h+2], t[4*h], u[4*h+1])   // d1 | d5
+		VPUNPCKLQDQ(t[4*h+3], t[4*h+1], u[4*h+2]) // d2 | d6
+		VPUNPCKHQDQ(t[4*h+3], t[4*h+1], u[4*h+3]) // d3 | d7
+	}
+	for j := 0; j < 4; j++ {
+		out[j], out[j+4] = YMM(), YMM()
+		VSHUFI32X4(U8(0), u[4+j], u[j], out[j])   // the low lanes: dword j
+		VSHUFI32X4(U8(3), u[4+j], u[j], out[j+4]) // the high lanes: dword j+4
+	}
+	return out
 }
 
 // broadcastY is v in every dword of a 256-bit vector.
