@@ -965,8 +965,8 @@ func fastGemmOK() bool {
 	return active == avx512 && cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VL
 }
 
-// asmFastGemmK is asmFastGemm16 for eight K-quant weight rows (packK) against Q8_K
-// activations.
+// asmFastGemmK is asmFastGemm16 for kLanes(f) K-quant weight rows (packK)
+// against Q8_K activations.
 func asmFastGemmK(f quant.Format, p *packedRows, blocks int, q []int8, in int, d []float32, sums []int16, T int, y []float32, ldy int) {
 	t2 := T &^ 1
 	k2, k1 := fastGemmQ4_Kx2VNNI, fastGemmQ4_Kx1VNNI
@@ -1003,10 +1003,10 @@ func asmFastPack(f quant.Format, w []byte, rb, blocks int, dst []uint32, dw []fl
 	return true
 }
 
-// asmFastPackK repacks 8 rows of w (Q4_K or Q6_K, blocks super-blocks,
-// stride rb bytes) into dst, if a kernel does it here.
+// asmFastPackK repacks kLanes(f) rows of w (Q4_K or Q6_K, blocks
+// super-blocks, stride rb bytes) into dst, if a kernel does it here.
 func asmFastPackK(f quant.Format, w []byte, rb, blocks int, dst []uint32) bool {
-	if active != avx512 || blocks == 0 || len(w) < 7*rb+blocks*f.BlockBytes() || len(dst) < blocks*packKBytes(f)/4 {
+	if active != avx512 || blocks == 0 || len(w) < (kLanes(f)-1)*rb+blocks*f.BlockBytes() || len(dst) < blocks*packKBytes(f)/4 {
 		return false
 	}
 	switch f {

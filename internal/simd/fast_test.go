@@ -344,12 +344,13 @@ func TestFastPack(t *testing.T) {
 	}
 	for _, f := range []quant.Format{quant.Q4_K, quant.Q6_K} {
 		for _, in := range []int{256, 1024, 3072} {
-			w := quantMatrix(r, f, 8, in)
-			rb, blocks := len(w)/8, in/256
+			rows := kLanes(f)
+			w := quantMatrix(r, f, rows, in)
+			rb, blocks := len(w)/rows, in/256
 			var asm packedRows
-			asm.packK(f, w, rb, 8, blocks)
+			asm.packK(f, w, rb, rows, blocks)
 			plain := make([]uint32, len(asm.b)/4)
-			packKRows(f, w, rb, 8, blocks, plain)
+			packKRows(f, w, rb, rows, blocks, plain)
 			if got := unsafe.Slice((*uint32)(unsafe.Pointer(&asm.b[0])), len(plain)); !slices.Equal(got, plain) {
 				i := 0
 				for got[i] == plain[i] {

@@ -52,38 +52,46 @@ func fastGemmFormat(f quant.Format) (offset int32, ok bool) {
 	return 0, false
 }
 
-// packKBytes is the size of one repacked super-block of eight rows.
+// packKBytes is the size of one repacked super-block of kLanes(f) rows.
 func packKBytes(f quant.Format) int {
 	switch f {
 	case quant.Q6_K:
 		return 2848
 	case quant.IQ4_XS:
-		return 5184 // sixteen rows
+		return 5184
 	}
-	return 2624
+	return 5248
 }
 
-// packK repacks rows (at most 8; IQ4_XS 16) K-quant weight rows of blocks
+// kLanes is how many weight rows a K-quant's repacking holds, a lane each:
+// sixteen on 512-bit vectors, but Q6_K's eight on 256-bit ones.
+func kLanes(f quant.Format) int {
+	if f == quant.Q6_K {
+		return 8
+	}
+	return 16
+}
+
+// packK repacks rows (at most kLanes(f)) K-quant weight rows of blocks
 // super-blocks for fastGemmQ4_K / fastGemmQ6_K / fastGemmIQ4_XS. Per
 // super-block, in 32-bit words with lane c for row c:
 //
-//	Q4_K: words 0-511   sub-block j's nibbles, 4 values a word, as bytes
-//	      words 512-575 sc_j (int32), 576-639 m_j twice (int16 pair),
-//	      640-647 d, 648-655 dmin (float32)
-//	IQ4_XS: as Q4_K on sixteen rows (lane c for row c of 16, every
-//	      offset doubled), its levels plus 128 for the nibbles, ls_j−32
-//	      for both sc_j and m_j, and no dmin
+//	Q4_K: words 0-1023  sub-block j's nibbles, 4 values a word, as bytes
+//	      (16 rows), words 1024-1151 sc_j (int32), 1152-1279 m_j twice
+//	      (int16 pair), 1280-1295 d, 1296-1311 dmin (float32)
+//	IQ4_XS: as Q4_K, its levels plus 128 for the nibbles, ls_j−32 for
+//	      both sc_j and m_j, and no dmin
 //	Q6_K: words 0-511   group g's 6-bit values (16 a group), as bytes
-//	      words 512-639 sc_g (int32), 640-703 (sc_2i, sc_2i+1) (int16
-//	      pairs), 704-711 d (float32)
+//	      (8 rows), words 512-639 sc_g (int32), 640-703 (sc_2i, sc_2i+1)
+//	      (int16 pairs), 704-711 d (float32)
 func (p *packedRows) packK(f quant.Format, w []byte, rb, rows, blocks int) {
 	size := packKBytes(f)
 	p.b = grow(p.b, blocks*size)
-	if rows < 8 || f == quant.IQ4_XS && rows < 16 {
+	if rows < kLanes(f) {
 		clear(p.b)
 	}
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(&p.b[0])), blocks*size/4)
-	if rows == 8 && asmFastPackK(f, w, rb, blocks, words) {
+	if rows == kLanes(f) && asmFastPackK(f, w, rb, blocks, words) {
 		return
 	}
 	packKRows(f, w, rb, rows, blocks, words)
@@ -98,22 +106,22 @@ func packKRows(f quant.Format, w []byte, rb, rows, blocks int, words []uint32) {
 		for b := 0; b < blocks; b++ {
 			if f == quant.Q4_K {
 				blk := row[b*144 : b*144+144]
-				dst := (*[656]uint32)(words[b*656:])
+				dst := (*[1312]uint32)(words[b*1312:])
 				for j := 0; j < 8; j++ {
 					sc, m := quant.ScaleMinK4(j, blk[4:16])
-					dst[512+8*j+c] = uint32(sc)
-					dst[576+8*j+c] = uint32(m) | uint32(m)<<16
+					dst[1024+16*j+c] = uint32(sc)
+					dst[1152+16*j+c] = uint32(m) | uint32(m)<<16
 				}
 				qs := (*[32]uint32)(unsafe.Pointer(&blk[16]))
 				for ch := 0; ch < 4; ch++ {
-					lo, hi := dst[128*ch:], dst[128*ch+64:]
+					lo, hi := dst[256*ch:], dst[256*ch+128:]
 					for k := 0; k < 8; k++ {
 						v := qs[8*ch+k]
-						lo[8*k+c] = v & 0x0f0f0f0f
-						hi[8*k+c] = v >> 4 & 0x0f0f0f0f
+						lo[16*k+c] = v & 0x0f0f0f0f
+						hi[16*k+c] = v >> 4 & 0x0f0f0f0f
 					}
 				}
-				dst[640+c], dst[648+c] = half(unsafe.Pointer(&blk[0])), half(unsafe.Pointer(&blk[2]))
+				dst[1280+c], dst[1296+c] = half(unsafe.Pointer(&blk[0])), half(unsafe.Pointer(&blk[2]))
 				continue
 			}
 			if f == quant.IQ4_XS {
@@ -319,16 +327,14 @@ func blockSums(corr []int32, q []int8, offset int32) {
 
 // gemmFast computes the columns [r0, r1) of y [T, out] from activations
 // quantized to Q8_0 or Q8_K blocks, sixteen weight rows at a time (eight
-// for the K-quants).
+// for Q6_K).
 func gemmFast(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) {
 	f, rb := w.Format, w.bytes(in)
 	kq := quant.KQuant(f)
 	blocks := in / quant.ActBlock(f)
-	// The Q8_0 family runs sixteen weight rows at a time on 512-bit
-	// vectors, the K-quants eight on 256-bit ones.
 	width := 16
-	if kq && f != quant.IQ4_XS {
-		width = 8
+	if kq {
+		width = kLanes(f)
 	}
 	p := packedPool.Get().(*packedRows)
 	gemm := func(y []float32, ldy int) {

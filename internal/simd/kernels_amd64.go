@@ -314,7 +314,7 @@ func fastPackX16IQ4_NLAVX512(src *byte, blocks int, dst *uint32, dw *float32)
 //go:noescape
 func fastPackX16Q8_0AVX512(src *byte, blocks int, dst *uint32, dw *float32)
 
-// fastPackQ4_KAVX512 repacks 8 Q4_K rows of blocks super-blocks (stride rb bytes) into dst for the fast prefill kernels.
+// fastPackQ4_KAVX512 repacks 16 Q4_K rows of blocks super-blocks (stride rb bytes) into dst for the fast prefill kernels.
 //
 //go:noescape
 func fastPackQ4_KAVX512(w *byte, rb int, blocks int, dst *uint32)
@@ -667,12 +667,12 @@ func fastQ5_0VNNI(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32,
 //go:noescape
 func fastPackX16IQ4_XSAVX512(src *byte, blocks int, dst *uint32)
 
-// fastGemmQ4_Kx2VNNI computes 8 columns of y for rows rows of Q8_K activations (a multiple of 2) against 8 repacked Q4_K weight rows.
+// fastGemmQ4_Kx2VNNI computes 16 columns of y for rows rows of Q8_K activations (a multiple of 2) against 16 repacked Q4_K weight rows.
 //
 //go:noescape
 func fastGemmQ4_Kx2VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
 
-// fastGemmQ4_Kx1VNNI computes 8 columns of y for rows rows of Q8_K activations (a multiple of 1) against 8 repacked Q4_K weight rows.
+// fastGemmQ4_Kx1VNNI computes 16 columns of y for rows rows of Q8_K activations (a multiple of 1) against 16 repacked Q4_K weight rows.
 //
 //go:noescape
 func fastGemmQ4_Kx1VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)

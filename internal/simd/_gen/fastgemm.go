@@ -259,11 +259,11 @@ func fastGemmK(q string, R int) {
 	name := fmt.Sprintf("fastGemm%sx%dVNNI", q, R)
 	TEXT(name, NOSPLIT, "func(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)")
 	Pragma("noescape")
-	// IQ4_XS runs sixteen weight rows on 512-bit vectors, the others eight
-	// on 256-bit ones: every offset below scales by L/8.
-	L, vec := 8, YMM
-	if q == "IQ4_XS" {
-		L, vec = 16, ZMM
+	// Q4_K and IQ4_XS run sixteen weight rows on 512-bit vectors, Q6_K
+	// eight on 256-bit ones: every offset below scales by L/8.
+	L, vec := 16, ZMM
+	if q == "Q6_K" {
+		L, vec = 8, YMM
 	}
 	w := L / 8
 	Doc(fmt.Sprintf("%s computes %d columns of y for rows rows of Q8_K activations (a multiple of %d) against %d repacked %s weight rows.", name, L, R, L, q))
@@ -370,8 +370,8 @@ func fastGemmK(q string, R int) {
 	VMOVUPS(Mem{Base: pp, Disp: dOff}, dv)
 	var dmv VecVirtual
 	if q == "Q4_K" {
-		dmv = YMM()
-		VMOVUPS(Mem{Base: pp, Disp: 2592}, dmv)
+		dmv = vec()
+		VMOVUPS(Mem{Base: pp, Disp: 2592 * w}, dmv)
 	}
 	for r := 0; r < R; r++ {
 		if q != "Q4_K" {

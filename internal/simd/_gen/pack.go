@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -182,26 +184,31 @@ func rowGather(w GPVirtual) func(offs Register, disp int) VecVirtual {
 	}
 }
 
-// fastPackK writes fastPack{q}AVX512 for the K-quants: the repacking of 8
-// weight rows (packedRows.packK in fastgemm.go, whose comment gives the
-// layout: word 8i + c is row c's word i, lane c a row). The values are
-// loaded 32 bytes a row and transposed (a gather reads a lane a cycle
-// here, and was most of a batched decode's repacking); the scales and
-// mins are gathered and unpacked on 8 lanes. The Go loop's scattered
-// stores were 15% of a 128-token fast prefill of Qwen3-0.6B Q4_K_M.
+// fastPackK writes fastPack{q}AVX512 for the K-quants: the repacking of
+// 16 Q4_K or 8 Q6_K weight rows (packedRows.packK in fastgemm.go, whose
+// comment gives the layout: lane c for row c). The values are loaded 32
+// bytes a row and transposed 8 rows at a time (a gather reads a lane a
+// cycle here, and was most of a batched decode's repacking); the scales
+// and mins are gathered and unpacked a row a lane. The Go loop's
+// scattered stores were 15% of a 128-token fast prefill of Qwen3-0.6B
+// Q4_K_M.
 func fastPackK(q string) {
 	name := "fastPack" + q + "AVX512"
 	TEXT(name, NOSPLIT, "func(w *byte, rb int, blocks int, dst *uint32)")
 	Pragma("noescape")
-	Doc(name + " repacks 8 " + q + " rows of blocks super-blocks (stride rb bytes) into dst for the fast prefill kernels.")
+	rows := map[string]int{"Q4_K": 16, "Q6_K": 8}[q]
+	Doc(fmt.Sprintf("%s repacks %d %s rows of blocks super-blocks (stride rb bytes) into dst for the fast prefill kernels.", name, rows, q))
 	w, rb, blocks, dst, _, _ := params("w", "rb", "blocks", "dst")
-	// offs[c] = c·rb: the gathers read a word of each of the 8 rows.
+	// offs[c] = c·rb: the gathers read a word of each row.
 	offs, step := YMM(), YMM()
+	if rows == 16 {
+		offs, step = ZMM(), ZMM()
+	}
 	VCVTTPS2DQ(iota16.Offset(0), offs)
 	VPBROADCASTD(rb.As32(), step)
 	VPMULLD(step, offs, offs)
 	g := rowGather(w)
-	gather8 := func(disp int) VecVirtual { return g(offs, disp) }
+	gather := func(disp int) VecVirtual { return g(offs, disp) }
 	store := func(v VecVirtual, word int) {
 		if v.Size() == 64 {
 			VMOVDQU32(v, Mem{Base: dst, Disp: 4 * word})
@@ -212,40 +219,48 @@ func fastPackK(q string) {
 	Label(name + "_block")
 	TESTQ(blocks, blocks)
 	JZ(LabelRef(name + "_end"))
-	bsize, size := 144, 2624
+	bsize, size := 144, 5248
 	if q == "Q6_K" {
 		bsize = 210
 	}
-	rowsPrefetch(w, rb, 8, 2*bsize, (bsize+63)/64)
+	rowsPrefetch(w, rb, rows, 2*bsize, (bsize+63)/64)
 	if q == "Q4_K" {
-		// The values: each 32 bytes of the 8 rows' qs loaded, and
-		// transposed so that a vector holds one word of the 8 rows.
-		rowMem := rowsAt(w, rb)
-		nib := broadcastY(0x0f0f0f0f)
-		for ch := 0; ch < 4; ch++ {
+		// The values: each 32 bytes of the rows' qs loaded, transposed 8
+		// rows at a time, and joined so that a vector holds one word of
+		// the 16 rows.
+		w8 := GP64()
+		LEAQ(Mem{Base: w, Index: rb, Scale: 8}, w8)
+		lo8, hi8 := rowsAt(w, rb), rowsAt(w8, rb)
+		load := func(at func(c, disp int) Mem, disp int) [8]VecVirtual {
 			var r [8]VecVirtual
 			for c := range r {
 				r[c] = YMM()
-				VMOVDQU32(rowMem(c, 16+32*ch), r[c])
+				VMOVDQU32(at(c, disp), r[c])
 			}
-			for k, v := range transpose8(r) {
-				lo := YMM()
+			return r
+		}
+		nib := broadcast(avx512, 0x0f0f0f0f)
+		for ch := 0; ch < 4; ch++ {
+			a, b := transpose8(load(lo8, 16+32*ch)), transpose8(load(hi8, 16+32*ch))
+			for k := 0; k < 8; k++ {
+				v, lo := ZMM(), ZMM()
+				VINSERTI64X4(U8(1), b[k], a[k].AsZ(), v)
 				VPANDD(nib, v, lo)
-				store(lo, 128*ch+8*k)
+				store(lo, 256*ch+16*k)
 				VPSRLD(U8(4), v, v)
 				VPANDD(nib, v, v)
-				store(v, 128*ch+64+8*k)
+				store(v, 256*ch+128+16*k)
 			}
 		}
 		// Sub-block j's scale and min (quant.ScaleMinK4): s0-s2 are the
 		// 12 bytes of scales as 3 words.
-		s := []VecVirtual{gather8(4), gather8(8), gather8(12)}
-		m63, m15, m3 := broadcastY(63), broadcastY(15), broadcastY(3)
+		s := []VecVirtual{gather(4), gather(8), gather(12)}
+		m63, m15, m3 := broadcast(avx512, 63), broadcast(avx512, 15), broadcast(avx512, 3)
 		// field is (src >> shift) & mask.
 		field := func(src VecVirtual, shift int, mask VecVirtual) VecVirtual {
-			v := YMM()
+			v := ZMM()
 			VPSRLD(U8(shift), src, v)
-			VPAND(mask, v, v)
+			VPANDD(mask, v, v)
 			return v
 		}
 		for j := 0; j < 8; j++ {
@@ -257,21 +272,21 @@ func fastPackK(q string) {
 				sc, m = field(s[2], b, m15), field(s[2], b+4, m15)
 				top := field(s[0], b+6, m3)
 				VPSLLD(U8(4), top, top)
-				VPOR(top, sc, sc)
+				VPORD(top, sc, sc)
 				top = field(s[1], b+6, m3)
 				VPSLLD(U8(4), top, top)
-				VPOR(top, m, m)
+				VPORD(top, m, m)
 			}
-			store(sc, 512+8*j)
-			t := YMM()
+			store(sc, 1024+16*j)
+			t := ZMM()
 			VPSLLD(U8(16), m, t)
-			VPOR(t, m, m)
-			store(m, 576+8*j)
+			VPORD(t, m, m)
+			store(m, 1152+16*j)
 		}
-		g := gather8(0) // d | dmin<<16
-		store(halves(g), 640)
-		VPSRLD(U8(16), g, g)
-		store(halves(g), 648)
+		d := gather(0) // d | dmin<<16
+		store(halves(d), 1280)
+		VPSRLD(U8(16), d, d)
+		store(halves(d), 1296)
 	} else {
 		bsize, size = 210, 2848
 		nib, two := broadcast(avx512, 0x0f0f0f0f), broadcast(avx512, 0x03030303)
@@ -319,7 +334,7 @@ func fastPackK(q string) {
 		// The 16 signed scales, as int32 and as int16 pairs.
 		lo16 := broadcastY(0xffff)
 		for m := 0; m < 4; m++ {
-			s := gather8(192 + 4*m)
+			s := gather(192 + 4*m)
 			for b := 0; b < 4; b++ {
 				v := YMM()
 				VPSLLD(U8(24-8*b), s, v)
@@ -343,7 +358,7 @@ func fastPackK(q string) {
 			store(a, 640+8*(2*m+1))
 		}
 		// d is bytes 208-209; the gather reads 206-209, inside the block.
-		g := gather8(206)
+		g := gather(206)
 		VPSRLD(U8(16), g, g)
 		store(halves(g), 704)
 	}
