@@ -84,11 +84,30 @@ var gemmKernels = [6][2]func(a *float32, lda int, b *float32, ldb int, k int, c 
 	{gemm5x16F32AVX2, gemm5x8F32AVX2}, {gemm6x16F32AVX2, gemm6x8F32AVX2},
 }
 
+// gemmKernels512 are the 512-bit micro-kernels of 16 columns by rows
+// (1..8).
+var gemmKernels512 = [8]func(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int){
+	gemm1x16F32AVX512, gemm2x16F32AVX512, gemm3x16F32AVX512, gemm4x16F32AVX512,
+	gemm5x16F32AVX512, gemm6x16F32AVX512, gemm7x16F32AVX512, gemm8x16F32AVX512,
+}
+
+// gemmTile is the most rows asmGemm takes at once for N columns.
+func gemmTile(N int) int {
+	if active == avx512 && N == 16 {
+		return 8
+	}
+	return 6
+}
+
 // asmGemm runs the R×N micro-kernel (Gemm checks the bounds).
 func asmGemm(R, N int, a *float32, lda int, b *float32, ldb, k int, c *float32, ldc int, alpha float32, add bool) {
 	acc := 0
 	if add {
 		acc = 1
+	}
+	if active == avx512 && N == 16 {
+		gemmKernels512[R-1](a, lda, b, ldb, k, c, ldc, alpha, acc)
+		return
 	}
 	gemmKernels[R-1][2-N/8](a, lda, b, ldb, k, c, ldc, alpha, acc)
 }

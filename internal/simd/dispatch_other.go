@@ -40,6 +40,8 @@ func asmGemm(R, N int, a *float32, lda int, b *float32, ldb, k int, c *float32, 
 	panic("simd: no assembly kernels in this build")
 }
 
+func gemmTile(N int) int { return 6 }
+
 func asmWeigh(width int, p *float32, v Weight, off, ldv, rows int, out *float32) {
 	panic("simd: no assembly kernels in this build")
 }

@@ -5,13 +5,14 @@ import "fmt"
 // GemmPanels sets c[i*ldc+j] = alpha · Σ_d a[i*lda+d] · B[d][j] for i < m,
 // j < n, d < k, or with add adds that to c[i*ldc+j], where B is stored as
 // panels of 16 columns: B[d][j] = b[(j/16)*ps + d*16 + j%16], ps ≥ 16k.
-// A panel's k rows are one contiguous run, read once per 6 rows of a:
+// A panel's k rows are one contiguous run, read once per tile of a's rows:
 // row-major B with a long row (attention's keys transposed) would put
 // every row of a column block in the same L1 set. Column blocks of 16 and
-// 8 run on broadcast micro-kernels of up to 6 rows, each output a lane of
-// its own (no horizontal sums, which the dot-product tiles of DotsT pay
-// per output); the last n%8 columns and machines without the kernels take
-// Go. It runs on the calling goroutine.
+// 8 run on broadcast micro-kernels of up to 6 rows (8 for 16 columns on
+// AVX-512, gemmTile), each output a lane of its own (no horizontal sums,
+// which the dot-product tiles of DotsT pay per output); the last n%8
+// columns and machines without the kernels take Go. It runs on the
+// calling goroutine.
 func GemmPanels(m, n, k int, alpha float32, a []float32, lda int, b []float32, ps int, c []float32, ldc int, add bool) {
 	if m <= 0 || n <= 0 {
 		return
@@ -34,8 +35,8 @@ func GemmPanels(m, n, k int, alpha float32, a []float32, lda int, b []float32, p
 		for _, w := range [2]int{16, 8} {
 			for ; j+w <= n; j += w {
 				bp := &b[(j/16)*ps+j%16]
-				for i := 0; i < m; i += 6 {
-					asmGemm(min(6, m-i), w, &a[i*lda], lda, bp, 16, k, &c[i*ldc+j], ldc, alpha, add)
+				for i, tile := 0, gemmTile(w); i < m; i += tile {
+					asmGemm(min(tile, m-i), w, &a[i*lda], lda, bp, 16, k, &c[i*ldc+j], ldc, alpha, add)
 				}
 			}
 		}

@@ -409,6 +409,46 @@ func gemm6x16F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32
 //go:noescape
 func gemm6x8F32AVX2(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
 
+// gemm1x16F32AVX512 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 1, j < 16, d < k.
+//
+//go:noescape
+func gemm1x16F32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm2x16F32AVX512 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 2, j < 16, d < k.
+//
+//go:noescape
+func gemm2x16F32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm3x16F32AVX512 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 3, j < 16, d < k.
+//
+//go:noescape
+func gemm3x16F32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm4x16F32AVX512 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 4, j < 16, d < k.
+//
+//go:noescape
+func gemm4x16F32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm5x16F32AVX512 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 5, j < 16, d < k.
+//
+//go:noescape
+func gemm5x16F32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm6x16F32AVX512 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 6, j < 16, d < k.
+//
+//go:noescape
+func gemm6x16F32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm7x16F32AVX512 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 7, j < 16, d < k.
+//
+//go:noescape
+func gemm7x16F32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
+// gemm8x16F32AVX512 sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < 8, j < 16, d < k.
+//
+//go:noescape
+func gemm8x16F32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+
 // panelMul1x1F32AVX2 sets y[i*ldy+c] = Σ_d x[i*ldx+d]·w[(c/16)*ps+d*16+c%16] for i < 1, c < 16, d < k (F32 panels).
 //
 //go:noescape

@@ -16007,6 +16007,650 @@ gemm6x8F32AVX2_add:
 	VZEROUPPER
 	RET
 
+// func gemm1x16F32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, AVX512F
+TEXT ·gemm1x16F32AVX512(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	VPXORD Z0, Z0, Z0
+	XORQ   CX, CX
+
+gemm1x16F32AVX512_loop:
+	CMPQ             CX, SI
+	JGE              gemm1x16F32AVX512_done
+	VMOVUPS          (DX), Z1
+	VFMADD231PS.BCST (AX)(CX*4), Z1, Z0
+	ADDQ             BX, DX
+	INCQ             CX
+	JMP              gemm1x16F32AVX512_loop
+
+gemm1x16F32AVX512_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Z1
+	TESTQ        DX, DX
+	JNZ          gemm1x16F32AVX512_add
+	VMULPS       Z1, Z0, Z0
+	VMOVUPS      Z0, (AX)
+	VZEROUPPER
+	RET
+
+gemm1x16F32AVX512_add:
+	VMOVUPS     (AX), Z2
+	VFMADD231PS Z1, Z0, Z2
+	VMOVUPS     Z2, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm2x16F32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, AVX512F
+TEXT ·gemm2x16F32AVX512(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	XORQ   CX, CX
+
+gemm2x16F32AVX512_loop:
+	CMPQ             CX, SI
+	JGE              gemm2x16F32AVX512_done
+	VMOVUPS          (DX), Z2
+	VFMADD231PS.BCST (AX)(CX*4), Z2, Z0
+	VFMADD231PS.BCST (DI)(CX*4), Z2, Z1
+	ADDQ             BX, DX
+	INCQ             CX
+	JMP              gemm2x16F32AVX512_loop
+
+gemm2x16F32AVX512_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Z2
+	TESTQ        DX, DX
+	JNZ          gemm2x16F32AVX512_add
+	VMULPS       Z2, Z0, Z0
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z2, Z1, Z1
+	VMOVUPS      Z1, (AX)
+	VZEROUPPER
+	RET
+
+gemm2x16F32AVX512_add:
+	VMOVUPS     (AX), Z3
+	VFMADD231PS Z2, Z0, Z3
+	VMOVUPS     Z3, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z2, Z1, Z0
+	VMOVUPS     Z0, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm3x16F32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, AVX512F
+TEXT ·gemm3x16F32AVX512(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	XORQ   CX, CX
+
+gemm3x16F32AVX512_loop:
+	CMPQ             CX, SI
+	JGE              gemm3x16F32AVX512_done
+	VMOVUPS          (DX), Z3
+	VFMADD231PS.BCST (AX)(CX*4), Z3, Z0
+	VFMADD231PS.BCST (DI)(CX*4), Z3, Z1
+	VFMADD231PS.BCST (R8)(CX*4), Z3, Z2
+	ADDQ             BX, DX
+	INCQ             CX
+	JMP              gemm3x16F32AVX512_loop
+
+gemm3x16F32AVX512_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Z3
+	TESTQ        DX, DX
+	JNZ          gemm3x16F32AVX512_add
+	VMULPS       Z3, Z0, Z0
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z3, Z1, Z1
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z3, Z2, Z2
+	VMOVUPS      Z2, (AX)
+	VZEROUPPER
+	RET
+
+gemm3x16F32AVX512_add:
+	VMOVUPS     (AX), Z4
+	VFMADD231PS Z3, Z0, Z4
+	VMOVUPS     Z4, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z3, Z1, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z3, Z2, Z0
+	VMOVUPS     Z0, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm4x16F32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, AVX512F
+TEXT ·gemm4x16F32AVX512(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	MOVQ   R8, R9
+	ADDQ   CX, R9
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	XORQ   CX, CX
+
+gemm4x16F32AVX512_loop:
+	CMPQ             CX, SI
+	JGE              gemm4x16F32AVX512_done
+	VMOVUPS          (DX), Z4
+	VFMADD231PS.BCST (AX)(CX*4), Z4, Z0
+	VFMADD231PS.BCST (DI)(CX*4), Z4, Z1
+	VFMADD231PS.BCST (R8)(CX*4), Z4, Z2
+	VFMADD231PS.BCST (R9)(CX*4), Z4, Z3
+	ADDQ             BX, DX
+	INCQ             CX
+	JMP              gemm4x16F32AVX512_loop
+
+gemm4x16F32AVX512_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Z4
+	TESTQ        DX, DX
+	JNZ          gemm4x16F32AVX512_add
+	VMULPS       Z4, Z0, Z0
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z4, Z1, Z1
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z4, Z2, Z2
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z4, Z3, Z3
+	VMOVUPS      Z3, (AX)
+	VZEROUPPER
+	RET
+
+gemm4x16F32AVX512_add:
+	VMOVUPS     (AX), Z5
+	VFMADD231PS Z4, Z0, Z5
+	VMOVUPS     Z5, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z4, Z1, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z4, Z2, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z4, Z3, Z0
+	VMOVUPS     Z0, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm5x16F32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, AVX512F
+TEXT ·gemm5x16F32AVX512(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	MOVQ   R8, R9
+	ADDQ   CX, R9
+	MOVQ   R9, R10
+	ADDQ   CX, R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	XORQ   CX, CX
+
+gemm5x16F32AVX512_loop:
+	CMPQ             CX, SI
+	JGE              gemm5x16F32AVX512_done
+	VMOVUPS          (DX), Z5
+	VFMADD231PS.BCST (AX)(CX*4), Z5, Z0
+	VFMADD231PS.BCST (DI)(CX*4), Z5, Z1
+	VFMADD231PS.BCST (R8)(CX*4), Z5, Z2
+	VFMADD231PS.BCST (R9)(CX*4), Z5, Z3
+	VFMADD231PS.BCST (R10)(CX*4), Z5, Z4
+	ADDQ             BX, DX
+	INCQ             CX
+	JMP              gemm5x16F32AVX512_loop
+
+gemm5x16F32AVX512_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Z5
+	TESTQ        DX, DX
+	JNZ          gemm5x16F32AVX512_add
+	VMULPS       Z5, Z0, Z0
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z5, Z1, Z1
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z5, Z2, Z2
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z5, Z3, Z3
+	VMOVUPS      Z3, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z5, Z4, Z4
+	VMOVUPS      Z4, (AX)
+	VZEROUPPER
+	RET
+
+gemm5x16F32AVX512_add:
+	VMOVUPS     (AX), Z6
+	VFMADD231PS Z5, Z0, Z6
+	VMOVUPS     Z6, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z5, Z1, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z5, Z2, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z5, Z3, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z5, Z4, Z0
+	VMOVUPS     Z0, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm6x16F32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, AVX512F
+TEXT ·gemm6x16F32AVX512(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	MOVQ   R8, R9
+	ADDQ   CX, R9
+	MOVQ   R9, R10
+	ADDQ   CX, R10
+	MOVQ   R10, R11
+	ADDQ   CX, R11
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	XORQ   CX, CX
+
+gemm6x16F32AVX512_loop:
+	CMPQ             CX, SI
+	JGE              gemm6x16F32AVX512_done
+	VMOVUPS          (DX), Z6
+	VFMADD231PS.BCST (AX)(CX*4), Z6, Z0
+	VFMADD231PS.BCST (DI)(CX*4), Z6, Z1
+	VFMADD231PS.BCST (R8)(CX*4), Z6, Z2
+	VFMADD231PS.BCST (R9)(CX*4), Z6, Z3
+	VFMADD231PS.BCST (R10)(CX*4), Z6, Z4
+	VFMADD231PS.BCST (R11)(CX*4), Z6, Z5
+	ADDQ             BX, DX
+	INCQ             CX
+	JMP              gemm6x16F32AVX512_loop
+
+gemm6x16F32AVX512_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Z6
+	TESTQ        DX, DX
+	JNZ          gemm6x16F32AVX512_add
+	VMULPS       Z6, Z0, Z0
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z6, Z1, Z1
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z6, Z2, Z2
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z6, Z3, Z3
+	VMOVUPS      Z3, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z6, Z4, Z4
+	VMOVUPS      Z4, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z6, Z5, Z5
+	VMOVUPS      Z5, (AX)
+	VZEROUPPER
+	RET
+
+gemm6x16F32AVX512_add:
+	VMOVUPS     (AX), Z7
+	VFMADD231PS Z6, Z0, Z7
+	VMOVUPS     Z7, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z6, Z1, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z6, Z2, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z6, Z3, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z6, Z4, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z6, Z5, Z0
+	VMOVUPS     Z0, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm7x16F32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, AVX512F
+TEXT ·gemm7x16F32AVX512(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	MOVQ   R8, R9
+	ADDQ   CX, R9
+	MOVQ   R9, R10
+	ADDQ   CX, R10
+	MOVQ   R10, R11
+	ADDQ   CX, R11
+	MOVQ   R11, R12
+	ADDQ   CX, R12
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	XORQ   CX, CX
+
+gemm7x16F32AVX512_loop:
+	CMPQ             CX, SI
+	JGE              gemm7x16F32AVX512_done
+	VMOVUPS          (DX), Z7
+	VFMADD231PS.BCST (AX)(CX*4), Z7, Z0
+	VFMADD231PS.BCST (DI)(CX*4), Z7, Z1
+	VFMADD231PS.BCST (R8)(CX*4), Z7, Z2
+	VFMADD231PS.BCST (R9)(CX*4), Z7, Z3
+	VFMADD231PS.BCST (R10)(CX*4), Z7, Z4
+	VFMADD231PS.BCST (R11)(CX*4), Z7, Z5
+	VFMADD231PS.BCST (R12)(CX*4), Z7, Z6
+	ADDQ             BX, DX
+	INCQ             CX
+	JMP              gemm7x16F32AVX512_loop
+
+gemm7x16F32AVX512_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Z7
+	TESTQ        DX, DX
+	JNZ          gemm7x16F32AVX512_add
+	VMULPS       Z7, Z0, Z0
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z7, Z1, Z1
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z7, Z2, Z2
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z7, Z3, Z3
+	VMOVUPS      Z3, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z7, Z4, Z4
+	VMOVUPS      Z4, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z7, Z5, Z5
+	VMOVUPS      Z5, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z7, Z6, Z6
+	VMOVUPS      Z6, (AX)
+	VZEROUPPER
+	RET
+
+gemm7x16F32AVX512_add:
+	VMOVUPS     (AX), Z8
+	VFMADD231PS Z7, Z0, Z8
+	VMOVUPS     Z8, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z7, Z1, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z7, Z2, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z7, Z3, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z7, Z4, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z7, Z5, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z7, Z6, Z0
+	VMOVUPS     Z0, (AX)
+	VZEROUPPER
+	RET
+
+// func gemm8x16F32AVX512(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)
+// Requires: AVX, AVX512F
+TEXT ·gemm8x16F32AVX512(SB), NOSPLIT, $0-72
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   ldb+24(FP), BX
+	MOVQ   k+32(FP), SI
+	SHLQ   $0x02, CX
+	SHLQ   $0x02, BX
+	MOVQ   AX, DI
+	ADDQ   CX, DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	MOVQ   R8, R9
+	ADDQ   CX, R9
+	MOVQ   R9, R10
+	ADDQ   CX, R10
+	MOVQ   R10, R11
+	ADDQ   CX, R11
+	MOVQ   R11, R12
+	ADDQ   CX, R12
+	MOVQ   R12, R13
+	ADDQ   CX, R13
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	XORQ   CX, CX
+
+gemm8x16F32AVX512_loop:
+	CMPQ             CX, SI
+	JGE              gemm8x16F32AVX512_done
+	VMOVUPS          (DX), Z8
+	VFMADD231PS.BCST (AX)(CX*4), Z8, Z0
+	VFMADD231PS.BCST (DI)(CX*4), Z8, Z1
+	VFMADD231PS.BCST (R8)(CX*4), Z8, Z2
+	VFMADD231PS.BCST (R9)(CX*4), Z8, Z3
+	VFMADD231PS.BCST (R10)(CX*4), Z8, Z4
+	VFMADD231PS.BCST (R11)(CX*4), Z8, Z5
+	VFMADD231PS.BCST (R12)(CX*4), Z8, Z6
+	VFMADD231PS.BCST (R13)(CX*4), Z8, Z7
+	ADDQ             BX, DX
+	INCQ             CX
+	JMP              gemm8x16F32AVX512_loop
+
+gemm8x16F32AVX512_done:
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	MOVQ         add+64(FP), DX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+56(FP), Z8
+	TESTQ        DX, DX
+	JNZ          gemm8x16F32AVX512_add
+	VMULPS       Z8, Z0, Z0
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z8, Z1, Z1
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z8, Z2, Z2
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z8, Z3, Z3
+	VMOVUPS      Z3, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z8, Z4, Z4
+	VMOVUPS      Z4, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z8, Z5, Z5
+	VMOVUPS      Z5, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z8, Z6, Z6
+	VMOVUPS      Z6, (AX)
+	ADDQ         CX, AX
+	VMULPS       Z8, Z7, Z7
+	VMOVUPS      Z7, (AX)
+	VZEROUPPER
+	RET
+
+gemm8x16F32AVX512_add:
+	VMOVUPS     (AX), Z9
+	VFMADD231PS Z8, Z0, Z9
+	VMOVUPS     Z9, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z8, Z1, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z8, Z2, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z8, Z3, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z8, Z4, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z8, Z5, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z8, Z6, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Z0
+	VFMADD231PS Z8, Z7, Z0
+	VMOVUPS     Z0, (AX)
+	VZEROUPPER
+	RET
+
 // func panelMul1x1F32AVX2(x *float32, ldx int, w *float32, ps int, k int, y *float32, ldy int)
 // Requires: AVX, FMA3
 TEXT ·panelMul1x1F32AVX2(SB), NOSPLIT, $0-56

@@ -88,6 +88,77 @@ func gemmF32AVX2(R, N int) {
 	RET()
 }
 
+// gemmF32AVX512 writes gemm{R}x16F32AVX512, gemmF32AVX2's product on
+// 512-bit vectors: B's 16 values of row d in one register and each of
+// A's R values broadcast from memory into its multiply-add. Up to 8 rows
+// fit, so a batch of 8 rows (or 32) runs in whole tiles where the 6-row
+// AVX2 tile left 2-row passes that the FMA's latency bounds. Each output
+// sums its products in d's order, as the AVX2 kernels do.
+func gemmF32AVX512(R int) {
+	name := fmt.Sprintf("gemm%dx16F32AVX512", R)
+	TEXT(name, NOSPLIT, "func(a *float32, lda int, b *float32, ldb int, k int, c *float32, ldc int, alpha float32, add int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s sets (add=0) or adds to (add=1) c[i*ldc+j] alpha·Σ_d a[i*lda+d]·b[d*ldb+j] for i < %d, j < 16, d < k.", name, R))
+	a, lda, b, ldb, k, _ := params("a", "lda", "b", "ldb", "k")
+	SHLQ(U8(2), lda)
+	SHLQ(U8(2), ldb)
+	ap := rowPointers(a, lda, R)
+	acc := make([]VecVirtual, R)
+	for i := range acc {
+		acc[i] = ZMM()
+		VPXORD(acc[i], acc[i], acc[i])
+	}
+	idx := GP64()
+	XORQ(idx, idx)
+	Label(name + "_loop")
+	CMPQ(idx, k)
+	JGE(LabelRef(name + "_done"))
+	bv := ZMM()
+	VMOVUPS(Mem{Base: b}, bv)
+	for i := 0; i < R; i++ {
+		VFMADD231PS_BCST(Mem{Base: ap[i], Index: idx, Scale: 4}, bv, acc[i])
+	}
+	ADDQ(ldb, b)
+	INCQ(idx)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	c, ldc, add := GP64(), GP64(), GP64()
+	Load(Param("c"), c)
+	Load(Param("ldc"), ldc)
+	Load(Param("add"), add)
+	SHLQ(U8(2), ldc)
+	alpha := ZMM()
+	al, err := Param("alpha").Resolve()
+	if err != nil {
+		panic(err)
+	}
+	VBROADCASTSS(al.Addr, alpha)
+	TESTQ(add, add)
+	JNZ(LabelRef(name + "_add"))
+	for i := 0; i < R; i++ {
+		VMULPS(alpha, acc[i], acc[i])
+		VMOVUPS(acc[i], Mem{Base: c})
+		if i+1 < R {
+			ADDQ(ldc, c)
+		}
+	}
+	VZEROUPPER()
+	RET()
+	Label(name + "_add")
+	for i := 0; i < R; i++ {
+		v := ZMM()
+		VMOVUPS(Mem{Base: c}, v)
+		VFMADD231PS(alpha, acc[i], v)
+		VMOVUPS(v, Mem{Base: c})
+		if i+1 < R {
+			ADDQ(ldc, c)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
 // panelMul writes the products of a weight stored as panels (panels.go):
 // y[i*ldy+c] = Σ_d x[i*ldx+d] · P[c/16][d][c%16] for R rows of x and the
 // 16·NP columns of NP panels (stride ps values) of dt weights, widened

@@ -170,6 +170,9 @@ func main() {
 		gemmF32AVX2(R, 16)
 		gemmF32AVX2(R, 8)
 	}
+	for R := 1; R <= 8; R++ {
+		gemmF32AVX512(R)
+	}
 	for _, dt := range dtypes {
 		for R := 1; R <= 6; R++ {
 			panelMul(R, 1, dt)
