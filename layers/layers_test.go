@@ -492,11 +492,18 @@ func TestGatedAct(t *testing.T) {
 	}
 }
 
+// TestSparseMoE runs the op against a float64 reference, on few rows
+// (the experts side by side) and on more than expertsAtOnce (one after
+// another).
 func TestSparseMoE(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
-	const T, D, F, E, K = 5, 6, 4, 4, 2
-	x, router := randVals(r, T*D, 1), randVals(r, E*D, 1)
-	for _, norm := range []bool{false, true} {
+	const D, F, E, K = 6, 4, 4, 2
+	for _, c := range []struct {
+		T    int
+		norm bool
+	}{{5, false}, {5, true}, {expertsAtOnce + 4, true}} {
+		T, norm := c.T, c.norm
+		x, router := randVals(r, T*D, 1), randVals(r, E*D, 1)
 		g := newGraph(t)
 		var raw [][3][]float32
 		var gs, us, ds []float32 // the experts stacked, as the op binds them

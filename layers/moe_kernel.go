@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/simd"
 	"github.com/gozoo/gozoo/ops"
 )
 
@@ -192,7 +193,7 @@ func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	x, T, D, E, F, router := m.x, m.T, m.D, m.E, m.F, m.router
+	x, T, D, E, router := m.x, m.T, m.D, m.E, m.router
 	logits := make([]float32, T*E)
 	mulTMode(k.fast, logits, x, T, router, E, D)
 	rows, weights := route(logits, T, E, k.topK, k.normTopK)
@@ -201,38 +202,75 @@ func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	run := expertRun{k: k, m: &m, rows: rows, act: act, y: make([][]float32, E)}
+	if T <= expertsAtOnce {
+		// A decode step's experts are small products, each split over
+		// the team with its own hand-off: instead, each expert is a
+		// part, its products on one thread.
+		for e, r := range rows {
+			if len(r) > 0 {
+				run.parts = append(run.parts, e)
+			}
+		}
+		simd.Parallel(len(run.parts), &run)
+	} else {
+		for e, r := range rows {
+			if len(r) > 0 {
+				run.expert(e)
+			}
+		}
+	}
 	out := o.Float32s(T * D)
-	for e := 0; e < E; e++ {
-		r := rows[e]
-		if len(r) == 0 {
-			continue
-		}
-		var w [3]weight
-		for j := range w {
-			w[j] = m.expert(j, e)
-		}
-		n := len(r)
-		xe := make([]float32, n*D)
-		for i, t := range r {
-			copy(xe[i*D:(i+1)*D], x[t*D:(t+1)*D])
-		}
-		g, u, y := make([]float32, n*F), make([]float32, n*F), make([]float32, n*D)
-		mulTMode(k.fast, g, xe, n, w[0], F, D)
-		mulTMode(k.fast, u, xe, n, w[1], F, D)
-		for i := range g {
-			g[i] = act(g[i]) * u[i]
-		}
-		mulTMode(k.fast, y, g, n, w[2], D, F)
+	for e, r := range rows {
 		// Experts add in ascending order, as HF's index_add_ loop does.
 		for i, t := range r {
 			p := weights[e][i]
-			o, ye := out[t*D:(t+1)*D], y[i*D:(i+1)*D]
+			o, ye := out[t*D:(t+1)*D], run.y[e][i*D:(i+1)*D]
 			for j := range o {
 				o[j] += ye[j] * p
 			}
 		}
 	}
 	return o.Tensor(out, T, D), nil
+}
+
+// expertsAtOnce is the most rows for which a MoE layer runs its experts
+// side by side rather than one after another.
+const expertsAtOnce = 16
+
+// expertRun computes the routed experts of a sparseMoE forward: y[e] is
+// expert e's output for its rows.
+type expertRun struct {
+	k     sparseMoE
+	m     *moeInputs
+	rows  [][]int
+	act   func(float32) float32
+	y     [][]float32
+	parts []int // the experts that Parallel's parts stand for
+}
+
+func (r *expertRun) Part(i int) { r.expert(r.parts[i]) }
+
+// expert runs expert e on the rows routed to it.
+func (r *expertRun) expert(e int) {
+	D, F, x, k := r.m.D, r.m.F, r.m.x, r.k
+	var w [3]weight
+	for j := range w {
+		w[j] = r.m.expert(j, e)
+	}
+	n := len(r.rows[e])
+	xe := make([]float32, n*D)
+	for i, t := range r.rows[e] {
+		copy(xe[i*D:(i+1)*D], x[t*D:(t+1)*D])
+	}
+	g, u, y := make([]float32, n*F), make([]float32, n*F), make([]float32, n*D)
+	mulTMode(k.fast, g, xe, n, w[0], F, D)
+	mulTMode(k.fast, u, xe, n, w[1], F, D)
+	for i := range g {
+		g[i] = r.act(g[i]) * u[i]
+	}
+	mulTMode(k.fast, y, g, n, w[2], D, F)
+	r.y[e] = y
 }
 
 // softmaxExps writes exp(l[e] - max(l)) into exps and returns their sum:
