@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -202,7 +203,7 @@ func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	run := expertRun{k: k, m: &m, rows: rows, act: act, y: make([][]float32, E)}
+	run := expertRun{k: k, m: &m, rows: rows, act: act, y: make([][]float32, E), bufs: make([]*[]float32, E)}
 	if T <= expertsAtOnce {
 		// A decode step's experts are small products, each split over
 		// the team with its own hand-off: instead, each expert is a
@@ -230,6 +231,9 @@ func (k sparseMoE) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 				o[j] += ye[j] * p
 			}
 		}
+		if run.bufs[e] != nil {
+			expertBufs.Put(run.bufs[e])
+		}
 	}
 	return o.Tensor(out, T, D), nil
 }
@@ -246,8 +250,13 @@ type expertRun struct {
 	rows  [][]int
 	act   func(float32) float32
 	y     [][]float32
-	parts []int // the experts that Parallel's parts stand for
+	bufs  []*[]float32 // each expert's buffers, y[e] among them (expertBufs)
+	parts []int        // the experts that Parallel's parts stand for
 }
+
+// expertBufs are the buffers of an expert's forward in decode (its rows,
+// gate, up and output), which each step would otherwise allocate.
+var expertBufs = sync.Pool{New: func() any { return new([]float32) }}
 
 func (r *expertRun) Part(i int) { r.expert(r.parts[i]) }
 
@@ -259,11 +268,22 @@ func (r *expertRun) expert(e int) {
 		w[j] = r.m.expert(j, e)
 	}
 	n := len(r.rows[e])
-	xe := make([]float32, n*D)
+	var buf []float32
+	if need := n * (2*D + 2*F); r.m.T <= expertsAtOnce {
+		// Pooled for decode only: a prompt's experts would keep large
+		// buffers alive.
+		bp := expertBufs.Get().(*[]float32)
+		if cap(*bp) < need {
+			*bp = make([]float32, need)
+		}
+		r.bufs[e], buf = bp, *bp
+	} else {
+		buf = make([]float32, need)
+	}
+	xe, g, u, y := buf[:n*D], buf[n*D:n*(D+F)], buf[n*(D+F):n*(D+2*F)], buf[n*(D+2*F):n*(2*D+2*F)]
 	for i, t := range r.rows[e] {
 		copy(xe[i*D:(i+1)*D], x[t*D:(t+1)*D])
 	}
-	g, u, y := make([]float32, n*F), make([]float32, n*F), make([]float32, n*D)
 	mulTMode(k.fast, g, xe, n, w[0], F, D)
 	mulTMode(k.fast, u, xe, n, w[1], F, D)
 	for i := range g {
