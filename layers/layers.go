@@ -260,11 +260,12 @@ func (m *MoE) Forward(s *graphs.Step, x *G.Node) *G.Node {
 		frozen:      s.Frozen(m.Router.Weight),
 	}
 	in := []*G.Node{x, s.Bind(m.Router.Weight)}
-	if !s.Training() && !s.OnDevice() && (m.Gate.Slices != nil || m.Up.Slices != nil || m.Down.Slices != nil) {
-		// Per-expert tensors (transformers 4.x, v5's fused gate_up_proj),
-		// read in place, once, as Bind reads a weight once. A device
-		// takes them stacked, as Bind gives them.
-		set, err := readExperts([3]*graphs.Param{m.Gate, m.Up, m.Down})
+	if !s.Training() && !s.OnDevice() && (m.Gate.Slices != nil || m.Up.Slices != nil || m.Down.Slices != nil || m.Gate.Data != nil && m.Up.Data != nil && m.Down.Data != nil) {
+		// Per-expert tensors (transformers 4.x, v5's fused gate_up_proj)
+		// or a stack's shares, read in place (or on their packings),
+		// once, as Bind reads a weight once. A device and training take
+		// them stacked, as Bind gives them.
+		set, err := readExperts([3]*graphs.Param{m.Gate, m.Up, m.Down}, s.Fast)
 		if err != nil {
 			panic(fmt.Errorf("%s: %w", m.name, err))
 		}
