@@ -207,10 +207,8 @@ func packForDecode(p *graphs.Param, fast bool) *simd.Packing {
 				pk = simd.PackF16(d, p.Shape[0], p.Shape[1])
 			}
 		case []byte:
-			if f, ok := p.DType.Quant(); ok && fast {
-				pk = simd.PackQuantFast(d, f, p.Shape[0], p.Shape[1])
-			} else if ok {
-				pk = simd.PackQuant(d, f, p.Shape[0], p.Shape[1])
+			if f, ok := p.DType.Quant(); ok {
+				pk = packQuant(d, f, p.Shape[0], p.Shape[1], fast)
 			}
 		}
 		if pk == nil {
@@ -220,6 +218,15 @@ func packForDecode(p *graphs.Param, fast bool) *simd.Packing {
 	})
 	pk, _ := f.(*simd.Packing)
 	return pk
+}
+
+// packQuant regroups a quantized matrix for the mode's decode kernels
+// (simd.PackQuant, or PackQuantFast in fast mode), or returns nil.
+func packQuant(w []byte, f quant.Format, rows, cols int, fast bool) *simd.Packing {
+	if fast {
+		return simd.PackQuantFast(w, f, rows, cols)
+	}
+	return simd.PackQuant(w, f, rows, cols)
 }
 
 // packingOf is the packing a graph made of p for decode, or nil.

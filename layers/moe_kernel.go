@@ -122,13 +122,7 @@ func (ps *expertPacks) Release() {
 
 // on returns expert e's weight w on its packing, made on first use.
 func (ps *expertPacks) on(e int, w weight) weight {
-	ps.once[e].Do(func() {
-		if ps.fast {
-			ps.packs[e] = simd.PackQuantFast(w.u8, ps.f, ps.rows, ps.cols)
-		} else {
-			ps.packs[e] = simd.PackQuant(w.u8, ps.f, ps.rows, ps.cols)
-		}
-	})
+	ps.once[e].Do(func() { ps.packs[e] = packQuant(w.u8, ps.f, ps.rows, ps.cols, ps.fast) })
 	if pk := ps.packs[e]; pk != nil {
 		w.pack, w.rows, w.cols = pk, ps.rows, ps.cols
 	}

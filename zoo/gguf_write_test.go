@@ -101,8 +101,9 @@ func TestWriteGGUF(t *testing.T) {
 				got := lastLogits(t, back, ids)
 				if tc.ftype == "f32" {
 					// Lossless weights; a model read from Q8_0 blocks ran the
-					// fused kernel, whose sums round differently.
-					if d := golden.MaxAbsDiff(got, want); d > 1e-5 {
+					// fused and regrouped kernels (MoE experts among them),
+					// whose sums round differently: 1.0e-5 on qwen3moe_q8_0.
+					if d := golden.MaxAbsDiff(got, want); d > 3e-5 {
 						t.Errorf("logits moved by %g through f32", d)
 					}
 				} else if math.IsInf(golden.MaxAbsDiff(got, got), 1) {

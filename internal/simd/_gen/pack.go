@@ -58,29 +58,11 @@ func fastPack(q string) {
 	// 8-15, loaded and transposed, then joined: vecs[i] is word i of the
 	// 16 rows (a gather reads a lane a cycle here).
 	n := map[string]int{"Q4_0": 4, "Q5_0": 5, "Q8_0": 8}[q]
-	var vecs []VecVirtual
-	{
-		w8 := GP64()
-		LEAQ(Mem{Base: w, Index: rb, Scale: 8}, w8)
-		load := func(at func(c, disp int) Mem) [8]VecVirtual {
-			var r [8]VecVirtual
-			for c := range r {
-				r[c] = YMM()
-				if n < 8 { // only the block's own bytes: the last may end the matrix
-					VMOVDQU32_Z(at(c, 2), words5, r[c])
-				} else {
-					VMOVDQU32(at(c, 2), r[c])
-				}
-			}
-			return r
-		}
-		lo, hi := transpose8(load(rowsAt(w, rb))), transpose8(load(rowsAt(w8, rb)))
-		for i := 0; i < n; i++ {
-			v := ZMM()
-			VINSERTI64X4(U8(1), hi[i], lo[i].AsZ(), v)
-			vecs = append(vecs, v)
-		}
+	var own Op // only the block's own bytes: the last may end the matrix
+	if n < 8 {
+		own = words5
 	}
+	vecs := words16(w, rb, 2, n, own)
 	var qh VecVirtual
 	if q == "Q5_0" {
 		qh, vecs = vecs[0], vecs[1:]
@@ -228,23 +210,10 @@ func fastPackK(q string) {
 		// The values: each 32 bytes of the rows' qs loaded, transposed 8
 		// rows at a time, and joined so that a vector holds one word of
 		// the 16 rows.
-		w8 := GP64()
-		LEAQ(Mem{Base: w, Index: rb, Scale: 8}, w8)
-		lo8, hi8 := rowsAt(w, rb), rowsAt(w8, rb)
-		load := func(at func(c, disp int) Mem, disp int) [8]VecVirtual {
-			var r [8]VecVirtual
-			for c := range r {
-				r[c] = YMM()
-				VMOVDQU32(at(c, disp), r[c])
-			}
-			return r
-		}
 		nib := broadcast(avx512, 0x0f0f0f0f)
 		for ch := 0; ch < 4; ch++ {
-			a, b := transpose8(load(lo8, 16+32*ch)), transpose8(load(hi8, 16+32*ch))
-			for k := 0; k < 8; k++ {
-				v, lo := ZMM(), ZMM()
-				VINSERTI64X4(U8(1), b[k], a[k].AsZ(), v)
+			for k, v := range words16(w, rb, 16+32*ch, 8, nil) {
+				lo := ZMM()
 				VPANDD(nib, v, lo)
 				store(lo, 256*ch+16*k)
 				VPSRLD(U8(4), v, v)
@@ -297,12 +266,7 @@ func fastPackK(q string) {
 		// 2j and 2j+1 (a 16-lane gather's layout, without the gathers).
 		rowMem := rowsAt(w, rb)
 		wordPairs := func(disp int) [4]VecVirtual {
-			var r [8]VecVirtual
-			for c := range r {
-				r[c] = YMM()
-				VMOVDQU32(rowMem(c, disp), r[c])
-			}
-			t := transpose8(r)
+			t := transpose8(loadRows8(rowMem, disp, nil))
 			var z [4]VecVirtual
 			for j := range z {
 				z[j] = ZMM()
@@ -392,6 +356,37 @@ func rowsAt(w, rb GPVirtual) func(c, disp int) Mem {
 		}
 		return Mem{Base: base, Disp: disp}
 	}
+}
+
+// loadRows8 loads the 32 bytes at disp of 8 rows (at), or with mask set
+// only its words (the others zero).
+func loadRows8(at func(c, disp int) Mem, disp int, mask Op) [8]VecVirtual {
+	var r [8]VecVirtual
+	for c := range r {
+		r[c] = YMM()
+		if mask != nil {
+			VMOVDQU32_Z(at(c, disp), mask, r[c])
+		} else {
+			VMOVDQU32(at(c, disp), r[c])
+		}
+	}
+	return r
+}
+
+// words16 returns words 0..n-1 of the 32 bytes at disp of the 16 rows of
+// stride rb from w, each as a 16-lane vector (lane c: row c): rows 0-7
+// and 8-15 loaded (loadRows8) and transposed apart, then joined.
+func words16(w, rb GPVirtual, disp, n int, mask Op) []VecVirtual {
+	w8 := GP64()
+	LEAQ(Mem{Base: w, Index: rb, Scale: 8}, w8)
+	lo := transpose8(loadRows8(rowsAt(w, rb), disp, mask))
+	hi := transpose8(loadRows8(rowsAt(w8, rb), disp, mask))
+	vecs := make([]VecVirtual, n)
+	for i := range vecs {
+		vecs[i] = ZMM()
+		VINSERTI64X4(U8(1), hi[i], lo[i].AsZ(), vecs[i])
+	}
+	return vecs
 }
 
 // transpose8 transposes 8 YMM rows of 8 dwords: word k of the result
