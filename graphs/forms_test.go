@@ -41,3 +41,29 @@ func TestPrepare(t *testing.T) {
 		t.Fatalf("after Params.Release: %d released, %d forms held", released, len(p.Forms()))
 	}
 }
+
+// TestStackDropsForms: stacking a parameter's mapped slices (a training
+// step binds experts whole) makes a heap copy that training may write, so
+// the forms made of the slices are released and the weight is no longer
+// read-only.
+func TestStackDropsForms(t *testing.T) {
+	ps := NewParams()
+	p := ps.Root().Param("experts", Matrix, 2, 2, 3)
+	parts := []*tensor.Dense{
+		tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float32{1, 2, 3, 4, 5, 6})),
+		tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float32{7, 8, 9, 10, 11, 12})),
+	}
+	if err := p.SetSlices(F32, parts); err != nil {
+		t.Fatal(err)
+	}
+	p.ReadOnly = true // as the loader sets it for slices of a mapping
+	released := 0
+	p.Prepare("cpu-expert-packings", func() Form { return countedForm{&released} })
+	p.Stack()
+	if released != 1 || p.Prepared("cpu-expert-packings") != nil || p.ReadOnly {
+		t.Fatalf("after Stack: %d released, form %v, read-only %v: want the slices' forms gone", released, p.Prepared("cpu-expert-packings"), p.ReadOnly)
+	}
+	if got := p.Data.Data().([]float32); len(got) != 12 || got[6] != 7 {
+		t.Fatalf("stacked %v", got)
+	}
+}

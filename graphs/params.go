@@ -270,7 +270,15 @@ func (p *Param) Stack() {
 	mu.Lock()
 	defer mu.Unlock()
 	if p.Data == nil && p.Slices != nil {
-		p.Data, p.Slices = p.stacked(), nil
+		// The copy is the Go heap's, and training may write it: the
+		// forms made of the mapped slices go with them.
+		p.Data, p.Slices, p.ReadOnly = p.stacked(), nil, false
+		for _, f := range p.forms {
+			if f != nil {
+				f.Release()
+			}
+		}
+		p.forms = nil
 	}
 }
 

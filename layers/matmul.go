@@ -193,40 +193,38 @@ func packForDecode(p *graphs.Param, fast bool) *simd.Packing {
 		return nil
 	}
 	f := p.Prepare(cpuPacking, func() graphs.Form {
-		var pk *simd.Packing
-		switch d := p.Data.Data().(type) {
-		case []float32:
-			if p.DType == graphs.F32 {
-				pk = simd.PackF32(d, p.Shape[0], p.Shape[1])
-			}
-		case []uint16:
-			switch p.DType {
-			case graphs.BF16:
-				pk = simd.PackBF16(d, p.Shape[0], p.Shape[1])
-			case graphs.F16:
-				pk = simd.PackF16(d, p.Shape[0], p.Shape[1])
-			}
-		case []byte:
-			if f, ok := p.DType.Quant(); ok {
-				pk = packQuant(d, f, p.Shape[0], p.Shape[1], fast)
-			}
+		w, err := weightData(p.Data, p.DType)
+		if err != nil {
+			return nil
 		}
-		if pk == nil {
-			return nil // a refusal, kept: no graph tries the weight again
+		if pk := packWeight(w, p.Shape[0], p.Shape[1], fast); pk != nil {
+			return pk
 		}
-		return pk
+		return nil // a refusal, kept: no graph tries the weight again
 	})
 	pk, _ := f.(*simd.Packing)
 	return pk
 }
 
-// packQuant regroups a quantized matrix for the mode's decode kernels
-// (simd.PackQuant, or PackQuantFast in fast mode), or returns nil.
-func packQuant(w []byte, f quant.Format, rows, cols int, fast bool) *simd.Packing {
-	if fast {
-		return simd.PackQuantFast(w, f, rows, cols)
+// packWeight is packForDecode's packing of a matrix [rows, cols] in
+// memory: its storage's packing where the kernels have one, or nil.
+func packWeight(w weight, rows, cols int, fast bool) *simd.Packing {
+	switch w.dtype {
+	case graphs.F32:
+		return simd.PackF32(w.f32, rows, cols)
+	case graphs.BF16:
+		return simd.PackBF16(w.u16, rows, cols)
+	case graphs.F16:
+		return simd.PackF16(w.u16, rows, cols)
 	}
-	return simd.PackQuant(w, f, rows, cols)
+	f, ok := w.dtype.Quant()
+	switch {
+	case !ok:
+		return nil
+	case fast:
+		return simd.PackQuantFast(w.u8, f, rows, cols)
+	}
+	return simd.PackQuant(w.u8, f, rows, cols)
 }
 
 // packingOf is the packing a graph made of p for decode, or nil.

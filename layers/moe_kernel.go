@@ -11,7 +11,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gozoo/gozoo/graphs"
-	"github.com/gozoo/gozoo/internal/quant"
 	"github.com/gozoo/gozoo/internal/simd"
 	"github.com/gozoo/gozoo/ops"
 )
@@ -98,14 +97,13 @@ func readExperts(ps [3]*graphs.Param, fast bool) (*expertSet, error) {
 // prepared forms.
 const cpuExpertPackings = "cpu-expert-packings"
 
-// expertPacks are the packings of a stack's quantized experts for decode,
+// expertPacks are the packings of a stack's experts for decode,
 // as packForDecode makes a matrix's (the first mode to read the stack
 // chooses): each made when its expert first runs, so experts the routing
 // never picks stay unread in the mapping. A decode step's experts are
 // products of a row or a few, which the regrouped kernels run 1.5 to 2.5
 // times faster.
 type expertPacks struct {
-	f          quant.Format
 	fast       bool
 	rows, cols int
 	once       []sync.Once
@@ -122,7 +120,7 @@ func (ps *expertPacks) Release() {
 
 // on returns expert e's weight w on its packing, made on first use.
 func (ps *expertPacks) on(e int, w weight) weight {
-	ps.once[e].Do(func() { ps.packs[e] = packQuant(w.u8, ps.f, ps.rows, ps.cols, ps.fast) })
+	ps.once[e].Do(func() { ps.packs[e] = packWeight(w, ps.rows, ps.cols, ps.fast) })
 	if pk := ps.packs[e]; pk != nil {
 		w.pack, w.rows, w.cols = pk, ps.rows, ps.cols
 	}
@@ -132,13 +130,12 @@ func (ps *expertPacks) on(e int, w weight) weight {
 // expertPackings returns p's experts' packings (expertPacks), or nil for
 // a stack the kernels read as it is.
 func expertPackings(p *graphs.Param, fast bool) *expertPacks {
-	f, ok := p.DType.Quant()
-	if !ok || !p.ReadOnly || len(p.Shape) != 3 {
+	if !p.ReadOnly || len(p.Shape) != 3 {
 		return nil
 	}
 	form := p.Prepare(cpuExpertPackings, func() graphs.Form {
 		E := p.Shape[0]
-		return &expertPacks{f: f, fast: fast, rows: p.Shape[1], cols: p.Shape[2], once: make([]sync.Once, E), packs: make([]*simd.Packing, E)}
+		return &expertPacks{fast: fast, rows: p.Shape[1], cols: p.Shape[2], once: make([]sync.Once, E), packs: make([]*simd.Packing, E)}
 	})
 	ps, _ := form.(*expertPacks)
 	return ps

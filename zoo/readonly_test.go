@@ -9,19 +9,23 @@ import (
 )
 
 // TestReadOnlyParams: weights bound in place from a file mapping (the
-// matrices of a safetensors or GGUF checkpoint) are marked read-only, so
-// backends may prepare forms of them; widened vectors and random weights,
-// memory the program owns, are not.
+// matrices of a safetensors or GGUF checkpoint, per-expert tensors bound
+// as slices among them) are marked read-only, so backends may prepare
+// forms of them; widened vectors and random weights, memory the program
+// owns, are not.
 func TestReadOnlyParams(t *testing.T) {
-	for _, dir := range []string{ggufDir(t, "llama_q4_0"), ggufDir(t, "qwen3_f16"), "../testdata/golden/qwen3_gqa_tied"} {
+	for _, dir := range []string{ggufDir(t, "llama_q4_0"), ggufDir(t, "qwen3_f16"), "../testdata/golden/qwen3_gqa_tied", "../testdata/golden/qwen3_moe_normtopk"} {
 		m, err := zoo.Load(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		matrices, readOnly := 0, 0
+		matrices, readOnly, sliced := 0, 0, 0
 		for _, p := range m.Params().All() {
 			if p.Role == graphs.Matrix {
 				matrices++
+			}
+			if p.Slices != nil {
+				sliced++
 			}
 			if p.ReadOnly {
 				readOnly++
@@ -31,7 +35,7 @@ func TestReadOnlyParams(t *testing.T) {
 			}
 		}
 		if readOnly == 0 || readOnly != matrices {
-			t.Errorf("%s: %d of %d matrices read-only, want all", dir, readOnly, matrices)
+			t.Errorf("%s: %d of %d matrices read-only, want all (%d in slices)", dir, readOnly, matrices, sliced)
 		}
 	}
 	data, err := os.ReadFile("../testdata/golden/qwen3_gqa_tied/config.json")

@@ -300,7 +300,7 @@ func loadAll[S mappedFile](ctx context.Context, where string, ps *graphs.Params,
 		if err := load(p); err != nil {
 			return err
 		}
-		p.ReadOnly = p.Data != nil && src.Holds(storedBytes(p))
+		p.ReadOnly = heldBy(src, p)
 		if done += p.Numel(); progress != nil {
 			progress(done, total)
 		}
@@ -317,9 +317,22 @@ type mappedFile interface {
 	Holds(b []byte) bool
 }
 
-// storedBytes is p's data as bytes, in place.
-func storedBytes(p *graphs.Param) []byte {
-	switch v := p.Data.Data().(type) {
+// heldBy says p's data, stacked or in slices, lies in src's mapping.
+func heldBy[S mappedFile](src S, p *graphs.Param) bool {
+	if p.Data != nil {
+		return src.Holds(storedBytes(p.Data))
+	}
+	for _, s := range p.Slices {
+		if !src.Holds(storedBytes(s)) {
+			return false
+		}
+	}
+	return len(p.Slices) > 0
+}
+
+// storedBytes is d's data as bytes, in place.
+func storedBytes(d *tensor.Dense) []byte {
+	switch v := d.Data().(type) {
 	case []float32:
 		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
 	case []uint16:
