@@ -48,12 +48,24 @@ func gemmF32AVX2(R, N int) {
 	JMP(LabelRef(name + "_loop"))
 
 	Label(name + "_done")
+	gemmStore(name, acc)
+}
+
+// gemmStore ends a broadcast micro-kernel: C's rows (stride ldc) get
+// alpha times the accumulators acc[i] (each row's vectors side by side),
+// or, with add set, have that added.
+func gemmStore(name string, acc [][]VecVirtual) {
+	vec := YMM
+	if acc[0][0].Size() == 64 {
+		vec = ZMM
+	}
+	size := int(acc[0][0].Size())
 	c, ldc, add := GP64(), GP64(), GP64()
 	Load(Param("c"), c)
 	Load(Param("ldc"), ldc)
 	Load(Param("add"), add)
 	SHLQ(U8(2), ldc)
-	alpha := YMM()
+	alpha := vec()
 	al, err := Param("alpha").Resolve()
 	if err != nil {
 		panic(err)
@@ -61,10 +73,11 @@ func gemmF32AVX2(R, N int) {
 	VBROADCASTSS(al.Addr, alpha)
 	TESTQ(add, add)
 	JNZ(LabelRef(name + "_add"))
+	R := len(acc)
 	for i := 0; i < R; i++ {
 		for j := range acc[i] {
 			VMULPS(alpha, acc[i][j], acc[i][j])
-			VMOVUPS(acc[i][j], Mem{Base: c, Disp: 32 * j})
+			VMOVUPS(acc[i][j], Mem{Base: c, Disp: size * j})
 		}
 		if i+1 < R {
 			ADDQ(ldc, c)
@@ -75,10 +88,10 @@ func gemmF32AVX2(R, N int) {
 	Label(name + "_add")
 	for i := 0; i < R; i++ {
 		for j := range acc[i] {
-			v := YMM()
-			VMOVUPS(Mem{Base: c, Disp: 32 * j}, v)
+			v := vec()
+			VMOVUPS(Mem{Base: c, Disp: size * j}, v)
 			VFMADD231PS(alpha, acc[i][j], v)
-			VMOVUPS(v, Mem{Base: c, Disp: 32 * j})
+			VMOVUPS(v, Mem{Base: c, Disp: size * j})
 		}
 		if i+1 < R {
 			ADDQ(ldc, c)
@@ -123,40 +136,11 @@ func gemmF32AVX512(R int) {
 	JMP(LabelRef(name + "_loop"))
 
 	Label(name + "_done")
-	c, ldc, add := GP64(), GP64(), GP64()
-	Load(Param("c"), c)
-	Load(Param("ldc"), ldc)
-	Load(Param("add"), add)
-	SHLQ(U8(2), ldc)
-	alpha := ZMM()
-	al, err := Param("alpha").Resolve()
-	if err != nil {
-		panic(err)
+	rows := make([][]VecVirtual, R)
+	for i := range rows {
+		rows[i] = acc[i : i+1]
 	}
-	VBROADCASTSS(al.Addr, alpha)
-	TESTQ(add, add)
-	JNZ(LabelRef(name + "_add"))
-	for i := 0; i < R; i++ {
-		VMULPS(alpha, acc[i], acc[i])
-		VMOVUPS(acc[i], Mem{Base: c})
-		if i+1 < R {
-			ADDQ(ldc, c)
-		}
-	}
-	VZEROUPPER()
-	RET()
-	Label(name + "_add")
-	for i := 0; i < R; i++ {
-		v := ZMM()
-		VMOVUPS(Mem{Base: c}, v)
-		VFMADD231PS(alpha, acc[i], v)
-		VMOVUPS(v, Mem{Base: c})
-		if i+1 < R {
-			ADDQ(ldc, c)
-		}
-	}
-	VZEROUPPER()
-	RET()
+	gemmStore(name, rows)
 }
 
 // panelMul writes the products of a weight stored as panels (panels.go):
