@@ -13074,8 +13074,6 @@ TEXT ·fastPackQ8_0AVX512(SB), NOSPLIT, $0-40
 	VPMULLD      Z1, Z0, Z0
 	MOVL         $0x80808080, DI
 	VPBROADCASTD DI, Z1
-	MOVL         $0x000000ff, DI
-	KMOVW        DI, K1
 	MOVL         $0x0000ffff, DI
 
 fastPackQ8_0AVX512_block:

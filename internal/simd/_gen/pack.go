@@ -42,11 +42,17 @@ func fastPack(q string) {
 		fifth = ZMM()
 		VMOVDQU32(fifthBitsTable, fifth)
 	}
-	// words5 masks the first n words of a row's load (Q4_0, Q5_0).
-	words5 := K()
-	all := GP32()
-	MOVL(U32(1<<map[string]int{"Q4_0": 4, "Q5_0": 5, "Q8_0": 8}[q]-1), all)
-	KMOVW(all, words5)
+	// The words after d (Q5_0: qh, then the values) that a block holds:
+	// loads of fewer than 8 are masked to them (own), since the last
+	// block may end the matrix.
+	n := map[string]int{"Q4_0": 4, "Q5_0": 5, "Q8_0": 8}[q]
+	var own Op
+	if n < 8 {
+		k, all := K(), GP32()
+		MOVL(U32(1<<n-1), all)
+		KMOVW(all, k)
+		own = k
+	}
 	// gather reads the 4 bytes at disp in the 16 rows' current block.
 	g := rowGather(w)
 	gather := func(disp int) VecVirtual { return g(offs, disp) }
@@ -54,14 +60,9 @@ func fastPack(q string) {
 	TESTQ(blocks, blocks)
 	JZ(LabelRef(name + "_end"))
 	rowsPrefetch(w, rb, 16, packPrefetchDist, 1)
-	// The words after d (Q5_0: qh, then the values) of rows 0-7 and
-	// 8-15, loaded and transposed, then joined: vecs[i] is word i of the
-	// 16 rows (a gather reads a lane a cycle here).
-	n := map[string]int{"Q4_0": 4, "Q5_0": 5, "Q8_0": 8}[q]
-	var own Op // only the block's own bytes: the last may end the matrix
-	if n < 8 {
-		own = words5
-	}
+	// Those words of rows 0-7 and 8-15, loaded and transposed, then
+	// joined: vecs[i] is word i of the 16 rows (a gather reads a lane a
+	// cycle here).
 	vecs := words16(w, rb, 2, n, own)
 	var qh VecVirtual
 	if q == "Q5_0" {
