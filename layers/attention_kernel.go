@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/chewxy/hm"
 	"gonum.org/v1/gonum/blas/blas32"
@@ -101,6 +102,9 @@ func (k cachedAttention) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 			k.store(r, f[1], f[2], d)
 		}
 	}
+	if d.T == 1 && len(runs) == 1 {
+		k.logReads(runs[0], d)
+	}
 	var probs []float32
 	if k.sink != nil {
 		keys = max(keys, k.kv.Keys())
@@ -149,6 +153,21 @@ func (k cachedAttention) store(r graphs.SeqRun, kNew, vNew []float32, d attnDims
 			kb.store((g*d.B+slot)*d.Dk, kNew[((r.Row+t)*d.Hkv+g)*d.Dk:][:d.Dk])
 			vb.store((g*d.B+slot)*d.Dv, vNew[((r.Row+t)*d.Hkv+g)*d.Dv:][:d.Dv])
 		}
+	}
+}
+
+// logReads logs the blocks a decode row reads with the decode order, so
+// that the team prefetches them with the weights in later steps.
+func (k cachedAttention) logReads(r graphs.SeqRun, d attnDims) {
+	for i := k.lo(r.Pos) / d.B; i <= (r.Pos+r.Len-1)/d.B; i++ {
+		if kq, vq := k.kv.QuantBlocks(r.Blocks[i]); kq != nil {
+			simd.Reads(unsafe.Pointer(&kq[0]), len(kq))
+			simd.Reads(unsafe.Pointer(&vq[0]), len(vq))
+			continue
+		}
+		kb, vb := k.blockRows(r.Blocks[i])
+		kb.logRead()
+		vb.logRead()
 	}
 }
 
@@ -555,6 +574,16 @@ func scoreBlock(S blas32.General, c0 int, Q, K blas32.General, scale float32) {
 type cacheRows struct {
 	f32 []float32
 	f16 []uint16
+}
+
+// logRead logs the rows with the decode order (simd.Reads).
+func (c cacheRows) logRead() {
+	switch {
+	case len(c.f16) > 0:
+		simd.Reads(unsafe.Pointer(&c.f16[0]), 2*len(c.f16))
+	case len(c.f32) > 0:
+		simd.Reads(unsafe.Pointer(&c.f32[0]), 4*len(c.f32))
+	}
 }
 
 // dotsT writes scale · Q·Kᵀ into the columns c0.. of S for the rows keys

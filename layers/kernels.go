@@ -75,6 +75,7 @@ type rope struct {
 	scale   float32     // multiplies cos and sin (YaRN); 0: none
 	dyn     *dynamicNTK // dynamic NTK: the table follows the step's positions
 	id      string      // names the frequency table in hashes and graph dumps
+	step    *stepAngles // nil: angles computed each call
 }
 
 func (k rope) Name() string   { return "rope" }
@@ -100,7 +101,11 @@ func (k rope) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	}
 	s := in[0].Shape()
 	out := o.Float32s(len(x))
-	rotate(out, x, s[1], k.tableFor(pos), k.scale, pos)
+	if table := k.tableFor(pos); k.step != nil && k.dyn == nil {
+		k.step.rotate(out, x, s[1], table, k.scale, pos)
+	} else {
+		rotate(out, x, s[1], table, k.scale, pos)
+	}
 	return o.Tensor(out, s...), nil
 }
 
@@ -108,7 +113,6 @@ func (k rope) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 // after they are rounded to float32, as HF's attention_scaling does.
 func rotate(out, x []float32, H int, invFreq []float32, scale float32, positions []int) {
 	half := len(invFreq)
-	dh := 2 * half
 	var cosb, sinb [128]float32 // head_dim up to 256 stays on the stack
 	cos, sin := cosb[:], sinb[:]
 	if half > len(cosb) {
@@ -116,25 +120,43 @@ func rotate(out, x []float32, H int, invFreq []float32, scale float32, positions
 	}
 	cos, sin = cos[:half], sin[:half]
 	for t, p := range positions {
+		if p >= 0 {
+			angles(cos, sin, invFreq, scale, p)
+			rotateBy(out[t*H*2*half:(t+1)*H*2*half], x[t*H*2*half:(t+1)*H*2*half], H, cos, sin, []int{p})
+		}
+	}
+}
+
+// angles writes the cos and sin of position p's angles.
+func angles(cos, sin, invFreq []float32, scale float32, p int) {
+	for i, f := range invFreq {
+		a := float64(float32(p) * f)
+		cos[i] = float32(math.Cos(a))
+		sin[i] = float32(math.Sin(a))
+		if scale != 0 {
+			cos[i] *= scale
+			sin[i] *= scale
+		}
+	}
+}
+
+// rotateBy rotates row t of x by cos and sin's row t (rows of half
+// values); rows at a negative position are left as they are in out.
+func rotateBy(out, x []float32, H int, cos, sin []float32, positions []int) {
+	half := len(cos) / len(positions)
+	dh := 2 * half
+	for t, p := range positions {
 		if p < 0 {
 			continue
 		}
-		for i, f := range invFreq {
-			a := float64(float32(p) * f)
-			cos[i] = float32(math.Cos(a))
-			sin[i] = float32(math.Sin(a))
-			if scale != 0 {
-				cos[i] *= scale
-				sin[i] *= scale
-			}
-		}
+		c, s := cos[t*half:(t+1)*half], sin[t*half:(t+1)*half]
 		for h := 0; h < H; h++ {
 			off := (t*H + h) * dh
 			xr, or := x[off:off+dh], out[off:off+dh]
 			for i := 0; i < half; i++ {
 				x1, x2 := xr[i], xr[i+half]
-				or[i] = x1*cos[i] - x2*sin[i]
-				or[i+half] = x2*cos[i] + x1*sin[i]
+				or[i] = x1*c[i] - x2*s[i]
+				or[i+half] = x2*c[i] + x1*s[i]
 			}
 		}
 	}

@@ -322,3 +322,30 @@ func TestScaledRoPEErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRoPEStepAngles checks that a RoPE's kept angles rotate as computing
+// them afresh does, bit for bit, as steps' positions change and repeat
+// and as q and k (other head counts) share them.
+func TestRoPEStepAngles(t *testing.T) {
+	const dh = 16
+	rp, err := NewScaledRoPE(dh, yarnBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	steps := [][]int{{0, 1, 2, 3}, {4}, {4}, {5, -1}, {5, -1}, {9, 3}, {9, 4}, {4}, {-1}}
+	for i, pos := range steps {
+		for _, H := range []int{3, 1} {
+			x := randVals(r, len(pos)*H*dh, 1)
+			want := make([]float32, len(x))
+			got := make([]float32, len(x))
+			rotate(want, x, H, rp.InvFreq, rp.Scale, pos)
+			rp.step.rotate(got, x, H, rp.InvFreq, rp.Scale, pos)
+			for j := range want {
+				if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+					t.Fatalf("step %d (positions %v), %d heads: value %d is %g, want %g", i, pos, H, j, got[j], want[j])
+				}
+			}
+		}
+	}
+}

@@ -67,6 +67,19 @@ func spanOf(w Weight, n int) span {
 	return span{uintptr(p), w.bytes(n)}
 }
 
+// Reads logs that a decode step reads the n bytes at p here, between its
+// products (a layer's cached keys and values): later steps' prefetching
+// then takes them in order with the weights. A step's keys were last read
+// a whole step of weights ago, so they come from memory, not the cache.
+// It does nothing while another caller has the team.
+func Reads(p unsafe.Pointer, n int) {
+	if len(team) == 0 || n <= 0 || !teamBusy.CompareAndSwap(false, true) {
+		return
+	}
+	order.ran(span{uintptr(p), n})
+	teamBusy.Store(false)
+}
+
 // ran records that the product over s ran, and points the worker at the
 // products that follow it. A step is complete when its first product comes
 // round again; it is published if it differs from the last (which

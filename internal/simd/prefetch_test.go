@@ -1,6 +1,9 @@
 package simd
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 // TestDecodeOrder checks that the order of decode products is learned
 // from one full step, and that each product points the prefetcher at the
@@ -56,4 +59,27 @@ func TestPrefetcherRestart(t *testing.T) {
 			t.Errorf("%s: cursor %d, done %d; want %d, %d", tc.name, f.i, f.done, tc.wantI, tc.wantDone)
 		}
 	}
+}
+
+// TestReads checks that bytes a step reads between its products join the
+// decode order as products do, that an empty read is not logged, and that
+// Reads gives the team back.
+func TestReads(t *testing.T) {
+	saved := order
+	order = decodeOrder{}
+	defer func() { order = saved; published.Store(nil); prefetchFrom.Store(0) }()
+	buf := make([]byte, 4096)
+	Reads(unsafe.Pointer(&buf[64]), 1000)
+	Reads(unsafe.Pointer(&buf[0]), 0)
+	want := []span{{uintptr(unsafe.Pointer(&buf[64])), 1000}}
+	if len(team) == 0 {
+		want = nil // one CPU: no worker to prefetch with
+	}
+	if !equalSpans(order.seen, want) {
+		t.Fatalf("logged %v, want %v", order.seen, want)
+	}
+	if !teamBusy.CompareAndSwap(false, true) {
+		t.Fatal("Reads kept the team")
+	}
+	teamBusy.Store(false)
 }

@@ -85,7 +85,7 @@ var x16Head = map[quant.Format]int{quant.Q4_0: 32, quant.Q8_0: 32, quant.Q4_K: 6
 
 // x16Exact is the formats with AVX-512 regrouped exact kernels (their
 // formats; x16AVX2 is AVX2's).
-var x16Exact = map[quant.Format]bool{quant.Q4_0: true, quant.Q8_0: true, quant.Q4_K: true, quant.Q6_K: true, quant.IQ4_NL: true, quant.IQ4_XS: true, quant.Q2_K: true, quant.Q3_K: true, quant.Q5_1: true, quant.Q5_K: true}
+var x16Exact = [256]bool{quant.Q4_0: true, quant.Q8_0: true, quant.Q4_K: true, quant.Q6_K: true, quant.IQ4_NL: true, quant.IQ4_XS: true, quant.Q2_K: true, quant.Q3_K: true, quant.Q5_1: true, quant.Q5_K: true}
 
 // blockBytes is the bytes of one regrouped block of 16 rows.
 func (p *x16) blockBytes() int { return p.head + 64*p.words }
@@ -557,9 +557,9 @@ func (p *x16) mulPanels(y, x []float32, T, out, r0, r1 int) bool {
 // Q3_K's, Q4_0's and Q6_K's 4, 8 and 32, Q5_1's m and Q4_K's and Q5_K's
 // mins).
 var (
-	x16Sum     = map[quant.Format]int{quant.Q4_K: 32, quant.Q6_K: 16, quant.Q2_K: 16, quant.Q3_K: 16, quant.Q5_1: 32, quant.Q5_K: 32}
-	x16AVX2    = map[quant.Format]bool{quant.Q2_K: true, quant.Q3_K: true, quant.Q4_0: true, quant.IQ4_NL: true, quant.IQ4_XS: true, quant.Q5_K: true, quant.Q6_K: true, quant.Q5_1: true, quant.Q4_K: true, quant.Q8_0: true}
-	x16SumAVX2 = map[quant.Format]int{quant.Q2_K: 16, quant.Q3_K: 16, quant.Q4_0: 32, quant.Q5_K: 32, quant.Q6_K: 16, quant.Q5_1: 32, quant.Q4_K: 32}
+	x16Sum     = [256]int{quant.Q4_K: 32, quant.Q6_K: 16, quant.Q2_K: 16, quant.Q3_K: 16, quant.Q5_1: 32, quant.Q5_K: 32}
+	x16AVX2    = [256]bool{quant.Q2_K: true, quant.Q3_K: true, quant.Q4_0: true, quant.IQ4_NL: true, quant.IQ4_XS: true, quant.Q5_K: true, quant.Q6_K: true, quant.Q5_1: true, quant.Q4_K: true, quant.Q8_0: true}
+	x16SumAVX2 = [256]int{quant.Q2_K: 16, quant.Q3_K: 16, quant.Q4_0: 32, quant.Q5_K: 32, quant.Q6_K: 16, quant.Q5_1: 32, quant.Q4_K: 32}
 )
 
 // x16Sums computes sums, x's sums over each n values (16 or 32), for a

@@ -241,6 +241,8 @@ func TestArgmax(t *testing.T) {
 		{[]float32{nan, -inf}, 1},
 		{[]float32{2, inf, inf}, 1},
 		{[]float32{-5}, 0},
+		{nil, 0},
+		{[]float32{nan, 1, nan, 4, 4}, 3},
 	} {
 		if got := Argmax(c.logits); got != c.want {
 			t.Errorf("Argmax(%v) = %d, want %d", c.logits, got, c.want)
