@@ -136,7 +136,7 @@ func gemvCoded(c coding) {
 	}, func() {
 		v0, v1 := codedChunk(c, wp, tab, lo, hi, mask)
 		for off := 0; off < c.chunkBytes(); off += 64 {
-			PREFETCHT0(Mem{Base: wp, Disp: codedPrefetchDist + off})
+			streamPrefetch(Mem{Base: wp, Disp: codedPrefetchDist + off})
 		}
 		VFMADD231PS(Mem{Base: xp}, v0, acc[0])
 		VFMADD231PS(Mem{Base: xp, Disp: 64}, v1, acc[1])

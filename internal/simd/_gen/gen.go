@@ -438,7 +438,7 @@ func gemv(is isa, dt dtype) {
 		load(u, wv)
 		VFMADD231PS(Mem{Base: x, Index: idx, Scale: 4, Disp: u * is.lanes * 4}, wv, acc[u])
 		if off := u * is.lanes * dt.size; off%64 == 0 {
-			PREFETCHT0(Mem{Base: w, Index: idx, Scale: uint8(dt.size), Disp: floatPrefetchDist + off})
+			streamPrefetch(Mem{Base: w, Index: idx, Scale: uint8(dt.size), Disp: floatPrefetchDist + off})
 		}
 	}
 	ADDQ(U32(U*is.lanes), idx)
@@ -474,13 +474,22 @@ func gemv(is isa, dt dtype) {
 // (floatPrefetchDist).
 const prefetchDist = 2048
 
+// streamPrefetch prefetches a line of weights that the kernel reads once
+// a step. PREFETCHNTA: on Zen a non-temporal line is dropped when it
+// leaves the core's caches instead of filling L3, where the weights a
+// decode step has already read pushed out the graph's bookkeeping and the
+// activations between products (SmolLM2-135M decode +5%, figures in
+// docs/performance.md). The team's prefetcher (prefetch.go) keeps
+// PREFETCHT0: its lines must wait in L3 for the kernel.
+func streamPrefetch(m Mem) { PREFETCHNTA(m) }
+
 // prefetchBlock prefetches the lines of the size bytes that lie
 // prefetchDist past the block at wp: a block starting anywhere in a line
 // touches at most ceil(size/64) lines, and consecutive blocks cover the
 // row.
 func prefetchBlock(wp GPVirtual, size int) {
 	for off := 0; off < size; off += 64 {
-		PREFETCHT0(Mem{Base: wp, Disp: prefetchDist + off})
+		streamPrefetch(Mem{Base: wp, Disp: prefetchDist + off})
 	}
 }
 

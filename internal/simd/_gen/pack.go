@@ -123,7 +123,7 @@ func rowsPrefetch(w, rb GPVirtual, rows, dist, lines int) {
 	LEAQ(Mem{Base: w, Disp: dist}, p)
 	for c := 0; c < rows; c++ {
 		for l := 0; l < lines; l++ {
-			PREFETCHT0(Mem{Base: p, Disp: 64 * l})
+			streamPrefetch(Mem{Base: p, Disp: 64 * l})
 		}
 		if c < rows-1 {
 			ADDQ(rb, p)

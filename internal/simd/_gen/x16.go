@@ -436,7 +436,7 @@ type prefetchPart func(part, parts int)
 // prefetches spread over its instructions.
 func spreadPrefetch(w GPVirtual, lines, part, parts int) {
 	for l := part * lines / parts; l < (part+1)*lines/parts; l++ {
-		PREFETCHT0(Mem{Base: w, Disp: x16PrefetchDist + 64*l})
+		streamPrefetch(Mem{Base: w, Disp: x16PrefetchDist + 64*l})
 	}
 }
 
