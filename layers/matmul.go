@@ -227,6 +227,25 @@ func packWeight(w weight, rows, cols int, fast bool) *simd.Packing {
 	return simd.PackQuant(w.u8, f, rows, cols)
 }
 
+// Packings lists the packings graphs made of p so far: its own for
+// decode, and those of a stack's experts.
+func Packings(p *graphs.Param) []*simd.Packing {
+	var pks []*simd.Packing
+	for _, f := range p.Forms() {
+		switch f := f.(type) {
+		case *simd.Packing:
+			pks = append(pks, f)
+		case *expertPacks:
+			for _, pk := range f.packs {
+				if pk != nil {
+					pks = append(pks, pk)
+				}
+			}
+		}
+	}
+	return pks
+}
+
 // packingOf is the packing a graph made of p for decode, or nil.
 func packingOf(p *graphs.Param) *simd.Packing {
 	if p == nil || !p.ReadOnly {

@@ -88,7 +88,7 @@ func readExperts(ps [3]*graphs.Param, fast bool) (*expertSet, error) {
 		}
 	}
 	for j, p := range ps {
-		set.packs[j] = expertPackings(p, fast)
+		set.packs[j] = expertPackings(p, set.w[j], fast)
 	}
 	return set, nil
 }
@@ -128,21 +128,35 @@ func (ps *expertPacks) on(e int, w weight) weight {
 }
 
 // expertPackings returns p's experts' packings (expertPacks), or nil for
-// a stack the kernels read as it is.
-func expertPackings(p *graphs.Param, fast bool) *expertPacks {
-	// Float experts stay as they are: their coded packing is made in Go,
-	// about 4 ns a value, which on first use cost a batch's prefill of
-	// qwen3moe-mini BF16 a quarter of its speed for 15% in decode.
-	if _, ok := p.DType.Quant(); !ok || !p.ReadOnly || len(p.Shape) != 3 {
+// a stack the kernels read as it is. A float stack's experts are coded
+// (BF12, F28) all at once, over the team, when the graph binds them, as a
+// dense matrix is: coded in Go on first use, they cost a prefill of
+// qwen3moe-mini BF16 a quarter of its speed, where at the bind they cost
+// its start about 0.5 s and gave decode 8% (docs/performance.md).
+func expertPackings(p *graphs.Param, experts []weight, fast bool) *expertPacks {
+	if !p.ReadOnly || len(p.Shape) != 3 || len(experts) != p.Shape[0] {
 		return nil
 	}
+	_, quantized := p.DType.Quant()
 	form := p.Prepare(cpuExpertPackings, func() graphs.Form {
 		E := p.Shape[0]
-		return &expertPacks{fast: fast, rows: p.Shape[1], cols: p.Shape[2], once: make([]sync.Once, E), packs: make([]*simd.Packing, E)}
+		ps := &expertPacks{fast: fast, rows: p.Shape[1], cols: p.Shape[2], once: make([]sync.Once, E), packs: make([]*simd.Packing, E)}
+		if !quantized {
+			simd.Parallel(E, packAll{ps, experts})
+		}
+		return ps
 	})
 	ps, _ := form.(*expertPacks)
 	return ps
 }
+
+// packAll packs expert i of a stack as part i.
+type packAll struct {
+	ps      *expertPacks
+	experts []weight
+}
+
+func (t packAll) Part(i int) { t.ps.on(i, t.experts[i]) }
 
 func (k sparseMoE) Name() string { return "moe " + k.name }
 func (k sparseMoE) String() string {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gozoo/gozoo/golden"
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/layers"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/train"
 	"github.com/gozoo/gozoo/zoo"
@@ -68,7 +69,13 @@ func encode(dtype safetensors.DType, vals []float32) []byte {
 // down_proj). edit may change the tensors before they are written.
 func writeMoECheckpoint(t *testing.T, layout string, dtype safetensors.DType, edit func(map[string]rawView)) string {
 	t.Helper()
-	cfg, err := zoo.ParseConfig([]byte(tinyMoE))
+	return writeMoEConfig(t, tinyMoE, layout, dtype, edit)
+}
+
+// writeMoEConfig is writeMoECheckpoint for another qwen3_moe config.
+func writeMoEConfig(t *testing.T, config, layout string, dtype safetensors.DType, edit func(map[string]rawView)) string {
+	t.Helper()
+	cfg, err := zoo.ParseConfig([]byte(config))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +113,7 @@ func writeMoECheckpoint(t *testing.T, layout string, dtype safetensors.DType, ed
 		edit(views)
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(tinyMoE), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Create(filepath.Join(dir, "model.safetensors"))
@@ -118,6 +125,40 @@ func writeMoECheckpoint(t *testing.T, layout string, dtype safetensors.DType, ed
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// TestFloatExpertsCoded: a float checkpoint's experts are packed (coded
+// in 12 or 28 bits where the kernels have them) when a graph binds them,
+// every expert of a stack, not only those a token routes to, and exactly
+// where a dense matrix of the same checkpoint is packed: the model gives
+// the same logits as with its experts stacked.
+func TestFloatExpertsCoded(t *testing.T) {
+	// Experts of 64x512 values, 64 KB in BF16: as large as decode packs.
+	wide := strings.NewReplacer(`"hidden_size": 32`, `"hidden_size": 512`, `"moe_intermediate_size": 8`, `"moe_intermediate_size": 64`,
+		`"head_dim": 16`, `"head_dim": 256`).Replace(tinyMoE)
+	ids := []int{3}
+	var ref []float32
+	for _, layout := range []string{"per-expert", "stacked"} {
+		m := zooLoad(t, writeMoEConfig(t, wide, layout, safetensors.BF16, nil))
+		logits := lastLogits(t, m, ids)
+		if ref == nil {
+			ref = logits
+		} else if d := golden.MaxAbsDiff(logits, ref); d != 0 {
+			t.Errorf("%s: logits differ from the per-expert checkpoint's by %g", layout, d)
+		}
+		dense, _ := m.Params().Get("model.layers.0.self_attn.o_proj.weight")
+		wantPacked := len(layers.Packings(dense)) == 1
+		for _, proj := range []string{"gate_proj", "up_proj", "down_proj"} {
+			name := "model.layers.1.mlp.experts." + proj
+			p, ok := m.Params().Get(name)
+			if !ok {
+				t.Fatalf("no %s", name)
+			}
+			if got := len(layers.Packings(p)); (got == 4) != wantPacked || got != 0 && got != 4 {
+				t.Errorf("%s %s: %d of 4 experts packed after one token of top-2 routing; a dense matrix packed: %v", layout, name, got, wantPacked)
+			}
+		}
+	}
 }
 
 // TestStackedExperts loads the same expert weights stored per expert

@@ -18,6 +18,7 @@ import (
 	"github.com/gozoo/gozoo/graphs"
 	"github.com/gozoo/gozoo/internal/procstat"
 	"github.com/gozoo/gozoo/internal/simd"
+	"github.com/gozoo/gozoo/layers"
 	"github.com/gozoo/gozoo/zoo"
 	"github.com/gozoo/gozoo/zoo/generate"
 	"github.com/gozoo/gozoo/zoo/idefics3"
@@ -86,14 +87,13 @@ func deviceFigures(res *benchResult, b cuda.Backend, busy, wall time.Duration) {
 }
 
 // packedMB counts the model's weights that decode reads in a packing
-// (their prepared simd.Packing forms), and their MB before and after.
+// (layers.Packings: their own and their experts'), and their MB before
+// and after.
 func packedMB(m zoo.Model) (n int, fromMB, toMB float64) {
 	for _, p := range m.Params().All() {
-		for _, f := range p.Forms() {
-			if pk, ok := f.(*simd.Packing); ok {
-				from, to := pk.Sizes()
-				n, fromMB, toMB = n+1, fromMB+float64(from)/1e6, toMB+float64(to)/1e6
-			}
+		for _, pk := range layers.Packings(p) {
+			from, to := pk.Sizes()
+			n, fromMB, toMB = n+1, fromMB+float64(from)/1e6, toMB+float64(to)/1e6
 		}
 	}
 	return n, fromMB, toMB
