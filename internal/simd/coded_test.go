@@ -132,8 +132,9 @@ func TestCodedRefuses(t *testing.T) {
 
 // TestMulTCoded checks products with a packed weight against a float64
 // reference, decode (T=1, the fused kernel with the exceptions added
-// after) and prefill (the rows widened in groups), on the CPU's kernels
-// and on plain Go.
+// after), a batched decode's few rows (each row's product as one row
+// alone gives it, bit for bit) and prefill (the rows widened in groups),
+// on the CPU's kernels and on plain Go.
 func TestMulTCoded(t *testing.T) {
 	defer Force(true)
 	r := rand.New(rand.NewPCG(7, 8))
@@ -146,7 +147,7 @@ func TestMulTCoded(t *testing.T) {
 		w := Weight{Kind: Coded, coded: p}
 		for _, path := range []bool{true, false} {
 			Force(path)
-			for _, T := range []int{1, 3, 40} {
+			for _, T := range []int{1, 2, 3, 5, 8, 9, 14, 40} {
 				x := make([]float32, T*in)
 				for i := range x {
 					x[i] = float32(r.NormFloat64())
@@ -172,6 +173,19 @@ func TestMulTCoded(t *testing.T) {
 						}
 						if got := float64(y[ti*out+j]); math.Abs(got-want) > 1e-6*scale+1e-30 {
 							t.Fatalf("%v on %s T=%d: y[%d][%d] = %g, want %g", c.kind, Name(), T, ti, j, got, want)
+						}
+					}
+				}
+				// A few rows (a batched decode) take each row's product as
+				// one row alone does, bit for bit, where the kernels run.
+				if path && canCoded() && T <= codedFewRows {
+					y1 := make([]float32, out)
+					for ti := 0; ti < T; ti++ {
+						mulRows(y1, x[ti*in:(ti+1)*in], 1, w, out, in, 0, out)
+						for j, v := range y1 {
+							if math.Float32bits(v) != math.Float32bits(y[ti*out+j]) {
+								t.Fatalf("%v T=%d: y[%d][%d] = %g, alone %g", c.kind, T, ti, j, y[ti*out+j], v)
+							}
 						}
 					}
 				}

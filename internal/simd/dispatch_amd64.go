@@ -332,6 +332,29 @@ func asmGemvCoded(p *coded, x []float32, r0, r1 int, y []float32) bool {
 	return true
 }
 
+// gemmCoded is the products of 2..codedRowsMax rows of x by coding
+// (BF12, F28) and row count.
+var gemmCoded = [2][codedRowsMax + 1]func(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int){
+	{nil, nil, gemmBF12x2AVX512, gemmBF12x3AVX512, gemmBF12x4AVX512, gemmBF12x5AVX512, gemmBF12x6AVX512, gemmBF12x7AVX512, gemmBF12x8AVX512},
+	{nil, nil, gemmF28x2AVX512, gemmF28x3AVX512, gemmF28x4AVX512, gemmF28x5AVX512, gemmF28x6AVX512, gemmF28x7AVX512, gemmF28x8AVX512},
+}
+
+// asmGemmCoded computes y[t, r] = x_t · w_r (y of row stride ldy) for the
+// T rows of x and rows [r0, r1) of p without its exceptions, each product
+// gemv{BF12,F28}'s bit for bit, if the kernel runs here.
+func asmGemmCoded(p *coded, x []float32, T, r0, r1 int, y []float32, ldy int) bool {
+	if !canCoded() || r0 == r1 || T < 2 || T >= len(gemmCoded[0]) {
+		return false
+	}
+	_, _ = x[T*p.in-1], y[(T-1)*ldy+r1-1]
+	code := 0
+	if p.low != 1 {
+		code = 1
+	}
+	gemmCoded[code][T](&x[0], p.in, &p.data[r0*p.stride], p.stride, p.in/32, r1-r0, &y[r0], ldy)
+	return true
+}
+
 // asmUnpackCoded widens rows [r0, r1) of p into dst without its
 // exceptions, if the kernel runs here.
 func asmUnpackCoded(p *coded, r0, r1 int, dst []float32) bool {

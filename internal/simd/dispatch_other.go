@@ -120,6 +120,8 @@ func asmSiLU(x, u, out *float32, n int) {
 
 func fastGemmOK() bool { return false }
 
+func asmGemmCoded(p *coded, x []float32, T, r0, r1 int, y []float32, ldy int) bool { return false }
+
 func asmFastGemmK(f quant.Format, p *packedRows, blocks int, q []int8, in int, d []float32, sums []int16, T int, y []float32, ldy int) {
 	panic("simd: no assembly kernels in this build")
 }

@@ -329,6 +329,41 @@ func fastPackQ6_KAVX512(w *byte, rb int, blocks int, dst *uint32)
 //go:noescape
 func gemvBF12AVX512(x *float32, w *byte, ldw int, chunks int, rows int, y *float32)
 
+// gemmBF12x2AVX512 computes y[t, r] = x_t · w_r for 2 rows of x and rows BF12 rows of chunks chunks of 32.
+//
+//go:noescape
+func gemmBF12x2AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+
+// gemmBF12x3AVX512 computes y[t, r] = x_t · w_r for 3 rows of x and rows BF12 rows of chunks chunks of 32.
+//
+//go:noescape
+func gemmBF12x3AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+
+// gemmBF12x4AVX512 computes y[t, r] = x_t · w_r for 4 rows of x and rows BF12 rows of chunks chunks of 32.
+//
+//go:noescape
+func gemmBF12x4AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+
+// gemmBF12x5AVX512 computes y[t, r] = x_t · w_r for 5 rows of x and rows BF12 rows of chunks chunks of 32.
+//
+//go:noescape
+func gemmBF12x5AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+
+// gemmBF12x6AVX512 computes y[t, r] = x_t · w_r for 6 rows of x and rows BF12 rows of chunks chunks of 32.
+//
+//go:noescape
+func gemmBF12x6AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+
+// gemmBF12x7AVX512 computes y[t, r] = x_t · w_r for 7 rows of x and rows BF12 rows of chunks chunks of 32.
+//
+//go:noescape
+func gemmBF12x7AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+
+// gemmBF12x8AVX512 computes y[t, r] = x_t · w_r for 8 rows of x and rows BF12 rows of chunks chunks of 32.
+//
+//go:noescape
+func gemmBF12x8AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+
 // unpackBF12AVX512 widens rows BF12 rows of chunks chunks of 32 (stride ldw bytes) into dst.
 //
 //go:noescape
@@ -338,6 +373,41 @@ func unpackBF12AVX512(w *byte, ldw int, chunks int, rows int, dst *float32)
 //
 //go:noescape
 func gemvF28AVX512(x *float32, w *byte, ldw int, chunks int, rows int, y *float32)
+
+// gemmF28x2AVX512 computes y[t, r] = x_t · w_r for 2 rows of x and rows F28 rows of chunks chunks of 32.
+//
+//go:noescape
+func gemmF28x2AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+
+// gemmF28x3AVX512 computes y[t, r] = x_t · w_r for 3 rows of x and rows F28 rows of chunks chunks of 32.
+//
+//go:noescape
+func gemmF28x3AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+
+// gemmF28x4AVX512 computes y[t, r] = x_t · w_r for 4 rows of x and rows F28 rows of chunks chunks of 32.
+//
+//go:noescape
+func gemmF28x4AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+
+// gemmF28x5AVX512 computes y[t, r] = x_t · w_r for 5 rows of x and rows F28 rows of chunks chunks of 32.
+//
+//go:noescape
+func gemmF28x5AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+
+// gemmF28x6AVX512 computes y[t, r] = x_t · w_r for 6 rows of x and rows F28 rows of chunks chunks of 32.
+//
+//go:noescape
+func gemmF28x6AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+
+// gemmF28x7AVX512 computes y[t, r] = x_t · w_r for 7 rows of x and rows F28 rows of chunks chunks of 32.
+//
+//go:noescape
+func gemmF28x7AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+
+// gemmF28x8AVX512 computes y[t, r] = x_t · w_r for 8 rows of x and rows F28 rows of chunks chunks of 32.
+//
+//go:noescape
+func gemmF28x8AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
 
 // unpackF28AVX512 widens rows F28 rows of chunks chunks of 32 (stride ldw bytes) into dst.
 //

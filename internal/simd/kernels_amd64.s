@@ -14695,7 +14695,7 @@ gemvBF12AVX512_block:
 	VPERMD      Z4, Z5, Z6
 	VPSRLD      $0x04, Z5, Z5
 	VPERMD      Z4, Z5, Z5
-	VMOVDQU     16(R9), Y7
+	VMOVDQU32   16(R9), Y7
 	VPERMB      Z7, Z0, K1, Z6
 	VPERMB      Z7, Z1, K1, Z5
 	PREFETCHNTA 4096(R9)
@@ -14726,8 +14726,902 @@ gemvBF12AVX512_end:
 	VZEROUPPER
 	RET
 
+// func gemmBF12x2AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·gemmBF12x2AVX512(SB), NOSPLIT, $0-64
+	MOVQ      x+0(FP), AX
+	MOVQ      ldx+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      ldw+24(FP), BX
+	MOVQ      chunks+32(FP), SI
+	MOVQ      rows+40(FP), DI
+	MOVQ      y+48(FP), R8
+	MOVQ      ldy+56(FP), R9
+	SHLQ      $0x02, CX
+	SHLQ      $0x02, R9
+	VMOVDQU64 bf12idx0<>+0(SB), Z0
+	VMOVDQU64 bf12idx1<>+0(SB), Z1
+	MOVQ      $0x4444444444444444, R10
+	KMOVQ     R10, K1
+	LEAQ      (CX)(CX*2), R10
+	LEAQ      (R9)(R9*2), R10
+
+gemmBF12x2AVX512_row:
+	TESTQ     DI, DI
+	JZ        gemmBF12x2AVX512_end
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	MOVQ      AX, R10
+	MOVQ      DX, R11
+	MOVQ      SI, R12
+	VPMOVZXBD (R11), Z6
+	VPSLLD    $0x18, Z6, Z6
+	ADDQ      $0x10, R11
+
+gemmBF12x2AVX512_chunk:
+	TESTQ       R12, R12
+	JZ          gemmBF12x2AVX512_rowdone
+	VPMOVZXBD   (R11), Z7
+	VPERMD      Z6, Z7, Z8
+	VPSRLD      $0x04, Z7, Z7
+	VPERMD      Z6, Z7, Z7
+	VMOVDQU32   16(R11), Y9
+	VPERMB      Z9, Z0, K1, Z8
+	VPERMB      Z9, Z1, K1, Z7
+	PREFETCHNTA 4096(R11)
+	VFMADD231PS (R10), Z8, Z2
+	VFMADD231PS 64(R10), Z7, Z3
+	VFMADD231PS (R10)(CX*1), Z8, Z4
+	VFMADD231PS 64(R10)(CX*1), Z7, Z5
+	ADDQ        $0x30, R11
+	ADDQ        $0x80, R10
+	DECQ        R12
+	JMP         gemmBF12x2AVX512_chunk
+
+gemmBF12x2AVX512_rowdone:
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y6
+	VADDPS        Y6, Y2, Y6
+	VEXTRACTF32X4 $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDPS        X7, X6, X6
+	VMOVSS        X6, (R8)
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y6
+	VADDPS        Y6, Y4, Y6
+	VEXTRACTF32X4 $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDPS        X7, X6, X6
+	VMOVSS        X6, (R8)(R9*1)
+	ADDQ          $0x04, R8
+	ADDQ          BX, DX
+	DECQ          DI
+	JMP           gemmBF12x2AVX512_row
+
+gemmBF12x2AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemmBF12x3AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·gemmBF12x3AVX512(SB), NOSPLIT, $0-64
+	MOVQ      x+0(FP), AX
+	MOVQ      ldx+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      ldw+24(FP), BX
+	MOVQ      chunks+32(FP), SI
+	MOVQ      rows+40(FP), DI
+	MOVQ      y+48(FP), R8
+	MOVQ      ldy+56(FP), R9
+	SHLQ      $0x02, CX
+	SHLQ      $0x02, R9
+	VMOVDQU64 bf12idx0<>+0(SB), Z0
+	VMOVDQU64 bf12idx1<>+0(SB), Z1
+	MOVQ      $0x4444444444444444, R10
+	KMOVQ     R10, K1
+	LEAQ      (CX)(CX*2), R10
+	LEAQ      (R9)(R9*2), R10
+
+gemmBF12x3AVX512_row:
+	TESTQ     DI, DI
+	JZ        gemmBF12x3AVX512_end
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	MOVQ      AX, R10
+	MOVQ      DX, R11
+	MOVQ      SI, R12
+	VPMOVZXBD (R11), Z8
+	VPSLLD    $0x18, Z8, Z8
+	ADDQ      $0x10, R11
+
+gemmBF12x3AVX512_chunk:
+	TESTQ       R12, R12
+	JZ          gemmBF12x3AVX512_rowdone
+	VPMOVZXBD   (R11), Z9
+	VPERMD      Z8, Z9, Z10
+	VPSRLD      $0x04, Z9, Z9
+	VPERMD      Z8, Z9, Z9
+	VMOVDQU32   16(R11), Y11
+	VPERMB      Z11, Z0, K1, Z10
+	VPERMB      Z11, Z1, K1, Z9
+	PREFETCHNTA 4096(R11)
+	VFMADD231PS (R10), Z10, Z2
+	VFMADD231PS 64(R10), Z9, Z3
+	VFMADD231PS (R10)(CX*1), Z10, Z4
+	VFMADD231PS 64(R10)(CX*1), Z9, Z5
+	VFMADD231PS (R10)(CX*2), Z10, Z6
+	VFMADD231PS 64(R10)(CX*2), Z9, Z7
+	ADDQ        $0x30, R11
+	ADDQ        $0x80, R10
+	DECQ        R12
+	JMP         gemmBF12x3AVX512_chunk
+
+gemmBF12x3AVX512_rowdone:
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y8
+	VADDPS        Y8, Y2, Y8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDPS        X9, X8, X8
+	VMOVSS        X8, (R8)
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y8
+	VADDPS        Y8, Y4, Y8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDPS        X9, X8, X8
+	VMOVSS        X8, (R8)(R9*1)
+	VADDPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y8
+	VADDPS        Y8, Y6, Y8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDPS        X9, X8, X8
+	VMOVSS        X8, (R8)(R9*2)
+	ADDQ          $0x04, R8
+	ADDQ          BX, DX
+	DECQ          DI
+	JMP           gemmBF12x3AVX512_row
+
+gemmBF12x3AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemmBF12x4AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·gemmBF12x4AVX512(SB), NOSPLIT, $0-64
+	MOVQ      x+0(FP), AX
+	MOVQ      ldx+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      ldw+24(FP), BX
+	MOVQ      chunks+32(FP), SI
+	MOVQ      rows+40(FP), DI
+	MOVQ      y+48(FP), R8
+	MOVQ      ldy+56(FP), R9
+	SHLQ      $0x02, CX
+	SHLQ      $0x02, R9
+	VMOVDQU64 bf12idx0<>+0(SB), Z0
+	VMOVDQU64 bf12idx1<>+0(SB), Z1
+	MOVQ      $0x4444444444444444, R10
+	KMOVQ     R10, K1
+	LEAQ      (CX)(CX*2), R10
+	LEAQ      (R9)(R9*2), R11
+
+gemmBF12x4AVX512_row:
+	TESTQ     DI, DI
+	JZ        gemmBF12x4AVX512_end
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	VPXORD    Z8, Z8, Z8
+	VPXORD    Z9, Z9, Z9
+	MOVQ      AX, R12
+	MOVQ      DX, R13
+	MOVQ      SI, R14
+	VPMOVZXBD (R13), Z10
+	VPSLLD    $0x18, Z10, Z10
+	ADDQ      $0x10, R13
+
+gemmBF12x4AVX512_chunk:
+	TESTQ       R14, R14
+	JZ          gemmBF12x4AVX512_rowdone
+	VPMOVZXBD   (R13), Z11
+	VPERMD      Z10, Z11, Z12
+	VPSRLD      $0x04, Z11, Z11
+	VPERMD      Z10, Z11, Z11
+	VMOVDQU32   16(R13), Y13
+	VPERMB      Z13, Z0, K1, Z12
+	VPERMB      Z13, Z1, K1, Z11
+	PREFETCHNTA 4096(R13)
+	VFMADD231PS (R12), Z12, Z2
+	VFMADD231PS 64(R12), Z11, Z3
+	VFMADD231PS (R12)(CX*1), Z12, Z4
+	VFMADD231PS 64(R12)(CX*1), Z11, Z5
+	VFMADD231PS (R12)(CX*2), Z12, Z6
+	VFMADD231PS 64(R12)(CX*2), Z11, Z7
+	VFMADD231PS (R12)(R10*1), Z12, Z8
+	VFMADD231PS 64(R12)(R10*1), Z11, Z9
+	ADDQ        $0x30, R13
+	ADDQ        $0x80, R12
+	DECQ        R14
+	JMP         gemmBF12x4AVX512_chunk
+
+gemmBF12x4AVX512_rowdone:
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y10
+	VADDPS        Y10, Y2, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0x4e, X10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0xb1, X10, X11
+	VADDPS        X11, X10, X10
+	VMOVSS        X10, (R8)
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y10
+	VADDPS        Y10, Y4, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0x4e, X10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0xb1, X10, X11
+	VADDPS        X11, X10, X10
+	VMOVSS        X10, (R8)(R9*1)
+	VADDPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y10
+	VADDPS        Y10, Y6, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0x4e, X10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0xb1, X10, X11
+	VADDPS        X11, X10, X10
+	VMOVSS        X10, (R8)(R9*2)
+	VADDPS        Z9, Z8, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y10
+	VADDPS        Y10, Y8, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0x4e, X10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0xb1, X10, X11
+	VADDPS        X11, X10, X10
+	VMOVSS        X10, (R8)(R11*1)
+	ADDQ          $0x04, R8
+	ADDQ          BX, DX
+	DECQ          DI
+	JMP           gemmBF12x4AVX512_row
+
+gemmBF12x4AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemmBF12x5AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·gemmBF12x5AVX512(SB), NOSPLIT, $0-64
+	MOVQ      x+0(FP), AX
+	MOVQ      ldx+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      ldw+24(FP), BX
+	MOVQ      chunks+32(FP), SI
+	MOVQ      rows+40(FP), DI
+	MOVQ      y+48(FP), R8
+	MOVQ      ldy+56(FP), R9
+	SHLQ      $0x02, CX
+	SHLQ      $0x02, R9
+	VMOVDQU64 bf12idx0<>+0(SB), Z0
+	VMOVDQU64 bf12idx1<>+0(SB), Z1
+	MOVQ      $0x4444444444444444, R10
+	KMOVQ     R10, K1
+	LEAQ      (CX)(CX*2), R10
+	LEAQ      (R9)(R9*2), R11
+
+gemmBF12x5AVX512_row:
+	TESTQ     DI, DI
+	JZ        gemmBF12x5AVX512_end
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	VPXORD    Z8, Z8, Z8
+	VPXORD    Z9, Z9, Z9
+	VPXORD    Z10, Z10, Z10
+	VPXORD    Z11, Z11, Z11
+	MOVQ      AX, R12
+	LEAQ      (AX)(CX*4), R13
+	MOVQ      DX, R14
+	MOVQ      SI, R15
+	VPMOVZXBD (R14), Z12
+	VPSLLD    $0x18, Z12, Z12
+	ADDQ      $0x10, R14
+
+gemmBF12x5AVX512_chunk:
+	TESTQ       R15, R15
+	JZ          gemmBF12x5AVX512_rowdone
+	VPMOVZXBD   (R14), Z13
+	VPERMD      Z12, Z13, Z14
+	VPSRLD      $0x04, Z13, Z13
+	VPERMD      Z12, Z13, Z13
+	VMOVDQU32   16(R14), Y15
+	VPERMB      Z15, Z0, K1, Z14
+	VPERMB      Z15, Z1, K1, Z13
+	PREFETCHNTA 4096(R14)
+	VFMADD231PS (R12), Z14, Z2
+	VFMADD231PS 64(R12), Z13, Z3
+	VFMADD231PS (R12)(CX*1), Z14, Z4
+	VFMADD231PS 64(R12)(CX*1), Z13, Z5
+	VFMADD231PS (R12)(CX*2), Z14, Z6
+	VFMADD231PS 64(R12)(CX*2), Z13, Z7
+	VFMADD231PS (R12)(R10*1), Z14, Z8
+	VFMADD231PS 64(R12)(R10*1), Z13, Z9
+	VFMADD231PS (R13), Z14, Z10
+	VFMADD231PS 64(R13), Z13, Z11
+	ADDQ        $0x30, R14
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, R13
+	DECQ        R15
+	JMP         gemmBF12x5AVX512_chunk
+
+gemmBF12x5AVX512_rowdone:
+	LEAQ          (R8)(R9*4), R12
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y12
+	VADDPS        Y12, Y2, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0x4e, X12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0xb1, X12, X13
+	VADDPS        X13, X12, X12
+	VMOVSS        X12, (R8)
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y12
+	VADDPS        Y12, Y4, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0x4e, X12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0xb1, X12, X13
+	VADDPS        X13, X12, X12
+	VMOVSS        X12, (R8)(R9*1)
+	VADDPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y12
+	VADDPS        Y12, Y6, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0x4e, X12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0xb1, X12, X13
+	VADDPS        X13, X12, X12
+	VMOVSS        X12, (R8)(R9*2)
+	VADDPS        Z9, Z8, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y12
+	VADDPS        Y12, Y8, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0x4e, X12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0xb1, X12, X13
+	VADDPS        X13, X12, X12
+	VMOVSS        X12, (R8)(R11*1)
+	VADDPS        Z11, Z10, Z10
+	VEXTRACTF64X4 $0x01, Z10, Y12
+	VADDPS        Y12, Y10, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0x4e, X12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0xb1, X12, X13
+	VADDPS        X13, X12, X12
+	VMOVSS        X12, (R12)
+	ADDQ          $0x04, R8
+	ADDQ          BX, DX
+	DECQ          DI
+	JMP           gemmBF12x5AVX512_row
+
+gemmBF12x5AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemmBF12x6AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·gemmBF12x6AVX512(SB), NOSPLIT, $0-64
+	MOVQ      x+0(FP), AX
+	MOVQ      ldx+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      ldw+24(FP), BX
+	MOVQ      chunks+32(FP), SI
+	MOVQ      rows+40(FP), DI
+	MOVQ      y+48(FP), R8
+	MOVQ      ldy+56(FP), R9
+	SHLQ      $0x02, CX
+	SHLQ      $0x02, R9
+	VMOVDQU64 bf12idx0<>+0(SB), Z0
+	VMOVDQU64 bf12idx1<>+0(SB), Z1
+	MOVQ      $0x4444444444444444, R10
+	KMOVQ     R10, K1
+	LEAQ      (CX)(CX*2), R10
+	LEAQ      (R9)(R9*2), R11
+
+gemmBF12x6AVX512_row:
+	TESTQ     DI, DI
+	JZ        gemmBF12x6AVX512_end
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	VPXORD    Z8, Z8, Z8
+	VPXORD    Z9, Z9, Z9
+	VPXORD    Z10, Z10, Z10
+	VPXORD    Z11, Z11, Z11
+	VPXORD    Z12, Z12, Z12
+	VPXORD    Z13, Z13, Z13
+	MOVQ      AX, R12
+	LEAQ      (AX)(CX*4), R13
+	MOVQ      DX, R14
+	MOVQ      SI, R15
+	VPMOVZXBD (R14), Z14
+	VPSLLD    $0x18, Z14, Z14
+	ADDQ      $0x10, R14
+
+gemmBF12x6AVX512_chunk:
+	TESTQ       R15, R15
+	JZ          gemmBF12x6AVX512_rowdone
+	VPMOVZXBD   (R14), Z15
+	VPERMD      Z14, Z15, Z16
+	VPSRLD      $0x04, Z15, Z15
+	VPERMD      Z14, Z15, Z15
+	VMOVDQU32   16(R14), Y17
+	VPERMB      Z17, Z0, K1, Z16
+	VPERMB      Z17, Z1, K1, Z15
+	PREFETCHNTA 4096(R14)
+	VFMADD231PS (R12), Z16, Z2
+	VFMADD231PS 64(R12), Z15, Z3
+	VFMADD231PS (R12)(CX*1), Z16, Z4
+	VFMADD231PS 64(R12)(CX*1), Z15, Z5
+	VFMADD231PS (R12)(CX*2), Z16, Z6
+	VFMADD231PS 64(R12)(CX*2), Z15, Z7
+	VFMADD231PS (R12)(R10*1), Z16, Z8
+	VFMADD231PS 64(R12)(R10*1), Z15, Z9
+	VFMADD231PS (R13), Z16, Z10
+	VFMADD231PS 64(R13), Z15, Z11
+	VFMADD231PS (R13)(CX*1), Z16, Z12
+	VFMADD231PS 64(R13)(CX*1), Z15, Z13
+	ADDQ        $0x30, R14
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, R13
+	DECQ        R15
+	JMP         gemmBF12x6AVX512_chunk
+
+gemmBF12x6AVX512_rowdone:
+	LEAQ          (R8)(R9*4), R12
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y14
+	VADDPS        Y14, Y2, Y14
+	VEXTRACTF32X4 $0x01, Y14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0x4e, X14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0xb1, X14, X15
+	VADDPS        X15, X14, X14
+	VMOVSS        X14, (R8)
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y14
+	VADDPS        Y14, Y4, Y14
+	VEXTRACTF32X4 $0x01, Y14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0x4e, X14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0xb1, X14, X15
+	VADDPS        X15, X14, X14
+	VMOVSS        X14, (R8)(R9*1)
+	VADDPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y14
+	VADDPS        Y14, Y6, Y14
+	VEXTRACTF32X4 $0x01, Y14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0x4e, X14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0xb1, X14, X15
+	VADDPS        X15, X14, X14
+	VMOVSS        X14, (R8)(R9*2)
+	VADDPS        Z9, Z8, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y14
+	VADDPS        Y14, Y8, Y14
+	VEXTRACTF32X4 $0x01, Y14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0x4e, X14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0xb1, X14, X15
+	VADDPS        X15, X14, X14
+	VMOVSS        X14, (R8)(R11*1)
+	VADDPS        Z11, Z10, Z10
+	VEXTRACTF64X4 $0x01, Z10, Y14
+	VADDPS        Y14, Y10, Y14
+	VEXTRACTF32X4 $0x01, Y14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0x4e, X14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0xb1, X14, X15
+	VADDPS        X15, X14, X14
+	VMOVSS        X14, (R12)
+	VADDPS        Z13, Z12, Z12
+	VEXTRACTF64X4 $0x01, Z12, Y14
+	VADDPS        Y14, Y12, Y14
+	VEXTRACTF32X4 $0x01, Y14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0x4e, X14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0xb1, X14, X15
+	VADDPS        X15, X14, X14
+	VMOVSS        X14, (R12)(R9*1)
+	ADDQ          $0x04, R8
+	ADDQ          BX, DX
+	DECQ          DI
+	JMP           gemmBF12x6AVX512_row
+
+gemmBF12x6AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemmBF12x7AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·gemmBF12x7AVX512(SB), NOSPLIT, $0-64
+	MOVQ      x+0(FP), AX
+	MOVQ      ldx+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      ldw+24(FP), BX
+	MOVQ      chunks+32(FP), SI
+	MOVQ      rows+40(FP), DI
+	MOVQ      y+48(FP), R8
+	MOVQ      ldy+56(FP), R9
+	SHLQ      $0x02, CX
+	SHLQ      $0x02, R9
+	VMOVDQU64 bf12idx0<>+0(SB), Z0
+	VMOVDQU64 bf12idx1<>+0(SB), Z1
+	MOVQ      $0x4444444444444444, R10
+	KMOVQ     R10, K1
+	LEAQ      (CX)(CX*2), R10
+	LEAQ      (R9)(R9*2), R11
+
+gemmBF12x7AVX512_row:
+	TESTQ     DI, DI
+	JZ        gemmBF12x7AVX512_end
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	VPXORD    Z8, Z8, Z8
+	VPXORD    Z9, Z9, Z9
+	VPXORD    Z10, Z10, Z10
+	VPXORD    Z11, Z11, Z11
+	VPXORD    Z12, Z12, Z12
+	VPXORD    Z13, Z13, Z13
+	VPXORD    Z14, Z14, Z14
+	VPXORD    Z15, Z15, Z15
+	MOVQ      AX, R12
+	LEAQ      (AX)(CX*4), R13
+	MOVQ      DX, R14
+	MOVQ      SI, R15
+	VPMOVZXBD (R14), Z16
+	VPSLLD    $0x18, Z16, Z16
+	ADDQ      $0x10, R14
+
+gemmBF12x7AVX512_chunk:
+	TESTQ       R15, R15
+	JZ          gemmBF12x7AVX512_rowdone
+	VPMOVZXBD   (R14), Z17
+	VPERMD      Z16, Z17, Z18
+	VPSRLD      $0x04, Z17, Z17
+	VPERMD      Z16, Z17, Z17
+	VMOVDQU32   16(R14), Y19
+	VPERMB      Z19, Z0, K1, Z18
+	VPERMB      Z19, Z1, K1, Z17
+	PREFETCHNTA 4096(R14)
+	VFMADD231PS (R12), Z18, Z2
+	VFMADD231PS 64(R12), Z17, Z3
+	VFMADD231PS (R12)(CX*1), Z18, Z4
+	VFMADD231PS 64(R12)(CX*1), Z17, Z5
+	VFMADD231PS (R12)(CX*2), Z18, Z6
+	VFMADD231PS 64(R12)(CX*2), Z17, Z7
+	VFMADD231PS (R12)(R10*1), Z18, Z8
+	VFMADD231PS 64(R12)(R10*1), Z17, Z9
+	VFMADD231PS (R13), Z18, Z10
+	VFMADD231PS 64(R13), Z17, Z11
+	VFMADD231PS (R13)(CX*1), Z18, Z12
+	VFMADD231PS 64(R13)(CX*1), Z17, Z13
+	VFMADD231PS (R13)(CX*2), Z18, Z14
+	VFMADD231PS 64(R13)(CX*2), Z17, Z15
+	ADDQ        $0x30, R14
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, R13
+	DECQ        R15
+	JMP         gemmBF12x7AVX512_chunk
+
+gemmBF12x7AVX512_rowdone:
+	LEAQ          (R8)(R9*4), R12
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y16
+	VADDPS        Y16, Y2, Y16
+	VEXTRACTF32X4 $0x01, Y16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0x4e, X16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0xb1, X16, X17
+	VADDPS        X17, X16, X16
+	VMOVSS        X16, (R8)
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y16
+	VADDPS        Y16, Y4, Y16
+	VEXTRACTF32X4 $0x01, Y16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0x4e, X16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0xb1, X16, X17
+	VADDPS        X17, X16, X16
+	VMOVSS        X16, (R8)(R9*1)
+	VADDPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y16
+	VADDPS        Y16, Y6, Y16
+	VEXTRACTF32X4 $0x01, Y16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0x4e, X16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0xb1, X16, X17
+	VADDPS        X17, X16, X16
+	VMOVSS        X16, (R8)(R9*2)
+	VADDPS        Z9, Z8, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y16
+	VADDPS        Y16, Y8, Y16
+	VEXTRACTF32X4 $0x01, Y16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0x4e, X16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0xb1, X16, X17
+	VADDPS        X17, X16, X16
+	VMOVSS        X16, (R8)(R11*1)
+	VADDPS        Z11, Z10, Z10
+	VEXTRACTF64X4 $0x01, Z10, Y16
+	VADDPS        Y16, Y10, Y16
+	VEXTRACTF32X4 $0x01, Y16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0x4e, X16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0xb1, X16, X17
+	VADDPS        X17, X16, X16
+	VMOVSS        X16, (R12)
+	VADDPS        Z13, Z12, Z12
+	VEXTRACTF64X4 $0x01, Z12, Y16
+	VADDPS        Y16, Y12, Y16
+	VEXTRACTF32X4 $0x01, Y16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0x4e, X16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0xb1, X16, X17
+	VADDPS        X17, X16, X16
+	VMOVSS        X16, (R12)(R9*1)
+	VADDPS        Z15, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y16
+	VADDPS        Y16, Y14, Y16
+	VEXTRACTF32X4 $0x01, Y16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0x4e, X16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0xb1, X16, X17
+	VADDPS        X17, X16, X16
+	VMOVSS        X16, (R12)(R9*2)
+	ADDQ          $0x04, R8
+	ADDQ          BX, DX
+	DECQ          DI
+	JMP           gemmBF12x7AVX512_row
+
+gemmBF12x7AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemmBF12x8AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·gemmBF12x8AVX512(SB), NOSPLIT, $0-64
+	MOVQ      x+0(FP), AX
+	MOVQ      ldx+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      ldw+24(FP), BX
+	MOVQ      chunks+32(FP), SI
+	MOVQ      rows+40(FP), DI
+	MOVQ      y+48(FP), R8
+	MOVQ      ldy+56(FP), R9
+	SHLQ      $0x02, CX
+	SHLQ      $0x02, R9
+	VMOVDQU64 bf12idx0<>+0(SB), Z0
+	VMOVDQU64 bf12idx1<>+0(SB), Z1
+	MOVQ      $0x4444444444444444, R10
+	KMOVQ     R10, K1
+	LEAQ      (CX)(CX*2), R10
+	LEAQ      (R9)(R9*2), R11
+
+gemmBF12x8AVX512_row:
+	TESTQ     DI, DI
+	JZ        gemmBF12x8AVX512_end
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	VPXORD    Z8, Z8, Z8
+	VPXORD    Z9, Z9, Z9
+	VPXORD    Z10, Z10, Z10
+	VPXORD    Z11, Z11, Z11
+	VPXORD    Z12, Z12, Z12
+	VPXORD    Z13, Z13, Z13
+	VPXORD    Z14, Z14, Z14
+	VPXORD    Z15, Z15, Z15
+	VPXORD    Z16, Z16, Z16
+	VPXORD    Z17, Z17, Z17
+	MOVQ      AX, R12
+	LEAQ      (AX)(CX*4), R13
+	MOVQ      DX, R14
+	MOVQ      SI, R15
+	VPMOVZXBD (R14), Z18
+	VPSLLD    $0x18, Z18, Z18
+	ADDQ      $0x10, R14
+
+gemmBF12x8AVX512_chunk:
+	TESTQ       R15, R15
+	JZ          gemmBF12x8AVX512_rowdone
+	VPMOVZXBD   (R14), Z19
+	VPERMD      Z18, Z19, Z20
+	VPSRLD      $0x04, Z19, Z19
+	VPERMD      Z18, Z19, Z19
+	VMOVDQU32   16(R14), Y21
+	VPERMB      Z21, Z0, K1, Z20
+	VPERMB      Z21, Z1, K1, Z19
+	PREFETCHNTA 4096(R14)
+	VFMADD231PS (R12), Z20, Z2
+	VFMADD231PS 64(R12), Z19, Z3
+	VFMADD231PS (R12)(CX*1), Z20, Z4
+	VFMADD231PS 64(R12)(CX*1), Z19, Z5
+	VFMADD231PS (R12)(CX*2), Z20, Z6
+	VFMADD231PS 64(R12)(CX*2), Z19, Z7
+	VFMADD231PS (R12)(R10*1), Z20, Z8
+	VFMADD231PS 64(R12)(R10*1), Z19, Z9
+	VFMADD231PS (R13), Z20, Z10
+	VFMADD231PS 64(R13), Z19, Z11
+	VFMADD231PS (R13)(CX*1), Z20, Z12
+	VFMADD231PS 64(R13)(CX*1), Z19, Z13
+	VFMADD231PS (R13)(CX*2), Z20, Z14
+	VFMADD231PS 64(R13)(CX*2), Z19, Z15
+	VFMADD231PS (R13)(R10*1), Z20, Z16
+	VFMADD231PS 64(R13)(R10*1), Z19, Z17
+	ADDQ        $0x30, R14
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, R13
+	DECQ        R15
+	JMP         gemmBF12x8AVX512_chunk
+
+gemmBF12x8AVX512_rowdone:
+	LEAQ          (R8)(R9*4), R12
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y18
+	VADDPS        Y18, Y2, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0x4e, X18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0xb1, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSS        X18, (R8)
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y18
+	VADDPS        Y18, Y4, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0x4e, X18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0xb1, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSS        X18, (R8)(R9*1)
+	VADDPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y18
+	VADDPS        Y18, Y6, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0x4e, X18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0xb1, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSS        X18, (R8)(R9*2)
+	VADDPS        Z9, Z8, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y18
+	VADDPS        Y18, Y8, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0x4e, X18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0xb1, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSS        X18, (R8)(R11*1)
+	VADDPS        Z11, Z10, Z10
+	VEXTRACTF64X4 $0x01, Z10, Y18
+	VADDPS        Y18, Y10, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0x4e, X18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0xb1, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSS        X18, (R12)
+	VADDPS        Z13, Z12, Z12
+	VEXTRACTF64X4 $0x01, Z12, Y18
+	VADDPS        Y18, Y12, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0x4e, X18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0xb1, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSS        X18, (R12)(R9*1)
+	VADDPS        Z15, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y18
+	VADDPS        Y18, Y14, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0x4e, X18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0xb1, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSS        X18, (R12)(R9*2)
+	VADDPS        Z17, Z16, Z16
+	VEXTRACTF64X4 $0x01, Z16, Y18
+	VADDPS        Y18, Y16, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0x4e, X18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0xb1, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSS        X18, (R12)(R11*1)
+	ADDQ          $0x04, R8
+	ADDQ          BX, DX
+	DECQ          DI
+	JMP           gemmBF12x8AVX512_row
+
+gemmBF12x8AVX512_end:
+	VZEROUPPER
+	RET
+
 // func unpackBF12AVX512(w *byte, ldw int, chunks int, rows int, dst *float32)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL
 TEXT ·unpackBF12AVX512(SB), NOSPLIT, $0-40
 	MOVQ      w+0(FP), AX
 	MOVQ      ldw+8(FP), CX
@@ -14755,7 +15649,7 @@ unpackBF12AVX512_chunk:
 	VPERMD    Z2, Z3, Z4
 	VPSRLD    $0x04, Z3, Z3
 	VPERMD    Z2, Z3, Z3
-	VMOVDQU   16(DI), Y5
+	VMOVDQU32 16(DI), Y5
 	VPERMB    Z5, Z0, K1, Z4
 	VPERMB    Z5, Z1, K1, Z3
 	VMOVUPS   Z4, (SI)
@@ -14835,6 +15729,900 @@ gemvF28AVX512_rowdone:
 	JMP           gemvF28AVX512_row
 
 gemvF28AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemmF28x2AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·gemmF28x2AVX512(SB), NOSPLIT, $0-64
+	MOVQ      x+0(FP), AX
+	MOVQ      ldx+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      ldw+24(FP), BX
+	MOVQ      chunks+32(FP), SI
+	MOVQ      rows+40(FP), DI
+	MOVQ      y+48(FP), R8
+	MOVQ      ldy+56(FP), R9
+	SHLQ      $0x02, CX
+	SHLQ      $0x02, R9
+	VMOVDQU64 f28idx0<>+0(SB), Z0
+	VMOVDQU64 f28idx1<>+0(SB), Z1
+	MOVQ      $0x7777777777777777, R10
+	KMOVQ     R10, K1
+	LEAQ      (CX)(CX*2), R10
+	LEAQ      (R9)(R9*2), R10
+
+gemmF28x2AVX512_row:
+	TESTQ     DI, DI
+	JZ        gemmF28x2AVX512_end
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	MOVQ      AX, R10
+	MOVQ      DX, R11
+	MOVQ      SI, R12
+	VPMOVZXBD (R11), Z6
+	VPSLLD    $0x18, Z6, Z6
+	ADDQ      $0x10, R11
+
+gemmF28x2AVX512_chunk:
+	TESTQ       R12, R12
+	JZ          gemmF28x2AVX512_rowdone
+	VPMOVZXBD   (R11), Z7
+	VPERMD      Z6, Z7, Z8
+	VPSRLD      $0x04, Z7, Z7
+	VPERMD      Z6, Z7, Z7
+	VPERMB      16(R11), Z0, K1, Z8
+	VPERMB      48(R11), Z1, K1, Z7
+	PREFETCHNTA 4096(R11)
+	PREFETCHNTA 4160(R11)
+	VFMADD231PS (R10), Z8, Z2
+	VFMADD231PS 64(R10), Z7, Z3
+	VFMADD231PS (R10)(CX*1), Z8, Z4
+	VFMADD231PS 64(R10)(CX*1), Z7, Z5
+	ADDQ        $0x70, R11
+	ADDQ        $0x80, R10
+	DECQ        R12
+	JMP         gemmF28x2AVX512_chunk
+
+gemmF28x2AVX512_rowdone:
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y6
+	VADDPS        Y6, Y2, Y6
+	VEXTRACTF32X4 $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDPS        X7, X6, X6
+	VMOVSS        X6, (R8)
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y6
+	VADDPS        Y6, Y4, Y6
+	VEXTRACTF32X4 $0x01, Y6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0x4e, X6, X7
+	VADDPS        X7, X6, X6
+	VPERMILPS     $0xb1, X6, X7
+	VADDPS        X7, X6, X6
+	VMOVSS        X6, (R8)(R9*1)
+	ADDQ          $0x04, R8
+	ADDQ          BX, DX
+	DECQ          DI
+	JMP           gemmF28x2AVX512_row
+
+gemmF28x2AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemmF28x3AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·gemmF28x3AVX512(SB), NOSPLIT, $0-64
+	MOVQ      x+0(FP), AX
+	MOVQ      ldx+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      ldw+24(FP), BX
+	MOVQ      chunks+32(FP), SI
+	MOVQ      rows+40(FP), DI
+	MOVQ      y+48(FP), R8
+	MOVQ      ldy+56(FP), R9
+	SHLQ      $0x02, CX
+	SHLQ      $0x02, R9
+	VMOVDQU64 f28idx0<>+0(SB), Z0
+	VMOVDQU64 f28idx1<>+0(SB), Z1
+	MOVQ      $0x7777777777777777, R10
+	KMOVQ     R10, K1
+	LEAQ      (CX)(CX*2), R10
+	LEAQ      (R9)(R9*2), R10
+
+gemmF28x3AVX512_row:
+	TESTQ     DI, DI
+	JZ        gemmF28x3AVX512_end
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	MOVQ      AX, R10
+	MOVQ      DX, R11
+	MOVQ      SI, R12
+	VPMOVZXBD (R11), Z8
+	VPSLLD    $0x18, Z8, Z8
+	ADDQ      $0x10, R11
+
+gemmF28x3AVX512_chunk:
+	TESTQ       R12, R12
+	JZ          gemmF28x3AVX512_rowdone
+	VPMOVZXBD   (R11), Z9
+	VPERMD      Z8, Z9, Z10
+	VPSRLD      $0x04, Z9, Z9
+	VPERMD      Z8, Z9, Z9
+	VPERMB      16(R11), Z0, K1, Z10
+	VPERMB      48(R11), Z1, K1, Z9
+	PREFETCHNTA 4096(R11)
+	PREFETCHNTA 4160(R11)
+	VFMADD231PS (R10), Z10, Z2
+	VFMADD231PS 64(R10), Z9, Z3
+	VFMADD231PS (R10)(CX*1), Z10, Z4
+	VFMADD231PS 64(R10)(CX*1), Z9, Z5
+	VFMADD231PS (R10)(CX*2), Z10, Z6
+	VFMADD231PS 64(R10)(CX*2), Z9, Z7
+	ADDQ        $0x70, R11
+	ADDQ        $0x80, R10
+	DECQ        R12
+	JMP         gemmF28x3AVX512_chunk
+
+gemmF28x3AVX512_rowdone:
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y8
+	VADDPS        Y8, Y2, Y8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDPS        X9, X8, X8
+	VMOVSS        X8, (R8)
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y8
+	VADDPS        Y8, Y4, Y8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDPS        X9, X8, X8
+	VMOVSS        X8, (R8)(R9*1)
+	VADDPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y8
+	VADDPS        Y8, Y6, Y8
+	VEXTRACTF32X4 $0x01, Y8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0x4e, X8, X9
+	VADDPS        X9, X8, X8
+	VPERMILPS     $0xb1, X8, X9
+	VADDPS        X9, X8, X8
+	VMOVSS        X8, (R8)(R9*2)
+	ADDQ          $0x04, R8
+	ADDQ          BX, DX
+	DECQ          DI
+	JMP           gemmF28x3AVX512_row
+
+gemmF28x3AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemmF28x4AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·gemmF28x4AVX512(SB), NOSPLIT, $0-64
+	MOVQ      x+0(FP), AX
+	MOVQ      ldx+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      ldw+24(FP), BX
+	MOVQ      chunks+32(FP), SI
+	MOVQ      rows+40(FP), DI
+	MOVQ      y+48(FP), R8
+	MOVQ      ldy+56(FP), R9
+	SHLQ      $0x02, CX
+	SHLQ      $0x02, R9
+	VMOVDQU64 f28idx0<>+0(SB), Z0
+	VMOVDQU64 f28idx1<>+0(SB), Z1
+	MOVQ      $0x7777777777777777, R10
+	KMOVQ     R10, K1
+	LEAQ      (CX)(CX*2), R10
+	LEAQ      (R9)(R9*2), R11
+
+gemmF28x4AVX512_row:
+	TESTQ     DI, DI
+	JZ        gemmF28x4AVX512_end
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	VPXORD    Z8, Z8, Z8
+	VPXORD    Z9, Z9, Z9
+	MOVQ      AX, R12
+	MOVQ      DX, R13
+	MOVQ      SI, R14
+	VPMOVZXBD (R13), Z10
+	VPSLLD    $0x18, Z10, Z10
+	ADDQ      $0x10, R13
+
+gemmF28x4AVX512_chunk:
+	TESTQ       R14, R14
+	JZ          gemmF28x4AVX512_rowdone
+	VPMOVZXBD   (R13), Z11
+	VPERMD      Z10, Z11, Z12
+	VPSRLD      $0x04, Z11, Z11
+	VPERMD      Z10, Z11, Z11
+	VPERMB      16(R13), Z0, K1, Z12
+	VPERMB      48(R13), Z1, K1, Z11
+	PREFETCHNTA 4096(R13)
+	PREFETCHNTA 4160(R13)
+	VFMADD231PS (R12), Z12, Z2
+	VFMADD231PS 64(R12), Z11, Z3
+	VFMADD231PS (R12)(CX*1), Z12, Z4
+	VFMADD231PS 64(R12)(CX*1), Z11, Z5
+	VFMADD231PS (R12)(CX*2), Z12, Z6
+	VFMADD231PS 64(R12)(CX*2), Z11, Z7
+	VFMADD231PS (R12)(R10*1), Z12, Z8
+	VFMADD231PS 64(R12)(R10*1), Z11, Z9
+	ADDQ        $0x70, R13
+	ADDQ        $0x80, R12
+	DECQ        R14
+	JMP         gemmF28x4AVX512_chunk
+
+gemmF28x4AVX512_rowdone:
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y10
+	VADDPS        Y10, Y2, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0x4e, X10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0xb1, X10, X11
+	VADDPS        X11, X10, X10
+	VMOVSS        X10, (R8)
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y10
+	VADDPS        Y10, Y4, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0x4e, X10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0xb1, X10, X11
+	VADDPS        X11, X10, X10
+	VMOVSS        X10, (R8)(R9*1)
+	VADDPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y10
+	VADDPS        Y10, Y6, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0x4e, X10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0xb1, X10, X11
+	VADDPS        X11, X10, X10
+	VMOVSS        X10, (R8)(R9*2)
+	VADDPS        Z9, Z8, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y10
+	VADDPS        Y10, Y8, Y10
+	VEXTRACTF32X4 $0x01, Y10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0x4e, X10, X11
+	VADDPS        X11, X10, X10
+	VPERMILPS     $0xb1, X10, X11
+	VADDPS        X11, X10, X10
+	VMOVSS        X10, (R8)(R11*1)
+	ADDQ          $0x04, R8
+	ADDQ          BX, DX
+	DECQ          DI
+	JMP           gemmF28x4AVX512_row
+
+gemmF28x4AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemmF28x5AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·gemmF28x5AVX512(SB), NOSPLIT, $0-64
+	MOVQ      x+0(FP), AX
+	MOVQ      ldx+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      ldw+24(FP), BX
+	MOVQ      chunks+32(FP), SI
+	MOVQ      rows+40(FP), DI
+	MOVQ      y+48(FP), R8
+	MOVQ      ldy+56(FP), R9
+	SHLQ      $0x02, CX
+	SHLQ      $0x02, R9
+	VMOVDQU64 f28idx0<>+0(SB), Z0
+	VMOVDQU64 f28idx1<>+0(SB), Z1
+	MOVQ      $0x7777777777777777, R10
+	KMOVQ     R10, K1
+	LEAQ      (CX)(CX*2), R10
+	LEAQ      (R9)(R9*2), R11
+
+gemmF28x5AVX512_row:
+	TESTQ     DI, DI
+	JZ        gemmF28x5AVX512_end
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	VPXORD    Z8, Z8, Z8
+	VPXORD    Z9, Z9, Z9
+	VPXORD    Z10, Z10, Z10
+	VPXORD    Z11, Z11, Z11
+	MOVQ      AX, R12
+	LEAQ      (AX)(CX*4), R13
+	MOVQ      DX, R14
+	MOVQ      SI, R15
+	VPMOVZXBD (R14), Z12
+	VPSLLD    $0x18, Z12, Z12
+	ADDQ      $0x10, R14
+
+gemmF28x5AVX512_chunk:
+	TESTQ       R15, R15
+	JZ          gemmF28x5AVX512_rowdone
+	VPMOVZXBD   (R14), Z13
+	VPERMD      Z12, Z13, Z14
+	VPSRLD      $0x04, Z13, Z13
+	VPERMD      Z12, Z13, Z13
+	VPERMB      16(R14), Z0, K1, Z14
+	VPERMB      48(R14), Z1, K1, Z13
+	PREFETCHNTA 4096(R14)
+	PREFETCHNTA 4160(R14)
+	VFMADD231PS (R12), Z14, Z2
+	VFMADD231PS 64(R12), Z13, Z3
+	VFMADD231PS (R12)(CX*1), Z14, Z4
+	VFMADD231PS 64(R12)(CX*1), Z13, Z5
+	VFMADD231PS (R12)(CX*2), Z14, Z6
+	VFMADD231PS 64(R12)(CX*2), Z13, Z7
+	VFMADD231PS (R12)(R10*1), Z14, Z8
+	VFMADD231PS 64(R12)(R10*1), Z13, Z9
+	VFMADD231PS (R13), Z14, Z10
+	VFMADD231PS 64(R13), Z13, Z11
+	ADDQ        $0x70, R14
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, R13
+	DECQ        R15
+	JMP         gemmF28x5AVX512_chunk
+
+gemmF28x5AVX512_rowdone:
+	LEAQ          (R8)(R9*4), R12
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y12
+	VADDPS        Y12, Y2, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0x4e, X12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0xb1, X12, X13
+	VADDPS        X13, X12, X12
+	VMOVSS        X12, (R8)
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y12
+	VADDPS        Y12, Y4, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0x4e, X12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0xb1, X12, X13
+	VADDPS        X13, X12, X12
+	VMOVSS        X12, (R8)(R9*1)
+	VADDPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y12
+	VADDPS        Y12, Y6, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0x4e, X12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0xb1, X12, X13
+	VADDPS        X13, X12, X12
+	VMOVSS        X12, (R8)(R9*2)
+	VADDPS        Z9, Z8, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y12
+	VADDPS        Y12, Y8, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0x4e, X12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0xb1, X12, X13
+	VADDPS        X13, X12, X12
+	VMOVSS        X12, (R8)(R11*1)
+	VADDPS        Z11, Z10, Z10
+	VEXTRACTF64X4 $0x01, Z10, Y12
+	VADDPS        Y12, Y10, Y12
+	VEXTRACTF32X4 $0x01, Y12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0x4e, X12, X13
+	VADDPS        X13, X12, X12
+	VPERMILPS     $0xb1, X12, X13
+	VADDPS        X13, X12, X12
+	VMOVSS        X12, (R12)
+	ADDQ          $0x04, R8
+	ADDQ          BX, DX
+	DECQ          DI
+	JMP           gemmF28x5AVX512_row
+
+gemmF28x5AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemmF28x6AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·gemmF28x6AVX512(SB), NOSPLIT, $0-64
+	MOVQ      x+0(FP), AX
+	MOVQ      ldx+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      ldw+24(FP), BX
+	MOVQ      chunks+32(FP), SI
+	MOVQ      rows+40(FP), DI
+	MOVQ      y+48(FP), R8
+	MOVQ      ldy+56(FP), R9
+	SHLQ      $0x02, CX
+	SHLQ      $0x02, R9
+	VMOVDQU64 f28idx0<>+0(SB), Z0
+	VMOVDQU64 f28idx1<>+0(SB), Z1
+	MOVQ      $0x7777777777777777, R10
+	KMOVQ     R10, K1
+	LEAQ      (CX)(CX*2), R10
+	LEAQ      (R9)(R9*2), R11
+
+gemmF28x6AVX512_row:
+	TESTQ     DI, DI
+	JZ        gemmF28x6AVX512_end
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	VPXORD    Z8, Z8, Z8
+	VPXORD    Z9, Z9, Z9
+	VPXORD    Z10, Z10, Z10
+	VPXORD    Z11, Z11, Z11
+	VPXORD    Z12, Z12, Z12
+	VPXORD    Z13, Z13, Z13
+	MOVQ      AX, R12
+	LEAQ      (AX)(CX*4), R13
+	MOVQ      DX, R14
+	MOVQ      SI, R15
+	VPMOVZXBD (R14), Z14
+	VPSLLD    $0x18, Z14, Z14
+	ADDQ      $0x10, R14
+
+gemmF28x6AVX512_chunk:
+	TESTQ       R15, R15
+	JZ          gemmF28x6AVX512_rowdone
+	VPMOVZXBD   (R14), Z15
+	VPERMD      Z14, Z15, Z16
+	VPSRLD      $0x04, Z15, Z15
+	VPERMD      Z14, Z15, Z15
+	VPERMB      16(R14), Z0, K1, Z16
+	VPERMB      48(R14), Z1, K1, Z15
+	PREFETCHNTA 4096(R14)
+	PREFETCHNTA 4160(R14)
+	VFMADD231PS (R12), Z16, Z2
+	VFMADD231PS 64(R12), Z15, Z3
+	VFMADD231PS (R12)(CX*1), Z16, Z4
+	VFMADD231PS 64(R12)(CX*1), Z15, Z5
+	VFMADD231PS (R12)(CX*2), Z16, Z6
+	VFMADD231PS 64(R12)(CX*2), Z15, Z7
+	VFMADD231PS (R12)(R10*1), Z16, Z8
+	VFMADD231PS 64(R12)(R10*1), Z15, Z9
+	VFMADD231PS (R13), Z16, Z10
+	VFMADD231PS 64(R13), Z15, Z11
+	VFMADD231PS (R13)(CX*1), Z16, Z12
+	VFMADD231PS 64(R13)(CX*1), Z15, Z13
+	ADDQ        $0x70, R14
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, R13
+	DECQ        R15
+	JMP         gemmF28x6AVX512_chunk
+
+gemmF28x6AVX512_rowdone:
+	LEAQ          (R8)(R9*4), R12
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y14
+	VADDPS        Y14, Y2, Y14
+	VEXTRACTF32X4 $0x01, Y14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0x4e, X14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0xb1, X14, X15
+	VADDPS        X15, X14, X14
+	VMOVSS        X14, (R8)
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y14
+	VADDPS        Y14, Y4, Y14
+	VEXTRACTF32X4 $0x01, Y14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0x4e, X14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0xb1, X14, X15
+	VADDPS        X15, X14, X14
+	VMOVSS        X14, (R8)(R9*1)
+	VADDPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y14
+	VADDPS        Y14, Y6, Y14
+	VEXTRACTF32X4 $0x01, Y14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0x4e, X14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0xb1, X14, X15
+	VADDPS        X15, X14, X14
+	VMOVSS        X14, (R8)(R9*2)
+	VADDPS        Z9, Z8, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y14
+	VADDPS        Y14, Y8, Y14
+	VEXTRACTF32X4 $0x01, Y14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0x4e, X14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0xb1, X14, X15
+	VADDPS        X15, X14, X14
+	VMOVSS        X14, (R8)(R11*1)
+	VADDPS        Z11, Z10, Z10
+	VEXTRACTF64X4 $0x01, Z10, Y14
+	VADDPS        Y14, Y10, Y14
+	VEXTRACTF32X4 $0x01, Y14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0x4e, X14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0xb1, X14, X15
+	VADDPS        X15, X14, X14
+	VMOVSS        X14, (R12)
+	VADDPS        Z13, Z12, Z12
+	VEXTRACTF64X4 $0x01, Z12, Y14
+	VADDPS        Y14, Y12, Y14
+	VEXTRACTF32X4 $0x01, Y14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0x4e, X14, X15
+	VADDPS        X15, X14, X14
+	VPERMILPS     $0xb1, X14, X15
+	VADDPS        X15, X14, X14
+	VMOVSS        X14, (R12)(R9*1)
+	ADDQ          $0x04, R8
+	ADDQ          BX, DX
+	DECQ          DI
+	JMP           gemmF28x6AVX512_row
+
+gemmF28x6AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemmF28x7AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·gemmF28x7AVX512(SB), NOSPLIT, $0-64
+	MOVQ      x+0(FP), AX
+	MOVQ      ldx+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      ldw+24(FP), BX
+	MOVQ      chunks+32(FP), SI
+	MOVQ      rows+40(FP), DI
+	MOVQ      y+48(FP), R8
+	MOVQ      ldy+56(FP), R9
+	SHLQ      $0x02, CX
+	SHLQ      $0x02, R9
+	VMOVDQU64 f28idx0<>+0(SB), Z0
+	VMOVDQU64 f28idx1<>+0(SB), Z1
+	MOVQ      $0x7777777777777777, R10
+	KMOVQ     R10, K1
+	LEAQ      (CX)(CX*2), R10
+	LEAQ      (R9)(R9*2), R11
+
+gemmF28x7AVX512_row:
+	TESTQ     DI, DI
+	JZ        gemmF28x7AVX512_end
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	VPXORD    Z8, Z8, Z8
+	VPXORD    Z9, Z9, Z9
+	VPXORD    Z10, Z10, Z10
+	VPXORD    Z11, Z11, Z11
+	VPXORD    Z12, Z12, Z12
+	VPXORD    Z13, Z13, Z13
+	VPXORD    Z14, Z14, Z14
+	VPXORD    Z15, Z15, Z15
+	MOVQ      AX, R12
+	LEAQ      (AX)(CX*4), R13
+	MOVQ      DX, R14
+	MOVQ      SI, R15
+	VPMOVZXBD (R14), Z16
+	VPSLLD    $0x18, Z16, Z16
+	ADDQ      $0x10, R14
+
+gemmF28x7AVX512_chunk:
+	TESTQ       R15, R15
+	JZ          gemmF28x7AVX512_rowdone
+	VPMOVZXBD   (R14), Z17
+	VPERMD      Z16, Z17, Z18
+	VPSRLD      $0x04, Z17, Z17
+	VPERMD      Z16, Z17, Z17
+	VPERMB      16(R14), Z0, K1, Z18
+	VPERMB      48(R14), Z1, K1, Z17
+	PREFETCHNTA 4096(R14)
+	PREFETCHNTA 4160(R14)
+	VFMADD231PS (R12), Z18, Z2
+	VFMADD231PS 64(R12), Z17, Z3
+	VFMADD231PS (R12)(CX*1), Z18, Z4
+	VFMADD231PS 64(R12)(CX*1), Z17, Z5
+	VFMADD231PS (R12)(CX*2), Z18, Z6
+	VFMADD231PS 64(R12)(CX*2), Z17, Z7
+	VFMADD231PS (R12)(R10*1), Z18, Z8
+	VFMADD231PS 64(R12)(R10*1), Z17, Z9
+	VFMADD231PS (R13), Z18, Z10
+	VFMADD231PS 64(R13), Z17, Z11
+	VFMADD231PS (R13)(CX*1), Z18, Z12
+	VFMADD231PS 64(R13)(CX*1), Z17, Z13
+	VFMADD231PS (R13)(CX*2), Z18, Z14
+	VFMADD231PS 64(R13)(CX*2), Z17, Z15
+	ADDQ        $0x70, R14
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, R13
+	DECQ        R15
+	JMP         gemmF28x7AVX512_chunk
+
+gemmF28x7AVX512_rowdone:
+	LEAQ          (R8)(R9*4), R12
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y16
+	VADDPS        Y16, Y2, Y16
+	VEXTRACTF32X4 $0x01, Y16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0x4e, X16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0xb1, X16, X17
+	VADDPS        X17, X16, X16
+	VMOVSS        X16, (R8)
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y16
+	VADDPS        Y16, Y4, Y16
+	VEXTRACTF32X4 $0x01, Y16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0x4e, X16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0xb1, X16, X17
+	VADDPS        X17, X16, X16
+	VMOVSS        X16, (R8)(R9*1)
+	VADDPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y16
+	VADDPS        Y16, Y6, Y16
+	VEXTRACTF32X4 $0x01, Y16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0x4e, X16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0xb1, X16, X17
+	VADDPS        X17, X16, X16
+	VMOVSS        X16, (R8)(R9*2)
+	VADDPS        Z9, Z8, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y16
+	VADDPS        Y16, Y8, Y16
+	VEXTRACTF32X4 $0x01, Y16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0x4e, X16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0xb1, X16, X17
+	VADDPS        X17, X16, X16
+	VMOVSS        X16, (R8)(R11*1)
+	VADDPS        Z11, Z10, Z10
+	VEXTRACTF64X4 $0x01, Z10, Y16
+	VADDPS        Y16, Y10, Y16
+	VEXTRACTF32X4 $0x01, Y16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0x4e, X16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0xb1, X16, X17
+	VADDPS        X17, X16, X16
+	VMOVSS        X16, (R12)
+	VADDPS        Z13, Z12, Z12
+	VEXTRACTF64X4 $0x01, Z12, Y16
+	VADDPS        Y16, Y12, Y16
+	VEXTRACTF32X4 $0x01, Y16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0x4e, X16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0xb1, X16, X17
+	VADDPS        X17, X16, X16
+	VMOVSS        X16, (R12)(R9*1)
+	VADDPS        Z15, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y16
+	VADDPS        Y16, Y14, Y16
+	VEXTRACTF32X4 $0x01, Y16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0x4e, X16, X17
+	VADDPS        X17, X16, X16
+	VPERMILPS     $0xb1, X16, X17
+	VADDPS        X17, X16, X16
+	VMOVSS        X16, (R12)(R9*2)
+	ADDQ          $0x04, R8
+	ADDQ          BX, DX
+	DECQ          DI
+	JMP           gemmF28x7AVX512_row
+
+gemmF28x7AVX512_end:
+	VZEROUPPER
+	RET
+
+// func gemmF28x8AVX512(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·gemmF28x8AVX512(SB), NOSPLIT, $0-64
+	MOVQ      x+0(FP), AX
+	MOVQ      ldx+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      ldw+24(FP), BX
+	MOVQ      chunks+32(FP), SI
+	MOVQ      rows+40(FP), DI
+	MOVQ      y+48(FP), R8
+	MOVQ      ldy+56(FP), R9
+	SHLQ      $0x02, CX
+	SHLQ      $0x02, R9
+	VMOVDQU64 f28idx0<>+0(SB), Z0
+	VMOVDQU64 f28idx1<>+0(SB), Z1
+	MOVQ      $0x7777777777777777, R10
+	KMOVQ     R10, K1
+	LEAQ      (CX)(CX*2), R10
+	LEAQ      (R9)(R9*2), R11
+
+gemmF28x8AVX512_row:
+	TESTQ     DI, DI
+	JZ        gemmF28x8AVX512_end
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	VPXORD    Z8, Z8, Z8
+	VPXORD    Z9, Z9, Z9
+	VPXORD    Z10, Z10, Z10
+	VPXORD    Z11, Z11, Z11
+	VPXORD    Z12, Z12, Z12
+	VPXORD    Z13, Z13, Z13
+	VPXORD    Z14, Z14, Z14
+	VPXORD    Z15, Z15, Z15
+	VPXORD    Z16, Z16, Z16
+	VPXORD    Z17, Z17, Z17
+	MOVQ      AX, R12
+	LEAQ      (AX)(CX*4), R13
+	MOVQ      DX, R14
+	MOVQ      SI, R15
+	VPMOVZXBD (R14), Z18
+	VPSLLD    $0x18, Z18, Z18
+	ADDQ      $0x10, R14
+
+gemmF28x8AVX512_chunk:
+	TESTQ       R15, R15
+	JZ          gemmF28x8AVX512_rowdone
+	VPMOVZXBD   (R14), Z19
+	VPERMD      Z18, Z19, Z20
+	VPSRLD      $0x04, Z19, Z19
+	VPERMD      Z18, Z19, Z19
+	VPERMB      16(R14), Z0, K1, Z20
+	VPERMB      48(R14), Z1, K1, Z19
+	PREFETCHNTA 4096(R14)
+	PREFETCHNTA 4160(R14)
+	VFMADD231PS (R12), Z20, Z2
+	VFMADD231PS 64(R12), Z19, Z3
+	VFMADD231PS (R12)(CX*1), Z20, Z4
+	VFMADD231PS 64(R12)(CX*1), Z19, Z5
+	VFMADD231PS (R12)(CX*2), Z20, Z6
+	VFMADD231PS 64(R12)(CX*2), Z19, Z7
+	VFMADD231PS (R12)(R10*1), Z20, Z8
+	VFMADD231PS 64(R12)(R10*1), Z19, Z9
+	VFMADD231PS (R13), Z20, Z10
+	VFMADD231PS 64(R13), Z19, Z11
+	VFMADD231PS (R13)(CX*1), Z20, Z12
+	VFMADD231PS 64(R13)(CX*1), Z19, Z13
+	VFMADD231PS (R13)(CX*2), Z20, Z14
+	VFMADD231PS 64(R13)(CX*2), Z19, Z15
+	VFMADD231PS (R13)(R10*1), Z20, Z16
+	VFMADD231PS 64(R13)(R10*1), Z19, Z17
+	ADDQ        $0x70, R14
+	ADDQ        $0x80, R12
+	ADDQ        $0x80, R13
+	DECQ        R15
+	JMP         gemmF28x8AVX512_chunk
+
+gemmF28x8AVX512_rowdone:
+	LEAQ          (R8)(R9*4), R12
+	VADDPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y18
+	VADDPS        Y18, Y2, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0x4e, X18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0xb1, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSS        X18, (R8)
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y18
+	VADDPS        Y18, Y4, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0x4e, X18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0xb1, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSS        X18, (R8)(R9*1)
+	VADDPS        Z7, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y18
+	VADDPS        Y18, Y6, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0x4e, X18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0xb1, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSS        X18, (R8)(R9*2)
+	VADDPS        Z9, Z8, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y18
+	VADDPS        Y18, Y8, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0x4e, X18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0xb1, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSS        X18, (R8)(R11*1)
+	VADDPS        Z11, Z10, Z10
+	VEXTRACTF64X4 $0x01, Z10, Y18
+	VADDPS        Y18, Y10, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0x4e, X18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0xb1, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSS        X18, (R12)
+	VADDPS        Z13, Z12, Z12
+	VEXTRACTF64X4 $0x01, Z12, Y18
+	VADDPS        Y18, Y12, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0x4e, X18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0xb1, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSS        X18, (R12)(R9*1)
+	VADDPS        Z15, Z14, Z14
+	VEXTRACTF64X4 $0x01, Z14, Y18
+	VADDPS        Y18, Y14, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0x4e, X18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0xb1, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSS        X18, (R12)(R9*2)
+	VADDPS        Z17, Z16, Z16
+	VEXTRACTF64X4 $0x01, Z16, Y18
+	VADDPS        Y18, Y16, Y18
+	VEXTRACTF32X4 $0x01, Y18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0x4e, X18, X19
+	VADDPS        X19, X18, X18
+	VPERMILPS     $0xb1, X18, X19
+	VADDPS        X19, X18, X18
+	VMOVSS        X18, (R12)(R11*1)
+	ADDQ          $0x04, R8
+	ADDQ          BX, DX
+	DECQ          DI
+	JMP           gemmF28x8AVX512_row
+
+gemmF28x8AVX512_end:
 	VZEROUPPER
 	RET
 

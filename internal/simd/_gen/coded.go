@@ -76,7 +76,7 @@ func codedChunk(c coding, wp GPVirtual, tab, lo, hi VecVirtual, mask OpmaskVirtu
 	VPERMD(tab, idx, v1)
 	if c.low == 1 {
 		lows := YMM()
-		VMOVDQU(Mem{Base: wp, Disp: 16}, lows)
+		VMOVDQU32(Mem{Base: wp, Disp: 16}, lows) // EVEX: the allocator may pick Y16-Y31
 		VPERMB(lows.AsZ(), lo, mask, v0)
 		VPERMB(lows.AsZ(), hi, mask, v1)
 	} else {
@@ -143,6 +143,96 @@ func gemvCoded(c coding) {
 		ADDQ(U8(c.chunkBytes()), wp)
 		ADDQ(U8(128), xp)
 	})
+}
+
+// codedRowsMax is the most rows of x the coded products of a few rows
+// take (gemm{BF12,F28}x{2..8}AVX512): a batched decode's; prefill widens
+// coded rows and runs the float kernels.
+const codedRowsMax = 8
+
+// gemmCoded writes gemm{BF12,F28}x<T>AVX512: y[t, r] = x_t · w_r for T
+// rows of x (stride ldx floats) and rows coded rows (stride ldw bytes),
+// into y (stride ldy floats). A chunk is widened once for the T rows, and
+// each row of x sums into two accumulators as gemvCoded's one does, so
+// each product is gemv{BF12,F28}'s bit for bit.
+func gemmCoded(c coding, T int) {
+	name := fmt.Sprintf("gemm%sx%dAVX512", c.name, T)
+	TEXT(name, NOSPLIT, "func(x *float32, ldx int, w *byte, ldw int, chunks int, rows int, y *float32, ldy int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes y[t, r] = x_t · w_r for %d rows of x and rows %s rows of chunks chunks of 32.", name, T, c.name))
+	x, ldx, w, ldw, chunks, rows := params("x", "ldx", "w", "ldw", "chunks", "rows")
+	y, ldy := GP64(), GP64()
+	Load(Param("y"), y)
+	Load(Param("ldy"), ldy)
+	SHLQ(U8(2), ldx) // bytes
+	SHLQ(U8(2), ldy)
+	lo, hi, mask := codedSetup(c)
+	// Row t of x or y lies at base + t·stride: rows 0-3 off base and
+	// rows 4-7 off base + 4·stride, each by an index of 1 or 2 strides or
+	// by 3 strides.
+	x3, y3 := GP64(), GP64()
+	LEAQ(Mem{Base: ldx, Index: ldx, Scale: 2}, x3)
+	LEAQ(Mem{Base: ldy, Index: ldy, Scale: 2}, y3)
+	at := func(base, base4, stride, stride3 GPVirtual, t, disp int) Mem {
+		b := base
+		if t >= 4 {
+			b, t = base4, t-4
+		}
+		switch t {
+		case 0:
+			return Mem{Base: b, Disp: disp}
+		case 3:
+			return Mem{Base: b, Index: stride3, Scale: 1, Disp: disp}
+		}
+		return Mem{Base: b, Index: stride, Scale: uint8(t), Disp: disp}
+	}
+	acc := make([][2]VecVirtual, T)
+	for t := range acc {
+		acc[t] = [2]VecVirtual{ZMM(), ZMM()}
+	}
+	xp, xp4, yp4, wp, b := GP64(), GP64(), GP64(), GP64(), GP64()
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	for t := range acc {
+		VPXORD(acc[t][0], acc[t][0], acc[t][0])
+		VPXORD(acc[t][1], acc[t][1], acc[t][1])
+	}
+	MOVQ(x, xp)
+	if T > 4 {
+		LEAQ(Mem{Base: x, Index: ldx, Scale: 4}, xp4)
+	}
+	MOVQ(w, wp)
+	MOVQ(chunks, b)
+	tab := codedTable(wp)
+	Label(name + "_chunk")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_rowdone"))
+	v0, v1 := codedChunk(c, wp, tab, lo, hi, mask)
+	for off := 0; off < c.chunkBytes(); off += 64 {
+		streamPrefetch(Mem{Base: wp, Disp: codedPrefetchDist + off})
+	}
+	for t := range acc {
+		VFMADD231PS(at(xp, xp4, ldx, x3, t, 0), v0, acc[t][0])
+		VFMADD231PS(at(xp, xp4, ldx, x3, t, 64), v1, acc[t][1])
+	}
+	ADDQ(U8(c.chunkBytes()), wp)
+	ADDQ(U8(128), xp)
+	if T > 4 {
+		ADDQ(U8(128), xp4)
+	}
+	DECQ(b)
+	JMP(LabelRef(name + "_chunk"))
+	Label(name + "_rowdone")
+	if T > 4 {
+		LEAQ(Mem{Base: y, Index: ldy, Scale: 4}, yp4)
+	}
+	for t := range acc {
+		VADDPS(acc[t][1], acc[t][0], acc[t][0])
+		reduce(avx512, acc[t][0], at(y, yp4, ldy, y3, t, 0))
+	}
+	ADDQ(U8(4), y)
+	endRows(name, w, ldw, rows)
 }
 
 // unpackCoded writes unpack{BF12,F28}AVX512: the float32 values of rows

@@ -163,6 +163,9 @@ func main() {
 	fastPackK("Q6_K")
 	for _, c := range codings {
 		gemvCoded(c)
+		for T := 2; T <= codedRowsMax; T++ {
+			gemmCoded(c, T)
+		}
 		unpackCoded(c)
 	}
 	gemvQ5_0Table()
