@@ -119,10 +119,11 @@ func rotate(out, x []float32, H int, invFreq []float32, scale float32, positions
 		cos, sin = make([]float32, half), make([]float32, half)
 	}
 	cos, sin = cos[:half], sin[:half]
+	row := H * 2 * half
 	for t, p := range positions {
 		if p >= 0 {
 			angles(cos, sin, invFreq, scale, p)
-			rotateBy(out[t*H*2*half:(t+1)*H*2*half], x[t*H*2*half:(t+1)*H*2*half], H, cos, sin, []int{p})
+			rotateRow(out[t*row:(t+1)*row], x[t*row:(t+1)*row], cos, sin)
 		}
 	}
 }
@@ -140,24 +141,16 @@ func angles(cos, sin, invFreq []float32, scale float32, p int) {
 	}
 }
 
-// rotateBy rotates row t of x by cos and sin's row t (rows of half
-// values); rows at a negative position are left as they are in out.
-func rotateBy(out, x []float32, H int, cos, sin []float32, positions []int) {
-	half := len(cos) / len(positions)
-	dh := 2 * half
-	for t, p := range positions {
-		if p < 0 {
-			continue
-		}
-		c, s := cos[t*half:(t+1)*half], sin[t*half:(t+1)*half]
-		for h := 0; h < H; h++ {
-			off := (t*H + h) * dh
-			xr, or := x[off:off+dh], out[off:off+dh]
-			for i := 0; i < half; i++ {
-				x1, x2 := xr[i], xr[i+half]
-				or[i] = x1*c[i] - x2*s[i]
-				or[i+half] = x2*c[i] + x1*s[i]
-			}
+// rotateRow rotates the heads of one row of x ([H, 2·len(cos)]) into out
+// by one position's cos and sin.
+func rotateRow(out, x, cos, sin []float32) {
+	half := len(cos)
+	for off := 0; off < len(x); off += 2 * half {
+		xr, or := x[off:off+2*half], out[off:off+2*half]
+		for i := 0; i < half; i++ {
+			x1, x2 := xr[i], xr[i+half]
+			or[i] = x1*cos[i] - x2*sin[i]
+			or[i+half] = x2*cos[i] + x1*sin[i]
 		}
 	}
 }

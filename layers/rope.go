@@ -114,10 +114,10 @@ type stepAngles struct {
 // rotate rotates x as rotate does, with the angles of positions taken
 // from the last step's when its positions are the same.
 func (a *stepAngles) rotate(out, x []float32, H int, invFreq []float32, scale float32, positions []int) {
+	half, row := len(invFreq), H*2*len(invFreq)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !slices.Equal(a.pos, positions) {
-		half := len(invFreq)
 		a.pos = append(a.pos[:0], positions...)
 		a.cos = slices.Grow(a.cos[:0], len(positions)*half)[:len(positions)*half]
 		a.sin = slices.Grow(a.sin[:0], len(positions)*half)[:len(positions)*half]
@@ -127,7 +127,11 @@ func (a *stepAngles) rotate(out, x []float32, H int, invFreq []float32, scale fl
 			}
 		}
 	}
-	rotateBy(out, x, H, a.cos, a.sin, positions)
+	for t, p := range positions {
+		if p >= 0 {
+			rotateRow(out[t*row:(t+1)*row], x[t*row:(t+1)*row], a.cos[t*half:(t+1)*half], a.sin[t*half:(t+1)*half])
+		}
+	}
 }
 
 // powFreq is base^(2i/dim) as torch computes it: the exponent
