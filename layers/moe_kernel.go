@@ -132,12 +132,13 @@ func (ps *expertPacks) on(e int, w weight) weight {
 // (BF12, F28) all at once, over the team, when the graph binds them, as a
 // dense matrix is: coded in Go on first use, they cost a prefill of
 // qwen3moe-mini BF16 a quarter of its speed, where at the bind they cost
-// its start about 0.5 s and gave decode 8% (docs/performance.md).
+// its start 0.7 s and gave decode 20%. Where floats are not coded, experts
+// keep their storage: in panels they were slower (docs/performance.md).
 func expertPackings(p *graphs.Param, experts []weight, fast bool) *expertPacks {
-	if !p.ReadOnly || len(p.Shape) != 3 || len(experts) != p.Shape[0] {
+	_, quantized := p.DType.Quant()
+	if !p.ReadOnly || len(p.Shape) != 3 || len(experts) != p.Shape[0] || !quantized && !simd.CodesFloats() {
 		return nil
 	}
-	_, quantized := p.DType.Quant()
 	form := p.Prepare(cpuExpertPackings, func() graphs.Form {
 		E := p.Shape[0]
 		ps := &expertPacks{fast: fast, rows: p.Shape[1], cols: p.Shape[2], once: make([]sync.Once, E), packs: make([]*simd.Packing, E)}

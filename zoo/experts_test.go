@@ -15,6 +15,7 @@ import (
 
 	"github.com/gozoo/gozoo/golden"
 	"github.com/gozoo/gozoo/graphs"
+	"github.com/gozoo/gozoo/internal/simd"
 	"github.com/gozoo/gozoo/layers"
 	"github.com/gozoo/gozoo/loaders"
 	"github.com/gozoo/gozoo/train"
@@ -127,11 +128,10 @@ func writeMoEConfig(t *testing.T, config, layout string, dtype safetensors.DType
 	return dir
 }
 
-// TestFloatExpertsCoded: a float checkpoint's experts are packed (coded
-// in 12 or 28 bits where the kernels have them) when a graph binds them,
-// every expert of a stack, not only those a token routes to, and exactly
-// where a dense matrix of the same checkpoint is packed: the model gives
-// the same logits as with its experts stacked.
+// TestFloatExpertsCoded: a float checkpoint's experts are coded in 12 or
+// 28 bits when a graph binds them, every expert of a stack, not only those
+// a token routes to, wherever a dense matrix of the same checkpoint is
+// coded: the model gives the same logits as with its experts stacked.
 func TestFloatExpertsCoded(t *testing.T) {
 	// Experts of 64x512 values, 64 KB in BF16: as large as decode packs.
 	wide := strings.NewReplacer(`"hidden_size": 32`, `"hidden_size": 512`, `"moe_intermediate_size": 8`, `"moe_intermediate_size": 64`,
@@ -147,7 +147,7 @@ func TestFloatExpertsCoded(t *testing.T) {
 			t.Errorf("%s: logits differ from the per-expert checkpoint's by %g", layout, d)
 		}
 		dense, _ := m.Params().Get("model.layers.0.self_attn.o_proj.weight")
-		wantPacked := len(layers.Packings(dense)) == 1
+		wantPacked := len(layers.Packings(dense)) == 1 && simd.CodesFloats() // coded, not in panels
 		for _, proj := range []string{"gate_proj", "up_proj", "down_proj"} {
 			name := "model.layers.1.mlp.experts." + proj
 			p, ok := m.Params().Get(name)

@@ -327,6 +327,10 @@ func (p *Packing) Sizes() (stored, packed int64) {
 	return int64(x.out * x.in / x.f.BlockSize() * x.f.BlockBytes()), int64(len(x.data))
 }
 
+// CodesFloats says whether PackBF16 and PackF32 code matrices here (BF12,
+// F28) rather than lay them out in panels or leave them.
+func CodesFloats() bool { return !packOff && (canCoded() || packAll) }
+
 // PackBF16 packs the BF16 matrix w [out, in] for MulT in 12 bits a
 // weight (see coded above), or returns nil where it does not: the kernels
 // cannot use it (AVX-512 with VBMI), it is under packMin bytes, in is not
