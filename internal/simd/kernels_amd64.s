@@ -14775,8 +14775,8 @@ gemmBF12x2AVX512_chunk:
 	VFMADD231PS 64(R10), Z7, Z3
 	VFMADD231PS (R10)(CX*1), Z8, Z4
 	VFMADD231PS 64(R10)(CX*1), Z7, Z5
-	ADDQ        $0x30, R11
 	ADDQ        $0x80, R10
+	ADDQ        $0x30, R11
 	DECQ        R12
 	JMP         gemmBF12x2AVX512_chunk
 
@@ -14863,8 +14863,8 @@ gemmBF12x3AVX512_chunk:
 	VFMADD231PS 64(R10)(CX*1), Z9, Z5
 	VFMADD231PS (R10)(CX*2), Z10, Z6
 	VFMADD231PS 64(R10)(CX*2), Z9, Z7
-	ADDQ        $0x30, R11
 	ADDQ        $0x80, R10
+	ADDQ        $0x30, R11
 	DECQ        R12
 	JMP         gemmBF12x3AVX512_chunk
 
@@ -14965,8 +14965,8 @@ gemmBF12x4AVX512_chunk:
 	VFMADD231PS 64(R12)(CX*2), Z11, Z7
 	VFMADD231PS (R12)(R10*1), Z12, Z8
 	VFMADD231PS 64(R12)(R10*1), Z11, Z9
-	ADDQ        $0x30, R13
 	ADDQ        $0x80, R12
+	ADDQ        $0x30, R13
 	DECQ        R14
 	JMP         gemmBF12x4AVX512_chunk
 
@@ -15082,9 +15082,9 @@ gemmBF12x5AVX512_chunk:
 	VFMADD231PS 64(R12)(R10*1), Z13, Z9
 	VFMADD231PS (R13), Z14, Z10
 	VFMADD231PS 64(R13), Z13, Z11
-	ADDQ        $0x30, R14
 	ADDQ        $0x80, R12
 	ADDQ        $0x80, R13
+	ADDQ        $0x30, R14
 	DECQ        R15
 	JMP         gemmBF12x5AVX512_chunk
 
@@ -15215,9 +15215,9 @@ gemmBF12x6AVX512_chunk:
 	VFMADD231PS 64(R13), Z15, Z11
 	VFMADD231PS (R13)(CX*1), Z16, Z12
 	VFMADD231PS 64(R13)(CX*1), Z15, Z13
-	ADDQ        $0x30, R14
 	ADDQ        $0x80, R12
 	ADDQ        $0x80, R13
+	ADDQ        $0x30, R14
 	DECQ        R15
 	JMP         gemmBF12x6AVX512_chunk
 
@@ -15362,9 +15362,9 @@ gemmBF12x7AVX512_chunk:
 	VFMADD231PS 64(R13)(CX*1), Z17, Z13
 	VFMADD231PS (R13)(CX*2), Z18, Z14
 	VFMADD231PS 64(R13)(CX*2), Z17, Z15
-	ADDQ        $0x30, R14
 	ADDQ        $0x80, R12
 	ADDQ        $0x80, R13
+	ADDQ        $0x30, R14
 	DECQ        R15
 	JMP         gemmBF12x7AVX512_chunk
 
@@ -15523,9 +15523,9 @@ gemmBF12x8AVX512_chunk:
 	VFMADD231PS 64(R13)(CX*2), Z19, Z15
 	VFMADD231PS (R13)(R10*1), Z20, Z16
 	VFMADD231PS 64(R13)(R10*1), Z19, Z17
-	ADDQ        $0x30, R14
 	ADDQ        $0x80, R12
 	ADDQ        $0x80, R13
+	ADDQ        $0x30, R14
 	DECQ        R15
 	JMP         gemmBF12x8AVX512_chunk
 
@@ -15654,8 +15654,8 @@ unpackBF12AVX512_chunk:
 	VPERMB    Z5, Z1, K1, Z3
 	VMOVUPS   Z4, (SI)
 	VMOVUPS   Z3, 64(SI)
-	ADDQ      $0x30, DI
 	ADDQ      $0x80, SI
+	ADDQ      $0x30, DI
 	DECQ      R8
 	JMP       unpackBF12AVX512_chunk
 
@@ -15781,8 +15781,8 @@ gemmF28x2AVX512_chunk:
 	VFMADD231PS 64(R10), Z7, Z3
 	VFMADD231PS (R10)(CX*1), Z8, Z4
 	VFMADD231PS 64(R10)(CX*1), Z7, Z5
-	ADDQ        $0x70, R11
 	ADDQ        $0x80, R10
+	ADDQ        $0x70, R11
 	DECQ        R12
 	JMP         gemmF28x2AVX512_chunk
 
@@ -15869,8 +15869,8 @@ gemmF28x3AVX512_chunk:
 	VFMADD231PS 64(R10)(CX*1), Z9, Z5
 	VFMADD231PS (R10)(CX*2), Z10, Z6
 	VFMADD231PS 64(R10)(CX*2), Z9, Z7
-	ADDQ        $0x70, R11
 	ADDQ        $0x80, R10
+	ADDQ        $0x70, R11
 	DECQ        R12
 	JMP         gemmF28x3AVX512_chunk
 
@@ -15971,8 +15971,8 @@ gemmF28x4AVX512_chunk:
 	VFMADD231PS 64(R12)(CX*2), Z11, Z7
 	VFMADD231PS (R12)(R10*1), Z12, Z8
 	VFMADD231PS 64(R12)(R10*1), Z11, Z9
-	ADDQ        $0x70, R13
 	ADDQ        $0x80, R12
+	ADDQ        $0x70, R13
 	DECQ        R14
 	JMP         gemmF28x4AVX512_chunk
 
@@ -16088,9 +16088,9 @@ gemmF28x5AVX512_chunk:
 	VFMADD231PS 64(R12)(R10*1), Z13, Z9
 	VFMADD231PS (R13), Z14, Z10
 	VFMADD231PS 64(R13), Z13, Z11
-	ADDQ        $0x70, R14
 	ADDQ        $0x80, R12
 	ADDQ        $0x80, R13
+	ADDQ        $0x70, R14
 	DECQ        R15
 	JMP         gemmF28x5AVX512_chunk
 
@@ -16221,9 +16221,9 @@ gemmF28x6AVX512_chunk:
 	VFMADD231PS 64(R13), Z15, Z11
 	VFMADD231PS (R13)(CX*1), Z16, Z12
 	VFMADD231PS 64(R13)(CX*1), Z15, Z13
-	ADDQ        $0x70, R14
 	ADDQ        $0x80, R12
 	ADDQ        $0x80, R13
+	ADDQ        $0x70, R14
 	DECQ        R15
 	JMP         gemmF28x6AVX512_chunk
 
@@ -16368,9 +16368,9 @@ gemmF28x7AVX512_chunk:
 	VFMADD231PS 64(R13)(CX*1), Z17, Z13
 	VFMADD231PS (R13)(CX*2), Z18, Z14
 	VFMADD231PS 64(R13)(CX*2), Z17, Z15
-	ADDQ        $0x70, R14
 	ADDQ        $0x80, R12
 	ADDQ        $0x80, R13
+	ADDQ        $0x70, R14
 	DECQ        R15
 	JMP         gemmF28x7AVX512_chunk
 
@@ -16529,9 +16529,9 @@ gemmF28x8AVX512_chunk:
 	VFMADD231PS 64(R13)(CX*2), Z19, Z15
 	VFMADD231PS (R13)(R10*1), Z20, Z16
 	VFMADD231PS 64(R13)(R10*1), Z19, Z17
-	ADDQ        $0x70, R14
 	ADDQ        $0x80, R12
 	ADDQ        $0x80, R13
+	ADDQ        $0x70, R14
 	DECQ        R15
 	JMP         gemmF28x8AVX512_chunk
 
@@ -16659,8 +16659,8 @@ unpackF28AVX512_chunk:
 	VPERMB    48(DI), Z1, K1, Z3
 	VMOVUPS   Z4, (SI)
 	VMOVUPS   Z3, 64(SI)
-	ADDQ      $0x70, DI
 	ADDQ      $0x80, SI
+	ADDQ      $0x70, DI
 	DECQ      R8
 	JMP       unpackF28AVX512_chunk
 

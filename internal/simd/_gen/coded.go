@@ -108,6 +108,24 @@ func codedTable(wp GPVirtual) VecVirtual {
 	return tab
 }
 
+// codedChunks emits a row's loop over its chunks (wp and b its cursor
+// and count): the row's table, then each chunk's 32 weights widened
+// (v0, v1) for body, until the row is done (_rowdone follows).
+func codedChunks(name string, c coding, w, chunks, wp, b GPVirtual, lo, hi VecVirtual, mask OpmaskVirtual, body func(v0, v1 VecVirtual)) {
+	MOVQ(w, wp)
+	MOVQ(chunks, b)
+	tab := codedTable(wp)
+	Label(name + "_chunk")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_rowdone"))
+	v0, v1 := codedChunk(c, wp, tab, lo, hi, mask)
+	body(v0, v1)
+	ADDQ(U8(c.chunkBytes()), wp)
+	DECQ(b)
+	JMP(LabelRef(name + "_chunk"))
+	Label(name + "_rowdone")
+}
+
 // codedPrefetchDist is how far ahead the coded decode kernels prefetch,
 // in bytes: the lines of each chunk's span that far on, past rows' ends
 // into the next rows, as the float kernels do (floatPrefetchDist). 4 KB
@@ -202,28 +220,19 @@ func gemmCoded(c coding, T int) {
 	if T > 4 {
 		LEAQ(Mem{Base: x, Index: ldx, Scale: 4}, xp4)
 	}
-	MOVQ(w, wp)
-	MOVQ(chunks, b)
-	tab := codedTable(wp)
-	Label(name + "_chunk")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_rowdone"))
-	v0, v1 := codedChunk(c, wp, tab, lo, hi, mask)
-	for off := 0; off < c.chunkBytes(); off += 64 {
-		streamPrefetch(Mem{Base: wp, Disp: codedPrefetchDist + off})
-	}
-	for t := range acc {
-		VFMADD231PS(at(xp, xp4, ldx, x3, t, 0), v0, acc[t][0])
-		VFMADD231PS(at(xp, xp4, ldx, x3, t, 64), v1, acc[t][1])
-	}
-	ADDQ(U8(c.chunkBytes()), wp)
-	ADDQ(U8(128), xp)
-	if T > 4 {
-		ADDQ(U8(128), xp4)
-	}
-	DECQ(b)
-	JMP(LabelRef(name + "_chunk"))
-	Label(name + "_rowdone")
+	codedChunks(name, c, w, chunks, wp, b, lo, hi, mask, func(v0, v1 VecVirtual) {
+		for off := 0; off < c.chunkBytes(); off += 64 {
+			streamPrefetch(Mem{Base: wp, Disp: codedPrefetchDist + off})
+		}
+		for t := range acc {
+			VFMADD231PS(at(xp, xp4, ldx, x3, t, 0), v0, acc[t][0])
+			VFMADD231PS(at(xp, xp4, ldx, x3, t, 64), v1, acc[t][1])
+		}
+		ADDQ(U8(128), xp)
+		if T > 4 {
+			ADDQ(U8(128), xp4)
+		}
+	})
 	if T > 4 {
 		LEAQ(Mem{Base: y, Index: ldy, Scale: 4}, yp4)
 	}
@@ -248,19 +257,10 @@ func unpackCoded(c coding) {
 	Label(name + "_row")
 	TESTQ(rows, rows)
 	JZ(LabelRef(name + "_end"))
-	MOVQ(w, wp)
-	MOVQ(chunks, b)
-	tab := codedTable(wp)
-	Label(name + "_chunk")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_rowdone"))
-	v0, v1 := codedChunk(c, wp, tab, lo, hi, mask)
-	VMOVUPS(v0, Mem{Base: dst})
-	VMOVUPS(v1, Mem{Base: dst, Disp: 64})
-	ADDQ(U8(c.chunkBytes()), wp)
-	ADDQ(U8(128), dst)
-	DECQ(b)
-	JMP(LabelRef(name + "_chunk"))
-	Label(name + "_rowdone")
+	codedChunks(name, c, w, chunks, wp, b, lo, hi, mask, func(v0, v1 VecVirtual) {
+		VMOVUPS(v0, Mem{Base: dst})
+		VMOVUPS(v1, Mem{Base: dst, Disp: 64})
+		ADDQ(U8(128), dst)
+	})
 	endRows(name, w, ldw, rows)
 }
