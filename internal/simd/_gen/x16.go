@@ -531,7 +531,9 @@ func b2i(b bool) int {
 // x's sum over it are scaled by d·sc. The high bit is moved next to its
 // field and merged in (VPTERNLOGD), and a table reads the 3-bit value
 // from the index's low 4 bits: field 0 or 2 (after a shift) at bits 0-1
-// with h at bit 2, field 1 or 3 at bits 2-3 with h at bit 0.
+// with h at bit 2, field 1 or 3 at bits 2-3 with h at bit 1 (bit 0
+// ignored), where hmask's bits 1 and 2 already lie, and bits 5 and 6 by
+// one shift: five shifts for eight fields.
 func gemvQ3_Kx16() {
 	const head = 32 + 8*32
 	kquantX16("Q3_K", 16, head+24*64, false, func() x16KBlock {
@@ -547,12 +549,19 @@ func gemvQ3_Kx16() {
 				raw, hm := ZMM(), ZMM()
 				VMOVDQU32(Mem{Base: w, Disp: head + 8*64 + 64*(8*n+w8) + k}, raw)
 				VMOVDQU32(Mem{Base: w, Disp: head + 64*w8 + k}, hm)
+				var shared VecVirtual // hm >> 4, fields 1 and 2 of n = 1
 				return func(j int) VecVirtual {
 					if j == 2 {
 						VPSRLD(U8(4), raw, raw)
 					}
 					idx := ZMM()
-					switch sh := 4*n + j - 2*(1-j%2); {
+					switch sh := 4*n + j - 2 + j%2; {
+					case n == 1 && j == 1:
+						shared = ZMM()
+						VPSRLD(U8(4), hm, shared)
+						VMOVDQA32(shared, idx)
+					case n == 1 && j == 2:
+						idx = shared
 					case sh > 0:
 						VPSRLD(U8(sh), hm, idx)
 					case sh < 0:
@@ -618,7 +627,7 @@ func k23Sums(xp GPVirtual, pf prefetchPart, values func(n, w8, k int) func(j int
 
 // q3Values are the tables of gemvQ3_Kx16: q+4h of a 4-bit index with the
 // field at bits 0-1 and h at bit 2, and with the field at bits 2-3 and h
-// at bit 0, as float32s.
+// at bit 1, as float32s.
 var q3Values [2]Mem
 
 func q3ValuesConsts() {
@@ -627,7 +636,7 @@ func q3ValuesConsts() {
 		for i := 0; i < 16; i++ {
 			v := i&3 + 4*(i>>2&1)
 			if t == 1 {
-				v = i>>2&3 + 4*(i&1)
+				v = i>>2&3 + 4*(i>>1&1)
 			}
 			DATA(4*i, U32(math.Float32bits(float32(v))))
 		}
