@@ -184,7 +184,8 @@ const cpuPacking = "cpu-packing"
 // in a file mapping (Param.ReadOnly) are packed, so a packing never goes
 // stale. In fast mode, Q4_0, IQ4_NL, Q8_0, Q4_1, Q5_1, IQ4_XS, Q2_K and
 // Q3_K are regrouped the same way where fast decode has kernels for them
-// (AVX2 and AVX-512, simd.PackQuantFast); the other quantized weights
+// (AVX2 and AVX-512, simd.PackQuantFast), and Q4_K where AVX-512 VNNI
+// has them; the other quantized weights
 // keep the file's layout. A weight has one
 // packing, made by the mode that binds it first: the other mode reads it
 // too (through rebuilt rows where its kernels do not).

@@ -61,9 +61,12 @@ func x16Inputs(f quant.Format) (n int, bcast bool) {
 }
 
 // fastX16OK says whether fast mode decodes f from an X16 regrouping here
-// (fastX16*AVX2, on AVX2 machines: AVX-512 ones run the VNNI kernels).
+// (fastX16*AVX2, on AVX2 machines: AVX-512 ones run the VNNI kernels; Q4_K
+// only on VNNI, fastX16Q4_KVNNI and fastGemmX16Q4_Kx*VNNI).
 func fastX16OK(f quant.Format) bool {
 	switch f {
+	case quant.Q4_K:
+		return fastGemmOK()
 	case quant.Q4_0, quant.IQ4_NL, quant.Q8_0, quant.Q4_1, quant.Q5_1, quant.IQ4_XS, quant.Q2_K, quant.Q3_K:
 		return active == avx2 || active == avx512
 	}
@@ -209,6 +212,8 @@ func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r
 		fastX16Q2_KAVX2(wp, groups, nb/8, &q[0], &d[0], &sums[0], &y[r0])
 	case p.f == quant.Q3_K && len(d) == nb/8 && len(sums) == nb*2:
 		fastX16Q3_KAVX2(wp, groups, nb/8, &q[0], &d[0], &sums[0], &y[r0])
+	case p.f == quant.Q4_K && len(d) == nb/8 && len(sums) == nb*2 && fastGemmOK():
+		fastX16Q4_KVNNI(wp, groups, nb/8, &q[0], &d[0], &sums[0], &y[r0])
 	default:
 		return false
 	}
@@ -1058,6 +1063,28 @@ func asmFastPackK(f quant.Format, w []byte, rb, blocks int, dst []uint32) bool {
 		fastPackQ6_KAVX512(&w[0], rb, blocks, &dst[0])
 	default:
 		return false
+	}
+	return true
+}
+
+// asmFastGemmX16K computes y[t*ldy + c], c < 16, for T rows of Q8_K
+// activations against group g of the regrouped Q4_K p, read in place;
+// false where the kernels do not run.
+func asmFastGemmX16K(p *x16, g int, q []int8, d []float32, sums []int16, T int, y []float32, ldy int) bool {
+	blocks := p.in / 256
+	if p.f != quant.Q4_K || !fastGemmOK() || T <= 0 || len(q) < T*p.in || len(d) < T*blocks || len(sums) < T*16*blocks || len(y) < (T-1)*ldy+16 {
+		return false
+	}
+	w := &p.data[g*p.groupBytes()]
+	t := 0
+	for _, k := range []struct {
+		rows   int
+		kernel func(w *byte, blocks int, xq *int8, ldx int, xd *float32, xs *int16, rows int, y *float32, ldy int)
+	}{{4, fastGemmX16Q4_Kx4VNNI}, {2, fastGemmX16Q4_Kx2VNNI}, {1, fastGemmX16Q4_Kx1VNNI}} {
+		if n := (T - t) / k.rows * k.rows; n > 0 {
+			k.kernel(w, blocks, &q[t*p.in], p.in, &d[t*blocks], &sums[t*16*blocks], n, &y[t*ldy], ldy)
+			t += n
+		}
 	}
 	return true
 }

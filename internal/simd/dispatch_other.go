@@ -164,4 +164,8 @@ func asmPanelX16(p *x16, g int, dst []float32) { panic("simd: asmPanelX16 withou
 
 func canPackX16Fast(f quant.Format) bool { return false }
 
+func asmFastGemmX16K(p *x16, g int, q []int8, d []float32, sums []int16, T int, y []float32, ldy int) bool {
+	return false
+}
+
 func asmFastPackX16(p *x16, g int, pr *packedRows) { panic("simd: asmFastPackX16 without its kernel") }

@@ -722,3 +722,58 @@ func TestFastX16(t *testing.T) {
 		}
 	}
 }
+
+// TestFastX16Q4K: on VNNI machines fast mode keeps Q4_K regrouped, and
+// its kernels read the regrouping in place with packK's arithmetic, lane
+// for lane: a row's result is the same bits alone (decode), in a batch of
+// any size, and on the file's layout repacked (fastGemmQ4_K). Elsewhere
+// Q4_K stays in the file's layout.
+func TestFastX16Q4K(t *testing.T) {
+	const out, in = 48, 1024
+	r := rand.New(rand.NewPCG(15, 16))
+	f := quant.Q4_K
+	rb, _ := f.RowBytes(in)
+	w := make([]byte, out*rb)
+	src := make([]float32, in)
+	for j := 0; j < out; j++ {
+		for i := range src {
+			src[i] = float32(r.NormFloat64())
+		}
+		quant.QuantizeRow(f, src, w[j*rb:(j+1)*rb])
+	}
+	// PackQuantFast gives its source's pages back: a copy's.
+	pk := PackQuantFast(append([]byte(nil), w...), f, out, in)
+	if !fastGemmOK() {
+		if pk != nil {
+			t.Fatalf("Q4_K regrouped for fast mode without VNNI kernels (%s)", Name())
+		}
+		return
+	}
+	if pk == nil || pk.x16 == nil {
+		t.Fatal("Q4_K not regrouped for fast mode on a VNNI machine")
+	}
+	rows := Weight{Kind: Quant, Format: f, Bytes: w}
+	x16 := Weight{Kind: X16, x16: packX16(w, f, out, in, nil)}
+	for _, T := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 16} {
+		x := make([]float32, T*in)
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * 2)
+		}
+		got, file := make([]float32, T*out), make([]float32, T*out)
+		MulTFast(got, x, T, x16, out, in)
+		MulTFast(file, x, T, rows, out, in)
+		alone := make([]float32, out)
+		for tt := 0; tt < T; tt++ {
+			MulTFast(alone, x[tt*in:(tt+1)*in], 1, x16, out, in)
+			for j := 0; j < out; j++ {
+				g := got[tt*out+j]
+				if math.Float32bits(g) != math.Float32bits(alone[j]) {
+					t.Fatalf("T=%d row %d col %d: %g in the batch, %g alone", T, tt, j, g, alone[j])
+				}
+				if T > 1 && math.Float32bits(g) != math.Float32bits(file[tt*out+j]) {
+					t.Fatalf("T=%d row %d col %d: %g regrouped, %g repacked", T, tt, j, g, file[tt*out+j])
+				}
+			}
+		}
+	}
+}

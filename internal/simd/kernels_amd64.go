@@ -807,6 +807,26 @@ func fastGemmIQ4_XSx2VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float
 //go:noescape
 func fastGemmIQ4_XSx1VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
 
+// fastX16Q4_KVNNI computes y[r] = w_r · x for groups regrouped groups of 16 Q4_K rows of blocks super-blocks and Q8_K activations xq, xd (xs: their sums of 16).
+//
+//go:noescape
+func fastX16Q4_KVNNI(w *byte, groups int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)
+
+// fastGemmX16Q4_Kx4VNNI computes 16 columns of y for rows rows of Q8_K activations (a multiple of 4) against one regrouped group of 16 Q4_K rows.
+//
+//go:noescape
+func fastGemmX16Q4_Kx4VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, xs *int16, rows int, y *float32, ldy int)
+
+// fastGemmX16Q4_Kx2VNNI computes 16 columns of y for rows rows of Q8_K activations (a multiple of 2) against one regrouped group of 16 Q4_K rows.
+//
+//go:noescape
+func fastGemmX16Q4_Kx2VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, xs *int16, rows int, y *float32, ldy int)
+
+// fastGemmX16Q4_Kx1VNNI computes 16 columns of y for rows rows of Q8_K activations (a multiple of 1) against one regrouped group of 16 Q4_K rows.
+//
+//go:noescape
+func fastGemmX16Q4_Kx1VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, xs *int16, rows int, y *float32, ldy int)
+
 // fastIQ4_NLAVX2 computes y[r] = w_r · x for rows IQ4_NL rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd.
 //
 //go:noescape

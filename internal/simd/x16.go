@@ -626,7 +626,9 @@ func PackQuant(w []byte, f quant.Format, out, in int) *Packing {
 // (fastX16*AVX2: a weight row in each int32 lane), or returns nil as
 // PackQuant does. Fast prefill stages or rebuilds groups of rows from it,
 // or on AVX-512 repacks Q4_0, IQ4_NL, Q8_0 and IQ4_XS groups for the VNNI
-// kernels (gemmFastX16).
+// kernels (gemmFastX16). On AVX-512 VNNI it regroups Q4_K too, which the
+// VNNI kernels read as it is, decode and products of rows alike
+// (fastX16Q4_KVNNI, fastGemmX16Q4_Kx*VNNI).
 func PackQuantFast(w []byte, f quant.Format, out, in int) *Packing {
 	if packOff || !(fastX16OK(f) || packAll && x16Words[f] > 0) {
 		return nil

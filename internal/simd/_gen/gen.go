@@ -221,6 +221,11 @@ func main() {
 		fastGemmK(q, 2)
 		fastGemmK(q, 1)
 	}
+	q4kPairConsts()
+	fastX16Q4K(1, true)
+	for _, R := range []int{4, 2, 1} {
+		fastX16Q4K(R, false)
+	}
 	// IQ4_NL (fastConsts holds its level table).
 	fastQ8("IQ4_NL")
 	fastQ8x4("IQ4_NL")

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// q4kPairs[k] is a VPSHUFB control that makes each 32-bit lane the int16
+// pair (b, b) of the lane's byte k: Q4_K's min m_j in both halves, for
+// VPDPWSSD against the pair of x's sums of 16 in sub-block j.
+var q4kPairs [4]Mem
+
+func q4kPairConsts() {
+	for k := 0; k < 4; k++ {
+		q4kPairs[k] = GLOBL(fmt.Sprintf("q4kpairs%d", k), RODATA|NOPTR)
+		for i := 0; i < 16; i++ {
+			b := uint32(4*(i%4) + k)
+			DATA(4*i, U32(b|0x80<<8|b<<16|0x80<<24))
+		}
+	}
+}
+
+// fastX16Q4K writes fast mode's VNNI kernels on Q4_K regrouped by 16 rows
+// (x16.go: per super-block the 16 rows' d and dmin as halves, sc_j and
+// m_j unpacked to bytes, sc at 64+64(j/4)+4r+j%4 and m 128 bytes on, then
+// 32 words of nibbles, word i of row r at 320+64i+4r: byte 32ch+l holds
+// column 64ch+l in its low nibble and 64ch+32+l in its high). Each lane is
+// a weight row: a word's low and high nibbles, masked, are four unsigned
+// values of sub-blocks 2ch and 2ch+1 for VPDPBUSD against x's four bytes
+// broadcast, so the regrouping needs no repacking (packK's work, a third
+// of a batched mixture-of-experts decode). The arithmetic is
+// fastGemmQ4_K's, lane for lane: per super-block
+//
+//	acc += (dx·d)·float(Σ_j sc_j·(Σ q·x)) − (dx·dmin)·float(Σ_j m_j·xsum_j)
+//
+// With decode set it writes fastX16Q4_KVNNI(w, groups, blocks, xq, xd, xs,
+// y), one row of activations against groups groups of 16 rows, streamed
+// with prefetches; otherwise fastGemmX16Q4_Kx{R}VNNI(w, blocks, xq, ldx,
+// xd, xs, rows, y, ldy), rows rows of activations (a multiple of R, with
+// strides ldx values, 4·blocks bytes of scales and 32·blocks of sums)
+// against one group, y's rows ldy floats apart.
+func fastX16Q4K(R int, decode bool) {
+	name := fmt.Sprintf("fastGemmX16Q4_Kx%dVNNI", R)
+	sig := "func(w *byte, blocks int, xq *int8, ldx int, xd *float32, xs *int16, rows int, y *float32, ldy int)"
+	if decode {
+		name = "fastX16Q4_KVNNI"
+		sig = "func(w *byte, groups int, blocks int, xq *int8, xd *float32, xs *int16, y *float32)"
+	}
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	if decode {
+		Doc(name + " computes y[r] = w_r · x for groups regrouped groups of 16 Q4_K rows of blocks super-blocks and Q8_K activations xq, xd (xs: their sums of 16).")
+	} else {
+		Doc(fmt.Sprintf("%s computes 16 columns of y for rows rows of Q8_K activations (a multiple of %d) against one regrouped group of 16 Q4_K rows.", name, R))
+	}
+	const head, bsize = 320, 320 + 64*32
+	mask, low := broadcast(avx512, 0x0f0f0f0f), broadcast(avx512, 0xff)
+	// Sums start as copies of zero: a register XORed with itself reads
+	// itself, and the allocator keeps it live from the kernel's entry.
+	zero := ZMM()
+	VPXORD(mask, mask, zero)
+	// Two chains a sub-block while one or two rows leave the multiply-adds
+	// too few to cover their latency.
+	chains := 1
+	if R <= 2 {
+		chains = 2
+	}
+	// x's rows, scales and sums: pointers that run on from row to row
+	// (ldx = 256·blocks values, lds = 4·blocks bytes and 32·blocks).
+	loop, xp, dp, sp, yrow, ldx, lds := GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("xq"), xp)
+	Load(Param("xd"), dp)
+	Load(Param("xs"), sp)
+	Load(Param("y"), yrow)
+	Load(Param("blocks"), lds)
+	SHLQ(U8(2), lds)
+	if decode {
+		Load(Param("groups"), loop)
+	} else {
+		Load(Param("rows"), loop)
+		Load(Param("ldx"), ldx)
+	}
+	// Row r's operands: x's values r·ldx bytes on, its scale r·lds and
+	// its sums 8r·lds (ldx3, lds2, lds3: the multiples a scale cannot
+	// give).
+	var ldx3, lds2, lds3 GPVirtual
+	if R > 2 {
+		ldx3, lds2, lds3 = GP64(), GP64(), GP64()
+		LEAQ(Mem{Base: ldx, Index: ldx, Scale: 2}, ldx3)
+		LEAQ(Mem{Base: lds, Index: lds, Scale: 1}, lds2)
+		LEAQ(Mem{Base: lds, Index: lds, Scale: 2}, lds3)
+	}
+	at := func(base GPVirtual, disp int, idx []GPVirtual, scale []uint8, r int) Mem {
+		if r == 0 {
+			return Mem{Base: base, Disp: disp}
+		}
+		return Mem{Base: base, Index: idx[r-1], Scale: scale[r-1], Disp: disp}
+	}
+	xAt := func(xp GPVirtual, r, disp int) Mem {
+		return at(xp, disp, []GPVirtual{ldx, ldx, ldx3}, []uint8{1, 2, 1}, r)
+	}
+	dAt := func(dp GPVirtual, r int) Mem {
+		return at(dp, 0, []GPVirtual{lds, lds, lds3}, []uint8{1, 2, 1}, r)
+	}
+	sAt := func(sp GPVirtual, r, disp int) Mem {
+		return at(sp, disp, []GPVirtual{lds, lds2, lds3}, []uint8{8, 8, 8}, r)
+	}
+	acc := make([]VecVirtual, R)
+	for r := range acc {
+		acc[r] = ZMM()
+	}
+	pp, b := GP64(), GP64()
+	if decode {
+		Load(Param("w"), pp) // each group's weights follow the last's
+	}
+	Label(name + "_outer")
+	TESTQ(loop, loop)
+	JZ(LabelRef(name + "_end"))
+	if !decode {
+		Load(Param("w"), pp) // every R rows read the group again
+	}
+	Load(Param("blocks"), b)
+	for r := range acc {
+		VMOVDQA64(zero, acc[r])
+	}
+	Label(name + "_block")
+	isum, msum := make([]VecVirtual, R), make([]VecVirtual, R)
+	for r := 0; r < R; r++ {
+		isum[r], msum[r] = ZMM(), ZMM()
+		VMOVDQA64(zero, isum[r])
+		VMOVDQA64(zero, msum[r])
+	}
+	lines := (bsize + 63) / 64
+	for ch := 0; ch < 4; ch++ {
+		if decode {
+			spreadPrefetch(pp, lines, ch, 4)
+		}
+		// dots[r][s][c]: row r, sub-block 2ch+s, chain c.
+		dots := make([][2][]VecVirtual, R)
+		for r := range dots {
+			for s := 0; s < 2; s++ {
+				dots[r][s] = make([]VecVirtual, chains)
+				for c := range dots[r][s] {
+					dots[r][s][c] = ZMM()
+					VMOVDQA64(zero, dots[r][s][c])
+				}
+			}
+		}
+		for k := 0; k < 8; k++ {
+			v, lo, hi := ZMM(), ZMM(), ZMM()
+			VMOVDQU32(Mem{Base: pp, Disp: head + 64*(8*ch+k)}, v)
+			VPANDD(mask, v, lo)
+			VPSRLD(U8(4), v, hi)
+			VPANDD(mask, hi, hi)
+			for r := 0; r < R; r++ {
+				VPDPBUSD_BCST(xAt(xp, r, 64*ch+4*k), lo, dots[r][0][k%chains])
+				VPDPBUSD_BCST(xAt(xp, r, 64*ch+32+4*k), hi, dots[r][1][k%chains])
+			}
+		}
+		for s := 0; s < 2; s++ {
+			j := 2*ch + s
+			sc, m := ZMM(), ZMM()
+			VPANDD(Mem{Base: pp, Disp: 64 + 64*(j/4) + j%4}, low, sc)
+			VMOVDQU32(Mem{Base: pp, Disp: 192 + 64*(j/4)}, m)
+			VPSHUFB(q4kPairs[j%4], m, m)
+			for r := 0; r < R; r++ {
+				d := dots[r][s]
+				if chains == 2 {
+					VPADDD(d[1], d[0], d[0])
+				}
+				VPMULLD(sc, d[0], d[0])
+				VPADDD(d[0], isum[r], isum[r])
+				VPDPWSSD_BCST(sAt(sp, r, 4*j), m, msum[r])
+			}
+		}
+	}
+	dv, dmv := ZMM(), ZMM()
+	VCVTPH2PS(Mem{Base: pp}, dv)
+	VCVTPH2PS(Mem{Base: pp, Disp: 32}, dmv)
+	for r := 0; r < R; r++ {
+		s := ZMM()
+		VCVTDQ2PS(isum[r], isum[r])
+		VMULPS_BCST(dAt(dp, r), dv, s)
+		VFMADD231PS(s, isum[r], acc[r])
+		VCVTDQ2PS(msum[r], msum[r])
+		VMULPS_BCST(dAt(dp, r), dmv, s)
+		VFNMADD231PS(s, msum[r], acc[r])
+	}
+	ADDQ(U32(bsize), pp)
+	ADDQ(U32(256), xp)
+	ADDQ(U8(4), dp)
+	ADDQ(U8(32), sp)
+	DECQ(b)
+	JNZ(LabelRef(name + "_block"))
+	if decode {
+		// The next group: x is read again.
+		VMOVUPS(acc[0], Mem{Base: yrow})
+		ADDQ(U8(64), yrow)
+		Load(Param("xq"), xp)
+		Load(Param("xd"), dp)
+		Load(Param("xs"), sp)
+		DECQ(loop)
+		JMP(LabelRef(name + "_outer"))
+	} else {
+		ldy := GP64()
+		Load(Param("ldy"), ldy)
+		SHLQ(U8(2), ldy)
+		for r := 0; r < R; r++ {
+			VMOVUPS(acc[r], Mem{Base: yrow})
+			ADDQ(ldy, yrow)
+		}
+		// xp, dp and sp stand at row 1's; on to row R's.
+		MOVQ(lds, b)
+		SHLQ(U8(6), b)
+		SUBQ(b, xp)
+		for r := 0; r < R; r++ {
+			ADDQ(ldx, xp)
+		}
+		for r := 1; r < R; r++ {
+			ADDQ(lds, dp)
+			for i := 0; i < 8; i++ {
+				ADDQ(lds, sp)
+			}
+		}
+		SUBQ(U8(R), loop)
+		JMP(LabelRef(name + "_outer"))
+	}
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
