@@ -106,8 +106,9 @@ func LoadGGUFContext(ctx context.Context, path string, progress func(done, total
 }
 
 // LoadGGUFFileContext is LoadGGUFContext on a file already open (whose
-// tokenizer metadata a caller read, say): the model keeps f and closes it
-// once its weights are unreachable; on error f is closed.
+// tokenizer metadata a caller read, say): the model keeps f's mapping (not
+// its metadata) and unmaps it once its weights are unreachable; on error f
+// is closed.
 func LoadGGUFFileContext(ctx context.Context, f *gguf.File, progress func(done, total int64)) (Model, error) {
 	m, err := loadGGUF(ctx, f, progress)
 	if err != nil {
@@ -134,7 +135,7 @@ func loadGGUF(ctx context.Context, f *gguf.File, progress func(done, total int64
 	if err := json.Unmarshal(cfgJSON, &fields); err != nil {
 		return nil, err
 	}
-	err = loadAll(ctx, f.Path, ps, f, progress, func(p *graphs.Param) error {
+	err = loadAll(ctx, f.Path, ps, f.Mapping(), progress, func(p *graphs.Param) error {
 		t, ok := format.Tensor(fields, p)
 		if !ok {
 			return fmt.Errorf("%s: no GGUF name for tensor %q of a %s model", f.Path, p.Name, format.arch)

@@ -2,6 +2,7 @@ package zoo_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gozoo/gozoo/golden"
 	"github.com/gozoo/gozoo/internal/testfiles"
@@ -339,5 +341,76 @@ func TestGGUFUnsupportedType(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want an error with %q, got %v", want, err)
 		}
+	}
+}
+
+// TestGGUFModelKeepsOnlyMapping: a model loaded from a GGUF file keeps the
+// file's mapping for its tensors but not the File, whose metadata (a
+// tokenizer's vocabulary and merges) goes with it; the model still runs
+// from the mapping, as a model loaded afresh does.
+func TestGGUFModelKeepsOnlyMapping(t *testing.T) {
+	path := filepath.Join(ggufDir(t, "llama_q4_0"), "model.gguf")
+	ids := []int{3, 17, 5, 99}
+	fresh, err := zoo.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := lastLogits(t, fresh, ids)
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Mapping().Holds(f.Data(f.Tensors[0])) {
+		t.Fatal("the File's mapping does not hold its tensors")
+	}
+	dropped := make(chan struct{})
+	runtime.AddCleanup(f, func(c chan struct{}) { close(c) }, dropped)
+	m, err := zoo.LoadGGUFFileContext(context.Background(), f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f = nil
+	for i := 0; ; i++ {
+		runtime.GC()
+		select {
+		case <-dropped:
+		default:
+			if i == 200 {
+				t.Fatal("the model keeps its *gguf.File (and the metadata) reachable")
+			}
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		break
+	}
+	if got := lastLogits(t, m, ids); golden.MaxAbsDiff(got, want) != 0 {
+		t.Fatalf("logits moved once the File was dropped: %v, want %v", got[:4], want[:4])
+	}
+	runtime.KeepAlive(m)
+}
+
+// TestMappingClosesOnce: a File and its Mapping unmap the file once,
+// whichever closes first; afterwards neither holds the tensors.
+func TestMappingClosesOnce(t *testing.T) {
+	f, err := gguf.Open(filepath.Join(ggufDir(t, "llama_q4_0"), "model.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, m := f.Data(f.Tensors[0]), f.Mapping()
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m.Holds(data) || f.Holds(data) {
+		t.Fatal("a closed mapping still holds the tensors")
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("closing the File after its Mapping: %v", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("closing the Mapping twice: %v", err)
+	}
+	var none *gguf.Mapping
+	if none.Holds(data) || none.Close() != nil {
+		t.Fatal("a nil Mapping (a File made by Parse) holds bytes or fails to close")
 	}
 }

@@ -5,6 +5,9 @@ package mmap
 import (
 	"os"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // File maps the first size bytes of f read-only and returns the mapping
@@ -18,4 +21,20 @@ func File(f *os.File, size int64) ([]byte, func() error, error) {
 		return nil, nil, err
 	}
 	return b, func() error { return syscall.Munmap(b) }, nil
+}
+
+// Release gives the whole pages of b, part of a read-only file mapping,
+// back to the kernel: they leave the process's resident set, and a later
+// read faults them in again from the file.
+func Release(b []byte) {
+	page := uintptr(os.Getpagesize())
+	if len(b) == 0 {
+		return
+	}
+	p := uintptr(unsafe.Pointer(&b[0]))
+	start := int((page - p%page) % page)
+	end := len(b) - int((p+uintptr(len(b)))%page)
+	if end > start {
+		_ = unix.Madvise(b[start:end], unix.MADV_DONTNEED)
+	}
 }

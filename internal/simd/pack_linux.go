@@ -1,23 +1,14 @@
 package simd
 
 import (
-	"unsafe"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/gozoo/gozoo/internal/mmap"
 )
 
 // release gives the whole pages of b, a read-only file mapping, back to
-// the kernel: they leave the process's resident set, and a later read
-// faults them in again from the file.
-func release(b []byte) {
-	const page = 4096
-	p := uintptr(unsafe.Pointer(&b[0]))
-	start := int((page - p%page) % page)
-	end := len(b) - int((p+uintptr(len(b)))%page)
-	if end > start {
-		_ = unix.Madvise(b[start:end], unix.MADV_DONTNEED)
-	}
-}
+// the kernel (mmap.Release).
+func release(b []byte) { mmap.Release(b) }
 
 // packMemory is n zeroed bytes for a packing, mapped outside the Go heap:
 // a heap of packed weights would let the collector's goal (twice the live

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/gozoo/gozoo/internal/mmap"
 )
@@ -158,7 +159,7 @@ type File struct {
 
 	data     []byte // the data section
 	dataOff  int64  // its offset in the file
-	release  func() error
+	mapping  *Mapping
 	index    map[string]int   // tensor name -> index in Tensors
 	valueOff map[string]int64 // metadata key -> offset of its value
 }
@@ -189,7 +190,10 @@ func Open(path string) (*File, error) {
 		release()
 		return nil, err
 	}
-	f.release = release
+	f.mapping = &Mapping{data: data, release: release}
+	// The header's values are copies: its pages (a tokenizer's vocabulary
+	// and merges, megabytes) leave the resident set.
+	mmap.Release(data[:f.dataOff])
 	return f, nil
 }
 
@@ -206,19 +210,42 @@ func Parse(name string, data []byte) (*File, error) {
 
 // Holds says whether b lies in the file's mapping (Open; a File made by
 // Parse holds no mapping): read-only bytes of the file.
-func (f *File) Holds(b []byte) bool { return f.release != nil && mmap.Within(b, f.data) }
+func (f *File) Holds(b []byte) bool { return f.mapping.Holds(b) }
 
 // Close releases the mapping made by Open; the slices returned by Data must
 // not be used afterwards. Closing a File made by Parse, or closing twice, is
 // a no-op.
 func (f *File) Close() error {
-	release := f.release
-	f.release = nil
 	f.data = nil
-	if release == nil {
+	return f.mapping.Close()
+}
+
+// Mapping is what a model that uses a File's tensors in place keeps of
+// it: the file's mapping (Open; nil for a File made by Parse), without the
+// metadata, so that a tokenizer's vocabulary and merges (megabytes of
+// strings) go with the File once it is dropped. Closing the Mapping or its
+// File unmaps it, once.
+func (f *File) Mapping() *Mapping { return f.mapping }
+
+// Mapping is a File's read-only file mapping (see File.Mapping).
+type Mapping struct {
+	data    []byte
+	release func() error
+	closed  atomic.Bool
+}
+
+// Holds says whether b lies in the mapping, still mapped.
+func (m *Mapping) Holds(b []byte) bool {
+	return m != nil && !m.closed.Load() && mmap.Within(b, m.data)
+}
+
+// Close unmaps the file; the tensors' slices must not be used afterwards.
+// Closing twice, or a nil Mapping, is a no-op.
+func (m *Mapping) Close() error {
+	if m == nil || m.closed.Swap(true) {
 		return nil
 	}
-	return release()
+	return m.release()
 }
 
 // Tensor returns the info of the tensor called name.
