@@ -97,12 +97,10 @@ func readExperts(ps [3]*graphs.Param, fast bool) (*expertSet, error) {
 // prepared forms.
 const cpuExpertPackings = "cpu-expert-packings"
 
-// expertPacks are the packings of a stack's quantized experts for decode,
-// as packForDecode makes a matrix's (the first mode to read the stack
-// chooses): each made when its expert first runs, so experts the routing
-// never picks stay unread in the mapping. A decode step's experts are
-// products of a row or a few, which the regrouped kernels run 1.5 to 2.5
-// times faster.
+// expertPacks are the packings of a stack's experts for decode, as
+// packForDecode makes a matrix's (the first mode to read the stack
+// chooses). A decode step's experts are products of a row or a few, which
+// the regrouped and coded kernels run 1.5 to 2.5 times faster.
 type expertPacks struct {
 	fast       bool
 	rows, cols int
@@ -118,7 +116,8 @@ func (ps *expertPacks) Release() {
 	}
 }
 
-// on returns expert e's weight w on its packing, made on first use.
+// on returns expert e's weight w on its packing, made at the bind
+// (packAll).
 func (ps *expertPacks) on(e int, w weight) weight {
 	ps.once[e].Do(func() { ps.packs[e] = packWeight(w, ps.rows, ps.cols, ps.fast) })
 	if pk := ps.packs[e]; pk != nil {
@@ -128,12 +127,14 @@ func (ps *expertPacks) on(e int, w weight) weight {
 }
 
 // expertPackings returns p's experts' packings (expertPacks), or nil for
-// a stack the kernels read as it is. A float stack's experts are coded
-// (BF12, F28) all at once, over the team, when the graph binds them, as a
-// dense matrix is: coded in Go on first use, they cost a prefill of
-// qwen3moe-mini BF16 a quarter of its speed, where at the bind they cost
-// its start 0.7 s and gave decode 20%. Where floats are not coded, experts
-// keep their storage: in panels they were slower (docs/performance.md).
+// a stack the kernels read as it is. Every expert of the stack is packed
+// (regrouped, or coded in BF12 and F28) when the graph binds it, over the
+// team, as a dense matrix is, experts the routing has not picked yet
+// among them: packed on first use, they cost a prefill of qwen3moe-mini
+// BF16 a quarter of its speed, and the first prefill of a batch (whose
+// graphs are bound before any run) a third of its speed in Q8_0. Where
+// floats are not coded, float experts keep their storage: in panels they
+// were slower (docs/performance.md).
 func expertPackings(p *graphs.Param, experts []weight, fast bool) *expertPacks {
 	_, quantized := p.DType.Quant()
 	if !p.ReadOnly || len(p.Shape) != 3 || len(experts) != p.Shape[0] || !quantized && !simd.CodesFloats() {
@@ -142,9 +143,7 @@ func expertPackings(p *graphs.Param, experts []weight, fast bool) *expertPacks {
 	form := p.Prepare(cpuExpertPackings, func() graphs.Form {
 		E := p.Shape[0]
 		ps := &expertPacks{fast: fast, rows: p.Shape[1], cols: p.Shape[2], once: make([]sync.Once, E), packs: make([]*simd.Packing, E)}
-		if !quantized {
-			simd.Parallel(E, packAll{ps, experts})
-		}
+		simd.Parallel(E, packAll{ps, experts})
 		return ps
 	})
 	ps, _ := form.(*expertPacks)

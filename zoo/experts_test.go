@@ -349,3 +349,39 @@ func TestGGUFStackedExperts(t *testing.T) {
 		t.Errorf("the dequantized checkpoint's logits differ by %g", d)
 	}
 }
+
+// TestQuantizedExpertsPackedAtBind: a quantized stack's experts are
+// regrouped when a graph binds them, every expert, not only those a
+// token routes to, wherever the kernels regroup a dense matrix of the
+// same format: a batch binds its graphs before any run, and its first
+// prompt would otherwise pack them as it goes.
+func TestQuantizedExpertsPackedAtBind(t *testing.T) {
+	path := filepath.Join(ggufDir(t, "qwen3moe_q8_0"), "model.gguf")
+	for _, fast := range []bool{false, true} {
+		m := zooLoad(t, path)
+		b, err := graphs.NewBatch(m, graphs.BatchOptions{Options: graphs.Options{Fast: fast, Capacity: 16}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Prepare(4); err != nil {
+			t.Fatal(err)
+		}
+		q, ok := m.Params().Get("model.layers.0.self_attn.q_proj.weight")
+		if !ok {
+			t.Fatal("no q_proj")
+		}
+		wantPacked := len(layers.Packings(q)) == 1 // the format regroups here
+		for _, proj := range []string{"gate_proj", "up_proj", "down_proj"} {
+			name := "model.layers.1.mlp.experts." + proj
+			p, ok := m.Params().Get(name)
+			if !ok {
+				t.Fatalf("no %s", name)
+			}
+			E := p.Shape[0]
+			if got := len(layers.Packings(p)); (got == E) != wantPacked || got != 0 && got != E {
+				t.Errorf("fast=%v %s: %d of %d experts packed once the graphs are bound, before any run; a dense matrix packed: %v", fast, name, got, E, wantPacked)
+			}
+		}
+		b.Close()
+	}
+}
