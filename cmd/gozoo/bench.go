@@ -305,12 +305,7 @@ func benchBatch(dir string, S, n, m int, opts graphs.Options, cpuProfile string,
 		}
 	}
 	ctx := context.Background()
-	// Warm up: one prompt and one step of all S build every graph the
-	// timed run uses.
-	if err := b.Prepare(n); err != nil {
-		return res, err
-	}
-	if err := b.PrepareRows(S); err != nil {
+	if err := warmBatch(ctx, b, prompts[0], S); err != nil {
 		return res, err
 	}
 	stopProfile, err := startProfile(cpuProfile)
@@ -356,6 +351,30 @@ func benchBatch(dir string, S, n, m int, opts graphs.Options, cpuProfile string,
 	res.PrefillGFLOPs = 2 * (float64(stepWeights-headWeights)*float64(n) + float64(headWeights)) * res.PrefillTokS / float64(n) / 1e9
 	deviceFigures(&res, opts.Device, busy, wall)
 	return res, nil
+}
+
+// warmBatch runs what bench's warm-up runs, on S scratch sequences that
+// it then removes: one prompt, then one step of all S, so that the timed
+// run finds its graphs built, its weights read (those a product reads in
+// the file's layout are paged in by their first run) and its buffers
+// allocated.
+func warmBatch(ctx context.Context, b *graphs.Batch, prompt []int, S int) error {
+	seqs := make([]graphs.SeqID, S)
+	feeds := make([]graphs.Feed, S)
+	for s := range seqs {
+		seqs[s] = b.Add()
+		feeds[s] = graphs.Feed{Seq: seqs[s], Input: graphs.IDs(0)}
+	}
+	defer func() {
+		for _, id := range seqs {
+			b.Remove(id)
+		}
+	}()
+	if _, err := b.Run(ctx, []graphs.Feed{{Seq: seqs[0], Input: graphs.IDs(prompt...)}}); err != nil {
+		return err
+	}
+	_, err := b.Run(ctx, feeds)
+	return err
 }
 
 // benchVision times the vision tower and connector on one tile of random
