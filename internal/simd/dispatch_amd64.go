@@ -239,7 +239,11 @@ func asmPanelX16(p *x16, g int, dst []float32) {
 	if !canPanelX16(p.f) || len(dst) < 16*p.in {
 		panic("simd: asmPanelX16 without its kernel")
 	}
-	x16Panels[p.f](&p.data[g*p.groupBytes()], p.in/p.f.BlockSize(), &dst[0])
+	k := x16Panels[p.f]
+	if p.f == quant.Q8_0 && active == avx512 {
+		k = x16PanelQ8_0AVX512
+	}
+	k(&p.data[g*p.groupBytes()], p.in/p.f.BlockSize(), &dst[0])
 }
 
 // asmGemvX16 computes y[r] for rows [r0, r1) of p, whole groups of 16,

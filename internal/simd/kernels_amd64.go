@@ -1177,6 +1177,11 @@ func gemvX16Q8_0AVX2(xb *float32, w *byte, blocks int, groups int, y *float32)
 //go:noescape
 func x16PanelQ6_KAVX2(w *byte, blocks int, dst *float32)
 
+// x16PanelQ8_0AVX512 widens a regrouped group of 16 Q8_0 rows of blocks blocks into a panel at dst (value i of the rows at dst[16i:]).
+//
+//go:noescape
+func x16PanelQ8_0AVX512(w *byte, blocks int, dst *float32)
+
 // x16PanelQ4_0AVX2 widens a regrouped group of 16 Q4_0 rows of blocks blocks into a panel at dst (value i of the rows at dst[16i:]).
 //
 //go:noescape

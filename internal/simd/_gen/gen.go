@@ -289,6 +289,7 @@ func main() {
 	gemvX16Q51()
 	gemvX16Q80()
 	x16PanelQ6K()
+	x16PanelQ80()
 	for _, c := range []struct {
 		q              string
 		n, head, words int // values, head bytes and value words of a block

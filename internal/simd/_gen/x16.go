@@ -792,3 +792,38 @@ func gemvQ5_Kx16() {
 		}
 	})
 }
+
+// x16PanelQ80 writes x16PanelQ8_0AVX512, x16PanelQ8_0AVX2's widening on
+// 16 lanes: a group's block is the 16 rows' d, then 8 words of int8, and
+// the dword that ends at a row's byte k of a word, shifted right
+// arithmetically by 24, is its value sign-extended (x16Bytes' load), which
+// converts and scales by d as ggml's dequantizer does (exact: 19 bits).
+func x16PanelQ80() {
+	name := "x16PanelQ8_0AVX512"
+	TEXT(name, NOSPLIT, "func(w *byte, blocks int, dst *float32)")
+	Pragma("noescape")
+	Doc(name + " widens a regrouped group of 16 Q8_0 rows of blocks blocks into a panel at dst (value i of the rows at dst[16i:]).")
+	wp, b, dp := GP64(), GP64(), GP64()
+	Load(Param("w"), wp)
+	Load(Param("blocks"), b)
+	Load(Param("dst"), dp)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_end"))
+	d := ZMM()
+	VCVTPH2PS(Mem{Base: wp}, d)
+	for c := 0; c < 32; c++ {
+		v := ZMM()
+		VPSRAD(U8(24), Mem{Base: wp, Disp: 32 + 64*(c/4) + c%4 - 3}, v)
+		VCVTDQ2PS(v, v)
+		VMULPS(d, v, v)
+		VMOVUPS(v, Mem{Base: dp, Disp: 64 * c})
+	}
+	ADDQ(U32(32+8*64), wp)
+	ADDQ(U32(4*16*32), dp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
