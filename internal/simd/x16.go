@@ -521,10 +521,74 @@ func mulRowsX16(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 	if T == 1 && r0%16 == 0 && r1%16 == 0 && asmGemvX16(p, x, w.sums, r0, r1, y) {
 		return
 	}
+	if T > 1 && T <= x16RowsMax && r0%16 == 0 && r1%16 == 0 && p.mulRowByRow(y, x, T, w.sums, out, r0, r1) {
+		return
+	}
 	if T > 1 && r0%16 == 0 && r1%16 == 0 && p.mulPanels(y, x, T, out, r0, r1) {
 		return
 	}
 	mulRowGroups(y, x, T, w, out, in, r0, r1)
+}
+
+// x16RowsMax is the most rows of x a regrouped product runs row by row
+// on the decode kernel (mulRowByRow) rather than on panels: widening a
+// group into a panel costs about as much as a row's product, so a
+// product of two or three rows, an expert's in a batched decode, spent
+// most of its time widening.
+var x16RowsMax = 3
+
+// x16RowSums is MulT's inputs for the exact regrouped kernels of a product
+// of T rows: each row's sums of n values (none for n = 0), then with bcast
+// its values eight times, row after row, in *buf.
+func x16RowSums(x []float32, T, in, n int, bcast bool, buf *[]float32) []float32 {
+	per := x16RowInputs(in, n, bcast)
+	if cap(*buf) < T*per {
+		*buf = make([]float32, T*per)
+	}
+	all := (*buf)[:T*per]
+	for t := range T {
+		row := all[t*per : (t+1)*per : (t+1)*per]
+		s := row[:0]
+		s = x16Sums(x[t*in:(t+1)*in], n, &s)
+		if bcast {
+			s = broadcastAfter(s, x[t*in:(t+1)*in], &row)
+		}
+	}
+	return all
+}
+
+// x16RowInputs is the length of a row's inputs in x16RowSums.
+func x16RowInputs(in, n int, bcast bool) int {
+	per := 0
+	if n > 0 {
+		per = in / n
+	}
+	if bcast {
+		per += 8 * in
+	}
+	return per
+}
+
+// mulRowByRow computes y's columns [r0, r1) (whole groups) for T rows of
+// x on the decode kernel, a row at a time over slabs of groups that stay
+// in the core's cache between rows: each row's result is the same bits as
+// alone. sums is x16RowSums'. False where no decode kernel runs here.
+func (p *x16) mulRowByRow(y, x []float32, T int, sums []float32, out, r0, r1 int) bool {
+	n, bcast := x16Inputs(p.f)
+	per := x16RowInputs(p.in, n, bcast)
+	if !exactX16OK(p.f) || len(sums) < T*per {
+		return false
+	}
+	slab := max(16, (256<<10)/p.groupBytes()*16)
+	for s0 := r0; s0 < r1; s0 += slab {
+		s1 := min(r1, s0+slab)
+		for t := range T {
+			if !asmGemvX16(p, x[t*p.in:(t+1)*p.in], sums[t*per:(t+1)*per], s0, s1, y[t*out:]) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // mulPanels computes y's columns [r0, r1) (whole groups) for T rows of x,
