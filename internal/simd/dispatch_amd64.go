@@ -246,6 +246,21 @@ func asmPanelX16(p *x16, g int, dst []float32) {
 	k(&p.data[g*p.groupBytes()], p.in/p.f.BlockSize(), &dst[0])
 }
 
+// canGemmQ8_0x16 says whether gemmQ8_0x16x*AVX512 run here for f.
+func canGemmQ8_0x16(f quant.Format) bool { return f == quant.Q8_0 && active == avx512 }
+
+// asmGemmQ8_0x16 computes y[t*ldy + j], j in [r0, r1) (whole groups), for
+// R (2 to 4) rows of x against the regrouped Q8_0 p, if the kernels run
+// here.
+func asmGemmQ8_0x16(p *x16, x []float32, R, r0, r1 int, y []float32, ldy int) bool {
+	if !canGemmQ8_0x16(p.f) || R < 2 || R > 4 || r0 == r1 || len(x) < R*p.in || len(y) < (R-1)*ldy+r1 {
+		return false
+	}
+	k := [...]func(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int){gemmQ8_0x16x2AVX512, gemmQ8_0x16x3AVX512, gemmQ8_0x16x4AVX512}[R-2]
+	k(&x[0], p.in, &p.data[r0/16*p.groupBytes()], p.in/32, (r1-r0)/16, &y[r0], ldy)
+	return true
+}
+
 // asmGemvX16 computes y[r] for rows [r0, r1) of p, whole groups of 16,
 // if the kernel runs here.
 // (sums: x's sums over each sub-block, for the K-quants).

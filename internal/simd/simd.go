@@ -172,7 +172,7 @@ func Force(on bool) {
 // MulT computes y [T, out] = x [T, in] · wᵀ for w [out, in] (on its
 // packing, when the caller put it there: Weight.On).
 func MulT(y, x []float32, T int, w Weight, out, in int) {
-	if w.Kind == X16 && T <= x16RowsMax {
+	if w.Kind == X16 && (T == 1 || w.x16.byRows(T)) {
 		if n, bcast := x16Inputs(w.x16.f); n > 0 || bcast {
 			sp := sumsBuf.Get().(*[]float32)
 			defer sumsBuf.Put(sp)

@@ -521,7 +521,7 @@ func mulRowsX16(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 	if T == 1 && r0%16 == 0 && r1%16 == 0 && asmGemvX16(p, x, w.sums, r0, r1, y) {
 		return
 	}
-	if T > 1 && T <= x16RowsMax && r0%16 == 0 && r1%16 == 0 && p.mulRowByRow(y, x, T, w.sums, out, r0, r1) {
+	if p.byRows(T) && r0%16 == 0 && r1%16 == 0 && p.mulRowByRow(y, x, T, w.sums, out, r0, r1) {
 		return
 	}
 	if T > 1 && r0%16 == 0 && r1%16 == 0 && p.mulPanels(y, x, T, out, r0, r1) {
@@ -530,12 +530,23 @@ func mulRowsX16(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 	mulRowGroups(y, x, T, w, out, in, r0, r1)
 }
 
-// x16RowsMax is the most rows of x a regrouped product runs row by row
-// on the decode kernel (mulRowByRow) rather than on panels: widening a
-// group into a panel costs about as much as a row's product, so a
-// product of two or three rows, an expert's in a batched decode, spent
-// most of its time widening.
+// x16RowsMax is the most rows of x a regrouped product runs on the decode
+// kernel (mulRowByRow) rather than on panels: widening a group into a
+// panel costs about as much as a row's product, so a product of two or
+// three rows, an expert's in a batched decode, spent most of its time
+// widening. Q8_0 runs up to x16FewRowsQ8_0 rows so, four at a time
+// (gemmQ8_0x16x*AVX512, which widen each column once for the four), as
+// fast as panels at 128 rows and faster below (2 threads, in cache,
+// 1024x3072: 164 against 165 GFLOP/s at 2 rows where a row at a time
+// gave 104, 223 against 165 at 8, 221 against 206 at 32).
 var x16RowsMax = 3
+
+const x16FewRowsQ8_0 = 64
+
+// byRows says whether a product of T rows on p runs by rows.
+func (p *x16) byRows(T int) bool {
+	return T > 1 && (T <= x16RowsMax || T <= x16FewRowsQ8_0 && canGemmQ8_0x16(p.f))
+}
 
 // x16RowSums is MulT's inputs for the exact regrouped kernels of a product
 // of T rows: each row's sums of n values (none for n = 0), then with bcast
@@ -570,9 +581,10 @@ func x16RowInputs(in, n int, bcast bool) int {
 }
 
 // mulRowByRow computes y's columns [r0, r1) (whole groups) for T rows of
-// x on the decode kernel, a row at a time over slabs of groups that stay
-// in the core's cache between rows: each row's result is the same bits as
-// alone. sums is x16RowSums'. False where no decode kernel runs here.
+// x on the decode kernel, a row (or Q8_0's four) at a time over slabs of
+// groups that stay in the core's cache between rows: each row's result is
+// the same bits as alone. sums is x16RowSums'. False where no decode
+// kernel runs here.
 func (p *x16) mulRowByRow(y, x []float32, T int, sums []float32, out, r0, r1 int) bool {
 	n, bcast := x16Inputs(p.f)
 	per := x16RowInputs(p.in, n, bcast)
@@ -582,10 +594,15 @@ func (p *x16) mulRowByRow(y, x []float32, T int, sums []float32, out, r0, r1 int
 	slab := max(16, (256<<10)/p.groupBytes()*16)
 	for s0 := r0; s0 < r1; s0 += slab {
 		s1 := min(r1, s0+slab)
-		for t := range T {
+		for t := 0; t < T; {
+			if R := min(T-t, 4); R > 1 && asmGemmQ8_0x16(p, x[t*p.in:(t+R)*p.in], R, s0, s1, y[t*out:], out) {
+				t += R
+				continue
+			}
 			if !asmGemvX16(p, x[t*p.in:(t+1)*p.in], sums[t*per:(t+1)*per], s0, s1, y[t*out:]) {
 				return false
 			}
+			t++
 		}
 	}
 	return true

@@ -364,7 +364,7 @@ func TestX16RoundTrip(t *testing.T) {
 					t.Fatalf("rows %d..%d do not come back as they were", r0, r0+g-1)
 				}
 			}
-			x := make([]float32, 3*in)
+			x := make([]float32, 8*in)
 			for i := range x {
 				x[i] = float32(r.NormFloat64())
 			}
@@ -395,18 +395,18 @@ func TestX16RoundTrip(t *testing.T) {
 					}
 				}
 			}
-			got, want, alone := make([]float32, 3*out), make([]float32, 3*out), make([]float32, out)
-			for _, T := range []int{1, 2, 3} {
+			got, want, alone := make([]float32, 8*out), make([]float32, 8*out), make([]float32, out)
+			for _, T := range []int{1, 2, 3, 4, 5, 8} {
 				MulT(got, x, T, Weight{Kind: X16, x16: p}, out, in)
 				MulT(want, x, T, Weight{Kind: Quant, Format: f, Bytes: w}, out, in)
-				byRow := T <= x16RowsMax && exactX16OK(f)
+				byRow := p.byRows(T) && exactX16OK(f)
 				for i := range T * out {
 					if d := math.Abs(float64(got[i] - want[i])); T > 1 && !panels && !byRow && d != 0 || d > 1e-6*mag[i%out] {
 						t.Fatalf("T=%d, product %d: regrouped %g, file layout %g", T, i, got[i], want[i])
 					}
 				}
-				// A few rows run row by row on the decode kernel: each
-				// row's result is its bits alone.
+				// A few rows run row by row on the decode kernel (Q8_0's
+				// four at a time): each row's result is its bits alone.
 				for r := 0; byRow && r < T; r++ {
 					MulT(alone, x[r*in:(r+1)*in], 1, Weight{Kind: X16, x16: p}, out, in)
 					for j, v := range alone {

@@ -145,6 +145,9 @@ func main() {
 	q5RowsAVX2()
 	gemvX16("Q4_0")
 	gemvX16("Q8_0")
+	for R := 2; R <= 4; R++ {
+		gemmQ80x16(R)
+	}
 	gemvX16("IQ4_NL")
 	gemvIQ4_XSx16()
 	gemvQ2_Kx16()

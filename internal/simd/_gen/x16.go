@@ -827,3 +827,99 @@ func x16PanelQ80() {
 	VZEROUPPER()
 	RET()
 }
+
+// gemmQ80x16 writes gemmQ8_0x16x{R}AVX512(x, ldx, w, blocks, groups, y,
+// ldy): gemvQ8_0x16AVX512 for R rows of x at once (ldx and ldy floats
+// apart). Each column of a block is widened once, as the decode kernel
+// widens it (x16Bytes), and multiplied into every row's four chains in
+// the decode kernel's order, so each row's result is its bits alone; the
+// rows share the widening, where a panel stored every value first.
+func gemmQ80x16(R int) {
+	name := fmt.Sprintf("gemmQ8_0x16x%dAVX512", R)
+	TEXT(name, NOSPLIT, "func(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for %d rows of x (ldx floats apart) and groups groups of 16 Q8_0 rows of blocks blocks, regrouped by 16 rows (x16.go).", name, R))
+	x, w, y := GP64(), GP64(), GP64()
+	Load(Param("x"), x)
+	Load(Param("w"), w)
+	Load(Param("y"), y)
+	groups, ldb, ldb3 := GP64(), GP64(), GP64()
+	Load(Param("groups"), groups)
+	Load(Param("ldx"), ldb)
+	SHLQ(U8(2), ldb) // bytes between rows of x
+	LEAQ(Mem{Base: ldb, Index: ldb, Scale: 2}, ldb3)
+	xAt := func(xp GPVirtual, r, disp int) Mem {
+		switch r {
+		case 0:
+			return Mem{Base: xp, Disp: disp}
+		case 1:
+			return Mem{Base: xp, Index: ldb, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: xp, Index: ldb, Scale: 2, Disp: disp}
+		}
+		return Mem{Base: xp, Index: ldb3, Scale: 1, Disp: disp}
+	}
+	top := broadcast(avx512, 0xff000000)
+	const bsize = 32 + 512
+	lines := (bsize + 63) / 64
+	xp, b := GP64(), GP64()
+	Label(name + "_group")
+	TESTQ(groups, groups)
+	JZ(LabelRef(name + "_end"))
+	acc := make([]VecVirtual, R)
+	for r := range acc {
+		acc[r] = ZMM()
+		VPXORD(acc[r], acc[r], acc[r])
+	}
+	MOVQ(x, xp)
+	Load(Param("blocks"), b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_groupdone"))
+	chains := make([][4]VecVirtual, R)
+	for c := 0; c < 32; c++ {
+		spreadPrefetch(w, lines, c, 32)
+		v := ZMM()
+		VPANDD(Mem{Base: w, Disp: 32 + 64*(c/4) + c%4 - 3}, top, v)
+		VCVTDQ2PS(v, v)
+		for r := 0; r < R; r++ {
+			k := c % 4
+			if c < 4 {
+				chains[r][k] = ZMM()
+				VMULPS_BCST(xAt(xp, r, 4*c), v, chains[r][k])
+			} else {
+				VFMADD231PS_BCST(xAt(xp, r, 4*c), v, chains[r][k])
+			}
+		}
+	}
+	d := ZMM()
+	VCVTPH2PS(Mem{Base: w}, d)
+	for r := 0; r < R; r++ {
+		ch := chains[r]
+		VADDPS(ch[1], ch[0], ch[0])
+		VADDPS(ch[3], ch[2], ch[2])
+		VADDPS(ch[2], ch[0], ch[0])
+		VFMADD231PS(d, ch[0], acc[r])
+	}
+	ADDQ(U32(bsize), w)
+	ADDQ(U8(128), xp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_groupdone")
+	ldy, yp := GP64(), GP64()
+	Load(Param("ldy"), ldy)
+	SHLQ(U8(2), ldy)
+	MOVQ(y, yp)
+	unscale := f32(1.0 / (1 << 24))
+	for r := 0; r < R; r++ {
+		VMULPS(unscale, acc[r], acc[r])
+		VMOVUPS(acc[r], Mem{Base: yp})
+		ADDQ(ldy, yp)
+	}
+	ADDQ(U8(64), y)
+	DECQ(groups)
+	JMP(LabelRef(name + "_group"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
