@@ -246,18 +246,31 @@ func asmPanelX16(p *x16, g int, dst []float32) {
 	k(&p.data[g*p.groupBytes()], p.in/p.f.BlockSize(), &dst[0])
 }
 
-// canGemmQ8_0x16 says whether gemmQ8_0x16x*AVX512 run here for f.
-func canGemmQ8_0x16(f quant.Format) bool { return f == quant.Q8_0 && active == avx512 }
+// canGemmX16 says whether the exact few-row kernels
+// (gemm{Q8_0,Q4_K}x16x*AVX512) run here for f.
+func canGemmX16(f quant.Format) bool {
+	return (f == quant.Q8_0 || f == quant.Q4_K) && active == avx512
+}
 
-// asmGemmQ8_0x16 computes y[t*ldy + j], j in [r0, r1) (whole groups), for
-// R (2 to 4) rows of x against the regrouped Q8_0 p, if the kernels run
-// here.
-func asmGemmQ8_0x16(p *x16, x []float32, R, r0, r1 int, y []float32, ldy int) bool {
-	if !canGemmQ8_0x16(p.f) || R < 2 || R > 4 || r0 == r1 || len(x) < R*p.in || len(y) < (R-1)*ldy+r1 {
+// asmGemmX16 computes y[t*ldy + j], j in [r0, r1) (whole groups), for R
+// (2 to 4) rows of x (and Q4_K's sums, per floats a row) against the
+// regrouped p, if the kernels run here.
+func asmGemmX16(p *x16, x, sums []float32, per, R, r0, r1 int, y []float32, ldy int) bool {
+	if !canGemmX16(p.f) || R < 2 || R > 4 || r0 == r1 || len(x) < R*p.in || len(y) < (R-1)*ldy+r1 {
 		return false
 	}
-	k := [...]func(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int){gemmQ8_0x16x2AVX512, gemmQ8_0x16x3AVX512, gemmQ8_0x16x4AVX512}[R-2]
-	k(&x[0], p.in, &p.data[r0/16*p.groupBytes()], p.in/32, (r1-r0)/16, &y[r0], ldy)
+	w, groups := &p.data[r0/16*p.groupBytes()], (r1-r0)/16
+	switch p.f {
+	case quant.Q8_0:
+		k := [...]func(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int){gemmQ8_0x16x2AVX512, gemmQ8_0x16x3AVX512, gemmQ8_0x16x4AVX512}[R-2]
+		k(&x[0], p.in, w, p.in/32, groups, &y[r0], ldy)
+	case quant.Q4_K:
+		if per < p.in/32 || len(sums) < (R-1)*per+p.in/32 {
+			return false
+		}
+		k := [...]func(x *float32, ldx int, sums *float32, lds int, w *byte, blocks int, groups int, y *float32, ldy int){gemmQ4_Kx16x2AVX512, gemmQ4_Kx16x3AVX512, gemmQ4_Kx16x4AVX512}[R-2]
+		k(&x[0], p.in, &sums[0], per, w, p.in/256, groups, &y[r0], ldy)
+	}
 	return true
 }
 

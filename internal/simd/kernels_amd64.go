@@ -249,15 +249,30 @@ func gemvQ8_0x16AVX512(x *float32, w *byte, blocks int, groups int, y *float32)
 //go:noescape
 func gemmQ8_0x16x2AVX512(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int)
 
+// gemmQ4_Kx16x2AVX512 computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for 2 rows of x (ldx floats apart, with their sums over each 32 values lds floats apart) and groups groups of 16 Q4_K rows of blocks super-blocks, regrouped by 16 rows (x16.go).
+//
+//go:noescape
+func gemmQ4_Kx16x2AVX512(x *float32, ldx int, sums *float32, lds int, w *byte, blocks int, groups int, y *float32, ldy int)
+
 // gemmQ8_0x16x3AVX512 computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for 3 rows of x (ldx floats apart) and groups groups of 16 Q8_0 rows of blocks blocks, regrouped by 16 rows (x16.go).
 //
 //go:noescape
 func gemmQ8_0x16x3AVX512(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int)
 
+// gemmQ4_Kx16x3AVX512 computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for 3 rows of x (ldx floats apart, with their sums over each 32 values lds floats apart) and groups groups of 16 Q4_K rows of blocks super-blocks, regrouped by 16 rows (x16.go).
+//
+//go:noescape
+func gemmQ4_Kx16x3AVX512(x *float32, ldx int, sums *float32, lds int, w *byte, blocks int, groups int, y *float32, ldy int)
+
 // gemmQ8_0x16x4AVX512 computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for 4 rows of x (ldx floats apart) and groups groups of 16 Q8_0 rows of blocks blocks, regrouped by 16 rows (x16.go).
 //
 //go:noescape
 func gemmQ8_0x16x4AVX512(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int)
+
+// gemmQ4_Kx16x4AVX512 computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for 4 rows of x (ldx floats apart, with their sums over each 32 values lds floats apart) and groups groups of 16 Q4_K rows of blocks super-blocks, regrouped by 16 rows (x16.go).
+//
+//go:noescape
+func gemmQ4_Kx16x4AVX512(x *float32, ldx int, sums *float32, lds int, w *byte, blocks int, groups int, y *float32, ldy int)
 
 // gemvIQ4_NLx16AVX512 computes y[16g+r] = x · w_{16g+r} for groups groups of 16 IQ4_NL rows of blocks blocks, regrouped by 16 rows (x16.go).
 //

@@ -534,18 +534,19 @@ func mulRowsX16(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 // kernel (mulRowByRow) rather than on panels: widening a group into a
 // panel costs about as much as a row's product, so a product of two or
 // three rows, an expert's in a batched decode, spent most of its time
-// widening. Q8_0 runs up to x16FewRowsQ8_0 rows so, four at a time
-// (gemmQ8_0x16x*AVX512, which widen each column once for the four), as
-// fast as panels at 128 rows and faster below (2 threads, in cache,
-// 1024x3072: 164 against 165 GFLOP/s at 2 rows where a row at a time
-// gave 104, 223 against 165 at 8, 221 against 206 at 32).
+// widening. Q8_0 and Q4_K run up to x16FewRows[f] rows so, four at a time
+// (gemm{Q8_0,Q4_K}x16x*AVX512, which widen each column once for the
+// four), up to where panels catch up (2 threads, in cache, 1024x3072,
+// GFLOP/s: Q8_0 at 8 rows 223 against 165 on panels, at 32 221 against
+// 206, at 128 224 against 222; Q4_K at 8 211 against 145, at 32 213
+// against 197, at 128 210 against 220).
 var x16RowsMax = 3
 
-const x16FewRowsQ8_0 = 64
+var x16FewRows = [256]int{quant.Q8_0: 64, quant.Q4_K: 32}
 
 // byRows says whether a product of T rows on p runs by rows.
 func (p *x16) byRows(T int) bool {
-	return T > 1 && (T <= x16RowsMax || T <= x16FewRowsQ8_0 && canGemmQ8_0x16(p.f))
+	return T > 1 && (T <= x16RowsMax || T <= x16FewRows[p.f] && canGemmX16(p.f))
 }
 
 // x16RowSums is MulT's inputs for the exact regrouped kernels of a product
@@ -595,7 +596,7 @@ func (p *x16) mulRowByRow(y, x []float32, T int, sums []float32, out, r0, r1 int
 	for s0 := r0; s0 < r1; s0 += slab {
 		s1 := min(r1, s0+slab)
 		for t := 0; t < T; {
-			if R := min(T-t, 4); R > 1 && asmGemmQ8_0x16(p, x[t*p.in:(t+R)*p.in], R, s0, s1, y[t*out:], out) {
+			if R := min(T-t, 4); R > 1 && asmGemmX16(p, x[t*p.in:(t+R)*p.in], sums[t*per:], per, R, s0, s1, y[t*out:], out) {
 				t += R
 				continue
 			}

@@ -147,6 +147,7 @@ func main() {
 	gemvX16("Q8_0")
 	for R := 2; R <= 4; R++ {
 		gemmQ80x16(R)
+		gemmQ4Kx16(R)
 	}
 	gemvX16("IQ4_NL")
 	gemvIQ4_XSx16()

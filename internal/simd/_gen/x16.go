@@ -263,6 +263,24 @@ func kquantX16(q string, sub, bsize int, unscale bool, setup func() x16KBlock) {
 
 // q4kx16Block emits one super-block of gemvQ4_Kx16 into acc.
 func q4kx16Block(w, xp, sp GPVirtual, table, low, acc VecVirtual, pf prefetchPart) {
+	q4kx16Rows(w, []x16Row{{
+		x:   func(disp int) Mem { return Mem{Base: xp, Disp: disp} },
+		s:   func(disp int) Mem { return Mem{Base: sp, Disp: disp} },
+		acc: acc,
+	}}, table, low, pf)
+}
+
+// x16Row is one row of x in a regrouped kernel's block: its values and
+// its sums over sub-blocks at a byte offset, and its accumulator.
+type x16Row struct {
+	x, s func(disp int) Mem
+	acc  VecVirtual
+}
+
+// q4kx16Rows emits one super-block of gemvQ4_Kx16 for each of rows, the
+// values widened once for all: each row's instructions are the one-row
+// kernel's, in its order.
+func q4kx16Rows(w GPVirtual, rows []x16Row, table, low VecVirtual, pf prefetchPart) {
 	// byteAt is byte k of the 16 rows' word i as floats.
 	byteAt := func(i, k int) VecVirtual {
 		v := ZMM()
@@ -271,14 +289,14 @@ func q4kx16Block(w, xp, sp GPVirtual, table, low, acc VecVirtual, pf prefetchPar
 		return v
 	}
 	// The mins: dmin·Σ_j m_j·sums[j], subtracted from the rows' sums.
-	subtractMins(w, sp, acc, 8, func(j int) VecVirtual { return byteAt(2+j/4, j%4) })
+	subtractMinsRows(w, rows, 8, func(s int) VecVirtual { return byteAt(2+s/4, s%4) })
 	d := ZMM()
 	VCVTPH2PS(Mem{Base: w}, d)
 	for ch := 0; ch < 4; ch++ {
 		pf(ch, 4)
 		// Two chains for each of the two sub-blocks, 2ch (low nibbles)
 		// and 2ch+1 (high), taking the 16 rows' products in turn.
-		var a, hb [2]VecVirtual
+		a, hb := make([][2]VecVirtual, len(rows)), make([][2]VecVirtual, len(rows))
 		for l := 0; l < 32; l++ {
 			word, k := 8*ch+l/4, l%4
 			idx := ZMM()
@@ -288,27 +306,54 @@ func q4kx16Block(w, xp, sp GPVirtual, table, low, acc VecVirtual, pf prefetchPar
 			VPSRLD(U8(4), idx, idx)
 			hi := ZMM()
 			VPERMPS(table, idx, hi) // q of column 64ch+32+l
-			for _, c := range []struct {
-				v     VecVirtual
-				chain *VecVirtual
-				col   int
-			}{{lo, &a[l%2], 64*ch + l}, {hi, &hb[l%2], 64*ch + 32 + l}} {
-				xm := Mem{Base: xp, Disp: 4 * c.col}
-				if l < 2 {
-					*c.chain = ZMM()
-					VMULPS_BCST(xm, c.v, *c.chain)
-				} else {
-					VFMADD231PS_BCST(xm, c.v, *c.chain)
+			for r, row := range rows {
+				for _, c := range []struct {
+					v     VecVirtual
+					chain *VecVirtual
+					col   int
+				}{{lo, &a[r][l%2], 64*ch + l}, {hi, &hb[r][l%2], 64*ch + 32 + l}} {
+					xm := row.x(4 * c.col)
+					if l < 2 {
+						*c.chain = ZMM()
+						VMULPS_BCST(xm, c.v, *c.chain)
+					} else {
+						VFMADD231PS_BCST(xm, c.v, *c.chain)
+					}
 				}
 			}
 		}
-		for s, chains := range [][2]VecVirtual{a, hb} {
+		for s := 0; s < 2; s++ {
 			j := 2*ch + s
-			VADDPS(chains[1], chains[0], chains[0])
 			sc := byteAt(j/4, j%4)
 			VMULPS(d, sc, sc) // d·sc_j for 16 rows, as ggml computes it
-			VFMADD231PS(sc, chains[0], acc)
+			for r, row := range rows {
+				chains := [][2]VecVirtual{a[r], hb[r]}[s]
+				VADDPS(chains[1], chains[0], chains[0])
+				VFMADD231PS(sc, chains[0], row.acc)
+			}
 		}
+	}
+}
+
+// subtractMinsRows is subtractMins for each of rows, the mins widened
+// once for all.
+func subtractMinsRows(w GPVirtual, rows []x16Row, n int, minOf func(s int) VecVirtual) {
+	mins := make([]VecVirtual, len(rows))
+	for s := 0; s < n; s++ {
+		m := minOf(s)
+		for r, row := range rows {
+			if s == 0 {
+				mins[r] = ZMM()
+				VMULPS_BCST(row.s(0), m, mins[r])
+			} else {
+				VFMADD231PS_BCST(row.s(4*s), m, mins[r])
+			}
+		}
+	}
+	dmin := ZMM()
+	VCVTPH2PS(Mem{Base: w, Disp: 32}, dmin)
+	for r, row := range rows {
+		VFNMADD231PS(dmin, mins[r], row.acc)
 	}
 }
 
@@ -914,6 +959,85 @@ func gemmQ80x16(R int) {
 	for r := 0; r < R; r++ {
 		VMULPS(unscale, acc[r], acc[r])
 		VMOVUPS(acc[r], Mem{Base: yp})
+		ADDQ(ldy, yp)
+	}
+	ADDQ(U8(64), y)
+	DECQ(groups)
+	JMP(LabelRef(name + "_group"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// gemmQ4Kx16 writes gemmQ4_Kx16x{R}AVX512(x, ldx, sums, lds, w, blocks,
+// groups, y, ldy): gemvQ4_Kx16AVX512 for R rows of x at once (ldx floats
+// apart, their sums over each 32 values lds floats apart), each row's
+// result its bits alone (q4kx16Rows).
+func gemmQ4Kx16(R int) {
+	name := fmt.Sprintf("gemmQ4_Kx16x%dAVX512", R)
+	TEXT(name, NOSPLIT, "func(x *float32, ldx int, sums *float32, lds int, w *byte, blocks int, groups int, y *float32, ldy int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for %d rows of x (ldx floats apart, with their sums over each 32 values lds floats apart) and groups groups of 16 Q4_K rows of blocks super-blocks, regrouped by 16 rows (x16.go).", name, R))
+	x, sums, w, y, groups := GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("x"), x)
+	Load(Param("sums"), sums)
+	Load(Param("w"), w)
+	Load(Param("y"), y)
+	Load(Param("groups"), groups)
+	ldb, ldb3, lsb, lsb3 := GP64(), GP64(), GP64(), GP64()
+	Load(Param("ldx"), ldb)
+	SHLQ(U8(2), ldb)
+	LEAQ(Mem{Base: ldb, Index: ldb, Scale: 2}, ldb3)
+	Load(Param("lds"), lsb)
+	SHLQ(U8(2), lsb)
+	LEAQ(Mem{Base: lsb, Index: lsb, Scale: 2}, lsb3)
+	rowAt := func(base, stride, stride3 GPVirtual, r, disp int) Mem {
+		switch r {
+		case 0:
+			return Mem{Base: base, Disp: disp}
+		case 1:
+			return Mem{Base: base, Index: stride, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: base, Index: stride, Scale: 2, Disp: disp}
+		}
+		return Mem{Base: base, Index: stride3, Scale: 1, Disp: disp}
+	}
+	table, low := ZMM(), broadcast(avx512, 0xff)
+	VMOVUPS(iota16, table)
+	const bsize = 64 + 4*64 + 32*64
+	lines := (bsize + 63) / 64
+	xp, sp, b := GP64(), GP64(), GP64()
+	Label(name + "_group")
+	TESTQ(groups, groups)
+	JZ(LabelRef(name + "_end"))
+	rows := make([]x16Row, R)
+	for r := range rows {
+		rows[r] = x16Row{
+			x:   func(disp int) Mem { return rowAt(xp, ldb, ldb3, r, disp) },
+			s:   func(disp int) Mem { return rowAt(sp, lsb, lsb3, r, disp) },
+			acc: ZMM(),
+		}
+		VPXORD(rows[r].acc, rows[r].acc, rows[r].acc)
+	}
+	MOVQ(x, xp)
+	MOVQ(sums, sp)
+	Load(Param("blocks"), b)
+	Label(name + "_block")
+	TESTQ(b, b)
+	JZ(LabelRef(name + "_groupdone"))
+	q4kx16Rows(w, rows, table, low, func(part, parts int) { spreadPrefetch(w, lines, part, parts) })
+	ADDQ(U32(bsize), w)
+	ADDQ(U32(4*256), xp)
+	ADDQ(U8(4*256/32), sp)
+	DECQ(b)
+	JMP(LabelRef(name + "_block"))
+	Label(name + "_groupdone")
+	ldy, yp := GP64(), GP64()
+	Load(Param("ldy"), ldy)
+	SHLQ(U8(2), ldy)
+	MOVQ(y, yp)
+	for _, row := range rows {
+		VMOVUPS(row.acc, Mem{Base: yp})
 		ADDQ(ldy, yp)
 	}
 	ADDQ(U8(64), y)
