@@ -360,8 +360,14 @@ func (r *expertRun) expert(e int) {
 	}
 	mulTMode(k.fast, g, xe, n, w[0], F, D)
 	mulTMode(k.fast, u, xe, n, w[1], F, D)
-	for i := range g {
-		g[i] = r.act(g[i]) * u[i]
+	if k.act == "silu" {
+		// By runs of 16, the same float32 as silu lane by lane: a
+		// function call a value was a sixth of a 128-token prefill.
+		simd.SiLUMul(g, g, u)
+	} else {
+		for i := range g {
+			g[i] = r.act(g[i]) * u[i]
+		}
 	}
 	mulTMode(k.fast, y, g, n, w[2], D, F)
 	r.y[e] = y
