@@ -249,7 +249,7 @@ func gemvQ8_0x16AVX512(x *float32, w *byte, blocks int, groups int, y *float32)
 //go:noescape
 func gemmQ8_0x16x2AVX512(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int)
 
-// gemmQ4_Kx16x2AVX512 computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for 2 rows of x (ldx floats apart, with their sums over each 32 values lds floats apart) and groups groups of 16 Q4_K rows of blocks super-blocks, regrouped by 16 rows (x16.go).
+// gemmQ4_Kx16x2AVX512 computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for 2 rows of x (ldx floats apart, with their sums over each 32 values lds floats apart) and groups groups of 16 Q4_K rows of blocks blocks, regrouped by 16 rows (x16.go).
 //
 //go:noescape
 func gemmQ4_Kx16x2AVX512(x *float32, ldx int, sums *float32, lds int, w *byte, blocks int, groups int, y *float32, ldy int)
@@ -259,7 +259,7 @@ func gemmQ4_Kx16x2AVX512(x *float32, ldx int, sums *float32, lds int, w *byte, b
 //go:noescape
 func gemmQ8_0x16x3AVX512(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int)
 
-// gemmQ4_Kx16x3AVX512 computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for 3 rows of x (ldx floats apart, with their sums over each 32 values lds floats apart) and groups groups of 16 Q4_K rows of blocks super-blocks, regrouped by 16 rows (x16.go).
+// gemmQ4_Kx16x3AVX512 computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for 3 rows of x (ldx floats apart, with their sums over each 32 values lds floats apart) and groups groups of 16 Q4_K rows of blocks blocks, regrouped by 16 rows (x16.go).
 //
 //go:noescape
 func gemmQ4_Kx16x3AVX512(x *float32, ldx int, sums *float32, lds int, w *byte, blocks int, groups int, y *float32, ldy int)
@@ -269,7 +269,7 @@ func gemmQ4_Kx16x3AVX512(x *float32, ldx int, sums *float32, lds int, w *byte, b
 //go:noescape
 func gemmQ8_0x16x4AVX512(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int)
 
-// gemmQ4_Kx16x4AVX512 computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for 4 rows of x (ldx floats apart, with their sums over each 32 values lds floats apart) and groups groups of 16 Q4_K rows of blocks super-blocks, regrouped by 16 rows (x16.go).
+// gemmQ4_Kx16x4AVX512 computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for 4 rows of x (ldx floats apart, with their sums over each 32 values lds floats apart) and groups groups of 16 Q4_K rows of blocks blocks, regrouped by 16 rows (x16.go).
 //
 //go:noescape
 func gemmQ4_Kx16x4AVX512(x *float32, ldx int, sums *float32, lds int, w *byte, blocks int, groups int, y *float32, ldy int)

@@ -874,123 +874,82 @@ func x16PanelQ80() {
 }
 
 // gemmQ80x16 writes gemmQ8_0x16x{R}AVX512(x, ldx, w, blocks, groups, y,
-// ldy): gemvQ8_0x16AVX512 for R rows of x at once (ldx and ldy floats
-// apart). Each column of a block is widened once, as the decode kernel
-// widens it (x16Bytes), and multiplied into every row's four chains in
-// the decode kernel's order, so each row's result is its bits alone; the
-// rows share the widening, where a panel stored every value first.
+// ldy): gemvQ8_0x16AVX512 for R rows of x at once (gemmX16Rows).
 func gemmQ80x16(R int) {
-	name := fmt.Sprintf("gemmQ8_0x16x%dAVX512", R)
-	TEXT(name, NOSPLIT, "func(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int)")
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for %d rows of x (ldx floats apart) and groups groups of 16 Q8_0 rows of blocks blocks, regrouped by 16 rows (x16.go).", name, R))
-	x, w, y := GP64(), GP64(), GP64()
-	Load(Param("x"), x)
-	Load(Param("w"), w)
-	Load(Param("y"), y)
-	groups, ldb, ldb3 := GP64(), GP64(), GP64()
-	Load(Param("groups"), groups)
-	Load(Param("ldx"), ldb)
-	SHLQ(U8(2), ldb) // bytes between rows of x
-	LEAQ(Mem{Base: ldb, Index: ldb, Scale: 2}, ldb3)
-	xAt := func(xp GPVirtual, r, disp int) Mem {
-		switch r {
-		case 0:
-			return Mem{Base: xp, Disp: disp}
-		case 1:
-			return Mem{Base: xp, Index: ldb, Scale: 1, Disp: disp}
-		case 2:
-			return Mem{Base: xp, Index: ldb, Scale: 2, Disp: disp}
-		}
-		return Mem{Base: xp, Index: ldb3, Scale: 1, Disp: disp}
-	}
-	top := broadcast(avx512, 0xff000000)
-	const bsize = 32 + 512
-	lines := (bsize + 63) / 64
-	xp, b := GP64(), GP64()
-	Label(name + "_group")
-	TESTQ(groups, groups)
-	JZ(LabelRef(name + "_end"))
-	acc := make([]VecVirtual, R)
-	for r := range acc {
-		acc[r] = ZMM()
-		VPXORD(acc[r], acc[r], acc[r])
-	}
-	MOVQ(x, xp)
-	Load(Param("blocks"), b)
-	Label(name + "_block")
-	TESTQ(b, b)
-	JZ(LabelRef(name + "_groupdone"))
-	chains := make([][4]VecVirtual, R)
+	gemmX16Rows("Q8_0", R, 32, 0, 32+512, true, func() x16RowsBlock {
+		top := broadcast(avx512, 0xff000000)
+		return func(w GPVirtual, rows []x16Row, pf prefetchPart) { q80x16Rows(w, rows, top, pf) }
+	})
+}
+
+// q80x16Rows emits one block of gemvQ8_0x16 (x16Bytes' widening, chainSum's
+// four chains) for each of rows, each column widened once for all.
+func q80x16Rows(w GPVirtual, rows []x16Row, top VecVirtual, pf prefetchPart) {
+	chains := make([][4]VecVirtual, len(rows))
 	for c := 0; c < 32; c++ {
-		spreadPrefetch(w, lines, c, 32)
+		pf(c, 32)
 		v := ZMM()
 		VPANDD(Mem{Base: w, Disp: 32 + 64*(c/4) + c%4 - 3}, top, v)
 		VCVTDQ2PS(v, v)
-		for r := 0; r < R; r++ {
+		for r, row := range rows {
 			k := c % 4
 			if c < 4 {
 				chains[r][k] = ZMM()
-				VMULPS_BCST(xAt(xp, r, 4*c), v, chains[r][k])
+				VMULPS_BCST(row.x(4*c), v, chains[r][k])
 			} else {
-				VFMADD231PS_BCST(xAt(xp, r, 4*c), v, chains[r][k])
+				VFMADD231PS_BCST(row.x(4*c), v, chains[r][k])
 			}
 		}
 	}
 	d := ZMM()
 	VCVTPH2PS(Mem{Base: w}, d)
-	for r := 0; r < R; r++ {
+	for r, row := range rows {
 		ch := chains[r]
 		VADDPS(ch[1], ch[0], ch[0])
 		VADDPS(ch[3], ch[2], ch[2])
 		VADDPS(ch[2], ch[0], ch[0])
-		VFMADD231PS(d, ch[0], acc[r])
+		VFMADD231PS(d, ch[0], row.acc)
 	}
-	ADDQ(U32(bsize), w)
-	ADDQ(U8(128), xp)
-	DECQ(b)
-	JMP(LabelRef(name + "_block"))
-	Label(name + "_groupdone")
-	ldy, yp := GP64(), GP64()
-	Load(Param("ldy"), ldy)
-	SHLQ(U8(2), ldy)
-	MOVQ(y, yp)
-	unscale := f32(1.0 / (1 << 24))
-	for r := 0; r < R; r++ {
-		VMULPS(unscale, acc[r], acc[r])
-		VMOVUPS(acc[r], Mem{Base: yp})
-		ADDQ(ldy, yp)
-	}
-	ADDQ(U8(64), y)
-	DECQ(groups)
-	JMP(LabelRef(name + "_group"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
 }
 
 // gemmQ4Kx16 writes gemmQ4_Kx16x{R}AVX512(x, ldx, sums, lds, w, blocks,
-// groups, y, ldy): gemvQ4_Kx16AVX512 for R rows of x at once (ldx floats
-// apart, their sums over each 32 values lds floats apart), each row's
-// result its bits alone (q4kx16Rows).
+// groups, y, ldy): gemvQ4_Kx16AVX512 for R rows of x at once, with their
+// sums over each 32 values (gemmX16Rows).
 func gemmQ4Kx16(R int) {
-	name := fmt.Sprintf("gemmQ4_Kx16x%dAVX512", R)
-	TEXT(name, NOSPLIT, "func(x *float32, ldx int, sums *float32, lds int, w *byte, blocks int, groups int, y *float32, ldy int)")
+	gemmX16Rows("Q4_K", R, 256, 32, 64+4*64+32*64, false, func() x16RowsBlock {
+		table, low := ZMM(), broadcast(avx512, 0xff)
+		VMOVUPS(iota16, table)
+		return func(w GPVirtual, rows []x16Row, pf prefetchPart) { q4kx16Rows(w, rows, table, low, pf) }
+	})
+}
+
+// x16RowsBlock emits one block of a regrouped kernel for each of rows.
+type x16RowsBlock func(w GPVirtual, rows []x16Row, pf prefetchPart)
+
+// gemmX16Rows writes gemm{q}x16x{R}AVX512(x, ldx, [sums, lds,] w, blocks,
+// groups, y, ldy), the frame of the regrouped kernels for R (up to 4) rows
+// of x at once: ldx floats apart, with (for sub > 0) their sums over each
+// sub values lds floats apart, against groups groups of 16 rows of blocks
+// blocks of n values and bsize bytes; setup emits the constants and gives
+// the block (the one-row kernel's, row by row: each row's result its bits
+// alone), whose sums are times 2^24 with unscale.
+func gemmX16Rows(q string, R, n, sub, bsize int, unscale bool, setup func() x16RowsBlock) {
+	name := fmt.Sprintf("gemm%sx16x%dAVX512", q, R)
+	sig, withSums := "func(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int)", ""
+	if sub > 0 {
+		sig = "func(x *float32, ldx int, sums *float32, lds int, w *byte, blocks int, groups int, y *float32, ldy int)"
+		withSums = fmt.Sprintf(", with their sums over each %d values lds floats apart", sub)
+	}
+	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for %d rows of x (ldx floats apart, with their sums over each 32 values lds floats apart) and groups groups of 16 Q4_K rows of blocks super-blocks, regrouped by 16 rows (x16.go).", name, R))
-	x, sums, w, y, groups := GP64(), GP64(), GP64(), GP64(), GP64()
+	Doc(fmt.Sprintf("%s computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for %d rows of x (ldx floats apart%s) and groups groups of 16 %s rows of blocks blocks, regrouped by 16 rows (x16.go).", name, R, withSums, q))
+	x, w, y, groups := GP64(), GP64(), GP64(), GP64()
 	Load(Param("x"), x)
-	Load(Param("sums"), sums)
 	Load(Param("w"), w)
 	Load(Param("y"), y)
 	Load(Param("groups"), groups)
-	ldb, ldb3, lsb, lsb3 := GP64(), GP64(), GP64(), GP64()
-	Load(Param("ldx"), ldb)
-	SHLQ(U8(2), ldb)
-	LEAQ(Mem{Base: ldb, Index: ldb, Scale: 2}, ldb3)
-	Load(Param("lds"), lsb)
-	SHLQ(U8(2), lsb)
-	LEAQ(Mem{Base: lsb, Index: lsb, Scale: 2}, lsb3)
+	// Row r of x (and of the sums) is r·stride bytes on; stride3 is the
+	// multiple a scale cannot give.
 	rowAt := func(base, stride, stride3 GPVirtual, r, disp int) Mem {
 		switch r {
 		case 0:
@@ -1002,9 +961,21 @@ func gemmQ4Kx16(R int) {
 		}
 		return Mem{Base: base, Index: stride3, Scale: 1, Disp: disp}
 	}
-	table, low := ZMM(), broadcast(avx512, 0xff)
-	VMOVUPS(iota16, table)
-	const bsize = 64 + 4*64 + 32*64
+	strides := func(param string) (s, s3 GPVirtual) {
+		s, s3 = GP64(), GP64()
+		Load(Param(param), s)
+		SHLQ(U8(2), s)
+		LEAQ(Mem{Base: s, Index: s, Scale: 2}, s3)
+		return s, s3
+	}
+	ldb, ldb3 := strides("ldx")
+	var sums, lsb, lsb3 GPVirtual
+	if sub > 0 {
+		sums = GP64()
+		Load(Param("sums"), sums)
+		lsb, lsb3 = strides("lds")
+	}
+	block := setup()
 	lines := (bsize + 63) / 64
 	xp, sp, b := GP64(), GP64(), GP64()
 	Label(name + "_group")
@@ -1020,15 +991,19 @@ func gemmQ4Kx16(R int) {
 		VPXORD(rows[r].acc, rows[r].acc, rows[r].acc)
 	}
 	MOVQ(x, xp)
-	MOVQ(sums, sp)
+	if sub > 0 {
+		MOVQ(sums, sp)
+	}
 	Load(Param("blocks"), b)
 	Label(name + "_block")
 	TESTQ(b, b)
 	JZ(LabelRef(name + "_groupdone"))
-	q4kx16Rows(w, rows, table, low, func(part, parts int) { spreadPrefetch(w, lines, part, parts) })
+	block(w, rows, func(part, parts int) { spreadPrefetch(w, lines, part, parts) })
 	ADDQ(U32(bsize), w)
-	ADDQ(U32(4*256), xp)
-	ADDQ(U8(4*256/32), sp)
+	ADDQ(U32(4*n), xp)
+	if sub > 0 {
+		ADDQ(U8(4*n/sub), sp)
+	}
 	DECQ(b)
 	JMP(LabelRef(name + "_block"))
 	Label(name + "_groupdone")
@@ -1037,6 +1012,9 @@ func gemmQ4Kx16(R int) {
 	SHLQ(U8(2), ldy)
 	MOVQ(y, yp)
 	for _, row := range rows {
+		if unscale {
+			VMULPS(f32(1.0/(1<<24)), row.acc, row.acc)
+		}
 		VMOVUPS(row.acc, Mem{Base: yp})
 		ADDQ(ldy, yp)
 	}
