@@ -532,14 +532,10 @@ func mulRowsX16(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 
 // x16RowsMax is the most rows of x a regrouped product runs on the decode
 // kernel (mulRowByRow) rather than on panels: widening a group into a
-// panel costs about as much as a row's product, so a product of two or
-// three rows, an expert's in a batched decode, spent most of its time
-// widening. Q8_0 and Q4_K run up to x16FewRows[f] rows so, four at a time
-// (gemm{Q8_0,Q4_K}x16x*AVX512, which widen each column once for the
-// four), up to where panels catch up (2 threads, in cache, 1024x3072,
-// GFLOP/s: Q8_0 at 8 rows 223 against 165 on panels, at 32 221 against
-// 206, at 128 224 against 222; Q4_K at 8 211 against 145, at 32 213
-// against 197, at 128 210 against 220).
+// panel costs about a row's product. Q8_0 and Q4_K run up to
+// x16FewRows[f] rows so, four at a time (gemm{Q8_0,Q4_K}x16x*AVX512 widen
+// each column once for the four), up to where panels catch up
+// (docs/performance.md, "A few rows on regrouped weights").
 var x16RowsMax = 3
 
 var x16FewRows = [256]int{quant.Q8_0: 64, quant.Q4_K: 32}
@@ -582,10 +578,10 @@ func x16RowInputs(in, n int, bcast bool) int {
 }
 
 // mulRowByRow computes y's columns [r0, r1) (whole groups) for T rows of
-// x on the decode kernel, a row (or Q8_0's four) at a time over slabs of
-// groups that stay in the core's cache between rows: each row's result is
-// the same bits as alone. sums is x16RowSums'. False where no decode
-// kernel runs here.
+// x on the decode kernel, a row (Q8_0 and Q4_K: four) at a time over
+// slabs of groups that stay in the core's cache between rows: each row's
+// result is the same bits as alone. sums is x16RowSums'. False where no
+// decode kernel runs here.
 func (p *x16) mulRowByRow(y, x []float32, T int, sums []float32, out, r0, r1 int) bool {
 	n, bcast := x16Inputs(p.f)
 	per := x16RowInputs(p.in, n, bcast)
