@@ -732,15 +732,7 @@ func TestFastX16Q4K(t *testing.T) {
 	const out, in = 48, 1024
 	r := rand.New(rand.NewPCG(15, 16))
 	f := quant.Q4_K
-	rb, _ := f.RowBytes(in)
-	w := make([]byte, out*rb)
-	src := make([]float32, in)
-	for j := 0; j < out; j++ {
-		for i := range src {
-			src[i] = float32(r.NormFloat64())
-		}
-		quant.QuantizeRow(f, src, w[j*rb:(j+1)*rb])
-	}
+	w := quantMatrix(r, f, out, in)
 	// PackQuantFast gives its source's pages back: a copy's.
 	pk := PackQuantFast(append([]byte(nil), w...), f, out, in)
 	if !fastGemmOK() {
