@@ -956,7 +956,7 @@ func (l *LayerKV) QuantBlocks(b int32) (keys, values []byte) {
 	if st.kq == nil {
 		return nil, nil
 	}
-	return blockOf(st.kq, st.kStride, b), blockOf(st.vq, st.vStride, b)
+	return st.kq[b], st.vq[b]
 }
 
 // KeyBlock returns block b's keys, [KVHeads, BlockTokens, KeyDim], as
@@ -967,9 +967,9 @@ func (l *LayerKV) KeyBlock(b int32) ([]float32, []uint16) {
 		return nil, nil
 	}
 	if st.k16 != nil {
-		return nil, st.block16(st.k16, st.kStride, b)
+		return nil, st.k16[b]
 	}
-	return st.block32(st.k32, st.kStride, b), nil
+	return st.k32[b], nil
 }
 
 // ValueBlock returns block b's values, [KVHeads, BlockTokens, ValueDim].
@@ -979,9 +979,9 @@ func (l *LayerKV) ValueBlock(b int32) ([]float32, []uint16) {
 		return nil, nil
 	}
 	if st.v16 != nil {
-		return nil, st.block16(st.v16, st.vStride, b)
+		return nil, st.v16[b]
 	}
-	return st.block32(st.v32, st.vStride, b), nil
+	return st.v32[b], nil
 }
 
 // KV returns layer's keys and values for the step's attention.

@@ -41,11 +41,56 @@ func TestQuantizedPoolBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 			st := p.groups[0].stores[0]
-			k := blockOf(st.kq, st.kStride, s.tables[0][0])
-			v := blockOf(st.vq, st.vStride, s.tables[0][0])
+			k := st.kq[s.tables[0][0]]
+			v := st.vq[s.tables[0][0]]
 			if len(k) != heads*B*kdim/32*c.blocksPerRow || len(v) != heads*B*vdim/32*c.blocksPerRow {
 				t.Errorf("%s: a layer's block holds %d and %d bytes", c.typ, len(k), len(v))
 			}
+		}
+	}
+}
+
+// TestPoolMakesBlocksAsNeeded: a pool whose budget holds a few blocks
+// makes them one at a time, so one short sequence's pool holds no more
+// memory than its positions; a large pool makes slabs of slabBlocks. Every
+// block, across slabs, is a distinct and whole part of memory.
+func TestPoolMakesBlocksAsNeeded(t *testing.T) {
+	const B = 16
+	caches := []LayerCache{{Kind: FullCache, KVHeads: 2, KeyDim: 8, ValueDim: 8}}
+	for _, c := range []struct {
+		budgetBlocks, tokens, wantMade int
+	}{
+		{8, 3 * B, 3},                // an eighth of 8 blocks is one
+		{8, 8 * B, 8},                // up to the whole budget
+		{64, 3 * B, 8},               // slabs of an eighth of the budget
+		{1 << 12, 3 * B, slabBlocks}, // a large pool: whole slabs
+		{1 << 12, (slabBlocks + 1) * B, 2 * slabBlocks},
+	} {
+		p, err := newKVPool(caches, B, KVF32, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := p.groups[0]
+		p.budget = int64(c.budgetBlocks) * g.blockBytes
+		s := p.newSeq()
+		var r reservation
+		if err := p.ensure(s, 0, c.tokens, &r); err != nil {
+			t.Fatal(err)
+		}
+		if g.made != c.wantMade {
+			t.Errorf("budget of %d blocks, %d positions: made %d blocks, want %d", c.budgetBlocks, c.tokens, g.made, c.wantMade)
+		}
+		st := g.stores[0]
+		if len(st.k32) != g.made || len(st.v32) != g.made {
+			t.Fatalf("%d key and %d value blocks for %d made", len(st.k32), len(st.v32), g.made)
+		}
+		seen := map[*float32]bool{}
+		for b := range g.made {
+			k, v := st.k32[b], st.v32[b]
+			if len(k) != st.kStride || cap(k) != st.kStride || len(v) != st.vStride || seen[&k[0]] || seen[&v[0]] {
+				t.Fatalf("block %d: %d/%d keys, %d values, or shared memory", b, len(k), cap(k), len(v))
+			}
+			seen[&k[0]], seen[&v[0]] = true, true
 		}
 	}
 }

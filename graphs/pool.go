@@ -18,7 +18,7 @@ var ErrPoolFull = errors.New("the KV pool is full")
 // DefaultBlockTokens is the number of positions in a KV block.
 const DefaultBlockTokens = 32
 
-// slabBlocks is the number of blocks allocated at once as the pool grows.
+// slabBlocks is the most blocks allocated at once as the pool grows.
 const slabBlocks = 16
 
 // KVPool holds the keys and values of many sequences in blocks of a fixed
@@ -59,6 +59,7 @@ type kvGroup struct {
 	stores     []kvStore // by place in layers
 	blockBytes int64
 	nblocks    int
+	made       int // blocks with memory (nblocks up to made are free to take)
 	ref        []int32
 	free       []int32
 	// The prefix cache (full attention only): a full block's chained hash,
@@ -70,9 +71,9 @@ type kvGroup struct {
 	index   map[uint64]int32
 }
 
-// kvStore is one layer's keys and values, in slabs of slabBlocks blocks
-// of [KVHeads, blockTokens, dim]: float32, F16 bits, or rows of quantized
-// blocks (bytes).
+// kvStore is one layer's keys and values by block, each block
+// [KVHeads, blockTokens, dim]: float32, F16 bits, or rows of quantized
+// blocks (bytes). Blocks are allocated in slabs (see grow).
 type kvStore struct {
 	cache    LayerCache
 	kStride  int // elements per block (bytes when quantized)
@@ -189,7 +190,7 @@ func (p *KVPool) alloc(gi int) (int32, bool) {
 	}
 	if p.used+g.blockBytes <= p.budget {
 		b := int32(g.nblocks)
-		if g.nblocks%slabBlocks == 0 {
+		if g.nblocks == g.made {
 			p.grow(g)
 		}
 		g.nblocks++
@@ -215,27 +216,42 @@ func (p *KVPool) alloc(gi int) (int32, bool) {
 	return victim, true
 }
 
-// grow adds a slab of blocks to every layer of g.
+// grow adds a slab of blocks to every layer of g: slabBlocks, but no
+// more than an eighth of what the budget holds nor than it still allows.
+// A pool sized for one short sequence then makes its blocks one by one,
+// and where Go zeroes reused heap memory it touches only those.
 func (p *KVPool) grow(g *kvGroup) {
 	if p.dev != nil {
 		p.dev.grow(g, p.f16)
+		g.made += slabBlocks
 		return
 	}
+	n := min(slabBlocks, int(max(p.budget/g.blockBytes/8, 1)), int(max((p.budget-p.used)/g.blockBytes, 1)))
 	for i := range g.stores {
 		st := &g.stores[i]
-		if p.typ.Quantized() {
-			st.kq = append(st.kq, make([]byte, slabBlocks*st.kStride))
-			st.vq = append(st.vq, make([]byte, slabBlocks*st.vStride))
-			continue
-		}
-		if p.f16 {
-			st.k16 = append(st.k16, make([]uint16, slabBlocks*st.kStride))
-			st.v16 = append(st.v16, make([]uint16, slabBlocks*st.vStride))
-		} else {
-			st.k32 = append(st.k32, make([]float32, slabBlocks*st.kStride))
-			st.v32 = append(st.v32, make([]float32, slabBlocks*st.vStride))
+		switch {
+		case p.typ.Quantized():
+			st.kq = appendSlab(st.kq, n, st.kStride)
+			st.vq = appendSlab(st.vq, n, st.vStride)
+		case p.f16:
+			st.k16 = appendSlab(st.k16, n, st.kStride)
+			st.v16 = appendSlab(st.v16, n, st.vStride)
+		default:
+			st.k32 = appendSlab(st.k32, n, st.kStride)
+			st.v32 = appendSlab(st.v32, n, st.vStride)
 		}
 	}
+	g.made += n
+}
+
+// appendSlab appends n blocks of stride elements, one allocation, to
+// blocks.
+func appendSlab[T any](blocks [][]T, n, stride int) [][]T {
+	slab := make([]T, n*stride)
+	for i := range n {
+		blocks = append(blocks, slab[i*stride:(i+1)*stride:(i+1)*stride])
+	}
+	return blocks
 }
 
 // release drops one reference to block b of group gi: a block no sequence
@@ -273,34 +289,18 @@ func (p *KVPool) copyBlock(g *kvGroup, dst, src int32) {
 	for i := range g.stores {
 		st := &g.stores[i]
 		if st.kq != nil {
-			copy(blockOf(st.kq, st.kStride, dst), blockOf(st.kq, st.kStride, src))
-			copy(blockOf(st.vq, st.vStride, dst), blockOf(st.vq, st.vStride, src))
+			copy(st.kq[dst], st.kq[src])
+			copy(st.vq[dst], st.vq[src])
 			continue
 		}
 		if st.k16 != nil {
-			copy(st.block16(st.k16, st.kStride, dst), st.block16(st.k16, st.kStride, src))
-			copy(st.block16(st.v16, st.vStride, dst), st.block16(st.v16, st.vStride, src))
+			copy(st.k16[dst], st.k16[src])
+			copy(st.v16[dst], st.v16[src])
 			continue
 		}
-		copy(st.block32(st.k32, st.kStride, dst), st.block32(st.k32, st.kStride, src))
-		copy(st.block32(st.v32, st.vStride, dst), st.block32(st.v32, st.vStride, src))
+		copy(st.k32[dst], st.k32[src])
+		copy(st.v32[dst], st.v32[src])
 	}
-}
-
-func (st *kvStore) block32(slabs [][]float32, stride int, b int32) []float32 {
-	off := int(b%slabBlocks) * stride
-	return slabs[b/slabBlocks][off : off+stride]
-}
-
-// blockOf is block b of slabs of stride elements each.
-func blockOf[T any](slabs [][]T, stride int, b int32) []T {
-	off := int(b%slabBlocks) * stride
-	return slabs[b/slabBlocks][off : off+stride]
-}
-
-func (st *kvStore) block16(slabs [][]uint16, stride int, b int32) []uint16 {
-	off := int(b%slabBlocks) * stride
-	return slabs[b/slabBlocks][off : off+stride]
 }
 
 // seqKV is one sequence's place in the pool: a block table per group

@@ -119,14 +119,14 @@ func (st *kvStore) moveRow(typ KVCacheType, t []int32, B, h, from, to int) {
 	case typ.Quantized():
 		kr, _ := typ.RowBytes(c.KeyDim)
 		vr, _ := typ.RowBytes(c.ValueDim)
-		copy(blockOf(st.kq, st.kStride, tb)[ts*kr:][:kr], blockOf(st.kq, st.kStride, fb)[fs*kr:][:kr])
-		copy(blockOf(st.vq, st.vStride, tb)[ts*vr:][:vr], blockOf(st.vq, st.vStride, fb)[fs*vr:][:vr])
+		copy(st.kq[tb][ts*kr:][:kr], st.kq[fb][fs*kr:][:kr])
+		copy(st.vq[tb][ts*vr:][:vr], st.vq[fb][fs*vr:][:vr])
 	case typ == KVF16:
-		copy(blockOf(st.k16, st.kStride, tb)[ts*c.KeyDim:][:c.KeyDim], blockOf(st.k16, st.kStride, fb)[fs*c.KeyDim:][:c.KeyDim])
-		copy(blockOf(st.v16, st.vStride, tb)[ts*c.ValueDim:][:c.ValueDim], blockOf(st.v16, st.vStride, fb)[fs*c.ValueDim:][:c.ValueDim])
+		copy(st.k16[tb][ts*c.KeyDim:][:c.KeyDim], st.k16[fb][fs*c.KeyDim:][:c.KeyDim])
+		copy(st.v16[tb][ts*c.ValueDim:][:c.ValueDim], st.v16[fb][fs*c.ValueDim:][:c.ValueDim])
 	default:
-		copy(blockOf(st.k32, st.kStride, tb)[ts*c.KeyDim:][:c.KeyDim], blockOf(st.k32, st.kStride, fb)[fs*c.KeyDim:][:c.KeyDim])
-		copy(blockOf(st.v32, st.vStride, tb)[ts*c.ValueDim:][:c.ValueDim], blockOf(st.v32, st.vStride, fb)[fs*c.ValueDim:][:c.ValueDim])
+		copy(st.k32[tb][ts*c.KeyDim:][:c.KeyDim], st.k32[fb][fs*c.KeyDim:][:c.KeyDim])
+		copy(st.v32[tb][ts*c.ValueDim:][:c.ValueDim], st.v32[fb][fs*c.ValueDim:][:c.ValueDim])
 	}
 }
 
@@ -146,14 +146,14 @@ func (st *kvStore) keyRows(typ KVCacheType, t []int32, B, pos int, rows []float3
 				f = quant.Q4_0
 			}
 			kr, _ := typ.RowBytes(c.KeyDim)
-			b := blockOf(st.kq, st.kStride, blk)[slot*kr:][:kr]
+			b := st.kq[blk][slot*kr:][:kr]
 			if write {
 				quant.QuantizeKV(f, row, b)
 			} else {
 				quant.DequantizeRow(f, b, row)
 			}
 		case typ == KVF16:
-			b := blockOf(st.k16, st.kStride, blk)[slot*c.KeyDim:][:c.KeyDim]
+			b := st.k16[blk][slot*c.KeyDim:][:c.KeyDim]
 			if write {
 				toF16(b, row)
 			} else {
@@ -162,7 +162,7 @@ func (st *kvStore) keyRows(typ KVCacheType, t []int32, B, pos int, rows []float3
 				}
 			}
 		default:
-			b := blockOf(st.k32, st.kStride, blk)[slot*c.KeyDim:][:c.KeyDim]
+			b := st.k32[blk][slot*c.KeyDim:][:c.KeyDim]
 			if write {
 				copy(b, row)
 			} else {
