@@ -182,7 +182,7 @@ func (k gatedAct) CPU(o *ops.Out, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := o.Float32s(len(g))
+	out := o.Reuse(len(g), in...)
 	if len(g) >= parallelMin {
 		simd.Parallel(chunks(len(g)), &mapTask{out: out, x: g, y: u, act: act, silu: k.act == "silu"})
 	} else {

@@ -635,6 +635,51 @@ func TestArenaRecycles(t *testing.T) {
 	}
 }
 
+// TestGatedActInPlace: a gated activation whose gate and up are read by
+// nothing else writes into one of their buffers, so the arena holds no
+// buffer for it; one whose input another op still reads leaves that input
+// whole. Both give act(gate)·up.
+func TestGatedActInPlace(t *testing.T) {
+	x := []float32{-3, -1, 0, 0.5, 1, 2, 4, 8}
+	want := make([]float32, len(x))
+	for i, v := range x {
+		want[i] = silu(2*v) * (3 * v)
+	}
+	for _, shared := range []bool{false, true} {
+		g := newGraph(t)
+		in := g.input("x", slices.Clone(x), 2, 4)
+		gate, up := Scale(in, 2), Scale(in, 3)
+		h := ops.Apply(gatedAct{act: "silu"}, gate, up)
+		out := Scale(h, 1)
+		var keep *G.Node
+		if shared {
+			keep = Scale(Add(gate, h), 1) // gate outlives the activation
+		}
+		arena := ops.NewArena()
+		ops.Plan(g.g, arena)
+		m := G.NewTapeMachine(g.g)
+		arena.Reset()
+		if err := m.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		if got := out.Value().Data().([]float32); !slices.Equal(got, want) {
+			t.Errorf("shared=%v: %v, want %v", shared, got, want)
+		}
+		if shared {
+			got := keep.Value().Data().([]float32)
+			for i, v := range x {
+				if w := 2*v + want[i]; got[i] != w {
+					t.Fatalf("the gate read after the activation: %v at %d, want %v", got[i], i, w)
+				}
+			}
+		} else if n := arena.Buffers(); n != 2 {
+			// gate and up; h takes one of theirs, out the other's.
+			t.Errorf("the arena holds %d buffers, want 2", n)
+		}
+		m.Close()
+	}
+}
+
 // TestKernelsAllocateNothing runs each kernel of a decode step again and
 // again on its arena: after the first run, none allocates (their outputs,
 // headers and scratch are reused). Gorgonia's machine still allocates per

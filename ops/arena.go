@@ -82,6 +82,27 @@ func (a *Arena) release(v G.Value) {
 	a.free[len(b.data)] = append(a.free[len(b.data)], b.data)
 }
 
+// takeOver hands the buffer holding v, of n values, to a node read by
+// consumers edges when the reader calling it holds v's last reference;
+// nil otherwise. Op.Do releases each input once the kernel returns, so
+// the buffer keeps one reference more until then.
+func (a *Arena) takeOver(v G.Value, n, consumers int) []float32 {
+	d, ok := v.(*tensor.Dense)
+	if !ok || d.Dtype() != tensor.Float32 {
+		return nil
+	}
+	s := d.Float32s()
+	if len(s) != n || n == 0 {
+		return nil
+	}
+	b, ok := a.live[&s[0]]
+	if !ok || b.refs != 1 {
+		return nil
+	}
+	a.live[&s[0]] = buffer{data: b.data, refs: consumers + 1}
+	return b.data
+}
+
 // Out is what an op knows about its node: where its output memory comes
 // from (the arena, and how many edges read the node's value, which graphs
 // tells it once the graph is built) and its type. A concrete type, not an
@@ -177,6 +198,23 @@ func (st *Out) Float32s(n int) []float32 {
 		return st.own
 	}
 	return st.arena.get(n, st.consumers)
+}
+
+// Reuse returns a buffer of n values for the op's output: the buffer of
+// one of the inputs when this op is the last to read it (an elementwise op
+// then runs in place, and a prefill holds one activation fewer), else a
+// zeroed one as Float32s. The kernel must read each element of its
+// inputs before it writes that element of the output, and set every
+// element.
+func (st *Out) Reuse(n int, in ...G.Value) []float32 {
+	if st != nil && st.arena != nil && !st.pinned && st.consumers > 0 {
+		for _, v := range in {
+			if d := st.arena.takeOver(v, n, st.consumers); d != nil {
+				return d
+			}
+		}
+	}
+	return st.Float32s(n)
 }
 
 // Plan gives the ops of a built graph their arena: it counts, for each
