@@ -38,7 +38,7 @@ func canX16() bool { return active == avx512 }
 // x16AVX2's (on fast mode's layouts) on AVX2 and AVX-512, where x16Exact's
 // formats run their own AVX-512 kernels.
 func exactX16OK(f quant.Format) bool {
-	return (active == avx512 || active == avx2) && (x16Exact[f] || x16AVX2[f])
+	return active == avx512 && x16Exact[f] || (active == avx512 || active == avx2) && x16AVX2[f]
 }
 
 // avx2X16 says whether f's regrouped exact products run the AVX2 kernels
@@ -221,9 +221,9 @@ func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r
 }
 
 // x16Panels is the kernel that widens a group of each format's AVX2
-// regrouping into a panel (x16Panel*AVX2): every format of x16AVX2.
+// regrouping into a panel (x16Panel*AVX2): every format that regroups.
 var x16Panels = map[quant.Format]func(w *byte, blocks int, dst *float32){
-	quant.Q4_0: x16PanelQ4_0AVX2, quant.Q8_0: x16PanelQ8_0AVX2, quant.Q5_1: x16PanelQ5_1AVX2,
+	quant.Q4_0: x16PanelQ4_0AVX2, quant.Q8_0: x16PanelQ8_0AVX2, quant.Q5_1: x16PanelQ5_1AVX2, quant.Q5_0: x16PanelQ5_0AVX2,
 	quant.IQ4_NL: x16PanelIQ4_NLAVX2, quant.IQ4_XS: x16PanelIQ4_XSAVX2, quant.Q2_K: x16PanelQ2_KAVX2,
 	quant.Q3_K: x16PanelQ3_KAVX2, quant.Q4_K: x16PanelQ4_KAVX2, quant.Q5_K: x16PanelQ5_KAVX2, quant.Q6_K: x16PanelQ6_KAVX2,
 }
@@ -247,9 +247,9 @@ func asmPanelX16(p *x16, g int, dst []float32) {
 }
 
 // canGemmX16 says whether the exact few-row kernels
-// (gemm{Q8_0,Q4_K}x16x*AVX512) run here for f.
+// (gemm{Q8_0,Q4_K,Q5_0}x16x*AVX512) run here for f.
 func canGemmX16(f quant.Format) bool {
-	return (f == quant.Q8_0 || f == quant.Q4_K) && active == avx512
+	return (f == quant.Q8_0 || f == quant.Q4_K || f == quant.Q5_0) && active == avx512
 }
 
 // asmGemmX16 computes y[t*ldy + j], j in [r0, r1) (whole groups), for R
@@ -263,6 +263,9 @@ func asmGemmX16(p *x16, x, sums []float32, per, R, r0, r1 int, y []float32, ldy 
 	switch p.f {
 	case quant.Q8_0:
 		k := [...]func(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int){gemmQ8_0x16x2AVX512, gemmQ8_0x16x3AVX512, gemmQ8_0x16x4AVX512}[R-2]
+		k(&x[0], p.in, w, p.in/32, groups, &y[r0], ldy)
+	case quant.Q5_0:
+		k := [...]func(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int){gemmQ5_0x16x2AVX512, gemmQ5_0x16x3AVX512, gemmQ5_0x16x4AVX512}[R-2]
 		k(&x[0], p.in, w, p.in/32, groups, &y[r0], ldy)
 	case quant.Q4_K:
 		if per < p.in/32 || len(sums) < (R-1)*per+p.in/32 {
@@ -331,6 +334,8 @@ func asmGemvX16(p *x16, x, sums []float32, r0, r1 int, y []float32) bool {
 			break
 		}
 		gemvQ5_1x16AVX512(&x[0], &sums[0], w, p.in/32, (r1-r0)/16, &y[r0])
+	case quant.Q5_0:
+		gemvQ5_0x16AVX512(&x[0], w, p.in/32, (r1-r0)/16, &y[r0])
 	case quant.Q5_K:
 		if bcast {
 			gemvX16Q5_KAVX2(&sums[ns], &sums[0], w, p.in/256, (r1-r0)/16, &y[r0])

@@ -299,6 +299,26 @@ func gemvQ3_Kx16AVX512(x *float32, sums *float32, w *byte, blocks int, groups in
 //go:noescape
 func gemvQ5_1x16AVX512(x *float32, sums *float32, w *byte, blocks int, groups int, y *float32)
 
+// gemvQ5_0x16AVX512 computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q5_0 rows of blocks blocks, regrouped by 16 rows (x16.go).
+//
+//go:noescape
+func gemvQ5_0x16AVX512(x *float32, w *byte, blocks int, groups int, y *float32)
+
+// gemmQ5_0x16x2AVX512 computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for 2 rows of x (ldx floats apart) and groups groups of 16 Q5_0 rows of blocks blocks, regrouped by 16 rows (x16.go).
+//
+//go:noescape
+func gemmQ5_0x16x2AVX512(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int)
+
+// gemmQ5_0x16x3AVX512 computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for 3 rows of x (ldx floats apart) and groups groups of 16 Q5_0 rows of blocks blocks, regrouped by 16 rows (x16.go).
+//
+//go:noescape
+func gemmQ5_0x16x3AVX512(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int)
+
+// gemmQ5_0x16x4AVX512 computes y[t·ldy + 16g+r] = x_t · w_{16g+r} for 4 rows of x (ldx floats apart) and groups groups of 16 Q5_0 rows of blocks blocks, regrouped by 16 rows (x16.go).
+//
+//go:noescape
+func gemmQ5_0x16x4AVX512(x *float32, ldx int, w *byte, blocks int, groups int, y *float32, ldy int)
+
 // gemvQ5_Kx16AVX512 computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q5_K rows of blocks super-blocks, regrouped by 16 rows (x16.go), with sums x's sums over each 32 values.
 //
 //go:noescape
@@ -1231,6 +1251,11 @@ func x16PanelIQ4_NLAVX2(w *byte, blocks int, dst *float32)
 //
 //go:noescape
 func x16PanelQ5_1AVX2(w *byte, blocks int, dst *float32)
+
+// x16PanelQ5_0AVX2 widens a regrouped group of 16 Q5_0 rows of blocks blocks into a panel at dst (value i of the rows at dst[16i:]).
+//
+//go:noescape
+func x16PanelQ5_0AVX2(w *byte, blocks int, dst *float32)
 
 // x16PanelIQ4_XSAVX2 widens a regrouped group of 16 IQ4_XS rows of blocks blocks into a panel at dst (value i of the rows at dst[16i:]).
 //

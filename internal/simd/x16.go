@@ -36,9 +36,9 @@ import (
 // rows' d (16 halves; Q4_K: then dmin, and 4 words of scales and mins;
 // Q5_K: then dmin, and its 12 bytes of 6-bit scales and mins as 3 words;
 // Q6_K: then 4 words of scales; Q4_1 and Q5_1: then m, and Q5_1's fifth
-// bits as a word, q5Bits; IQ4_XS: then its 8 sub-block scales as bytes,
+// bits as a word, q5Bits; Q5_0: then its fifth bits so; IQ4_XS: then its 8 sub-block scales as bytes,
 // each sub-block's 16 rows together; Q2_K, Q3_K: see putK23), then the
-// words of their quantized values (Q4_0, IQ4_NL, Q4_1, Q5_1: 4 words,
+// words of their quantized values (Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1: 4 words,
 // Q8_0: 8, Q2_K: 16, Q3_K: 24, Q4_K and IQ4_XS: 32, Q5_K: 40 (qh, then
 // qs), Q6_K: 48), each as 16 rows' 4
 // bytes: row r's word i at byte head + 64i + 4r. The kernels' loads run
@@ -48,7 +48,8 @@ import (
 // On AVX-512 the formats past Q4_0, Q8_0, Q4_K and Q6_K have kernels on
 // the same regroupings as AVX2's (gemv*x16AVX512: IQ4_NL and IQ4_XS by
 // table, Q2_K by two field tables, Q3_K's and Q5's high bits merged into
-// the index). On AVX2 exact decode reads fast mode's regroupings
+// the index; Q5_0 regroups on AVX-512 only, where it also has few-row
+// kernels). On AVX2 exact decode reads fast mode's regroupings
 // (gemvX16*AVX2, the formats of x16AVX2), and Q5_K's, Q4_K's and Q6_K's:
 // x's values are written eight times once per product, as AVX2's
 // multiply-add has no broadcast operand. Products of more rows (prefill,
@@ -71,21 +72,21 @@ type x16 struct {
 
 // x16Words is the words of a block's values in the formats that regroup
 // (IQ4_NL for fast mode only: see PackQuantFast).
-var x16Words = map[quant.Format]int{quant.Q4_0: 4, quant.Q8_0: 8, quant.Q4_K: 32, quant.Q6_K: 48, quant.IQ4_NL: 4, quant.Q4_1: 4, quant.Q5_1: 4, quant.IQ4_XS: 32,
+var x16Words = map[quant.Format]int{quant.Q4_0: 4, quant.Q8_0: 8, quant.Q4_K: 32, quant.Q6_K: 48, quant.IQ4_NL: 4, quant.Q4_1: 4, quant.Q5_0: 4, quant.Q5_1: 4, quant.IQ4_XS: 32,
 	quant.Q2_K: 16, quant.Q3_K: 8 + 16, quant.Q5_K: 8 + 32}
 
 // x16Head is the bytes of a regrouped block before its values: the 16
 // rows' d (and Q4_K's dmin, and its scales and mins, unpacked to bytes in
 // 4 words; Q6_K's scales in 4 words; Q4_1's and Q5_1's m, and Q5_1's
-// fifth bits as a word, see q5Bits; IQ4_XS's sub-block scales ls−32 as
+// fifth bits as a word, see q5Bits, as Q5_0's after its d; IQ4_XS's sub-block scales ls−32 as
 // bytes, sub-block b's 16 at 32+16b; Q2_K's dmin and Q2_K's and Q3_K's
 // scales by pairs of sub-blocks, putK23).
 var x16Head = map[quant.Format]int{quant.Q4_0: 32, quant.Q8_0: 32, quant.Q4_K: 64 + 4*64, quant.Q6_K: 32 + 4*64, quant.IQ4_NL: 32,
-	quant.Q4_1: 64, quant.Q5_1: 64 + 64, quant.IQ4_XS: 32 + 8*16, quant.Q2_K: 64 + 8*32, quant.Q3_K: 32 + 8*32, quant.Q5_K: 64 + 3*64}
+	quant.Q4_1: 64, quant.Q5_0: 32 + 64, quant.Q5_1: 64 + 64, quant.IQ4_XS: 32 + 8*16, quant.Q2_K: 64 + 8*32, quant.Q3_K: 32 + 8*32, quant.Q5_K: 64 + 3*64}
 
 // x16Exact is the formats with AVX-512 regrouped exact kernels (their
 // formats; x16AVX2 is AVX2's).
-var x16Exact = [256]bool{quant.Q4_0: true, quant.Q8_0: true, quant.Q4_K: true, quant.Q6_K: true, quant.IQ4_NL: true, quant.IQ4_XS: true, quant.Q2_K: true, quant.Q3_K: true, quant.Q5_1: true, quant.Q5_K: true}
+var x16Exact = [256]bool{quant.Q4_0: true, quant.Q8_0: true, quant.Q4_K: true, quant.Q6_K: true, quant.IQ4_NL: true, quant.IQ4_XS: true, quant.Q2_K: true, quant.Q3_K: true, quant.Q5_0: true, quant.Q5_1: true, quant.Q5_K: true}
 
 // blockBytes is the bytes of one regrouped block of 16 rows.
 func (p *x16) blockBytes() int { return p.head + 64*p.words }
@@ -173,6 +174,9 @@ func (p *x16) putRow(r int, src []byte) {
 				binary.LittleEndian.PutUint32(dst[64+4*rr:], q5Bits(binary.LittleEndian.Uint32(blk[4:])))
 				vals = blk[8:]
 			}
+		case quant.Q5_0:
+			binary.LittleEndian.PutUint32(dst[32+4*rr:], q5Bits(binary.LittleEndian.Uint32(blk[2:])))
+			vals = blk[6:]
 		}
 		if p.f == quant.Q5_K {
 			dst[32+2*rr], dst[32+2*rr+1] = blk[2], blk[3]
@@ -201,7 +205,7 @@ func (p *x16) rowBytes(r int, dst []byte) { p.rowPart(r, dst, true) }
 
 // x16Vals is where a block's values start in the file's layout, for the
 // formats whose values rowsBytes gathers by kernel.
-var x16Vals = map[quant.Format]int{quant.Q4_0: 2, quant.Q8_0: 2, quant.IQ4_NL: 2, quant.Q4_1: 4, quant.Q5_1: 8,
+var x16Vals = map[quant.Format]int{quant.Q4_0: 2, quant.Q8_0: 2, quant.IQ4_NL: 2, quant.Q4_1: 4, quant.Q5_0: 6, quant.Q5_1: 8,
 	quant.IQ4_XS: 8, quant.Q4_K: 16, quant.Q5_K: 16, quant.Q2_K: 16, quant.Q3_K: 0}
 
 // rowsBytes writes rows [r0, r0+g) in the file's layout into dst, one
@@ -246,7 +250,7 @@ func (p *x16) heads32(r0, g int, dst []byte, rb int) {
 	if len(group) < nb*step || len(dst) < g*rb || rb != nb*bb || r0%16+g > 16 {
 		panic("simd: heads32 out of range")
 	}
-	withMin, q5 := p.f == quant.Q4_1 || p.f == quant.Q5_1, p.f == quant.Q5_1
+	withMin, q5, q50 := p.f == quant.Q4_1 || p.f == quant.Q5_1, p.f == quant.Q5_1, p.f == quant.Q5_0
 	sp, dp := unsafe.Pointer(unsafe.SliceData(group)), unsafe.Pointer(unsafe.SliceData(dst))
 	for r := range g {
 		rr := r0%16 + r
@@ -260,6 +264,9 @@ func (p *x16) heads32(r0, g int, dst []byte, rb int) {
 			}
 			if q5 {
 				*(*uint32)(unsafe.Add(d, 4)) = q5Unbits(*(*uint32)(unsafe.Add(s, 64+2*rr)))
+			}
+			if q50 {
+				*(*uint32)(unsafe.Add(d, 2)) = q5Unbits(*(*uint32)(unsafe.Add(s, 32+2*rr)))
 			}
 		}
 	}
@@ -301,6 +308,9 @@ func (p *x16) rowPart(r int, dst []byte, withWords bool) {
 				binary.LittleEndian.PutUint32(blk[4:], q5Unbits(binary.LittleEndian.Uint32(src[64+4*rr:])))
 				vals = blk[8:]
 			}
+		case quant.Q5_0:
+			binary.LittleEndian.PutUint32(blk[2:], q5Unbits(binary.LittleEndian.Uint32(src[32+4*rr:])))
+			vals = blk[6:]
 		}
 		if p.f == quant.Q5_K {
 			blk[2], blk[3] = src[32+2*rr], src[32+2*rr+1]
@@ -532,13 +542,13 @@ func mulRowsX16(y, x []float32, T int, w Weight, out, in, r0, r1 int) {
 
 // x16RowsMax is the most rows of x a regrouped product runs on the decode
 // kernel (mulRowByRow) rather than on panels: widening a group into a
-// panel costs about a row's product. Q8_0 and Q4_K run up to
-// x16FewRows[f] rows so, four at a time (gemm{Q8_0,Q4_K}x16x*AVX512 widen
+// panel costs about a row's product. Q8_0, Q4_K and Q5_0 run up to
+// x16FewRows[f] rows so, four at a time (gemm{Q8_0,Q4_K,Q5_0}x16x*AVX512 widen
 // each column once for the four), up to where panels catch up
 // (docs/performance.md, "A few rows on regrouped weights").
 var x16RowsMax = 3
 
-var x16FewRows = [256]int{quant.Q8_0: 64, quant.Q4_K: 32}
+var x16FewRows = [256]int{quant.Q8_0: 64, quant.Q4_K: 32, quant.Q5_0: 64}
 
 // byRows says whether a product of T rows on p runs by rows.
 func (p *x16) byRows(T int) bool {

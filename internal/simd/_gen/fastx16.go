@@ -1117,9 +1117,9 @@ func x16Panel(q string, n, head, bsize int) {
 		d := YMM()
 		VCVTPH2PS(Mem{Base: wp, Disp: 16 * h}, d)
 		switch q {
-		case "Q4_0", "IQ4_NL", "Q5_1":
+		case "Q4_0", "IQ4_NL", "Q5_1", "Q5_0":
 			scale = d
-			var m8, m15, m5, bit4, qh VecVirtual
+			var m8, m15, m5, m16, bit4, qh VecVirtual
 			switch q {
 			case "Q4_0":
 				m8, m15 = broadcast(avx2isa, 8), broadcast(avx2isa, 15)
@@ -1128,6 +1128,9 @@ func x16Panel(q string, n, head, bsize int) {
 				VCVTPH2PS(Mem{Base: wp, Disp: 32 + 16*h}, off)
 				m5, bit4, qh = broadcast(avx2isa, 31), bcast8(0x10), YMM()
 				VMOVDQU(Mem{Base: wp, Disp: 64 + 32*h}, qh)
+			case "Q5_0":
+				m5, m16, bit4, qh = broadcast(avx2isa, 31), broadcast(avx2isa, 16), bcast8(0x10), YMM()
+				VMOVDQU(Mem{Base: wp, Disp: 32 + 32*h}, qh)
 			}
 			for i := 0; i < 4; i++ {
 				v, lo, hi := YMM(), YMM(), YMM()
@@ -1139,7 +1142,7 @@ func x16Panel(q string, n, head, bsize int) {
 				case "IQ4_NL":
 					VPSHUFB(lo, levels, lo)
 					VPSHUFB(hi, levels, hi)
-				case "Q5_1":
+				case "Q5_1", "Q5_0":
 					orByteBit(lo, qh, i, 4, bit4)
 					orByteBit(hi, qh, 4+i, 4, bit4)
 				}
@@ -1151,6 +1154,9 @@ func x16Panel(q string, n, head, bsize int) {
 							t = byteAt(src, k, nil)
 						case "Q5_1":
 							t = byteAt(src, k, m5)
+						case "Q5_0":
+							t = byteAt(src, k, m5)
+							VPSUBD(m16, t, t) // q−16, as ggml's dequantizer
 						default:
 							t = byteAt(src, k, m15)
 							VPSUBD(m8, t, t)

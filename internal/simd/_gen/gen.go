@@ -154,6 +154,10 @@ func main() {
 	gemvQ2_Kx16()
 	gemvQ3_Kx16()
 	gemvQ5_1x16()
+	gemvQ5_0x16()
+	for R := 2; R <= 4; R++ {
+		gemmQ50x16(R)
+	}
 	gemvQ5_Kx16()
 	gemvQ4_Kx16()
 	gemvQ6_Kx16()
@@ -297,7 +301,7 @@ func main() {
 	for _, c := range []struct {
 		q              string
 		n, head, words int // values, head bytes and value words of a block
-	}{{"Q4_0", 32, 32, 4}, {"Q8_0", 32, 32, 8}, {"IQ4_NL", 32, 32, 4}, {"Q5_1", 32, 128, 4}, {"IQ4_XS", 256, 160, 32},
+	}{{"Q4_0", 32, 32, 4}, {"Q8_0", 32, 32, 8}, {"IQ4_NL", 32, 32, 4}, {"Q5_1", 32, 128, 4}, {"Q5_0", 32, 96, 4}, {"IQ4_XS", 256, 160, 32},
 		{"Q2_K", 256, 64 + 256, 16}, {"Q3_K", 256, 32 + 256, 24}, {"Q5_K", 256, 64 + 192, 40}, {"Q4_K", 256, 64 + 256, 32}} {
 		x16Panel(c.q, c.n, c.head, c.head+64*c.words)
 	}

@@ -715,6 +715,80 @@ func (c fifthBit) value(raw, hm VecVirtual, bit int) VecVirtual {
 	return idx
 }
 
+// newFifthBitQ5_0 is fifthBit with Q5_0's table, the values less 16
+// (q−16, exact: the dequantizer's integer before its scale).
+func newFifthBitQ5_0() fifthBit {
+	c := fifthBit{broadcast(avx512, 0x0f), ZMM(), ZMM()}
+	VMOVUPS(iota16, c.hi)
+	VSUBPS(f32(16), c.hi, c.lo)
+	return c
+}
+
+// gemvQ5_0x16 writes gemvQ5_0x16AVX512: y[16g+r] = x · w_{16g+r} for
+// groups groups of 16 Q5_0 rows of blocks blocks, on Q5_1's regrouping
+// without m (the 16 rows' d, their fifth bits as a word, q5Bits, then the
+// nibbles as 4 words). A weight is d·(q−16), so a row's product is d·Σ
+// (q−16)·x, the table giving q−16 as Q4_0's gives q−8. Its block is
+// gemmQ5_0x16x*'s (q50x16Rows), so that a row's result is the same bits
+// alone and among others.
+func gemvQ5_0x16() {
+	name := "gemvQ5_0x16AVX512"
+	TEXT(name, NOSPLIT, "func(x *float32, w *byte, blocks int, groups int, y *float32)")
+	Pragma("noescape")
+	Doc(name + " computes y[16g+r] = x · w_{16g+r} for groups groups of 16 Q5_0 rows of blocks blocks, regrouped by 16 rows (x16.go).")
+	x, w, blocks, groups, y, _ := params("x", "w", "blocks", "groups", "y")
+	c := newFifthBitQ5_0()
+	xp, b := GP64(), GP64()
+	groupLoop(name, w, groups, y, b, 96+4*64, func() {
+		MOVQ(x, xp)
+		MOVQ(blocks, b)
+	}, func(acc VecVirtual, pf prefetchPart) {
+		q50x16Rows(w, []x16Row{{x: func(disp int) Mem { return Mem{Base: xp, Disp: disp} }, acc: acc}}, c, pf)
+	}, func() { ADDQ(U8(128), xp) }, false)
+}
+
+// gemmQ50x16 writes gemmQ5_0x16x{R}AVX512(x, ldx, w, blocks, groups, y,
+// ldy): gemvQ5_0x16AVX512 for R rows of x at once (gemmX16Rows).
+func gemmQ50x16(R int) {
+	gemmX16Rows("Q5_0", R, 32, 0, 96+4*64, false, func() x16RowsBlock {
+		c := newFifthBitQ5_0()
+		return func(w GPVirtual, rows []x16Row, pf prefetchPart) { q50x16Rows(w, rows, c, pf) }
+	})
+}
+
+// q50x16Rows emits one block of gemvQ5_0x16 for each of rows: each
+// column's 16 values built once for all, each row's four chains summed
+// as chainSum's, then scaled by d.
+func q50x16Rows(w GPVirtual, rows []x16Row, c fifthBit, pf prefetchPart) {
+	var hm [4]VecVirtual
+	for k := range hm {
+		hm[k] = ZMM()
+		VMOVDQU32(Mem{Base: w, Disp: 32 + k}, hm[k])
+	}
+	chains := make([]chainSum, len(rows))
+	for i := 0; i < 4; i++ {
+		pf(i, 4)
+		for k := 0; k < 4; k++ {
+			raw := ZMM()
+			VMOVDQU32(Mem{Base: w, Disp: 96 + 64*i + k}, raw)
+			lo := c.value(raw, hm[k], i) // column 4i+k
+			for r, row := range rows {
+				chains[r].add(row.x(4*(4*i+k)), lo)
+			}
+			VPSRLD(U8(4), raw, raw)
+			hi := c.value(raw, hm[k], 4+i) // column 16+4i+k
+			for r, row := range rows {
+				chains[r].add(row.x(4*(16+4*i+k)), hi)
+			}
+		}
+	}
+	d := ZMM()
+	VCVTPH2PS(Mem{Base: w}, d)
+	for r, row := range rows {
+		VFMADD231PS(d, chains[r].sum(), row.acc)
+	}
+}
+
 // gemvQ5_1x16 writes gemvQ5_1x16AVX512: y[16g+r] = x · w_{16g+r} for
 // groups groups of 16 Q5_1 rows of blocks blocks, on the regrouping AVX2
 // reads (the 16 rows' d and m, their fifth bits as a word, q5Bits: value
