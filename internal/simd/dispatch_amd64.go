@@ -65,7 +65,7 @@ func x16Inputs(f quant.Format) (n int, bcast bool) {
 // only on VNNI, fastX16Q4_KVNNI and fastGemmX16Q4_Kx*VNNI).
 func fastX16OK(f quant.Format) bool {
 	switch f {
-	case quant.Q4_K:
+	case quant.Q4_K, quant.Q5_0:
 		return fastGemmOK()
 	case quant.Q4_0, quant.IQ4_NL, quant.Q8_0, quant.Q4_1, quant.Q5_1, quant.IQ4_XS, quant.Q2_K, quant.Q3_K:
 		return active == avx2 || active == avx512
@@ -187,7 +187,8 @@ func asmGatherX16(p *x16, r0, vals int, dst []byte, rb int) bool {
 }
 
 // asmFastX16 computes y[r0:r1] (whole groups of 16) from the regrouped p
-// and Q8_0 activations (corr: −8·Σx a block, for Q4_0), Q8_1 ones for
+// and Q8_0 activations (corr: −8·Σx a block for Q4_0; with VNNI, 16·Σx
+// for Q5_0 and 128·Σx for Q8_0), Q8_1 ones for
 // Q4_1 and Q5_1 (d: scale and sum pairs), or Q8_K ones (sums: of every
 // 16) for IQ4_XS, Q2_K and Q3_K; false where no kernel takes p's format.
 func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r1 int, y []float32) bool {
@@ -200,6 +201,8 @@ func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r
 		fastX16Q4_0AVX2(wp, groups, nb, &q[0], &d[0], &corr[0], &y[r0])
 	case p.f == quant.IQ4_NL:
 		fastX16IQ4_NLAVX2(wp, groups, nb, &q[0], &d[0], nil, &y[r0])
+	case p.f == quant.Q8_0 && len(corr) == nb && fastGemmOK():
+		fastX16Q8_0VNNI(wp, groups, nb, &q[0], &d[0], &corr[0], &y[r0])
 	case p.f == quant.Q8_0:
 		fastX16Q8_0AVX2(wp, groups, nb, &q[0], &d[0], nil, &y[r0])
 	case p.f == quant.Q4_1 && len(d) == 2*nb:
@@ -214,6 +217,8 @@ func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r
 		fastX16Q3_KAVX2(wp, groups, nb/8, &q[0], &d[0], &sums[0], &y[r0])
 	case p.f == quant.Q4_K && len(d) == nb/8 && len(sums) == nb*2 && fastGemmOK():
 		fastX16Q4_KVNNI(wp, groups, nb/8, &q[0], &d[0], &sums[0], &y[r0])
+	case p.f == quant.Q5_0 && len(d) == nb && len(corr) == nb && fastGemmOK():
+		fastX16Q5_0VNNI(wp, groups, nb, &q[0], &d[0], &corr[0], &y[r0])
 	default:
 		return false
 	}
@@ -1120,6 +1125,33 @@ func asmFastGemmX16K(p *x16, g int, q []int8, d []float32, sums []int16, T int, 
 	}{{4, fastGemmX16Q4_Kx4VNNI}, {2, fastGemmX16Q4_Kx2VNNI}, {1, fastGemmX16Q4_Kx1VNNI}} {
 		if n := (T - t) / k.rows * k.rows; n > 0 {
 			k.kernel(w, blocks, &q[t*p.in], p.in, &d[t*blocks], &sums[t*16*blocks], n, &y[t*ldy], ldy)
+			t += n
+		}
+	}
+	return true
+}
+
+// fastGemmX16Q8 is the VNNI kernels that read a regrouped Q5_0 or Q8_0
+// group in place (fastGemmX16*x{4,2,1}VNNI), by format and row count.
+var fastGemmX16Q8 = map[quant.Format][3]func(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int){
+	quant.Q5_0: {fastGemmX16Q5_0x4VNNI, fastGemmX16Q5_0x2VNNI, fastGemmX16Q5_0x1VNNI},
+	quant.Q8_0: {fastGemmX16Q8_0x4VNNI, fastGemmX16Q8_0x2VNNI, fastGemmX16Q8_0x1VNNI},
+}
+
+// asmFastGemmX16Q8 computes the 16 columns of group g of the regrouped p
+// (Q5_0 or Q8_0) for T rows of Q8_0 activations (corr: their block sums
+// times the weights' offset), reading the regrouping in place.
+func asmFastGemmX16Q8(p *x16, g int, q []int8, d []float32, corr []int32, T int, y []float32, ldy int) bool {
+	blocks := p.in / 32
+	ks, ok := fastGemmX16Q8[p.f]
+	if !ok || !fastGemmOK() || T <= 0 || len(q) < T*p.in || len(d) < T*blocks || len(corr) < T*blocks || len(y) < (T-1)*ldy+16 {
+		return false
+	}
+	w := &p.data[g*p.groupBytes()]
+	t := 0
+	for i, rows := range []int{4, 2, 1} {
+		if n := (T - t) / rows * rows; n > 0 {
+			ks[i](w, blocks, &q[t*p.in], p.in, &d[t*blocks], &corr[t*blocks], n, &y[t*ldy], ldy)
 			t += n
 		}
 	}

@@ -170,6 +170,10 @@ func asmFastGemmX16K(p *x16, g int, q []int8, d []float32, sums []int16, T int, 
 
 func asmFastPackX16(p *x16, g int, pr *packedRows) { panic("simd: asmFastPackX16 without its kernel") }
 
+func asmFastGemmX16Q8(p *x16, g int, q []int8, d []float32, corr []int32, T int, y []float32, ldy int) bool {
+	return false
+}
+
 func canGemmX16(f quant.Format) bool { return false }
 
 func asmGemmX16(p *x16, x, sums []float32, per, R, r0, r1 int, y []float32, ldy int) bool {

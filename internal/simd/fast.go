@@ -51,6 +51,14 @@ func MulTFast(y, x []float32, T int, w Weight, out, in int) {
 		a.corr = grow(a.corr, T*in/32)
 		blockSums(a.corr[first*in/32:], a.q[first*in:T*in], -8)
 	}
+	if w.Kind == X16 && (f == quant.Q5_0 || f == quant.Q8_0) && fastGemmOK() && len(a.corr) == 0 {
+		// fastX16{Q5_0,Q8_0}VNNI take the weights' offset times Σx a block
+		// off, as the rows' kernels do from the corrections a prefill's
+		// quantizing sets.
+		off, _ := fastGemmFormat(f)
+		a.corr = grow(a.corr, T*in/32)
+		blockSums(a.corr, a.q[:T*in], off)
+	}
 	runRows(y, nil, T, w, out, in, a)
 	actsPool.Put(a)
 }
@@ -87,7 +95,7 @@ func mulRowsFastX16(y []float32, T int, w Weight, out, in, r0, r1 int, a *acts) 
 		for ; t < T; t++ {
 			q, d, sums := a.row(t)
 			var corr []int32
-			if p.f == quant.Q4_0 {
+			if len(a.corr) > 0 {
 				corr = a.corr[t*in/32 : (t+1)*in/32]
 			}
 			asmFastX16(p, q, d, sums, corr, r0, r1, y[t*out:])

@@ -660,16 +660,16 @@ func TestStaged8(t *testing.T) {
 
 // TestFastX16 checks fast mode on matrices regrouped by 16 rows: decode by
 // the regrouped kernels (Q4_0, IQ4_NL, Q8_0, Q4_1, Q5_1, IQ4_XS, Q2_K,
-// Q3_K on AVX2) and every
-// other row count, and the formats without such kernels (Q4_K, Q6_K:
-// rebuilt rows), against the plain-Go reference.
+// Q3_K on AVX2; Q4_K and Q5_0 with VNNI) and every other row count, and
+// the formats without such kernels here (rebuilt rows), against the
+// plain-Go reference.
 func TestFastX16(t *testing.T) {
 	was := active
 	Force(true)
 	defer func() { active = was }()
 	r := rand.New(rand.NewPCG(13, 14))
 	const out, in = 48, 768
-	for _, f := range []quant.Format{quant.Q4_0, quant.IQ4_NL, quant.Q8_0, quant.Q4_1, quant.Q5_1, quant.IQ4_XS, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q6_K} {
+	for _, f := range []quant.Format{quant.Q4_0, quant.IQ4_NL, quant.Q8_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.IQ4_XS, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q6_K} {
 		rb, _ := f.RowBytes(in)
 		w := make([]byte, out*rb)
 		src := make([]float32, in)
@@ -708,7 +708,11 @@ func TestFastX16(t *testing.T) {
 			if T == 1 && fastX16OK(f) {
 				// The kernel itself, on the last row's activations (q, d).
 				corr := make([]int32, in/32)
-				blockSums(corr, q, -8)
+				off, _ := fastGemmFormat(f)
+				if f == quant.Q4_0 {
+					off = -8 // fastX16Q4_0AVX2's
+				}
+				blockSums(corr, q, off)
 				y := make([]float32, out)
 				if !asmFastX16(p, q, d, sums, corr, 0, out, y) {
 					t.Fatalf("%s: no regrouped decode kernel", f)
@@ -723,26 +727,32 @@ func TestFastX16(t *testing.T) {
 	}
 }
 
-// TestFastX16Q4K: on VNNI machines fast mode keeps Q4_K regrouped, and
-// its kernels read the regrouping in place with packK's arithmetic, lane
-// for lane: a row's result is the same bits alone (decode), in a batch of
-// any size, and on the file's layout repacked (fastGemmQ4_K). Elsewhere
-// Q4_K stays in the file's layout.
-func TestFastX16Q4K(t *testing.T) {
+// TestFastX16InPlace: on VNNI machines fast mode keeps Q4_K and Q5_0
+// regrouped, and their kernels read the regrouping in place with the
+// repacked kernels' arithmetic (packK's, pack's), lane for lane: a row's
+// result is the same bits alone (decode), in a batch of any size, and on
+// the file's layout repacked (fastGemmQ4_K, fastGemm16). Elsewhere they
+// stay in the file's layout.
+func TestFastX16InPlace(t *testing.T) {
+	for _, f := range []quant.Format{quant.Q4_K, quant.Q5_0, quant.Q8_0} {
+		t.Run(f.String(), func(t *testing.T) { testFastX16InPlace(t, f) })
+	}
+}
+
+func testFastX16InPlace(t *testing.T, f quant.Format) {
 	const out, in = 48, 1024
 	r := rand.New(rand.NewPCG(15, 16))
-	f := quant.Q4_K
 	w := quantMatrix(r, f, out, in)
 	// PackQuantFast gives its source's pages back: a copy's.
 	pk := PackQuantFast(append([]byte(nil), w...), f, out, in)
 	if !fastGemmOK() {
-		if pk != nil {
-			t.Fatalf("Q4_K regrouped for fast mode without VNNI kernels (%s)", Name())
+		if pk != nil && !packAll {
+			t.Fatalf("%s regrouped for fast mode without VNNI kernels (%s)", f, Name())
 		}
 		return
 	}
 	if pk == nil || pk.x16 == nil {
-		t.Fatal("Q4_K not regrouped for fast mode on a VNNI machine")
+		t.Fatalf("%s not regrouped for fast mode on a VNNI machine", f)
 	}
 	rows := Weight{Kind: Quant, Format: f, Bytes: w}
 	x16 := Weight{Kind: X16, x16: packX16(w, f, out, in, nil)}

@@ -258,17 +258,24 @@ var iq4LevelsU8 = func() (t [16]byte) {
 // gemmFastX16 is gemmFast on a regrouped Q4_0, IQ4_NL, Q8_0 or IQ4_XS
 // weight: each group of 16 rows is repacked straight
 // from the regrouping (fastPackX16*), whose words are already the rows'
-// side by side. Q4_K's kernels read its regrouping as it is.
+// side by side. Q4_K's, Q5_0's and Q8_0's kernels read their regrouping as
+// it is.
 func gemmFastX16(y []float32, T int, p *x16, out, in, r0, r1 int, a *acts) bool {
 	if r0%16 != 0 || r1%16 != 0 {
 		return false
 	}
-	if p.f == quant.Q4_K {
+	if p.f == quant.Q4_K || p.f == quant.Q5_0 || p.f == quant.Q8_0 && fastGemmOK() {
 		for g := r0 / 16; g < r1/16; g++ {
 			if g+1 < r1/16 && canPrefetch() {
 				prefetch(uintptr(unsafe.Pointer(&p.data[(g+1)*p.groupBytes()])), p.groupBytes()/64)
 			}
-			if !asmFastGemmX16K(p, g, a.q, a.d, a.sums, T, y[16*g:], out) {
+			var ok bool
+			if p.f == quant.Q4_K {
+				ok = asmFastGemmX16K(p, g, a.q, a.d, a.sums, T, y[16*g:], out)
+			} else {
+				ok = asmFastGemmX16Q8(p, g, a.q, a.d, a.corr, T, y[16*g:], out)
+			}
+			if !ok {
 				return false
 			}
 		}

@@ -877,6 +877,46 @@ func fastGemmX16Q4_Kx2VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, 
 //go:noescape
 func fastGemmX16Q4_Kx1VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, xs *int16, rows int, y *float32, ldy int)
 
+// fastX16Q5_0VNNI computes y[r] = w_r · x for groups regrouped groups of 16 Q5_0 rows of blocks blocks and Q8_0 activations xq, xd (corr: their block sums times the weights' offset).
+//
+//go:noescape
+func fastX16Q5_0VNNI(w *byte, groups int, blocks int, xq *int8, xd *float32, corr *int32, y *float32)
+
+// fastGemmX16Q5_0x4VNNI computes 16 columns of y for rows rows of Q8_0 activations (a multiple of 4) against one regrouped group of 16 Q5_0 rows.
+//
+//go:noescape
+func fastGemmX16Q5_0x4VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+
+// fastGemmX16Q5_0x2VNNI computes 16 columns of y for rows rows of Q8_0 activations (a multiple of 2) against one regrouped group of 16 Q5_0 rows.
+//
+//go:noescape
+func fastGemmX16Q5_0x2VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+
+// fastGemmX16Q5_0x1VNNI computes 16 columns of y for rows rows of Q8_0 activations (a multiple of 1) against one regrouped group of 16 Q5_0 rows.
+//
+//go:noescape
+func fastGemmX16Q5_0x1VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+
+// fastX16Q8_0VNNI computes y[r] = w_r · x for groups regrouped groups of 16 Q8_0 rows of blocks blocks and Q8_0 activations xq, xd (corr: their block sums times the weights' offset).
+//
+//go:noescape
+func fastX16Q8_0VNNI(w *byte, groups int, blocks int, xq *int8, xd *float32, corr *int32, y *float32)
+
+// fastGemmX16Q8_0x4VNNI computes 16 columns of y for rows rows of Q8_0 activations (a multiple of 4) against one regrouped group of 16 Q8_0 rows.
+//
+//go:noescape
+func fastGemmX16Q8_0x4VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+
+// fastGemmX16Q8_0x2VNNI computes 16 columns of y for rows rows of Q8_0 activations (a multiple of 2) against one regrouped group of 16 Q8_0 rows.
+//
+//go:noescape
+func fastGemmX16Q8_0x2VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+
+// fastGemmX16Q8_0x1VNNI computes 16 columns of y for rows rows of Q8_0 activations (a multiple of 1) against one regrouped group of 16 Q8_0 rows.
+//
+//go:noescape
+func fastGemmX16Q8_0x1VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+
 // fastIQ4_NLAVX2 computes y[r] = w_r · x for rows IQ4_NL rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd.
 //
 //go:noescape

@@ -34166,6 +34166,837 @@ fastGemmX16Q4_Kx1VNNI_end:
 	VZEROUPPER
 	RET
 
+// func fastX16Q5_0VNNI(w *byte, groups int, blocks int, xq *int8, xd *float32, corr *int32, y *float32)
+// Requires: AVX, AVX512F, AVX512VNNI, MMX+
+TEXT ·fastX16Q5_0VNNI(SB), NOSPLIT, $0-56
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z1
+	VPXORD       Z0, Z0, Z2
+	MOVQ         xq+24(FP), CX
+	MOVQ         xd+32(FP), DX
+	MOVQ         corr+40(FP), BX
+	MOVQ         y+48(FP), SI
+	MOVQ         blocks+16(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         groups+8(FP), AX
+	MOVQ         w+0(FP), DI
+
+fastX16Q5_0VNNI_outer:
+	TESTQ     AX, AX
+	JZ        fastX16Q5_0VNNI_end
+	MOVQ      blocks+16(FP), R8
+	VMOVDQA64 Z2, Z3
+
+fastX16Q5_0VNNI_block:
+	PREFETCHNTA   6144(DI)
+	PREFETCHNTA   6208(DI)
+	PREFETCHNTA   6272(DI)
+	PREFETCHNTA   6336(DI)
+	PREFETCHNTA   6400(DI)
+	PREFETCHNTA   6464(DI)
+	VMOVDQA64     Z2, Z4
+	VMOVDQA64     Z2, Z5
+	VMOVDQU32     32(DI), Z6
+	VMOVDQU32     96(DI), Z7
+	VPSLLD        $0x04, Z6, Z8
+	VPANDD        Z1, Z8, Z8
+	VPTERNLOGD    $0xf8, Z7, Z0, Z8
+	VPDPBUSD.BCST (CX), Z8, Z4
+	VMOVDQA64     Z6, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z1, Z8, Z8
+	VPTERNLOGD    $0xf8, Z7, Z0, Z8
+	VPDPBUSD.BCST 16(CX), Z8, Z4
+	VMOVDQU32     160(DI), Z7
+	VPSLLD        $0x03, Z6, Z8
+	VPANDD        Z1, Z8, Z8
+	VPTERNLOGD    $0xf8, Z7, Z0, Z8
+	VPDPBUSD.BCST 4(CX), Z8, Z5
+	VPSRLD        $0x01, Z6, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z1, Z8, Z8
+	VPTERNLOGD    $0xf8, Z7, Z0, Z8
+	VPDPBUSD.BCST 20(CX), Z8, Z5
+	VMOVDQU32     224(DI), Z7
+	VPSLLD        $0x02, Z6, Z8
+	VPANDD        Z1, Z8, Z8
+	VPTERNLOGD    $0xf8, Z7, Z0, Z8
+	VPDPBUSD.BCST 8(CX), Z8, Z4
+	VPSRLD        $0x02, Z6, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z1, Z8, Z8
+	VPTERNLOGD    $0xf8, Z7, Z0, Z8
+	VPDPBUSD.BCST 24(CX), Z8, Z4
+	VMOVDQU32     288(DI), Z7
+	VPSLLD        $0x01, Z6, Z8
+	VPANDD        Z1, Z8, Z8
+	VPTERNLOGD    $0xf8, Z7, Z0, Z8
+	VPDPBUSD.BCST 12(CX), Z8, Z5
+	VPSRLD        $0x03, Z6, Z6
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z1, Z6, Z6
+	VPTERNLOGD    $0xf8, Z7, Z0, Z6
+	VPDPBUSD.BCST 28(CX), Z6, Z5
+	VCVTPH2PS     (DI), Z6
+	VPADDD        Z5, Z4, Z4
+	VPSUBD.BCST   (BX), Z4, Z4
+	VCVTDQ2PS     Z4, Z4
+	VMULPS.BCST   (DX), Z6, Z5
+	VFMADD231PS   Z5, Z4, Z3
+	ADDQ          $0x00000160, DI
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          R8
+	JNZ           fastX16Q5_0VNNI_block
+	VMOVUPS       Z3, (SI)
+	ADDQ          $0x40, SI
+	MOVQ          xq+24(FP), CX
+	MOVQ          xd+32(FP), DX
+	MOVQ          corr+40(FP), BX
+	DECQ          AX
+	JMP           fastX16Q5_0VNNI_outer
+
+fastX16Q5_0VNNI_end:
+	VZEROUPPER
+	RET
+
+// func fastGemmX16Q5_0x4VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512F, AVX512VNNI
+TEXT ·fastGemmX16Q5_0x4VNNI(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z1
+	VPXORD       Z0, Z0, Z2
+	MOVQ         xq+16(FP), CX
+	MOVQ         xd+32(FP), DX
+	MOVQ         corr+40(FP), BX
+	MOVQ         y+56(FP), SI
+	MOVQ         blocks+8(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         rows+48(FP), AX
+	MOVQ         ldx+24(FP), DI
+	LEAQ         (DI)(DI*2), R9
+	LEAQ         (R8)(R8*2), R10
+
+fastGemmX16Q5_0x4VNNI_outer:
+	TESTQ     AX, AX
+	JZ        fastGemmX16Q5_0x4VNNI_end
+	MOVQ      w+0(FP), R11
+	MOVQ      blocks+8(FP), R12
+	VMOVDQA64 Z2, Z3
+	VMOVDQA64 Z2, Z4
+	VMOVDQA64 Z2, Z5
+	VMOVDQA64 Z2, Z6
+
+fastGemmX16Q5_0x4VNNI_block:
+	VMOVDQA64     Z2, Z7
+	VMOVDQA64     Z2, Z8
+	VMOVDQA64     Z2, Z9
+	VMOVDQA64     Z2, Z10
+	VMOVDQU32     32(R11), Z11
+	VMOVDQU32     96(R11), Z12
+	VPSLLD        $0x04, Z11, Z13
+	VPANDD        Z1, Z13, Z13
+	VPTERNLOGD    $0xf8, Z12, Z0, Z13
+	VPDPBUSD.BCST (CX), Z13, Z7
+	VPDPBUSD.BCST (CX)(DI*1), Z13, Z8
+	VPDPBUSD.BCST (CX)(DI*2), Z13, Z9
+	VPDPBUSD.BCST (CX)(R9*1), Z13, Z10
+	VMOVDQA64     Z11, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z1, Z13, Z13
+	VPTERNLOGD    $0xf8, Z12, Z0, Z13
+	VPDPBUSD.BCST 16(CX), Z13, Z7
+	VPDPBUSD.BCST 16(CX)(DI*1), Z13, Z8
+	VPDPBUSD.BCST 16(CX)(DI*2), Z13, Z9
+	VPDPBUSD.BCST 16(CX)(R9*1), Z13, Z10
+	VMOVDQU32     160(R11), Z12
+	VPSLLD        $0x03, Z11, Z13
+	VPANDD        Z1, Z13, Z13
+	VPTERNLOGD    $0xf8, Z12, Z0, Z13
+	VPDPBUSD.BCST 4(CX), Z13, Z7
+	VPDPBUSD.BCST 4(CX)(DI*1), Z13, Z8
+	VPDPBUSD.BCST 4(CX)(DI*2), Z13, Z9
+	VPDPBUSD.BCST 4(CX)(R9*1), Z13, Z10
+	VPSRLD        $0x01, Z11, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z1, Z13, Z13
+	VPTERNLOGD    $0xf8, Z12, Z0, Z13
+	VPDPBUSD.BCST 20(CX), Z13, Z7
+	VPDPBUSD.BCST 20(CX)(DI*1), Z13, Z8
+	VPDPBUSD.BCST 20(CX)(DI*2), Z13, Z9
+	VPDPBUSD.BCST 20(CX)(R9*1), Z13, Z10
+	VMOVDQU32     224(R11), Z12
+	VPSLLD        $0x02, Z11, Z13
+	VPANDD        Z1, Z13, Z13
+	VPTERNLOGD    $0xf8, Z12, Z0, Z13
+	VPDPBUSD.BCST 8(CX), Z13, Z7
+	VPDPBUSD.BCST 8(CX)(DI*1), Z13, Z8
+	VPDPBUSD.BCST 8(CX)(DI*2), Z13, Z9
+	VPDPBUSD.BCST 8(CX)(R9*1), Z13, Z10
+	VPSRLD        $0x02, Z11, Z13
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z1, Z13, Z13
+	VPTERNLOGD    $0xf8, Z12, Z0, Z13
+	VPDPBUSD.BCST 24(CX), Z13, Z7
+	VPDPBUSD.BCST 24(CX)(DI*1), Z13, Z8
+	VPDPBUSD.BCST 24(CX)(DI*2), Z13, Z9
+	VPDPBUSD.BCST 24(CX)(R9*1), Z13, Z10
+	VMOVDQU32     288(R11), Z12
+	VPSLLD        $0x01, Z11, Z13
+	VPANDD        Z1, Z13, Z13
+	VPTERNLOGD    $0xf8, Z12, Z0, Z13
+	VPDPBUSD.BCST 12(CX), Z13, Z7
+	VPDPBUSD.BCST 12(CX)(DI*1), Z13, Z8
+	VPDPBUSD.BCST 12(CX)(DI*2), Z13, Z9
+	VPDPBUSD.BCST 12(CX)(R9*1), Z13, Z10
+	VPSRLD        $0x03, Z11, Z11
+	VPSRLD        $0x04, Z12, Z12
+	VPANDD        Z1, Z11, Z11
+	VPTERNLOGD    $0xf8, Z12, Z0, Z11
+	VPDPBUSD.BCST 28(CX), Z11, Z7
+	VPDPBUSD.BCST 28(CX)(DI*1), Z11, Z8
+	VPDPBUSD.BCST 28(CX)(DI*2), Z11, Z9
+	VPDPBUSD.BCST 28(CX)(R9*1), Z11, Z10
+	VCVTPH2PS     (R11), Z11
+	VPSUBD.BCST   (BX), Z7, Z7
+	VCVTDQ2PS     Z7, Z7
+	VMULPS.BCST   (DX), Z11, Z12
+	VFMADD231PS   Z12, Z7, Z3
+	VPSUBD.BCST   (BX)(R8*1), Z8, Z8
+	VCVTDQ2PS     Z8, Z8
+	VMULPS.BCST   (DX)(R8*1), Z11, Z7
+	VFMADD231PS   Z7, Z8, Z4
+	VPSUBD.BCST   (BX)(R8*2), Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VMULPS.BCST   (DX)(R8*2), Z11, Z7
+	VFMADD231PS   Z7, Z9, Z5
+	VPSUBD.BCST   (BX)(R10*1), Z10, Z10
+	VCVTDQ2PS     Z10, Z10
+	VMULPS.BCST   (DX)(R10*1), Z11, Z7
+	VFMADD231PS   Z7, Z10, Z6
+	ADDQ          $0x00000160, R11
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          R12
+	JNZ           fastGemmX16Q5_0x4VNNI_block
+	MOVQ          ldy+64(FP), R11
+	SHLQ          $0x02, R11
+	VMOVUPS       Z3, (SI)
+	ADDQ          R11, SI
+	VMOVUPS       Z4, (SI)
+	ADDQ          R11, SI
+	VMOVUPS       Z5, (SI)
+	ADDQ          R11, SI
+	VMOVUPS       Z6, (SI)
+	ADDQ          R11, SI
+	MOVQ          R8, R12
+	SHLQ          $0x03, R12
+	SUBQ          R12, CX
+	ADDQ          DI, CX
+	ADDQ          DI, CX
+	ADDQ          DI, CX
+	ADDQ          DI, CX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	SUBQ          $0x04, AX
+	JMP           fastGemmX16Q5_0x4VNNI_outer
+
+fastGemmX16Q5_0x4VNNI_end:
+	VZEROUPPER
+	RET
+
+// func fastGemmX16Q5_0x2VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512F, AVX512VNNI
+TEXT ·fastGemmX16Q5_0x2VNNI(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z1
+	VPXORD       Z0, Z0, Z2
+	MOVQ         xq+16(FP), CX
+	MOVQ         xd+32(FP), DX
+	MOVQ         corr+40(FP), BX
+	MOVQ         y+56(FP), SI
+	MOVQ         blocks+8(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         rows+48(FP), AX
+	MOVQ         ldx+24(FP), DI
+
+fastGemmX16Q5_0x2VNNI_outer:
+	TESTQ     AX, AX
+	JZ        fastGemmX16Q5_0x2VNNI_end
+	MOVQ      w+0(FP), R9
+	MOVQ      blocks+8(FP), R10
+	VMOVDQA64 Z2, Z3
+	VMOVDQA64 Z2, Z4
+
+fastGemmX16Q5_0x2VNNI_block:
+	VMOVDQA64     Z2, Z5
+	VMOVDQA64     Z2, Z6
+	VMOVDQA64     Z2, Z7
+	VMOVDQA64     Z2, Z8
+	VMOVDQU32     32(R9), Z9
+	VMOVDQU32     96(R9), Z10
+	VPSLLD        $0x04, Z9, Z11
+	VPANDD        Z1, Z11, Z11
+	VPTERNLOGD    $0xf8, Z10, Z0, Z11
+	VPDPBUSD.BCST (CX), Z11, Z5
+	VPDPBUSD.BCST (CX)(DI*1), Z11, Z7
+	VMOVDQA64     Z9, Z11
+	VPSRLD        $0x04, Z10, Z10
+	VPANDD        Z1, Z11, Z11
+	VPTERNLOGD    $0xf8, Z10, Z0, Z11
+	VPDPBUSD.BCST 16(CX), Z11, Z5
+	VPDPBUSD.BCST 16(CX)(DI*1), Z11, Z7
+	VMOVDQU32     160(R9), Z10
+	VPSLLD        $0x03, Z9, Z11
+	VPANDD        Z1, Z11, Z11
+	VPTERNLOGD    $0xf8, Z10, Z0, Z11
+	VPDPBUSD.BCST 4(CX), Z11, Z6
+	VPDPBUSD.BCST 4(CX)(DI*1), Z11, Z8
+	VPSRLD        $0x01, Z9, Z11
+	VPSRLD        $0x04, Z10, Z10
+	VPANDD        Z1, Z11, Z11
+	VPTERNLOGD    $0xf8, Z10, Z0, Z11
+	VPDPBUSD.BCST 20(CX), Z11, Z6
+	VPDPBUSD.BCST 20(CX)(DI*1), Z11, Z8
+	VMOVDQU32     224(R9), Z10
+	VPSLLD        $0x02, Z9, Z11
+	VPANDD        Z1, Z11, Z11
+	VPTERNLOGD    $0xf8, Z10, Z0, Z11
+	VPDPBUSD.BCST 8(CX), Z11, Z5
+	VPDPBUSD.BCST 8(CX)(DI*1), Z11, Z7
+	VPSRLD        $0x02, Z9, Z11
+	VPSRLD        $0x04, Z10, Z10
+	VPANDD        Z1, Z11, Z11
+	VPTERNLOGD    $0xf8, Z10, Z0, Z11
+	VPDPBUSD.BCST 24(CX), Z11, Z5
+	VPDPBUSD.BCST 24(CX)(DI*1), Z11, Z7
+	VMOVDQU32     288(R9), Z10
+	VPSLLD        $0x01, Z9, Z11
+	VPANDD        Z1, Z11, Z11
+	VPTERNLOGD    $0xf8, Z10, Z0, Z11
+	VPDPBUSD.BCST 12(CX), Z11, Z6
+	VPDPBUSD.BCST 12(CX)(DI*1), Z11, Z8
+	VPSRLD        $0x03, Z9, Z9
+	VPSRLD        $0x04, Z10, Z10
+	VPANDD        Z1, Z9, Z9
+	VPTERNLOGD    $0xf8, Z10, Z0, Z9
+	VPDPBUSD.BCST 28(CX), Z9, Z6
+	VPDPBUSD.BCST 28(CX)(DI*1), Z9, Z8
+	VCVTPH2PS     (R9), Z9
+	VPADDD        Z6, Z5, Z5
+	VPSUBD.BCST   (BX), Z5, Z5
+	VCVTDQ2PS     Z5, Z5
+	VMULPS.BCST   (DX), Z9, Z6
+	VFMADD231PS   Z6, Z5, Z3
+	VPADDD        Z8, Z7, Z7
+	VPSUBD.BCST   (BX)(R8*1), Z7, Z7
+	VCVTDQ2PS     Z7, Z7
+	VMULPS.BCST   (DX)(R8*1), Z9, Z5
+	VFMADD231PS   Z5, Z7, Z4
+	ADDQ          $0x00000160, R9
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          R10
+	JNZ           fastGemmX16Q5_0x2VNNI_block
+	MOVQ          ldy+64(FP), R9
+	SHLQ          $0x02, R9
+	VMOVUPS       Z3, (SI)
+	ADDQ          R9, SI
+	VMOVUPS       Z4, (SI)
+	ADDQ          R9, SI
+	MOVQ          R8, R10
+	SHLQ          $0x03, R10
+	SUBQ          R10, CX
+	ADDQ          DI, CX
+	ADDQ          DI, CX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	SUBQ          $0x02, AX
+	JMP           fastGemmX16Q5_0x2VNNI_outer
+
+fastGemmX16Q5_0x2VNNI_end:
+	VZEROUPPER
+	RET
+
+// func fastGemmX16Q5_0x1VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512F, AVX512VNNI
+TEXT ·fastGemmX16Q5_0x1VNNI(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z1
+	VPXORD       Z0, Z0, Z2
+	MOVQ         xq+16(FP), CX
+	MOVQ         xd+32(FP), DX
+	MOVQ         corr+40(FP), BX
+	MOVQ         y+56(FP), SI
+	MOVQ         blocks+8(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         rows+48(FP), AX
+	MOVQ         ldx+24(FP), DI
+
+fastGemmX16Q5_0x1VNNI_outer:
+	TESTQ     AX, AX
+	JZ        fastGemmX16Q5_0x1VNNI_end
+	MOVQ      w+0(FP), R9
+	MOVQ      blocks+8(FP), R10
+	VMOVDQA64 Z2, Z3
+
+fastGemmX16Q5_0x1VNNI_block:
+	VMOVDQA64     Z2, Z4
+	VMOVDQA64     Z2, Z5
+	VMOVDQU32     32(R9), Z6
+	VMOVDQU32     96(R9), Z7
+	VPSLLD        $0x04, Z6, Z8
+	VPANDD        Z1, Z8, Z8
+	VPTERNLOGD    $0xf8, Z7, Z0, Z8
+	VPDPBUSD.BCST (CX), Z8, Z4
+	VMOVDQA64     Z6, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z1, Z8, Z8
+	VPTERNLOGD    $0xf8, Z7, Z0, Z8
+	VPDPBUSD.BCST 16(CX), Z8, Z4
+	VMOVDQU32     160(R9), Z7
+	VPSLLD        $0x03, Z6, Z8
+	VPANDD        Z1, Z8, Z8
+	VPTERNLOGD    $0xf8, Z7, Z0, Z8
+	VPDPBUSD.BCST 4(CX), Z8, Z5
+	VPSRLD        $0x01, Z6, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z1, Z8, Z8
+	VPTERNLOGD    $0xf8, Z7, Z0, Z8
+	VPDPBUSD.BCST 20(CX), Z8, Z5
+	VMOVDQU32     224(R9), Z7
+	VPSLLD        $0x02, Z6, Z8
+	VPANDD        Z1, Z8, Z8
+	VPTERNLOGD    $0xf8, Z7, Z0, Z8
+	VPDPBUSD.BCST 8(CX), Z8, Z4
+	VPSRLD        $0x02, Z6, Z8
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z1, Z8, Z8
+	VPTERNLOGD    $0xf8, Z7, Z0, Z8
+	VPDPBUSD.BCST 24(CX), Z8, Z4
+	VMOVDQU32     288(R9), Z7
+	VPSLLD        $0x01, Z6, Z8
+	VPANDD        Z1, Z8, Z8
+	VPTERNLOGD    $0xf8, Z7, Z0, Z8
+	VPDPBUSD.BCST 12(CX), Z8, Z5
+	VPSRLD        $0x03, Z6, Z6
+	VPSRLD        $0x04, Z7, Z7
+	VPANDD        Z1, Z6, Z6
+	VPTERNLOGD    $0xf8, Z7, Z0, Z6
+	VPDPBUSD.BCST 28(CX), Z6, Z5
+	VCVTPH2PS     (R9), Z6
+	VPADDD        Z5, Z4, Z4
+	VPSUBD.BCST   (BX), Z4, Z4
+	VCVTDQ2PS     Z4, Z4
+	VMULPS.BCST   (DX), Z6, Z5
+	VFMADD231PS   Z5, Z4, Z3
+	ADDQ          $0x00000160, R9
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          R10
+	JNZ           fastGemmX16Q5_0x1VNNI_block
+	MOVQ          ldy+64(FP), R9
+	SHLQ          $0x02, R9
+	VMOVUPS       Z3, (SI)
+	ADDQ          R9, SI
+	MOVQ          R8, R10
+	SHLQ          $0x03, R10
+	SUBQ          R10, CX
+	ADDQ          DI, CX
+	SUBQ          $0x01, AX
+	JMP           fastGemmX16Q5_0x1VNNI_outer
+
+fastGemmX16Q5_0x1VNNI_end:
+	VZEROUPPER
+	RET
+
+// func fastX16Q8_0VNNI(w *byte, groups int, blocks int, xq *int8, xd *float32, corr *int32, y *float32)
+// Requires: AVX, AVX512F, AVX512VNNI, MMX+
+TEXT ·fastX16Q8_0VNNI(SB), NOSPLIT, $0-56
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VPXORD       Z0, Z0, Z1
+	MOVQ         xq+24(FP), CX
+	MOVQ         xd+32(FP), DX
+	MOVQ         corr+40(FP), BX
+	MOVQ         y+48(FP), SI
+	MOVQ         blocks+16(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         groups+8(FP), AX
+	MOVQ         w+0(FP), DI
+
+fastX16Q8_0VNNI_outer:
+	TESTQ     AX, AX
+	JZ        fastX16Q8_0VNNI_end
+	MOVQ      blocks+16(FP), R8
+	VMOVDQA64 Z1, Z2
+
+fastX16Q8_0VNNI_block:
+	PREFETCHNTA   6144(DI)
+	PREFETCHNTA   6208(DI)
+	PREFETCHNTA   6272(DI)
+	PREFETCHNTA   6336(DI)
+	PREFETCHNTA   6400(DI)
+	PREFETCHNTA   6464(DI)
+	PREFETCHNTA   6528(DI)
+	PREFETCHNTA   6592(DI)
+	PREFETCHNTA   6656(DI)
+	VMOVDQA64     Z1, Z3
+	VMOVDQA64     Z1, Z4
+	VPXORD        32(DI), Z0, Z5
+	VPDPBUSD.BCST (CX), Z5, Z3
+	VPXORD        96(DI), Z0, Z5
+	VPDPBUSD.BCST 4(CX), Z5, Z4
+	VPXORD        160(DI), Z0, Z5
+	VPDPBUSD.BCST 8(CX), Z5, Z3
+	VPXORD        224(DI), Z0, Z5
+	VPDPBUSD.BCST 12(CX), Z5, Z4
+	VPXORD        288(DI), Z0, Z5
+	VPDPBUSD.BCST 16(CX), Z5, Z3
+	VPXORD        352(DI), Z0, Z5
+	VPDPBUSD.BCST 20(CX), Z5, Z4
+	VPXORD        416(DI), Z0, Z5
+	VPDPBUSD.BCST 24(CX), Z5, Z3
+	VPXORD        480(DI), Z0, Z5
+	VPDPBUSD.BCST 28(CX), Z5, Z4
+	VCVTPH2PS     (DI), Z5
+	VPADDD        Z4, Z3, Z3
+	VPSUBD.BCST   (BX), Z3, Z3
+	VCVTDQ2PS     Z3, Z3
+	VMULPS.BCST   (DX), Z5, Z4
+	VFMADD231PS   Z4, Z3, Z2
+	ADDQ          $0x00000220, DI
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          R8
+	JNZ           fastX16Q8_0VNNI_block
+	VMOVUPS       Z2, (SI)
+	ADDQ          $0x40, SI
+	MOVQ          xq+24(FP), CX
+	MOVQ          xd+32(FP), DX
+	MOVQ          corr+40(FP), BX
+	DECQ          AX
+	JMP           fastX16Q8_0VNNI_outer
+
+fastX16Q8_0VNNI_end:
+	VZEROUPPER
+	RET
+
+// func fastGemmX16Q8_0x4VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512F, AVX512VNNI
+TEXT ·fastGemmX16Q8_0x4VNNI(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VPXORD       Z0, Z0, Z1
+	MOVQ         xq+16(FP), CX
+	MOVQ         xd+32(FP), DX
+	MOVQ         corr+40(FP), BX
+	MOVQ         y+56(FP), SI
+	MOVQ         blocks+8(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         rows+48(FP), AX
+	MOVQ         ldx+24(FP), DI
+	LEAQ         (DI)(DI*2), R9
+	LEAQ         (R8)(R8*2), R10
+
+fastGemmX16Q8_0x4VNNI_outer:
+	TESTQ     AX, AX
+	JZ        fastGemmX16Q8_0x4VNNI_end
+	MOVQ      w+0(FP), R11
+	MOVQ      blocks+8(FP), R12
+	VMOVDQA64 Z1, Z2
+	VMOVDQA64 Z1, Z3
+	VMOVDQA64 Z1, Z4
+	VMOVDQA64 Z1, Z5
+
+fastGemmX16Q8_0x4VNNI_block:
+	VMOVDQA64     Z1, Z6
+	VMOVDQA64     Z1, Z7
+	VMOVDQA64     Z1, Z8
+	VMOVDQA64     Z1, Z9
+	VPXORD        32(R11), Z0, Z10
+	VPDPBUSD.BCST (CX), Z10, Z6
+	VPDPBUSD.BCST (CX)(DI*1), Z10, Z7
+	VPDPBUSD.BCST (CX)(DI*2), Z10, Z8
+	VPDPBUSD.BCST (CX)(R9*1), Z10, Z9
+	VPXORD        96(R11), Z0, Z10
+	VPDPBUSD.BCST 4(CX), Z10, Z6
+	VPDPBUSD.BCST 4(CX)(DI*1), Z10, Z7
+	VPDPBUSD.BCST 4(CX)(DI*2), Z10, Z8
+	VPDPBUSD.BCST 4(CX)(R9*1), Z10, Z9
+	VPXORD        160(R11), Z0, Z10
+	VPDPBUSD.BCST 8(CX), Z10, Z6
+	VPDPBUSD.BCST 8(CX)(DI*1), Z10, Z7
+	VPDPBUSD.BCST 8(CX)(DI*2), Z10, Z8
+	VPDPBUSD.BCST 8(CX)(R9*1), Z10, Z9
+	VPXORD        224(R11), Z0, Z10
+	VPDPBUSD.BCST 12(CX), Z10, Z6
+	VPDPBUSD.BCST 12(CX)(DI*1), Z10, Z7
+	VPDPBUSD.BCST 12(CX)(DI*2), Z10, Z8
+	VPDPBUSD.BCST 12(CX)(R9*1), Z10, Z9
+	VPXORD        288(R11), Z0, Z10
+	VPDPBUSD.BCST 16(CX), Z10, Z6
+	VPDPBUSD.BCST 16(CX)(DI*1), Z10, Z7
+	VPDPBUSD.BCST 16(CX)(DI*2), Z10, Z8
+	VPDPBUSD.BCST 16(CX)(R9*1), Z10, Z9
+	VPXORD        352(R11), Z0, Z10
+	VPDPBUSD.BCST 20(CX), Z10, Z6
+	VPDPBUSD.BCST 20(CX)(DI*1), Z10, Z7
+	VPDPBUSD.BCST 20(CX)(DI*2), Z10, Z8
+	VPDPBUSD.BCST 20(CX)(R9*1), Z10, Z9
+	VPXORD        416(R11), Z0, Z10
+	VPDPBUSD.BCST 24(CX), Z10, Z6
+	VPDPBUSD.BCST 24(CX)(DI*1), Z10, Z7
+	VPDPBUSD.BCST 24(CX)(DI*2), Z10, Z8
+	VPDPBUSD.BCST 24(CX)(R9*1), Z10, Z9
+	VPXORD        480(R11), Z0, Z10
+	VPDPBUSD.BCST 28(CX), Z10, Z6
+	VPDPBUSD.BCST 28(CX)(DI*1), Z10, Z7
+	VPDPBUSD.BCST 28(CX)(DI*2), Z10, Z8
+	VPDPBUSD.BCST 28(CX)(R9*1), Z10, Z9
+	VCVTPH2PS     (R11), Z10
+	VPSUBD.BCST   (BX), Z6, Z6
+	VCVTDQ2PS     Z6, Z6
+	VMULPS.BCST   (DX), Z10, Z11
+	VFMADD231PS   Z11, Z6, Z2
+	VPSUBD.BCST   (BX)(R8*1), Z7, Z7
+	VCVTDQ2PS     Z7, Z7
+	VMULPS.BCST   (DX)(R8*1), Z10, Z6
+	VFMADD231PS   Z6, Z7, Z3
+	VPSUBD.BCST   (BX)(R8*2), Z8, Z8
+	VCVTDQ2PS     Z8, Z8
+	VMULPS.BCST   (DX)(R8*2), Z10, Z6
+	VFMADD231PS   Z6, Z8, Z4
+	VPSUBD.BCST   (BX)(R10*1), Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VMULPS.BCST   (DX)(R10*1), Z10, Z6
+	VFMADD231PS   Z6, Z9, Z5
+	ADDQ          $0x00000220, R11
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          R12
+	JNZ           fastGemmX16Q8_0x4VNNI_block
+	MOVQ          ldy+64(FP), R11
+	SHLQ          $0x02, R11
+	VMOVUPS       Z2, (SI)
+	ADDQ          R11, SI
+	VMOVUPS       Z3, (SI)
+	ADDQ          R11, SI
+	VMOVUPS       Z4, (SI)
+	ADDQ          R11, SI
+	VMOVUPS       Z5, (SI)
+	ADDQ          R11, SI
+	MOVQ          R8, R12
+	SHLQ          $0x03, R12
+	SUBQ          R12, CX
+	ADDQ          DI, CX
+	ADDQ          DI, CX
+	ADDQ          DI, CX
+	ADDQ          DI, CX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	SUBQ          $0x04, AX
+	JMP           fastGemmX16Q8_0x4VNNI_outer
+
+fastGemmX16Q8_0x4VNNI_end:
+	VZEROUPPER
+	RET
+
+// func fastGemmX16Q8_0x2VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512F, AVX512VNNI
+TEXT ·fastGemmX16Q8_0x2VNNI(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VPXORD       Z0, Z0, Z1
+	MOVQ         xq+16(FP), CX
+	MOVQ         xd+32(FP), DX
+	MOVQ         corr+40(FP), BX
+	MOVQ         y+56(FP), SI
+	MOVQ         blocks+8(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         rows+48(FP), AX
+	MOVQ         ldx+24(FP), DI
+
+fastGemmX16Q8_0x2VNNI_outer:
+	TESTQ     AX, AX
+	JZ        fastGemmX16Q8_0x2VNNI_end
+	MOVQ      w+0(FP), R9
+	MOVQ      blocks+8(FP), R10
+	VMOVDQA64 Z1, Z2
+	VMOVDQA64 Z1, Z3
+
+fastGemmX16Q8_0x2VNNI_block:
+	VMOVDQA64     Z1, Z4
+	VMOVDQA64     Z1, Z5
+	VMOVDQA64     Z1, Z6
+	VMOVDQA64     Z1, Z7
+	VPXORD        32(R9), Z0, Z8
+	VPDPBUSD.BCST (CX), Z8, Z4
+	VPDPBUSD.BCST (CX)(DI*1), Z8, Z6
+	VPXORD        96(R9), Z0, Z8
+	VPDPBUSD.BCST 4(CX), Z8, Z5
+	VPDPBUSD.BCST 4(CX)(DI*1), Z8, Z7
+	VPXORD        160(R9), Z0, Z8
+	VPDPBUSD.BCST 8(CX), Z8, Z4
+	VPDPBUSD.BCST 8(CX)(DI*1), Z8, Z6
+	VPXORD        224(R9), Z0, Z8
+	VPDPBUSD.BCST 12(CX), Z8, Z5
+	VPDPBUSD.BCST 12(CX)(DI*1), Z8, Z7
+	VPXORD        288(R9), Z0, Z8
+	VPDPBUSD.BCST 16(CX), Z8, Z4
+	VPDPBUSD.BCST 16(CX)(DI*1), Z8, Z6
+	VPXORD        352(R9), Z0, Z8
+	VPDPBUSD.BCST 20(CX), Z8, Z5
+	VPDPBUSD.BCST 20(CX)(DI*1), Z8, Z7
+	VPXORD        416(R9), Z0, Z8
+	VPDPBUSD.BCST 24(CX), Z8, Z4
+	VPDPBUSD.BCST 24(CX)(DI*1), Z8, Z6
+	VPXORD        480(R9), Z0, Z8
+	VPDPBUSD.BCST 28(CX), Z8, Z5
+	VPDPBUSD.BCST 28(CX)(DI*1), Z8, Z7
+	VCVTPH2PS     (R9), Z8
+	VPADDD        Z5, Z4, Z4
+	VPSUBD.BCST   (BX), Z4, Z4
+	VCVTDQ2PS     Z4, Z4
+	VMULPS.BCST   (DX), Z8, Z5
+	VFMADD231PS   Z5, Z4, Z2
+	VPADDD        Z7, Z6, Z6
+	VPSUBD.BCST   (BX)(R8*1), Z6, Z6
+	VCVTDQ2PS     Z6, Z6
+	VMULPS.BCST   (DX)(R8*1), Z8, Z4
+	VFMADD231PS   Z4, Z6, Z3
+	ADDQ          $0x00000220, R9
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          R10
+	JNZ           fastGemmX16Q8_0x2VNNI_block
+	MOVQ          ldy+64(FP), R9
+	SHLQ          $0x02, R9
+	VMOVUPS       Z2, (SI)
+	ADDQ          R9, SI
+	VMOVUPS       Z3, (SI)
+	ADDQ          R9, SI
+	MOVQ          R8, R10
+	SHLQ          $0x03, R10
+	SUBQ          R10, CX
+	ADDQ          DI, CX
+	ADDQ          DI, CX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	SUBQ          $0x02, AX
+	JMP           fastGemmX16Q8_0x2VNNI_outer
+
+fastGemmX16Q8_0x2VNNI_end:
+	VZEROUPPER
+	RET
+
+// func fastGemmX16Q8_0x1VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512F, AVX512VNNI
+TEXT ·fastGemmX16Q8_0x1VNNI(SB), NOSPLIT, $0-72
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z0
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z0
+	VPXORD       Z0, Z0, Z1
+	MOVQ         xq+16(FP), CX
+	MOVQ         xd+32(FP), DX
+	MOVQ         corr+40(FP), BX
+	MOVQ         y+56(FP), SI
+	MOVQ         blocks+8(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         rows+48(FP), AX
+	MOVQ         ldx+24(FP), DI
+
+fastGemmX16Q8_0x1VNNI_outer:
+	TESTQ     AX, AX
+	JZ        fastGemmX16Q8_0x1VNNI_end
+	MOVQ      w+0(FP), R9
+	MOVQ      blocks+8(FP), R10
+	VMOVDQA64 Z1, Z2
+
+fastGemmX16Q8_0x1VNNI_block:
+	VMOVDQA64     Z1, Z3
+	VMOVDQA64     Z1, Z4
+	VPXORD        32(R9), Z0, Z5
+	VPDPBUSD.BCST (CX), Z5, Z3
+	VPXORD        96(R9), Z0, Z5
+	VPDPBUSD.BCST 4(CX), Z5, Z4
+	VPXORD        160(R9), Z0, Z5
+	VPDPBUSD.BCST 8(CX), Z5, Z3
+	VPXORD        224(R9), Z0, Z5
+	VPDPBUSD.BCST 12(CX), Z5, Z4
+	VPXORD        288(R9), Z0, Z5
+	VPDPBUSD.BCST 16(CX), Z5, Z3
+	VPXORD        352(R9), Z0, Z5
+	VPDPBUSD.BCST 20(CX), Z5, Z4
+	VPXORD        416(R9), Z0, Z5
+	VPDPBUSD.BCST 24(CX), Z5, Z3
+	VPXORD        480(R9), Z0, Z5
+	VPDPBUSD.BCST 28(CX), Z5, Z4
+	VCVTPH2PS     (R9), Z5
+	VPADDD        Z4, Z3, Z3
+	VPSUBD.BCST   (BX), Z3, Z3
+	VCVTDQ2PS     Z3, Z3
+	VMULPS.BCST   (DX), Z5, Z4
+	VFMADD231PS   Z4, Z3, Z2
+	ADDQ          $0x00000220, R9
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          R10
+	JNZ           fastGemmX16Q8_0x1VNNI_block
+	MOVQ          ldy+64(FP), R9
+	SHLQ          $0x02, R9
+	VMOVUPS       Z2, (SI)
+	ADDQ          R9, SI
+	MOVQ          R8, R10
+	SHLQ          $0x03, R10
+	SUBQ          R10, CX
+	ADDQ          DI, CX
+	SUBQ          $0x01, AX
+	JMP           fastGemmX16Q8_0x1VNNI_outer
+
+fastGemmX16Q8_0x1VNNI_end:
+	VZEROUPPER
+	RET
+
 // func fastIQ4_NLAVX2(w *byte, ldw int, rows int, blocks int, xq *int8, xd *float32, y *float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·fastIQ4_NLAVX2(SB), NOSPLIT, $0-56

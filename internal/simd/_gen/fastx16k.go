@@ -232,3 +232,206 @@ func fastX16Q4K(R int, decode bool) {
 	VZEROUPPER()
 	RET()
 }
+
+// fastX16Q8 writes fast mode's VNNI kernels on Q5_0 or Q8_0 regrouped by
+// 16 rows, the formats whose blocks of 32 pair with Q8_0 activations. Q5_0
+// (x16.go: per block the 16 rows' d as halves, their fifth bits as q5Bits
+// (x16.go: per block the 16 rows' d as halves, their fifth bits as q5Bits
+// words at 32, then the nibbles as 4 words at 96: byte k of word j holds
+// column 4j+k in its low nibble and 16+4j+k in its high, whose fifth bits
+// are bits j and 4+j of byte k of the row's q5Bits word). Each lane is a
+// weight row: a word's nibbles, masked, with the fifth bit shifted to bit
+// 4 of each byte and merged in, are four unsigned 5-bit values for
+// VPDPBUSD against x's four bytes broadcast, so the regrouping needs no
+// repacking (pack's work, for every product of a batched decode). Q8_0's
+// 8 words of int8 (at 32, after the d) become unsigned by a flip of each
+// byte's top bit, as pack's do. The arithmetic is fastGemm16x*VNNI's,
+// lane for lane: per block
+//
+//	acc += float(Σ q·x − off·Σx)·(d·dx)
+//
+// with corr the activations' off·Σx a block (off 16 for Q5_0, 128 for
+// Q8_0). With decode set it writes fastX16<q>VNNI(w, groups, blocks, xq,
+// xd, corr, y), one row of activations against groups groups of 16 rows,
+// streamed with prefetches; otherwise fastGemmX16<q>x{R}VNNI(w, blocks,
+// xq, ldx, xd, corr, rows, y, ldy), rows rows of activations (a multiple
+// of R, ldx values and 4·blocks bytes of scales and corrections apart)
+// against one group, y's rows ldy floats apart.
+func fastX16Q8(fq string, R int, decode bool) {
+	name := fmt.Sprintf("fastGemmX16%sx%dVNNI", fq, R)
+	sig := "func(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)"
+	if decode {
+		name = "fastX16" + fq + "VNNI"
+		sig = "func(w *byte, groups int, blocks int, xq *int8, xd *float32, corr *int32, y *float32)"
+	}
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	if decode {
+		Doc(name + " computes y[r] = w_r · x for groups regrouped groups of 16 " + fq + " rows of blocks blocks and Q8_0 activations xq, xd (corr: their block sums times the weights' offset).")
+	} else {
+		Doc(fmt.Sprintf("%s computes 16 columns of y for rows rows of Q8_0 activations (a multiple of %d) against one regrouped group of 16 %s rows.", name, R, fq))
+	}
+	head, bsize := 96, 96+64*4
+	mask, bit4 := broadcast(avx512, 0x0f0f0f0f), broadcast(avx512, 0x10101010)
+	if fq == "Q8_0" {
+		head, bsize = 32, 32+64*8
+		mask = broadcast(avx512, 0x80808080)
+	}
+	zero := ZMM()
+	VPXORD(mask, mask, zero)
+	chains := 1
+	if R <= 2 {
+		chains = 2
+	}
+	loop, xp, dp, cp, yrow, ldx, lds := GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("xq"), xp)
+	Load(Param("xd"), dp)
+	Load(Param("corr"), cp)
+	Load(Param("y"), yrow)
+	Load(Param("blocks"), lds)
+	SHLQ(U8(2), lds)
+	if decode {
+		Load(Param("groups"), loop)
+	} else {
+		Load(Param("rows"), loop)
+		Load(Param("ldx"), ldx)
+	}
+	var ldx3, lds3 GPVirtual
+	if R > 2 {
+		ldx3, lds3 = GP64(), GP64()
+		LEAQ(Mem{Base: ldx, Index: ldx, Scale: 2}, ldx3)
+		LEAQ(Mem{Base: lds, Index: lds, Scale: 2}, lds3)
+	}
+	at := func(base, ld, ld3 GPVirtual, r, disp int) Mem {
+		switch r {
+		case 0:
+			return Mem{Base: base, Disp: disp}
+		case 1:
+			return Mem{Base: base, Index: ld, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: base, Index: ld, Scale: 2, Disp: disp}
+		}
+		return Mem{Base: base, Index: ld3, Scale: 1, Disp: disp}
+	}
+	acc := make([]VecVirtual, R)
+	for r := range acc {
+		acc[r] = ZMM()
+	}
+	pp, b := GP64(), GP64()
+	if decode {
+		Load(Param("w"), pp)
+	}
+	Label(name + "_outer")
+	TESTQ(loop, loop)
+	JZ(LabelRef(name + "_end"))
+	if !decode {
+		Load(Param("w"), pp)
+	}
+	Load(Param("blocks"), b)
+	for r := range acc {
+		VMOVDQA64(zero, acc[r])
+	}
+	Label(name + "_block")
+	if decode {
+		spreadPrefetch(pp, (bsize+63)/64, 0, 1)
+	}
+	dots := make([][]VecVirtual, R)
+	for r := range dots {
+		dots[r] = make([]VecVirtual, chains)
+		for c := range dots[r] {
+			dots[r][c] = ZMM()
+			VMOVDQA64(zero, dots[r][c])
+		}
+	}
+	if fq == "Q8_0" {
+		for j := 0; j < 8; j++ {
+			q := ZMM()
+			VPXORD(Mem{Base: pp, Disp: head + 64*j}, mask, q)
+			for r := 0; r < R; r++ {
+				VPDPBUSD_BCST(at(xp, ldx, ldx3, r, 4*j), q, dots[r][j%chains])
+			}
+		}
+	}
+	hm := ZMM()
+	for j := 0; fq == "Q5_0" && j < 4; j++ {
+		if j == 0 {
+			VMOVDQU32(Mem{Base: pp, Disp: 32}, hm)
+		}
+		v := ZMM()
+		VMOVDQU32(Mem{Base: pp, Disp: head + 64*j}, v)
+		for h := 0; h < 2; h++ {
+			// q = (nibble) | (fifth bit at bit 4): the bit is j (low
+			// nibble) or 4+j (high) of each byte of hm.
+			q, src := ZMM(), v
+			if h == 0 {
+				VPSLLD(U8(4-j), hm, q)
+			} else {
+				if j > 0 {
+					VPSRLD(U8(j), hm, q)
+				} else {
+					VMOVDQA64(hm, q)
+				}
+				src = ZMM()
+				VPSRLD(U8(4), v, src)
+			}
+			VPANDD(bit4, q, q)
+			VPTERNLOGD(U8(0xF8), src, mask, q) // q |= mask & src
+			for r := 0; r < R; r++ {
+				VPDPBUSD_BCST(at(xp, ldx, ldx3, r, 4*(4*h+j)), q, dots[r][(2*h+j)%chains])
+			}
+		}
+	}
+	dv := ZMM()
+	VCVTPH2PS(Mem{Base: pp}, dv)
+	for r := 0; r < R; r++ {
+		d := dots[r]
+		if chains == 2 {
+			VPADDD(d[1], d[0], d[0])
+		}
+		VPSUBD_BCST(at(cp, lds, lds3, r, 0), d[0], d[0])
+		VCVTDQ2PS(d[0], d[0])
+		s := ZMM()
+		VMULPS_BCST(at(dp, lds, lds3, r, 0), dv, s)
+		VFMADD231PS(s, d[0], acc[r])
+	}
+	ADDQ(U32(bsize), pp)
+	ADDQ(U8(32), xp)
+	ADDQ(U8(4), dp)
+	ADDQ(U8(4), cp)
+	DECQ(b)
+	JNZ(LabelRef(name + "_block"))
+	if decode {
+		VMOVUPS(acc[0], Mem{Base: yrow})
+		ADDQ(U8(64), yrow)
+		Load(Param("xq"), xp)
+		Load(Param("xd"), dp)
+		Load(Param("corr"), cp)
+		DECQ(loop)
+		JMP(LabelRef(name + "_outer"))
+	} else {
+		ldy := GP64()
+		Load(Param("ldy"), ldy)
+		SHLQ(U8(2), ldy)
+		for r := 0; r < R; r++ {
+			VMOVUPS(acc[r], Mem{Base: yrow})
+			ADDQ(ldy, yrow)
+		}
+		// xp stands at row 0's end (32·blocks bytes on), dp and cp at
+		// 4·blocks: on to row R's.
+		MOVQ(lds, b)
+		SHLQ(U8(3), b)
+		SUBQ(b, xp)
+		for r := 0; r < R; r++ {
+			ADDQ(ldx, xp)
+		}
+		for r := 1; r < R; r++ {
+			ADDQ(lds, dp)
+			ADDQ(lds, cp)
+		}
+		SUBQ(U8(R), loop)
+		JMP(LabelRef(name + "_outer"))
+	}
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}

@@ -234,6 +234,12 @@ func main() {
 	for _, R := range []int{4, 2, 1} {
 		fastX16Q4K(R, false)
 	}
+	for _, q := range []string{"Q5_0", "Q8_0"} {
+		fastX16Q8(q, 1, true)
+		for _, R := range []int{4, 2, 1} {
+			fastX16Q8(q, R, false)
+		}
+	}
 	// IQ4_NL (fastConsts holds its level table).
 	fastQ8("IQ4_NL")
 	fastQ8x4("IQ4_NL")
