@@ -1057,19 +1057,29 @@ func fastGemmOK() bool {
 // asmFastGemmK is asmFastGemm16 for kLanes(f) K-quant weight rows (packK)
 // against Q8_K activations.
 func asmFastGemmK(f quant.Format, p *packedRows, blocks int, q []int8, in int, d []float32, sums []int16, T int, y []float32, ldy int) {
-	t2 := T &^ 1
-	k2, k1 := fastGemmQ4_Kx2VNNI, fastGemmQ4_Kx1VNNI
+	type kernel = func(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
+	ks := []struct {
+		rows int
+		k    kernel
+	}{{2, fastGemmQ4_Kx2VNNI}, {1, fastGemmQ4_Kx1VNNI}}
 	switch f {
 	case quant.Q6_K:
-		k2, k1 = fastGemmQ6_Kx2VNNI, fastGemmQ6_Kx1VNNI
+		ks = []struct {
+			rows int
+			k    kernel
+		}{{4, fastGemmQ6_Kx4VNNI}, {2, fastGemmQ6_Kx2VNNI}, {1, fastGemmQ6_Kx1VNNI}}
 	case quant.IQ4_XS:
-		k2, k1 = fastGemmIQ4_XSx2VNNI, fastGemmIQ4_XSx1VNNI
+		ks = []struct {
+			rows int
+			k    kernel
+		}{{2, fastGemmIQ4_XSx2VNNI}, {1, fastGemmIQ4_XSx1VNNI}}
 	}
-	if t2 > 0 {
-		k2(&p.b[0], blocks, &q[0], in, &d[0], &sums[0], t2, &y[0], ldy)
-	}
-	if T > t2 {
-		k1(&p.b[0], blocks, &q[t2*in], in, &d[t2*blocks], &sums[t2*blocks*16], 1, &y[t2*ldy], ldy)
+	t := 0
+	for _, k := range ks {
+		if n := (T - t) / k.rows * k.rows; n > 0 {
+			k.k(&p.b[0], blocks, &q[t*in], in, &d[t*blocks], &sums[t*blocks*16], n, &y[t*ldy], ldy)
+			t += n
+		}
 	}
 }
 

@@ -857,6 +857,11 @@ func fastGemmIQ4_XSx2VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float
 //go:noescape
 func fastGemmIQ4_XSx1VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
 
+// fastGemmQ6_Kx4VNNI computes 8 columns of y for rows rows of Q8_K activations (a multiple of 4) against 8 repacked Q6_K weight rows.
+//
+//go:noescape
+func fastGemmQ6_Kx4VNNI(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
+
 // fastX16Q4_KVNNI computes y[r] = w_r · x for groups regrouped groups of 16 Q4_K rows of blocks super-blocks and Q8_K activations xq, xd (xs: their sums of 16).
 //
 //go:noescape

@@ -267,33 +267,51 @@ func fastGemmK(q string, R int) {
 	}
 	w := L / 8
 	Doc(fmt.Sprintf("%s computes %d columns of y for rows rows of Q8_K activations (a multiple of %d) against %d repacked %s weight rows.", name, L, R, L, q))
-	xrow, ldx, drow, srow, rows, yrow, lds := GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
-	Load(Param("xq"), xrow)
+	// xp, dp and sp run on from row to row (strides ldx, lds = 4·blocks
+	// bytes and 8·lds).
+	xp, ldx, dp, sp, rows, yrow, lds := GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("xq"), xp)
 	Load(Param("ldx"), ldx)
-	Load(Param("xd"), drow)
-	Load(Param("sums"), srow)
+	Load(Param("xd"), dp)
+	Load(Param("sums"), sp)
 	Load(Param("rows"), rows)
 	Load(Param("y"), yrow)
 	Load(Param("blocks"), lds)
 	SHLQ(U8(2), lds)
-	// row r's operand: values at xp, scales at dp, sums at sp.
-	xAt := func(xp GPVirtual, r, disp int) Mem {
-		if r == 0 {
-			return Mem{Base: xp, Disp: disp}
-		}
-		return Mem{Base: xp, Index: ldx, Scale: 1, Disp: disp}
+	// row r's operand: values at xp, scales at dp, sums at sp (strides
+	// ldx, lds and lss = 8·lds; the 3s: the multiples a scale cannot give).
+	var ldx3, lds3, lss, lss3 GPVirtual
+	if R > 2 {
+		ldx3, lds3, lss, lss3 = GP64(), GP64(), GP64(), GP64()
+		LEAQ(Mem{Base: ldx, Index: ldx, Scale: 2}, ldx3)
+		LEAQ(Mem{Base: lds, Index: lds, Scale: 2}, lds3)
+		MOVQ(lds, lss)
+		SHLQ(U8(3), lss)
+		LEAQ(Mem{Base: lss, Index: lss, Scale: 2}, lss3)
 	}
-	dAt := func(dp GPVirtual, r int) Mem {
-		if r == 0 {
-			return Mem{Base: dp}
+	rowAt := func(base, ld, ld3 GPVirtual, r, disp int) Mem {
+		switch r {
+		case 0:
+			return Mem{Base: base, Disp: disp}
+		case 1:
+			return Mem{Base: base, Index: ld, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: base, Index: ld, Scale: 2, Disp: disp}
 		}
-		return Mem{Base: dp, Index: lds, Scale: 1}
+		return Mem{Base: base, Index: ld3, Scale: 1, Disp: disp}
 	}
+	xAt := func(xp GPVirtual, r, disp int) Mem { return rowAt(xp, ldx, ldx3, r, disp) }
+	dAt := func(dp GPVirtual, r int) Mem { return rowAt(dp, lds, lds3, r, 0) }
 	sAt := func(sp GPVirtual, r, disp int) Mem {
-		if r == 0 {
+		switch r {
+		case 0:
 			return Mem{Base: sp, Disp: disp}
+		case 1:
+			return Mem{Base: sp, Index: lds, Scale: 8, Disp: disp}
+		case 2:
+			return Mem{Base: sp, Index: lss, Scale: 2, Disp: disp}
 		}
-		return Mem{Base: sp, Index: lds, Scale: 8, Disp: disp}
+		return Mem{Base: sp, Index: lss3, Scale: 1, Disp: disp}
 	}
 	// IQ4_XS runs on its levels plus 128 in Q4_K's layout (its sub-block
 	// scales as Q4_K's sc, each as an int16 pair where Q4_K has m), whose
@@ -305,22 +323,26 @@ func fastGemmK(q string, R int) {
 		acc[r], isum[r], msum[r] = vec(), vec(), vec()
 		dacc[r] = [2]VecVirtual{vec(), vec()}
 	}
-	pp, nb, xp, dp, sp := GP64(), GP64(), GP64(), GP64(), GP64()
+	pp, nb := GP64(), GP64()
+	// Sums start as copies of one zero, made from a loaded value: a
+	// register XORed with itself reads itself, and the allocator keeps
+	// it live from the kernel's entry (too many for four rows).
+	zero := vec()
+	Load(Param("packed"), pp)
+	VMOVDQU32(Mem{Base: pp}, zero)
+	VPXORD(zero, zero, zero)
 	Label(name + "_rows")
 	TESTQ(rows, rows)
 	JZ(LabelRef(name + "_end"))
 	Load(Param("packed"), pp)
 	Load(Param("blocks"), nb)
-	MOVQ(xrow, xp)
-	MOVQ(drow, dp)
-	MOVQ(srow, sp)
 	for r := 0; r < R; r++ {
-		VPXORD(acc[r], acc[r], acc[r])
+		VMOVDQA64(zero, acc[r])
 	}
 	Label(name + "_block")
 	for r := 0; r < R; r++ {
-		VPXORD(isum[r], isum[r], isum[r])
-		VPXORD(msum[r], msum[r], msum[r])
+		VMOVDQA64(zero, isum[r])
+		VMOVDQA64(zero, msum[r])
 	}
 	// groups: Q4_K's 8 sub-blocks of 32 values, Q6_K's 16 of 16.
 	groups, per := 8, 8
@@ -329,8 +351,8 @@ func fastGemmK(q string, R int) {
 	}
 	for g := 0; g < groups; g++ {
 		for r := 0; r < R; r++ {
-			VPXORD(dacc[r][0], dacc[r][0], dacc[r][0])
-			VPXORD(dacc[r][1], dacc[r][1], dacc[r][1])
+			VMOVDQA64(zero, dacc[r][0])
+			VMOVDQA64(zero, dacc[r][1])
 		}
 		for k := 0; k < per; k++ {
 			wv := vec()
@@ -394,20 +416,25 @@ func fastGemmK(q string, R int) {
 	ADDQ(U8(32), sp)
 	DECQ(nb)
 	JNZ(LabelRef(name + "_block"))
-	yp, ldy := GP64(), GP64()
+	ldy := GP64()
 	Load(Param("ldy"), ldy)
 	SHLQ(U8(2), ldy)
-	MOVQ(yrow, yp)
 	for r := 0; r < R; r++ {
-		VMOVUPS(acc[r], Mem{Base: yp})
-		ADDQ(ldy, yp)
+		VMOVUPS(acc[r], Mem{Base: yrow})
+		ADDQ(ldy, yrow)
 	}
-	MOVQ(yp, yrow)
+	// xp stands 256·blocks values on from row 0's, dp and sp at row 1's:
+	// on to row R's.
+	MOVQ(lds, nb)
+	SHLQ(U8(6), nb)
+	SUBQ(nb, xp)
 	for r := 0; r < R; r++ {
-		ADDQ(ldx, xrow)
-		ADDQ(lds, drow)
+		ADDQ(ldx, xp)
+	}
+	for r := 1; r < R; r++ {
+		ADDQ(lds, dp)
 		for i := 0; i < 8; i++ {
-			ADDQ(lds, srow)
+			ADDQ(lds, sp)
 		}
 	}
 	SUBQ(U8(R), rows)

@@ -229,6 +229,8 @@ func main() {
 		fastGemmK(q, 2)
 		fastGemmK(q, 1)
 	}
+
+	fastGemmK("Q6_K", 4)
 	q4kPairConsts()
 	fastX16Q4K(1, true)
 	for _, R := range []int{4, 2, 1} {
