@@ -1171,7 +1171,7 @@ func asmFastGemmX16Q8(p *x16, g int, q []int8, d []float32, corr []int32, T int,
 // canPackX16Fast says whether a kernel repacks f's regrouped groups for
 // the VNNI prefill kernels here (fastPackX16*AVX512).
 func canPackX16Fast(f quant.Format) bool {
-	return fastGemmOK() && (f == quant.Q4_0 || f == quant.IQ4_NL || f == quant.Q8_0 || f == quant.IQ4_XS)
+	return fastGemmOK() && (f == quant.Q4_0 || f == quant.IQ4_NL || f == quant.IQ4_XS)
 }
 
 // asmFastPackX16 repacks group g of p into pr (grown to p's blocks).
@@ -1194,8 +1194,6 @@ func asmFastPackX16(p *x16, g int, pr *packedRows) {
 		fastPackX16Q4_0AVX512(src, blocks, dst, dw)
 	case quant.IQ4_NL:
 		fastPackX16IQ4_NLAVX512(src, blocks, dst, dw)
-	case quant.Q8_0:
-		fastPackX16Q8_0AVX512(src, blocks, dst, dw)
 	}
 }
 

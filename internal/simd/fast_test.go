@@ -284,7 +284,7 @@ func TestFastGemm(t *testing.T) {
 // TestFastPack: the gather kernels repack 16 Q4_0 and Q8_0 rows, and 8
 // Q4_K and Q6_K rows, into the same words and scales as pack's and
 // packK's Go loops, the last row ending the slice; so do the kernels that
-// repack regrouped Q4_0, IQ4_NL, Q8_0 and IQ4_XS groups.
+// repack regrouped Q4_0, IQ4_NL and IQ4_XS groups.
 func TestFastPack(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, f := range []quant.Format{quant.Q4_0, quant.Q5_0, quant.Q8_0} {
@@ -302,7 +302,7 @@ func TestFastPack(t *testing.T) {
 	}
 	// From a regrouping: each group's 16 rows as the Go loop repacks them
 	// from the file's rows.
-	for _, f := range []quant.Format{quant.Q4_0, quant.IQ4_NL, quant.Q8_0} {
+	for _, f := range []quant.Format{quant.Q4_0, quant.IQ4_NL} {
 		if !canPackX16Fast(f) {
 			continue
 		}

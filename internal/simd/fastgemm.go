@@ -255,11 +255,10 @@ var iq4LevelsU8 = func() (t [16]byte) {
 	return t
 }()
 
-// gemmFastX16 is gemmFast on a regrouped Q4_0, IQ4_NL, Q8_0 or IQ4_XS
-// weight: each group of 16 rows is repacked straight
-// from the regrouping (fastPackX16*), whose words are already the rows'
-// side by side. Q4_K's, Q5_0's and Q8_0's kernels read their regrouping as
-// it is.
+// gemmFastX16 is gemmFast on a regrouped weight: Q4_0's, IQ4_NL's and
+// IQ4_XS's groups of 16 rows are repacked straight from the regrouping
+// (fastPackX16*), whose words are already the rows' side by side; Q4_K's,
+// Q5_0's and Q8_0's kernels read their regrouping as it is.
 func gemmFastX16(y []float32, T int, p *x16, out, in, r0, r1 int, a *acts) bool {
 	if r0%16 != 0 || r1%16 != 0 {
 		return false

@@ -359,11 +359,6 @@ func fastPackX16Q4_0AVX512(src *byte, blocks int, dst *uint32, dw *float32)
 //go:noescape
 func fastPackX16IQ4_NLAVX512(src *byte, blocks int, dst *uint32, dw *float32)
 
-// fastPackX16Q8_0AVX512 repacks a regrouped group of 16 Q8_0 rows of blocks blocks into dst and dw for the fast prefill kernels.
-//
-//go:noescape
-func fastPackX16Q8_0AVX512(src *byte, blocks int, dst *uint32, dw *float32)
-
 // fastPackQ4_KAVX512 repacks 16 Q4_K rows of blocks super-blocks (stride rb bytes) into dst for the fast prefill kernels.
 //
 //go:noescape

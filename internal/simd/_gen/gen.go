@@ -164,7 +164,7 @@ func main() {
 	fastPack("Q4_0")
 	fastPack("Q5_0")
 	fastPack("Q8_0")
-	for _, q := range []string{"Q4_0", "IQ4_NL", "Q8_0"} {
+	for _, q := range []string{"Q4_0", "IQ4_NL"} {
 		fastPackX16(q)
 	}
 	fastPackK("Q4_K")

@@ -428,39 +428,29 @@ func broadcastY(v uint32) VecVirtual {
 
 // fastPackX16 writes fastPackX16{q}AVX512: fastPack's output from a group
 // of 16 regrouped rows (x16.go), which already holds each word of the 16
-// rows side by side: Q4_0's nibbles are split (as fastPack does), IQ4_NL's
-// looked up as ggml's levels plus 128 (unsigned, as Q8_0's are repacked),
-// and Q8_0's bytes offset by 128.
+// rows side by side: Q4_0's nibbles are split (as fastPack does), and
+// IQ4_NL's looked up as ggml's levels plus 128 (unsigned, as Q8_0's are
+// repacked). Q8_0's regrouping is read in place (fastX16Q8).
 func fastPackX16(q string) {
 	name := "fastPackX16" + q + "AVX512"
 	TEXT(name, NOSPLIT, "func(src *byte, blocks int, dst *uint32, dw *float32)")
 	Pragma("noescape")
 	Doc(name + " repacks a regrouped group of 16 " + q + " rows of blocks blocks into dst and dw for the fast prefill kernels.")
 	src, blocks, dst, dw, _, _ := params("src", "blocks", "dst", "dw")
-	words := map[string]int{"Q4_0": 4, "IQ4_NL": 4, "Q8_0": 8}[q]
+	const words = 4
 	bsize := 32 + 64*words
-	var mask, levels VecVirtual
-	switch q {
-	case "Q8_0":
-		mask = broadcast(avx512, 0x80808080)
-	case "IQ4_NL":
+	var levels VecVirtual
+	if q == "IQ4_NL" {
 		levels = ZMM()
 		VBROADCASTI32X4(iq4LevelsU8, levels)
-		fallthrough
-	default:
-		mask = broadcast(avx512, 0x0f0f0f0f)
 	}
+	mask := broadcast(avx512, 0x0f0f0f0f)
 	Label(name + "_block")
 	TESTQ(blocks, blocks)
 	JZ(LabelRef(name + "_end"))
 	for j := 0; j < words; j++ {
 		v := ZMM()
 		VMOVDQU32(Mem{Base: src, Disp: 32 + 64*j}, v)
-		if q == "Q8_0" {
-			VPXORD(mask, v, v)
-			VMOVDQU32(v, Mem{Base: dst, Disp: 64 * j})
-			continue
-		}
 		lo := ZMM()
 		VPANDD(mask, v, lo)
 		VPSRLD(U8(4), v, v)
