@@ -52,8 +52,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/x448/float16"
-
 	"github.com/gozoo/gozoo/internal/quant"
 )
 
@@ -594,10 +592,18 @@ func (w Weight) widen(dst []float32, off int) {
 	}
 }
 
-// FromF16 widens the F16 bits in src into dst (exact).
+// FromF16 widens the F16 bits in src into dst (exact): by the vector
+// kernel where one runs (an F16 KV cache's rows in attention), the rest
+// through halfTable.
 func FromF16(dst []float32, src []uint16) {
-	for i, h := range src[:len(dst)] {
-		dst[i] = float16.Frombits(h).Float32()
+	src = src[:len(dst)]
+	i := 0
+	if n := len(dst) &^ 7; n > 0 && active != nil {
+		asmWiden16(Weight{Kind: F16, U16s: src}, 0, n, dst)
+		i = n
+	}
+	for ; i < len(dst); i++ {
+		dst[i] = halfTable[src[i]]
 	}
 }
 
