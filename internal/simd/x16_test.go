@@ -295,9 +295,9 @@ func BenchmarkFastX16(b *testing.B) {
 	for i := range x {
 		x[i] = float32(r.NormFloat64())
 	}
-	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0, quant.IQ4_NL, quant.Q4_1, quant.Q5_1, quant.IQ4_XS, quant.Q2_K, quant.Q3_K} {
+	for _, f := range []quant.Format{quant.Q4_0, quant.Q8_0, quant.IQ4_NL, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.IQ4_XS, quant.Q2_K, quant.Q3_K} {
 		if !fastX16OK(f) {
-			b.Skipf("no regrouped fast kernel for %s here", f)
+			continue
 		}
 		for _, copies := range []int{1, 64} {
 			var plain, regrouped []Weight
@@ -313,9 +313,14 @@ func BenchmarkFastX16(b *testing.B) {
 				b.Run(fmt.Sprintf("%v/%d/%s", f, copies, c.name), func(b *testing.B) {
 					a := new(acts)
 					a.quantize(f, x, 1, in)
-					if f == quant.Q4_0 {
+					// The decode kernels' corrections, as MulTFast sets them.
+					switch off, _ := fastGemmFormat(f); {
+					case f == quant.Q4_0:
 						a.corr = grow(a.corr, in/32)
 						blockSums(a.corr, a.q, -8)
+					case (f == quant.Q5_0 || f == quant.Q8_0) && fastGemmOK():
+						a.corr = grow(a.corr, in/32)
+						blockSums(a.corr, a.q, off)
 					}
 					for i := 0; i < b.N; i++ {
 						mulRowsFast(y, 1, c.ws[i%copies], out, in, 0, out, a)
