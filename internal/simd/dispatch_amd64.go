@@ -188,7 +188,7 @@ func asmGatherX16(p *x16, r0, vals int, dst []byte, rb int) bool {
 
 // asmFastX16 computes y[r0:r1] (whole groups of 16) from the regrouped p
 // and Q8_0 activations (corr: −8·Σx a block for Q4_0; with VNNI, 16·Σx
-// for Q5_0 and 128·Σx for Q8_0), Q8_1 ones for
+// for Q5_0 and 128·Σx for Q8_0 and IQ4_NL), Q8_1 ones for
 // Q4_1 and Q5_1 (d: scale and sum pairs), or Q8_K ones (sums: of every
 // 16) for IQ4_XS, Q2_K and Q3_K; false where no kernel takes p's format.
 func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r1 int, y []float32) bool {
@@ -199,6 +199,8 @@ func asmFastX16(p *x16, q []int8, d []float32, sums []int16, corr []int32, r0, r
 	switch {
 	case p.f == quant.Q4_0 && len(corr) == nb:
 		fastX16Q4_0AVX2(wp, groups, nb, &q[0], &d[0], &corr[0], &y[r0])
+	case p.f == quant.IQ4_NL && len(corr) == nb && fastGemmOK():
+		fastX16IQ4_NLVNNI(wp, groups, nb, &q[0], &d[0], &corr[0], &y[r0])
 	case p.f == quant.IQ4_NL:
 		fastX16IQ4_NLAVX2(wp, groups, nb, &q[0], &d[0], nil, &y[r0])
 	case p.f == quant.Q8_0 && len(corr) == nb && fastGemmOK():
@@ -1141,15 +1143,17 @@ func asmFastGemmX16K(p *x16, g int, q []int8, d []float32, sums []int16, T int, 
 	return true
 }
 
-// fastGemmX16Q8 is the VNNI kernels that read a regrouped Q5_0 or Q8_0
-// group in place (fastGemmX16*x{4,2,1}VNNI), by format and row count.
+// fastGemmX16Q8 is the VNNI kernels that read a regrouped Q5_0, Q8_0 or
+// IQ4_NL group in place (fastGemmX16*x{4,2,1}VNNI), by format and row
+// count.
 var fastGemmX16Q8 = map[quant.Format][3]func(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int){
-	quant.Q5_0: {fastGemmX16Q5_0x4VNNI, fastGemmX16Q5_0x2VNNI, fastGemmX16Q5_0x1VNNI},
-	quant.Q8_0: {fastGemmX16Q8_0x4VNNI, fastGemmX16Q8_0x2VNNI, fastGemmX16Q8_0x1VNNI},
+	quant.Q5_0:   {fastGemmX16Q5_0x4VNNI, fastGemmX16Q5_0x2VNNI, fastGemmX16Q5_0x1VNNI},
+	quant.Q8_0:   {fastGemmX16Q8_0x4VNNI, fastGemmX16Q8_0x2VNNI, fastGemmX16Q8_0x1VNNI},
+	quant.IQ4_NL: {fastGemmX16IQ4_NLx4VNNI, fastGemmX16IQ4_NLx2VNNI, fastGemmX16IQ4_NLx1VNNI},
 }
 
 // asmFastGemmX16Q8 computes the 16 columns of group g of the regrouped p
-// (Q5_0 or Q8_0) for T rows of Q8_0 activations (corr: their block sums
+// (Q5_0, Q8_0 or IQ4_NL) for T rows of Q8_0 activations (corr: their block sums
 // times the weights' offset), reading the regrouping in place.
 func asmFastGemmX16Q8(p *x16, g int, q []int8, d []float32, corr []int32, T int, y []float32, ldy int) bool {
 	blocks := p.in / 32
@@ -1171,7 +1175,7 @@ func asmFastGemmX16Q8(p *x16, g int, q []int8, d []float32, corr []int32, T int,
 // canPackX16Fast says whether a kernel repacks f's regrouped groups for
 // the VNNI prefill kernels here (fastPackX16*AVX512).
 func canPackX16Fast(f quant.Format) bool {
-	return fastGemmOK() && (f == quant.Q4_0 || f == quant.IQ4_NL || f == quant.IQ4_XS)
+	return fastGemmOK() && (f == quant.Q4_0 || f == quant.IQ4_XS)
 }
 
 // asmFastPackX16 repacks group g of p into pr (grown to p's blocks).
@@ -1192,8 +1196,6 @@ func asmFastPackX16(p *x16, g int, pr *packedRows) {
 	switch p.f {
 	case quant.Q4_0:
 		fastPackX16Q4_0AVX512(src, blocks, dst, dw)
-	case quant.IQ4_NL:
-		fastPackX16IQ4_NLAVX512(src, blocks, dst, dw)
 	}
 }
 

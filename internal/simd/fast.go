@@ -51,8 +51,8 @@ func MulTFast(y, x []float32, T int, w Weight, out, in int) {
 		a.corr = grow(a.corr, T*in/32)
 		blockSums(a.corr[first*in/32:], a.q[first*in:T*in], -8)
 	}
-	if w.Kind == X16 && (f == quant.Q5_0 || f == quant.Q8_0) && fastGemmOK() && len(a.corr) == 0 {
-		// fastX16{Q5_0,Q8_0}VNNI take the weights' offset times Σx a block
+	if w.Kind == X16 && (f == quant.Q5_0 || f == quant.Q8_0 || f == quant.IQ4_NL) && fastGemmOK() && len(a.corr) == 0 {
+		// fastX16{Q5_0,Q8_0,IQ4_NL}VNNI take the weights' offset times Σx a block
 		// off, as the rows' kernels do from the corrections a prefill's
 		// quantizing sets.
 		off, _ := fastGemmFormat(f)

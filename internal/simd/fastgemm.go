@@ -255,15 +255,15 @@ var iq4LevelsU8 = func() (t [16]byte) {
 	return t
 }()
 
-// gemmFastX16 is gemmFast on a regrouped weight: Q4_0's, IQ4_NL's and
-// IQ4_XS's groups of 16 rows are repacked straight from the regrouping
+// gemmFastX16 is gemmFast on a regrouped weight: Q4_0's and IQ4_XS's
+// groups of 16 rows are repacked straight from the regrouping
 // (fastPackX16*), whose words are already the rows' side by side; Q4_K's,
-// Q5_0's and Q8_0's kernels read their regrouping as it is.
+// Q5_0's, Q8_0's and IQ4_NL's kernels read their regrouping as it is.
 func gemmFastX16(y []float32, T int, p *x16, out, in, r0, r1 int, a *acts) bool {
 	if r0%16 != 0 || r1%16 != 0 {
 		return false
 	}
-	if p.f == quant.Q4_K || p.f == quant.Q5_0 || p.f == quant.Q8_0 && fastGemmOK() {
+	if p.f == quant.Q4_K || p.f == quant.Q5_0 || (p.f == quant.Q8_0 || p.f == quant.IQ4_NL) && fastGemmOK() {
 		for g := r0 / 16; g < r1/16; g++ {
 			if g+1 < r1/16 && canPrefetch() {
 				prefetch(uintptr(unsafe.Pointer(&p.data[(g+1)*p.groupBytes()])), p.groupBytes()/64)

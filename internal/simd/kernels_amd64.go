@@ -354,11 +354,6 @@ func fastPackQ8_0AVX512(w *byte, rb int, blocks int, dst *uint32, dw *float32)
 //go:noescape
 func fastPackX16Q4_0AVX512(src *byte, blocks int, dst *uint32, dw *float32)
 
-// fastPackX16IQ4_NLAVX512 repacks a regrouped group of 16 IQ4_NL rows of blocks blocks into dst and dw for the fast prefill kernels.
-//
-//go:noescape
-func fastPackX16IQ4_NLAVX512(src *byte, blocks int, dst *uint32, dw *float32)
-
 // fastPackQ4_KAVX512 repacks 16 Q4_K rows of blocks super-blocks (stride rb bytes) into dst for the fast prefill kernels.
 //
 //go:noescape
@@ -916,6 +911,26 @@ func fastGemmX16Q8_0x2VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, 
 //
 //go:noescape
 func fastGemmX16Q8_0x1VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+
+// fastX16IQ4_NLVNNI computes y[r] = w_r · x for groups regrouped groups of 16 IQ4_NL rows of blocks blocks and Q8_0 activations xq, xd (corr: their block sums times the weights' offset).
+//
+//go:noescape
+func fastX16IQ4_NLVNNI(w *byte, groups int, blocks int, xq *int8, xd *float32, corr *int32, y *float32)
+
+// fastGemmX16IQ4_NLx4VNNI computes 16 columns of y for rows rows of Q8_0 activations (a multiple of 4) against one regrouped group of 16 IQ4_NL rows.
+//
+//go:noescape
+func fastGemmX16IQ4_NLx4VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+
+// fastGemmX16IQ4_NLx2VNNI computes 16 columns of y for rows rows of Q8_0 activations (a multiple of 2) against one regrouped group of 16 IQ4_NL rows.
+//
+//go:noescape
+func fastGemmX16IQ4_NLx2VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+
+// fastGemmX16IQ4_NLx1VNNI computes 16 columns of y for rows rows of Q8_0 activations (a multiple of 1) against one regrouped group of 16 IQ4_NL rows.
+//
+//go:noescape
+func fastGemmX16IQ4_NLx1VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
 
 // fastIQ4_NLAVX2 computes y[r] = w_r · x for rows IQ4_NL rows of blocks blocks (stride ldw bytes) and Q8_0 activations xq, xd.
 //

@@ -19565,64 +19565,6 @@ fastPackX16Q4_0AVX512_end:
 	VZEROUPPER
 	RET
 
-// func fastPackX16IQ4_NLAVX512(src *byte, blocks int, dst *uint32, dw *float32)
-// Requires: AVX, AVX512BW, AVX512F
-TEXT ·fastPackX16IQ4_NLAVX512(SB), NOSPLIT, $0-32
-	MOVQ            src+0(FP), AX
-	MOVQ            blocks+8(FP), CX
-	MOVQ            dst+16(FP), DX
-	MOVQ            dw+24(FP), BX
-	VBROADCASTI32X4 iq4levelsu8<>+0(SB), Z0
-	MOVL            $0x0f0f0f0f, SI
-	VPBROADCASTD    SI, Z1
-
-fastPackX16IQ4_NLAVX512_block:
-	TESTQ     CX, CX
-	JZ        fastPackX16IQ4_NLAVX512_end
-	VMOVDQU32 32(AX), Z2
-	VPANDD    Z1, Z2, Z3
-	VPSRLD    $0x04, Z2, Z2
-	VPANDD    Z1, Z2, Z2
-	VPSHUFB   Z3, Z0, Z3
-	VPSHUFB   Z2, Z0, Z2
-	VMOVDQU32 Z3, (DX)
-	VMOVDQU32 Z2, 256(DX)
-	VMOVDQU32 96(AX), Z2
-	VPANDD    Z1, Z2, Z3
-	VPSRLD    $0x04, Z2, Z2
-	VPANDD    Z1, Z2, Z2
-	VPSHUFB   Z3, Z0, Z3
-	VPSHUFB   Z2, Z0, Z2
-	VMOVDQU32 Z3, 64(DX)
-	VMOVDQU32 Z2, 320(DX)
-	VMOVDQU32 160(AX), Z2
-	VPANDD    Z1, Z2, Z3
-	VPSRLD    $0x04, Z2, Z2
-	VPANDD    Z1, Z2, Z2
-	VPSHUFB   Z3, Z0, Z3
-	VPSHUFB   Z2, Z0, Z2
-	VMOVDQU32 Z3, 128(DX)
-	VMOVDQU32 Z2, 384(DX)
-	VMOVDQU32 224(AX), Z2
-	VPANDD    Z1, Z2, Z3
-	VPSRLD    $0x04, Z2, Z2
-	VPANDD    Z1, Z2, Z2
-	VPSHUFB   Z3, Z0, Z3
-	VPSHUFB   Z2, Z0, Z2
-	VMOVDQU32 Z3, 192(DX)
-	VMOVDQU32 Z2, 448(DX)
-	VCVTPH2PS (AX), Z2
-	VMOVUPS   Z2, (BX)
-	ADDQ      $0x00000120, AX
-	ADDQ      $0x00000200, DX
-	ADDQ      $0x40, BX
-	DECQ      CX
-	JMP       fastPackX16IQ4_NLAVX512_block
-
-fastPackX16IQ4_NLAVX512_end:
-	VZEROUPPER
-	RET
-
 // func fastPackQ4_KAVX512(w *byte, rb int, blocks int, dst *uint32)
 // Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, MMX+
 TEXT ·fastPackQ4_KAVX512(SB), NOSPLIT, $0-32
@@ -35722,6 +35664,433 @@ fastGemmX16Q8_0x1VNNI_block:
 	JMP           fastGemmX16Q8_0x1VNNI_outer
 
 fastGemmX16Q8_0x1VNNI_end:
+	VZEROUPPER
+	RET
+
+// func fastX16IQ4_NLVNNI(w *byte, groups int, blocks int, xq *int8, xd *float32, corr *int32, y *float32)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI, MMX+
+TEXT ·fastX16IQ4_NLVNNI(SB), NOSPLIT, $0-56
+	MOVL            $0x0f0f0f0f, AX
+	VPBROADCASTD    AX, Z0
+	MOVL            $0x10101010, AX
+	VPBROADCASTD    AX, Z1
+	VBROADCASTI32X4 iq4levelsu8<>+0(SB), Z1
+	VPXORD          Z0, Z0, Z2
+	MOVQ            xq+24(FP), CX
+	MOVQ            xd+32(FP), DX
+	MOVQ            corr+40(FP), BX
+	MOVQ            y+48(FP), SI
+	MOVQ            blocks+16(FP), AX
+	SHLQ            $0x02, AX
+	MOVQ            groups+8(FP), AX
+	MOVQ            w+0(FP), DI
+
+fastX16IQ4_NLVNNI_outer:
+	TESTQ     AX, AX
+	JZ        fastX16IQ4_NLVNNI_end
+	MOVQ      blocks+16(FP), R8
+	VMOVDQA64 Z2, Z3
+
+fastX16IQ4_NLVNNI_block:
+	PREFETCHNTA   6144(DI)
+	PREFETCHNTA   6208(DI)
+	PREFETCHNTA   6272(DI)
+	PREFETCHNTA   6336(DI)
+	PREFETCHNTA   6400(DI)
+	VMOVDQA64     Z2, Z4
+	VMOVDQA64     Z2, Z5
+	VMOVDQU32     32(DI), Z6
+	VPANDD        Z0, Z6, Z7
+	VPSHUFB       Z7, Z1, Z7
+	VPDPBUSD.BCST (CX), Z7, Z4
+	VPSRLD        $0x04, Z6, Z6
+	VPANDD        Z0, Z6, Z6
+	VPSHUFB       Z6, Z1, Z6
+	VPDPBUSD.BCST 16(CX), Z6, Z4
+	VMOVDQU32     96(DI), Z6
+	VPANDD        Z0, Z6, Z7
+	VPSHUFB       Z7, Z1, Z7
+	VPDPBUSD.BCST 4(CX), Z7, Z5
+	VPSRLD        $0x04, Z6, Z6
+	VPANDD        Z0, Z6, Z6
+	VPSHUFB       Z6, Z1, Z6
+	VPDPBUSD.BCST 20(CX), Z6, Z5
+	VMOVDQU32     160(DI), Z6
+	VPANDD        Z0, Z6, Z7
+	VPSHUFB       Z7, Z1, Z7
+	VPDPBUSD.BCST 8(CX), Z7, Z4
+	VPSRLD        $0x04, Z6, Z6
+	VPANDD        Z0, Z6, Z6
+	VPSHUFB       Z6, Z1, Z6
+	VPDPBUSD.BCST 24(CX), Z6, Z4
+	VMOVDQU32     224(DI), Z6
+	VPANDD        Z0, Z6, Z7
+	VPSHUFB       Z7, Z1, Z7
+	VPDPBUSD.BCST 12(CX), Z7, Z5
+	VPSRLD        $0x04, Z6, Z6
+	VPANDD        Z0, Z6, Z6
+	VPSHUFB       Z6, Z1, Z6
+	VPDPBUSD.BCST 28(CX), Z6, Z5
+	VCVTPH2PS     (DI), Z6
+	VPADDD        Z5, Z4, Z4
+	VPSUBD.BCST   (BX), Z4, Z4
+	VCVTDQ2PS     Z4, Z4
+	VMULPS.BCST   (DX), Z6, Z5
+	VFMADD231PS   Z5, Z4, Z3
+	ADDQ          $0x00000120, DI
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          R8
+	JNZ           fastX16IQ4_NLVNNI_block
+	VMOVUPS       Z3, (SI)
+	ADDQ          $0x40, SI
+	MOVQ          xq+24(FP), CX
+	MOVQ          xd+32(FP), DX
+	MOVQ          corr+40(FP), BX
+	DECQ          AX
+	JMP           fastX16IQ4_NLVNNI_outer
+
+fastX16IQ4_NLVNNI_end:
+	VZEROUPPER
+	RET
+
+// func fastGemmX16IQ4_NLx4VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+TEXT ·fastGemmX16IQ4_NLx4VNNI(SB), NOSPLIT, $0-72
+	MOVL            $0x0f0f0f0f, AX
+	VPBROADCASTD    AX, Z0
+	MOVL            $0x10101010, AX
+	VPBROADCASTD    AX, Z1
+	VBROADCASTI32X4 iq4levelsu8<>+0(SB), Z1
+	VPXORD          Z0, Z0, Z2
+	MOVQ            xq+16(FP), CX
+	MOVQ            xd+32(FP), DX
+	MOVQ            corr+40(FP), BX
+	MOVQ            y+56(FP), SI
+	MOVQ            blocks+8(FP), R8
+	SHLQ            $0x02, R8
+	MOVQ            rows+48(FP), AX
+	MOVQ            ldx+24(FP), DI
+	LEAQ            (DI)(DI*2), R9
+	LEAQ            (R8)(R8*2), R10
+
+fastGemmX16IQ4_NLx4VNNI_outer:
+	TESTQ     AX, AX
+	JZ        fastGemmX16IQ4_NLx4VNNI_end
+	MOVQ      w+0(FP), R11
+	MOVQ      blocks+8(FP), R12
+	VMOVDQA64 Z2, Z3
+	VMOVDQA64 Z2, Z4
+	VMOVDQA64 Z2, Z5
+	VMOVDQA64 Z2, Z6
+
+fastGemmX16IQ4_NLx4VNNI_block:
+	VMOVDQA64     Z2, Z7
+	VMOVDQA64     Z2, Z8
+	VMOVDQA64     Z2, Z9
+	VMOVDQA64     Z2, Z10
+	VMOVDQU32     32(R11), Z11
+	VPANDD        Z0, Z11, Z12
+	VPSHUFB       Z12, Z1, Z12
+	VPDPBUSD.BCST (CX), Z12, Z7
+	VPDPBUSD.BCST (CX)(DI*1), Z12, Z8
+	VPDPBUSD.BCST (CX)(DI*2), Z12, Z9
+	VPDPBUSD.BCST (CX)(R9*1), Z12, Z10
+	VPSRLD        $0x04, Z11, Z11
+	VPANDD        Z0, Z11, Z11
+	VPSHUFB       Z11, Z1, Z11
+	VPDPBUSD.BCST 16(CX), Z11, Z7
+	VPDPBUSD.BCST 16(CX)(DI*1), Z11, Z8
+	VPDPBUSD.BCST 16(CX)(DI*2), Z11, Z9
+	VPDPBUSD.BCST 16(CX)(R9*1), Z11, Z10
+	VMOVDQU32     96(R11), Z11
+	VPANDD        Z0, Z11, Z12
+	VPSHUFB       Z12, Z1, Z12
+	VPDPBUSD.BCST 4(CX), Z12, Z7
+	VPDPBUSD.BCST 4(CX)(DI*1), Z12, Z8
+	VPDPBUSD.BCST 4(CX)(DI*2), Z12, Z9
+	VPDPBUSD.BCST 4(CX)(R9*1), Z12, Z10
+	VPSRLD        $0x04, Z11, Z11
+	VPANDD        Z0, Z11, Z11
+	VPSHUFB       Z11, Z1, Z11
+	VPDPBUSD.BCST 20(CX), Z11, Z7
+	VPDPBUSD.BCST 20(CX)(DI*1), Z11, Z8
+	VPDPBUSD.BCST 20(CX)(DI*2), Z11, Z9
+	VPDPBUSD.BCST 20(CX)(R9*1), Z11, Z10
+	VMOVDQU32     160(R11), Z11
+	VPANDD        Z0, Z11, Z12
+	VPSHUFB       Z12, Z1, Z12
+	VPDPBUSD.BCST 8(CX), Z12, Z7
+	VPDPBUSD.BCST 8(CX)(DI*1), Z12, Z8
+	VPDPBUSD.BCST 8(CX)(DI*2), Z12, Z9
+	VPDPBUSD.BCST 8(CX)(R9*1), Z12, Z10
+	VPSRLD        $0x04, Z11, Z11
+	VPANDD        Z0, Z11, Z11
+	VPSHUFB       Z11, Z1, Z11
+	VPDPBUSD.BCST 24(CX), Z11, Z7
+	VPDPBUSD.BCST 24(CX)(DI*1), Z11, Z8
+	VPDPBUSD.BCST 24(CX)(DI*2), Z11, Z9
+	VPDPBUSD.BCST 24(CX)(R9*1), Z11, Z10
+	VMOVDQU32     224(R11), Z11
+	VPANDD        Z0, Z11, Z12
+	VPSHUFB       Z12, Z1, Z12
+	VPDPBUSD.BCST 12(CX), Z12, Z7
+	VPDPBUSD.BCST 12(CX)(DI*1), Z12, Z8
+	VPDPBUSD.BCST 12(CX)(DI*2), Z12, Z9
+	VPDPBUSD.BCST 12(CX)(R9*1), Z12, Z10
+	VPSRLD        $0x04, Z11, Z11
+	VPANDD        Z0, Z11, Z11
+	VPSHUFB       Z11, Z1, Z11
+	VPDPBUSD.BCST 28(CX), Z11, Z7
+	VPDPBUSD.BCST 28(CX)(DI*1), Z11, Z8
+	VPDPBUSD.BCST 28(CX)(DI*2), Z11, Z9
+	VPDPBUSD.BCST 28(CX)(R9*1), Z11, Z10
+	VCVTPH2PS     (R11), Z11
+	VPSUBD.BCST   (BX), Z7, Z7
+	VCVTDQ2PS     Z7, Z7
+	VMULPS.BCST   (DX), Z11, Z12
+	VFMADD231PS   Z12, Z7, Z3
+	VPSUBD.BCST   (BX)(R8*1), Z8, Z8
+	VCVTDQ2PS     Z8, Z8
+	VMULPS.BCST   (DX)(R8*1), Z11, Z7
+	VFMADD231PS   Z7, Z8, Z4
+	VPSUBD.BCST   (BX)(R8*2), Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VMULPS.BCST   (DX)(R8*2), Z11, Z7
+	VFMADD231PS   Z7, Z9, Z5
+	VPSUBD.BCST   (BX)(R10*1), Z10, Z10
+	VCVTDQ2PS     Z10, Z10
+	VMULPS.BCST   (DX)(R10*1), Z11, Z7
+	VFMADD231PS   Z7, Z10, Z6
+	ADDQ          $0x00000120, R11
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          R12
+	JNZ           fastGemmX16IQ4_NLx4VNNI_block
+	MOVQ          ldy+64(FP), R11
+	SHLQ          $0x02, R11
+	VMOVUPS       Z3, (SI)
+	ADDQ          R11, SI
+	VMOVUPS       Z4, (SI)
+	ADDQ          R11, SI
+	VMOVUPS       Z5, (SI)
+	ADDQ          R11, SI
+	VMOVUPS       Z6, (SI)
+	ADDQ          R11, SI
+	MOVQ          R8, R12
+	SHLQ          $0x03, R12
+	SUBQ          R12, CX
+	ADDQ          DI, CX
+	ADDQ          DI, CX
+	ADDQ          DI, CX
+	ADDQ          DI, CX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	SUBQ          $0x04, AX
+	JMP           fastGemmX16IQ4_NLx4VNNI_outer
+
+fastGemmX16IQ4_NLx4VNNI_end:
+	VZEROUPPER
+	RET
+
+// func fastGemmX16IQ4_NLx2VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+TEXT ·fastGemmX16IQ4_NLx2VNNI(SB), NOSPLIT, $0-72
+	MOVL            $0x0f0f0f0f, AX
+	VPBROADCASTD    AX, Z0
+	MOVL            $0x10101010, AX
+	VPBROADCASTD    AX, Z1
+	VBROADCASTI32X4 iq4levelsu8<>+0(SB), Z1
+	VPXORD          Z0, Z0, Z2
+	MOVQ            xq+16(FP), CX
+	MOVQ            xd+32(FP), DX
+	MOVQ            corr+40(FP), BX
+	MOVQ            y+56(FP), SI
+	MOVQ            blocks+8(FP), R8
+	SHLQ            $0x02, R8
+	MOVQ            rows+48(FP), AX
+	MOVQ            ldx+24(FP), DI
+
+fastGemmX16IQ4_NLx2VNNI_outer:
+	TESTQ     AX, AX
+	JZ        fastGemmX16IQ4_NLx2VNNI_end
+	MOVQ      w+0(FP), R9
+	MOVQ      blocks+8(FP), R10
+	VMOVDQA64 Z2, Z3
+	VMOVDQA64 Z2, Z4
+
+fastGemmX16IQ4_NLx2VNNI_block:
+	VMOVDQA64     Z2, Z5
+	VMOVDQA64     Z2, Z6
+	VMOVDQA64     Z2, Z7
+	VMOVDQA64     Z2, Z8
+	VMOVDQU32     32(R9), Z9
+	VPANDD        Z0, Z9, Z10
+	VPSHUFB       Z10, Z1, Z10
+	VPDPBUSD.BCST (CX), Z10, Z5
+	VPDPBUSD.BCST (CX)(DI*1), Z10, Z7
+	VPSRLD        $0x04, Z9, Z9
+	VPANDD        Z0, Z9, Z9
+	VPSHUFB       Z9, Z1, Z9
+	VPDPBUSD.BCST 16(CX), Z9, Z5
+	VPDPBUSD.BCST 16(CX)(DI*1), Z9, Z7
+	VMOVDQU32     96(R9), Z9
+	VPANDD        Z0, Z9, Z10
+	VPSHUFB       Z10, Z1, Z10
+	VPDPBUSD.BCST 4(CX), Z10, Z6
+	VPDPBUSD.BCST 4(CX)(DI*1), Z10, Z8
+	VPSRLD        $0x04, Z9, Z9
+	VPANDD        Z0, Z9, Z9
+	VPSHUFB       Z9, Z1, Z9
+	VPDPBUSD.BCST 20(CX), Z9, Z6
+	VPDPBUSD.BCST 20(CX)(DI*1), Z9, Z8
+	VMOVDQU32     160(R9), Z9
+	VPANDD        Z0, Z9, Z10
+	VPSHUFB       Z10, Z1, Z10
+	VPDPBUSD.BCST 8(CX), Z10, Z5
+	VPDPBUSD.BCST 8(CX)(DI*1), Z10, Z7
+	VPSRLD        $0x04, Z9, Z9
+	VPANDD        Z0, Z9, Z9
+	VPSHUFB       Z9, Z1, Z9
+	VPDPBUSD.BCST 24(CX), Z9, Z5
+	VPDPBUSD.BCST 24(CX)(DI*1), Z9, Z7
+	VMOVDQU32     224(R9), Z9
+	VPANDD        Z0, Z9, Z10
+	VPSHUFB       Z10, Z1, Z10
+	VPDPBUSD.BCST 12(CX), Z10, Z6
+	VPDPBUSD.BCST 12(CX)(DI*1), Z10, Z8
+	VPSRLD        $0x04, Z9, Z9
+	VPANDD        Z0, Z9, Z9
+	VPSHUFB       Z9, Z1, Z9
+	VPDPBUSD.BCST 28(CX), Z9, Z6
+	VPDPBUSD.BCST 28(CX)(DI*1), Z9, Z8
+	VCVTPH2PS     (R9), Z9
+	VPADDD        Z6, Z5, Z5
+	VPSUBD.BCST   (BX), Z5, Z5
+	VCVTDQ2PS     Z5, Z5
+	VMULPS.BCST   (DX), Z9, Z6
+	VFMADD231PS   Z6, Z5, Z3
+	VPADDD        Z8, Z7, Z7
+	VPSUBD.BCST   (BX)(R8*1), Z7, Z7
+	VCVTDQ2PS     Z7, Z7
+	VMULPS.BCST   (DX)(R8*1), Z9, Z5
+	VFMADD231PS   Z5, Z7, Z4
+	ADDQ          $0x00000120, R9
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          R10
+	JNZ           fastGemmX16IQ4_NLx2VNNI_block
+	MOVQ          ldy+64(FP), R9
+	SHLQ          $0x02, R9
+	VMOVUPS       Z3, (SI)
+	ADDQ          R9, SI
+	VMOVUPS       Z4, (SI)
+	ADDQ          R9, SI
+	MOVQ          R8, R10
+	SHLQ          $0x03, R10
+	SUBQ          R10, CX
+	ADDQ          DI, CX
+	ADDQ          DI, CX
+	ADDQ          R8, DX
+	ADDQ          R8, BX
+	SUBQ          $0x02, AX
+	JMP           fastGemmX16IQ4_NLx2VNNI_outer
+
+fastGemmX16IQ4_NLx2VNNI_end:
+	VZEROUPPER
+	RET
+
+// func fastGemmX16IQ4_NLx1VNNI(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VNNI
+TEXT ·fastGemmX16IQ4_NLx1VNNI(SB), NOSPLIT, $0-72
+	MOVL            $0x0f0f0f0f, AX
+	VPBROADCASTD    AX, Z0
+	MOVL            $0x10101010, AX
+	VPBROADCASTD    AX, Z1
+	VBROADCASTI32X4 iq4levelsu8<>+0(SB), Z1
+	VPXORD          Z0, Z0, Z2
+	MOVQ            xq+16(FP), CX
+	MOVQ            xd+32(FP), DX
+	MOVQ            corr+40(FP), BX
+	MOVQ            y+56(FP), SI
+	MOVQ            blocks+8(FP), R8
+	SHLQ            $0x02, R8
+	MOVQ            rows+48(FP), AX
+	MOVQ            ldx+24(FP), DI
+
+fastGemmX16IQ4_NLx1VNNI_outer:
+	TESTQ     AX, AX
+	JZ        fastGemmX16IQ4_NLx1VNNI_end
+	MOVQ      w+0(FP), R9
+	MOVQ      blocks+8(FP), R10
+	VMOVDQA64 Z2, Z3
+
+fastGemmX16IQ4_NLx1VNNI_block:
+	VMOVDQA64     Z2, Z4
+	VMOVDQA64     Z2, Z5
+	VMOVDQU32     32(R9), Z6
+	VPANDD        Z0, Z6, Z7
+	VPSHUFB       Z7, Z1, Z7
+	VPDPBUSD.BCST (CX), Z7, Z4
+	VPSRLD        $0x04, Z6, Z6
+	VPANDD        Z0, Z6, Z6
+	VPSHUFB       Z6, Z1, Z6
+	VPDPBUSD.BCST 16(CX), Z6, Z4
+	VMOVDQU32     96(R9), Z6
+	VPANDD        Z0, Z6, Z7
+	VPSHUFB       Z7, Z1, Z7
+	VPDPBUSD.BCST 4(CX), Z7, Z5
+	VPSRLD        $0x04, Z6, Z6
+	VPANDD        Z0, Z6, Z6
+	VPSHUFB       Z6, Z1, Z6
+	VPDPBUSD.BCST 20(CX), Z6, Z5
+	VMOVDQU32     160(R9), Z6
+	VPANDD        Z0, Z6, Z7
+	VPSHUFB       Z7, Z1, Z7
+	VPDPBUSD.BCST 8(CX), Z7, Z4
+	VPSRLD        $0x04, Z6, Z6
+	VPANDD        Z0, Z6, Z6
+	VPSHUFB       Z6, Z1, Z6
+	VPDPBUSD.BCST 24(CX), Z6, Z4
+	VMOVDQU32     224(R9), Z6
+	VPANDD        Z0, Z6, Z7
+	VPSHUFB       Z7, Z1, Z7
+	VPDPBUSD.BCST 12(CX), Z7, Z5
+	VPSRLD        $0x04, Z6, Z6
+	VPANDD        Z0, Z6, Z6
+	VPSHUFB       Z6, Z1, Z6
+	VPDPBUSD.BCST 28(CX), Z6, Z5
+	VCVTPH2PS     (R9), Z6
+	VPADDD        Z5, Z4, Z4
+	VPSUBD.BCST   (BX), Z4, Z4
+	VCVTDQ2PS     Z4, Z4
+	VMULPS.BCST   (DX), Z6, Z5
+	VFMADD231PS   Z5, Z4, Z3
+	ADDQ          $0x00000120, R9
+	ADDQ          $0x20, CX
+	ADDQ          $0x04, DX
+	ADDQ          $0x04, BX
+	DECQ          R10
+	JNZ           fastGemmX16IQ4_NLx1VNNI_block
+	MOVQ          ldy+64(FP), R9
+	SHLQ          $0x02, R9
+	VMOVUPS       Z3, (SI)
+	ADDQ          R9, SI
+	MOVQ          R8, R10
+	SHLQ          $0x03, R10
+	SUBQ          R10, CX
+	ADDQ          DI, CX
+	SUBQ          $0x01, AX
+	JMP           fastGemmX16IQ4_NLx1VNNI_outer
+
+fastGemmX16IQ4_NLx1VNNI_end:
 	VZEROUPPER
 	RET
 

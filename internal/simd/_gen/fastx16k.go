@@ -233,30 +233,32 @@ func fastX16Q4K(R int, decode bool) {
 	RET()
 }
 
-// fastX16Q8 writes fast mode's VNNI kernels on Q5_0 or Q8_0 regrouped by
-// 16 rows, the formats whose blocks of 32 pair with Q8_0 activations. Q5_0
-// (x16.go: per block the 16 rows' d as halves, their fifth bits as q5Bits
-// (x16.go: per block the 16 rows' d as halves, their fifth bits as q5Bits
-// words at 32, then the nibbles as 4 words at 96: byte k of word j holds
-// column 4j+k in its low nibble and 16+4j+k in its high, whose fifth bits
-// are bits j and 4+j of byte k of the row's q5Bits word). Each lane is a
-// weight row: a word's nibbles, masked, with the fifth bit shifted to bit
-// 4 of each byte and merged in, are four unsigned 5-bit values for
-// VPDPBUSD against x's four bytes broadcast, so the regrouping needs no
-// repacking (pack's work, for every product of a batched decode). Q8_0's
-// 8 words of int8 (at 32, after the d) become unsigned by a flip of each
-// byte's top bit, as pack's do. The arithmetic is fastGemm16x*VNNI's,
-// lane for lane: per block
+// fastX16Q8 writes fast mode's VNNI kernels on Q5_0, Q8_0 or IQ4_NL
+// regrouped by 16 rows, formats whose blocks of 32 pair with Q8_0
+// activations. Q5_0 (x16.go: per block the 16 rows' d as halves, their
+// fifth bits as q5Bits words at 32, then the nibbles as 4 words at 96:
+// byte k of word j holds column 4j+k in its low nibble and 16+4j+k in its
+// high, whose fifth bits are bits j and 4+j of byte k of the row's q5Bits
+// word): each lane is a weight row, and a word's nibbles, masked, with the
+// fifth bit shifted to bit 4 of each byte and merged in, are four unsigned
+// 5-bit values for VPDPBUSD against x's four bytes broadcast, so the
+// regrouping needs no repacking (pack's work, for every product of a
+// batched decode). Q8_0's 8 words of int8 (at 32, after the d) become
+// unsigned by a flip of each byte's top bit, and IQ4_NL's nibbles (4
+// words at 32, in Q5_0's order) ggml's levels plus 128 by VPSHUFB, as
+// pack's do. The arithmetic is fastGemm16x*VNNI's, lane for lane: per
+// block
 //
 //	acc += float(Σ q·x − off·Σx)·(d·dx)
 //
 // with corr the activations' off·Σx a block (off 16 for Q5_0, 128 for
-// Q8_0). With decode set it writes fastX16<q>VNNI(w, groups, blocks, xq,
-// xd, corr, y), one row of activations against groups groups of 16 rows,
-// streamed with prefetches; otherwise fastGemmX16<q>x{R}VNNI(w, blocks,
-// xq, ldx, xd, corr, rows, y, ldy), rows rows of activations (a multiple
-// of R, ldx values and 4·blocks bytes of scales and corrections apart)
-// against one group, y's rows ldy floats apart.
+// Q8_0 and IQ4_NL). With decode set it writes fastX16<q>VNNI(w, groups,
+// blocks, xq, xd, corr, y), one row of activations against groups groups
+// of 16 rows, streamed with prefetches; otherwise
+// fastGemmX16<q>x{R}VNNI(w, blocks, xq, ldx, xd, corr, rows, y, ldy), rows
+// rows of activations (a multiple of R, ldx values and 4·blocks bytes of
+// scales and corrections apart) against one group, y's rows ldy floats
+// apart.
 func fastX16Q8(fq string, R int, decode bool) {
 	name := fmt.Sprintf("fastGemmX16%sx%dVNNI", fq, R)
 	sig := "func(w *byte, blocks int, xq *int8, ldx int, xd *float32, corr *int32, rows int, y *float32, ldy int)"
@@ -273,9 +275,15 @@ func fastX16Q8(fq string, R int, decode bool) {
 	}
 	head, bsize := 96, 96+64*4
 	mask, bit4 := broadcast(avx512, 0x0f0f0f0f), broadcast(avx512, 0x10101010)
-	if fq == "Q8_0" {
+	var levels VecVirtual
+	switch fq {
+	case "Q8_0":
 		head, bsize = 32, 32+64*8
 		mask = broadcast(avx512, 0x80808080)
+	case "IQ4_NL":
+		head, bsize = 32, 32+64*4
+		levels = ZMM()
+		VBROADCASTI32X4(iq4LevelsU8, levels)
 	}
 	zero := ZMM()
 	VPXORD(mask, mask, zero)
@@ -349,6 +357,23 @@ func fastX16Q8(fq string, R int, decode bool) {
 			VPXORD(Mem{Base: pp, Disp: head + 64*j}, mask, q)
 			for r := 0; r < R; r++ {
 				VPDPBUSD_BCST(at(xp, ldx, ldx3, r, 4*j), q, dots[r][j%chains])
+			}
+		}
+	}
+	for j := 0; fq == "IQ4_NL" && j < 4; j++ {
+		v := ZMM()
+		VMOVDQU32(Mem{Base: pp, Disp: head + 64*j}, v)
+		for h := 0; h < 2; h++ {
+			q := ZMM()
+			if h == 0 {
+				VPANDD(mask, v, q)
+			} else {
+				VPSRLD(U8(4), v, q)
+				VPANDD(mask, q, q)
+			}
+			VPSHUFB(q, levels, q)
+			for r := 0; r < R; r++ {
+				VPDPBUSD_BCST(at(xp, ldx, ldx3, r, 4*(4*h+j)), q, dots[r][(2*h+j)%chains])
 			}
 		}
 	}

@@ -164,9 +164,7 @@ func main() {
 	fastPack("Q4_0")
 	fastPack("Q5_0")
 	fastPack("Q8_0")
-	for _, q := range []string{"Q4_0", "IQ4_NL"} {
-		fastPackX16(q)
-	}
+	fastPackX16("Q4_0")
 	fastPackK("Q4_K")
 	fastPackK("Q6_K")
 	for _, c := range codings {
@@ -236,7 +234,7 @@ func main() {
 	for _, R := range []int{4, 2, 1} {
 		fastX16Q4K(R, false)
 	}
-	for _, q := range []string{"Q5_0", "Q8_0"} {
+	for _, q := range []string{"Q5_0", "Q8_0", "IQ4_NL"} {
 		fastX16Q8(q, 1, true)
 		for _, R := range []int{4, 2, 1} {
 			fastX16Q8(q, R, false)

@@ -427,10 +427,9 @@ func broadcastY(v uint32) VecVirtual {
 }
 
 // fastPackX16 writes fastPackX16{q}AVX512: fastPack's output from a group
-// of 16 regrouped rows (x16.go), which already holds each word of the 16
-// rows side by side: Q4_0's nibbles are split (as fastPack does), and
-// IQ4_NL's looked up as ggml's levels plus 128 (unsigned, as Q8_0's are
-// repacked). Q8_0's regrouping is read in place (fastX16Q8).
+// of 16 regrouped Q4_0 rows (x16.go), which already holds each word of the
+// 16 rows side by side: its nibbles are split, as fastPack does. Q8_0's,
+// IQ4_NL's and Q5_0's regroupings are read in place (fastX16Q8).
 func fastPackX16(q string) {
 	name := "fastPackX16" + q + "AVX512"
 	TEXT(name, NOSPLIT, "func(src *byte, blocks int, dst *uint32, dw *float32)")
@@ -439,11 +438,6 @@ func fastPackX16(q string) {
 	src, blocks, dst, dw, _, _ := params("src", "blocks", "dst", "dw")
 	const words = 4
 	bsize := 32 + 64*words
-	var levels VecVirtual
-	if q == "IQ4_NL" {
-		levels = ZMM()
-		VBROADCASTI32X4(iq4LevelsU8, levels)
-	}
 	mask := broadcast(avx512, 0x0f0f0f0f)
 	Label(name + "_block")
 	TESTQ(blocks, blocks)
@@ -455,10 +449,6 @@ func fastPackX16(q string) {
 		VPANDD(mask, v, lo)
 		VPSRLD(U8(4), v, v)
 		VPANDD(mask, v, v)
-		if levels != nil {
-			VPSHUFB(lo, levels, lo)
-			VPSHUFB(v, levels, v)
-		}
 		VMOVDQU32(lo, Mem{Base: dst, Disp: 64 * j})
 		VMOVDQU32(v, Mem{Base: dst, Disp: 64 * (j + 4)})
 	}
