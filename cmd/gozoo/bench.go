@@ -197,6 +197,9 @@ func bench(dir string, n, m int, seed uint64, opts graphs.Options, cpuProfile st
 		return res, err
 	}
 	sess.Reset()
+	// Warm, as a server is after its first requests: the code that loaded
+	// and compiled goes back to the page cache.
+	procstat.DropImage()
 
 	stopProfile, err := startProfile(cpuProfile)
 	if err != nil {
@@ -308,6 +311,7 @@ func benchBatch(dir string, S, n, m int, opts graphs.Options, cpuProfile string,
 	if err := warmBatch(ctx, b, prompts[0], S); err != nil {
 		return res, err
 	}
+	procstat.DropImage() // as after the single run's warm-up
 	stopProfile, err := startProfile(cpuProfile)
 	if err != nil {
 		return res, err

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gozoo/gozoo/internal/procstat"
 	"github.com/gozoo/gozoo/serve"
 	"github.com/gozoo/gozoo/zoo/generate"
 	"github.com/gozoo/gozoo/zoo/idefics3"
@@ -106,6 +107,9 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			if vlm, ok := g.Model.(*idefics3.Model); ok {
 				vlm.SetDevice(dev)
 			}
+			// Loaded: the code that parsed and packed the model goes back
+			// to the page cache (procstat.DropImage).
+			procstat.DropImage()
 			return nil
 		},
 	})

@@ -59,6 +59,22 @@ func TestReleaseImage(t *testing.T) {
 	}
 }
 
+// TestDropImage: the executable's resident pages go down, and what runs
+// afterwards comes back.
+func TestDropImage(t *testing.T) {
+	written["y"] = 7
+	before := imageRSS(t)
+	if n := DropImage(); n <= 0 {
+		t.Fatalf("DropImage advised %d bytes; a test binary has read-only code", n)
+	}
+	if got := strings.Repeat("cd", 2); got != "cdcd" || written["y"] != 7 {
+		t.Fatalf("after DropImage: %q, %d", got, written["y"])
+	}
+	if after := imageRSS(t); after >= before {
+		t.Fatalf("the executable's resident pages went from %d to %d kB", before, after)
+	}
+}
+
 // imageRSS sums the resident kB of the executable's mappings.
 func imageRSS(t *testing.T) int {
 	exe, err := os.Readlink("/proc/self/exe")
