@@ -1059,30 +1059,24 @@ func fastGemmOK() bool {
 // asmFastGemmK is asmFastGemm16 for kLanes(f) K-quant weight rows (packK)
 // against Q8_K activations.
 func asmFastGemmK(f quant.Format, p *packedRows, blocks int, q []int8, in int, d []float32, sums []int16, T int, y []float32, ldy int) {
-	type kernel = func(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
-	ks := []struct {
-		rows int
-		k    kernel
-	}{{2, fastGemmQ4_Kx2VNNI}, {1, fastGemmQ4_Kx1VNNI}}
-	switch f {
-	case quant.Q6_K:
-		ks = []struct {
-			rows int
-			k    kernel
-		}{{4, fastGemmQ6_Kx4VNNI}, {2, fastGemmQ6_Kx2VNNI}, {1, fastGemmQ6_Kx1VNNI}}
-	case quant.IQ4_XS:
-		ks = []struct {
-			rows int
-			k    kernel
-		}{{2, fastGemmIQ4_XSx2VNNI}, {1, fastGemmIQ4_XSx1VNNI}}
-	}
 	t := 0
-	for _, k := range ks {
+	for _, k := range fastGemmKRows[f] {
 		if n := (T - t) / k.rows * k.rows; n > 0 {
-			k.k(&p.b[0], blocks, &q[t*in], in, &d[t*blocks], &sums[t*blocks*16], n, &y[t*ldy], ldy)
+			k.kernel(&p.b[0], blocks, &q[t*in], in, &d[t*blocks], &sums[t*blocks*16], n, &y[t*ldy], ldy)
 			t += n
 		}
 	}
+}
+
+// fastGemmKRows is each repacked K-quant's prefill kernels, the most rows
+// first (Q6_K's four-row one: session 49 in docs/performance.md).
+var fastGemmKRows = map[quant.Format][]struct {
+	rows   int
+	kernel func(packed *byte, blocks int, xq *int8, ldx int, xd *float32, sums *int16, rows int, y *float32, ldy int)
+}{
+	quant.Q4_K:   {{2, fastGemmQ4_Kx2VNNI}, {1, fastGemmQ4_Kx1VNNI}},
+	quant.Q6_K:   {{4, fastGemmQ6_Kx4VNNI}, {2, fastGemmQ6_Kx2VNNI}, {1, fastGemmQ6_Kx1VNNI}},
+	quant.IQ4_XS: {{2, fastGemmIQ4_XSx2VNNI}, {1, fastGemmIQ4_XSx1VNNI}},
 }
 
 // asmFastPack repacks 16 rows of w (Q4_0, Q5_0 or Q8_0, blocks blocks, stride
