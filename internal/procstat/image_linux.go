@@ -32,14 +32,8 @@ func ReleaseImage() int64 {
 		unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
 		f.Close()
 	}
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		return 0
-	}
-	spans := imageSpans(f, exe)
-	f.Close()
 	var n int64
-	for _, s := range spans {
+	for _, s := range ownImage(exe) {
 		// Without NOHUGEPAGE a fault may map a 2 MiB folio by its PMD.
 		if s.madvise(unix.MADV_NOHUGEPAGE) != nil || s.madvise(unix.MADV_RANDOM) != nil {
 			continue
@@ -115,17 +109,21 @@ func DropImage() int64 {
 	if err != nil {
 		return 0
 	}
-	f, err := os.Open("/proc/self/smaps")
-	if err != nil {
-		return 0
-	}
-	spans := imageSpans(f, exe)
-	f.Close()
 	var n int64
-	for _, s := range spans {
+	for _, s := range ownImage(exe) {
 		if s.madvise(unix.MADV_DONTNEED) == nil {
 			n += int64(s.hi - s.lo)
 		}
 	}
 	return n
+}
+
+// ownImage is imageSpans of this process's mappings of exe.
+func ownImage(exe string) []span {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	return imageSpans(f, exe)
 }
