@@ -49,17 +49,6 @@ func fastGemm16(R int) {
 		LEAQ(Mem{Base: lds, Index: lds, Scale: 2}, lds3)
 	}
 	// row r of a [rows, ·] array at base p, stride ld (ld3 = 3·ld).
-	at := func(p, ld, ld3 GPVirtual, r, disp int) Mem {
-		switch r {
-		case 0:
-			return Mem{Base: p, Disp: disp}
-		case 1:
-			return Mem{Base: p, Index: ld, Scale: 1, Disp: disp}
-		case 2:
-			return Mem{Base: p, Index: ld, Scale: 2, Disp: disp}
-		}
-		return Mem{Base: p, Index: ld3, Scale: 1, Disp: disp}
-	}
 	facc := make([]VecVirtual, R)
 	ia := make([][2]VecVirtual, R)
 	for r := range facc {
@@ -88,17 +77,17 @@ func fastGemm16(R int) {
 		wv := ZMM()
 		VMOVDQU32(Mem{Base: pp, Disp: 64 * j}, wv)
 		for r := range ia {
-			VPDPBUSD_BCST(at(xp, ldx, ldx3, r, 4*j), wv, ia[r][j%2])
+			VPDPBUSD_BCST(rowAt(xp, ldx, ldx3, r, 4*j), wv, ia[r][j%2])
 		}
 	}
 	dwv := ZMM()
 	VMOVUPS(Mem{Base: dp}, dwv)
 	for r := range ia {
 		VPADDD(ia[r][1], ia[r][0], ia[r][0])
-		VPSUBD_BCST(at(cp, lds, lds3, r, 0), ia[r][0], ia[r][0])
+		VPSUBD_BCST(rowAt(cp, lds, lds3, r, 0), ia[r][0], ia[r][0])
 		VCVTDQ2PS(ia[r][0], ia[r][0])
 		s := ZMM()
-		VMULPS_BCST(at(sp, lds, lds3, r, 0), dwv, s)
+		VMULPS_BCST(rowAt(sp, lds, lds3, r, 0), dwv, s)
 		VFMADD231PS(s, ia[r][0], facc[r])
 	}
 	ADDQ(U32(512), pp)
@@ -288,17 +277,6 @@ func fastGemmK(q string, R int) {
 		MOVQ(lds, lss)
 		SHLQ(U8(3), lss)
 		LEAQ(Mem{Base: lss, Index: lss, Scale: 2}, lss3)
-	}
-	rowAt := func(base, ld, ld3 GPVirtual, r, disp int) Mem {
-		switch r {
-		case 0:
-			return Mem{Base: base, Disp: disp}
-		case 1:
-			return Mem{Base: base, Index: ld, Scale: 1, Disp: disp}
-		case 2:
-			return Mem{Base: base, Index: ld, Scale: 2, Disp: disp}
-		}
-		return Mem{Base: base, Index: ld3, Scale: 1, Disp: disp}
 	}
 	xAt := func(xp GPVirtual, r, disp int) Mem { return rowAt(xp, ldx, ldx3, r, disp) }
 	dAt := func(dp GPVirtual, r int) Mem { return rowAt(dp, lds, lds3, r, 0) }

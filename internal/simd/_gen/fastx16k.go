@@ -310,17 +310,6 @@ func fastX16Q8(fq string, R int, decode bool) {
 		LEAQ(Mem{Base: ldx, Index: ldx, Scale: 2}, ldx3)
 		LEAQ(Mem{Base: lds, Index: lds, Scale: 2}, lds3)
 	}
-	at := func(base, ld, ld3 GPVirtual, r, disp int) Mem {
-		switch r {
-		case 0:
-			return Mem{Base: base, Disp: disp}
-		case 1:
-			return Mem{Base: base, Index: ld, Scale: 1, Disp: disp}
-		case 2:
-			return Mem{Base: base, Index: ld, Scale: 2, Disp: disp}
-		}
-		return Mem{Base: base, Index: ld3, Scale: 1, Disp: disp}
-	}
 	acc := make([]VecVirtual, R)
 	for r := range acc {
 		acc[r] = ZMM()
@@ -356,7 +345,7 @@ func fastX16Q8(fq string, R int, decode bool) {
 			q := ZMM()
 			VPXORD(Mem{Base: pp, Disp: head + 64*j}, mask, q)
 			for r := 0; r < R; r++ {
-				VPDPBUSD_BCST(at(xp, ldx, ldx3, r, 4*j), q, dots[r][j%chains])
+				VPDPBUSD_BCST(rowAt(xp, ldx, ldx3, r, 4*j), q, dots[r][j%chains])
 			}
 		}
 	}
@@ -373,7 +362,7 @@ func fastX16Q8(fq string, R int, decode bool) {
 			}
 			VPSHUFB(q, levels, q)
 			for r := 0; r < R; r++ {
-				VPDPBUSD_BCST(at(xp, ldx, ldx3, r, 4*(4*h+j)), q, dots[r][(2*h+j)%chains])
+				VPDPBUSD_BCST(rowAt(xp, ldx, ldx3, r, 4*(4*h+j)), q, dots[r][(2*h+j)%chains])
 			}
 		}
 	}
@@ -402,7 +391,7 @@ func fastX16Q8(fq string, R int, decode bool) {
 			VPANDD(bit4, q, q)
 			VPTERNLOGD(U8(0xF8), src, mask, q) // q |= mask & src
 			for r := 0; r < R; r++ {
-				VPDPBUSD_BCST(at(xp, ldx, ldx3, r, 4*(4*h+j)), q, dots[r][(2*h+j)%chains])
+				VPDPBUSD_BCST(rowAt(xp, ldx, ldx3, r, 4*(4*h+j)), q, dots[r][(2*h+j)%chains])
 			}
 		}
 	}
@@ -413,10 +402,10 @@ func fastX16Q8(fq string, R int, decode bool) {
 		if chains == 2 {
 			VPADDD(d[1], d[0], d[0])
 		}
-		VPSUBD_BCST(at(cp, lds, lds3, r, 0), d[0], d[0])
+		VPSUBD_BCST(rowAt(cp, lds, lds3, r, 0), d[0], d[0])
 		VCVTDQ2PS(d[0], d[0])
 		s := ZMM()
-		VMULPS_BCST(at(dp, lds, lds3, r, 0), dv, s)
+		VMULPS_BCST(rowAt(dp, lds, lds3, r, 0), dv, s)
 		VFMADD231PS(s, d[0], acc[r])
 	}
 	ADDQ(U32(bsize), pp)

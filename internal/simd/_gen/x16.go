@@ -1024,17 +1024,6 @@ func gemmX16Rows(q string, R, n, sub, bsize int, unscale bool, setup func() x16R
 	Load(Param("groups"), groups)
 	// Row r of x (and of the sums) is r·stride bytes on; stride3 is the
 	// multiple a scale cannot give.
-	rowAt := func(base, stride, stride3 GPVirtual, r, disp int) Mem {
-		switch r {
-		case 0:
-			return Mem{Base: base, Disp: disp}
-		case 1:
-			return Mem{Base: base, Index: stride, Scale: 1, Disp: disp}
-		case 2:
-			return Mem{Base: base, Index: stride, Scale: 2, Disp: disp}
-		}
-		return Mem{Base: base, Index: stride3, Scale: 1, Disp: disp}
-	}
 	strides := func(param string) (s, s3 GPVirtual) {
 		s, s3 = GP64(), GP64()
 		Load(Param(param), s)
@@ -1098,4 +1087,19 @@ func gemmX16Rows(q string, R, n, sub, bsize int, unscale bool, setup func() x16R
 	Label(name + "_end")
 	VZEROUPPER()
 	RET()
+}
+
+// rowAt is row r (0 to 3) of an array at base whose rows lie ld bytes
+// apart (ld3 = 3·ld, the multiple a scale cannot give), disp bytes in:
+// the row addressing of the kernels that take several rows at once.
+func rowAt(base, ld, ld3 GPVirtual, r, disp int) Mem {
+	switch r {
+	case 0:
+		return Mem{Base: base, Disp: disp}
+	case 1:
+		return Mem{Base: base, Index: ld, Scale: 1, Disp: disp}
+	case 2:
+		return Mem{Base: base, Index: ld, Scale: 2, Disp: disp}
+	}
+	return Mem{Base: base, Index: ld3, Scale: 1, Disp: disp}
 }
