@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math/bits"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -57,180 +58,75 @@ func fastX16Q4K(R int, decode bool) {
 		Doc(fmt.Sprintf("%s computes 16 columns of y for rows rows of Q8_K activations (a multiple of %d) against one regrouped group of 16 Q4_K rows.", name, R))
 	}
 	const head, bsize = 320, 320 + 64*32
-	mask, low := broadcast(avx512, 0x0f0f0f0f), broadcast(avx512, 0xff)
-	// Sums start as copies of zero: a register XORed with itself reads
-	// itself, and the allocator keeps it live from the kernel's entry.
-	zero := ZMM()
-	VPXORD(mask, mask, zero)
-	// Two chains a sub-block while one or two rows leave the multiply-adds
-	// too few to cover their latency.
-	chains := 1
-	if R <= 2 {
-		chains = 2
-	}
-	// x's rows, scales and sums: pointers that run on from row to row
-	// (ldx = 256·blocks values, lds = 4·blocks bytes and 32·blocks).
-	loop, xp, dp, sp, yrow, ldx, lds := GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
-	Load(Param("xq"), xp)
-	Load(Param("xd"), dp)
-	Load(Param("xs"), sp)
-	Load(Param("y"), yrow)
-	Load(Param("blocks"), lds)
-	SHLQ(U8(2), lds)
-	if decode {
-		Load(Param("groups"), loop)
-	} else {
-		Load(Param("rows"), loop)
-		Load(Param("ldx"), ldx)
-	}
-	// Row r's operands: x's values r·ldx bytes on, its scale r·lds and
-	// its sums 8r·lds (ldx3, lds2, lds3: the multiples a scale cannot
-	// give).
-	var ldx3, lds2, lds3 GPVirtual
-	if R > 2 {
-		ldx3, lds2, lds3 = GP64(), GP64(), GP64()
-		LEAQ(Mem{Base: ldx, Index: ldx, Scale: 2}, ldx3)
-		LEAQ(Mem{Base: lds, Index: lds, Scale: 1}, lds2)
-		LEAQ(Mem{Base: lds, Index: lds, Scale: 2}, lds3)
-	}
-	at := func(base GPVirtual, disp int, idx []GPVirtual, scale []uint8, r int) Mem {
-		if r == 0 {
-			return Mem{Base: base, Disp: disp}
+	var mask, low VecVirtual
+	frame := inPlaceVNNI{name: name, third: "xs", perRow: 8, xBlock: 256, thirdBlock: 32, bsize: bsize}
+	frame.emit(R, decode, func() VecVirtual {
+		mask, low = broadcast(avx512, 0x0f0f0f0f), broadcast(avx512, 0xff)
+		return mask
+	}, func(o vnniOperands) {
+		isum, msum := make([]VecVirtual, R), make([]VecVirtual, R)
+		for r := 0; r < R; r++ {
+			isum[r], msum[r] = ZMM(), ZMM()
+			VMOVDQA64(o.zero, isum[r])
+			VMOVDQA64(o.zero, msum[r])
 		}
-		return Mem{Base: base, Index: idx[r-1], Scale: scale[r-1], Disp: disp}
-	}
-	xAt := func(xp GPVirtual, r, disp int) Mem {
-		return at(xp, disp, []GPVirtual{ldx, ldx, ldx3}, []uint8{1, 2, 1}, r)
-	}
-	dAt := func(dp GPVirtual, r int) Mem {
-		return at(dp, 0, []GPVirtual{lds, lds, lds3}, []uint8{1, 2, 1}, r)
-	}
-	sAt := func(sp GPVirtual, r, disp int) Mem {
-		return at(sp, disp, []GPVirtual{lds, lds2, lds3}, []uint8{8, 8, 8}, r)
-	}
-	acc := make([]VecVirtual, R)
-	for r := range acc {
-		acc[r] = ZMM()
-	}
-	pp, b := GP64(), GP64()
-	if decode {
-		Load(Param("w"), pp) // each group's weights follow the last's
-	}
-	Label(name + "_outer")
-	TESTQ(loop, loop)
-	JZ(LabelRef(name + "_end"))
-	if !decode {
-		Load(Param("w"), pp) // every R rows read the group again
-	}
-	Load(Param("blocks"), b)
-	for r := range acc {
-		VMOVDQA64(zero, acc[r])
-	}
-	Label(name + "_block")
-	isum, msum := make([]VecVirtual, R), make([]VecVirtual, R)
-	for r := 0; r < R; r++ {
-		isum[r], msum[r] = ZMM(), ZMM()
-		VMOVDQA64(zero, isum[r])
-		VMOVDQA64(zero, msum[r])
-	}
-	lines := (bsize + 63) / 64
-	for ch := 0; ch < 4; ch++ {
-		if decode {
-			spreadPrefetch(pp, lines, ch, 4)
-		}
-		// dots[r][s][c]: row r, sub-block 2ch+s, chain c.
-		dots := make([][2][]VecVirtual, R)
-		for r := range dots {
+		lines := (bsize + 63) / 64
+		for ch := 0; ch < 4; ch++ {
+			if decode {
+				spreadPrefetch(o.pp, lines, ch, 4)
+			}
+			// dots[r][s][c]: row r, sub-block 2ch+s, chain c.
+			dots := make([][2][]VecVirtual, R)
+			for r := range dots {
+				for s := 0; s < 2; s++ {
+					dots[r][s] = make([]VecVirtual, o.chains)
+					for c := range dots[r][s] {
+						dots[r][s][c] = ZMM()
+						VMOVDQA64(o.zero, dots[r][s][c])
+					}
+				}
+			}
+			for k := 0; k < 8; k++ {
+				v, lo, hi := ZMM(), ZMM(), ZMM()
+				VMOVDQU32(Mem{Base: o.pp, Disp: head + 64*(8*ch+k)}, v)
+				VPANDD(mask, v, lo)
+				VPSRLD(U8(4), v, hi)
+				VPANDD(mask, hi, hi)
+				for r := 0; r < R; r++ {
+					VPDPBUSD_BCST(o.x(r, 64*ch+4*k), lo, dots[r][0][k%o.chains])
+					VPDPBUSD_BCST(o.x(r, 64*ch+32+4*k), hi, dots[r][1][k%o.chains])
+				}
+			}
 			for s := 0; s < 2; s++ {
-				dots[r][s] = make([]VecVirtual, chains)
-				for c := range dots[r][s] {
-					dots[r][s][c] = ZMM()
-					VMOVDQA64(zero, dots[r][s][c])
+				j := 2*ch + s
+				sc, m := ZMM(), ZMM()
+				VPANDD(Mem{Base: o.pp, Disp: 64 + 64*(j/4) + j%4}, low, sc)
+				VMOVDQU32(Mem{Base: o.pp, Disp: 192 + 64*(j/4)}, m)
+				VPSHUFB(q4kPairs[j%4], m, m)
+				for r := 0; r < R; r++ {
+					d := dots[r][s]
+					if o.chains == 2 {
+						VPADDD(d[1], d[0], d[0])
+					}
+					VPMULLD(sc, d[0], d[0])
+					VPADDD(d[0], isum[r], isum[r])
+					VPDPWSSD_BCST(o.third(r, 4*j), m, msum[r])
 				}
 			}
 		}
-		for k := 0; k < 8; k++ {
-			v, lo, hi := ZMM(), ZMM(), ZMM()
-			VMOVDQU32(Mem{Base: pp, Disp: head + 64*(8*ch+k)}, v)
-			VPANDD(mask, v, lo)
-			VPSRLD(U8(4), v, hi)
-			VPANDD(mask, hi, hi)
-			for r := 0; r < R; r++ {
-				VPDPBUSD_BCST(xAt(xp, r, 64*ch+4*k), lo, dots[r][0][k%chains])
-				VPDPBUSD_BCST(xAt(xp, r, 64*ch+32+4*k), hi, dots[r][1][k%chains])
-			}
-		}
-		for s := 0; s < 2; s++ {
-			j := 2*ch + s
-			sc, m := ZMM(), ZMM()
-			VPANDD(Mem{Base: pp, Disp: 64 + 64*(j/4) + j%4}, low, sc)
-			VMOVDQU32(Mem{Base: pp, Disp: 192 + 64*(j/4)}, m)
-			VPSHUFB(q4kPairs[j%4], m, m)
-			for r := 0; r < R; r++ {
-				d := dots[r][s]
-				if chains == 2 {
-					VPADDD(d[1], d[0], d[0])
-				}
-				VPMULLD(sc, d[0], d[0])
-				VPADDD(d[0], isum[r], isum[r])
-				VPDPWSSD_BCST(sAt(sp, r, 4*j), m, msum[r])
-			}
-		}
-	}
-	dv, dmv := ZMM(), ZMM()
-	VCVTPH2PS(Mem{Base: pp}, dv)
-	VCVTPH2PS(Mem{Base: pp, Disp: 32}, dmv)
-	for r := 0; r < R; r++ {
-		s := ZMM()
-		VCVTDQ2PS(isum[r], isum[r])
-		VMULPS_BCST(dAt(dp, r), dv, s)
-		VFMADD231PS(s, isum[r], acc[r])
-		VCVTDQ2PS(msum[r], msum[r])
-		VMULPS_BCST(dAt(dp, r), dmv, s)
-		VFNMADD231PS(s, msum[r], acc[r])
-	}
-	ADDQ(U32(bsize), pp)
-	ADDQ(U32(256), xp)
-	ADDQ(U8(4), dp)
-	ADDQ(U8(32), sp)
-	DECQ(b)
-	JNZ(LabelRef(name + "_block"))
-	if decode {
-		// The next group: x is read again.
-		VMOVUPS(acc[0], Mem{Base: yrow})
-		ADDQ(U8(64), yrow)
-		Load(Param("xq"), xp)
-		Load(Param("xd"), dp)
-		Load(Param("xs"), sp)
-		DECQ(loop)
-		JMP(LabelRef(name + "_outer"))
-	} else {
-		ldy := GP64()
-		Load(Param("ldy"), ldy)
-		SHLQ(U8(2), ldy)
+		dv, dmv := ZMM(), ZMM()
+		VCVTPH2PS(Mem{Base: o.pp}, dv)
+		VCVTPH2PS(Mem{Base: o.pp, Disp: 32}, dmv)
 		for r := 0; r < R; r++ {
-			VMOVUPS(acc[r], Mem{Base: yrow})
-			ADDQ(ldy, yrow)
+			s := ZMM()
+			VCVTDQ2PS(isum[r], isum[r])
+			VMULPS_BCST(o.d(r), dv, s)
+			VFMADD231PS(s, isum[r], o.acc[r])
+			VCVTDQ2PS(msum[r], msum[r])
+			VMULPS_BCST(o.d(r), dmv, s)
+			VFNMADD231PS(s, msum[r], o.acc[r])
 		}
-		// xp, dp and sp stand at row 1's; on to row R's.
-		MOVQ(lds, b)
-		SHLQ(U8(6), b)
-		SUBQ(b, xp)
-		for r := 0; r < R; r++ {
-			ADDQ(ldx, xp)
-		}
-		for r := 1; r < R; r++ {
-			ADDQ(lds, dp)
-			for i := 0; i < 8; i++ {
-				ADDQ(lds, sp)
-			}
-		}
-		SUBQ(U8(R), loop)
-		JMP(LabelRef(name + "_outer"))
-	}
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+	})
 }
 
 // fastX16Q8 writes fast mode's VNNI kernels on Q5_0, Q8_0 or IQ4_NL
@@ -274,27 +170,154 @@ func fastX16Q8(fq string, R int, decode bool) {
 		Doc(fmt.Sprintf("%s computes 16 columns of y for rows rows of Q8_0 activations (a multiple of %d) against one regrouped group of 16 %s rows.", name, R, fq))
 	}
 	head, bsize := 96, 96+64*4
-	mask, bit4 := broadcast(avx512, 0x0f0f0f0f), broadcast(avx512, 0x10101010)
-	var levels VecVirtual
 	switch fq {
 	case "Q8_0":
 		head, bsize = 32, 32+64*8
-		mask = broadcast(avx512, 0x80808080)
 	case "IQ4_NL":
 		head, bsize = 32, 32+64*4
-		levels = ZMM()
-		VBROADCASTI32X4(iq4LevelsU8, levels)
 	}
+	var mask, bit4, levels VecVirtual
+	frame := inPlaceVNNI{name: name, third: "corr", perRow: 1, xBlock: 32, thirdBlock: 4, bsize: bsize}
+	frame.emit(R, decode, func() VecVirtual {
+		mask, bit4 = broadcast(avx512, 0x0f0f0f0f), broadcast(avx512, 0x10101010)
+		switch fq {
+		case "Q8_0":
+			mask = broadcast(avx512, 0x80808080)
+		case "IQ4_NL":
+			levels = ZMM()
+			VBROADCASTI32X4(iq4LevelsU8, levels)
+		}
+		return mask
+	}, func(o vnniOperands) {
+		if decode {
+			spreadPrefetch(o.pp, (bsize+63)/64, 0, 1)
+		}
+		dots := make([][]VecVirtual, R)
+		for r := range dots {
+			dots[r] = make([]VecVirtual, o.chains)
+			for c := range dots[r] {
+				dots[r][c] = ZMM()
+				VMOVDQA64(o.zero, dots[r][c])
+			}
+		}
+		// dot adds q's products with x's four bytes at column col into
+		// chain c of every row.
+		dot := func(q VecVirtual, col, c int) {
+			for r := 0; r < R; r++ {
+				VPDPBUSD_BCST(o.x(r, col), q, dots[r][c%o.chains])
+			}
+		}
+		if fq == "Q8_0" {
+			for j := 0; j < 8; j++ {
+				q := ZMM()
+				VPXORD(Mem{Base: o.pp, Disp: head + 64*j}, mask, q)
+				dot(q, 4*j, j)
+			}
+		}
+		for j := 0; fq == "IQ4_NL" && j < 4; j++ {
+			v := ZMM()
+			VMOVDQU32(Mem{Base: o.pp, Disp: head + 64*j}, v)
+			for h := 0; h < 2; h++ {
+				q := ZMM()
+				if h == 0 {
+					VPANDD(mask, v, q)
+				} else {
+					VPSRLD(U8(4), v, q)
+					VPANDD(mask, q, q)
+				}
+				VPSHUFB(q, levels, q)
+				dot(q, 4*(4*h+j), 2*h+j)
+			}
+		}
+		hm := ZMM()
+		for j := 0; fq == "Q5_0" && j < 4; j++ {
+			if j == 0 {
+				VMOVDQU32(Mem{Base: o.pp, Disp: 32}, hm)
+			}
+			v := ZMM()
+			VMOVDQU32(Mem{Base: o.pp, Disp: head + 64*j}, v)
+			for h := 0; h < 2; h++ {
+				// q = (nibble) | (fifth bit at bit 4): the bit is j (low
+				// nibble) or 4+j (high) of each byte of hm.
+				q, src := ZMM(), v
+				if h == 0 {
+					VPSLLD(U8(4-j), hm, q)
+				} else {
+					if j > 0 {
+						VPSRLD(U8(j), hm, q)
+					} else {
+						VMOVDQA64(hm, q)
+					}
+					src = ZMM()
+					VPSRLD(U8(4), v, src)
+				}
+				VPANDD(bit4, q, q)
+				VPTERNLOGD(U8(0xF8), src, mask, q) // q |= mask & src
+				dot(q, 4*(4*h+j), 2*h+j)
+			}
+		}
+		dv := ZMM()
+		VCVTPH2PS(Mem{Base: o.pp}, dv)
+		for r := 0; r < R; r++ {
+			d := dots[r]
+			if o.chains == 2 {
+				VPADDD(d[1], d[0], d[0])
+			}
+			VPSUBD_BCST(o.third(r, 0), d[0], d[0])
+			VCVTDQ2PS(d[0], d[0])
+			s := ZMM()
+			VMULPS_BCST(o.d(r), dv, s)
+			VFMADD231PS(s, d[0], o.acc[r])
+		}
+	})
+}
+
+// inPlaceVNNI is the frame of fast mode's VNNI kernels that read a
+// regrouping in place (fastX16Q4K, fastX16Q8): decode, one row of
+// activations against every group, or R rows against one group. The
+// activations are x (xq, ldx values a row), their scales (xd, lds =
+// 4·blocks bytes a row) and a third operand: Q8_K's sums of 16 (xs,
+// perRow 8: 8·lds a row) or the weights' offset times the Q8_0 blocks'
+// sums (corr, perRow 1). A block moves x by xBlock bytes, the third
+// operand by thirdBlock and the weights by bsize.
+type inPlaceVNNI struct {
+	name, third               string
+	perRow                    int
+	xBlock, thirdBlock, bsize int
+}
+
+// vnniOperands is what the frame gives a block: the weights (pp), each
+// row's accumulator and operands, a zero to start sums from, and how many
+// chains a row's dot products take (two while one or two rows leave the
+// multiply-adds too few to cover their latency).
+type vnniOperands struct {
+	pp     GPVirtual
+	acc    []VecVirtual
+	zero   VecVirtual
+	chains int
+	x      func(r, disp int) Mem
+	d      func(r int) Mem
+	third  func(r, disp int) Mem
+}
+
+// emit writes the kernel (its TEXT and Doc already given): consts emits
+// its constants and returns one, which the zero is made from (a register
+// XORed with itself reads itself, and the allocator keeps it live from the
+// kernel's entry); block emits one block's products into the rows'
+// accumulators.
+func (k inPlaceVNNI) emit(R int, decode bool, consts func() VecVirtual, block func(vnniOperands)) {
+	name := k.name
+	c := consts()
 	zero := ZMM()
-	VPXORD(mask, mask, zero)
+	VPXORD(c, c, zero)
 	chains := 1
 	if R <= 2 {
 		chains = 2
 	}
-	loop, xp, dp, cp, yrow, ldx, lds := GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	loop, xp, dp, tp, yrow, ldx, lds := GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
 	Load(Param("xq"), xp)
 	Load(Param("xd"), dp)
-	Load(Param("corr"), cp)
+	Load(Param(k.third), tp)
 	Load(Param("y"), yrow)
 	Load(Param("blocks"), lds)
 	SHLQ(U8(2), lds)
@@ -304,11 +327,27 @@ func fastX16Q8(fq string, R int, decode bool) {
 		Load(Param("rows"), loop)
 		Load(Param("ldx"), ldx)
 	}
-	var ldx3, lds3 GPVirtual
+	// The multiples of a stride a scale cannot give: 3·ldx, 3·lds, and
+	// with perRow 8 (a scale of 8) 2·lds.
+	var ldx3, lds2, lds3 GPVirtual
 	if R > 2 {
-		ldx3, lds3 = GP64(), GP64()
+		ldx3 = GP64()
 		LEAQ(Mem{Base: ldx, Index: ldx, Scale: 2}, ldx3)
+		if k.perRow == 8 {
+			lds2 = GP64()
+			LEAQ(Mem{Base: lds, Index: lds, Scale: 1}, lds2)
+		}
+		lds3 = GP64()
 		LEAQ(Mem{Base: lds, Index: lds, Scale: 2}, lds3)
+	}
+	third := func(r, disp int) Mem { return rowAt(tp, lds, lds3, r, disp) }
+	if k.perRow == 8 {
+		third = func(r, disp int) Mem {
+			if r == 0 {
+				return Mem{Base: tp, Disp: disp}
+			}
+			return Mem{Base: tp, Index: []GPVirtual{lds, lds2, lds3}[r-1], Scale: 8, Disp: disp}
+		}
 	}
 	acc := make([]VecVirtual, R)
 	for r := range acc {
@@ -316,110 +355,42 @@ func fastX16Q8(fq string, R int, decode bool) {
 	}
 	pp, b := GP64(), GP64()
 	if decode {
-		Load(Param("w"), pp)
+		Load(Param("w"), pp) // each group's weights follow the last's
 	}
 	Label(name + "_outer")
 	TESTQ(loop, loop)
 	JZ(LabelRef(name + "_end"))
 	if !decode {
-		Load(Param("w"), pp)
+		Load(Param("w"), pp) // every R rows read the group again
 	}
 	Load(Param("blocks"), b)
 	for r := range acc {
 		VMOVDQA64(zero, acc[r])
 	}
 	Label(name + "_block")
-	if decode {
-		spreadPrefetch(pp, (bsize+63)/64, 0, 1)
+	block(vnniOperands{
+		pp: pp, acc: acc, zero: zero, chains: chains,
+		x:     func(r, disp int) Mem { return rowAt(xp, ldx, ldx3, r, disp) },
+		d:     func(r int) Mem { return rowAt(dp, lds, lds3, r, 0) },
+		third: third,
+	})
+	ADDQ(U32(k.bsize), pp)
+	if k.xBlock > 127 {
+		ADDQ(U32(k.xBlock), xp)
+	} else {
+		ADDQ(U8(k.xBlock), xp)
 	}
-	dots := make([][]VecVirtual, R)
-	for r := range dots {
-		dots[r] = make([]VecVirtual, chains)
-		for c := range dots[r] {
-			dots[r][c] = ZMM()
-			VMOVDQA64(zero, dots[r][c])
-		}
-	}
-	if fq == "Q8_0" {
-		for j := 0; j < 8; j++ {
-			q := ZMM()
-			VPXORD(Mem{Base: pp, Disp: head + 64*j}, mask, q)
-			for r := 0; r < R; r++ {
-				VPDPBUSD_BCST(rowAt(xp, ldx, ldx3, r, 4*j), q, dots[r][j%chains])
-			}
-		}
-	}
-	for j := 0; fq == "IQ4_NL" && j < 4; j++ {
-		v := ZMM()
-		VMOVDQU32(Mem{Base: pp, Disp: head + 64*j}, v)
-		for h := 0; h < 2; h++ {
-			q := ZMM()
-			if h == 0 {
-				VPANDD(mask, v, q)
-			} else {
-				VPSRLD(U8(4), v, q)
-				VPANDD(mask, q, q)
-			}
-			VPSHUFB(q, levels, q)
-			for r := 0; r < R; r++ {
-				VPDPBUSD_BCST(rowAt(xp, ldx, ldx3, r, 4*(4*h+j)), q, dots[r][(2*h+j)%chains])
-			}
-		}
-	}
-	hm := ZMM()
-	for j := 0; fq == "Q5_0" && j < 4; j++ {
-		if j == 0 {
-			VMOVDQU32(Mem{Base: pp, Disp: 32}, hm)
-		}
-		v := ZMM()
-		VMOVDQU32(Mem{Base: pp, Disp: head + 64*j}, v)
-		for h := 0; h < 2; h++ {
-			// q = (nibble) | (fifth bit at bit 4): the bit is j (low
-			// nibble) or 4+j (high) of each byte of hm.
-			q, src := ZMM(), v
-			if h == 0 {
-				VPSLLD(U8(4-j), hm, q)
-			} else {
-				if j > 0 {
-					VPSRLD(U8(j), hm, q)
-				} else {
-					VMOVDQA64(hm, q)
-				}
-				src = ZMM()
-				VPSRLD(U8(4), v, src)
-			}
-			VPANDD(bit4, q, q)
-			VPTERNLOGD(U8(0xF8), src, mask, q) // q |= mask & src
-			for r := 0; r < R; r++ {
-				VPDPBUSD_BCST(rowAt(xp, ldx, ldx3, r, 4*(4*h+j)), q, dots[r][(2*h+j)%chains])
-			}
-		}
-	}
-	dv := ZMM()
-	VCVTPH2PS(Mem{Base: pp}, dv)
-	for r := 0; r < R; r++ {
-		d := dots[r]
-		if chains == 2 {
-			VPADDD(d[1], d[0], d[0])
-		}
-		VPSUBD_BCST(rowAt(cp, lds, lds3, r, 0), d[0], d[0])
-		VCVTDQ2PS(d[0], d[0])
-		s := ZMM()
-		VMULPS_BCST(rowAt(dp, lds, lds3, r, 0), dv, s)
-		VFMADD231PS(s, d[0], acc[r])
-	}
-	ADDQ(U32(bsize), pp)
-	ADDQ(U8(32), xp)
 	ADDQ(U8(4), dp)
-	ADDQ(U8(4), cp)
+	ADDQ(U8(k.thirdBlock), tp)
 	DECQ(b)
 	JNZ(LabelRef(name + "_block"))
 	if decode {
+		// The next group: x is read again.
 		VMOVUPS(acc[0], Mem{Base: yrow})
 		ADDQ(U8(64), yrow)
 		Load(Param("xq"), xp)
 		Load(Param("xd"), dp)
-		Load(Param("corr"), cp)
+		Load(Param(k.third), tp)
 		DECQ(loop)
 		JMP(LabelRef(name + "_outer"))
 	} else {
@@ -430,17 +401,19 @@ func fastX16Q8(fq string, R int, decode bool) {
 			VMOVUPS(acc[r], Mem{Base: yrow})
 			ADDQ(ldy, yrow)
 		}
-		// xp stands at row 0's end (32·blocks bytes on), dp and cp at
-		// 4·blocks: on to row R's.
+		// xp stands xBlock·blocks bytes on from row 0's, dp and tp at row
+		// 1's: on to row R's.
 		MOVQ(lds, b)
-		SHLQ(U8(3), b)
+		SHLQ(U8(bits.TrailingZeros(uint(k.xBlock/4))), b)
 		SUBQ(b, xp)
 		for r := 0; r < R; r++ {
 			ADDQ(ldx, xp)
 		}
 		for r := 1; r < R; r++ {
 			ADDQ(lds, dp)
-			ADDQ(lds, cp)
+			for i := 0; i < k.perRow; i++ {
+				ADDQ(lds, tp)
+			}
 		}
 		SUBQ(U8(R), loop)
 		JMP(LabelRef(name + "_outer"))
